@@ -1,0 +1,219 @@
+//! Elementwise kernels over strided, broadcast operands.
+
+use super::strided::{coalesce, for_rows, row_count};
+use crate::Layout;
+use crate::threads::{PARALLEL_GRAIN, install};
+use rayon::prelude::*;
+
+/// Copies a strided view into a fresh row-major buffer.
+pub fn copy_strided<T: Copy + Send + Sync + Default>(src: &[T], l: &Layout) -> Vec<T> {
+    map(src, l, |x| x)
+}
+
+/// `f` applied to every element of a view; output is row-major.
+pub fn map<T, U>(src: &[T], l: &Layout, f: impl Fn(T) -> U + Sync) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync + Default,
+{
+    let n = l.numel();
+    if let Some(off) = l.contiguous_offset() {
+        let s = &src[off..off + n];
+        if n < PARALLEL_GRAIN {
+            return s.iter().map(|&x| f(x)).collect();
+        }
+        return install(|_| {
+            let mut out = Vec::with_capacity(n);
+            s.par_iter()
+                .with_min_len(PARALLEL_GRAIN / 4)
+                .map(|&x| f(x))
+                .collect_into_vec(&mut out);
+            out
+        });
+    }
+    let (shape, strides) = coalesce(&l.shape, &[&l.strides]);
+    let mut out = vec![U::default(); n];
+    let rows = row_count(&shape);
+    let len = n / rows.max(1);
+    let fill = |start: usize, chunk: &mut [U]| {
+        let mut pos = 0;
+        for_rows(
+            &shape,
+            [&strides[0]],
+            [l.offset],
+            start,
+            start + chunk.len() / len.max(1),
+            |[b], len, [s]| {
+                for i in 0..len {
+                    chunk[pos + i] = f(src[b + i * s]);
+                }
+                pos += len;
+            },
+        );
+    };
+    run_rows(&mut out, rows, len, fill);
+    out
+}
+
+/// `f(a, b)` over two views already broadcast to one shape; output row-major.
+pub fn zip_map<A, B, O>(
+    a: &[A],
+    la: &Layout,
+    b: &[B],
+    lb: &Layout,
+    f: impl Fn(A, B) -> O + Sync,
+) -> Vec<O>
+where
+    A: Copy + Send + Sync,
+    B: Copy + Send + Sync,
+    O: Copy + Send + Sync + Default,
+{
+    debug_assert_eq!(la.shape, lb.shape);
+    let n = la.numel();
+    if let (Some(oa), Some(ob)) = (la.contiguous_offset(), lb.contiguous_offset()) {
+        let (sa, sb) = (&a[oa..oa + n], &b[ob..ob + n]);
+        if n < PARALLEL_GRAIN {
+            return sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect();
+        }
+        return install(|_| {
+            let mut out = Vec::with_capacity(n);
+            sa.par_iter()
+                .zip(sb.par_iter())
+                .with_min_len(PARALLEL_GRAIN / 4)
+                .map(|(&x, &y)| f(x, y))
+                .collect_into_vec(&mut out);
+            out
+        });
+    }
+    let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
+    let mut out = vec![O::default(); n];
+    let rows = row_count(&shape);
+    let len = n / rows.max(1);
+    let fill = |start: usize, chunk: &mut [O]| {
+        let mut pos = 0;
+        let end = start + chunk.len() / len.max(1);
+        for_rows(
+            &shape,
+            [&strides[0], &strides[1]],
+            [la.offset, lb.offset],
+            start,
+            end,
+            |[ba, bb], len, [sa, sb]| {
+                let dst = &mut chunk[pos..pos + len];
+                match (sa, sb) {
+                    (1, 1) => {
+                        for ((d, &x), &y) in
+                            dst.iter_mut().zip(&a[ba..ba + len]).zip(&b[bb..bb + len])
+                        {
+                            *d = f(x, y);
+                        }
+                    }
+                    (1, 0) => {
+                        let y = b[bb];
+                        for (d, &x) in dst.iter_mut().zip(&a[ba..ba + len]) {
+                            *d = f(x, y);
+                        }
+                    }
+                    (0, 1) => {
+                        let x = a[ba];
+                        for (d, &y) in dst.iter_mut().zip(&b[bb..bb + len]) {
+                            *d = f(x, y);
+                        }
+                    }
+                    _ => {
+                        for (i, d) in dst.iter_mut().enumerate() {
+                            *d = f(a[ba + i * sa], b[bb + i * sb]);
+                        }
+                    }
+                }
+                pos += len;
+            },
+        );
+    };
+    run_rows(&mut out, rows, len, fill);
+    out
+}
+
+/// Splits `out` (rows of `len`) across threads when it is large enough.
+fn run_rows<O: Send>(
+    out: &mut [O],
+    rows: usize,
+    len: usize,
+    fill: impl Fn(usize, &mut [O]) + Sync,
+) {
+    if out.len() < PARALLEL_GRAIN || rows < 2 || len == 0 {
+        fill(0, out);
+        return;
+    }
+    install(|threads| {
+        let rows_per = rows
+            .div_ceil(threads * 4)
+            .max(PARALLEL_GRAIN / 4 / len.max(1))
+            .max(1);
+        out.par_chunks_mut(rows_per * len)
+            .enumerate()
+            .for_each(|(i, chunk)| fill(i * rows_per, chunk));
+    });
+}
+
+/// `dst[i] = f(dst[i])` over a strided view of a buffer, in place.
+pub fn map_inplace<T: Copy + Send + Sync>(dst: &mut [T], l: &Layout, f: impl Fn(T) -> T + Sync) {
+    let n = l.numel();
+    if let Some(off) = l.contiguous_offset() {
+        let s = &mut dst[off..off + n];
+        if n < PARALLEL_GRAIN {
+            s.iter_mut().for_each(|x| *x = f(*x));
+        } else {
+            install(|_| {
+                s.par_iter_mut()
+                    .with_min_len(PARALLEL_GRAIN / 4)
+                    .for_each(|x| *x = f(*x))
+            });
+        }
+        return;
+    }
+    l.for_each_offset(|o| dst[o] = f(dst[o]));
+}
+
+/// `dst[i] = f(dst[i], src[i])` over a strided view of `dst` and a view of
+/// `src` broadcast to the same shape, in place.
+pub fn zip_inplace<T, B>(
+    dst: &mut [T],
+    l: &Layout,
+    src: &[B],
+    ls: &Layout,
+    f: impl Fn(T, B) -> T + Sync,
+) where
+    T: Copy + Send + Sync,
+    B: Copy + Send + Sync,
+{
+    let n = l.numel();
+    if let (Some(od), Some(os)) = (l.contiguous_offset(), ls.contiguous_offset()) {
+        let (d, s) = (&mut dst[od..od + n], &src[os..os + n]);
+        if n < PARALLEL_GRAIN {
+            d.iter_mut().zip(s).for_each(|(x, &y)| *x = f(*x, y));
+        } else {
+            install(|_| {
+                d.par_iter_mut()
+                    .zip(s.par_iter())
+                    .with_min_len(PARALLEL_GRAIN / 4)
+                    .for_each(|(x, &y)| *x = f(*x, y))
+            });
+        }
+        return;
+    }
+    let (shape, strides) = coalesce(&l.shape, &[&l.strides, &ls.strides]);
+    for_rows(
+        &shape,
+        [&strides[0], &strides[1]],
+        [l.offset, ls.offset],
+        0,
+        row_count(&shape),
+        |[bd, bs], len, [sd, ss]| {
+            for i in 0..len {
+                let o = bd + i * sd;
+                dst[o] = f(dst[o], src[bs + i * ss]);
+            }
+        },
+    );
+}

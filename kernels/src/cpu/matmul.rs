@@ -1,0 +1,99 @@
+//! Matrix multiply through the `gemm` crate (AVX-512 kernels with `x86-v4`).
+
+use crate::threads::install;
+use crate::{Float, Layout};
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+/// Batched `a @ b`: `la` is `[..batch, m, k]`, `lb` is `[..batch, k, n]` with
+/// the same batch shape (broadcast batch dims have stride 0). Any strides
+/// work: gemm reads transposed views directly. Output is row-major
+/// `[..batch, m, n]`.
+///
+/// ```
+/// use tapir_kernels::{cpu, Layout};
+/// let a = [1.0f32, 2.0, 3.0, 4.0];
+/// let l = Layout::contiguous(&[2, 2]);
+/// assert_eq!(cpu::matmul(&a, &l, &a, &l.transpose(0, 1)), vec![5.0, 11.0, 11.0, 25.0]);
+/// ```
+pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
+    let nd = la.ndim();
+    assert!(
+        nd >= 2 && lb.ndim() == nd,
+        "matmul kernel: ranks {} and {}",
+        la.ndim(),
+        lb.ndim()
+    );
+    let (m, k, n) = (la.shape[nd - 2], la.shape[nd - 1], lb.shape[nd - 1]);
+    assert_eq!(k, lb.shape[nd - 2], "matmul kernel: inner dims");
+    let batch_layout = |l: &Layout| Layout {
+        shape: l.shape[..nd - 2].to_vec(),
+        strides: l.strides[..nd - 2].to_vec(),
+        offset: l.offset,
+    };
+    let (mut a_off, mut b_off) = (Vec::new(), Vec::new());
+    batch_layout(la).for_each_offset(|o| a_off.push(o));
+    batch_layout(lb).for_each_offset(|o| b_off.push(o));
+    let batch = a_off.len();
+    let mut out = vec![T::zero(); batch * m * n];
+    if m * n == 0 {
+        return out;
+    }
+    let (ars, acs) = (la.strides[nd - 2] as isize, la.strides[nd - 1] as isize);
+    let (brs, bcs) = (lb.strides[nd - 2] as isize, lb.strides[nd - 1] as isize);
+    let one = |dst: &mut [T], ao: usize, bo: usize, par: Parallelism| {
+        if k == 0 {
+            return; // the sum over an empty inner dim is zero
+        }
+        // Highest offset each operand touches, so the pointers below stay in bounds.
+        let a_end = ao + (m - 1) * ars as usize + (k - 1) * acs as usize;
+        let b_end = bo + (k - 1) * brs as usize + (n - 1) * bcs as usize;
+        assert!(a_end < a.len() && b_end < b.len() && dst.len() == m * n);
+        // SAFETY: gemm reads `m x k` elements of `a` from `ao` with strides
+        // (ars, acs) and `k x n` of `b` from `bo` with (brs, bcs) — both bounded
+        // by the assert above — and writes the `m x n` row-major `dst`, whose
+        // length was checked too. `read_dst = false`, so `dst` is only written.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                dst.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a.as_ptr().add(ao),
+                acs,
+                ars,
+                b.as_ptr().add(bo),
+                bcs,
+                brs,
+                T::zero(),
+                T::one(),
+                false,
+                false,
+                false,
+                par,
+            );
+        }
+    };
+    let flops = m * n * k;
+    install(|threads| {
+        if threads > 1 && batch >= threads && flops < 128 * 128 * 128 {
+            // Many small products: one per task.
+            out.par_chunks_mut(m * n)
+                .zip(a_off.par_iter().zip(b_off.par_iter()))
+                .for_each(|(dst, (&ao, &bo))| one(dst, ao, bo, Parallelism::None));
+        } else {
+            let par = if threads > 1 && flops >= 32 * 32 * 32 {
+                Parallelism::Rayon(threads)
+            } else {
+                Parallelism::None
+            };
+            for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
+                one(dst, ao, bo, par);
+            }
+        }
+    });
+    out
+}

@@ -1,0 +1,17 @@
+//! CPU kernels. Contiguous fast paths, rayon above [`crate::threads::PARALLEL_GRAIN`].
+
+mod conv;
+mod elementwise;
+mod index;
+mod matmul;
+mod reduce;
+mod softmax;
+mod strided;
+
+pub use conv::{Conv2dGeometry, col2im, im2col};
+pub use elementwise::{copy_strided, map, map_inplace, zip_inplace, zip_map};
+pub use index::{gather, index_add_rows, index_select, scatter_add};
+pub use matmul::matmul;
+pub use reduce::reduce;
+pub use softmax::{log_softmax_rows, softmax_rows};
+pub use strided::coalesce;

@@ -1,0 +1,24 @@
+//! CUDA support (the `cuda` feature). cudarc loads the driver at run time, so
+//! this builds on machines without CUDA; every entry point checks that the
+//! libraries are present before calling into cudarc, which panics otherwise.
+
+/// Whether CUDA device `ordinal` can be used; `Err` says why not.
+pub fn device_check(ordinal: usize) -> Result<(), String> {
+    // SAFETY: `is_culib_present` only tries to dlopen the driver library; it
+    // has no preconditions.
+    let present = unsafe { cudarc::driver::sys::is_culib_present() };
+    if !present {
+        return Err("the CUDA driver library (libcuda.so) was not found".into());
+    }
+    let count = cudarc::driver::CudaContext::device_count().map_err(|e| format!("{e:?}"))?;
+    if ordinal as i32 >= count {
+        return Err(format!("only {count} CUDA device(s) present"));
+    }
+    Ok(())
+}
+
+/// Whether NVRTC (the run-time CUDA compiler) can be loaded; it needs no GPU.
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only attempts to dlopen the NVRTC library.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}

@@ -1,0 +1,238 @@
+//! Shape, strides and offset of a view into a buffer.
+
+/// How a tensor's elements sit in its buffer: element `idx` lives at
+/// `offset + sum(idx[d] * strides[d])`. Strides are in elements and never
+/// negative (as in PyTorch); a stride of 0 is a broadcast dimension.
+///
+/// ```
+/// use tapir_kernels::Layout;
+/// let l = Layout::contiguous(&[2, 3]);
+/// assert_eq!(l.strides, vec![3, 1]);
+/// assert!(l.transpose(0, 1).contiguous_offset().is_none());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub shape: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub offset: usize,
+}
+
+/// Row-major strides for `shape`.
+pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![0; shape.len()];
+    let mut acc = 1;
+    for d in (0..shape.len()).rev() {
+        strides[d] = acc;
+        acc *= shape[d];
+    }
+    strides
+}
+
+impl Layout {
+    /// A row-major layout starting at offset 0.
+    pub fn contiguous(shape: &[usize]) -> Self {
+        Layout {
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+            offset: 0,
+        }
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// `Some(offset)` when the elements are one dense row-major run.
+    pub fn contiguous_offset(&self) -> Option<usize> {
+        let mut expected = 1;
+        for d in (0..self.shape.len()).rev() {
+            if self.shape[d] != 1 && self.strides[d] != expected {
+                return None;
+            }
+            expected *= self.shape[d];
+        }
+        Some(self.offset)
+    }
+
+    pub fn is_contiguous(&self) -> bool {
+        self.contiguous_offset().is_some()
+    }
+
+    /// Swaps two dimensions (no data moves).
+    pub fn transpose(&self, a: usize, b: usize) -> Self {
+        let mut l = self.clone();
+        l.shape.swap(a, b);
+        l.strides.swap(a, b);
+        l
+    }
+
+    /// Reorders dimensions: new dim `i` is old dim `perm[i]`.
+    pub fn permute(&self, perm: &[usize]) -> Self {
+        Layout {
+            shape: perm.iter().map(|&p| self.shape[p]).collect(),
+            strides: perm.iter().map(|&p| self.strides[p]).collect(),
+            offset: self.offset,
+        }
+    }
+
+    /// Views this layout as `shape` (already checked broadcast-compatible):
+    /// new leading dims and size-1 dims that grow get stride 0.
+    pub fn broadcast_to(&self, shape: &[usize]) -> Self {
+        let extra = shape.len() - self.ndim();
+        let mut strides = vec![0; shape.len()];
+        for d in 0..self.ndim() {
+            strides[extra + d] = if self.shape[d] == 1 && shape[extra + d] != 1 {
+                0
+            } else {
+                self.strides[d]
+            };
+        }
+        Layout {
+            shape: shape.to_vec(),
+            strides,
+            offset: self.offset,
+        }
+    }
+
+    /// Strides for viewing this layout as `shape` without a copy, if possible
+    /// (the algorithm of PyTorch's `computeStride`).
+    pub fn reshape_strides(&self, shape: &[usize]) -> Option<Vec<usize>> {
+        let numel = self.numel();
+        if numel == 0 || self.shape.is_empty() {
+            return Some(contiguous_strides(shape));
+        }
+        let mut new_strides = vec![0; shape.len()];
+        let mut view_d = shape.len() as isize - 1;
+        let mut chunk_base_stride = *self.strides.last().unwrap();
+        let mut tensor_numel = 1;
+        let mut view_numel = 1;
+        for d in (0..self.ndim()).rev() {
+            tensor_numel *= self.shape[d];
+            if d == 0
+                || (self.shape[d - 1] != 1
+                    && self.strides[d - 1] != tensor_numel * chunk_base_stride)
+            {
+                while view_d >= 0 && (view_numel < tensor_numel || shape[view_d as usize] == 1) {
+                    new_strides[view_d as usize] = view_numel * chunk_base_stride;
+                    view_numel *= shape[view_d as usize];
+                    view_d -= 1;
+                }
+                if view_numel != tensor_numel {
+                    return None;
+                }
+                if d > 0 {
+                    chunk_base_stride = self.strides[d - 1];
+                    tensor_numel = 1;
+                    view_numel = 1;
+                }
+            }
+        }
+        if view_d != -1 {
+            return None;
+        }
+        Some(new_strides)
+    }
+
+    /// Calls `f` with the buffer offset of every element, in row-major order.
+    #[inline]
+    pub fn for_each_offset(&self, mut f: impl FnMut(usize)) {
+        self.for_each_row(|base, len, stride| {
+            for i in 0..len {
+                f(base + i * stride);
+            }
+        });
+    }
+
+    /// Calls `f(base, len, stride)` once per innermost row, in row-major
+    /// order; a 0-d layout is one row of length 1.
+    #[inline]
+    pub fn for_each_row(&self, f: impl FnMut(usize, usize, usize)) {
+        let rows = if self.shape.is_empty() {
+            1
+        } else {
+            self.numel() / self.shape[self.ndim() - 1].max(1)
+        };
+        self.for_rows_in(0, rows, f)
+    }
+
+    /// Number of innermost rows (numel / last dim).
+    pub fn rows(&self) -> usize {
+        match self.shape.last() {
+            None => 1,
+            Some(&0) => 0,
+            Some(&n) => self.numel() / n,
+        }
+    }
+
+    /// As [`Layout::for_each_row`] but only rows `start..end`, so a caller can
+    /// split the work across threads.
+    pub fn for_rows_in(&self, start: usize, end: usize, mut f: impl FnMut(usize, usize, usize)) {
+        if self.numel() == 0 || start >= end {
+            return;
+        }
+        let nd = self.ndim();
+        if nd == 0 {
+            f(self.offset, 1, 1);
+            return;
+        }
+        let (len, stride) = (self.shape[nd - 1], self.strides[nd - 1]);
+        let outer = &self.shape[..nd - 1];
+        // Unravel `start` into a multi-index over the outer dims.
+        let mut idx = vec![0usize; nd - 1];
+        let mut rem = start;
+        let mut base = self.offset;
+        for d in (0..nd - 1).rev() {
+            idx[d] = rem % outer[d];
+            rem /= outer[d];
+            base += idx[d] * self.strides[d];
+        }
+        for _ in start..end {
+            f(base, len, stride);
+            // Increment the multi-index like an odometer.
+            let mut d = nd - 1;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                base += self.strides[d];
+                if idx[d] < outer[d] {
+                    break;
+                }
+                base -= idx[d] * self.strides[d];
+                idx[d] = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_of_a_transposed_slice() {
+        let l = Layout {
+            shape: vec![2, 3],
+            strides: vec![1, 4],
+            offset: 1,
+        };
+        let mut v = vec![];
+        l.for_each_offset(|o| v.push(o));
+        assert_eq!(v, vec![1, 5, 9, 2, 6, 10]);
+        let mut part = vec![];
+        l.for_rows_in(1, 2, |b, n, s| part.push((b, n, s)));
+        assert_eq!(part, vec![(2, 3, 4)]);
+    }
+
+    #[test]
+    fn reshape_strides_follow_pytorch() {
+        let l = Layout::contiguous(&[4, 6]);
+        assert_eq!(l.reshape_strides(&[2, 2, 6]), Some(vec![12, 6, 1]));
+        let t = l.transpose(0, 1);
+        assert_eq!(t.reshape_strides(&[24]), None);
+        assert_eq!(t.reshape_strides(&[3, 2, 4]), Some(vec![2, 1, 6]));
+    }
+}

@@ -1,0 +1,23 @@
+//! `tapir-kernels`: raw compute over buffers and layouts.
+//!
+//! Every function here takes plain slices plus a [`Layout`] (shape, strides,
+//! offset) and returns fresh buffers. Nothing here knows about autograd: the
+//! runtime composes these kernels into differentiable ops.
+//!
+//! ```
+//! use tapir_kernels::{Layout, cpu};
+//! let a = [1.0f32, 2.0, 3.0, 4.0];
+//! let l = Layout::contiguous(&[2, 2]);
+//! let t = l.transpose(0, 1);
+//! assert_eq!(cpu::copy_strided(&a, &t), vec![1.0, 3.0, 2.0, 4.0]);
+//! ```
+
+pub mod cpu;
+#[cfg(feature = "cuda")]
+pub mod cuda;
+mod float;
+pub(crate) mod layout;
+pub mod threads;
+
+pub use float::Float;
+pub use layout::{Layout, contiguous_strides};

@@ -1,0 +1,169 @@
+//! The backward walk: dependency counting, then nodes in reverse creation
+//! order, accumulating into leaves' `.grad`.
+
+use super::{BackwardFn, GradHook, NoGradGuard};
+use crate::Tensor;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// Where an input's gradient goes.
+pub(crate) enum Edge {
+    /// The input needs no gradient.
+    None,
+    /// A leaf that requires grad: accumulate into its `.grad`.
+    Leaf(Tensor),
+    /// An intermediate: feed the node that produced it.
+    Node(Arc<Node>),
+}
+
+/// One recorded op: its name, its backward closure and its inputs' edges.
+pub(crate) struct Node {
+    pub name: &'static str,
+    seq: u64,
+    pub edges: Vec<Edge>,
+    backward: Mutex<Option<BackwardFn>>,
+    pub hooks: Mutex<Vec<GradHook>>,
+}
+
+impl Node {
+    pub fn new(name: &'static str, edges: Vec<Edge>, backward: BackwardFn) -> Node {
+        Node {
+            name,
+            seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
+            edges,
+            backward: Mutex::new(Some(backward)),
+            hooks: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+struct Ready(u64, Arc<Node>);
+impl PartialEq for Ready {
+    fn eq(&self, o: &Self) -> bool {
+        self.0 == o.0
+    }
+}
+impl Eq for Ready {}
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ready {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.cmp(&o.0)
+    }
+}
+
+fn key(n: &Arc<Node>) -> *const Node {
+    Arc::as_ptr(n)
+}
+
+fn apply_hooks(hooks: &[GradHook], mut grad: Tensor) -> Tensor {
+    for h in hooks {
+        if let Some(g) = h(&grad) {
+            grad = g;
+        }
+    }
+    grad
+}
+
+pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor) {
+    let grad = apply_hooks(&leaf.0.hooks.lock().unwrap(), grad);
+    let mut slot = leaf.0.grad.lock().unwrap();
+    *slot = Some(match slot.take() {
+        None => grad.detach(),
+        Some(old) => &old + &grad,
+    });
+}
+
+/// Backpropagates `grad` from `root` through its graph.
+pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
+    let _no_grad = NoGradGuard::new();
+    let node = match &root.0.grad_fn {
+        None => {
+            // backward() on a leaf accumulates into the leaf itself.
+            accumulate_leaf(root, grad);
+            return;
+        }
+        Some(n) => n.clone(),
+    };
+
+    // Count, for every node reachable from the root, how many edges feed it.
+    let mut deps: HashMap<*const Node, usize> = HashMap::new();
+    let mut stack = vec![node.clone()];
+    let mut seen: HashMap<*const Node, ()> = HashMap::new();
+    seen.insert(key(&node), ());
+    while let Some(n) = stack.pop() {
+        for e in &n.edges {
+            if let Edge::Node(m) = e {
+                *deps.entry(key(m)).or_insert(0) += 1;
+                if seen.insert(key(m), ()).is_none() {
+                    stack.push(m.clone());
+                }
+            }
+        }
+    }
+
+    let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
+    grads.insert(key(&node), grad);
+    let mut ready = BinaryHeap::new();
+    ready.push(Ready(node.seq, node));
+    while let Some(Ready(_, n)) = ready.pop() {
+        let needs: Vec<bool> = n.edges.iter().map(|e| !matches!(e, Edge::None)).collect();
+        // A node whose every consumer returned no gradient propagates none.
+        let input_grads = if let Some(g) = grads.remove(&key(&n)) {
+            let g = apply_hooks(&n.hooks.lock().unwrap(), g);
+            let mut slot = n.backward.lock().unwrap();
+            let f = slot.as_mut().unwrap_or_else(|| {
+                panic!(
+                    "backward: trying to backward through the graph a second time (the saved tensors of {} were \
+                     freed by the first backward); pass retain_graph = true to the first backward if you need to \
+                     backward through it again",
+                    n.name
+                )
+            });
+            let out = f(&g, &needs);
+            if !retain_graph {
+                *slot = None; // release saved activations now
+            }
+            out
+        } else {
+            vec![None; n.edges.len()]
+        };
+        assert_eq!(
+            input_grads.len(),
+            n.edges.len(),
+            "{}: backward returned the wrong number of gradients",
+            n.name
+        );
+        for (e, ig) in n.edges.iter().zip(input_grads) {
+            match e {
+                Edge::None => {}
+                Edge::Leaf(t) => {
+                    if let Some(ig) = ig {
+                        debug_assert_eq!(ig.shape(), t.shape(), "{}: gradient shape", n.name);
+                        accumulate_leaf(t, ig)
+                    }
+                }
+                Edge::Node(m) => {
+                    let k = key(m);
+                    if let Some(ig) = ig {
+                        match grads.remove(&k) {
+                            None => grads.insert(k, ig),
+                            Some(prev) => grads.insert(k, &prev + &ig),
+                        };
+                    }
+                    let d = deps.get_mut(&k).expect("counted above");
+                    *d -= 1;
+                    if *d == 0 {
+                        ready.push(Ready(m.seq, m.clone()));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! Define-by-run autograd. Every op that sees an input requiring grad records
+//! a [`Node`] holding its backward closure and edges to its inputs' nodes; the
+//! graph lives exactly as long as the tensors that reference it.
+
+mod engine;
+mod grad_mode;
+mod gradcheck;
+
+pub(crate) use engine::{Edge, Node, run_backward};
+pub use grad_mode::{EnableGradGuard, NoGradGuard, enable_grad, is_grad_enabled, no_grad};
+pub use gradcheck::{GradcheckError, gradcheck};
+
+use crate::Tensor;
+
+/// What a backward closure gets: the gradient of the op's output, and which
+/// inputs need a gradient (others may be returned as `None`, and their work
+/// skipped — frozen parameters cost nothing).
+pub(crate) type BackwardFn = Box<dyn FnMut(&Tensor, &[bool]) -> Vec<Option<Tensor>> + Send>;
+
+/// A gradient hook: sees the gradient flowing into a tensor and may replace it.
+pub type GradHook = Box<dyn Fn(&Tensor) -> Option<Tensor> + Send + Sync>;

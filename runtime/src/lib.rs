@@ -1,0 +1,40 @@
+//! `tapir-runtime`: tensors, define-by-run autograd and ops.
+//!
+//! ```
+//! use tapir_runtime::Tensor;
+//! let w = Tensor::randn(&[3, 2]).requires_grad_(true);
+//! let x = Tensor::ones(&[4, 3]);
+//! let loss = x.matmul(&w).relu().mean();
+//! loss.backward();
+//! assert_eq!(w.grad().unwrap().shape(), &[3, 2]);
+//! ```
+
+mod autograd;
+mod device;
+mod display;
+mod dtype;
+mod error;
+mod ops;
+mod random;
+mod storage;
+mod tensor;
+
+pub use autograd::{
+    EnableGradGuard, GradcheckError, NoGradGuard, enable_grad, gradcheck, is_grad_enabled, no_grad,
+};
+pub use device::Device;
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use ops::conv::Conv2dOptions;
+pub use random::{Generator, default_generator, manual_seed};
+pub use tensor::Tensor;
+
+/// Sets the number of CPU threads every kernel uses (`torch.set_num_threads`).
+pub fn set_num_threads(n: usize) {
+    tapir_kernels::threads::set_num_threads(n);
+}
+
+/// The number of CPU threads kernels use (`torch.get_num_threads`).
+pub fn get_num_threads() -> usize {
+    tapir_kernels::threads::num_threads()
+}

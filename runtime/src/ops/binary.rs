@@ -1,0 +1,447 @@
+//! Elementwise binary ops with PyTorch's broadcasting and type promotion,
+//! comparisons, logical ops, `where`, and the operator overloads.
+
+use super::{broadcast_shapes, same_device};
+use crate::storage::{BinaryFn, CpuBuffer};
+use crate::{DType, Tensor};
+use tapir_kernels::Float;
+
+macro_rules! binary_fn {
+    ($name:ident, |$a:ident, $b:ident| $body:expr) => {
+        pub(crate) struct $name;
+        impl BinaryFn for $name {
+            #[inline]
+            fn f<T: Float>(&self, $a: T, $b: T) -> T {
+                $body
+            }
+        }
+    };
+    ($name:ident, |$a:ident, $b:ident| $body:expr, int |$ai:ident, $bi:ident| $ibody:expr) => {
+        pub(crate) struct $name;
+        impl BinaryFn for $name {
+            const INT: bool = true;
+            #[inline]
+            fn f<T: Float>(&self, $a: T, $b: T) -> T {
+                $body
+            }
+            #[inline]
+            fn i(&self, $ai: i64, $bi: i64) -> i64 {
+                $ibody
+            }
+        }
+    };
+}
+
+binary_fn!(AddF, |a, b| a + b, int | a, b | a.wrapping_add(b));
+binary_fn!(SubF, |a, b| a - b, int | a, b | a.wrapping_sub(b));
+binary_fn!(MulF, |a, b| a * b, int | a, b | a.wrapping_mul(b));
+binary_fn!(DivF, |a, b| a / b);
+binary_fn!(PowF, |a, b| a.powf(b));
+binary_fn!(
+    MaxF,
+    |a, b| if a.is_nan() || a > b { a } else { b },
+    int | a,
+    b | a.max(b)
+);
+binary_fn!(
+    MinF,
+    |a, b| if a.is_nan() || a < b { a } else { b },
+    int | a,
+    b | a.min(b)
+);
+
+/// Broadcasts and promotes two operands to a common shape and dtype.
+fn prepare(a: &Tensor, b: &Tensor, op: &str, float_only: bool) -> (Tensor, Tensor, Vec<usize>) {
+    same_device(a, b, op);
+    let shape = broadcast_shapes(a.shape(), b.shape(), op);
+    let mut dtype = DType::promote(a.dtype(), b.dtype());
+    if float_only {
+        dtype = dtype.to_float();
+    }
+    let cast = |t: &Tensor| {
+        if t.dtype() == dtype {
+            t.detach()
+        } else {
+            crate::no_grad(|| t.to_dtype(dtype))
+        }
+    };
+    (cast(a), cast(b), shape)
+}
+
+/// `op(a, b)` with broadcasting, recording nothing.
+pub(crate) fn apply<F: BinaryFn>(
+    a: &Tensor,
+    b: &Tensor,
+    op: &F,
+    name: &str,
+    float_only: bool,
+) -> Tensor {
+    let (a, b, shape) = prepare(a, b, name, float_only);
+    let (la, lb) = (
+        a.layout().broadcast_to(&shape),
+        b.layout().broadcast_to(&shape),
+    );
+    let buf = if a.same_storage(&b) {
+        let s = a.read();
+        s.cpu().binary(&la, s.cpu(), &lb, op)
+    } else {
+        a.read().cpu().binary(&la, b.read().cpu(), &lb, op)
+    };
+    Tensor::from_buffer(buf, &shape)
+}
+
+/// Reduces a gradient to an input's shape and dtype.
+fn fit(g: Tensor, like: &(Vec<usize>, DType)) -> Tensor {
+    let g = g.sum_to(&like.0);
+    if g.dtype() == like.1 {
+        g
+    } else {
+        g.to_dtype(like.1)
+    }
+}
+
+/// A recorded binary op; `bw(a, b, g, needs)` returns both input gradients
+/// at the broadcast shape (`fit` reduces them).
+fn binary<F: BinaryFn>(
+    a: &Tensor,
+    b: &Tensor,
+    op: F,
+    name: &'static str,
+    float_only: bool,
+    save: bool,
+    bw: impl Fn(Option<&(Tensor, Tensor)>, &Tensor, &[bool]) -> [Option<Tensor>; 2] + Send + 'static,
+) -> Tensor {
+    let out = apply(a, b, &op, name, float_only);
+    let metas = [
+        (a.shape().to_vec(), a.dtype()),
+        (b.shape().to_vec(), b.dtype()),
+    ];
+    Tensor::record(out, name, &[a, b], || {
+        let saved = save.then(|| (a.detach(), b.detach()));
+        move |g: &Tensor, needs: &[bool]| {
+            let [ga, gb] = bw(saved.as_ref(), g, needs);
+            vec![ga.map(|t| fit(t, &metas[0])), gb.map(|t| fit(t, &metas[1]))]
+        }
+    })
+}
+
+/// A scalar as a 0-d tensor of the dtype `x op value` should have.
+pub(crate) fn scalar_for(x: &Tensor, value: f64) -> Tensor {
+    let dtype = if x.dtype().is_float() || value.fract() == 0.0 && x.dtype() != DType::Bool {
+        x.dtype()
+    } else {
+        DType::F32
+    };
+    super::creation::filled(&[], value, dtype)
+}
+
+impl Tensor {
+    pub fn add(&self, other: &Tensor) -> Tensor {
+        binary(
+            self,
+            other,
+            AddF,
+            "AddBackward0",
+            false,
+            false,
+            |_, g, n| [n[0].then(|| g.clone()), n[1].then(|| g.clone())],
+        )
+    }
+
+    pub fn sub(&self, other: &Tensor) -> Tensor {
+        binary(
+            self,
+            other,
+            SubF,
+            "SubBackward0",
+            false,
+            false,
+            |_, g, n| [n[0].then(|| g.clone()), n[1].then(|| g.neg())],
+        )
+    }
+
+    pub fn mul(&self, other: &Tensor) -> Tensor {
+        binary(self, other, MulF, "MulBackward0", false, true, |s, g, n| {
+            let (a, b) = s.unwrap();
+            [n[0].then(|| g * b), n[1].then(|| g * a)]
+        })
+    }
+
+    /// True division (integers divide as floats, as in PyTorch).
+    pub fn div(&self, other: &Tensor) -> Tensor {
+        binary(self, other, DivF, "DivBackward0", true, true, |s, g, n| {
+            let (a, b) = s.unwrap();
+            [
+                n[0].then(|| g / b),
+                n[1].then(|| &(&(g * a) / &(b * b)) * -1.0),
+            ]
+        })
+    }
+
+    /// `self ^ other` elementwise.
+    pub fn pow(&self, other: &Tensor) -> Tensor {
+        binary(self, other, PowF, "PowBackward1", true, true, |s, g, n| {
+            let (a, b) = s.unwrap();
+            let ga = n[0].then(|| g * &(b * &a.pow(&(b - 1.0))));
+            // d/db a^b = a^b ln a, taken as 0 where a == 0 (PyTorch's convention).
+            let gb = n[1].then(|| {
+                let y = a.pow(b);
+                let term = &y * &a.log();
+                g * &Tensor::where_(&a.eq_scalar(0.0), &Tensor::zeros_like(&term), &term)
+            });
+            [ga, gb]
+        })
+    }
+
+    /// Elementwise maximum; the gradient goes to the larger input (split on ties).
+    pub fn maximum(&self, other: &Tensor) -> Tensor {
+        binary(
+            self,
+            other,
+            MaxF,
+            "MaximumBackward0",
+            false,
+            true,
+            |s, g, n| extreme_grads(s.unwrap(), g, n, true),
+        )
+    }
+
+    pub fn minimum(&self, other: &Tensor) -> Tensor {
+        binary(
+            self,
+            other,
+            MinF,
+            "MinimumBackward0",
+            false,
+            true,
+            |s, g, n| extreme_grads(s.unwrap(), g, n, false),
+        )
+    }
+
+    /// `cond ? x : y` with broadcasting (`torch.where`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, -2.0, 3.0], &[3]);
+    /// let y = Tensor::where_(&x.gt_scalar(0.0), &x, &Tensor::zeros(&[1]));
+    /// assert_eq!(y.to_vec::<f32>(), vec![1.0, 0.0, 3.0]);
+    /// ```
+    pub fn where_(cond: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
+        same_device(x, y, "where");
+        same_device(cond, x, "where");
+        let cond_b = if cond.dtype() == DType::Bool {
+            cond.clone()
+        } else {
+            cond.ne_scalar(0.0)
+        };
+        let xy = broadcast_shapes(x.shape(), y.shape(), "where");
+        let shape = broadcast_shapes(cond.shape(), &xy, "where");
+        let dtype = DType::promote(x.dtype(), y.dtype());
+        let (xc, yc) = (x.to_dtype(dtype).detach(), y.to_dtype(dtype).detach());
+        let buf = {
+            let c = cond_b.read();
+            let CpuBuffer::Bool(cv) = c.cpu() else {
+                unreachable!()
+            };
+            let (xs, ys) = (xc.read(), yc.read());
+            CpuBuffer::select_where(
+                cv,
+                &cond_b.layout().broadcast_to(&shape),
+                xs.cpu(),
+                &xc.layout().broadcast_to(&shape),
+                ys.cpu(),
+                &yc.layout().broadcast_to(&shape),
+            )
+        };
+        let out = Tensor::from_buffer(buf, &shape);
+        let metas = [
+            (x.shape().to_vec(), x.dtype()),
+            (y.shape().to_vec(), y.dtype()),
+        ];
+        Tensor::record(out, "WhereBackward0", &[x, y], || {
+            let cond = cond_b.detach();
+            move |g: &Tensor, n: &[bool]| {
+                let z = Tensor::zeros_like(g);
+                vec![
+                    n[0].then(|| fit(Tensor::where_(&cond, g, &z), &metas[0])),
+                    n[1].then(|| fit(Tensor::where_(&cond, &z, g), &metas[1])),
+                ]
+            }
+        })
+    }
+
+    /// Fills positions where `mask` is true with `value`.
+    pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Tensor {
+        assert_eq!(
+            mask.dtype(),
+            DType::Bool,
+            "masked_fill: mask must be bool, got {}",
+            mask.dtype()
+        );
+        let shape = broadcast_shapes(self.shape(), mask.shape(), "masked_fill");
+        assert_eq!(
+            shape,
+            self.shape(),
+            "masked_fill: mask of shape {:?} does not broadcast to {:?}",
+            mask.shape(),
+            self.shape()
+        );
+        Tensor::where_(mask, &scalar_for(self, value), self)
+    }
+}
+
+fn extreme_grads(
+    (a, b): &(Tensor, Tensor),
+    g: &Tensor,
+    n: &[bool],
+    max: bool,
+) -> [Option<Tensor>; 2] {
+    let (wins_a, wins_b) = if max {
+        (a.gt(b), b.gt(a))
+    } else {
+        (a.lt(b), b.lt(a))
+    };
+    let tie = a.eq(b);
+    let half = &tie.to_dtype(g.dtype()) * 0.5;
+    let ka = &wins_a.to_dtype(g.dtype()) + &half;
+    let kb = &wins_b.to_dtype(g.dtype()) + &half;
+    [n[0].then(|| g * &ka), n[1].then(|| g * &kb)]
+}
+
+macro_rules! comparisons {
+    ($($name:ident, $sname:ident, $op:tt, $doc:literal;)*) => {
+        impl Tensor {
+            $(
+                #[doc = $doc]
+                pub fn $name(&self, other: &Tensor) -> Tensor {
+                    let (a, b, shape) = prepare(self, other, stringify!($name), false);
+                    let (la, lb) = (a.layout().broadcast_to(&shape), b.layout().broadcast_to(&shape));
+                    let buf = a.read().cpu().compare(&la, b.read().cpu(), &lb, |x, y| x $op y);
+                    Tensor::from_buffer(buf, &shape)
+                }
+
+                #[doc = $doc]
+                pub fn $sname(&self, value: f64) -> Tensor {
+                    self.$name(&scalar_for(self, value))
+                }
+            )*
+        }
+    };
+}
+
+comparisons! {
+    eq, eq_scalar, ==, "Elementwise `==`, to bool.";
+    ne, ne_scalar, !=, "Elementwise `!=`, to bool.";
+    lt, lt_scalar, <, "Elementwise `<`, to bool.";
+    le, le_scalar, <=, "Elementwise `<=`, to bool.";
+    gt, gt_scalar, >, "Elementwise `>`, to bool.";
+    ge, ge_scalar, >=, "Elementwise `>=`, to bool.";
+}
+
+impl Tensor {
+    fn as_bool(&self) -> Tensor {
+        if self.dtype() == DType::Bool {
+            self.clone()
+        } else {
+            self.ne_scalar(0.0)
+        }
+    }
+
+    pub fn logical_and(&self, other: &Tensor) -> Tensor {
+        let b = apply(
+            &self.as_bool().to_dtype(DType::U8),
+            &other.as_bool().to_dtype(DType::U8),
+            &MinF,
+            "logical_and",
+            false,
+        );
+        b.to_dtype(DType::Bool)
+    }
+
+    pub fn logical_or(&self, other: &Tensor) -> Tensor {
+        let b = apply(
+            &self.as_bool().to_dtype(DType::U8),
+            &other.as_bool().to_dtype(DType::U8),
+            &MaxF,
+            "logical_or",
+            false,
+        );
+        b.to_dtype(DType::Bool)
+    }
+
+    pub fn logical_not(&self) -> Tensor {
+        self.as_bool().eq_scalar(0.0)
+    }
+}
+
+macro_rules! operator {
+    ($Trait:ident, $method:ident, $f:ident) => {
+        impl std::ops::$Trait<&Tensor> for &Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                Tensor::$f(self, rhs)
+            }
+        }
+        impl std::ops::$Trait<Tensor> for &Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: Tensor) -> Tensor {
+                Tensor::$f(self, &rhs)
+            }
+        }
+        impl std::ops::$Trait<&Tensor> for Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                Tensor::$f(&self, rhs)
+            }
+        }
+        impl std::ops::$Trait<Tensor> for Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: Tensor) -> Tensor {
+                Tensor::$f(&self, &rhs)
+            }
+        }
+        impl std::ops::$Trait<f64> for &Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: f64) -> Tensor {
+                Tensor::$f(self, &scalar_for(self, rhs))
+            }
+        }
+        impl std::ops::$Trait<f64> for Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: f64) -> Tensor {
+                Tensor::$f(&self, &scalar_for(&self, rhs))
+            }
+        }
+        impl std::ops::$Trait<&Tensor> for f64 {
+            type Output = Tensor;
+            fn $method(self, rhs: &Tensor) -> Tensor {
+                Tensor::$f(&scalar_for(rhs, self), rhs)
+            }
+        }
+        impl std::ops::$Trait<Tensor> for f64 {
+            type Output = Tensor;
+            fn $method(self, rhs: Tensor) -> Tensor {
+                Tensor::$f(&scalar_for(&rhs, self), &rhs)
+            }
+        }
+    };
+}
+
+operator!(Add, add, add);
+operator!(Sub, sub, sub);
+operator!(Mul, mul, mul);
+operator!(Div, div, div);
+
+impl std::ops::Neg for &Tensor {
+    type Output = Tensor;
+    fn neg(self) -> Tensor {
+        Tensor::neg(self)
+    }
+}
+
+impl std::ops::Neg for Tensor {
+    type Output = Tensor;
+    fn neg(self) -> Tensor {
+        Tensor::neg(&self)
+    }
+}

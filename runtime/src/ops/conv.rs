@@ -1,0 +1,253 @@
+//! Convolution and pooling, lowered to `unfold` (im2col) plus GEMM or a
+//! reduction; `unfold`'s backward is `fold` (col2im), so everything else gets
+//! its gradient for free.
+
+use crate::Tensor;
+use crate::storage::CpuBuffer;
+use tapir_kernels::cpu::{self, Conv2dGeometry};
+
+/// Options of a 2-D sliding window (PyTorch's defaults: stride 1, padding 0, dilation 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv2dOptions {
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+    pub groups: usize,
+}
+
+impl Default for Conv2dOptions {
+    fn default() -> Self {
+        Conv2dOptions {
+            stride: (1, 1),
+            padding: (0, 0),
+            dilation: (1, 1),
+            groups: 1,
+        }
+    }
+}
+
+impl Conv2dOptions {
+    pub fn stride(mut self, s: usize) -> Self {
+        self.stride = (s, s);
+        self
+    }
+    pub fn padding(mut self, p: usize) -> Self {
+        self.padding = (p, p);
+        self
+    }
+    pub fn dilation(mut self, d: usize) -> Self {
+        self.dilation = (d, d);
+        self
+    }
+    pub fn groups(mut self, g: usize) -> Self {
+        self.groups = g;
+        self
+    }
+}
+
+fn geometry(x: &Tensor, kernel: (usize, usize), o: &Conv2dOptions, op: &str) -> Conv2dGeometry {
+    assert_eq!(
+        x.ndim(),
+        4,
+        "{op}: expects a 4-D [N, C, H, W] input, got shape {:?}",
+        x.shape()
+    );
+    assert!(
+        o.stride.0 > 0 && o.stride.1 > 0 && o.dilation.0 > 0 && o.dilation.1 > 0,
+        "{op}: stride and dilation must be positive"
+    );
+    let s = x.shape();
+    let g = Conv2dGeometry {
+        n: s[0],
+        c: s[1],
+        h: s[2],
+        w: s[3],
+        kernel,
+        stride: o.stride,
+        padding: o.padding,
+        dilation: o.dilation,
+    };
+    assert!(
+        g.out_hw().is_some_and(|(h, w)| h > 0 && w > 0),
+        "{op}: kernel {kernel:?} (dilation {:?}) is larger than the padded input {:?} (padding {:?})",
+        o.dilation,
+        &s[2..],
+        o.padding
+    );
+    g
+}
+
+impl Tensor {
+    /// Sliding local blocks: `[N, C, H, W]` -> `[N, C*kh*kw, L]` (`F.unfold`).
+    pub fn unfold2d(&self, kernel: (usize, usize), opts: Conv2dOptions) -> Tensor {
+        self.unfold_padded(kernel, opts, 0.0, "unfold")
+    }
+
+    fn unfold_padded(
+        &self,
+        kernel: (usize, usize),
+        opts: Conv2dOptions,
+        pad: f64,
+        op: &str,
+    ) -> Tensor {
+        assert!(
+            self.dtype().is_float(),
+            "{op}: expects a float input, got {}",
+            self.dtype()
+        );
+        let g = geometry(self, kernel, &opts, op);
+        let (oh, ow) = g.out_hw().unwrap();
+        let x = self.contiguous_copy();
+        let buf = match x.read().cpu() {
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::im2col(v, &g, pad)),
+            other => {
+                let v: Vec<f32> = other.to_vec(x.layout());
+                CpuBuffer::F32(cpu::im2col(&v, &g, pad as f32))
+            }
+        };
+        let out = Tensor::from_buffer(buf, &[g.n, g.c * kernel.0 * kernel.1, oh * ow])
+            .to_dtype(self.dtype());
+        let in_shape = self.shape().to_vec();
+        Tensor::record(out.detach(), "Im2ColBackward0", &[self], move || {
+            move |grad: &Tensor, _: &[bool]| {
+                let gc = grad.contiguous_copy();
+                let buf = match gc.read().cpu() {
+                    CpuBuffer::F64(v) => CpuBuffer::F64(cpu::col2im(v, &g)),
+                    other => {
+                        let v: Vec<f32> = other.to_vec(gc.layout());
+                        CpuBuffer::F32(cpu::col2im(&v, &g))
+                    }
+                };
+                vec![Some(
+                    Tensor::from_buffer(buf, &in_shape).to_dtype(grad.dtype()),
+                )]
+            }
+        })
+    }
+
+    /// 2-D convolution (`F.conv2d`): input `[N, C, H, W]`, weight
+    /// `[OC, C/groups, kh, kw]`, optional bias `[OC]`.
+    ///
+    /// ```
+    /// use tapir_runtime::{Tensor, Conv2dOptions};
+    /// let x = Tensor::ones(&[1, 1, 4, 4]);
+    /// let w = Tensor::ones(&[2, 1, 3, 3]);
+    /// let y = x.conv2d(&w, None, Conv2dOptions::default().padding(1));
+    /// assert_eq!(y.shape(), &[1, 2, 4, 4]);
+    /// assert_eq!(y.to_vec::<f32>()[5], 9.0);
+    /// ```
+    pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: Conv2dOptions) -> Tensor {
+        assert_eq!(
+            weight.ndim(),
+            4,
+            "conv2d: weight must be 4-D [OC, C/groups, kh, kw], got shape {:?}",
+            weight.shape()
+        );
+        assert_eq!(
+            self.ndim(),
+            4,
+            "conv2d: expects a 4-D [N, C, H, W] input, got shape {:?}",
+            self.shape()
+        );
+        let (oc, cg, kh, kw) = (
+            weight.shape()[0],
+            weight.shape()[1],
+            weight.shape()[2],
+            weight.shape()[3],
+        );
+        let groups = opts.groups;
+        assert!(
+            groups > 0 && oc % groups == 0,
+            "conv2d: out channels {oc} are not divisible by groups {groups}"
+        );
+        assert_eq!(
+            self.shape()[1],
+            cg * groups,
+            "conv2d: input {:?} has {} channels, but weight {:?} with groups={groups} expects {}",
+            self.shape(),
+            self.shape()[1],
+            weight.shape(),
+            cg * groups
+        );
+        let g = geometry(self, (kh, kw), &opts, "conv2d");
+        let (oh, ow) = g.out_hw().unwrap();
+        let n = self.shape()[0] as isize;
+        let gi = groups as isize;
+        let cols = self.unfold2d((kh, kw), opts); // [N, C*kh*kw, L]
+        let cols = cols.reshape(&[n, gi, (cg * kh * kw) as isize, (oh * ow) as isize]);
+        let w = weight.reshape(&[gi, (oc / groups) as isize, (cg * kh * kw) as isize]);
+        let mut y = w
+            .matmul(&cols)
+            .reshape(&[n, oc as isize, oh as isize, ow as isize]);
+        if let Some(b) = bias {
+            assert_eq!(
+                b.shape(),
+                &[oc],
+                "conv2d: bias must have shape [{oc}], got {:?}",
+                b.shape()
+            );
+            y = &y + &b.reshape(&[1, oc as isize, 1, 1]);
+        }
+        y
+    }
+
+    /// 2-D max pooling (`F.max_pool2d`); `stride` defaults to the kernel in PyTorch — pass it explicitly.
+    pub fn max_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+    ) -> Tensor {
+        assert!(
+            padding.0 * 2 <= kernel.0 && padding.1 * 2 <= kernel.1,
+            "max_pool2d: padding {padding:?} should be at most half of kernel {kernel:?}"
+        );
+        self.pool(kernel, stride, padding, dilation, true)
+    }
+
+    /// 2-D average pooling (`F.avg_pool2d`, count_include_pad = true).
+    pub fn avg_pool2d(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+    ) -> Tensor {
+        self.pool(kernel, stride, padding, (1, 1), false)
+    }
+
+    fn pool(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+        max: bool,
+    ) -> Tensor {
+        let op = if max { "max_pool2d" } else { "avg_pool2d" };
+        assert_eq!(
+            self.ndim(),
+            4,
+            "{op}: expects a 4-D [N, C, H, W] input, got shape {:?}",
+            self.shape()
+        );
+        let s = self.shape().to_vec();
+        let opts = Conv2dOptions {
+            stride,
+            padding,
+            dilation,
+            groups: 1,
+        };
+        let planes = self.reshape(&[(s[0] * s[1]) as isize, 1, s[2] as isize, s[3] as isize]);
+        let g = geometry(&planes, kernel, &opts, op);
+        let (oh, ow) = g.out_hw().unwrap();
+        let pad = if max { f64::NEG_INFINITY } else { 0.0 };
+        let cols = planes.unfold_padded(kernel, opts, pad, op); // [N*C, kh*kw, L]
+        let pooled = if max {
+            cols.max_dim(1, false).0
+        } else {
+            cols.mean_dim(1, false)
+        };
+        pooled.reshape(&[s[0] as isize, s[1] as isize, oh as isize, ow as isize])
+    }
+}

@@ -1,0 +1,220 @@
+//! Creating tensors: constants, ranges and random draws.
+
+use crate::random::{Generator, default_generator};
+use crate::storage::CpuBuffer;
+use crate::{DType, Element, Tensor};
+
+/// A tensor of `shape` filled with `value` in `dtype`.
+pub(crate) fn filled(shape: &[usize], value: f64, dtype: DType) -> Tensor {
+    let n: usize = shape.iter().product();
+    let buf = match dtype {
+        DType::F32 => CpuBuffer::F32(vec![value as f32; n]),
+        DType::F64 => CpuBuffer::F64(vec![value; n]),
+        DType::F16 => CpuBuffer::F16(vec![half::f16::from_f64(value); n]),
+        DType::BF16 => CpuBuffer::BF16(vec![half::bf16::from_f64(value); n]),
+        DType::I64 => CpuBuffer::I64(vec![value as i64; n]),
+        DType::U8 => CpuBuffer::U8(vec![value as u8; n]),
+        DType::Bool => CpuBuffer::Bool(vec![value != 0.0; n]),
+    };
+    Tensor::from_buffer(buf, shape)
+}
+
+pub(crate) fn ones_like(t: &Tensor) -> Tensor {
+    filled(t.shape(), 1.0, t.dtype())
+}
+
+fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Tensor {
+    Tensor::from_vec(v, shape).to_dtype(dtype)
+}
+
+impl Tensor {
+    /// Zeros of `shape` (float32, as `torch.zeros`).
+    ///
+    /// ```
+    /// use tapir_runtime::{Tensor, DType};
+    /// assert_eq!(Tensor::zeros(&[2, 3]).to_vec::<f32>(), vec![0.0; 6]);
+    /// assert_eq!(Tensor::full_dtype(&[2], 7.0, DType::I64).to_vec::<i64>(), vec![7, 7]);
+    /// ```
+    pub fn zeros(shape: &[usize]) -> Tensor {
+        filled(shape, 0.0, DType::F32)
+    }
+
+    pub fn ones(shape: &[usize]) -> Tensor {
+        filled(shape, 1.0, DType::F32)
+    }
+
+    pub fn full(shape: &[usize], value: f64) -> Tensor {
+        filled(shape, value, DType::F32)
+    }
+
+    /// As [`Tensor::full`] with an explicit dtype.
+    pub fn full_dtype(shape: &[usize], value: f64, dtype: DType) -> Tensor {
+        filled(shape, value, dtype)
+    }
+
+    pub fn zeros_like(t: &Tensor) -> Tensor {
+        filled(t.shape(), 0.0, t.dtype())
+    }
+
+    pub fn ones_like(t: &Tensor) -> Tensor {
+        ones_like(t)
+    }
+
+    pub fn full_like(t: &Tensor, value: f64) -> Tensor {
+        filled(t.shape(), value, t.dtype())
+    }
+
+    /// `0, 1, ..., end - 1` as int64 (`torch.arange(end)`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// assert_eq!(Tensor::arange(4).to_vec::<i64>(), vec![0, 1, 2, 3]);
+    /// assert_eq!(Tensor::arange_f(0.0, 1.0, 0.25).to_vec::<f32>(), vec![0.0, 0.25, 0.5, 0.75]);
+    /// ```
+    pub fn arange(end: i64) -> Tensor {
+        Tensor::arange_step(0, end, 1)
+    }
+
+    /// `start, start + step, ...` below `end`, as int64.
+    pub fn arange_step(start: i64, end: i64, step: i64) -> Tensor {
+        assert!(step != 0, "arange: step must be nonzero");
+        let n = ((end - start) as f64 / step as f64).ceil().max(0.0) as usize;
+        Tensor::from_vec((0..n as i64).map(|i| start + i * step).collect(), &[n])
+    }
+
+    /// Float range (`torch.arange(start, end, step)` with float arguments), float32.
+    pub fn arange_f(start: f64, end: f64, step: f64) -> Tensor {
+        assert!(step != 0.0, "arange: step must be nonzero");
+        let n = ((end - start) / step).ceil().max(0.0) as usize;
+        from_f64s(
+            (0..n).map(|i| start + i as f64 * step).collect(),
+            &[n],
+            DType::F32,
+        )
+    }
+
+    /// `steps` evenly spaced values from `start` to `end` inclusive, float32.
+    pub fn linspace(start: f64, end: f64, steps: usize) -> Tensor {
+        let step = if steps > 1 {
+            (end - start) / (steps - 1) as f64
+        } else {
+            0.0
+        };
+        // PyTorch fills the second half backwards from `end` for symmetry.
+        let v = (0..steps)
+            .map(|i| {
+                if i < steps / 2 {
+                    start + step * i as f64
+                } else {
+                    end - step * (steps - 1 - i) as f64
+                }
+            })
+            .collect();
+        from_f64s(v, &[steps], DType::F32)
+    }
+
+    /// The `n x n` identity, float32.
+    pub fn eye(n: usize) -> Tensor {
+        let mut v = vec![0.0f32; n * n];
+        for i in 0..n {
+            v[i * n + i] = 1.0;
+        }
+        Tensor::from_vec(v, &[n, n])
+    }
+
+    /// Uniform [0, 1) draws from the global generator, float32.
+    pub fn rand(shape: &[usize]) -> Tensor {
+        Tensor::rand_with(shape, default_generator())
+    }
+
+    pub fn rand_with(shape: &[usize], g: &Generator) -> Tensor {
+        from_f64s(g.uniform(shape.iter().product()), shape, DType::F32)
+    }
+
+    /// Standard normal draws from the global generator, float32.
+    pub fn randn(shape: &[usize]) -> Tensor {
+        Tensor::randn_with(shape, default_generator())
+    }
+
+    pub fn randn_with(shape: &[usize], g: &Generator) -> Tensor {
+        from_f64s(g.normal(shape.iter().product()), shape, DType::F32)
+    }
+
+    pub fn rand_like(t: &Tensor) -> Tensor {
+        Tensor::rand(t.shape()).to_dtype(t.dtype().to_float())
+    }
+
+    pub fn randn_like(t: &Tensor) -> Tensor {
+        Tensor::randn(t.shape()).to_dtype(t.dtype().to_float())
+    }
+
+    /// Integers uniform in `[low, high)`, int64.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let t = Tensor::randint(3, 5, &[100]);
+    /// assert!(t.to_vec::<i64>().iter().all(|&v| v == 3 || v == 4));
+    /// ```
+    pub fn randint(low: i64, high: i64, shape: &[usize]) -> Tensor {
+        Tensor::randint_with(low, high, shape, default_generator())
+    }
+
+    pub fn randint_with(low: i64, high: i64, shape: &[usize], g: &Generator) -> Tensor {
+        assert!(
+            low < high,
+            "randint: low ({low}) must be below high ({high})"
+        );
+        let span = (high - low) as u64;
+        let v = g.fill(shape.iter().product(), |next| low + (next() % span) as i64);
+        Tensor::from_vec(v, shape)
+    }
+
+    /// 0/1 draws with the probabilities held in `self` (same dtype).
+    pub fn bernoulli(&self) -> Tensor {
+        self.bernoulli_with(default_generator())
+    }
+
+    pub fn bernoulli_with(&self, g: &Generator) -> Tensor {
+        let p: Vec<f64> = self.to_vec();
+        assert!(
+            p.iter().all(|&x| (0.0..=1.0).contains(&x)),
+            "bernoulli: probabilities must lie in [0, 1]"
+        );
+        let u = g.uniform(p.len());
+        let v = p
+            .iter()
+            .zip(&u)
+            .map(|(&p, &u)| if u < p { 1.0 } else { 0.0 })
+            .collect();
+        from_f64s(v, self.shape(), self.dtype().to_float())
+    }
+
+    /// This tensor converted to `dtype` (a copy when it changes; gradients
+    /// flow back between float dtypes).
+    pub fn to_dtype(&self, dtype: DType) -> Tensor {
+        if dtype == self.dtype() {
+            return self.clone();
+        }
+        let buf = self.read().cpu().cast(self.layout(), dtype);
+        let out = Tensor::from_buffer(buf, self.shape());
+        let src = self.dtype();
+        if !dtype.is_float() {
+            return out;
+        }
+        Tensor::record(out, "ToCopyBackward0", &[self], move || {
+            move |g: &Tensor, _: &[bool]| vec![Some(g.to_dtype(src))]
+        })
+    }
+
+    /// The tensor as one `Element` type's Vec, checked to be that dtype.
+    pub fn to_vec_exact<T: Element>(&self) -> Vec<T> {
+        assert_eq!(
+            self.dtype(),
+            T::DTYPE,
+            "to_vec_exact: tensor is {}, asked for {}",
+            self.dtype(),
+            T::DTYPE
+        );
+        self.to_vec()
+    }
+}

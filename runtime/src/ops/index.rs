@@ -1,0 +1,219 @@
+//! Indexing ops: index_select, gather, scatter_add, embedding.
+
+use crate::storage::{AnyKernel, CpuBuffer};
+use crate::{DType, Element, Tensor};
+use tapir_kernels::{Layout, cpu};
+
+/// Reads an int64 index tensor as offsets, checking each against `size`.
+fn indices(idx: &Tensor, size: usize, op: &str) -> Vec<usize> {
+    assert_eq!(
+        idx.dtype(),
+        DType::I64,
+        "{op}: index must be int64, got {}",
+        idx.dtype()
+    );
+    idx.to_vec::<i64>()
+        .into_iter()
+        .map(|i| {
+            assert!(
+                i >= 0 && (i as usize) < size,
+                "{op}: index {i} is out of bounds for dim of size {size}"
+            );
+            i as usize
+        })
+        .collect()
+}
+
+struct Select<'a> {
+    outer: usize,
+    size: usize,
+    inner: usize,
+    idx: &'a [usize],
+}
+impl AnyKernel for Select<'_> {
+    fn run<T: Element>(&self, x: &[T]) -> Vec<T> {
+        cpu::index_select(x, self.outer, self.size, self.inner, self.idx)
+    }
+}
+
+struct Gather<'a> {
+    dim: usize,
+    shape: &'a [usize],
+    idx: &'a [usize],
+    index_shape: &'a [usize],
+}
+impl AnyKernel for Gather<'_> {
+    fn run<T: Element>(&self, x: &[T]) -> Vec<T> {
+        cpu::gather(
+            x,
+            &Layout::contiguous(self.shape),
+            self.dim,
+            self.idx,
+            self.index_shape,
+        )
+    }
+}
+
+impl Tensor {
+    /// Picks entries `index` (1-D int64) along `dim`.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::arange(6).reshape(&[3, 2]);
+    /// let r = x.index_select(0, &Tensor::from_vec(vec![2i64, 0], &[2]));
+    /// assert_eq!(r.to_vec::<i64>(), vec![4, 5, 0, 1]);
+    /// ```
+    pub fn index_select(&self, dim: isize, index: &Tensor) -> Tensor {
+        let d = self.dim(dim, "index_select");
+        assert!(
+            index.ndim() <= 1,
+            "index_select: index must be 1-D, got shape {:?}",
+            index.shape()
+        );
+        let size = self.shape()[d];
+        let idx = indices(index, size, "index_select");
+        let outer: usize = self.shape()[..d].iter().product();
+        let inner: usize = self.shape()[d + 1..].iter().product();
+        let buf = self.read().cpu().any_kernel(
+            self.layout(),
+            Select {
+                outer,
+                size,
+                inner,
+                idx: &idx,
+            },
+        );
+        let mut shape = self.shape().to_vec();
+        shape[d] = idx.len();
+        let out = Tensor::from_buffer(buf, &shape);
+        let in_shape = self.shape().to_vec();
+        Tensor::record(out, "IndexSelectBackward0", &[self], move || {
+            move |g: &Tensor, _: &[bool]| {
+                let g = g.contiguous();
+                let mut dst: Vec<f64> = vec![0.0; in_shape.iter().product()];
+                let src: Vec<f64> = g.to_vec();
+                cpu::index_add_rows(&mut dst, size, inner, &src, &idx);
+                vec![Some(Tensor::from_vec(dst, &in_shape).to_dtype(g.dtype()))]
+            }
+        })
+    }
+
+    /// `out[i][j] = self[index[i][j]][j]` for dim 0, and so on (`torch.gather`).
+    pub fn gather(&self, dim: isize, index: &Tensor) -> Tensor {
+        let d = self.dim(dim, "gather");
+        assert_eq!(
+            index.ndim(),
+            self.ndim(),
+            "gather: index has {} dims, input of shape {:?} has {}",
+            index.ndim(),
+            self.shape(),
+            self.ndim()
+        );
+        for k in 0..self.ndim() {
+            assert!(
+                k == d || index.shape()[k] <= self.shape()[k],
+                "gather: index shape {:?} exceeds input shape {:?} at dim {k}",
+                index.shape(),
+                self.shape()
+            );
+        }
+        let idx = indices(index, self.shape()[d], "gather");
+        let src = self.contiguous_copy();
+        let buf = src.read().cpu().any_kernel(
+            src.layout(),
+            Gather {
+                dim: d,
+                shape: self.shape(),
+                idx: &idx,
+                index_shape: index.shape(),
+            },
+        );
+        let out = Tensor::from_buffer(buf, index.shape());
+        let in_shape = self.shape().to_vec();
+        let index = index.detach();
+        Tensor::record(out, "GatherBackward0", &[self], move || {
+            move |g: &Tensor, _: &[bool]| {
+                vec![Some(
+                    Tensor::zeros(&in_shape)
+                        .to_dtype(g.dtype())
+                        .scatter_add(d as isize, &index, g),
+                )]
+            }
+        })
+    }
+
+    /// `self` with `src` added at `index` along `dim` (`Tensor.scatter_add`).
+    pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
+        let d = self.dim(dim, "scatter_add");
+        assert_eq!(
+            index.ndim(),
+            self.ndim(),
+            "scatter_add: index has {} dims, self of shape {:?} has {}",
+            index.ndim(),
+            self.shape(),
+            self.ndim()
+        );
+        assert!(
+            self.dtype().is_float(),
+            "scatter_add: only float tensors are supported, got {}",
+            self.dtype()
+        );
+        for k in 0..self.ndim() {
+            assert!(
+                index.shape()[k] <= src.shape()[k]
+                    && (k == d || index.shape()[k] <= self.shape()[k]),
+                "scatter_add: index shape {:?} exceeds src {:?} or self {:?} at dim {k}",
+                index.shape(),
+                src.shape(),
+                self.shape()
+            );
+        }
+        let idx = indices(index, self.shape()[d], "scatter_add");
+        let dst = self.contiguous_copy();
+        let src_d = src.to_dtype(self.dtype()).detach();
+        {
+            let mut w = dst.write();
+            let s = src_d.read();
+            match (w.cpu_mut(), s.cpu()) {
+                (CpuBuffer::F32(dv), CpuBuffer::F32(sv)) => {
+                    cpu::scatter_add(dv, self.shape(), d, &idx, index.shape(), sv, src_d.layout())
+                }
+                (CpuBuffer::F64(dv), CpuBuffer::F64(sv)) => {
+                    cpu::scatter_add(dv, self.shape(), d, &idx, index.shape(), sv, src_d.layout())
+                }
+                _ => {
+                    drop(s);
+                    drop(w);
+                    let r = self
+                        .to_dtype(DType::F32)
+                        .scatter_add(dim, index, &src.to_dtype(DType::F32))
+                        .to_dtype(self.dtype());
+                    return r;
+                }
+            }
+        }
+        let index = index.detach();
+        Tensor::record(dst, "ScatterAddBackward0", &[self, src], move || {
+            move |g: &Tensor, n: &[bool]| {
+                vec![
+                    n[0].then(|| g.clone()),
+                    n[1].then(|| g.gather(d as isize, &index)),
+                ]
+            }
+        })
+    }
+
+    /// Rows of `self` (the `[num, dim]` weight) for every id in `ids`:
+    /// output shape `ids.shape + [dim]` (`F.embedding`).
+    pub fn embedding(&self, ids: &Tensor) -> Tensor {
+        assert_eq!(
+            self.ndim(),
+            2,
+            "embedding: weight must be 2-D, got shape {:?}",
+            self.shape()
+        );
+        let mut shape: Vec<isize> = ids.shape().iter().map(|&s| s as isize).collect();
+        shape.push(self.shape()[1] as isize);
+        self.index_select(0, &ids.flatten_all()).reshape(&shape)
+    }
+}

@@ -1,0 +1,115 @@
+//! Matrix products with `torch.matmul`'s semantics.
+
+use super::{broadcast_shapes, same_device};
+use crate::{DType, Tensor};
+
+impl Tensor {
+    /// `torch.matmul`: 1-D·1-D is a dot product, 2-D·2-D a matrix product,
+    /// and higher ranks are batched with broadcast batch dims.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::ones(&[4, 2, 3]);
+    /// let b = Tensor::ones(&[3, 5]);
+    /// assert_eq!(a.matmul(&b).shape(), &[4, 2, 5]);
+    /// ```
+    pub fn matmul(&self, other: &Tensor) -> Tensor {
+        let (a, b) = (self, other);
+        let describe = || format!("{:?} @ {:?}", a.shape(), b.shape());
+        assert!(
+            a.ndim() >= 1 && b.ndim() >= 1,
+            "matmul: both arguments need at least 1 dim, got {}",
+            describe()
+        );
+        same_device(a, b, "matmul");
+        assert!(
+            a.dtype() == b.dtype() && a.dtype().is_float(),
+            "matmul: expected two float tensors of one dtype, got {} and {} ({})",
+            a.dtype(),
+            b.dtype(),
+            describe()
+        );
+        let k_a = a.shape()[a.ndim() - 1];
+        let k_b = if b.ndim() == 1 {
+            b.shape()[0]
+        } else {
+            b.shape()[b.ndim() - 2]
+        };
+        assert!(
+            k_a == k_b,
+            "matmul: {} — inner dims differ ({k_a} != {k_b})",
+            describe()
+        );
+        match (a.ndim(), b.ndim()) {
+            (1, 1) => a.unsqueeze(0).mm_nd(&b.unsqueeze(1)).reshape(&[]),
+            (1, _) => a.unsqueeze(0).matmul(b).squeeze_dim(-2),
+            (_, 1) => a.matmul(&b.unsqueeze(1)).squeeze_dim(-1),
+            (n, 2) if n > 2 => {
+                // Fold the batch into rows: one big GEMM, and a 2-D weight gradient.
+                let rows = a.reshape(&[-1, k_a as isize]).mm_nd(b);
+                let mut shape: Vec<isize> =
+                    a.shape()[..n - 1].iter().map(|&s| s as isize).collect();
+                shape.push(b.shape()[1] as isize);
+                rows.reshape(&shape)
+            }
+            _ => a.mm_nd(b),
+        }
+    }
+
+    /// Matrix product of 2-D tensors (`torch.mm`).
+    pub fn mm(&self, other: &Tensor) -> Tensor {
+        assert!(
+            self.ndim() == 2 && other.ndim() == 2,
+            "mm: expects 2-D tensors, got {:?} @ {:?}",
+            self.shape(),
+            other.shape()
+        );
+        self.matmul(other)
+    }
+
+    /// Batched product of 3-D tensors with equal batch (`torch.bmm`).
+    pub fn bmm(&self, other: &Tensor) -> Tensor {
+        assert!(
+            self.ndim() == 3 && other.ndim() == 3 && self.shape()[0] == other.shape()[0],
+            "bmm: expects [b, n, m] @ [b, m, p], got {:?} @ {:?}",
+            self.shape(),
+            other.shape()
+        );
+        self.matmul(other)
+    }
+
+    /// The core: both operands at least 2-D, batch dims broadcast.
+    fn mm_nd(&self, other: &Tensor) -> Tensor {
+        let (a, b) = (self, other);
+        let (na, nb) = (a.ndim(), b.ndim());
+        let batch = broadcast_shapes(&a.shape()[..na - 2], &b.shape()[..nb - 2], "matmul");
+        let (m, k, n) = (a.shape()[na - 2], a.shape()[na - 1], b.shape()[nb - 1]);
+        let mut sa = batch.clone();
+        sa.extend([m, k]);
+        let mut sb = batch.clone();
+        sb.extend([k, n]);
+        let (la, lb) = (a.layout().broadcast_to(&sa), b.layout().broadcast_to(&sb));
+        let buf = if a.same_storage(b) {
+            let s = a.read();
+            s.cpu().matmul(&la, s.cpu(), &lb)
+        } else {
+            a.read().cpu().matmul(&la, b.read().cpu(), &lb)
+        };
+        let mut shape = batch;
+        shape.extend([m, n]);
+        let out = Tensor::from_buffer(buf, &shape);
+        debug_assert!(
+            out.dtype() == a.dtype() || a.dtype() == DType::F16 || a.dtype() == DType::BF16
+        );
+        let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
+        Tensor::record(out, "MmBackward0", &[a, b], || {
+            let (a, b) = (a.detach(), b.detach());
+            move |g: &Tensor, needs: &[bool]| {
+                vec![
+                    needs[0].then(|| g.mm_nd(&b.transpose(-1, -2)).sum_to(&a_shape)),
+                    needs[1].then(|| a.transpose(-1, -2).mm_nd(g).sum_to(&b_shape)),
+                ]
+            }
+        })
+    }
+}

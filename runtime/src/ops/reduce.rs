@@ -1,0 +1,254 @@
+//! Reductions: sum is the primitive; mean, var, std, logsumexp and norm are
+//! composites; max/min carry indices and route gradient through them.
+
+use crate::storage::CpuBuffer;
+use crate::{DType, Tensor};
+
+impl Tensor {
+    fn reduce_dims(&self, dims: &[isize], op: &str) -> Vec<usize> {
+        let mut out: Vec<usize> = dims.iter().map(|&d| self.dim(d, op)).collect();
+        out.sort_unstable();
+        let before = out.len();
+        out.dedup();
+        assert_eq!(
+            before,
+            out.len(),
+            "{op}: dim {dims:?} appears more than once"
+        );
+        if self.ndim() == 0 {
+            out.clear();
+        }
+        out
+    }
+
+    fn reduced_shape(&self, dims: &[usize], keepdim: bool) -> Vec<usize> {
+        let mut shape = vec![];
+        for (d, &s) in self.shape().iter().enumerate() {
+            if !dims.contains(&d) {
+                shape.push(s);
+            } else if keepdim {
+                shape.push(1);
+            }
+        }
+        shape
+    }
+
+    /// Sum of all elements (a 0-d tensor).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// assert_eq!(x.sum().item::<f32>(), 10.0);
+    /// assert_eq!(x.sum_dims(&[0], false).to_vec::<f32>(), vec![4.0, 6.0]);
+    /// ```
+    pub fn sum(&self) -> Tensor {
+        let all: Vec<isize> = (0..self.ndim() as isize).collect();
+        self.sum_dims(&all, false)
+    }
+
+    /// Sum over `dims`, keeping them as size 1 when `keepdim`.
+    pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
+        let d = self.reduce_dims(dims, "sum");
+        let buf = self.read().cpu().sum(self.layout(), &d);
+        let out = Tensor::from_buffer(buf, &self.reduced_shape(&d, keepdim));
+        let in_shape = self.shape().to_vec();
+        let kept_shape: Vec<isize> = self
+            .reduced_shape(&d, true)
+            .iter()
+            .map(|&s| s as isize)
+            .collect();
+        Tensor::record(out, "SumBackward1", &[self], move || {
+            move |g: &Tensor, _: &[bool]| {
+                vec![Some(g.reshape(&kept_shape).expand(&in_shape).contiguous())]
+            }
+        })
+    }
+
+    pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Tensor {
+        self.sum_dims(&[dim], keepdim)
+    }
+
+    /// Mean of all elements.
+    pub fn mean(&self) -> Tensor {
+        let n = self.numel() as f64;
+        &self.to_dtype(self.dtype().to_float()).sum() / n
+    }
+
+    pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
+        let d = self.reduce_dims(dims, "mean");
+        let n: usize = d.iter().map(|&i| self.shape()[i]).product();
+        &self
+            .to_dtype(self.dtype().to_float())
+            .sum_dims(dims, keepdim)
+            / n as f64
+    }
+
+    pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Tensor {
+        self.mean_dims(&[dim], keepdim)
+    }
+
+    /// Variance over `dims` with Bessel-style `correction` (1 = unbiased, PyTorch's default).
+    pub fn var_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Tensor {
+        let d = self.reduce_dims(dims, "var");
+        let n: usize = d.iter().map(|&i| self.shape()[i]).product();
+        let centered = self - &self.mean_dims(dims, true);
+        &(&centered * &centered).sum_dims(dims, keepdim) / (n as f64 - correction as f64).max(0.0)
+    }
+
+    /// Variance of all elements (unbiased).
+    pub fn var(&self) -> Tensor {
+        let all: Vec<isize> = (0..self.ndim() as isize).collect();
+        self.var_dims(&all, 1, false)
+    }
+
+    pub fn std_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Tensor {
+        self.var_dims(dims, correction, keepdim).sqrt()
+    }
+
+    pub fn std(&self) -> Tensor {
+        self.var().sqrt()
+    }
+
+    /// `log(sum(exp(x)))` over `dims`, computed stably (max subtracted).
+    pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Tensor {
+        let d = self.reduce_dims(dims, "logsumexp");
+        let mut m = self.detach();
+        for &dim in d.iter().rev() {
+            m = m.max_dim(dim as isize, true).0;
+        }
+        // An all -inf group would give -inf - -inf = nan; shift by 0 there.
+        let m = m.masked_fill(&m.abs().eq_scalar(f64::INFINITY), 0.0);
+        let s = (self - &m).exp().sum_dims(dims, true).log() + &m;
+        if keepdim {
+            s
+        } else {
+            let shape: Vec<isize> = self
+                .reduced_shape(&d, false)
+                .iter()
+                .map(|&x| x as isize)
+                .collect();
+            s.reshape(&shape)
+        }
+    }
+
+    /// The p-norm of all elements (`p` = 2.0, 1.0, f64::INFINITY, ...).
+    pub fn norm(&self, p: f64) -> Tensor {
+        let all: Vec<isize> = (0..self.ndim() as isize).collect();
+        self.norm_dims(p, &all, false)
+    }
+
+    pub fn norm_dims(&self, p: f64, dims: &[isize], keepdim: bool) -> Tensor {
+        if p == f64::INFINITY {
+            let a = self.abs();
+            let d = self.reduce_dims(dims, "norm");
+            let mut m = a;
+            for &dim in d.iter().rev() {
+                m = m.amax_dim(dim as isize, keepdim);
+            }
+            return m;
+        }
+        if p == 2.0 {
+            return (self * self).sum_dims(dims, keepdim).sqrt();
+        }
+        self.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p)
+    }
+
+    fn extreme_dim(&self, dim: isize, keepdim: bool, max: bool) -> (Tensor, Tensor) {
+        let op = if max { "max" } else { "min" };
+        let d = self.dim(dim, op);
+        let d = if self.ndim() == 0 { 0 } else { d };
+        assert!(
+            self.ndim() == 0 || self.shape()[d] > 0,
+            "{op}: cannot reduce over a zero-size dim {dim} of shape {:?}",
+            self.shape()
+        );
+        let src = if self.ndim() == 0 {
+            self.reshape(&[1])
+        } else {
+            self.clone()
+        };
+        let (vals, idx) = src.read().cpu().extreme(src.layout(), d, max);
+        let shape = src.reduced_shape(&[d], keepdim);
+        let indices = Tensor::from_buffer(CpuBuffer::I64(idx), &shape);
+        let out = Tensor::from_buffer(vals, &shape);
+        let in_shape = src.shape().to_vec();
+        let keep: Vec<isize> = src
+            .reduced_shape(&[d], true)
+            .iter()
+            .map(|&x| x as isize)
+            .collect();
+        let idx_saved = indices.clone();
+        let name = if max { "MaxBackward0" } else { "MinBackward0" };
+        let out = Tensor::record(out, name, &[self], move || {
+            move |g: &Tensor, _: &[bool]| {
+                let z = Tensor::zeros(&in_shape).to_dtype(g.dtype());
+                let gi = z.scatter_add(d as isize, &idx_saved.reshape(&keep), &g.reshape(&keep));
+                vec![Some(gi)]
+            }
+        });
+        (out, indices)
+    }
+
+    /// Max over `dim`: values and the index of the first maximum (`torch.max(x, dim)`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 2.0], &[2, 2]);
+    /// let (v, i) = x.max_dim(1, false);
+    /// assert_eq!(v.to_vec::<f32>(), vec![5.0, 3.0]);
+    /// assert_eq!(i.to_vec::<i64>(), vec![1, 0]);
+    /// ```
+    pub fn max_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
+        self.extreme_dim(dim, keepdim, true)
+    }
+
+    pub fn min_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
+        self.extreme_dim(dim, keepdim, false)
+    }
+
+    /// Max over `dim`, gradient shared evenly between ties (`torch.amax`).
+    pub fn amax_dim(&self, dim: isize, keepdim: bool) -> Tensor {
+        let m = self.max_dim(dim, true).0.detach();
+        let mask = self.eq(&m).to_dtype(self.dtype().to_float());
+        let count = mask.sum_dim(dim, true);
+        let w = (&mask / &count).detach();
+        let out = (self * &w).sum_dim(dim, keepdim);
+        // The weighted sum equals the max exactly only up to rounding; return
+        // the exact values while keeping the weighted sum's gradient.
+        let exact = if keepdim { m } else { m.squeeze_dim(dim) };
+        &out + &(&exact - &out.detach())
+    }
+
+    /// Max of all elements; the gradient is shared evenly between ties.
+    pub fn max(&self) -> Tensor {
+        self.flatten_all().amax_dim(0, false)
+    }
+
+    pub fn min(&self) -> Tensor {
+        self.neg().max().neg()
+    }
+
+    pub fn argmax(&self, dim: isize, keepdim: bool) -> Tensor {
+        self.max_dim(dim, keepdim).1
+    }
+
+    pub fn argmin(&self, dim: isize, keepdim: bool) -> Tensor {
+        self.min_dim(dim, keepdim).1
+    }
+
+    /// Index of the max of the flattened tensor.
+    pub fn argmax_all(&self) -> Tensor {
+        self.flatten_all().max_dim(0, false).1
+    }
+
+    /// Whether every element is finite (no inf or nan).
+    pub fn all_finite(&self) -> bool {
+        let v: Vec<f64> = self.to_vec();
+        v.iter().all(|x| x.is_finite())
+    }
+
+    /// Count of `true` (or nonzero) elements.
+    pub fn count_nonzero(&self) -> usize {
+        self.ne_scalar(0.0).to_dtype(DType::I64).sum().item::<i64>() as usize
+    }
+}

@@ -1,0 +1,75 @@
+//! Softmax and log-softmax: fused, numerically stable kernels with their
+//! closed-form backward.
+
+use crate::Tensor;
+use tapir_kernels::cpu;
+
+impl Tensor {
+    fn rowwise(
+        &self,
+        dim: isize,
+        op: &str,
+        k32: fn(&[f32], usize) -> Vec<f32>,
+        k64: fn(&[f64], usize) -> Vec<f64>,
+    ) -> (Tensor, usize) {
+        assert!(
+            self.dtype().is_float(),
+            "{op}: expects a float tensor, got {}",
+            self.dtype()
+        );
+        let d = self.dim(dim, op);
+        if self.ndim() == 0 {
+            return (self.rowwise(0, op, k32, k64).0.reshape(&[]), 0);
+        }
+        let last = self.ndim() - 1;
+        let moved = if d == last {
+            self.detach()
+        } else {
+            self.detach().transpose(d as isize, last as isize)
+        };
+        let len = moved.shape()[last];
+        let buf = moved
+            .read()
+            .cpu()
+            .float_kernel(moved.layout(), |x| k32(x, len), |x| k64(x, len));
+        let out = Tensor::from_buffer(buf, moved.shape());
+        let out = if d == last {
+            out
+        } else {
+            out.transpose(d as isize, last as isize).contiguous()
+        };
+        (out, d)
+    }
+
+    /// `exp(x) / sum(exp(x))` along `dim`.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let p = Tensor::from_vec(vec![1.0f32, 1.0, 1.0, 1.0], &[2, 2]).softmax(-1);
+    /// assert_eq!(p.to_vec::<f32>(), vec![0.5; 4]);
+    /// ```
+    pub fn softmax(&self, dim: isize) -> Tensor {
+        let (out, d) = self.rowwise(dim, "softmax", cpu::softmax_rows, cpu::softmax_rows);
+        Tensor::record(out.detach(), "SoftmaxBackward0", &[self], || {
+            let y = out;
+            move |g: &Tensor, _: &[bool]| {
+                let dot = (g * &y).sum_dim(d as isize, true);
+                vec![Some(&y * &(g - &dot))]
+            }
+        })
+    }
+
+    /// `x - logsumexp(x)` along `dim`.
+    pub fn log_softmax(&self, dim: isize) -> Tensor {
+        let (out, d) = self.rowwise(
+            dim,
+            "log_softmax",
+            cpu::log_softmax_rows,
+            cpu::log_softmax_rows,
+        );
+        Tensor::record(out.detach(), "LogSoftmaxBackward0", &[self], || {
+            let y = out;
+            move |g: &Tensor, _: &[bool]| vec![Some(g - &(&y.exp() * &g.sum_dim(d as isize, true)))]
+        })
+    }
+}

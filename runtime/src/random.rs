@@ -1,0 +1,105 @@
+//! Seedable random number generators (PyTorch's `torch.Generator`).
+
+use std::sync::{Mutex, OnceLock};
+
+/// A seedable generator (xoshiro256++ seeded through splitmix64). Streams
+/// are reproducible for a seed; they do not reproduce PyTorch's mt19937.
+///
+/// ```
+/// use tapir_runtime::{Generator, Tensor};
+/// let g = Generator::new(7);
+/// let a = Tensor::rand_with(&[3], &g);
+/// g.manual_seed(7);
+/// assert_eq!(a.to_vec::<f32>(), Tensor::rand_with(&[3], &g).to_vec::<f32>());
+/// ```
+pub struct Generator {
+    state: Mutex<[u64; 4]>,
+}
+
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn seeded(seed: u64) -> [u64; 4] {
+    let mut x = seed;
+    [
+        splitmix(&mut x),
+        splitmix(&mut x),
+        splitmix(&mut x),
+        splitmix(&mut x),
+    ]
+}
+
+impl Generator {
+    pub fn new(seed: u64) -> Generator {
+        Generator {
+            state: Mutex::new(seeded(seed)),
+        }
+    }
+
+    /// Re-seeds the generator.
+    pub fn manual_seed(&self, seed: u64) {
+        *self.state.lock().unwrap() = seeded(seed);
+    }
+
+    /// The raw state (for checkpoints), and its restoration.
+    pub fn get_state(&self) -> [u64; 4] {
+        *self.state.lock().unwrap()
+    }
+
+    pub fn set_state(&self, s: [u64; 4]) {
+        *self.state.lock().unwrap() = s;
+    }
+
+    /// Fills `n` values from `f`, holding the lock once.
+    pub(crate) fn fill<T>(
+        &self,
+        n: usize,
+        mut f: impl FnMut(&mut dyn FnMut() -> u64) -> T,
+    ) -> Vec<T> {
+        let mut s = self.state.lock().unwrap();
+        let mut next = || {
+            let r = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
+            let t = s[1] << 17;
+            s[2] ^= s[0];
+            s[3] ^= s[1];
+            s[1] ^= s[2];
+            s[0] ^= s[3];
+            s[2] ^= t;
+            s[3] = s[3].rotate_left(45);
+            r
+        };
+        (0..n).map(|_| f(&mut next)).collect()
+    }
+
+    /// `n` uniform doubles in [0, 1).
+    pub(crate) fn uniform(&self, n: usize) -> Vec<f64> {
+        self.fill(n, |next| {
+            (next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+        })
+    }
+
+    /// `n` standard normal doubles (Box-Muller).
+    pub(crate) fn normal(&self, n: usize) -> Vec<f64> {
+        self.fill(n, |next| {
+            let u1 = ((next() >> 11) as f64 + 1.0) * (1.0 / ((1u64 << 53) as f64 + 1.0));
+            let u2 = (next() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+            (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        })
+    }
+}
+
+/// The global generator used when none is passed.
+pub fn default_generator() -> &'static Generator {
+    static G: OnceLock<Generator> = OnceLock::new();
+    G.get_or_init(|| Generator::new(0))
+}
+
+/// Seeds the global generator (`torch.manual_seed`).
+pub fn manual_seed(seed: u64) {
+    default_generator().manual_seed(seed);
+}

@@ -1,0 +1,340 @@
+//! CPU buffers: one `Vec` per dtype, and the kernel calls for each op.
+//! f16 and bf16 compute in f32 and round the result, as PyTorch does on CPU.
+
+use super::{BinaryFn, UnaryFn};
+use crate::dtype::{DType, Element};
+use half::{bf16, f16};
+use tapir_kernels::{Layout, cpu};
+
+#[derive(Clone, Debug)]
+pub(crate) enum CpuBuffer {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    I64(Vec<i64>),
+    U8(Vec<u8>),
+    Bool(Vec<bool>),
+}
+
+/// Runs `$body` with `$v` bound to the inner Vec, whatever the dtype.
+macro_rules! with_vec {
+    ($buf:expr, $v:ident => $body:expr) => {
+        match $buf {
+            CpuBuffer::F32($v) => $body,
+            CpuBuffer::F64($v) => $body,
+            CpuBuffer::F16($v) => $body,
+            CpuBuffer::BF16($v) => $body,
+            CpuBuffer::I64($v) => $body,
+            CpuBuffer::U8($v) => $body,
+            CpuBuffer::Bool($v) => $body,
+        }
+    };
+}
+
+pub(crate) trait Wrap: Element {
+    fn wrap(v: Vec<Self>) -> CpuBuffer;
+}
+macro_rules! wrap {
+    ($t:ty, $d:ident) => {
+        impl Wrap for $t {
+            fn wrap(v: Vec<Self>) -> CpuBuffer {
+                CpuBuffer::$d(v)
+            }
+        }
+    };
+}
+wrap!(f32, F32);
+wrap!(f64, F64);
+wrap!(f16, F16);
+wrap!(bf16, BF16);
+wrap!(i64, I64);
+wrap!(u8, U8);
+wrap!(bool, Bool);
+
+fn cast_vec<S: Element, D: Element>(src: &[S], l: &Layout) -> Vec<D> {
+    if D::DTYPE.is_float() || S::DTYPE.is_float() {
+        cpu::map(src, l, |x| D::from_f64(x.to_f64()))
+    } else {
+        cpu::map(src, l, |x| D::from_i64(x.to_i64()))
+    }
+}
+
+fn f32_vec<S: Element>(src: &[S], l: &Layout) -> Vec<f32> {
+    cast_vec(src, l)
+}
+
+impl CpuBuffer {
+    pub fn dtype(&self) -> DType {
+        match self {
+            CpuBuffer::F32(_) => DType::F32,
+            CpuBuffer::F64(_) => DType::F64,
+            CpuBuffer::F16(_) => DType::F16,
+            CpuBuffer::BF16(_) => DType::BF16,
+            CpuBuffer::I64(_) => DType::I64,
+            CpuBuffer::U8(_) => DType::U8,
+            CpuBuffer::Bool(_) => DType::Bool,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        with_vec!(self, v => v.len())
+    }
+
+    /// A row-major copy of the view, converted to `dtype`.
+    pub fn cast(&self, l: &Layout, dtype: DType) -> CpuBuffer {
+        with_vec!(self, v => match dtype {
+            DType::F32 => CpuBuffer::F32(cast_vec(v, l)),
+            DType::F64 => CpuBuffer::F64(cast_vec(v, l)),
+            DType::F16 => CpuBuffer::F16(cast_vec(v, l)),
+            DType::BF16 => CpuBuffer::BF16(cast_vec(v, l)),
+            DType::I64 => CpuBuffer::I64(cast_vec(v, l)),
+            DType::U8 => CpuBuffer::U8(cast_vec(v, l)),
+            DType::Bool => CpuBuffer::Bool(cast_vec(v, l)),
+        })
+    }
+
+    /// The view's elements as `T` (converting), row-major.
+    pub fn to_vec<T: Element>(&self, l: &Layout) -> Vec<T> {
+        with_vec!(self, v => cast_vec(v, l))
+    }
+
+    pub fn copy(&self, l: &Layout) -> CpuBuffer {
+        with_vec!(self, v => Wrap::wrap(cpu::copy_strided(v, l)))
+    }
+
+    pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> CpuBuffer {
+        match self {
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::map(v, l, |x| op.f(x))),
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::map(v, l, |x| op.f(x))),
+            CpuBuffer::F16(v) => {
+                CpuBuffer::F16(cpu::map(v, l, |x| f16::from_f32(op.f(x.to_f32()))))
+            }
+            CpuBuffer::BF16(v) => {
+                CpuBuffer::BF16(cpu::map(v, l, |x| bf16::from_f32(op.f(x.to_f32()))))
+            }
+            other if F::INT => {
+                let r = other.cast(l, DType::I64);
+                let CpuBuffer::I64(v) = r else { unreachable!() };
+                let out = CpuBuffer::I64(v.iter().map(|&x| op.i(x)).collect());
+                out.cast(&Layout::contiguous(&[v.len()]), self.dtype())
+            }
+            other => {
+                let v = with_vec!(other, v => f32_vec(v, l));
+                CpuBuffer::F32(v.iter().map(|&x| op.f(x)).collect())
+            }
+        }
+    }
+
+    /// `op(a, b)` over two same-dtype views broadcast to one shape.
+    pub fn binary<F: BinaryFn>(
+        &self,
+        la: &Layout,
+        rhs: &CpuBuffer,
+        lb: &Layout,
+        op: &F,
+    ) -> CpuBuffer {
+        use CpuBuffer::*;
+        match (self, rhs) {
+            (F32(a), F32(b)) => F32(cpu::zip_map(a, la, b, lb, |x, y| op.f(x, y))),
+            (F64(a), F64(b)) => F64(cpu::zip_map(a, la, b, lb, |x, y| op.f(x, y))),
+            (F16(a), F16(b)) => F16(cpu::zip_map(a, la, b, lb, |x, y| {
+                f16::from_f32(op.f(x.to_f32(), y.to_f32()))
+            })),
+            (BF16(a), BF16(b)) => BF16(cpu::zip_map(a, la, b, lb, |x, y| {
+                bf16::from_f32(op.f(x.to_f32(), y.to_f32()))
+            })),
+            (a, b) if F::INT => {
+                let (I64(x), I64(y)) = (a.cast(la, DType::I64), b.cast(lb, DType::I64)) else {
+                    unreachable!()
+                };
+                let out = I64(x.iter().zip(&y).map(|(&p, &q)| op.i(p, q)).collect());
+                out.cast(&Layout::contiguous(&[x.len()]), self.dtype())
+            }
+            (a, b) => {
+                let x = with_vec!(a, v => f32_vec(v, la));
+                let y = with_vec!(b, v => f32_vec(v, lb));
+                F32(x.iter().zip(&y).map(|(&p, &q)| op.f(p, q)).collect())
+            }
+        }
+    }
+
+    /// Elementwise comparison of two same-dtype views, to bool.
+    pub fn compare(
+        &self,
+        la: &Layout,
+        rhs: &CpuBuffer,
+        lb: &Layout,
+        cmp: fn(f64, f64) -> bool,
+    ) -> CpuBuffer {
+        use CpuBuffer::*;
+        let out = match (self, rhs) {
+            (F32(a), F32(b)) => cpu::zip_map(a, la, b, lb, |x, y| cmp(x as f64, y as f64)),
+            (F64(a), F64(b)) => cpu::zip_map(a, la, b, lb, cmp),
+            (I64(a), I64(b)) => cpu::zip_map(a, la, b, lb, |x, y| cmp(x as f64, y as f64)),
+            (a, b) => {
+                let x: Vec<f64> = a.to_vec(la);
+                let y: Vec<f64> = b.to_vec(lb);
+                x.iter().zip(&y).map(|(&p, &q)| cmp(p, q)).collect()
+            }
+        };
+        Bool(out)
+    }
+
+    /// `cond ? a : b` over three views broadcast to one shape (a, b same dtype).
+    pub fn select_where(
+        cond: &[bool],
+        lc: &Layout,
+        a: &CpuBuffer,
+        la: &Layout,
+        b: &CpuBuffer,
+        lb: &Layout,
+    ) -> CpuBuffer {
+        let c = cpu::copy_strided(cond, lc);
+        with_vec!(a, av => {
+            let ac = cpu::copy_strided(av, la);
+            let bc = b.to_vec(lb);
+            Wrap::wrap(ac.iter().zip(&bc).zip(&c).map(|((&x, &y), &k)| if k { x } else { y }).collect())
+        })
+    }
+
+    /// Sum over `dims` (floats keep their dtype, integers and bool sum to i64).
+    pub fn sum(&self, l: &Layout, dims: &[usize]) -> CpuBuffer {
+        match self {
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::reduce(v, l, dims, 0.0f32, |a, x, _| a + x)),
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::reduce(v, l, dims, 0.0f64, |a, x, _| a + x)),
+            CpuBuffer::F16(v) => CpuBuffer::F16(
+                cpu::reduce(v, l, dims, 0.0f32, |a, x, _| a + x.to_f32())
+                    .into_iter()
+                    .map(f16::from_f32)
+                    .collect(),
+            ),
+            CpuBuffer::BF16(v) => CpuBuffer::BF16(
+                cpu::reduce(v, l, dims, 0.0f32, |a, x, _| a + x.to_f32())
+                    .into_iter()
+                    .map(bf16::from_f32)
+                    .collect(),
+            ),
+            other => {
+                with_vec!(other, v => CpuBuffer::I64(cpu::reduce(v, l, dims, 0i64, |a, x, _| a + x.to_i64())))
+            }
+        }
+    }
+
+    /// Max (or min) over one dim: values (same dtype) and the index of the
+    /// first extreme element. NaN wins, as in PyTorch.
+    pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (CpuBuffer, Vec<i64>) {
+        with_vec!(self, v => {
+            let better = |cand: f64, cur: f64| cand.is_nan() && !cur.is_nan() || if max { cand > cur } else { cand < cur };
+            let init = (None::<(f64, usize)>, v.first().copied().unwrap_or_default());
+            let r = cpu::reduce(v, l, &[dim], init, |acc, x, i| match acc.0 {
+                Some((cur, _)) if !better(x.to_f64(), cur) => acc,
+                _ => (Some((x.to_f64(), i)), x),
+            });
+            let idx = r.iter().map(|(a, _)| a.map_or(0, |(_, i)| i as i64)).collect();
+            (Wrap::wrap(r.into_iter().map(|(_, x)| x).collect()), idx)
+        })
+    }
+
+    pub fn matmul(&self, la: &Layout, rhs: &CpuBuffer, lb: &Layout) -> CpuBuffer {
+        use CpuBuffer::*;
+        match (self, rhs) {
+            (F32(a), F32(b)) => F32(cpu::matmul(a, la, b, lb)),
+            (F64(a), F64(b)) => F64(cpu::matmul(a, la, b, lb)),
+            (a, b) => {
+                // f16/bf16: multiply in f32 and round once, as PyTorch's CPU path.
+                let x: Vec<f32> = a.to_vec(la);
+                let y: Vec<f32> = b.to_vec(lb);
+                let r = cpu::matmul(
+                    &x,
+                    &Layout::contiguous(&la.shape),
+                    &y,
+                    &Layout::contiguous(&lb.shape),
+                );
+                F32(r).cast(
+                    &Layout::contiguous(&[self_len(&la.shape, &lb.shape)]),
+                    a.dtype(),
+                )
+            }
+        }
+    }
+
+    /// Applies a float kernel to a contiguous float copy of the view.
+    pub fn float_kernel(
+        &self,
+        l: &Layout,
+        k32: impl Fn(&[f32]) -> Vec<f32>,
+        k64: impl Fn(&[f64]) -> Vec<f64>,
+    ) -> CpuBuffer {
+        match self {
+            CpuBuffer::F64(v) => CpuBuffer::F64(k64(&contiguous(v, l))),
+            CpuBuffer::F32(v) => CpuBuffer::F32(k32(&contiguous(v, l))),
+            other => {
+                let x: Vec<f32> = other.to_vec(l);
+                let r = CpuBuffer::F32(k32(&x));
+                let n = r.len();
+                r.cast(&Layout::contiguous(&[n]), other.dtype().to_float())
+            }
+        }
+    }
+
+    /// Applies `f` to a contiguous copy of the view, whatever the dtype.
+    pub fn any_kernel(&self, l: &Layout, f: impl AnyKernel) -> CpuBuffer {
+        with_vec!(self, v => Wrap::wrap(f.run(&contiguous(v, l))))
+    }
+
+    /// In place: `self[l] = f(self[l], src[ls])` (src cast to this dtype).
+    pub fn zip_assign(
+        &mut self,
+        l: &Layout,
+        src: &CpuBuffer,
+        ls: &Layout,
+        f: impl Fn(f64, f64) -> f64 + Sync,
+    ) {
+        use CpuBuffer::*;
+        match (self, src) {
+            (F32(d), F32(s)) => {
+                cpu::zip_inplace(d, l, s, ls, |x, y| (f(x as f64, y as f64)) as f32)
+            }
+            (F64(d), F64(s)) => cpu::zip_inplace(d, l, s, ls, f),
+            (d, s) => {
+                let s = s.cast(ls, d.dtype());
+                let ls = Layout::contiguous(&ls.shape);
+                with_vec!(d, dv => {
+                    let sv = s.to_vec(&ls);
+                    cpu::zip_inplace(dv, l, &sv, &ls, |x, y: f64| Element::from_f64(f(x.to_f64(), y)))
+                })
+            }
+        }
+    }
+
+    /// In place: `self[l] = f(self[l])`.
+    pub fn map_assign(&mut self, l: &Layout, f: impl Fn(f64) -> f64 + Sync) {
+        match self {
+            CpuBuffer::F32(d) => cpu::map_inplace(d, l, |x| f(x as f64) as f32),
+            other => {
+                with_vec!(other, d => cpu::map_inplace(d, l, |x| Element::from_f64(f(x.to_f64()))))
+            }
+        }
+    }
+}
+
+fn self_len(a: &[usize], b: &[usize]) -> usize {
+    let nd = a.len();
+    a[..nd - 1].iter().product::<usize>() * b[nd - 1]
+}
+
+pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default>(
+    v: &'a [T],
+    l: &Layout,
+) -> std::borrow::Cow<'a, [T]> {
+    match l.contiguous_offset() {
+        Some(o) => std::borrow::Cow::Borrowed(&v[o..o + l.numel()]),
+        None => std::borrow::Cow::Owned(cpu::copy_strided(v, l)),
+    }
+}
+
+/// A kernel generic over the element type (index ops work on every dtype).
+pub(crate) trait AnyKernel {
+    fn run<T: Element>(&self, x: &[T]) -> Vec<T>;
+}

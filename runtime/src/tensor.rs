@@ -1,0 +1,367 @@
+//! The tensor: shared storage, a layout into it, and its place in the graph.
+
+use crate::autograd::{self, BackwardFn, Edge, GradHook, Node};
+use crate::device::Device;
+use crate::dtype::{DType, Element};
+use crate::error::Result;
+use crate::storage::{CpuBuffer, Storage};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use tapir_kernels::Layout;
+
+/// An n-dimensional array on a device that can record the ops applied to it.
+/// Cloning is cheap (the data is shared); views share storage too.
+///
+/// ```
+/// use tapir_runtime::Tensor;
+/// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).requires_grad_(true);
+/// let loss = (&a * &a).sum();
+/// loss.backward();
+/// assert_eq!(a.grad().unwrap().to_vec::<f32>(), vec![2.0, 4.0, 6.0, 8.0]);
+/// ```
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Arc<Inner>);
+
+pub(crate) struct Inner {
+    pub storage: Arc<RwLock<Storage>>,
+    pub layout: Layout,
+    pub dtype: DType,
+    pub device: Device,
+    pub requires_grad: AtomicBool,
+    pub grad: Mutex<Option<Tensor>>,
+    pub grad_fn: Option<Arc<Node>>,
+    pub hooks: Mutex<Vec<GradHook>>,
+}
+
+impl Tensor {
+    pub(crate) fn from_storage(storage: Storage, shape: &[usize]) -> Tensor {
+        let dtype = storage.dtype();
+        let device = storage.device();
+        Tensor::from_parts(
+            Arc::new(RwLock::new(storage)),
+            Layout::contiguous(shape),
+            dtype,
+            device,
+        )
+    }
+
+    pub(crate) fn from_buffer(buf: CpuBuffer, shape: &[usize]) -> Tensor {
+        debug_assert_eq!(buf.len(), shape.iter().product::<usize>());
+        Tensor::from_storage(Storage::Cpu(buf), shape)
+    }
+
+    pub(crate) fn from_parts(
+        storage: Arc<RwLock<Storage>>,
+        layout: Layout,
+        dtype: DType,
+        device: Device,
+    ) -> Tensor {
+        Tensor(Arc::new(Inner {
+            storage,
+            layout,
+            dtype,
+            device,
+            requires_grad: AtomicBool::new(false),
+            grad: Mutex::new(None),
+            grad_fn: None,
+            hooks: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// A view of this tensor's storage with another layout (no autograd).
+    pub(crate) fn view_with(&self, layout: Layout) -> Tensor {
+        Tensor::from_parts(self.0.storage.clone(), layout, self.0.dtype, self.0.device)
+    }
+
+    /// Attaches a backward node to a freshly computed `out` when grad mode is
+    /// on and an input requires grad. `make` builds the backward closure only
+    /// then, so inference pays nothing for it.
+    pub(crate) fn record<F>(
+        out: Tensor,
+        name: &'static str,
+        inputs: &[&Tensor],
+        make: impl FnOnce() -> F,
+    ) -> Tensor
+    where
+        F: FnMut(&Tensor, &[bool]) -> Vec<Option<Tensor>> + Send + 'static,
+    {
+        if !autograd::is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
+            return out;
+        }
+        let edges = inputs
+            .iter()
+            .map(|t| match (&t.0.grad_fn, t.requires_grad()) {
+                (Some(n), _) => Edge::Node(n.clone()),
+                (None, true) => Edge::Leaf((*t).clone()),
+                (None, false) => Edge::None,
+            })
+            .collect();
+        let backward: BackwardFn = Box::new(make());
+        let node = Arc::new(Node::new(name, edges, backward));
+        let inner = Arc::try_unwrap(out.0)
+            .unwrap_or_else(|_| panic!("{name}: op output is shared before recording"));
+        Tensor(Arc::new(Inner {
+            grad_fn: Some(node),
+            requires_grad: AtomicBool::new(true),
+            ..inner
+        }))
+    }
+
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Storage> {
+        self.0.storage.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Storage> {
+        self.0.storage.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+
+    pub(crate) fn same_storage(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0.storage, &other.0.storage)
+    }
+
+    // ---- creation from data -------------------------------------------------
+
+    /// A tensor holding `data` with `shape` (row-major).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let t = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], &[2, 3]);
+    /// assert_eq!(t.shape(), &[2, 3]);
+    /// ```
+    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        assert_eq!(
+            data.len(),
+            n,
+            "from_vec: {} elements cannot have shape {shape:?} ({n} elements)",
+            data.len()
+        );
+        Tensor::from_storage(Storage::from_vec(data), shape)
+    }
+
+    /// As [`Tensor::from_vec`], copying a slice.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Tensor {
+        Tensor::from_vec(data.to_vec(), shape)
+    }
+
+    /// A 0-d tensor.
+    pub fn scalar<T: Element>(v: T) -> Tensor {
+        Tensor::from_vec(vec![v], &[])
+    }
+
+    // ---- metadata -----------------------------------------------------------
+
+    pub fn shape(&self) -> &[usize] {
+        &self.0.layout.shape
+    }
+
+    /// Size of dim `d` (negative counts from the end).
+    pub fn size(&self, d: isize) -> usize {
+        self.shape()[self.dim(d, "size")]
+    }
+
+    pub fn strides(&self) -> &[usize] {
+        &self.0.layout.strides
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.0.layout.ndim()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+
+    /// Normalises a possibly negative dim, panicking with `op`'s name.
+    pub(crate) fn dim(&self, d: isize, op: &str) -> usize {
+        let n = self.ndim() as isize;
+        let r = if d < 0 { d + n } else { d };
+        assert!(
+            (0..n.max(1)).contains(&r),
+            "{op}: dim {d} is out of range for a tensor of shape {:?} (expected in [{}, {}])",
+            self.shape(),
+            -n.max(1),
+            n.max(1) - 1
+        );
+        r as usize
+    }
+
+    // ---- autograd -----------------------------------------------------------
+
+    pub fn requires_grad(&self) -> bool {
+        self.0.requires_grad.load(Ordering::Relaxed)
+    }
+
+    /// Sets whether a leaf records ops for autograd; returns the tensor so it
+    /// chains (`Tensor::randn(..).requires_grad_(true)`).
+    pub fn requires_grad_(self, on: bool) -> Tensor {
+        assert!(
+            self.is_leaf() || on,
+            "requires_grad_: you can only change requires_grad flags of leaf tensors (this one comes from {}); \
+             use detach() to get a tensor that does not require grad",
+            self.grad_fn_name().unwrap_or("?")
+        );
+        assert!(
+            !on || self.dtype().is_float(),
+            "requires_grad_: only floating point tensors can require gradients, got {}",
+            self.dtype()
+        );
+        self.0.requires_grad.store(on, Ordering::Relaxed);
+        self
+    }
+
+    /// Like [`Tensor::requires_grad_`] but through a shared reference (module parameters).
+    pub fn set_requires_grad(&self, on: bool) {
+        let _ = self.clone().requires_grad_(on);
+    }
+
+    /// True for tensors created by the user rather than by a recorded op.
+    pub fn is_leaf(&self) -> bool {
+        self.0.grad_fn.is_none()
+    }
+
+    /// The accumulated gradient: `None` until a backward reaches this leaf.
+    pub fn grad(&self) -> Option<Tensor> {
+        self.0.grad.lock().unwrap().clone()
+    }
+
+    /// Replaces the gradient (`None` frees it, as `zero_grad(set_to_none=True)`).
+    pub fn set_grad(&self, grad: Option<Tensor>) {
+        if let Some(g) = &grad {
+            assert_eq!(
+                g.shape(),
+                self.shape(),
+                "set_grad: gradient shape {:?} differs from tensor shape {:?}",
+                g.shape(),
+                self.shape()
+            );
+        }
+        *self.0.grad.lock().unwrap() = grad.map(|g| g.detach());
+    }
+
+    /// Name of the backward node that produced this tensor (`MulBackward0`).
+    pub fn grad_fn_name(&self) -> Option<&'static str> {
+        self.0.grad_fn.as_ref().map(|n| n.name)
+    }
+
+    /// A tensor sharing this one's data, cut off from the graph.
+    pub fn detach(&self) -> Tensor {
+        self.view_with(self.0.layout.clone())
+    }
+
+    /// Backpropagates from this scalar, accumulating into leaves' `.grad` and
+    /// freeing the graph's saved tensors.
+    pub fn backward(&self) {
+        assert_eq!(
+            self.numel(),
+            1,
+            "backward: grad can be implicitly created only for scalar outputs; this tensor has shape {:?} — pass a \
+             gradient with backward_with",
+            self.shape()
+        );
+        self.backward_with(&crate::ops::creation::ones_like(self), false);
+    }
+
+    /// Backpropagates `grad` (same shape as `self`); `retain_graph` keeps the
+    /// saved tensors so backward can run through the graph again.
+    pub fn backward_with(&self, grad: &Tensor, retain_graph: bool) {
+        assert!(
+            self.requires_grad(),
+            "backward: this tensor does not require grad and has no grad_fn (was it computed under no_grad, or from \
+             tensors that do not require grad?)"
+        );
+        assert_eq!(
+            grad.shape(),
+            self.shape(),
+            "backward: gradient shape {:?} differs from output shape {:?}",
+            grad.shape(),
+            self.shape()
+        );
+        autograd::run_backward(self, grad.detach(), retain_graph);
+    }
+
+    /// Registers a hook called with the gradient flowing into this tensor; it
+    /// may return a replacement. For leaves it runs before accumulation.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let w = Tensor::ones(&[3]).requires_grad_(true);
+    /// w.register_hook(|g| Some(g * 2.0));
+    /// w.sum().backward();
+    /// assert_eq!(w.grad().unwrap().to_vec::<f32>(), vec![2.0; 3]);
+    /// ```
+    pub fn register_hook(&self, hook: impl Fn(&Tensor) -> Option<Tensor> + Send + Sync + 'static) {
+        assert!(
+            self.requires_grad(),
+            "register_hook: cannot register a hook on a tensor that does not require grad"
+        );
+        match &self.0.grad_fn {
+            Some(n) => n.hooks.lock().unwrap().push(Box::new(hook)),
+            None => self.0.hooks.lock().unwrap().push(Box::new(hook)),
+        }
+    }
+
+    // ---- data out -----------------------------------------------------------
+
+    /// The elements in row-major order, converted to `T`.
+    pub fn to_vec<T: Element>(&self) -> Vec<T> {
+        self.read().cpu().to_vec(self.layout())
+    }
+
+    /// The value of a one-element tensor.
+    pub fn item<T: Element>(&self) -> T {
+        assert_eq!(
+            self.numel(),
+            1,
+            "item: a tensor with {} elements cannot be converted to a scalar (shape {:?})",
+            self.numel(),
+            self.shape()
+        );
+        self.to_vec::<T>()[0]
+    }
+
+    /// A contiguous copy that shares nothing and records nothing.
+    pub(crate) fn contiguous_copy(&self) -> Tensor {
+        let buf = self.read().cpu().copy(self.layout());
+        Tensor::from_buffer(buf, self.shape())
+    }
+
+    /// This tensor on `device` (a copy when it moves; gradient flows back).
+    pub fn to(&self, device: Device) -> Result<Tensor> {
+        if device == self.device() {
+            return Ok(self.clone());
+        }
+        let storage = self.read().to_device(self.layout(), device)?;
+        let out = Tensor::from_storage(storage, self.shape());
+        let src = self.device();
+        Ok(Tensor::record(out, "ToCopyBackward0", &[self], move || {
+            move |g: &Tensor, _: &[bool]| {
+                vec![Some(
+                    g.to(src).expect("the source device was usable in forward"),
+                )]
+            }
+        }))
+    }
+}
+
+// Tensors cross threads (DataLoader workers, data-parallel replicas).
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Tensor>();
+};
