@@ -1,0 +1,351 @@
+#!/usr/bin/env python3
+"""Writes PyTorch goldens for tapir's core ops (run by hand, not by CI).
+
+    python3 scripts/gen_goldens.py            # -> tests/goldens/core.{json,safetensors}
+
+Each case: inputs (stored contiguous, with a view recipe the Rust test applies
+the same way: transposed, strided slice, expanded), the op's outputs, and the
+gradient of sum(out_k * w_k) for fixed weights w_k with respect to every
+float input. Everything is float64 so the Rust test can check both f64 and f32.
+"""
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+torch.manual_seed(0)
+torch.set_default_dtype(torch.float64)
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "goldens")
+
+
+def view(base, recipe):
+    if recipe is None:
+        return base
+    if recipe == "t":
+        return base.transpose(-1, -2)
+    if recipe == "step2":
+        return base[::2]
+    if recipe == "expand0":
+        shape = list(base.shape)
+        shape[0] = 3
+        return base.expand(*shape)
+    raise ValueError(recipe)
+
+
+def run(op, a, x):
+    """The op table; tests/goldens.rs mirrors it name for name."""
+    u = {
+        "neg": torch.neg, "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "sqrt": torch.sqrt,
+        "rsqrt": torch.rsqrt, "abs": torch.abs, "sign": torch.sign, "sin": torch.sin, "cos": torch.cos,
+        "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "erf": torch.erf, "silu": F.silu,
+        "softplus": F.softplus, "square": torch.square, "reciprocal": torch.reciprocal,
+        "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+        "sum": torch.sum, "mean": torch.mean, "max": torch.max, "min": torch.min, "var": torch.var, "std": torch.std,
+    }
+    if op in u:
+        return [u[op](x[0])]
+    b = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+         "maximum": torch.maximum, "minimum": torch.minimum, "matmul": torch.matmul, "bmm": torch.bmm}
+    if op in b:
+        return [b[op](x[0], x[1])]
+    cmp = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
+    if op in cmp:
+        return [cmp[op](x[0], x[1]).double()]
+    if op == "logical_and":
+        return [torch.logical_and(x[0] > 0, x[1] > 0).double()]
+    if op == "logical_or":
+        return [torch.logical_or(x[0] > 0, x[1] > 0).double()]
+    if op == "logical_not":
+        return [torch.logical_not(x[0] > 0).double()]
+    if op == "leaky_relu":
+        return [F.leaky_relu(x[0], a["slope"])]
+    if op == "powf":
+        return [torch.pow(x[0], a["e"])]
+    if op == "clamp":
+        return [torch.clamp(x[0], a["min"], a["max"])]
+    if op == "add_scalar":
+        return [x[0] + a["v"]]
+    if op == "mul_scalar":
+        return [x[0] * a["v"]]
+    if op == "rsub_scalar":
+        return [a["v"] - x[0]]
+    if op == "div_scalar":
+        return [x[0] / a["v"]]
+    if op == "sum_dims":
+        return [x[0].sum(dim=a["dims"], keepdim=a["keepdim"])]
+    if op == "mean_dims":
+        return [x[0].mean(dim=a["dims"], keepdim=a["keepdim"])]
+    if op == "var_dims":
+        return [x[0].var(dim=a["dims"], correction=a["correction"], keepdim=a["keepdim"])]
+    if op == "std_dims":
+        return [x[0].std(dim=a["dims"], correction=a["correction"], keepdim=a["keepdim"])]
+    if op == "logsumexp":
+        return [torch.logsumexp(x[0], dim=a["dims"], keepdim=a["keepdim"])]
+    if op == "norm":
+        return [torch.linalg.vector_norm(x[0], ord=a["p"])]
+    if op == "max_dim":
+        v, i = torch.max(x[0], dim=a["dim"], keepdim=a["keepdim"])
+        return [v, i.double()]
+    if op == "min_dim":
+        v, i = torch.min(x[0], dim=a["dim"], keepdim=a["keepdim"])
+        return [v, i.double()]
+    if op == "amax":
+        return [torch.amax(x[0], dim=a["dim"], keepdim=a["keepdim"])]
+    if op == "argmax":
+        return [torch.argmax(x[0], dim=a["dim"], keepdim=a["keepdim"]).double()]
+    if op == "softmax":
+        return [torch.softmax(x[0], dim=a["dim"])]
+    if op == "log_softmax":
+        return [torch.log_softmax(x[0], dim=a["dim"])]
+    if op == "reshape":
+        return [x[0].reshape(a["shape"])]
+    if op == "transpose":
+        return [x[0].transpose(a["a"], a["b"])]
+    if op == "permute":
+        return [x[0].permute(a["perm"])]
+    if op == "unsqueeze":
+        return [x[0].unsqueeze(a["dim"])]
+    if op == "squeeze":
+        return [x[0].squeeze()]
+    if op == "expand":
+        return [x[0].expand(a["shape"])]
+    if op == "slice":
+        idx = [slice(None)] * x[0].dim()
+        idx[a["dim"]] = slice(a["start"], a["end"], a["step"])
+        return [x[0][tuple(idx)]]
+    if op == "select":
+        return [x[0].select(a["dim"], a["index"])]
+    if op == "flatten":
+        return [x[0].flatten(a["start"], a["end"])]
+    if op == "unflatten":
+        return [x[0].unflatten(a["dim"], a["sizes"])]
+    if op == "cat":
+        return [torch.cat(x, dim=a["dim"])]
+    if op == "stack":
+        return [torch.stack(x, dim=a["dim"])]
+    if op == "split":
+        return list(torch.split(x[0], a["size"], dim=a["dim"]))
+    if op == "chunk":
+        return list(torch.chunk(x[0], a["chunks"], dim=a["dim"]))
+    if op == "tril":
+        return [torch.tril(x[0], a["k"])]
+    if op == "triu":
+        return [torch.triu(x[0], a["k"])]
+    if op == "where":
+        return [torch.where(x[0] > 0, x[1], x[2])]
+    if op == "masked_fill":
+        return [x[0].masked_fill(x[1] > 0, a["v"])]
+    if op == "index_select":
+        return [x[0].index_select(a["dim"], x[1])]
+    if op == "gather":
+        return [x[0].gather(a["dim"], x[1])]
+    if op == "scatter_add":
+        return [x[0].scatter_add(a["dim"], x[1], x[2])]
+    if op == "embedding":
+        return [F.embedding(x[1], x[0])]
+    if op == "conv2d":
+        bias = x[2] if len(x) > 2 else None
+        return [F.conv2d(x[0], x[1], bias, stride=a["stride"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"])]
+    if op == "max_pool2d":
+        return [F.max_pool2d(x[0], a["kernel"], a["stride"], a["padding"], a["dilation"])]
+    if op == "avg_pool2d":
+        return [F.avg_pool2d(x[0], a["kernel"], a["stride"], a["padding"])]
+    if op == "unfold":
+        return [F.unfold(x[0], a["kernel"], dilation=a["dilation"], padding=a["padding"], stride=a["stride"])]
+    raise ValueError(op)
+
+
+tensors = {}
+manifest = []
+
+
+def pos(*shape):
+    return torch.rand(*shape) * 2 + 0.1
+
+
+def randn(*shape):
+    return torch.randn(*shape)
+
+
+def idx(high, *shape):
+    return torch.randint(0, high, shape)
+
+
+def case(name, op, inputs, args=None, views=None, grad=None):
+    """inputs: base tensors (float64 or int64); views: recipe per input."""
+    args = args or {}
+    views = views or [None] * len(inputs)
+    xs = []
+    for i, base in enumerate(inputs):
+        tensors[f"{name}.in{i}"] = base.contiguous()
+        t = base.clone()
+        if t.is_floating_point() and (grad is None or grad[i]):
+            t.requires_grad_(True)
+        xs.append(t)
+    views_x = [view(t, r) for t, r in zip(xs, views)]
+    outs = run(op, args, views_x)
+    loss = 0
+    for k, o in enumerate(outs):
+        tensors[f"{name}.out{k}"] = o.detach().contiguous()
+        if o.requires_grad:
+            w = torch.linspace(-1.0, 1.5, o.numel()).reshape(o.shape) if o.numel() else torch.zeros(o.shape)
+            tensors[f"{name}.w{k}"] = w
+            loss = loss + (o * w).sum()
+    grads = []
+    if torch.is_tensor(loss) and loss.requires_grad:
+        loss.backward()
+    for i, t in enumerate(xs):
+        if t.requires_grad and t.grad is not None:
+            tensors[f"{name}.grad{i}"] = t.grad.contiguous()
+            grads.append(True)
+        else:
+            grads.append(False)
+    manifest.append({"name": name, "op": op, "args": args, "views": views, "n_in": len(inputs),
+                     "in_int": [not t.is_floating_point() for t in inputs], "n_out": len(outs), "grads": grads})
+
+
+# ---- elementwise unary ------------------------------------------------------
+for op in ["neg", "exp", "abs", "sign", "sin", "cos", "tanh", "sigmoid", "relu", "erf", "silu", "softplus",
+           "square", "gelu", "gelu_tanh"]:
+    case(op, op, [randn(3, 4)])
+for op in ["log", "log1p", "sqrt", "rsqrt", "reciprocal"]:
+    case(op, op, [pos(3, 4)])
+case("exp_t", "exp", [randn(4, 3)], views=["t"])
+case("tanh_step2", "tanh", [randn(6, 3)], views=["step2"])
+case("sigmoid_large", "sigmoid", [torch.tensor([-60.0, -20.0, 0.0, 20.0, 60.0])])
+case("softplus_large", "softplus", [torch.tensor([-30.0, -1.0, 0.5, 19.0, 21.0, 40.0])])
+case("exp_scalar0d", "exp", [torch.tensor(0.7)])
+case("relu_size0", "relu", [randn(0, 3)])
+case("leaky_relu", "leaky_relu", [randn(3, 4)], {"slope": 0.1})
+case("powf3", "powf", [randn(3, 4)], {"e": 3.0})
+case("powf_half", "powf", [pos(3, 4)], {"e": 0.5})
+case("powf_neg", "powf", [pos(3, 4)], {"e": -1.5})
+case("clamp", "clamp", [randn(3, 4)], {"min": -0.5, "max": 0.5})
+case("add_scalar", "add_scalar", [randn(3, 4)], {"v": 2.5})
+case("mul_scalar", "mul_scalar", [randn(3, 4)], {"v": -3.0})
+case("rsub_scalar", "rsub_scalar", [randn(3, 4)], {"v": 1.0})
+case("div_scalar", "div_scalar", [randn(3, 4)], {"v": 4.0})
+
+# ---- binary with broadcasting ---------------------------------------------------
+for op in ["add", "sub", "mul", "maximum", "minimum"]:
+    case(op, op, [randn(3, 4), randn(3, 4)])
+    case(op + "_bcast", op, [randn(2, 3, 4), randn(4)])
+    case(op + "_bcast2", op, [randn(2, 1, 4), randn(3, 1)])
+case("div", "div", [randn(3, 4), pos(3, 4)])
+case("div_bcast", "div", [randn(2, 3, 4), pos(3, 1)])
+case("pow", "pow", [pos(3, 4), randn(3, 4)])
+case("pow_bcast", "pow", [pos(3, 4), randn(4)])
+case("add_t_step", "add", [randn(4, 3), randn(6, 4)], views=["t", "step2"])
+case("mul_expand", "mul", [randn(1, 4), randn(3, 4)], views=["expand0", None])
+case("add_0d", "add", [randn(3, 2), torch.tensor(1.5)])
+case("mul_size1", "mul", [randn(3, 1), randn(1, 5)])
+case("maximum_ties", "maximum", [torch.tensor([1.0, 2.0, 3.0]), torch.tensor([1.0, 0.0, 3.0])])
+for op in ["eq", "ne", "lt", "le", "gt", "ge"]:
+    a = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    case("cmp_" + op, op, [a, torch.tensor([2.0, 2.0, 6.0])], grad=[False, False])
+for op in ["logical_and", "logical_or"]:
+    case(op, op, [randn(3, 4), randn(4)], grad=[False, False])
+case("logical_not", "logical_not", [randn(3, 4)], grad=[False])
+case("where", "where", [randn(3, 4), randn(3, 4), randn(4)], grad=[False, True, True])
+case("masked_fill", "masked_fill", [randn(3, 4), randn(4)], {"v": -2.0}, grad=[True, False])
+
+# ---- reductions ---------------------------------------------------------------------
+case("sum", "sum", [randn(3, 4)])
+case("sum_t", "sum", [randn(3, 4)], views=["t"])
+case("sum_dim0", "sum_dims", [randn(3, 4)], {"dims": [0], "keepdim": False})
+case("sum_dim1_keep", "sum_dims", [randn(3, 4)], {"dims": [1], "keepdim": True})
+case("sum_dims_02", "sum_dims", [randn(2, 3, 4)], {"dims": [0, 2], "keepdim": False})
+case("sum_dims_neg", "sum_dims", [randn(2, 3, 4)], {"dims": [-1], "keepdim": True})
+case("sum_size0", "sum_dims", [randn(0, 3)], {"dims": [0], "keepdim": False})
+case("sum_step", "sum_dims", [randn(6, 5)], {"dims": [1], "keepdim": False}, views=["step2"])
+case("mean", "mean", [randn(3, 4)])
+case("mean_dims", "mean_dims", [randn(2, 3, 4)], {"dims": [1], "keepdim": True})
+case("var", "var", [randn(3, 4)])
+case("var_dims", "var_dims", [randn(3, 5)], {"dims": [1], "correction": 1, "keepdim": False})
+case("var_dims_c0", "var_dims", [randn(3, 5)], {"dims": [0], "correction": 0, "keepdim": True})
+case("std", "std", [randn(3, 4)])
+case("std_dims", "std_dims", [randn(4, 5)], {"dims": [-1], "correction": 1, "keepdim": True})
+case("logsumexp", "logsumexp", [randn(3, 4)], {"dims": [1], "keepdim": False})
+case("logsumexp_large", "logsumexp", [randn(3, 4) * 400], {"dims": [0, 1], "keepdim": True})
+case("norm2", "norm", [randn(3, 4)], {"p": 2.0})
+case("norm1", "norm", [randn(3, 4)], {"p": 1.0})
+case("norm3", "norm", [randn(3, 4)], {"p": 3.0})
+case("max_dim", "max_dim", [randn(3, 4)], {"dim": 1, "keepdim": False})
+case("max_dim_keep", "max_dim", [randn(3, 4, 2)], {"dim": 0, "keepdim": True})
+case("min_dim", "min_dim", [randn(3, 4)], {"dim": 0, "keepdim": False})
+case("amax", "amax", [torch.tensor([[1.0, 3.0, 3.0], [2.0, 0.0, -1.0]])], {"dim": 1, "keepdim": False})
+case("max_all", "max", [randn(3, 4)])
+case("min_all", "min", [randn(3, 4)])
+case("argmax", "argmax", [randn(3, 5)], {"dim": 1, "keepdim": False}, grad=[False])
+case("softmax", "softmax", [randn(3, 5)], {"dim": -1})
+case("softmax_dim0", "softmax", [randn(3, 5)], {"dim": 0})
+case("softmax_large", "softmax", [randn(2, 4) * 1000], {"dim": 1})
+case("softmax_t", "softmax", [randn(5, 3)], {"dim": 1}, views=["t"])
+case("log_softmax", "log_softmax", [randn(3, 5)], {"dim": 1})
+case("log_softmax_large", "log_softmax", [randn(2, 4) * 1000], {"dim": -1})
+case("log_softmax_3d", "log_softmax", [randn(2, 3, 4)], {"dim": 1})
+
+# ---- views, joins and splits ------------------------------------------------------
+case("reshape", "reshape", [randn(2, 6)], {"shape": [3, -1]})
+case("reshape_t", "reshape", [randn(4, 3)], {"shape": [12]}, views=["t"])
+case("transpose", "transpose", [randn(2, 3, 4)], {"a": 0, "b": 2})
+case("permute", "permute", [randn(2, 3, 4)], {"perm": [2, 0, 1]})
+case("unsqueeze", "unsqueeze", [randn(3, 4)], {"dim": -1})
+case("squeeze", "squeeze", [randn(3, 1, 4, 1)])
+case("expand", "expand", [randn(3, 1)], {"shape": [2, 3, 4]})
+case("slice_step", "slice", [randn(7, 3)], {"dim": 0, "start": 1, "end": 7, "step": 2})
+case("slice_neg", "slice", [randn(3, 8)], {"dim": 1, "start": -5, "end": -1, "step": 3})
+case("select", "select", [randn(3, 4)], {"dim": 1, "index": 2})
+case("flatten", "flatten", [randn(2, 3, 4)], {"start": 1, "end": 2})
+case("unflatten", "unflatten", [randn(2, 12)], {"dim": 1, "sizes": [3, 4]})
+case("cat", "cat", [randn(2, 3), randn(4, 3)], {"dim": 0})
+case("cat_dim1_t", "cat", [randn(3, 2), randn(2, 4)], {"dim": 1}, views=["t", None])
+case("stack", "stack", [randn(2, 3), randn(2, 3)], {"dim": 1})
+case("split", "split", [randn(5, 3)], {"size": 2, "dim": 0})
+case("chunk", "chunk", [randn(3, 7)], {"chunks": 3, "dim": 1})
+case("tril", "tril", [randn(4, 5)], {"k": 0})
+case("triu", "triu", [randn(2, 4, 4)], {"k": 1})
+
+# ---- indexing -----------------------------------------------------------------
+case("index_select", "index_select", [randn(5, 3), torch.tensor([4, 0, 4, 2])], {"dim": 0})
+case("index_select_dim1", "index_select", [randn(2, 5, 3), torch.tensor([1, 1, 3])], {"dim": 1})
+case("gather", "gather", [randn(3, 4), idx(4, 3, 2)], {"dim": 1})
+case("gather_dim0", "gather", [randn(3, 4), idx(3, 2, 4)], {"dim": 0})
+case("scatter_add", "scatter_add", [randn(3, 5), idx(5, 3, 4), randn(3, 4)], {"dim": 1})
+case("embedding", "embedding", [randn(10, 4), idx(10, 2, 3)])
+
+# ---- matmul -----------------------------------------------------------------------
+case("matmul_dot", "matmul", [randn(5), randn(5)])
+case("matmul_mv", "matmul", [randn(3, 5), randn(5)])
+case("matmul_vm", "matmul", [randn(5), randn(5, 4)])
+case("matmul_mm", "matmul", [randn(3, 5), randn(5, 4)])
+case("matmul_mm_t", "matmul", [randn(5, 3), randn(4, 5)], views=["t", "t"])
+case("matmul_batched_2d", "matmul", [randn(2, 3, 5), randn(5, 4)])
+case("matmul_broadcast", "matmul", [randn(2, 1, 3, 5), randn(4, 5, 2)])
+case("matmul_large", "matmul", [randn(40, 50), randn(50, 45)])
+case("bmm", "bmm", [randn(3, 2, 4), randn(3, 4, 5)])
+
+# ---- convolution and pooling ---------------------------------------------------------
+cv = {"stride": 1, "padding": 0, "dilation": 1, "groups": 1}
+case("conv2d", "conv2d", [randn(2, 3, 6, 6), randn(4, 3, 3, 3)], cv)
+case("conv2d_bias_pad_stride", "conv2d", [randn(2, 2, 7, 7), randn(3, 2, 3, 3), randn(3)], dict(cv, stride=2, padding=1))
+case("conv2d_dilation", "conv2d", [randn(1, 2, 8, 8), randn(2, 2, 3, 3)], dict(cv, dilation=2))
+case("conv2d_groups", "conv2d", [randn(2, 4, 5, 5), randn(6, 2, 3, 3), randn(6)], dict(cv, groups=2, padding=1))
+case("conv2d_1x1", "conv2d", [randn(2, 3, 4, 4), randn(5, 3, 1, 1)], cv)
+case("unfold", "unfold", [randn(1, 2, 4, 5)], {"kernel": 2, "stride": 1, "padding": 1, "dilation": 1})
+case("max_pool2d", "max_pool2d", [randn(2, 3, 6, 6)], {"kernel": 2, "stride": 2, "padding": 0, "dilation": 1})
+case("max_pool2d_pad", "max_pool2d", [randn(1, 2, 7, 7)], {"kernel": 3, "stride": 2, "padding": 1, "dilation": 1})
+case("max_pool2d_dil", "max_pool2d", [randn(1, 1, 7, 7)], {"kernel": 2, "stride": 1, "padding": 0, "dilation": 2})
+case("avg_pool2d", "avg_pool2d", [randn(2, 3, 6, 6)], {"kernel": 2, "stride": 2, "padding": 0})
+case("avg_pool2d_pad", "avg_pool2d", [randn(1, 2, 5, 5)], {"kernel": 3, "stride": 2, "padding": 1})
+
+os.makedirs(OUT, exist_ok=True)
+save_file(tensors, os.path.join(OUT, "core.safetensors"))
+with open(os.path.join(OUT, "core.json"), "w") as f:
+    json.dump({"torch": torch.__version__, "cases": manifest}, f, indent=0)
+ops = sorted({c["op"] for c in manifest})
+print(f"{len(manifest)} cases over {len(ops)} ops -> {OUT}", file=sys.stderr)
