@@ -111,7 +111,9 @@ fn binary<F: BinaryFn>(
     save: bool,
     bw: impl Fn(Option<&(Tensor, Tensor)>, &Tensor, &[bool]) -> [Option<Tensor>; 2] + Send + 'static,
 ) -> Tensor {
-    let out = apply(a, b, &op, name, float_only);
+    // "MaximumBackward0" -> "maximum": errors name the op as the user wrote it.
+    let user_name = name.split("Backward").next().unwrap_or(name).to_lowercase();
+    let out = apply(a, b, &op, &user_name, float_only);
     let metas = [
         (a.shape().to_vec(), a.dtype()),
         (b.shape().to_vec(), b.dtype()),

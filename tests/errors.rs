@@ -1,0 +1,147 @@
+//! Misuse panics with one message naming the op and its operands; run-time
+//! conditions (no device) are `Result`s.
+
+use tapir::prelude::*;
+
+fn panic_message(f: impl FnOnce()) -> String {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    let e = r.expect_err("expected a panic");
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap()
+}
+
+#[test]
+fn matmul_names_both_shapes() {
+    let m = panic_message(|| {
+        Tensor::zeros(&[32, 784]).matmul(&Tensor::zeros(&[128, 10]));
+    });
+    assert_eq!(
+        m,
+        "matmul: [32, 784] @ [128, 10] — inner dims differ (784 != 128)"
+    );
+}
+
+#[test]
+fn broadcasting_errors_name_op_and_shapes() {
+    let m = panic_message(|| {
+        let _ = Tensor::zeros(&[2, 3]) + Tensor::zeros(&[4]);
+    });
+    assert_eq!(
+        m,
+        "add: shapes [2, 3] and [4] cannot be broadcast together (dim 1: 3 vs 4)"
+    );
+}
+
+#[test]
+fn dtype_errors_name_both_dtypes() {
+    let m = panic_message(|| {
+        Tensor::zeros(&[2, 2]).matmul(&Tensor::zeros(&[2, 2]).to_dtype(DType::F64));
+    });
+    assert!(
+        m.contains("matmul") && m.contains("float32") && m.contains("float64"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        Tensor::zeros(&[2]).index_select(0, &Tensor::zeros(&[1]));
+    });
+    assert!(
+        m.contains("index_select: index must be int64, got float32"),
+        "{m}"
+    );
+}
+
+#[test]
+fn index_and_dim_errors() {
+    let m = panic_message(|| {
+        Tensor::zeros(&[3, 2]).index_select(0, &Tensor::from_vec(vec![5i64], &[1]));
+    });
+    assert_eq!(
+        m,
+        "index_select: index 5 is out of bounds for dim of size 3"
+    );
+    let m = panic_message(|| {
+        Tensor::zeros(&[3, 2]).sum_dim(2, false);
+    });
+    assert!(
+        m.contains("sum: dim 2 is out of range for a tensor of shape [3, 2]"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        Tensor::zeros(&[3, 2]).reshape(&[4, -1]);
+    });
+    assert!(
+        m.contains("reshape: shape [4, -1] is invalid for input of size 6"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        Tensor::zeros(&[3, 2]).t().view(&[6]);
+    });
+    assert!(
+        m.contains("view: size [6] is not compatible") && m.contains("use reshape"),
+        "{m}"
+    );
+}
+
+#[test]
+fn conv_errors_describe_the_mismatch() {
+    let m = panic_message(|| {
+        Tensor::zeros(&[1, 3, 8, 8]).conv2d(
+            &Tensor::zeros(&[4, 2, 3, 3]),
+            None,
+            Conv2dOptions::default(),
+        );
+    });
+    assert!(
+        m.contains("conv2d: input [1, 3, 8, 8] has 3 channels") && m.contains("expects 2"),
+        "{m}"
+    );
+    let m = panic_message(|| {
+        Tensor::zeros(&[1, 1, 2, 2]).conv2d(
+            &Tensor::zeros(&[1, 1, 3, 3]),
+            None,
+            Conv2dOptions::default(),
+        );
+    });
+    assert!(m.contains("larger than the padded input"), "{m}");
+}
+
+#[test]
+fn requires_grad_only_on_floats_and_leaves() {
+    let m = panic_message(|| {
+        let _ = Tensor::arange(3).requires_grad_(true);
+    });
+    assert!(
+        m.contains("only floating point tensors can require gradients, got int64"),
+        "{m}"
+    );
+    let y = &Tensor::ones(&[2]).requires_grad_(true) * 2.0;
+    let m = panic_message(|| {
+        let _ = y.requires_grad_(false);
+    });
+    assert!(
+        m.contains("only change requires_grad flags of leaf tensors"),
+        "{m}"
+    );
+}
+
+#[test]
+fn unavailable_cuda_is_a_result_not_a_crash() {
+    // This machine has no GPU (and the default build has no `cuda` feature).
+    match Device::cuda(0) {
+        Ok(d) => assert_eq!(d, Device::Cuda(0)),
+        Err(e) => assert!(
+            e.to_string().starts_with("device cuda:0 is unavailable"),
+            "{e}"
+        ),
+    }
+    let t = Tensor::ones(&[2]);
+    if Device::cuda(0).is_err() {
+        assert!(t.to(Device::Cuda(0)).is_err());
+    }
+    assert_eq!(
+        Device::cuda_if_available(),
+        Device::cuda(0).unwrap_or(Device::Cpu)
+    );
+}

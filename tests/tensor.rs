@@ -1,0 +1,138 @@
+//! Tensor basics: dtypes, conversions, creation, views sharing storage,
+//! repr, thread count.
+
+use tapir::prelude::*;
+
+#[test]
+fn dtypes_convert_and_promote() {
+    let x = Tensor::from_vec(vec![1.5f32, -2.25, 3.0], &[3]);
+    for d in [DType::F64, DType::F16, DType::BF16] {
+        assert_eq!(x.to_dtype(d).to_vec::<f64>(), vec![1.5, -2.25, 3.0], "{d}");
+    }
+    assert_eq!(x.to_dtype(DType::I64).to_vec::<i64>(), vec![1, -2, 3]);
+    assert_eq!(
+        x.to_dtype(DType::Bool).to_vec::<bool>(),
+        vec![true, true, true]
+    );
+    assert_eq!(
+        Tensor::arange(3).to_dtype(DType::U8).to_vec::<u8>(),
+        vec![0, 1, 2]
+    );
+    let i = Tensor::arange(3);
+    assert_eq!((&i + &x).dtype(), DType::F32);
+    assert_eq!((&i * 2.0).dtype(), DType::I64);
+    assert_eq!((&i / 2.0).dtype(), DType::F32);
+    assert_eq!((&i / &i.clone()).to_vec::<f32>()[1], 1.0);
+    let h = x.to_dtype(DType::F16);
+    assert_eq!((&h + &h).dtype(), DType::F16);
+    assert_eq!((&h + &x.to_dtype(DType::BF16)).dtype(), DType::F32);
+    assert_eq!(
+        h.matmul(&h).to_vec::<f32>(),
+        vec![1.5 * 1.5 + 2.25 * 2.25 + 9.0]
+    );
+}
+
+#[test]
+fn half_precision_rounds_like_pytorch() {
+    // 1/3 in bf16 is 0.333984375; in f16 0.333251953125.
+    let t = Tensor::from_vec(vec![1.0f32 / 3.0], &[1]);
+    assert_eq!(t.to_dtype(DType::BF16).to_vec::<f64>(), vec![0.333984375]);
+    assert_eq!(t.to_dtype(DType::F16).to_vec::<f64>(), vec![0.333251953125]);
+}
+
+#[test]
+fn creation_functions() {
+    assert_eq!(Tensor::eye(2).to_vec::<f32>(), vec![1.0, 0.0, 0.0, 1.0]);
+    assert_eq!(
+        Tensor::linspace(0.0, 1.0, 5).to_vec::<f32>(),
+        vec![0.0, 0.25, 0.5, 0.75, 1.0]
+    );
+    assert_eq!(Tensor::arange_step(1, 8, 3).to_vec::<i64>(), vec![1, 4, 7]);
+    assert_eq!(Tensor::full(&[2], 3.5).to_vec::<f32>(), vec![3.5, 3.5]);
+    manual_seed(3);
+    let a = Tensor::randn(&[1000]);
+    manual_seed(3);
+    assert_eq!(a.to_vec::<f32>(), Tensor::randn(&[1000]).to_vec::<f32>());
+    let (m, s) = (a.mean().item::<f32>(), a.std().item::<f32>());
+    assert!(
+        m.abs() < 0.1 && (s - 1.0).abs() < 0.1,
+        "randn mean {m} std {s}"
+    );
+    let u = Tensor::rand(&[1000]);
+    assert!(u.to_vec::<f32>().iter().all(|&v| (0.0..1.0).contains(&v)));
+    let p = Tensor::full(&[1000], 0.25).bernoulli();
+    let frac = p.mean().item::<f32>();
+    assert!((frac - 0.25).abs() < 0.05, "bernoulli frac {frac}");
+    let g = Generator::new(1);
+    let r = Tensor::randint_with(-2, 2, &[500], &g).to_vec::<i64>();
+    assert!(r.iter().all(|v| (-2..2).contains(v)) && r.contains(&-2) && r.contains(&1));
+}
+
+#[test]
+fn views_share_storage_and_copies_do_not() {
+    let base = Tensor::zeros(&[2, 3]);
+    let t = base.t();
+    assert!(!t.is_contiguous());
+    t.select(0, 2).fill_(5.0); // column 2 of base
+    assert_eq!(base.to_vec::<f32>(), vec![0.0, 0.0, 5.0, 0.0, 0.0, 5.0]);
+    let r = t.reshape(&[6]); // must copy: transposed
+    r.fill_(1.0);
+    assert_eq!(base.to_vec::<f32>()[0], 0.0);
+    let v = base.reshape(&[3, 2]); // a view
+    v.fill_(2.0);
+    assert_eq!(base.to_vec::<f32>(), vec![2.0; 6]);
+    let e = Tensor::ones(&[3, 1]).expand(&[3, 4]);
+    assert_eq!(e.strides(), &[1, 0]);
+}
+
+#[test]
+fn item_shape_and_repr() {
+    let t = Tensor::from_vec(vec![1i64, 2, 3, 4], &[2, 2]);
+    assert_eq!(t.numel(), 4);
+    assert_eq!(t.size(-1), 2);
+    assert_eq!(t.to_string(), "tensor([[1, 2],\n        [3, 4]])");
+    assert_eq!(
+        Tensor::scalar(2.5f64).to_string(),
+        "tensor(2.5000, dtype=torch.float64)"
+    );
+    assert_eq!(
+        Tensor::ones(&[2]).requires_grad_(true).to_string(),
+        "tensor([1., 1.], requires_grad=True)"
+    );
+    assert_eq!(
+        format!("{:?}", Tensor::zeros(&[2, 3])),
+        "Tensor(shape=[2, 3], dtype=float32, device=cpu)"
+    );
+    assert_eq!(Tensor::scalar(7i64).item::<i64>(), 7);
+    let big = Tensor::arange(2000).to_string();
+    assert!(big.contains("...") && big.contains("size=[2000]"), "{big}");
+}
+
+#[test]
+fn tensors_cross_threads() {
+    let t = Tensor::randn(&[64, 64]).requires_grad_(true);
+    let handles: Vec<_> = (0..2)
+        .map(|_| {
+            let t = t.clone();
+            std::thread::spawn(move || t.matmul(&t).sum().item::<f32>())
+        })
+        .collect();
+    let r: Vec<f32> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(r[0], r[1]);
+}
+
+#[test]
+fn thread_count_is_settable_and_results_do_not_depend_on_it() {
+    let a = Tensor::randn_with(&[300, 300], &Generator::new(5));
+    set_num_threads(1);
+    assert_eq!(tapir::get_num_threads(), 1);
+    let one = a.matmul(&a).sum_dim(0, false).to_vec::<f32>();
+    let s1 = (&a * 2.0).exp().sum().item::<f32>();
+    set_num_threads(2);
+    let two = a.matmul(&a).sum_dim(0, false).to_vec::<f32>();
+    let s2 = (&a * 2.0).exp().sum().item::<f32>();
+    assert_eq!(s1, s2);
+    for (x, y) in one.iter().zip(&two) {
+        assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
+    }
+}
