@@ -62,9 +62,7 @@ scalar_fn!(Erf, |x| x.erf());
 scalar_fn!(Sigmoid, |x| T::one() / (T::one() + (-x).exp()));
 scalar_fn!(
     Relu,
-    |x| if x > T::zero() {
-        x
-    } else if x.is_nan() {
+    |x| if x > T::zero() || x.is_nan() {
         x
     } else {
         T::zero()

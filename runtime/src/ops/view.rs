@@ -45,7 +45,7 @@ impl Tensor {
             .map(|&s| {
                 if s == -1 {
                     assert!(
-                        known > 0 && self.numel() % known == 0,
+                        known > 0 && self.numel().is_multiple_of(known),
                         "{op}: shape {shape:?} is invalid for input of size {}",
                         self.numel()
                     );

@@ -1,0 +1,231 @@
+//! tapir's side of `../shared/bench/torch_ref.py`: the same workloads, step
+//! counts and JSON fields, one line per (workload, variant), each variant in
+//! a fresh child process so peak RSS is per variant.
+//!
+//! ```sh
+//! cargo run --release --example bench_ref -- --threads 2 --workloads matmul
+//! ```
+//! Workloads so far: `matmul` (n1024, n2048). The mlp, cnn, transformer and
+//! inference workloads arrive with the training-loop issue.
+
+use std::time::Instant;
+use tapir::prelude::*;
+
+struct Args {
+    threads: usize,
+    workloads: Vec<String>,
+    steps_scale: f64,
+    seed: u64,
+    one: Option<String>,
+}
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        threads: 1,
+        workloads: vec!["matmul".into()],
+        steps_scale: 1.0,
+        seed: 0,
+        one: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut val = || it.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--threads" => a.threads = val()?.parse().map_err(|e| format!("--threads: {e}"))?,
+            "--workloads" => a.workloads = val()?.split(',').map(str::to_string).collect(),
+            "--steps-scale" => {
+                a.steps_scale = val()?.parse().map_err(|e| format!("--steps-scale: {e}"))?
+            }
+            "--seed" => a.seed = val()?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--one" => a.one = Some(val()?),
+            other => {
+                return Err(format!(
+                    "unknown flag {other} (flags: --threads N --workloads LIST --steps-scale X --seed S)"
+                ));
+            }
+        }
+    }
+    Ok(a)
+}
+
+fn variants(workload: &str) -> Option<&'static [&'static str]> {
+    match workload {
+        "matmul" => Some(&["n1024", "n2048"]),
+        _ => None,
+    }
+}
+
+fn default_steps(key: &str) -> (usize, usize) {
+    match key {
+        "matmul.n1024" => (5, 50),
+        "matmul.n2048" => (2, 10),
+        _ => unreachable!(),
+    }
+}
+
+fn proc_field(path: &str, key: &str) -> Option<f64> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let line = s.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// User + system CPU seconds of this process.
+fn cpu_seconds() -> f64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+struct Timing {
+    total: f64,
+    per_step: Vec<f64>,
+    cpu: f64,
+}
+
+fn time_loop(mut step: impl FnMut(), warm: usize, steps: usize) -> Timing {
+    for _ in 0..warm {
+        step();
+    }
+    let (c0, t0) = (cpu_seconds(), Instant::now());
+    let mut per_step = Vec::with_capacity(steps);
+    for _ in 0..steps {
+        let s = Instant::now();
+        step();
+        per_step.push(s.elapsed().as_secs_f64());
+    }
+    Timing {
+        total: t0.elapsed().as_secs_f64(),
+        per_step,
+        cpu: cpu_seconds() - c0,
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    s[s.len() / 2]
+}
+
+fn record(
+    workload: &str,
+    variant: &str,
+    warm: usize,
+    t: &Timing,
+    samples_per_step: f64,
+    extra: &[(&str, String)],
+) -> String {
+    let steps = t.per_step.len();
+    let sps = steps as f64 / t.total;
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string));
+    let mut fields = vec![
+        format!("\"workload\": \"{workload}\""),
+        format!("\"variant\": \"{variant}\""),
+        format!("\"threads\": {}", tapir::get_num_threads()),
+        format!("\"warmup\": {warm}"),
+        format!("\"steps\": {steps}"),
+        format!("\"seconds\": {:.4}", t.total),
+        format!("\"steps_per_s\": {:.3}", sps),
+        format!("\"samples_per_s\": {:.2}", sps * samples_per_step),
+        format!("\"step_ms_median\": {:.4}", median(&t.per_step) * 1e3),
+    ];
+    fields.extend(extra.iter().map(|(k, v)| format!("\"{k}\": {v}")));
+    fields.push(format!("\"cpu_util\": {:.2}", t.cpu / t.total));
+    fields.push(format!(
+        "\"loadavg_1m\": {}",
+        load.unwrap_or_else(|| "null".into())
+    ));
+    fields.push(format!(
+        "\"peak_rss_mib\": {:.1}",
+        proc_field("/proc/self/status", "VmHWM:").unwrap_or(0.0) / 1024.0
+    ));
+    fields.push(format!("\"tapir\": \"{}\"", env!("CARGO_PKG_VERSION")));
+    format!("{{{}}}", fields.join(", "))
+}
+
+fn bench_matmul(args: &Args, variant: &str) -> String {
+    let n: usize = variant[1..].parse().unwrap();
+    let g = Generator::new(args.seed);
+    let (a, b) = (
+        Tensor::randn_with(&[n, n], &g),
+        Tensor::randn_with(&[n, n], &g),
+    );
+    let (warm, steps) = default_steps(&format!("matmul.{variant}"));
+    let scale = |x: usize| ((x as f64 * args.steps_scale).round() as usize).max(1);
+    let t = time_loop(
+        || {
+            std::hint::black_box(a.matmul(&b));
+        },
+        scale(warm),
+        scale(steps),
+    );
+    let flop = 2.0 * (n as f64).powi(3);
+    let gflops = flop * t.per_step.len() as f64 / t.total / 1e9;
+    let gmed = flop / median(&t.per_step) / 1e9;
+    record(
+        "matmul",
+        variant,
+        scale(warm),
+        &t,
+        1.0,
+        &[
+            ("n", n.to_string()),
+            ("gflops", format!("{gflops:.2}")),
+            ("gflops_median_step", format!("{gmed:.2}")),
+        ],
+    )
+}
+
+fn main() {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("bench_ref: {e}");
+            std::process::exit(2);
+        }
+    };
+    set_num_threads(args.threads);
+    if let Some(one) = &args.one {
+        let (w, v) = one.split_once('.').expect("--one takes workload.variant");
+        let line = match w {
+            "matmul" => bench_matmul(&args, v),
+            _ => unreachable!(),
+        };
+        println!("{line}");
+        return;
+    }
+    let exe = std::env::current_exe().expect("own path");
+    for w in &args.workloads {
+        let Some(vs) = variants(w) else {
+            eprintln!("bench_ref: workload {w} is not implemented yet; skipping");
+            continue;
+        };
+        for v in vs {
+            let out = std::process::Command::new(&exe)
+                .args([
+                    "--threads",
+                    &args.threads.to_string(),
+                    "--steps-scale",
+                    &args.steps_scale.to_string(),
+                ])
+                .args([
+                    "--seed",
+                    &args.seed.to_string(),
+                    "--one",
+                    &format!("{w}.{v}"),
+                ])
+                .output()
+                .expect("spawn bench child");
+            print!("{}", String::from_utf8_lossy(&out.stdout));
+            if !out.status.success() {
+                eprintln!(
+                    "bench_ref: {w}.{v} failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+    }
+}
