@@ -14,6 +14,7 @@ mod device;
 mod display;
 mod dtype;
 mod error;
+pub mod nn;
 mod ops;
 mod random;
 mod storage;

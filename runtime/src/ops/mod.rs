@@ -7,6 +7,7 @@ pub(crate) mod creation;
 pub(crate) mod index;
 pub(crate) mod inplace;
 pub(crate) mod linalg;
+pub(crate) mod norm;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
 pub(crate) mod unary;

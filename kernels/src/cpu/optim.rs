@@ -1,0 +1,152 @@
+//! Fused optimizer updates over contiguous parameter buffers, following
+//! PyTorch's single-tensor (`foreach=False`) implementations operation for
+//! operation, so results match to the last bits that float order allows.
+
+use crate::Float;
+
+/// Hyper-parameters of one Adam/AdamW step.
+#[derive(Clone, Copy, Debug)]
+pub struct AdamStep {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// AdamW: decay the weights directly instead of adding to the gradient.
+    pub decoupled: bool,
+    pub amsgrad: bool,
+    pub maximize: bool,
+    /// 1-based step count after this step.
+    pub step: u64,
+}
+
+/// One Adam/AdamW step in place over `p`, with state `m`, `v` (and `vmax` for amsgrad).
+pub fn adam_update<T: Float>(
+    p: &mut [T],
+    g: &[T],
+    m: &mut [T],
+    v: &mut [T],
+    mut vmax: Option<&mut [T]>,
+    h: &AdamStep,
+) {
+    let c = T::from_f64;
+    let (b1, b2) = (c(h.beta1), c(h.beta2));
+    let bc1 = 1.0 - h.beta1.powi(h.step as i32);
+    let bc2_sqrt = c((1.0 - h.beta2.powi(h.step as i32)).sqrt());
+    let step_size = c(h.lr / bc1);
+    let (wd, eps) = (c(h.weight_decay), c(h.eps));
+    let decay = c(1.0 - h.lr * h.weight_decay);
+    let w1 = T::one() - b1;
+    let w2 = T::one() - b2;
+    for i in 0..p.len() {
+        let mut gi = if h.maximize { -g[i] } else { g[i] };
+        if h.weight_decay != 0.0 {
+            if h.decoupled {
+                p[i] = p[i] * decay;
+            } else {
+                gi = gi + wd * p[i];
+            }
+        }
+        // torch.lerp with weight < 0.5: m + w * (g - m)
+        m[i] = m[i] + w1 * (gi - m[i]);
+        v[i] = v[i] * b2 + w2 * gi * gi;
+        let vv = match vmax.as_deref_mut() {
+            Some(vm) => {
+                vm[i] = vm[i].max(v[i]);
+                vm[i]
+            }
+            None => v[i],
+        };
+        let denom = vv.sqrt() / bc2_sqrt + eps;
+        p[i] = p[i] - step_size * (m[i] / denom);
+    }
+}
+
+/// Hyper-parameters of one SGD step.
+#[derive(Clone, Copy, Debug)]
+pub struct SgdStep {
+    pub lr: f64,
+    pub momentum: f64,
+    pub dampening: f64,
+    pub weight_decay: f64,
+    pub nesterov: bool,
+    pub maximize: bool,
+}
+
+/// One SGD step in place; `buf` is the momentum buffer, `first` when it is
+/// being created (PyTorch then sets it to the gradient itself).
+pub fn sgd_update<T: Float>(p: &mut [T], g: &[T], buf: Option<&mut [T]>, first: bool, h: &SgdStep) {
+    let c = T::from_f64;
+    let (lr, mom, damp, wd) = (
+        c(h.lr),
+        c(h.momentum),
+        c(1.0 - h.dampening),
+        c(h.weight_decay),
+    );
+    let mut buf = buf;
+    for i in 0..p.len() {
+        let mut d = if h.maximize { -g[i] } else { g[i] };
+        if h.weight_decay != 0.0 {
+            d = d + wd * p[i];
+        }
+        if let Some(b) = buf.as_deref_mut() {
+            b[i] = if first { d } else { b[i] * mom + damp * d };
+            d = if h.nesterov { d + mom * b[i] } else { b[i] };
+        }
+        p[i] = p[i] - lr * d;
+    }
+}
+
+/// Hyper-parameters of one RMSprop step.
+#[derive(Clone, Copy, Debug)]
+pub struct RmspropStep {
+    pub lr: f64,
+    pub alpha: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub centered: bool,
+    pub maximize: bool,
+}
+
+/// One RMSprop step in place with state `sq` (square average), `gavg`
+/// (centered only) and `buf` (momentum only).
+pub fn rmsprop_update<T: Float>(
+    p: &mut [T],
+    g: &[T],
+    sq: &mut [T],
+    mut gavg: Option<&mut [T]>,
+    mut buf: Option<&mut [T]>,
+    h: &RmspropStep,
+) {
+    let c = T::from_f64;
+    let (lr, alpha, eps, wd, mom) = (
+        c(h.lr),
+        c(h.alpha),
+        c(h.eps),
+        c(h.weight_decay),
+        c(h.momentum),
+    );
+    let w = T::one() - alpha;
+    for i in 0..p.len() {
+        let mut gi = if h.maximize { -g[i] } else { g[i] };
+        if h.weight_decay != 0.0 {
+            gi = gi + wd * p[i];
+        }
+        sq[i] = sq[i] * alpha + w * gi * gi;
+        let avg = match gavg.as_deref_mut() {
+            Some(ga) => {
+                ga[i] = ga[i] + w * (gi - ga[i]);
+                (sq[i] - ga[i] * ga[i]).sqrt() + eps
+            }
+            None => sq[i].sqrt() + eps,
+        };
+        match buf.as_deref_mut() {
+            Some(b) => {
+                b[i] = b[i] * mom + gi / avg;
+                p[i] = p[i] - lr * b[i];
+            }
+            None => p[i] = p[i] - lr * (gi / avg),
+        }
+    }
+}

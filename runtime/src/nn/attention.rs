@@ -1,0 +1,168 @@
+//! `nn.MultiheadAttention`, written with plain ops (q·kᵀ/√d, masks, softmax, ·v).
+
+use super::init;
+use super::linear::Linear;
+use super::module::{Module, TensorKind, visit_child, visit_child_mut};
+use crate::{DType, Tensor};
+
+/// Multi-head attention with PyTorch's parameters and init: a packed
+/// `in_proj_weight` `[3E, E]` (xavier-uniform), `in_proj_bias` (zeros), and
+/// `out_proj` (a Linear with zero bias).
+///
+/// ```
+/// use tapir_runtime::{nn::MultiheadAttention, Tensor};
+/// let mha = MultiheadAttention::new(8, 2, true);
+/// let x = Tensor::randn(&[3, 5, 8]);
+/// let (y, w) = mha.forward(&x, &x, &x, None, None, true, true);
+/// assert_eq!(y.shape(), &[3, 5, 8]);
+/// assert_eq!(w.unwrap().shape(), &[3, 5, 5]);
+/// ```
+pub struct MultiheadAttention {
+    pub in_proj_weight: Tensor,
+    pub in_proj_bias: Tensor,
+    pub out_proj: Linear,
+    pub embed_dim: usize,
+    pub num_heads: usize,
+    pub batch_first: bool,
+}
+
+impl MultiheadAttention {
+    pub fn new(embed_dim: usize, num_heads: usize, batch_first: bool) -> MultiheadAttention {
+        assert!(
+            num_heads > 0 && embed_dim % num_heads == 0,
+            "MultiheadAttention: embed_dim {embed_dim} must be divisible by num_heads {num_heads}"
+        );
+        let w = Tensor::zeros(&[3 * embed_dim, embed_dim]);
+        init::xavier_uniform_(&w, 1.0);
+        let out_proj = Linear::new(embed_dim, embed_dim, true);
+        init::zeros_(out_proj.bias.as_ref().unwrap());
+        MultiheadAttention {
+            in_proj_weight: w.requires_grad_(true),
+            in_proj_bias: Tensor::zeros(&[3 * embed_dim]).requires_grad_(true),
+            out_proj,
+            embed_dim,
+            num_heads,
+            batch_first,
+        }
+    }
+
+    /// Attention of `query` over `key`/`value`. `key_padding_mask` `[B, S]`
+    /// (true = ignore that key), `attn_mask` `[L, S]` (bool: true = not
+    /// allowed; float: added to the scores), `is_causal` masks future keys.
+    /// Returns the output and, with `need_weights`, the head-averaged weights `[B, L, S]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        query: &Tensor,
+        key: &Tensor,
+        value: &Tensor,
+        key_padding_mask: Option<&Tensor>,
+        attn_mask: Option<&Tensor>,
+        need_weights: bool,
+        is_causal: bool,
+    ) -> (Tensor, Option<Tensor>) {
+        let e = self.embed_dim;
+        let to_bf = |t: &Tensor| {
+            if self.batch_first {
+                t.clone()
+            } else {
+                t.transpose(0, 1)
+            }
+        };
+        let (q, k, v) = (to_bf(query), to_bf(key), to_bf(value));
+        for (n, t) in [("query", &q), ("key", &k), ("value", &v)] {
+            assert!(
+                t.ndim() == 3 && t.size(-1) == e,
+                "MultiheadAttention: {n} of shape {:?} must be 3-D with embed dim {e}",
+                t.shape()
+            );
+        }
+        let (b, l, s) = (q.size(0), q.size(1), k.size(1));
+        let (h, hd) = (self.num_heads, e / self.num_heads);
+        let w = self.in_proj_weight.chunk(3, 0);
+        let bias = self.in_proj_bias.chunk(3, 0);
+        let heads = |x: &Tensor, i: usize, n: usize| {
+            (&x.matmul(&w[i].t()) + &bias[i])
+                .reshape(&[b as isize, n as isize, h as isize, hd as isize])
+                .transpose(1, 2)
+        };
+        let (qh, kh, vh) = (heads(&q, 0, l), heads(&k, 1, s), heads(&v, 2, s));
+        let mut scores = &qh.matmul(&kh.transpose(-1, -2)) * (1.0 / (hd as f64).sqrt()); // [B, H, L, S]
+        if is_causal {
+            let future = Tensor::ones(&[l, s]).triu(1).gt_scalar(0.0);
+            scores = scores.masked_fill(&future, f64::NEG_INFINITY);
+        }
+        if let Some(m) = attn_mask {
+            assert_eq!(
+                m.shape(),
+                &[l, s],
+                "MultiheadAttention: attn_mask must have shape [{l}, {s}], got {:?}",
+                m.shape()
+            );
+            scores = if m.dtype() == DType::Bool {
+                scores.masked_fill(m, f64::NEG_INFINITY)
+            } else {
+                &scores + m
+            };
+        }
+        if let Some(m) = key_padding_mask {
+            assert_eq!(
+                m.shape(),
+                &[b, s],
+                "MultiheadAttention: key_padding_mask must have shape [{b}, {s}], got {:?}",
+                m.shape()
+            );
+            let m = m.reshape(&[b as isize, 1, 1, s as isize]);
+            scores = if m.dtype() == DType::Bool {
+                scores.masked_fill(&m, f64::NEG_INFINITY)
+            } else {
+                &scores + &m
+            };
+        }
+        let attn = scores.softmax(-1);
+        let ctx = attn
+            .matmul(&vh)
+            .transpose(1, 2)
+            .reshape(&[b as isize, l as isize, e as isize]);
+        let out = crate::nn::Forward::forward(&self.out_proj, &ctx);
+        let out = if self.batch_first {
+            out
+        } else {
+            out.transpose(0, 1)
+        };
+        (out, need_weights.then(|| attn.mean_dim(1, false)))
+    }
+}
+
+impl Module for MultiheadAttention {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        f(
+            "in_proj_weight",
+            &self.in_proj_weight,
+            TensorKind::Parameter,
+        );
+        f("in_proj_bias", &self.in_proj_bias, TensorKind::Parameter);
+        visit_child("out_proj", &self.out_proj, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        f(
+            "in_proj_weight",
+            &mut self.in_proj_weight,
+            TensorKind::Parameter,
+        );
+        f(
+            "in_proj_bias",
+            &mut self.in_proj_bias,
+            TensorKind::Parameter,
+        );
+        visit_child_mut("out_proj", &mut self.out_proj, f);
+    }
+    fn repr(&self) -> String {
+        format!(
+            "MultiheadAttention(\n  (out_proj): NonDynamicallyQuantizableLinear(in_features={e}, out_features={e}, bias=True)\n)",
+            e = self.embed_dim
+        )
+    }
+}
+
+crate::display_as_repr!(MultiheadAttention);

@@ -1,0 +1,146 @@
+//! Containers: `Sequential` and `ModuleList`.
+
+use super::module::{Forward, Module, TensorKind, repr_children, visit_child, visit_child_mut};
+use crate::Tensor;
+
+/// Applies its modules in order (`nn.Sequential`); children are named
+/// `0`, `1`, ... so state-dict keys match PyTorch's (`net.3.weight`).
+///
+/// ```
+/// use tapir_runtime::nn::{Forward, Linear, Module, ReLU, Sequential};
+/// use tapir_runtime::Tensor;
+/// let net = Sequential::new().add(Linear::new(4, 8, true)).add(ReLU).add(Linear::new(8, 2, true));
+/// assert_eq!(net.forward(&Tensor::zeros(&[3, 4])).shape(), &[3, 2]);
+/// assert_eq!(net.named_parameters()[2].0, "2.weight");
+/// ```
+#[derive(Default)]
+pub struct Sequential {
+    pub layers: Vec<Box<dyn Forward>>,
+}
+
+impl Sequential {
+    pub fn new() -> Sequential {
+        Sequential::default()
+    }
+
+    /// Appends a module (builder style).
+    #[allow(clippy::should_implement_trait)]
+    pub fn add(mut self, m: impl Forward + 'static) -> Sequential {
+        self.layers.push(Box::new(m));
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.layers.is_empty()
+    }
+}
+
+impl Forward for Sequential {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let mut h = x.clone();
+        for l in &self.layers {
+            h = l.forward(&h);
+        }
+        h
+    }
+}
+
+impl Module for Sequential {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        for (i, l) in self.layers.iter().enumerate() {
+            visit_child(&i.to_string(), l.as_ref(), f);
+        }
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            visit_child_mut(&i.to_string(), l.as_mut(), f);
+        }
+    }
+    fn repr(&self) -> String {
+        let names: Vec<String> = (0..self.layers.len()).map(|i| i.to_string()).collect();
+        let kids: Vec<(&str, &dyn Module)> = names
+            .iter()
+            .zip(&self.layers)
+            .map(|(n, l)| (n.as_str(), l.as_ref() as &dyn Module))
+            .collect();
+        repr_children("Sequential", &kids)
+    }
+    fn set_training(&self, on: bool) {
+        self.layers.iter().for_each(|l| l.set_training(on));
+    }
+    fn is_training(&self) -> bool {
+        self.layers.first().is_none_or(|l| l.is_training())
+    }
+}
+
+/// A list of modules of one type, indexed `0, 1, ...` (`nn.ModuleList`).
+pub struct ModuleList<M: Module> {
+    pub items: Vec<M>,
+}
+
+impl<M: Module> ModuleList<M> {
+    pub fn new(items: Vec<M>) -> Self {
+        ModuleList { items }
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, M> {
+        self.items.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+impl<M: Module> std::ops::Index<usize> for ModuleList<M> {
+    type Output = M;
+    fn index(&self, i: usize) -> &M {
+        &self.items[i]
+    }
+}
+
+impl<'a, M: Module> IntoIterator for &'a ModuleList<M> {
+    type Item = &'a M;
+    type IntoIter = std::slice::Iter<'a, M>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
+
+impl<M: Module> Module for ModuleList<M> {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        for (i, l) in self.items.iter().enumerate() {
+            visit_child(&i.to_string(), l, f);
+        }
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        for (i, l) in self.items.iter_mut().enumerate() {
+            visit_child_mut(&i.to_string(), l, f);
+        }
+    }
+    fn repr(&self) -> String {
+        let names: Vec<String> = (0..self.items.len()).map(|i| i.to_string()).collect();
+        let kids: Vec<(&str, &dyn Module)> = names
+            .iter()
+            .zip(&self.items)
+            .map(|(n, l)| (n.as_str(), l as &dyn Module))
+            .collect();
+        repr_children("ModuleList", &kids)
+    }
+    fn set_training(&self, on: bool) {
+        self.items.iter().for_each(|l| l.set_training(on));
+    }
+    fn is_training(&self) -> bool {
+        self.items.first().is_none_or(|l| l.is_training())
+    }
+}
+
+crate::display_as_repr!(Sequential);

@@ -1,0 +1,149 @@
+//! Parameter initialisation (`torch.nn.init`), in place and recording nothing.
+
+use crate::random::{Generator, default_generator};
+use crate::{Tensor, no_grad};
+
+/// `(fan_in, fan_out)` as PyTorch computes them: dims 1 and 0 times the
+/// receptive field (product of the remaining dims).
+pub fn fans(t: &Tensor) -> (usize, usize) {
+    assert!(
+        t.ndim() >= 2,
+        "init: fan in and fan out need a tensor with at least 2 dims, got shape {:?}",
+        t.shape()
+    );
+    let receptive: usize = t.shape()[2..].iter().product();
+    (t.shape()[1] * receptive, t.shape()[0] * receptive)
+}
+
+/// The recommended gain for a nonlinearity (`nn.init.calculate_gain`).
+///
+/// ```
+/// assert_eq!(tapir_runtime::nn::init::calculate_gain("relu", None), 2f64.sqrt());
+/// ```
+pub fn calculate_gain(nonlinearity: &str, param: Option<f64>) -> f64 {
+    match nonlinearity {
+        "linear" | "conv1d" | "conv2d" | "conv3d" | "sigmoid" => 1.0,
+        "tanh" => 5.0 / 3.0,
+        "relu" => 2f64.sqrt(),
+        "leaky_relu" => {
+            let slope = param.unwrap_or(0.01);
+            (2.0 / (1.0 + slope * slope)).sqrt()
+        }
+        "selu" => 0.75,
+        other => panic!("calculate_gain: unsupported nonlinearity {other}"),
+    }
+}
+
+/// Which fan Kaiming init scales by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FanMode {
+    FanIn,
+    FanOut,
+}
+
+pub fn uniform_(t: &Tensor, low: f64, high: f64) {
+    no_grad(|| t.uniform_(low, high));
+}
+
+pub fn normal_(t: &Tensor, mean: f64, std: f64) {
+    no_grad(|| t.normal_(mean, std));
+}
+
+pub fn constant_(t: &Tensor, v: f64) {
+    no_grad(|| t.fill_(v));
+}
+
+pub fn zeros_(t: &Tensor) {
+    constant_(t, 0.0);
+}
+
+pub fn ones_(t: &Tensor) {
+    constant_(t, 1.0);
+}
+
+/// U(-a, a) with `a = gain * sqrt(6 / (fan_in + fan_out))`.
+pub fn xavier_uniform_(t: &Tensor, gain: f64) {
+    let (fi, fo) = fans(t);
+    let a = gain * (6.0 / (fi + fo) as f64).sqrt();
+    uniform_(t, -a, a);
+}
+
+/// N(0, std²) with `std = gain * sqrt(2 / (fan_in + fan_out))`.
+pub fn xavier_normal_(t: &Tensor, gain: f64) {
+    let (fi, fo) = fans(t);
+    normal_(t, 0.0, gain * (2.0 / (fi + fo) as f64).sqrt());
+}
+
+fn kaiming_std(t: &Tensor, a: f64, mode: FanMode, nonlinearity: &str) -> f64 {
+    let (fi, fo) = fans(t);
+    let fan = if mode == FanMode::FanIn { fi } else { fo };
+    calculate_gain(nonlinearity, Some(a)) / (fan as f64).sqrt()
+}
+
+/// U(-b, b) with `b = gain * sqrt(3 / fan)` (He et al.).
+pub fn kaiming_uniform_(t: &Tensor, a: f64, mode: FanMode, nonlinearity: &str) {
+    let bound = 3f64.sqrt() * kaiming_std(t, a, mode, nonlinearity);
+    uniform_(t, -bound, bound);
+}
+
+pub fn kaiming_normal_(t: &Tensor, a: f64, mode: FanMode, nonlinearity: &str) {
+    normal_(t, 0.0, kaiming_std(t, a, mode, nonlinearity));
+}
+
+/// N(mean, std²) truncated to `[a, b]` (by rejection: the same distribution as PyTorch's).
+pub fn trunc_normal_(t: &Tensor, mean: f64, std: f64, a: f64, b: f64) {
+    assert!(a < b, "trunc_normal_: a ({a}) must be below b ({b})");
+    let g: &Generator = default_generator();
+    let mut out = Vec::with_capacity(t.numel());
+    while out.len() < t.numel() {
+        for z in g.normal(t.numel() - out.len()) {
+            let v = mean + std * z;
+            if (a..=b).contains(&v) {
+                out.push(v);
+            }
+        }
+    }
+    no_grad(|| t.copy_(&Tensor::from_vec(out, t.shape())));
+}
+
+/// A (semi-)orthogonal matrix from the QR decomposition of a normal draw,
+/// scaled by `gain` (`nn.init.orthogonal_`; dims after the first are flattened).
+pub fn orthogonal_(t: &Tensor, gain: f64) {
+    assert!(
+        t.ndim() >= 2,
+        "orthogonal_: needs at least 2 dims, got shape {:?}",
+        t.shape()
+    );
+    let rows = t.shape()[0];
+    let cols = t.numel() / rows.max(1);
+    let (m, n) = if rows < cols {
+        (cols, rows)
+    } else {
+        (rows, cols)
+    };
+    // Modified Gram-Schmidt on the columns of an m x n normal matrix (m >= n).
+    let z = default_generator().normal(m * n);
+    let mut q: Vec<Vec<f64>> = (0..n)
+        .map(|j| (0..m).map(|i| z[i * n + j]).collect())
+        .collect();
+    for j in 0..n {
+        for k in 0..j {
+            let dot: f64 = (0..m).map(|i| q[j][i] * q[k][i]).sum();
+            for i in 0..m {
+                q[j][i] -= dot * q[k][i];
+            }
+        }
+        let norm = (0..m).map(|i| q[j][i] * q[j][i]).sum::<f64>().sqrt();
+        for v in q[j].iter_mut() {
+            *v /= norm;
+        }
+    }
+    let mut out = vec![0.0; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            // q is m x n; transpose when the tensor is wide.
+            out[r * cols + c] = gain * if rows < cols { q[r][c] } else { q[c][r] };
+        }
+    }
+    no_grad(|| t.copy_(&Tensor::from_vec(out, t.shape())));
+}

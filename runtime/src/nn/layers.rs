@@ -1,0 +1,348 @@
+//! Stateless and convolutional layers: activations, Dropout, Flatten,
+//! Conv2d and pooling.
+
+use super::init;
+use super::module::{Forward, Module, TensorKind, TrainingFlag};
+use crate::{Conv2dOptions, Tensor};
+
+/// Declares a parameterless module whose forward is one tensor method.
+macro_rules! activation {
+    ($(#[$doc:meta])* $name:ident, $repr:literal, |$x:ident| $body:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Default, Clone, Copy)]
+        pub struct $name;
+        impl Forward for $name {
+            fn forward(&self, $x: &Tensor) -> Tensor {
+                $body
+            }
+        }
+        impl Module for $name {
+            fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+            fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+            fn repr(&self) -> String {
+                $repr.to_string()
+            }
+        }
+        crate::display_as_repr!($name);
+    };
+}
+
+activation!(/// `nn.ReLU`.
+    ReLU, "ReLU()", |x| x.relu());
+activation!(/// `nn.SiLU` (swish).
+    SiLU, "SiLU()", |x| x.silu());
+activation!(/// `nn.Tanh`.
+    Tanh, "Tanh()", |x| x.tanh());
+activation!(/// `nn.Sigmoid`.
+    Sigmoid, "Sigmoid()", |x| x.sigmoid());
+
+/// `nn.GELU`; `tanh: true` is `approximate='tanh'`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct GELU {
+    pub tanh: bool,
+}
+
+impl Forward for GELU {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        if self.tanh { x.gelu_tanh() } else { x.gelu() }
+    }
+}
+
+/// `nn.LeakyReLU(negative_slope)`.
+#[derive(Debug, Clone, Copy)]
+pub struct LeakyReLU {
+    pub negative_slope: f64,
+}
+
+impl Forward for LeakyReLU {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.leaky_relu(self.negative_slope)
+    }
+}
+
+/// `nn.Softmax(dim)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Softmax {
+    pub dim: isize,
+}
+
+impl Forward for Softmax {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.softmax(self.dim)
+    }
+}
+
+/// `nn.Flatten(start_dim=1, end_dim=-1)`.
+#[derive(Debug, Clone, Copy)]
+pub struct Flatten {
+    pub start_dim: isize,
+    pub end_dim: isize,
+}
+
+impl Default for Flatten {
+    fn default() -> Self {
+        Flatten {
+            start_dim: 1,
+            end_dim: -1,
+        }
+    }
+}
+
+impl Forward for Flatten {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.flatten(self.start_dim, self.end_dim)
+    }
+}
+
+/// `nn.Dropout(p)`: zeroes elements with probability `p` and scales the rest
+/// by `1 / (1 - p)` in train mode; the identity in eval mode.
+#[derive(Debug)]
+pub struct Dropout {
+    pub p: f64,
+    training: TrainingFlag,
+}
+
+impl Dropout {
+    pub fn new(p: f64) -> Dropout {
+        assert!(
+            (0.0..=1.0).contains(&p),
+            "Dropout: probability has to be between 0 and 1, but got {p}"
+        );
+        Dropout {
+            p,
+            training: TrainingFlag::default(),
+        }
+    }
+}
+
+impl Forward for Dropout {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        if !self.training.get() || self.p == 0.0 {
+            return x.clone();
+        }
+        if self.p == 1.0 {
+            return x * 0.0;
+        }
+        let keep = Tensor::full_like(x, 1.0 - self.p).bernoulli();
+        &(x * &keep) * (1.0 / (1.0 - self.p))
+    }
+}
+
+macro_rules! stateless_module {
+    ($($name:ident => |$s:ident| $repr:expr;)*) => {$(
+        impl Module for $name {
+            fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+            fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+            fn repr(&self) -> String {
+                let $s = self;
+                $repr
+            }
+        }
+        crate::display_as_repr!($name);
+    )*};
+}
+
+stateless_module! {
+    GELU => |s| if s.tanh { "GELU(approximate='tanh')".into() } else { "GELU(approximate='none')".into() };
+    LeakyReLU => |s| format!("LeakyReLU(negative_slope={})", s.negative_slope);
+    Softmax => |s| format!("Softmax(dim={})", s.dim);
+    Flatten => |s| format!("Flatten(start_dim={}, end_dim={})", s.start_dim, s.end_dim);
+    MaxPool2d => |s| format!("MaxPool2d(kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode=False)", s.kernel.0, s.stride.0, s.padding.0, s.dilation.0);
+    AvgPool2d => |s| format!("AvgPool2d(kernel_size={}, stride={}, padding={})", s.kernel.0, s.stride.0, s.padding.0);
+    AdaptiveAvgPool2d => |s| format!("AdaptiveAvgPool2d(output_size={:?})", s.output_size);
+}
+
+impl Module for Dropout {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        format!("Dropout(p={}, inplace=False)", self.p)
+    }
+    fn set_training(&self, on: bool) {
+        self.training.set(on);
+    }
+    fn is_training(&self) -> bool {
+        self.training.get()
+    }
+}
+
+/// `nn.Conv2d` with PyTorch's default init (kaiming-uniform a = √5, bias
+/// U(±1/√fan_in)).
+///
+/// ```
+/// use tapir_runtime::{nn::{Conv2d, Forward}, Conv2dOptions, Tensor};
+/// let c = Conv2d::new(1, 32, (3, 3), Conv2dOptions::default().padding(1), true);
+/// assert_eq!(c.forward(&Tensor::zeros(&[8, 1, 28, 28])).shape(), &[8, 32, 28, 28]);
+/// ```
+pub struct Conv2d {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub kernel: (usize, usize),
+    pub opts: Conv2dOptions,
+}
+
+impl Conv2d {
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: (usize, usize),
+        opts: Conv2dOptions,
+        bias: bool,
+    ) -> Conv2d {
+        let g = opts.groups;
+        assert!(
+            g > 0 && in_channels % g == 0 && out_channels % g == 0,
+            "Conv2d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
+        );
+        let weight = Tensor::zeros(&[out_channels, in_channels / g, kernel.0, kernel.1]);
+        init::kaiming_uniform_(&weight, 5f64.sqrt(), init::FanMode::FanIn, "leaky_relu");
+        let bias = bias.then(|| {
+            let (fan_in, _) = init::fans(&weight);
+            let bound = 1.0 / (fan_in as f64).sqrt();
+            let b = Tensor::zeros(&[out_channels]);
+            init::uniform_(&b, -bound, bound);
+            b.requires_grad_(true)
+        });
+        Conv2d {
+            weight: weight.requires_grad_(true),
+            bias,
+            in_channels,
+            out_channels,
+            kernel,
+            opts,
+        }
+    }
+}
+
+impl Forward for Conv2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.conv2d(&self.weight, self.bias.as_ref(), self.opts)
+    }
+}
+
+impl Module for Conv2d {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        f("weight", &self.weight, TensorKind::Parameter);
+        if let Some(b) = &self.bias {
+            f("bias", b, TensorKind::Parameter);
+        }
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        f("weight", &mut self.weight, TensorKind::Parameter);
+        if let Some(b) = &mut self.bias {
+            f("bias", b, TensorKind::Parameter);
+        }
+    }
+    fn repr(&self) -> String {
+        let o = &self.opts;
+        let mut s = format!(
+            "Conv2d({}, {}, kernel_size={:?}, stride={:?}",
+            self.in_channels, self.out_channels, self.kernel, o.stride
+        );
+        if o.padding != (0, 0) {
+            s.push_str(&format!(", padding={:?}", o.padding));
+        }
+        if o.dilation != (1, 1) {
+            s.push_str(&format!(", dilation={:?}", o.dilation));
+        }
+        if o.groups != 1 {
+            s.push_str(&format!(", groups={}", o.groups));
+        }
+        if self.bias.is_none() {
+            s.push_str(", bias=False");
+        }
+        s + ")"
+    }
+}
+
+/// `nn.MaxPool2d`.
+#[derive(Debug, Clone, Copy)]
+pub struct MaxPool2d {
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+    pub dilation: (usize, usize),
+}
+
+impl MaxPool2d {
+    /// Square window; stride defaults to the kernel size, as PyTorch.
+    pub fn new(kernel: usize) -> MaxPool2d {
+        MaxPool2d {
+            kernel: (kernel, kernel),
+            stride: (kernel, kernel),
+            padding: (0, 0),
+            dilation: (1, 1),
+        }
+    }
+}
+
+impl Forward for MaxPool2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.max_pool2d(self.kernel, self.stride, self.padding, self.dilation)
+    }
+}
+
+/// `nn.AvgPool2d` (count_include_pad = true).
+#[derive(Debug, Clone, Copy)]
+pub struct AvgPool2d {
+    pub kernel: (usize, usize),
+    pub stride: (usize, usize),
+    pub padding: (usize, usize),
+}
+
+impl AvgPool2d {
+    pub fn new(kernel: usize) -> AvgPool2d {
+        AvgPool2d {
+            kernel: (kernel, kernel),
+            stride: (kernel, kernel),
+            padding: (0, 0),
+        }
+    }
+}
+
+impl Forward for AvgPool2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.avg_pool2d(self.kernel, self.stride, self.padding)
+    }
+}
+
+/// `nn.AdaptiveAvgPool2d(output_size)`: cell `i` averages rows
+/// `floor(i*H/oh) .. ceil((i+1)*H/oh)` (and likewise for columns).
+#[derive(Debug, Clone, Copy)]
+pub struct AdaptiveAvgPool2d {
+    pub output_size: (usize, usize),
+}
+
+impl Forward for AdaptiveAvgPool2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        assert_eq!(
+            x.ndim(),
+            4,
+            "AdaptiveAvgPool2d: expects [N, C, H, W], got shape {:?}",
+            x.shape()
+        );
+        let (h, w) = (x.shape()[2], x.shape()[3]);
+        let (oh, ow) = self.output_size;
+        if (oh, ow) == (1, 1) {
+            return x.mean_dims(&[2, 3], true);
+        }
+        let span = |i: usize, o: usize, n: usize| (i * n / o, ((i + 1) * n).div_ceil(o));
+        let rows: Vec<Tensor> = (0..oh)
+            .map(|i| {
+                let (r0, r1) = span(i, oh, h);
+                let cells: Vec<Tensor> = (0..ow)
+                    .map(|j| {
+                        let (c0, c1) = span(j, ow, w);
+                        x.narrow(2, r0, r1 - r0)
+                            .narrow(3, c0, c1 - c0)
+                            .mean_dims(&[2, 3], true)
+                    })
+                    .collect();
+                Tensor::cat(&cells.iter().collect::<Vec<_>>(), 3)
+            })
+            .collect();
+        Tensor::cat(&rows.iter().collect::<Vec<_>>(), 2)
+    }
+}

@@ -1,0 +1,158 @@
+//! `Linear` and `Embedding`.
+
+use super::init;
+use super::module::{Forward, Module, TensorKind};
+use crate::{DType, Tensor};
+
+/// `y = x Wᵀ + b` (PyTorch's `nn.Linear`), initialised as PyTorch does:
+/// kaiming-uniform with a = √5 for the weight, U(±1/√fan_in) for the bias.
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, Linear}, Tensor};
+/// let l = Linear::new(784, 256, true);
+/// assert_eq!(l.forward(&Tensor::zeros(&[32, 784])).shape(), &[32, 256]);
+/// ```
+pub struct Linear {
+    pub weight: Tensor,
+    pub bias: Option<Tensor>,
+    pub in_features: usize,
+    pub out_features: usize,
+}
+
+impl Linear {
+    pub fn new(in_features: usize, out_features: usize, bias: bool) -> Linear {
+        let weight = Tensor::zeros(&[out_features, in_features]);
+        init::kaiming_uniform_(&weight, 5f64.sqrt(), init::FanMode::FanIn, "leaky_relu");
+        let bias = bias.then(|| {
+            let b = Tensor::zeros(&[out_features]);
+            let bound = if in_features > 0 {
+                1.0 / (in_features as f64).sqrt()
+            } else {
+                0.0
+            };
+            init::uniform_(&b, -bound, bound);
+            b.requires_grad_(true)
+        });
+        Linear {
+            weight: weight.requires_grad_(true),
+            bias,
+            in_features,
+            out_features,
+        }
+    }
+}
+
+impl Forward for Linear {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        assert!(
+            x.ndim() >= 1 && x.size(-1) == self.in_features,
+            "Linear(in_features={}, out_features={}): input of shape {:?} — last dim must be {}",
+            self.in_features,
+            self.out_features,
+            x.shape(),
+            self.in_features
+        );
+        let y = x.matmul(&self.weight.t());
+        match &self.bias {
+            Some(b) => &y + b,
+            None => y,
+        }
+    }
+}
+
+impl Module for Linear {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        f("weight", &self.weight, TensorKind::Parameter);
+        if let Some(b) = &self.bias {
+            f("bias", b, TensorKind::Parameter);
+        }
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        f("weight", &mut self.weight, TensorKind::Parameter);
+        if let Some(b) = &mut self.bias {
+            f("bias", b, TensorKind::Parameter);
+        }
+    }
+    fn repr(&self) -> String {
+        let b = if self.bias.is_some() { "True" } else { "False" };
+        format!(
+            "Linear(in_features={}, out_features={}, bias={b})",
+            self.in_features, self.out_features
+        )
+    }
+}
+
+/// A lookup table of `num_embeddings` vectors (`nn.Embedding`), N(0, 1)
+/// initialised; the `padding_idx` row starts at zero and gets no gradient.
+pub struct Embedding {
+    pub weight: Tensor,
+    pub num_embeddings: usize,
+    pub embedding_dim: usize,
+    pub padding_idx: Option<usize>,
+}
+
+impl Embedding {
+    pub fn new(
+        num_embeddings: usize,
+        embedding_dim: usize,
+        padding_idx: Option<usize>,
+    ) -> Embedding {
+        let weight = Tensor::zeros(&[num_embeddings, embedding_dim]);
+        init::normal_(&weight, 0.0, 1.0);
+        if let Some(p) = padding_idx {
+            assert!(
+                p < num_embeddings,
+                "Embedding: padding_idx {p} must be below num_embeddings {num_embeddings}"
+            );
+            crate::no_grad(|| {
+                weight.select(0, p as isize).zero_();
+            });
+        }
+        Embedding {
+            weight: weight.requires_grad_(true),
+            num_embeddings,
+            embedding_dim,
+            padding_idx,
+        }
+    }
+}
+
+impl Forward for Embedding {
+    fn forward(&self, ids: &Tensor) -> Tensor {
+        assert_eq!(
+            ids.dtype(),
+            DType::I64,
+            "Embedding: ids must be int64, got {}",
+            ids.dtype()
+        );
+        let out = self.weight.embedding(ids);
+        match self.padding_idx {
+            None => out,
+            Some(p) => {
+                // Same values; the padding positions take theirs from a detached copy.
+                let pad = ids.eq_scalar(p as f64).unsqueeze(-1);
+                Tensor::where_(&pad, &self.weight.detach().embedding(ids), &out)
+            }
+        }
+    }
+}
+
+impl Module for Embedding {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        f("weight", &self.weight, TensorKind::Parameter);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        f("weight", &mut self.weight, TensorKind::Parameter);
+    }
+    fn repr(&self) -> String {
+        match self.padding_idx {
+            Some(p) => format!(
+                "Embedding({}, {}, padding_idx={p})",
+                self.num_embeddings, self.embedding_dim
+            ),
+            None => format!("Embedding({}, {})", self.num_embeddings, self.embedding_dim),
+        }
+    }
+}
+
+crate::display_as_repr!(Linear, Embedding);

@@ -1,0 +1,282 @@
+//! Loss functions (`torch.nn.functional`), each with reduction none/mean/sum.
+
+use crate::{DType, Tensor};
+
+/// How a loss reduces per-element values (PyTorch's `reduction=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Reduction {
+    None,
+    #[default]
+    Mean,
+    Sum,
+}
+
+fn reduce(l: Tensor, r: Reduction) -> Tensor {
+    match r {
+        Reduction::None => l,
+        Reduction::Mean => l.mean(),
+        Reduction::Sum => l.sum(),
+    }
+}
+
+/// Options of [`cross_entropy_with`] and [`nll_loss_with`] (PyTorch's defaults).
+#[derive(Clone, Debug)]
+pub struct CrossEntropyOptions {
+    pub weight: Option<Tensor>,
+    pub ignore_index: i64,
+    pub reduction: Reduction,
+    pub label_smoothing: f64,
+}
+
+impl Default for CrossEntropyOptions {
+    fn default() -> Self {
+        CrossEntropyOptions {
+            weight: None,
+            ignore_index: -100,
+            reduction: Reduction::Mean,
+            label_smoothing: 0.0,
+        }
+    }
+}
+
+/// Mean cross entropy between logits `[N, C]` (or `[N, C, d...]`) and class
+/// indices `[N]` (or `[N, d...]`), via a stable fused log-softmax.
+///
+/// ```
+/// use tapir_runtime::{nn::cross_entropy, Tensor};
+/// let logits = Tensor::zeros(&[2, 4]);
+/// let loss = cross_entropy(&logits, &Tensor::from_vec(vec![1i64, 3], &[2]));
+/// assert!((loss.item::<f32>() - 4f32.ln()).abs() < 1e-6);
+/// ```
+pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
+    cross_entropy_with(logits, target, &CrossEntropyOptions::default())
+}
+
+/// Cross entropy with class weights, `ignore_index`, label smoothing, or
+/// class-probability targets (a float `target` shaped like `logits`).
+pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
+    assert!(
+        logits.ndim() >= 1,
+        "cross_entropy: logits need a class dim, got shape {:?}",
+        logits.shape()
+    );
+    let class_dim = if logits.ndim() == 1 { 0 } else { 1 };
+    let c = logits.shape()[class_dim];
+    let logp = logits.log_softmax(class_dim as isize);
+    let wshape: Vec<isize> = (0..logits.ndim())
+        .map(|d| if d == class_dim { c as isize } else { 1 })
+        .collect();
+    let w = o.weight.as_ref().map(|w| {
+        assert_eq!(
+            w.shape(),
+            &[c],
+            "cross_entropy: weight must have shape [{c}], got {:?}",
+            w.shape()
+        );
+        w.to_dtype(logits.dtype()).reshape(&wshape)
+    });
+    let eps = o.label_smoothing;
+    assert!(
+        (0.0..=1.0).contains(&eps),
+        "cross_entropy: label_smoothing must be in [0, 1], got {eps}"
+    );
+    if target.dtype().is_float() {
+        assert_eq!(
+            target.shape(),
+            logits.shape(),
+            "cross_entropy: probability targets {:?} must match logits {:?}",
+            target.shape(),
+            logits.shape()
+        );
+        let t = if eps > 0.0 {
+            &(target * (1.0 - eps)) + eps / c as f64
+        } else {
+            target.clone()
+        };
+        let mut per = &t * &logp;
+        if let Some(w) = &w {
+            per = &per * w;
+        }
+        let l = per.sum_dim(class_dim as isize, false).neg();
+        return reduce(l, o.reduction);
+    }
+    let nll = nll_loss_with(
+        &logp,
+        target,
+        &CrossEntropyOptions {
+            label_smoothing: 0.0,
+            ..o.clone()
+        },
+    );
+    if eps == 0.0 {
+        return nll;
+    }
+    // Smoothing term: -sum_c w_c logp_c per sample, ignored samples zeroed.
+    let valid = target.ne_scalar(o.ignore_index as f64);
+    let mut all = logp.clone();
+    if let Some(w) = &w {
+        all = &all * w;
+    }
+    let smooth = all
+        .sum_dim(class_dim as isize, false)
+        .neg()
+        .masked_fill(&valid.logical_not(), 0.0);
+    let smooth = match o.reduction {
+        Reduction::None => smooth,
+        Reduction::Sum => smooth.sum(),
+        Reduction::Mean => {
+            &smooth.sum()
+                / &mean_denominator(
+                    target,
+                    w.as_ref().map(|w| w.flatten_all()).as_ref(),
+                    o.ignore_index,
+                    logits.dtype(),
+                )
+        }
+    };
+    &(&nll * (1.0 - eps)) + &(&smooth * (eps / c as f64))
+}
+
+/// Sum of the target classes' weights (or the count) over non-ignored samples.
+fn mean_denominator(target: &Tensor, w: Option<&Tensor>, ignore: i64, dtype: DType) -> Tensor {
+    let valid = target.ne_scalar(ignore as f64);
+    match w {
+        None => valid.to_dtype(dtype).sum(),
+        Some(w) => {
+            let safe = Tensor::where_(&valid, target, &Tensor::zeros_like(target));
+            (&w.index_select(0, &safe.flatten_all()).reshape(
+                &target
+                    .shape()
+                    .iter()
+                    .map(|&s| s as isize)
+                    .collect::<Vec<_>>(),
+            ) * &valid.to_dtype(dtype))
+                .sum()
+        }
+    }
+}
+
+/// Negative log-likelihood of log-probabilities `[N, C, ...]` at class indices.
+pub fn nll_loss(logp: &Tensor, target: &Tensor) -> Tensor {
+    nll_loss_with(logp, target, &CrossEntropyOptions::default())
+}
+
+pub fn nll_loss_with(logp: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
+    assert_eq!(
+        target.dtype(),
+        DType::I64,
+        "nll_loss: target must be int64 class indices, got {}",
+        target.dtype()
+    );
+    let class_dim = if logp.ndim() == 1 { 0 } else { 1 };
+    let c = logp.shape()[class_dim];
+    let mut expect: Vec<usize> = logp.shape().to_vec();
+    expect.remove(class_dim);
+    assert_eq!(
+        target.shape(),
+        expect.as_slice(),
+        "nll_loss: target of shape {:?} does not match input {:?}",
+        target.shape(),
+        logp.shape()
+    );
+    let valid = target.ne_scalar(o.ignore_index as f64);
+    let bad = Tensor::where_(&valid, target, &Tensor::zeros_like(target))
+        .to_vec::<i64>()
+        .into_iter()
+        .find(|&t| t < 0 || t >= c as i64);
+    assert!(
+        bad.is_none(),
+        "nll_loss: target {} is out of bounds for {c} classes",
+        bad.unwrap_or(0)
+    );
+    let safe = Tensor::where_(&valid, target, &Tensor::zeros_like(target));
+    let picked = logp
+        .gather(class_dim as isize, &safe.unsqueeze(class_dim as isize))
+        .squeeze_dim(class_dim as isize);
+    let w = o.weight.as_ref().map(|w| {
+        let shape: Vec<isize> = target.shape().iter().map(|&s| s as isize).collect();
+        w.to_dtype(logp.dtype())
+            .index_select(0, &safe.flatten_all())
+            .reshape(&shape)
+    });
+    let mut l = picked.neg().masked_fill(&valid.logical_not(), 0.0);
+    if let Some(w) = &w {
+        l = &l * w;
+    }
+    match o.reduction {
+        Reduction::None => l,
+        Reduction::Sum => l.sum(),
+        Reduction::Mean => {
+            &l.sum() / &mean_denominator(target, o.weight.as_ref(), o.ignore_index, logp.dtype())
+        }
+    }
+}
+
+fn check_same(op: &str, a: &Tensor, b: &Tensor) {
+    assert_eq!(
+        a.shape(),
+        b.shape(),
+        "{op}: input of shape {:?} and target of shape {:?} differ",
+        a.shape(),
+        b.shape()
+    );
+}
+
+/// Mean squared error.
+pub fn mse_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
+    check_same("mse_loss", input, target);
+    let d = input - target;
+    reduce(&d * &d, r)
+}
+
+/// Mean absolute error.
+pub fn l1_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
+    check_same("l1_loss", input, target);
+    reduce((input - target).abs(), r)
+}
+
+/// `0.5 d² / beta` where `|d| < beta`, else `|d| - 0.5 beta`.
+pub fn smooth_l1_loss(input: &Tensor, target: &Tensor, r: Reduction, beta: f64) -> Tensor {
+    check_same("smooth_l1_loss", input, target);
+    let d = (input - target).abs();
+    if beta == 0.0 {
+        return reduce(d, r);
+    }
+    let quad = &(&d * &d) * (0.5 / beta);
+    let lin = &d - 0.5 * beta;
+    reduce(Tensor::where_(&d.lt_scalar(beta), &quad, &lin), r)
+}
+
+/// `0.5 d²` where `|d| <= delta`, else `delta (|d| - 0.5 delta)`.
+pub fn huber_loss(input: &Tensor, target: &Tensor, r: Reduction, delta: f64) -> Tensor {
+    check_same("huber_loss", input, target);
+    let d = (input - target).abs();
+    let quad = &(&d * &d) * 0.5;
+    let lin = &(&d - 0.5 * delta) * delta;
+    reduce(Tensor::where_(&d.le_scalar(delta), &quad, &lin), r)
+}
+
+/// Binary cross entropy on logits, stable for large |x|, with an optional
+/// `pos_weight` (broadcast over the class dim) and per-element `weight`.
+pub fn binary_cross_entropy_with_logits(
+    input: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    pos_weight: Option<&Tensor>,
+    r: Reduction,
+) -> Tensor {
+    check_same("binary_cross_entropy_with_logits", input, target);
+    // log(1 + e^{-x}) computed as log1p(e^{-|x|}) + max(-x, 0)
+    let softplus_neg = &input.abs().neg().exp().log1p() + &input.neg().clamp_min(0.0);
+    let mut l = match pos_weight {
+        Some(pw) => {
+            let lw = &(&(pw - 1.0) * target) + 1.0;
+            &(&(1.0 - target) * input) + &(&lw * &softplus_neg)
+        }
+        None => &(&(1.0 - target) * input) + &softplus_neg,
+    };
+    if let Some(w) = weight {
+        l = &l * w;
+    }
+    reduce(l, r)
+}

@@ -1,0 +1,28 @@
+//! Neural-network building blocks (`torch.nn`): the `Module` trait, layers,
+//! containers, initialisers and losses.
+
+mod attention;
+mod container;
+pub mod init;
+mod layers;
+mod linear;
+mod loss;
+mod module;
+mod norm;
+
+pub use attention::MultiheadAttention;
+pub use container::{ModuleList, Sequential};
+pub use layers::{
+    AdaptiveAvgPool2d, AvgPool2d, Conv2d, Dropout, Flatten, GELU, LeakyReLU, MaxPool2d, ReLU, SiLU,
+    Sigmoid, Softmax, Tanh,
+};
+pub use linear::{Embedding, Linear};
+pub use loss::{
+    CrossEntropyOptions, Reduction, binary_cross_entropy_with_logits, cross_entropy,
+    cross_entropy_with, huber_loss, l1_loss, mse_loss, nll_loss, nll_loss_with, smooth_l1_loss,
+};
+pub use module::{
+    Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,
+    visit_child_mut,
+};
+pub use norm::{BatchNorm, LayerNorm, RMSNorm};

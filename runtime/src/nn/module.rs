@@ -1,0 +1,265 @@
+//! The `Module` trait: named parameters and buffers with PyTorch's dotted
+//! names, train/eval, freezing, state dicts and a PyTorch-style repr.
+
+use crate::{DType, Device, Result, Tensor};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether a named tensor is a trainable parameter or a buffer (running stats).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorKind {
+    Parameter,
+    Buffer,
+}
+
+/// A state dict: (dotted name, tensor) pairs in registration order.
+pub type StateDict = Vec<(String, Tensor)>;
+
+/// What `load_state_dict` found: keys the module has but the dict lacks,
+/// keys the dict has but the module lacks, and shape mismatches.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    pub missing: Vec<String>,
+    pub unexpected: Vec<String>,
+    pub mismatched: Vec<String>,
+}
+
+impl LoadReport {
+    pub fn is_clean(&self) -> bool {
+        self.missing.is_empty() && self.unexpected.is_empty() && self.mismatched.is_empty()
+    }
+}
+
+impl std::fmt::Display for LoadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = vec![];
+        if !self.missing.is_empty() {
+            parts.push(format!("missing keys: {}", self.missing.join(", ")));
+        }
+        if !self.unexpected.is_empty() {
+            parts.push(format!("unexpected keys: {}", self.unexpected.join(", ")));
+        }
+        if !self.mismatched.is_empty() {
+            parts.push(format!("shape mismatches: {}", self.mismatched.join("; ")));
+        }
+        write!(f, "{}", parts.join("; "))
+    }
+}
+
+/// A neural-network module (PyTorch's `nn.Module`). Implementors provide the
+/// two visitors (every parameter and buffer, with names relative to this
+/// module) and a repr; everything else is provided.
+///
+/// ```
+/// use tapir_runtime::nn::{Linear, Module};
+/// let l = Linear::new(3, 2, true);
+/// let names: Vec<String> = l.named_parameters().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["weight", "bias"]);
+/// assert_eq!(l.num_parameters(), 8);
+/// assert_eq!(l.to_string(), "Linear(in_features=3, out_features=2, bias=True)");
+/// ```
+pub trait Module: Send + Sync {
+    /// Calls `f` with every parameter and buffer, recursively, with dotted names.
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind));
+    /// As [`Module::visit`], with the tensors replaceable (dtype/device moves).
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind));
+    /// PyTorch's repr of this module (children indented, as `print(model)`).
+    fn repr(&self) -> String;
+    /// Sets train (true) or eval (false) mode here and in every child.
+    fn set_training(&self, _on: bool) {}
+    /// Whether the module is in train mode.
+    fn is_training(&self) -> bool {
+        true
+    }
+
+    fn train(&self) {
+        self.set_training(true);
+    }
+
+    fn eval(&self) {
+        self.set_training(false);
+    }
+
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut out = vec![];
+        self.visit(&mut |n, t, k| {
+            if k == TensorKind::Parameter {
+                out.push((n.to_string(), t.clone()));
+            }
+        });
+        out
+    }
+
+    fn parameters(&self) -> Vec<Tensor> {
+        self.named_parameters()
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
+    }
+
+    fn named_buffers(&self) -> Vec<(String, Tensor)> {
+        let mut out = vec![];
+        self.visit(&mut |n, t, k| {
+            if k == TensorKind::Buffer {
+                out.push((n.to_string(), t.clone()));
+            }
+        });
+        out
+    }
+
+    /// Total number of parameter elements.
+    fn num_parameters(&self) -> usize {
+        self.parameters().iter().map(Tensor::numel).sum()
+    }
+
+    /// Freezes (false) or unfreezes every parameter.
+    fn requires_grad_(&self, on: bool) {
+        for p in self.parameters() {
+            p.set_requires_grad(on);
+        }
+    }
+
+    /// Sets every parameter's gradient to None (`zero_grad(set_to_none=True)`).
+    fn zero_grad(&self) {
+        for p in self.parameters() {
+            p.set_grad(None);
+        }
+    }
+
+    /// Parameters and buffers by name (shares data with the module).
+    fn state_dict(&self) -> StateDict {
+        let mut out = vec![];
+        self.visit(&mut |n, t, _| out.push((n.to_string(), t.detach())));
+        out
+    }
+
+    /// Copies matching entries of `dict` into the module. With `strict`, any
+    /// missing, unexpected or mis-shaped key is an error listing all of them
+    /// (and nothing is loaded); otherwise what matches is loaded and the
+    /// report says what was skipped.
+    fn load_state_dict(&mut self, dict: &[(String, Tensor)], strict: bool) -> Result<LoadReport> {
+        let mut report = LoadReport::default();
+        let mut seen = BTreeSet::new();
+        let find = |name: &str| dict.iter().find(|(n, _)| n == name).map(|(_, t)| t);
+        self.visit(&mut |n, t, _| {
+            seen.insert(n.to_string());
+            match find(n) {
+                None => report.missing.push(n.to_string()),
+                Some(src) if src.shape() != t.shape() => report.mismatched.push(format!(
+                    "{n}: checkpoint {:?} vs model {:?}",
+                    src.shape(),
+                    t.shape()
+                )),
+                Some(_) => {}
+            }
+        });
+        report.unexpected = dict
+            .iter()
+            .filter(|(n, _)| !seen.contains(n))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if strict && !report.is_clean() {
+            return Err(crate::Error::Format(format!("load_state_dict: {report}")));
+        }
+        crate::no_grad(|| {
+            self.visit(&mut |n, t, _| {
+                if let Some(src) = find(n).filter(|s| s.shape() == t.shape()) {
+                    t.copy_(src);
+                }
+            })
+        });
+        Ok(report)
+    }
+
+    /// Converts every floating-point parameter and buffer to `dtype`.
+    fn to_dtype(&mut self, dtype: DType) {
+        self.visit_mut(&mut |_, t, _| {
+            if t.dtype().is_float() && t.dtype() != dtype {
+                let rg = t.requires_grad();
+                *t = t.detach().to_dtype(dtype).requires_grad_(rg);
+            }
+        });
+    }
+
+    /// Moves every parameter and buffer to `device`.
+    fn to_device(&mut self, device: Device) -> Result<()> {
+        let mut err = None;
+        self.visit_mut(&mut |_, t, _| {
+            if err.is_none() && t.device() != device {
+                match t.detach().to(device) {
+                    Ok(moved) => {
+                        let rg = t.requires_grad();
+                        *t = moved.requires_grad_(rg);
+                    }
+                    Err(e) => err = Some(e),
+                }
+            }
+        });
+        err.map_or(Ok(()), Err)
+    }
+}
+
+/// A module with one input and one output (what `Sequential` chains).
+pub trait Forward: Module {
+    fn forward(&self, x: &Tensor) -> Tensor;
+}
+
+/// Visits a child's tensors under `name.` — the building block of a
+/// composite module's `visit`.
+pub fn visit_child(name: &str, child: &dyn Module, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+    child.visit(&mut |n, t, k| f(&format!("{name}.{n}"), t, k));
+}
+
+/// As [`visit_child`] for `visit_mut`.
+pub fn visit_child_mut(
+    name: &str,
+    child: &mut dyn Module,
+    f: &mut dyn FnMut(&str, &mut Tensor, TensorKind),
+) {
+    child.visit_mut(&mut |n, t, k| f(&format!("{name}.{n}"), t, k));
+}
+
+/// PyTorch's repr of a composite: `Name(\n  (child): ...\n)`.
+pub fn repr_children(name: &str, children: &[(&str, &dyn Module)]) -> String {
+    if children.is_empty() {
+        return format!("{name}()");
+    }
+    let mut s = format!("{name}(\n");
+    for (n, c) in children {
+        let inner = c.repr().replace('\n', "\n  ");
+        s.push_str(&format!("  ({n}): {inner}\n"));
+    }
+    s.push(')');
+    s
+}
+
+/// A train/eval flag for modules to embed (starts in train mode, as PyTorch).
+#[derive(Debug)]
+pub struct TrainingFlag(AtomicBool);
+
+impl Default for TrainingFlag {
+    fn default() -> Self {
+        TrainingFlag(AtomicBool::new(true))
+    }
+}
+
+impl TrainingFlag {
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+    pub fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed)
+    }
+}
+
+/// Implements `Display` as the module's repr.
+#[macro_export]
+macro_rules! display_as_repr {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&$crate::nn::Module::repr(self))
+            }
+        }
+    )*};
+}

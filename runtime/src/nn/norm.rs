@@ -1,0 +1,305 @@
+//! Normalisation layers: LayerNorm, RMSNorm, BatchNorm1d/2d.
+
+use super::module::{Forward, Module, TensorKind, TrainingFlag};
+use crate::{DType, Tensor, no_grad};
+
+/// `nn.LayerNorm` over the trailing `normalized_shape` (weight ones, bias zeros).
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, LayerNorm}, Tensor};
+/// let ln = LayerNorm::new(&[4], 1e-5, true);
+/// let y = ln.forward(&Tensor::randn(&[2, 4]));
+/// assert!(y.mean_dim(-1, false).abs().max().item::<f32>() < 1e-6);
+/// ```
+pub struct LayerNorm {
+    pub weight: Option<Tensor>,
+    pub bias: Option<Tensor>,
+    pub normalized_shape: Vec<usize>,
+    pub eps: f64,
+}
+
+impl LayerNorm {
+    pub fn new(normalized_shape: &[usize], eps: f64, elementwise_affine: bool) -> LayerNorm {
+        let (weight, bias) = if elementwise_affine {
+            (
+                Some(Tensor::ones(normalized_shape).requires_grad_(true)),
+                Some(Tensor::zeros(normalized_shape).requires_grad_(true)),
+            )
+        } else {
+            (None, None)
+        };
+        LayerNorm {
+            weight,
+            bias,
+            normalized_shape: normalized_shape.to_vec(),
+            eps,
+        }
+    }
+}
+
+impl Forward for LayerNorm {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.layer_norm(
+            &self.normalized_shape,
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            self.eps,
+        )
+    }
+}
+
+fn visit_affine(
+    w: &Option<Tensor>,
+    b: &Option<Tensor>,
+    f: &mut dyn FnMut(&str, &Tensor, TensorKind),
+) {
+    if let Some(w) = w {
+        f("weight", w, TensorKind::Parameter);
+    }
+    if let Some(b) = b {
+        f("bias", b, TensorKind::Parameter);
+    }
+}
+
+fn visit_affine_mut(
+    w: &mut Option<Tensor>,
+    b: &mut Option<Tensor>,
+    f: &mut dyn FnMut(&str, &mut Tensor, TensorKind),
+) {
+    if let Some(w) = w {
+        f("weight", w, TensorKind::Parameter);
+    }
+    if let Some(b) = b {
+        f("bias", b, TensorKind::Parameter);
+    }
+}
+
+fn shape_str(s: &[usize]) -> String {
+    let inner: Vec<String> = s.iter().map(|d| d.to_string()).collect();
+    if s.len() == 1 {
+        format!("({},)", inner[0])
+    } else {
+        format!("({})", inner.join(", "))
+    }
+}
+
+impl Module for LayerNorm {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        visit_affine(&self.weight, &self.bias, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        visit_affine_mut(&mut self.weight, &mut self.bias, f);
+    }
+    fn repr(&self) -> String {
+        let affine = if self.weight.is_some() {
+            "True"
+        } else {
+            "False"
+        };
+        format!(
+            "LayerNorm({}, eps={:e}, elementwise_affine={affine})",
+            shape_str(&self.normalized_shape),
+            self.eps
+        )
+        .replace("e-5", "e-05")
+    }
+}
+
+/// `nn.RMSNorm`: `x / sqrt(mean(x²) + eps) * weight` over the trailing dims;
+/// `eps = None` uses the dtype's machine epsilon, as PyTorch.
+pub struct RMSNorm {
+    pub weight: Option<Tensor>,
+    pub normalized_shape: Vec<usize>,
+    pub eps: Option<f64>,
+}
+
+impl RMSNorm {
+    pub fn new(normalized_shape: &[usize], eps: Option<f64>, elementwise_affine: bool) -> RMSNorm {
+        let weight =
+            elementwise_affine.then(|| Tensor::ones(normalized_shape).requires_grad_(true));
+        RMSNorm {
+            weight,
+            normalized_shape: normalized_shape.to_vec(),
+            eps,
+        }
+    }
+}
+
+impl Forward for RMSNorm {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let k = self.normalized_shape.len();
+        assert!(
+            x.ndim() >= k && x.shape()[x.ndim() - k..] == *self.normalized_shape,
+            "RMSNorm: input of shape {:?} does not end with normalized shape {:?}",
+            x.shape(),
+            self.normalized_shape
+        );
+        let eps = self.eps.unwrap_or(match x.dtype() {
+            DType::F64 => f64::EPSILON,
+            DType::F16 => 0.000_976_562_5,
+            DType::BF16 => 0.007_812_5,
+            _ => f32::EPSILON as f64,
+        });
+        let dims: Vec<isize> = (1..=k as isize).map(|d| -d).collect();
+        let y = x * &(&(x * x).mean_dims(&dims, true) + eps).rsqrt();
+        match &self.weight {
+            Some(w) => &y * w,
+            None => y,
+        }
+    }
+}
+
+impl Module for RMSNorm {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        visit_affine(&self.weight, &None, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        visit_affine_mut(&mut self.weight, &mut None, f);
+    }
+    fn repr(&self) -> String {
+        let eps = self.eps.map_or("None".to_string(), |e| format!("{e:e}"));
+        format!(
+            "RMSNorm({}, eps={eps}, elementwise_affine={})",
+            shape_str(&self.normalized_shape),
+            if self.weight.is_some() {
+                "True"
+            } else {
+                "False"
+            }
+        )
+    }
+}
+
+/// `nn.BatchNorm1d` / `nn.BatchNorm2d`: batch statistics in train mode (and
+/// running averages updated with `momentum`), running statistics in eval mode.
+pub struct BatchNorm {
+    pub weight: Option<Tensor>,
+    pub bias: Option<Tensor>,
+    pub running_mean: Tensor,
+    pub running_var: Tensor,
+    pub num_batches_tracked: Tensor,
+    pub num_features: usize,
+    pub eps: f64,
+    pub momentum: f64,
+    dims: usize,
+    training: TrainingFlag,
+}
+
+impl BatchNorm {
+    fn new(num_features: usize, dims: usize) -> BatchNorm {
+        BatchNorm {
+            weight: Some(Tensor::ones(&[num_features]).requires_grad_(true)),
+            bias: Some(Tensor::zeros(&[num_features]).requires_grad_(true)),
+            running_mean: Tensor::zeros(&[num_features]),
+            running_var: Tensor::ones(&[num_features]),
+            num_batches_tracked: Tensor::scalar(0i64),
+            num_features,
+            eps: 1e-5,
+            momentum: 0.1,
+            dims,
+            training: TrainingFlag::default(),
+        }
+    }
+
+    /// For `[N, C]` or `[N, C, L]` inputs.
+    pub fn new_1d(num_features: usize) -> BatchNorm {
+        BatchNorm::new(num_features, 1)
+    }
+
+    /// For `[N, C, H, W]` inputs.
+    pub fn new_2d(num_features: usize) -> BatchNorm {
+        BatchNorm::new(num_features, 2)
+    }
+}
+
+impl Forward for BatchNorm {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let name = if self.dims == 1 {
+            "BatchNorm1d"
+        } else {
+            "BatchNorm2d"
+        };
+        let ok = if self.dims == 1 {
+            x.ndim() == 2 || x.ndim() == 3
+        } else {
+            x.ndim() == 4
+        };
+        assert!(
+            ok && x.shape()[1] == self.num_features,
+            "{name}({}): unexpected input shape {:?}",
+            self.num_features,
+            x.shape()
+        );
+        let mut bshape = vec![1isize; x.ndim()];
+        bshape[1] = self.num_features as isize;
+        let dims: Vec<isize> = (0..x.ndim() as isize).filter(|&d| d != 1).collect();
+        let (mean, var) = if self.training.get() {
+            let n = (x.numel() / self.num_features) as f64;
+            let mean = x.mean_dims(&dims, false);
+            let var = x.var_dims(&dims, 0, false);
+            no_grad(|| {
+                let m = self.momentum;
+                let unbiased = &var * (n / (n - 1.0).max(1.0));
+                self.running_mean.mul_scalar_(1.0 - m).add_scaled_(&mean, m);
+                self.running_var
+                    .mul_scalar_(1.0 - m)
+                    .add_scaled_(&unbiased, m);
+                self.num_batches_tracked.add_scalar_(1.0);
+            });
+            (mean, var)
+        } else {
+            (self.running_mean.clone(), self.running_var.clone())
+        };
+        let mut y = &(x - &mean.reshape(&bshape)) * &(&var.reshape(&bshape) + self.eps).rsqrt();
+        if let Some(w) = &self.weight {
+            y = &y * &w.reshape(&bshape);
+        }
+        if let Some(b) = &self.bias {
+            y = &y + &b.reshape(&bshape);
+        }
+        y
+    }
+}
+
+impl Module for BatchNorm {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        visit_affine(&self.weight, &self.bias, f);
+        f("running_mean", &self.running_mean, TensorKind::Buffer);
+        f("running_var", &self.running_var, TensorKind::Buffer);
+        f(
+            "num_batches_tracked",
+            &self.num_batches_tracked,
+            TensorKind::Buffer,
+        );
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        visit_affine_mut(&mut self.weight, &mut self.bias, f);
+        f("running_mean", &mut self.running_mean, TensorKind::Buffer);
+        f("running_var", &mut self.running_var, TensorKind::Buffer);
+        f(
+            "num_batches_tracked",
+            &mut self.num_batches_tracked,
+            TensorKind::Buffer,
+        );
+    }
+    fn repr(&self) -> String {
+        let name = if self.dims == 1 {
+            "BatchNorm1d"
+        } else {
+            "BatchNorm2d"
+        };
+        format!(
+            "{name}({}, eps={:e}, momentum={}, affine=True, track_running_stats=True)",
+            self.num_features, self.eps, self.momentum
+        )
+        .replace("e-5", "e-05")
+    }
+    fn set_training(&self, on: bool) {
+        self.training.set(on);
+    }
+    fn is_training(&self) -> bool {
+        self.training.get()
+    }
+}
+
+crate::display_as_repr!(LayerNorm, RMSNorm, BatchNorm);

@@ -1,0 +1,177 @@
+//! Layer normalisation: a fused kernel, because the composite (mean, var,
+//! sub, mul, add) makes ~8 passes over the activations; its backward is the
+//! closed form, checked against PyTorch and by finite differences.
+
+use crate::storage::CpuBuffer;
+use crate::{DType, Tensor};
+use tapir_kernels::cpu;
+
+impl Tensor {
+    /// `F.layer_norm` over the trailing `normalized` dims, with optional
+    /// elementwise affine weight and bias of that shape.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 3.0, 2.0, 6.0], &[2, 2]);
+    /// let y = x.layer_norm(&[2], None, None, 0.0);
+    /// assert_eq!(y.to_vec::<f32>(), vec![-1.0, 1.0, -1.0, 1.0]);
+    /// ```
+    pub fn layer_norm(
+        &self,
+        normalized: &[usize],
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Tensor {
+        let nd = self.ndim();
+        assert!(
+            normalized.len() <= nd && self.shape()[nd - normalized.len()..] == *normalized,
+            "layer_norm: input of shape {:?} does not end with normalized shape {normalized:?}",
+            self.shape()
+        );
+        for (what, t) in [("weight", weight), ("bias", bias)] {
+            if let Some(t) = t {
+                assert_eq!(
+                    t.shape(),
+                    normalized,
+                    "layer_norm: {what} has shape {:?}, expected {normalized:?}",
+                    t.shape()
+                );
+                assert_eq!(
+                    t.dtype(),
+                    self.dtype(),
+                    "layer_norm: {what} is {}, input is {}",
+                    t.dtype(),
+                    self.dtype()
+                );
+            }
+        }
+        assert!(
+            self.dtype().is_float(),
+            "layer_norm: expects a float input, got {}",
+            self.dtype()
+        );
+        let d: usize = normalized.iter().product();
+        let dtype = self.dtype();
+        // f16/bf16 normalise in f32, as PyTorch's CPU kernel accumulates in float.
+        let compute = if dtype == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let x = self.to_dtype(compute).detach().contiguous_copy();
+        let w = weight.map(|w| w.to_dtype(compute).detach().contiguous_copy());
+        let b = bias.map(|b| b.to_dtype(compute).detach().contiguous_copy());
+        let (y, mean, rstd) = {
+            let (xs, ws, bs) = (
+                x.read(),
+                w.as_ref().map(|t| t.read()),
+                b.as_ref().map(|t| t.read()),
+            );
+            match xs.cpu() {
+                CpuBuffer::F64(xv) => {
+                    let f = cpu::layer_norm_rows(
+                        xv,
+                        d,
+                        ws.as_ref().map(|s| f64s(s.cpu())),
+                        bs.as_ref().map(|s| f64s(s.cpu())),
+                        eps,
+                    );
+                    (
+                        CpuBuffer::F64(f.y),
+                        CpuBuffer::F64(f.mean),
+                        CpuBuffer::F64(f.rstd),
+                    )
+                }
+                CpuBuffer::F32(xv) => {
+                    let f = cpu::layer_norm_rows(
+                        xv,
+                        d,
+                        ws.as_ref().map(|s| f32s(s.cpu())),
+                        bs.as_ref().map(|s| f32s(s.cpu())),
+                        eps,
+                    );
+                    (
+                        CpuBuffer::F32(f.y),
+                        CpuBuffer::F32(f.mean),
+                        CpuBuffer::F32(f.rstd),
+                    )
+                }
+                _ => unreachable!("computed in f32 or f64"),
+            }
+        };
+        let out = Tensor::from_buffer(y, self.shape())
+            .to_dtype(dtype)
+            .detach();
+        let rows = self.numel() / d.max(1);
+        let mean = Tensor::from_buffer(mean, &[rows]);
+        let rstd = Tensor::from_buffer(rstd, &[rows]);
+        let empty = Tensor::zeros(&[0]);
+        let inputs = [self, weight.unwrap_or(&empty), bias.unwrap_or(&empty)];
+        let shape = self.shape().to_vec();
+        let norm_shape = normalized.to_vec();
+        Tensor::record(out, "NativeLayerNormBackward0", &inputs, move || {
+            move |g: &Tensor, needs: &[bool]| {
+                let gc = g.to_dtype(compute).contiguous_copy();
+                let (gs, xs, ms, rs) = (gc.read(), x.read(), mean.read(), rstd.read());
+                let ws = w.as_ref().map(|t| t.read());
+                let (dx, dw, db) = match (xs.cpu(), gs.cpu(), ms.cpu(), rs.cpu()) {
+                    (
+                        CpuBuffer::F64(xv),
+                        CpuBuffer::F64(gv),
+                        CpuBuffer::F64(m),
+                        CpuBuffer::F64(r),
+                    ) => {
+                        let (a, b, c) = cpu::layer_norm_backward_rows(
+                            xv,
+                            gv,
+                            d,
+                            m,
+                            r,
+                            ws.as_ref().map(|s| f64s(s.cpu())),
+                        );
+                        (CpuBuffer::F64(a), CpuBuffer::F64(b), CpuBuffer::F64(c))
+                    }
+                    (
+                        CpuBuffer::F32(xv),
+                        CpuBuffer::F32(gv),
+                        CpuBuffer::F32(m),
+                        CpuBuffer::F32(r),
+                    ) => {
+                        let (a, b, c) = cpu::layer_norm_backward_rows(
+                            xv,
+                            gv,
+                            d,
+                            m,
+                            r,
+                            ws.as_ref().map(|s| f32s(s.cpu())),
+                        );
+                        (CpuBuffer::F32(a), CpuBuffer::F32(b), CpuBuffer::F32(c))
+                    }
+                    _ => unreachable!("computed in f32 or f64"),
+                };
+                let back =
+                    |buf: CpuBuffer, s: &[usize]| Tensor::from_buffer(buf, s).to_dtype(g.dtype());
+                vec![
+                    needs[0].then(|| back(dx, &shape)),
+                    needs[1].then(|| back(dw, &norm_shape)),
+                    needs[2].then(|| back(db, &norm_shape)),
+                ]
+            }
+        })
+    }
+}
+
+fn f64s(b: &CpuBuffer) -> &[f64] {
+    match b {
+        CpuBuffer::F64(v) => v,
+        _ => unreachable!("cast to f64 above"),
+    }
+}
+
+fn f32s(b: &CpuBuffer) -> &[f32] {
+    match b {
+        CpuBuffer::F32(v) => v,
+        _ => unreachable!("cast to f32 above"),
+    }
+}
