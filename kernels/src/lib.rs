@@ -17,6 +17,7 @@ pub mod cpu;
 pub mod cuda;
 mod float;
 pub(crate) mod layout;
+pub mod stats;
 pub mod threads;
 
 pub use float::Float;

@@ -16,6 +16,7 @@ mod dtype;
 mod error;
 pub mod nn;
 mod ops;
+pub mod optim;
 mod random;
 mod storage;
 mod tensor;
@@ -29,6 +30,11 @@ pub use error::{Error, Result};
 pub use ops::conv::Conv2dOptions;
 pub use random::{Generator, default_generator, manual_seed};
 pub use tensor::Tensor;
+
+/// Counters of kernel launches (for tests and profiling).
+pub mod profiler {
+    pub use tapir_kernels::stats::matmul_launches;
+}
 
 /// Sets the number of CPU threads every kernel uses (`torch.set_num_threads`).
 pub fn set_num_threads(n: usize) {

@@ -35,6 +35,7 @@ pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
     batch_layout(la).for_each_offset(|o| a_off.push(o));
     batch_layout(lb).for_each_offset(|o| b_off.push(o));
     let batch = a_off.len();
+    crate::stats::count_matmul(batch);
     let mut out = vec![T::zero(); batch * m * n];
     if m * n == 0 {
         return out;

@@ -75,7 +75,16 @@ pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor) {
     let grad = apply_hooks(&leaf.0.hooks.lock().unwrap(), grad);
     let mut slot = leaf.0.grad.lock().unwrap();
     *slot = Some(match slot.take() {
-        None => grad.detach(),
+        // Keep the incoming buffer only when nothing else holds it: gradients
+        // are updated in place (clipping), and one op may hand the same
+        // tensor to several inputs (as AccumulateGrad, which clones then).
+        None if std::sync::Arc::strong_count(&grad.0.storage) == 1
+            && grad.is_contiguous()
+            && grad.is_leaf() =>
+        {
+            grad
+        }
+        None => grad.contiguous_copy(),
         Some(old) => &old + &grad,
     });
 }

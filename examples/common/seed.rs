@@ -1,0 +1,94 @@
+//! The seed models written by hand: the reference for what `model!` generates.
+//! Parameter names match the PyTorch modules of `scripts/gen_nn_goldens.py`
+//! key for key (`blocks.0.net.3.weight`).
+
+use tapir::nn::{repr_children, visit_child, visit_child_mut, Forward, LayerNorm, Linear, Module, ModuleList, Sequential, TensorKind, GELU};
+use tapir::Tensor;
+
+/// `x + Seq(Linear(d, d), LayerNorm(d), GELU(), Linear(d, d))(x)`.
+pub struct ResBlock {
+    pub net: Sequential,
+}
+
+impl ResBlock {
+    pub fn new(d: usize) -> ResBlock {
+        let net = Sequential::new()
+            .add(Linear::new(d, d, true))
+            .add(LayerNorm::new(&[d], 1e-5, true))
+            .add(GELU::default())
+            .add(Linear::new(d, d, true));
+        ResBlock { net }
+    }
+}
+
+impl Forward for ResBlock {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x + &self.net.forward(x)
+    }
+}
+
+impl Module for ResBlock {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        visit_child("net", &self.net, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        visit_child_mut("net", &mut self.net, f);
+    }
+    fn repr(&self) -> String {
+        repr_children("ResBlock", &[("net", &self.net)])
+    }
+    fn set_training(&self, on: bool) {
+        self.net.set_training(on);
+    }
+}
+
+/// The seed MLP: `Linear(784, 256)`, 4 residual blocks, `Linear(256, 10)`.
+pub struct Mlp {
+    pub stem: Linear,
+    pub blocks: ModuleList<ResBlock>,
+    pub head: Linear,
+}
+
+impl Mlp {
+    pub fn new(input: usize, hidden: usize, classes: usize, depth: usize) -> Mlp {
+        Mlp {
+            stem: Linear::new(input, hidden, true),
+            blocks: ModuleList::new((0..depth).map(|_| ResBlock::new(hidden)).collect()),
+            head: Linear::new(hidden, classes, true),
+        }
+    }
+
+    /// The seed's sizes: 784 -> 256 (x4 blocks) -> 10.
+    pub fn seed() -> Mlp {
+        Mlp::new(784, 256, 10, 4)
+    }
+}
+
+impl Forward for Mlp {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let mut h = self.stem.forward(x);
+        for b in &self.blocks {
+            h = b.forward(&h);
+        }
+        self.head.forward(&h)
+    }
+}
+
+impl Module for Mlp {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        visit_child("stem", &self.stem, f);
+        visit_child("blocks", &self.blocks, f);
+        visit_child("head", &self.head, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        visit_child_mut("stem", &mut self.stem, f);
+        visit_child_mut("blocks", &mut self.blocks, f);
+        visit_child_mut("head", &mut self.head, f);
+    }
+    fn repr(&self) -> String {
+        repr_children("Mlp", &[("stem", &self.stem), ("blocks", &self.blocks), ("head", &self.head)])
+    }
+    fn set_training(&self, on: bool) {
+        self.blocks.set_training(on);
+    }
+}

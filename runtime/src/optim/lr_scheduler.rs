@@ -1,0 +1,472 @@
+//! Learning-rate schedulers (`torch.optim.lr_scheduler`). Each computes the lr
+//! for an epoch in closed form from the groups' initial lrs (PyTorch's chained
+//! updates give the same values up to rounding) and writes it into the
+//! optimizer; like PyTorch's, constructing one applies epoch 0.
+
+use super::Optimizer;
+use std::f64::consts::PI;
+
+/// A scheduler driven by epoch (or step) count.
+pub trait LrScheduler {
+    /// Sets the lr for `epoch` (PyTorch's `step(epoch)`).
+    fn set_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64);
+    fn last_epoch(&self) -> i64;
+    /// The lrs it last set, one per group.
+    fn get_last_lr(&self) -> Vec<f64>;
+
+    /// Advances one epoch (PyTorch's `step()`).
+    fn step(&mut self, opt: &mut dyn Optimizer) {
+        let e = self.last_epoch() + 1;
+        self.set_epoch(opt, e);
+    }
+}
+
+fn base_lrs(opt: &dyn Optimizer) -> Vec<f64> {
+    opt.param_groups()
+        .iter()
+        .map(|g| g.initial_lr.unwrap_or(g.get_lr()))
+        .collect()
+}
+
+/// A scheduler given by `lr(base_lr, epoch)`.
+pub struct ClosedForm {
+    base: Vec<f64>,
+    last_epoch: i64,
+    last_lr: Vec<f64>,
+    f: Box<dyn Fn(f64, i64) -> f64 + Send + Sync>,
+}
+
+impl ClosedForm {
+    fn new(
+        opt: &mut dyn Optimizer,
+        f: impl Fn(f64, i64) -> f64 + Send + Sync + 'static,
+    ) -> ClosedForm {
+        let mut s = ClosedForm {
+            base: base_lrs(opt),
+            last_epoch: -1,
+            last_lr: vec![],
+            f: Box::new(f),
+        };
+        s.step(opt);
+        s
+    }
+}
+
+impl LrScheduler for ClosedForm {
+    fn set_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
+        self.last_epoch = epoch;
+        self.last_lr = self.base.iter().map(|&b| (self.f)(b, epoch)).collect();
+        for (g, &lr) in opt.param_groups_mut().iter_mut().zip(&self.last_lr) {
+            g.lr = Some(lr);
+        }
+    }
+    fn last_epoch(&self) -> i64 {
+        self.last_epoch
+    }
+    fn get_last_lr(&self) -> Vec<f64> {
+        self.last_lr.clone()
+    }
+}
+
+/// Decays by `gamma` every `step_size` epochs.
+///
+/// ```
+/// use tapir_runtime::{optim::*, Tensor};
+/// let mut opt = SGD::new(vec![Tensor::zeros(&[1]).requires_grad_(true)], SgdConfig { lr: 1.0, ..Default::default() });
+/// let mut s = StepLR::new(&mut opt, 2, 0.5);
+/// let lrs: Vec<f64> = (0..5).map(|_| { let lr = opt.lr(); s.step(&mut opt); lr }).collect();
+/// assert_eq!(lrs, [1.0, 1.0, 0.5, 0.5, 0.25]);
+/// ```
+pub struct StepLR;
+impl StepLR {
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(opt: &mut dyn Optimizer, step_size: i64, gamma: f64) -> ClosedForm {
+        ClosedForm::new(opt, move |b, e| b * gamma.powi((e / step_size) as i32))
+    }
+}
+
+/// Decays by `gamma` at each milestone.
+pub struct MultiStepLR;
+impl MultiStepLR {
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(opt: &mut dyn Optimizer, milestones: Vec<i64>, gamma: f64) -> ClosedForm {
+        ClosedForm::new(opt, move |b, e| {
+            b * gamma.powi(milestones.iter().filter(|&&m| m <= e).count() as i32)
+        })
+    }
+}
+
+/// Decays by `gamma` every epoch.
+pub struct ExponentialLR;
+impl ExponentialLR {
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> ClosedForm {
+        ClosedForm::new(opt, move |b, e| b * gamma.powi(e as i32))
+    }
+}
+
+/// Cosine from the base lr down to `eta_min` over `t_max` epochs.
+pub struct CosineAnnealingLR;
+impl CosineAnnealingLR {
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(opt: &mut dyn Optimizer, t_max: i64, eta_min: f64) -> ClosedForm {
+        ClosedForm::new(opt, move |b, e| {
+            eta_min + (b - eta_min) * (1.0 + (PI * e as f64 / t_max as f64).cos()) / 2.0
+        })
+    }
+}
+
+/// Linear ramp of the factor from `start_factor` to `end_factor` over
+/// `total_iters` epochs (warmup; PyTorch defaults 1/3, 1.0, 5).
+pub struct LinearLR;
+impl LinearLR {
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        start_factor: f64,
+        end_factor: f64,
+        total_iters: i64,
+    ) -> ClosedForm {
+        assert!(
+            start_factor > 0.0 && start_factor <= 1.0,
+            "LinearLR: start_factor must be in (0, 1], got {start_factor}"
+        );
+        ClosedForm::new(opt, move |b, e| {
+            let t = e.min(total_iters) as f64 / total_iters as f64;
+            b * (start_factor + (end_factor - start_factor) * t)
+        })
+    }
+}
+
+/// Runs `schedulers` one after another, switching at `milestones` (each
+/// restarts from its epoch 0), e.g. warmup then cosine.
+pub struct SequentialLR {
+    schedulers: Vec<Box<dyn LrScheduler>>,
+    milestones: Vec<i64>,
+    last_epoch: i64,
+}
+
+impl SequentialLR {
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        mut schedulers: Vec<Box<dyn LrScheduler>>,
+        milestones: Vec<i64>,
+    ) -> SequentialLR {
+        assert_eq!(
+            schedulers.len(),
+            milestones.len() + 1,
+            "SequentialLR: expects one more scheduler than milestones, got {} schedulers and {} milestones",
+            schedulers.len(),
+            milestones.len()
+        );
+        // As PyTorch: reset to the initial lrs, then epoch 0 of the first scheduler.
+        for g in opt.param_groups_mut() {
+            g.lr = g.initial_lr;
+        }
+        schedulers[0].set_epoch(opt, 0);
+        SequentialLR {
+            schedulers,
+            milestones,
+            last_epoch: 0,
+        }
+    }
+}
+
+impl LrScheduler for SequentialLR {
+    fn set_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
+        self.last_epoch = epoch;
+        let idx = self.milestones.iter().filter(|&&m| m <= epoch).count();
+        let s = &mut self.schedulers[idx];
+        if idx > 0 && self.milestones[idx - 1] == epoch {
+            s.set_epoch(opt, 0);
+        } else {
+            s.step(opt);
+        }
+    }
+    fn last_epoch(&self) -> i64 {
+        self.last_epoch
+    }
+    fn get_last_lr(&self) -> Vec<f64> {
+        let idx = self
+            .milestones
+            .iter()
+            .filter(|&&m| m <= self.last_epoch)
+            .count();
+        self.schedulers[idx].get_last_lr()
+    }
+}
+
+/// Cosine annealing with warm restarts every `t_0 * t_mult^k` epochs (SGDR).
+pub struct CosineAnnealingWarmRestarts {
+    base: Vec<f64>,
+    t_0: i64,
+    t_mult: i64,
+    eta_min: f64,
+    t_i: i64,
+    t_cur: i64,
+    last_epoch: i64,
+    last_lr: Vec<f64>,
+}
+
+impl CosineAnnealingWarmRestarts {
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        t_0: i64,
+        t_mult: i64,
+        eta_min: f64,
+    ) -> CosineAnnealingWarmRestarts {
+        assert!(
+            t_0 > 0 && t_mult >= 1,
+            "CosineAnnealingWarmRestarts: expected t_0 > 0 and t_mult >= 1, got {t_0} and {t_mult}"
+        );
+        let mut s = CosineAnnealingWarmRestarts {
+            base: base_lrs(opt),
+            t_0,
+            t_mult,
+            eta_min,
+            t_i: t_0,
+            t_cur: 0,
+            last_epoch: 0,
+            last_lr: vec![],
+        };
+        s.apply(opt);
+        s
+    }
+
+    fn apply(&mut self, opt: &mut dyn Optimizer) {
+        let c = (1.0 + (PI * self.t_cur as f64 / self.t_i as f64).cos()) / 2.0;
+        self.last_lr = self
+            .base
+            .iter()
+            .map(|&b| self.eta_min + (b - self.eta_min) * c)
+            .collect();
+        for (g, &lr) in opt.param_groups_mut().iter_mut().zip(&self.last_lr) {
+            g.lr = Some(lr);
+        }
+    }
+}
+
+impl LrScheduler for CosineAnnealingWarmRestarts {
+    fn set_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
+        if epoch == self.last_epoch + 1 {
+            self.t_cur += 1;
+            if self.t_cur >= self.t_i {
+                self.t_cur -= self.t_i;
+                self.t_i *= self.t_mult;
+            }
+        } else if epoch >= self.t_0 {
+            if self.t_mult == 1 {
+                self.t_cur = epoch % self.t_0;
+                self.t_i = self.t_0;
+            } else {
+                let m = self.t_mult as f64;
+                let n = ((epoch as f64 / self.t_0 as f64 * (m - 1.0) + 1.0).ln() / m.ln()).floor()
+                    as i32;
+                self.t_cur = epoch - (self.t_0 as f64 * (m.powi(n) - 1.0) / (m - 1.0)) as i64;
+                self.t_i = self.t_0 * self.t_mult.pow(n as u32);
+            }
+        } else {
+            self.t_i = self.t_0;
+            self.t_cur = epoch;
+        }
+        self.last_epoch = epoch;
+        self.apply(opt);
+    }
+    fn last_epoch(&self) -> i64 {
+        self.last_epoch
+    }
+    fn get_last_lr(&self) -> Vec<f64> {
+        self.last_lr.clone()
+    }
+}
+
+/// The 1cycle policy (`OneCycleLR`, cosine annealing, two phases): lr from
+/// `max_lr / div_factor` up to `max_lr` over `pct_start` of the steps, then
+/// down to `initial / final_div_factor`; momentum (SGD momentum or Adam
+/// beta1) cycles inversely between 0.95 and 0.85.
+pub struct OneCycleLR {
+    max_lr: f64,
+    total_steps: i64,
+    pct_start: f64,
+    div_factor: f64,
+    final_div_factor: f64,
+    base_momentum: f64,
+    max_momentum: f64,
+    cycle_momentum: bool,
+    last_epoch: i64,
+    last_lr: Vec<f64>,
+}
+
+impl OneCycleLR {
+    /// PyTorch's defaults: pct_start 0.3, div_factor 25, final_div_factor 1e4,
+    /// momentum cycled between 0.85 and 0.95 when the optimizer has one.
+    pub fn new(opt: &mut dyn Optimizer, max_lr: f64, total_steps: i64) -> OneCycleLR {
+        OneCycleLR::with(opt, max_lr, total_steps, 0.3, 25.0, 1e4)
+    }
+
+    pub fn with(
+        opt: &mut dyn Optimizer,
+        max_lr: f64,
+        total_steps: i64,
+        pct_start: f64,
+        div_factor: f64,
+        final_div_factor: f64,
+    ) -> OneCycleLR {
+        assert!(
+            total_steps > 0,
+            "OneCycleLR: total_steps must be positive, got {total_steps}"
+        );
+        assert!(
+            (0.0..=1.0).contains(&pct_start),
+            "OneCycleLR: pct_start must be in [0, 1], got {pct_start}"
+        );
+        let initial = max_lr / div_factor;
+        for g in opt.param_groups_mut() {
+            g.initial_lr = Some(initial);
+            g.lr = Some(initial);
+        }
+        let cycle_momentum = opt.momentum().is_some_and(|m| m > 0.0);
+        if cycle_momentum {
+            opt.set_momentum(0.95);
+        }
+        let mut s = OneCycleLR {
+            max_lr,
+            total_steps,
+            pct_start,
+            div_factor,
+            final_div_factor,
+            base_momentum: 0.85,
+            max_momentum: 0.95,
+            cycle_momentum,
+            last_epoch: -1,
+            last_lr: vec![],
+        };
+        s.step(opt);
+        s
+    }
+
+    fn anneal(start: f64, end: f64, pct: f64) -> f64 {
+        end + (start - end) / 2.0 * ((PI * pct).cos() + 1.0)
+    }
+}
+
+impl LrScheduler for OneCycleLR {
+    fn set_epoch(&mut self, opt: &mut dyn Optimizer, step: i64) {
+        assert!(
+            step <= self.total_steps,
+            "OneCycleLR: tried to step {step} times, more than the total_steps {}",
+            self.total_steps
+        );
+        self.last_epoch = step;
+        let initial = self.max_lr / self.div_factor;
+        let min_lr = initial / self.final_div_factor;
+        let mid = self.pct_start * self.total_steps as f64 - 1.0;
+        let end = (self.total_steps - 1) as f64;
+        let s = step as f64;
+        let (lr, mom) = if s <= mid {
+            let pct = s / mid;
+            (
+                Self::anneal(initial, self.max_lr, pct),
+                Self::anneal(self.max_momentum, self.base_momentum, pct),
+            )
+        } else {
+            let pct = (s - mid) / (end - mid);
+            (
+                Self::anneal(self.max_lr, min_lr, pct),
+                Self::anneal(self.base_momentum, self.max_momentum, pct),
+            )
+        };
+        for g in opt.param_groups_mut() {
+            g.lr = Some(lr);
+        }
+        if self.cycle_momentum {
+            opt.set_momentum(mom);
+        }
+        self.last_lr = vec![lr; opt.param_groups().len()];
+    }
+    fn last_epoch(&self) -> i64 {
+        self.last_epoch
+    }
+    fn get_last_lr(&self) -> Vec<f64> {
+        self.last_lr.clone()
+    }
+}
+
+/// Whether a lower or a higher metric is better.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlateauMode {
+    Min,
+    Max,
+}
+
+/// Cuts the lr by `factor` when a metric has not improved (relative
+/// threshold) for `patience` epochs (PyTorch's defaults via `new`).
+pub struct ReduceLROnPlateau {
+    pub mode: PlateauMode,
+    pub factor: f64,
+    pub patience: usize,
+    pub threshold: f64,
+    pub cooldown: usize,
+    pub min_lr: f64,
+    pub eps: f64,
+    best: f64,
+    num_bad: usize,
+    cooldown_counter: usize,
+    last_epoch: i64,
+}
+
+impl ReduceLROnPlateau {
+    /// factor 0.1, patience 10, threshold 1e-4 (relative), cooldown 0, min_lr 0.
+    pub fn new(mode: PlateauMode) -> ReduceLROnPlateau {
+        ReduceLROnPlateau {
+            mode,
+            factor: 0.1,
+            patience: 10,
+            threshold: 1e-4,
+            cooldown: 0,
+            min_lr: 0.0,
+            eps: 1e-8,
+            best: if mode == PlateauMode::Min {
+                f64::INFINITY
+            } else {
+                f64::NEG_INFINITY
+            },
+            num_bad: 0,
+            cooldown_counter: 0,
+            last_epoch: 0,
+        }
+    }
+
+    fn is_better(&self, a: f64) -> bool {
+        match self.mode {
+            PlateauMode::Min => a < self.best * (1.0 - self.threshold),
+            PlateauMode::Max => a > self.best * (1.0 + self.threshold),
+        }
+    }
+
+    /// Records this epoch's `metric` and reduces the lr if it plateaued.
+    pub fn step(&mut self, opt: &mut dyn Optimizer, metric: f64) {
+        self.last_epoch += 1;
+        if self.is_better(metric) {
+            self.best = metric;
+            self.num_bad = 0;
+        } else {
+            self.num_bad += 1;
+        }
+        if self.cooldown_counter > 0 {
+            self.cooldown_counter -= 1;
+            self.num_bad = 0;
+        }
+        if self.num_bad > self.patience {
+            for g in opt.param_groups_mut() {
+                let old = g.get_lr();
+                let new = (old * self.factor).max(self.min_lr);
+                if old - new > self.eps {
+                    g.lr = Some(new);
+                }
+            }
+            self.cooldown_counter = self.cooldown;
+            self.num_bad = 0;
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Optimizers (`torch.optim`), learning-rate schedulers and gradient clipping.
+//! Updates run as fused kernels that follow PyTorch's single-tensor
+//! implementations, record nothing, and skip parameters whose grad is None.
+
+mod adam;
+mod clip;
+mod lr_scheduler;
+mod rmsprop;
+mod sgd;
+
+pub use adam::{Adam, AdamConfig, AdamW};
+pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
+pub use lr_scheduler::{
+    CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LinearLR, LrScheduler,
+    MultiStepLR, OneCycleLR, PlateauMode, ReduceLROnPlateau, SequentialLR, StepLR,
+};
+pub use rmsprop::{RMSprop, RMSpropConfig};
+pub use sgd::{SGD, SgdConfig};
+
+use crate::nn::StateDict;
+use crate::storage::{CpuBuffer, Storage};
+use crate::{Error, Result, Tensor};
+use std::sync::RwLockWriteGuard;
+
+/// A group of parameters sharing a learning rate and weight decay
+/// (`None` takes the optimizer's default).
+///
+/// ```
+/// use tapir_runtime::{optim::{AdamW, AdamConfig, Optimizer, ParamGroup}, Tensor};
+/// let w = Tensor::ones(&[2, 2]).requires_grad_(true);
+/// let b = Tensor::zeros(&[2]).requires_grad_(true);
+/// let opt = AdamW::with_groups(
+///     vec![ParamGroup::new(vec![w]), ParamGroup::new(vec![b]).weight_decay(0.0)],
+///     AdamConfig { lr: 1e-3, weight_decay: 0.01, ..AdamConfig::adamw() },
+/// );
+/// assert_eq!(opt.param_groups()[1].weight_decay, Some(0.0));
+/// ```
+#[derive(Clone)]
+pub struct ParamGroup {
+    pub params: Vec<Tensor>,
+    pub lr: Option<f64>,
+    pub weight_decay: Option<f64>,
+    /// The lr the group started with (schedulers compute from it).
+    pub initial_lr: Option<f64>,
+}
+
+impl ParamGroup {
+    pub fn new(params: Vec<Tensor>) -> ParamGroup {
+        ParamGroup {
+            params,
+            lr: None,
+            weight_decay: None,
+            initial_lr: None,
+        }
+    }
+    pub fn lr(mut self, lr: f64) -> Self {
+        self.lr = Some(lr);
+        self
+    }
+    pub fn weight_decay(mut self, wd: f64) -> Self {
+        self.weight_decay = Some(wd);
+        self
+    }
+    fn resolve(mut self, lr: f64, wd: f64) -> Self {
+        self.lr = Some(self.lr.unwrap_or(lr));
+        self.weight_decay = Some(self.weight_decay.unwrap_or(wd));
+        self.initial_lr = self.lr;
+        self
+    }
+    /// The group's learning rate.
+    pub fn get_lr(&self) -> f64 {
+        self.lr.expect("resolved at construction")
+    }
+    pub fn get_weight_decay(&self) -> f64 {
+        self.weight_decay.expect("resolved at construction")
+    }
+}
+
+/// What every optimizer offers (`torch.optim.Optimizer`).
+pub trait Optimizer {
+    /// One update of every parameter that has a gradient.
+    fn step(&mut self);
+    fn param_groups(&self) -> &[ParamGroup];
+    fn param_groups_mut(&mut self) -> &mut [ParamGroup];
+    /// Optimizer state (per-parameter buffers and step counts, group
+    /// hyper-parameters) as named tensors, keyed like PyTorch's
+    /// (`state.0.exp_avg`, `param_groups.0.lr`).
+    fn state_dict(&self) -> StateDict;
+    fn load_state_dict(&mut self, dict: &[(String, Tensor)]) -> Result<()>;
+    /// The momentum-like coefficient OneCycleLR cycles (SGD momentum, Adam beta1).
+    fn momentum(&self) -> Option<f64> {
+        None
+    }
+    fn set_momentum(&mut self, _m: f64) {}
+
+    /// Sets every gradient to None (PyTorch's default `set_to_none=True`).
+    fn zero_grad(&mut self) {
+        for g in self.param_groups() {
+            for p in &g.params {
+                p.set_grad(None);
+            }
+        }
+    }
+
+    /// The first group's learning rate.
+    fn lr(&self) -> f64 {
+        self.param_groups()[0].get_lr()
+    }
+
+    /// Sets every group's learning rate.
+    fn set_lr(&mut self, lr: f64) {
+        for g in self.param_groups_mut() {
+            g.lr = Some(lr);
+        }
+    }
+}
+
+pub(crate) fn resolve_groups(
+    groups: Vec<ParamGroup>,
+    lr: f64,
+    wd: f64,
+    who: &str,
+) -> Vec<ParamGroup> {
+    assert!(lr >= 0.0, "{who}: invalid learning rate {lr}");
+    assert!(wd >= 0.0, "{who}: invalid weight_decay {wd}");
+    groups.into_iter().map(|g| g.resolve(lr, wd)).collect()
+}
+
+/// Per-parameter optimizer state: a step count and named buffers.
+#[derive(Clone, Default)]
+pub(crate) struct ParamState {
+    pub step: u64,
+    pub bufs: Vec<(&'static str, Tensor)>,
+}
+
+pub(crate) fn save_state(
+    groups: &[ParamGroup],
+    state: &[Option<ParamState>],
+    extra: &[(&str, f64)],
+) -> StateDict {
+    let mut out = vec![];
+    for (i, s) in state.iter().enumerate() {
+        if let Some(s) = s {
+            out.push((format!("state.{i}.step"), Tensor::scalar(s.step as f64)));
+            for (n, t) in &s.bufs {
+                out.push((format!("state.{i}.{n}"), t.detach().contiguous_copy()));
+            }
+        }
+    }
+    for (gi, g) in groups.iter().enumerate() {
+        out.push((format!("param_groups.{gi}.lr"), Tensor::scalar(g.get_lr())));
+        out.push((
+            format!("param_groups.{gi}.weight_decay"),
+            Tensor::scalar(g.get_weight_decay()),
+        ));
+        out.push((
+            format!("param_groups.{gi}.initial_lr"),
+            Tensor::scalar(g.initial_lr.unwrap_or(g.get_lr())),
+        ));
+        for (k, v) in extra {
+            out.push((format!("param_groups.{gi}.{k}"), Tensor::scalar(*v)));
+        }
+    }
+    out
+}
+
+pub(crate) fn load_state(
+    groups: &mut [ParamGroup],
+    state: &mut [Option<ParamState>],
+    dict: &[(String, Tensor)],
+    buf_names: &[&'static str],
+) -> Result<()> {
+    let get = |k: &str| dict.iter().find(|(n, _)| n == k).map(|(_, t)| t);
+    let scalar = |k: &str| {
+        get(k)
+            .map(|t| t.item::<f64>())
+            .ok_or_else(|| Error::Format(format!("optimizer state: missing {k}")))
+    };
+    for (gi, g) in groups.iter_mut().enumerate() {
+        g.lr = Some(scalar(&format!("param_groups.{gi}.lr"))?);
+        g.weight_decay = Some(scalar(&format!("param_groups.{gi}.weight_decay"))?);
+        g.initial_lr = Some(scalar(&format!("param_groups.{gi}.initial_lr"))?);
+    }
+    let params: Vec<&Tensor> = groups.iter().flat_map(|g| g.params.iter()).collect();
+    for (i, slot) in state.iter_mut().enumerate() {
+        *slot = match get(&format!("state.{i}.step")) {
+            None => None,
+            Some(step) => {
+                let mut bufs = vec![];
+                for &n in buf_names {
+                    if let Some(t) = get(&format!("state.{i}.{n}")) {
+                        if t.shape() != params[i].shape() {
+                            return Err(Error::Format(format!(
+                                "optimizer state: state.{i}.{n} has shape {:?}, parameter {i} has {:?}",
+                                t.shape(),
+                                params[i].shape()
+                            )));
+                        }
+                        bufs.push((n, t.to_dtype(params[i].dtype()).contiguous_copy()));
+                    }
+                }
+                Some(ParamState {
+                    step: step.item::<f64>() as u64,
+                    bufs,
+                })
+            }
+        };
+    }
+    Ok(())
+}
+
+/// Runs a fused update over the contiguous buffers of a parameter, its
+/// gradient and its state tensors, in f32 or f64.
+pub(crate) fn fused<F32, F64>(p: &Tensor, g: &Tensor, states: &[&Tensor], f32: F32, f64: F64)
+where
+    F32: FnOnce(&mut [f32], &[f32], &mut [&mut [f32]]),
+    F64: FnOnce(&mut [f64], &[f64], &mut [&mut [f64]]),
+{
+    for t in std::iter::once(p).chain(states.iter().copied()) {
+        assert!(
+            t.is_contiguous() && t.layout().offset == 0 && t.read().cpu().len() == t.numel(),
+            "optimizer: parameters and their state must be whole contiguous tensors (got shape {:?}, strides {:?})",
+            t.shape(),
+            t.strides()
+        );
+    }
+    let g = g.to_dtype(p.dtype()).contiguous();
+    let gs = g.read();
+    let goff = g.layout().offset;
+    let n = p.numel();
+    let mut guards: Vec<RwLockWriteGuard<'_, Storage>> = std::iter::once(p)
+        .chain(states.iter().copied())
+        .map(|t| t.write())
+        .collect();
+    let (pg, rest) = guards.split_first_mut().unwrap();
+    match (pg.cpu_mut(), gs.cpu()) {
+        (CpuBuffer::F32(pv), CpuBuffer::F32(gv)) => {
+            let mut st: Vec<&mut [f32]> = rest.iter_mut().map(|s| as_f32(s.cpu_mut())).collect();
+            f32(pv, &gv[goff..goff + n], &mut st)
+        }
+        (CpuBuffer::F64(pv), CpuBuffer::F64(gv)) => {
+            let mut st: Vec<&mut [f64]> = rest.iter_mut().map(|s| as_f64(s.cpu_mut())).collect();
+            f64(pv, &gv[goff..goff + n], &mut st)
+        }
+        _ => panic!(
+            "optimizer: parameters must be float32 or float64, got {}",
+            p.dtype()
+        ),
+    }
+}
+
+fn as_f32(b: &mut CpuBuffer) -> &mut [f32] {
+    match b {
+        CpuBuffer::F32(v) => v,
+        other => panic!(
+            "optimizer: state buffer is {}, parameter is float32",
+            other.dtype()
+        ),
+    }
+}
+
+fn as_f64(b: &mut CpuBuffer) -> &mut [f64] {
+    match b {
+        CpuBuffer::F64(v) => v,
+        other => panic!(
+            "optimizer: state buffer is {}, parameter is float64",
+            other.dtype()
+        ),
+    }
+}
+
+/// Every parameter that has a gradient, with its flat index, group lr and weight decay.
+pub(crate) fn with_grads(groups: &[ParamGroup]) -> Vec<(usize, Tensor, Tensor, f64, f64)> {
+    let mut out = vec![];
+    let mut i = 0;
+    for grp in groups {
+        for p in &grp.params {
+            if let Some(g) = p.grad() {
+                out.push((i, p.clone(), g, grp.get_lr(), grp.get_weight_decay()));
+            }
+            i += 1;
+        }
+    }
+    out
+}

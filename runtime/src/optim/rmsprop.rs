@@ -1,0 +1,137 @@
+//! RMSprop, plain or centered, with optional momentum.
+
+use super::{
+    Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
+};
+use crate::nn::StateDict;
+use crate::{Result, Tensor};
+use tapir_kernels::cpu::{RmspropStep, rmsprop_update};
+
+/// Hyper-parameters of RMSprop (PyTorch's defaults: lr 1e-2, alpha 0.99, eps 1e-8).
+#[derive(Clone, Copy, Debug)]
+pub struct RMSpropConfig {
+    pub lr: f64,
+    pub alpha: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub momentum: f64,
+    pub centered: bool,
+    pub maximize: bool,
+}
+
+impl Default for RMSpropConfig {
+    fn default() -> Self {
+        RMSpropConfig {
+            lr: 1e-2,
+            alpha: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            centered: false,
+            maximize: false,
+        }
+    }
+}
+
+/// `torch.optim.RMSprop`.
+pub struct RMSprop {
+    groups: Vec<ParamGroup>,
+    state: Vec<Option<ParamState>>,
+    cfg: RMSpropConfig,
+}
+
+impl RMSprop {
+    pub fn new(params: Vec<Tensor>, cfg: RMSpropConfig) -> RMSprop {
+        RMSprop::with_groups(vec![ParamGroup::new(params)], cfg)
+    }
+
+    pub fn with_groups(groups: Vec<ParamGroup>, cfg: RMSpropConfig) -> RMSprop {
+        assert!(
+            cfg.alpha >= 0.0 && cfg.momentum >= 0.0,
+            "RMSprop: invalid alpha {} or momentum {}",
+            cfg.alpha,
+            cfg.momentum
+        );
+        let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, "RMSprop");
+        let n = groups.iter().map(|g| g.params.len()).sum();
+        RMSprop {
+            groups,
+            state: vec![None; n],
+            cfg,
+        }
+    }
+}
+
+impl Optimizer for RMSprop {
+    fn step(&mut self) {
+        let _g = crate::NoGradGuard::new();
+        let c = self.cfg;
+        for (i, p, g, lr, wd) in with_grads(&self.groups) {
+            let st = self.state[i].get_or_insert_with(|| {
+                let mut bufs = vec![("square_avg", Tensor::zeros_like(&p))];
+                if c.momentum > 0.0 {
+                    bufs.push(("momentum_buffer", Tensor::zeros_like(&p)));
+                }
+                if c.centered {
+                    bufs.push(("grad_avg", Tensor::zeros_like(&p)));
+                }
+                ParamState { step: 0, bufs }
+            });
+            st.step += 1;
+            let h = RmspropStep {
+                lr,
+                alpha: c.alpha,
+                eps: c.eps,
+                weight_decay: wd,
+                momentum: c.momentum,
+                centered: c.centered,
+                maximize: c.maximize,
+            };
+            let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
+            let (has_mom, centered) = (c.momentum > 0.0, c.centered);
+            macro_rules! run {
+                () => {
+                    |pv, gv, s| {
+                        let (sq, rest) = s.split_first_mut().unwrap();
+                        let (mom, rest) = if has_mom {
+                            let (m, r) = rest.split_first_mut().unwrap();
+                            (Some(&mut **m), r)
+                        } else {
+                            (None, rest)
+                        };
+                        let gavg = if centered {
+                            rest.first_mut().map(|x| &mut **x)
+                        } else {
+                            None
+                        };
+                        rmsprop_update(pv, gv, sq, gavg, mom, &h)
+                    }
+                };
+            }
+            fused(&p, &g, &bufs, run!(), run!());
+        }
+    }
+    fn param_groups(&self) -> &[ParamGroup] {
+        &self.groups
+    }
+    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
+        &mut self.groups
+    }
+    fn state_dict(&self) -> StateDict {
+        save_state(&self.groups, &self.state, &[("alpha", self.cfg.alpha)])
+    }
+    fn load_state_dict(&mut self, dict: &[(String, Tensor)]) -> Result<()> {
+        load_state(
+            &mut self.groups,
+            &mut self.state,
+            dict,
+            &["square_avg", "momentum_buffer", "grad_avg"],
+        )
+    }
+    fn momentum(&self) -> Option<f64> {
+        Some(self.cfg.momentum)
+    }
+    fn set_momentum(&mut self, m: f64) {
+        self.cfg.momentum = m;
+    }
+}

@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""PyTorch goldens for tapir's nn / optim layer (run by hand, not by CI).
+
+    python3 scripts/gen_nn_goldens.py   # -> tests/goldens/nn.{json,safetensors}, trajectory.safetensors
+
+Layers: state dict, input, output, and gradients of sum(out * w) for the
+input and every parameter, in train and eval mode where they differ.
+Losses: every reduction. Optimizers: 5 steps with fixed gradients.
+Schedulers: 25 steps of lr. Clipping. The seed MLP trajectory: 10 AdamW
+steps with clipping and cosine annealing from PyTorch's initial weights.
+"""
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors.torch import save_file
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "goldens")
+torch.set_default_dtype(torch.float64)
+T = {}
+M = {"layers": [], "losses": [], "optim": [], "sched": [], "clip": []}
+
+
+def put(key, t):
+    T[key] = t.detach().to(torch.float64).contiguous().clone() if t.is_floating_point() else t.detach().contiguous().clone()
+
+
+def weights_like(o):
+    return torch.linspace(-1.0, 1.5, o.numel(), dtype=o.dtype).reshape(o.shape)
+
+
+# ---- layers -------------------------------------------------------------------------
+def layer(name, module, inputs, train=True, int_input=False, extra=None):
+    torch.manual_seed(1)
+    module = module.double()
+    module.train(train)
+    for k, v in module.state_dict().items():
+        put(f"{name}.sd.{k}", v)
+    xs = []
+    for i, x in enumerate(inputs):
+        x = x.clone()
+        if x.is_floating_point():
+            x = x.double().requires_grad_(True)
+        put(f"{name}.in{i}", x)
+        xs.append(x)
+    out = module(*xs) if extra is None else extra(module, xs)
+    if isinstance(out, tuple):
+        out = out[0]
+    put(f"{name}.out", out)
+    (out * weights_like(out)).sum().backward()
+    for i, x in enumerate(xs):
+        if x.is_floating_point():
+            put(f"{name}.grad_in{i}", x.grad)
+    for k, p in module.named_parameters():
+        put(f"{name}.grad.{k}", p.grad if p.grad is not None else torch.zeros_like(p))
+    for k, b in module.named_buffers():
+        put(f"{name}.after.{k}", b)
+    M["layers"].append({"name": name, "train": train, "n_in": len(inputs),
+                        "params": [k for k, _ in module.named_parameters()],
+                        "buffers": [k for k, _ in module.named_buffers()]})
+
+
+torch.manual_seed(0)
+r = torch.randn
+layer("linear", nn.Linear(5, 3), [r(4, 5)])
+layer("linear_nobias_3d", nn.Linear(5, 3, bias=False), [r(2, 4, 5)])
+layer("layernorm", nn.LayerNorm(6), [r(4, 6) * 3 + 1])
+layer("layernorm_2d_shape", nn.LayerNorm([3, 4]), [r(2, 3, 4)])
+layer("rmsnorm", nn.RMSNorm(6), [r(4, 6)])
+layer("batchnorm1d_train", nn.BatchNorm1d(3), [r(8, 3) * 2 + 1])
+layer("batchnorm1d_eval", nn.BatchNorm1d(3), [r(8, 3)], train=False)
+layer("batchnorm2d_train", nn.BatchNorm2d(2), [r(3, 2, 4, 4)])
+layer("embedding_pad", nn.Embedding(7, 3, padding_idx=2), [torch.tensor([[0, 2, 5], [2, 6, 1]])])
+layer("conv2d", nn.Conv2d(2, 4, 3, stride=1, padding=1), [r(2, 2, 5, 5)])
+layer("conv2d_groups", nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2), [r(1, 4, 6, 6)])
+layer("maxpool2d", nn.MaxPool2d(2), [r(2, 3, 6, 6)])
+layer("avgpool2d", nn.AvgPool2d(2), [r(2, 3, 6, 6)])
+layer("adaptiveavgpool2d", nn.AdaptiveAvgPool2d((2, 3)), [r(2, 3, 5, 7)])
+layer("adaptiveavgpool2d_1", nn.AdaptiveAvgPool2d(1), [r(2, 3, 5, 5)])
+layer("flatten", nn.Flatten(), [r(2, 3, 4)])
+layer("relu", nn.ReLU(), [r(3, 4)])
+layer("gelu", nn.GELU(), [r(3, 4)])
+layer("gelu_tanh", nn.GELU(approximate="tanh"), [r(3, 4)])
+layer("silu", nn.SiLU(), [r(3, 4)])
+layer("tanh", nn.Tanh(), [r(3, 4)])
+layer("sigmoid", nn.Sigmoid(), [r(3, 4)])
+layer("softmax", nn.Softmax(dim=-1), [r(3, 4)])
+layer("dropout_eval", nn.Dropout(0.5), [r(3, 4)], train=False)
+layer("sequential", nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.GELU(), nn.Linear(8, 2)), [r(3, 4)])
+x = r(2, 5, 8)
+layer("mha_self", nn.MultiheadAttention(8, 2, batch_first=True), [x],
+      extra=lambda m, xs: m(xs[0], xs[0], xs[0], need_weights=False))
+layer("mha_causal_pad", nn.MultiheadAttention(8, 2, batch_first=True), [x],
+      extra=lambda m, xs: m(xs[0], xs[0], xs[0],
+                            key_padding_mask=torch.tensor([[False] * 5, [False, False, False, True, True]]),
+                            attn_mask=torch.triu(torch.ones(5, 5, dtype=torch.bool), 1), need_weights=False))
+layer("mha_seq_first", nn.MultiheadAttention(8, 4), [r(5, 2, 8), r(3, 2, 8)],
+      extra=lambda m, xs: m(xs[0], xs[1], xs[1], need_weights=False))
+
+
+# ---- losses -------------------------------------------------------------------------
+def loss(name, fn, inputs, grad_idx=(0,)):
+    xs = []
+    for i, x in enumerate(inputs):
+        x = x.clone()
+        if i in grad_idx:
+            x = x.double().requires_grad_(True)
+        put(f"{name}.in{i}", x)
+        xs.append(x)
+    for red in ["none", "mean", "sum"]:
+        for x in xs:
+            if x.grad is not None:
+                x.grad = None
+        out = fn(*xs, red)
+        put(f"{name}.{red}.out", out)
+        (out * weights_like(out)).sum().backward() if out.dim() else out.backward()
+        for i in grad_idx:
+            put(f"{name}.{red}.grad{i}", xs[i].grad)
+    M["losses"].append({"name": name, "n_in": len(inputs), "grad_idx": list(grad_idx)})
+
+
+lg = r(6, 5)
+tg = torch.tensor([0, 4, 2, -100, 1, 3])
+loss("ce", lambda x, t, red: F.cross_entropy(x, t, reduction=red), [lg, tg])
+loss("ce_smooth", lambda x, t, red: F.cross_entropy(x, t, reduction=red, label_smoothing=0.1), [lg, tg])
+loss("ce_weight_smooth", lambda x, t, w, red: F.cross_entropy(x, t, weight=w, reduction=red, label_smoothing=0.2),
+     [lg, tg, torch.rand(5) + 0.5])
+loss("ce_ignore", lambda x, t, red: F.cross_entropy(x, t, reduction=red, ignore_index=2), [lg, torch.tensor([0, 4, 2, 2, 1, 3])])
+loss("ce_probs", lambda x, t, red: F.cross_entropy(x, t, reduction=red), [lg, torch.softmax(r(6, 5), -1)])
+loss("ce_probs_smooth", lambda x, t, red: F.cross_entropy(x, t, reduction=red, label_smoothing=0.1), [lg, torch.softmax(r(6, 5), -1)])
+loss("ce_3d", lambda x, t, red: F.cross_entropy(x, t, reduction=red), [r(2, 4, 3), torch.randint(0, 4, (2, 3))])
+loss("nll", lambda x, t, red: F.nll_loss(x, t, reduction=red), [torch.log_softmax(r(6, 5), -1), tg])
+loss("mse", lambda x, t, red: F.mse_loss(x, t, reduction=red), [r(3, 4), r(3, 4)])
+loss("l1", lambda x, t, red: F.l1_loss(x, t, reduction=red), [r(3, 4), r(3, 4)])
+loss("smooth_l1", lambda x, t, red: F.smooth_l1_loss(x, t, reduction=red, beta=0.5), [r(3, 4), r(3, 4)])
+loss("huber", lambda x, t, red: F.huber_loss(x, t, reduction=red, delta=0.7), [r(3, 4), r(3, 4)])
+loss("bce_logits", lambda x, t, red: F.binary_cross_entropy_with_logits(x, t, reduction=red), [r(3, 4) * 10, torch.rand(3, 4)])
+loss("bce_logits_posw", lambda x, t, p, red: F.binary_cross_entropy_with_logits(x, t, pos_weight=p, reduction=red),
+     [r(3, 4) * 5, torch.rand(3, 4), torch.rand(4) + 0.5])
+
+# ---- optimizers: 5 steps with fixed gradients ------------------------------------------------
+p0 = [r(3, 4), r(4)]
+grads = [[r(3, 4), r(4)] for _ in range(5)]
+for k in range(5):
+    for j in range(2):
+        put(f"optim.grad{k}.{j}", grads[k][j])
+for j in range(2):
+    put(f"optim.p0.{j}", p0[j])
+
+
+def opt_case(name, make, groups=False):
+    ps = [p.clone().double().requires_grad_(True) for p in p0]
+    opt = make(ps) if not groups else make(ps)
+    for k in range(5):
+        for j, p in enumerate(ps):
+            p.grad = grads[k][j].clone().double()
+        opt.step()
+        for j, p in enumerate(ps):
+            put(f"optim.{name}.step{k}.{j}", p)
+    M["optim"].append({"name": name})
+
+
+O = torch.optim
+opt_case("sgd", lambda ps: O.SGD(ps, lr=0.1))
+opt_case("sgd_momentum_damp", lambda ps: O.SGD(ps, lr=0.1, momentum=0.9, dampening=0.2))
+opt_case("sgd_nesterov_wd", lambda ps: O.SGD(ps, lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.1))
+opt_case("sgd_maximize", lambda ps: O.SGD(ps, lr=0.1, momentum=0.5, maximize=True))
+opt_case("adam", lambda ps: O.Adam(ps, lr=0.01))
+opt_case("adam_wd", lambda ps: O.Adam(ps, lr=0.01, weight_decay=0.1, betas=(0.8, 0.99)))
+opt_case("adam_amsgrad", lambda ps: O.Adam(ps, lr=0.01, amsgrad=True))
+opt_case("adam_maximize", lambda ps: O.Adam(ps, lr=0.01, maximize=True))
+opt_case("adamw", lambda ps: O.AdamW(ps, lr=0.01))
+opt_case("adamw_amsgrad", lambda ps: O.AdamW(ps, lr=0.02, weight_decay=0.05, amsgrad=True))
+opt_case("adamw_groups", lambda ps: O.AdamW([{"params": [ps[0]]}, {"params": [ps[1]], "lr": 0.05, "weight_decay": 0.0}],
+                                            lr=0.01, weight_decay=0.1))
+opt_case("rmsprop", lambda ps: O.RMSprop(ps, lr=0.01))
+opt_case("rmsprop_centered_mom_wd", lambda ps: O.RMSprop(ps, lr=0.01, centered=True, momentum=0.9, weight_decay=0.1))
+
+# ---- schedulers: 25 steps -------------------------------------------------------------------
+S = torch.optim.lr_scheduler
+
+
+def sched_case(name, make, opt_kind="sgd", metrics=None):
+    p = torch.zeros(1, requires_grad=True)
+    opt = O.SGD([p], lr=0.1, momentum=0.9) if opt_kind == "sgd" else O.AdamW([p], lr=0.1)
+    s = make(opt)
+    lrs, moms = [], []
+    for k in range(25):
+        lrs.append(opt.param_groups[0]["lr"])
+        moms.append(opt.param_groups[0]["momentum"] if opt_kind == "sgd" else opt.param_groups[0]["betas"][0])
+        opt.step()
+        if metrics is not None:
+            s.step(metrics[k])
+        else:
+            s.step()
+    T[f"sched.{name}.lr"] = torch.tensor(lrs, dtype=torch.float64)
+    T[f"sched.{name}.momentum"] = torch.tensor(moms, dtype=torch.float64)
+    M["sched"].append({"name": name, "opt": opt_kind})
+
+
+sched_case("step", lambda o: S.StepLR(o, step_size=4, gamma=0.5))
+sched_case("multistep", lambda o: S.MultiStepLR(o, milestones=[3, 10, 18], gamma=0.3))
+sched_case("exponential", lambda o: S.ExponentialLR(o, gamma=0.9))
+sched_case("cosine", lambda o: S.CosineAnnealingLR(o, T_max=10, eta_min=0.001))
+sched_case("linear", lambda o: S.LinearLR(o, start_factor=0.1, end_factor=1.0, total_iters=8))
+sched_case("onecycle_sgd", lambda o: S.OneCycleLR(o, max_lr=1.0, total_steps=25))
+sched_case("onecycle_adamw", lambda o: S.OneCycleLR(o, max_lr=0.5, total_steps=30, pct_start=0.25), opt_kind="adamw")
+sched_case("sequential", lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.01, total_iters=5),
+                                                       S.CosineAnnealingLR(o, T_max=20)], milestones=[5]))
+sched_case("warm_restarts", lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.01))
+plateau_metrics = [1.0, 0.9, 0.9, 0.9, 0.95, 0.91, 0.89, 0.89, 0.89, 0.89, 0.89, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5,
+                   0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
+T["sched.plateau.metrics"] = torch.tensor(plateau_metrics, dtype=torch.float64)
+sched_case("plateau", lambda o: S.ReduceLROnPlateau(o, patience=2, factor=0.5, cooldown=1), metrics=plateau_metrics)
+
+# ---- clipping -----------------------------------------------------------------------------
+for name, fn in [("norm2", lambda ps: torch.nn.utils.clip_grad_norm_(ps, 1.0)),
+                 ("norm_inf", lambda ps: torch.nn.utils.clip_grad_norm_(ps, 0.5, norm_type=float("inf"))),
+                 ("norm1", lambda ps: torch.nn.utils.clip_grad_norm_(ps, 2.0, norm_type=1.0)),
+                 ("norm2_noop", lambda ps: torch.nn.utils.clip_grad_norm_(ps, 100.0)),
+                 ("value", lambda ps: torch.nn.utils.clip_grad_value_(ps, 0.3))]:
+    ps = [p.clone().double().requires_grad_(True) for p in p0]
+    for j, p in enumerate(ps):
+        p.grad = grads[0][j].clone().double()
+    total = fn(ps)
+    T[f"clip.{name}.total"] = torch.tensor(float(total) if total is not None else 0.0, dtype=torch.float64)
+    for j, p in enumerate(ps):
+        put(f"clip.{name}.grad{j}", p.grad)
+    M["clip"].append({"name": name})
+
+os.makedirs(OUT, exist_ok=True)
+save_file(T, os.path.join(OUT, "nn.safetensors"))
+with open(os.path.join(OUT, "nn.json"), "w") as f:
+    json.dump({"torch": torch.__version__, **M}, f, indent=0)
+print({k: len(v) for k, v in M.items()}, file=sys.stderr)
+
+# ---- the seed MLP trajectory (float32) ---------------------------------------------------------
+torch.set_default_dtype(torch.float32)
+
+
+class ResBlock(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d), nn.GELU(), nn.Linear(d, d))
+
+    def forward(self, x):
+        return x + self.net(x)
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(784, 256)
+        self.blocks = nn.ModuleList([ResBlock(256) for _ in range(4)])
+        self.head = nn.Linear(256, 10)
+
+    def forward(self, x):
+        h = self.stem(x)
+        for b in self.blocks:
+            h = b(h)
+        return self.head(h)
+
+
+torch.manual_seed(0)
+model = MLP()
+tr = {f"init.{k}": v.clone() for k, v in model.state_dict().items()}
+# Batches from a formula the Rust test computes the same way (no need to ship them).
+n = torch.arange(10 * 64 * 784, dtype=torch.float64)
+xs = torch.sin(n * 0.37 + 0.5).reshape(10, 64, 784).float()
+ys = ((torch.arange(10 * 64) * 7 + 3) % 10).reshape(10, 64)
+opt = O.AdamW(model.parameters(), lr=3e-4, weight_decay=1e-2)
+sched = S.CosineAnnealingLR(opt, T_max=10)
+losses, norms = [], []
+for k in range(10):
+    opt.zero_grad()
+    l = F.cross_entropy(model(xs[k]), ys[k])
+    l.backward()
+    norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)))
+    opt.step()
+    sched.step()
+    losses.append(float(l.detach()))
+tr["losses"] = torch.tensor(losses, dtype=torch.float64)
+tr["grad_norms"] = torch.tensor(norms, dtype=torch.float64)
+tr["final.head.weight"] = model.head.weight.detach().clone()
+save_file(tr, os.path.join(OUT, "trajectory.safetensors"))
+print("trajectory losses", [round(x, 5) for x in losses], file=sys.stderr)

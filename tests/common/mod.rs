@@ -1,0 +1,113 @@
+//! Helpers shared by the golden tests.
+#![allow(dead_code)]
+
+use safetensors::{Dtype, SafeTensors};
+use tapir::prelude::*;
+
+pub fn load(st: &SafeTensors, key: &str) -> Tensor {
+    let v = st
+        .tensor(key)
+        .unwrap_or_else(|_| panic!("golden {key} missing"));
+    let shape = v.shape().to_vec();
+    let d = v.data();
+    match v.dtype() {
+        Dtype::F64 => Tensor::from_vec(
+            d.chunks_exact(8)
+                .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+            &shape,
+        ),
+        Dtype::F32 => Tensor::from_vec(
+            d.chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+            &shape,
+        ),
+        Dtype::I64 => Tensor::from_vec(
+            d.chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+                .collect(),
+            &shape,
+        ),
+        other => panic!("unexpected golden dtype {other:?}"),
+    }
+}
+
+pub fn has(st: &SafeTensors, key: &str) -> bool {
+    st.tensor(key).is_ok()
+}
+
+/// PyTorch's `torch.linspace(-1, 1.5, n)` in f64, the loss weights of every golden.
+pub fn loss_weights(shape: &[usize], dtype: DType) -> Tensor {
+    let n: usize = shape.iter().product();
+    let (start, end) = (-1.0f64, 1.5f64);
+    let step = if n > 1 {
+        (end - start) / (n - 1) as f64
+    } else {
+        0.0
+    };
+    let v: Vec<f64> = (0..n)
+        .map(|i| {
+            if i < n / 2 {
+                start + step * i as f64
+            } else {
+                end - step * (n - 1 - i) as f64
+            }
+        })
+        .collect();
+    Tensor::from_vec(v, shape).to_dtype(dtype)
+}
+
+pub fn close(what: &str, got: &Tensor, want: &Tensor, atol: f64, rtol: f64) -> Result<(), String> {
+    if got.shape() != want.shape() {
+        return Err(format!(
+            "{what}: shape {:?}, want {:?}",
+            got.shape(),
+            want.shape()
+        ));
+    }
+    let (g, w): (Vec<f64>, Vec<f64>) = (got.to_vec(), want.to_vec());
+    for (k, (&x, &y)) in g.iter().zip(&w).enumerate() {
+        if !((x - y).abs() <= atol + rtol * y.abs() || x == y || (x.is_nan() && y.is_nan())) {
+            return Err(format!("{what}[{k}]: got {x:e}, want {y:e}"));
+        }
+    }
+    Ok(())
+}
+
+pub fn read_goldens(name: &str) -> (Vec<u8>, serde_json::Value) {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/goldens");
+    let bytes = std::fs::read(format!("{dir}/{name}.safetensors")).unwrap();
+    let json = std::fs::read_to_string(format!("{dir}/{name}.json"))
+        .map(|s| serde_json::from_str(&s).unwrap())
+        .unwrap_or(serde_json::Value::Null);
+    (bytes, json)
+}
+
+/// Runs `check` over every case, collecting failures (and panics) into one report.
+pub fn run_all<'a>(
+    cases: impl Iterator<Item = &'a serde_json::Value>,
+    check: impl Fn(&serde_json::Value) -> Result<(), String>,
+) -> usize {
+    let mut failures = vec![];
+    let mut n = 0;
+    for c in cases {
+        n += 1;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(c))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failures.push(e),
+            Err(p) => failures.push(format!(
+                "{}: panicked: {:?}",
+                c["name"],
+                p.downcast_ref::<String>()
+            )),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {n} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    n
+}

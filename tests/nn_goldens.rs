@@ -1,0 +1,552 @@
+//! Replays `scripts/gen_nn_goldens.py`: every layer's forward and backward
+//! from PyTorch's weights (train and eval), every loss and reduction, 5 steps
+//! of every optimizer configuration, 25 steps of every scheduler, clipping.
+
+mod common;
+use common::*;
+use safetensors::SafeTensors;
+use serde_json::Value;
+use tapir::nn::*;
+use tapir::optim::*;
+use tapir::prelude::*;
+
+fn build(name: &str) -> Box<dyn Forward> {
+    let conv = Conv2dOptions::default();
+    match name {
+        "linear" => Box::new(Linear::new(5, 3, true)),
+        "linear_nobias_3d" => Box::new(Linear::new(5, 3, false)),
+        "layernorm" => Box::new(LayerNorm::new(&[6], 1e-5, true)),
+        "layernorm_2d_shape" => Box::new(LayerNorm::new(&[3, 4], 1e-5, true)),
+        "rmsnorm" => Box::new(RMSNorm::new(&[6], None, true)),
+        "batchnorm1d_train" | "batchnorm1d_eval" => Box::new(BatchNorm::new_1d(3)),
+        "batchnorm2d_train" => Box::new(BatchNorm::new_2d(2)),
+        "embedding_pad" => Box::new(Embedding::new(7, 3, Some(2))),
+        "conv2d" => Box::new(Conv2d::new(2, 4, (3, 3), conv.padding(1), true)),
+        "conv2d_groups" => Box::new(Conv2d::new(
+            4,
+            6,
+            (3, 3),
+            conv.stride(2).padding(1).groups(2),
+            true,
+        )),
+        "maxpool2d" => Box::new(MaxPool2d::new(2)),
+        "avgpool2d" => Box::new(AvgPool2d::new(2)),
+        "adaptiveavgpool2d" => Box::new(AdaptiveAvgPool2d {
+            output_size: (2, 3),
+        }),
+        "adaptiveavgpool2d_1" => Box::new(AdaptiveAvgPool2d {
+            output_size: (1, 1),
+        }),
+        "flatten" => Box::new(Flatten::default()),
+        "relu" => Box::new(ReLU),
+        "gelu" => Box::new(GELU::default()),
+        "gelu_tanh" => Box::new(GELU { tanh: true }),
+        "silu" => Box::new(SiLU),
+        "tanh" => Box::new(Tanh),
+        "sigmoid" => Box::new(Sigmoid),
+        "softmax" => Box::new(Softmax { dim: -1 }),
+        "dropout_eval" => Box::new(Dropout::new(0.5)),
+        "sequential" => Box::new(
+            Sequential::new()
+                .add(Linear::new(4, 8, true))
+                .add(LayerNorm::new(&[8], 1e-5, true))
+                .add(GELU::default())
+                .add(Linear::new(8, 2, true)),
+        ),
+        other => panic!("no layer {other}"),
+    }
+}
+
+fn check_layer(st: &SafeTensors, c: &Value, dtype: DType, tol: f64) -> Result<(), String> {
+    let name = c["name"].as_str().unwrap();
+    let sd: Vec<(String, Tensor)> = st
+        .names()
+        .into_iter()
+        .filter_map(|k| {
+            k.strip_prefix(&format!("{name}.sd."))
+                .map(|n| (n.to_string(), load(st, k)))
+        })
+        .map(|(n, t)| {
+            (
+                n,
+                if t.dtype().is_float() {
+                    t.to_dtype(dtype)
+                } else {
+                    t
+                },
+            )
+        })
+        .collect();
+    let n_in = c["n_in"].as_u64().unwrap() as usize;
+    let inputs: Vec<Tensor> = (0..n_in)
+        .map(|i| {
+            let t = load(st, &format!("{name}.in{i}"));
+            if t.dtype().is_float() {
+                t.to_dtype(dtype).requires_grad_(true)
+            } else {
+                t
+            }
+        })
+        .collect();
+    let (out, module): (Tensor, Box<dyn Module>) = if name.starts_with("mha") {
+        let mut m = MultiheadAttention::new(
+            8,
+            if name == "mha_seq_first" { 4 } else { 2 },
+            name != "mha_seq_first",
+        );
+        m.to_dtype(dtype);
+        m.load_state_dict(&sd, true).map_err(|e| e.to_string())?;
+        let x = &inputs[0];
+        let out = match name {
+            "mha_self" => m.forward(x, x, x, None, None, false, false).0,
+            "mha_causal_pad" => {
+                let pad = Tensor::from_vec(
+                    vec![
+                        false, false, false, false, false, false, false, false, true, true,
+                    ],
+                    &[2, 5],
+                );
+                let causal = Tensor::ones(&[5, 5]).triu(1).gt_scalar(0.0);
+                m.forward(x, x, x, Some(&pad), Some(&causal), false, false)
+                    .0
+            }
+            _ => {
+                m.forward(x, &inputs[1], &inputs[1], None, None, false, false)
+                    .0
+            }
+        };
+        (out, Box::new(m))
+    } else {
+        let mut m = build(name);
+        m.to_dtype(dtype);
+        m.load_state_dict(&sd, true).map_err(|e| e.to_string())?;
+        if !c["train"].as_bool().unwrap() {
+            m.eval();
+        }
+        (m.forward(&inputs[0]), m)
+    };
+    close(
+        &format!("{name} ({dtype}) out"),
+        &out,
+        &load(st, &format!("{name}.out")),
+        tol,
+        tol,
+    )?;
+    (&out * &loss_weights(out.shape(), dtype)).sum().backward();
+    for (i, x) in inputs.iter().enumerate() {
+        if x.dtype().is_float() {
+            close(
+                &format!("{name} grad_in{i}"),
+                &x.grad().unwrap(),
+                &load(st, &format!("{name}.grad_in{i}")),
+                tol,
+                tol,
+            )?;
+        }
+    }
+    for (n, p) in module.named_parameters() {
+        let g = p.grad().unwrap_or_else(|| Tensor::zeros_like(&p));
+        close(
+            &format!("{name} ({dtype}) grad.{n}"),
+            &g,
+            &load(st, &format!("{name}.grad.{n}")),
+            tol,
+            tol,
+        )?;
+    }
+    for (n, b) in module.named_buffers() {
+        close(
+            &format!("{name} ({dtype}) buffer {n}"),
+            &b,
+            &load(st, &format!("{name}.after.{n}")),
+            tol,
+            tol,
+        )?;
+    }
+    let want: Vec<&str> = c["params"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let got: Vec<String> = module
+        .named_parameters()
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    if got != want {
+        return Err(format!(
+            "{name}: parameter names {got:?}, PyTorch has {want:?}"
+        ));
+    }
+    Ok(())
+}
+
+#[test]
+fn layers_match_pytorch() {
+    let (bytes, m) = read_goldens("nn");
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let cases = m["layers"].as_array().unwrap();
+    assert!(cases.len() >= 28);
+    run_all(cases.iter(), |c| check_layer(&st, c, DType::F64, 1e-9));
+    run_all(cases.iter(), |c| check_layer(&st, c, DType::F32, 2e-4));
+}
+
+fn run_loss(name: &str, x: &[Tensor], r: Reduction) -> Tensor {
+    let ce = |o: CrossEntropyOptions| {
+        cross_entropy_with(&x[0], &x[1], &CrossEntropyOptions { reduction: r, ..o })
+    };
+    let d = CrossEntropyOptions::default;
+    match name {
+        "ce" | "ce_probs" | "ce_3d" => ce(d()),
+        "ce_smooth" | "ce_probs_smooth" => ce(CrossEntropyOptions {
+            label_smoothing: 0.1,
+            ..d()
+        }),
+        "ce_weight_smooth" => ce(CrossEntropyOptions {
+            label_smoothing: 0.2,
+            weight: Some(x[2].clone()),
+            ..d()
+        }),
+        "ce_ignore" => ce(CrossEntropyOptions {
+            ignore_index: 2,
+            ..d()
+        }),
+        "nll" => nll_loss_with(
+            &x[0],
+            &x[1],
+            &CrossEntropyOptions {
+                reduction: r,
+                ..d()
+            },
+        ),
+        "mse" => mse_loss(&x[0], &x[1], r),
+        "l1" => l1_loss(&x[0], &x[1], r),
+        "smooth_l1" => smooth_l1_loss(&x[0], &x[1], r, 0.5),
+        "huber" => huber_loss(&x[0], &x[1], r, 0.7),
+        "bce_logits" => binary_cross_entropy_with_logits(&x[0], &x[1], None, None, r),
+        "bce_logits_posw" => binary_cross_entropy_with_logits(&x[0], &x[1], None, Some(&x[2]), r),
+        other => panic!("no loss {other}"),
+    }
+}
+
+#[test]
+fn losses_match_pytorch_for_every_reduction() {
+    let (bytes, m) = read_goldens("nn");
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    for (dtype, tol) in [(DType::F64, 1e-9), (DType::F32, 2e-4)] {
+        run_all(m["losses"].as_array().unwrap().iter(), |c| {
+            let name = c["name"].as_str().unwrap();
+            for (r, rn) in [
+                (Reduction::None, "none"),
+                (Reduction::Mean, "mean"),
+                (Reduction::Sum, "sum"),
+            ] {
+                let x: Vec<Tensor> = (0..c["n_in"].as_u64().unwrap())
+                    .map(|i| {
+                        let t = load(&st, &format!("{name}.in{i}"));
+                        if !t.dtype().is_float() {
+                            t
+                        } else if i == 0 {
+                            t.to_dtype(dtype).requires_grad_(true)
+                        } else {
+                            t.to_dtype(dtype)
+                        }
+                    })
+                    .collect();
+                let out = run_loss(name, &x, r);
+                close(
+                    &format!("{name}/{rn} ({dtype})"),
+                    &out,
+                    &load(&st, &format!("{name}.{rn}.out")),
+                    tol,
+                    tol,
+                )?;
+                if out.ndim() == 0 {
+                    out.backward()
+                } else {
+                    (&out * &loss_weights(out.shape(), dtype)).sum().backward()
+                }
+                close(
+                    &format!("{name}/{rn} grad ({dtype})"),
+                    &x[0].grad().unwrap(),
+                    &load(&st, &format!("{name}.{rn}.grad0")),
+                    tol,
+                    tol,
+                )?;
+            }
+            Ok(())
+        });
+    }
+}
+
+fn make_opt(name: &str, ps: Vec<Tensor>) -> Box<dyn Optimizer> {
+    let sgd = |c: SgdConfig| -> Box<dyn Optimizer> { Box::new(SGD::new(ps.clone(), c)) };
+    let adam = AdamConfig::adam();
+    let adamw = AdamConfig::adamw();
+    let d = SgdConfig::default();
+    match name {
+        "sgd" => sgd(SgdConfig { lr: 0.1, ..d }),
+        "sgd_momentum_damp" => sgd(SgdConfig {
+            lr: 0.1,
+            momentum: 0.9,
+            dampening: 0.2,
+            ..d
+        }),
+        "sgd_nesterov_wd" => sgd(SgdConfig {
+            lr: 0.05,
+            momentum: 0.8,
+            nesterov: true,
+            weight_decay: 0.1,
+            ..d
+        }),
+        "sgd_maximize" => sgd(SgdConfig {
+            lr: 0.1,
+            momentum: 0.5,
+            maximize: true,
+            ..d
+        }),
+        "adam" => Box::new(Adam::new(ps, AdamConfig { lr: 0.01, ..adam })),
+        "adam_wd" => Box::new(Adam::new(
+            ps,
+            AdamConfig {
+                lr: 0.01,
+                weight_decay: 0.1,
+                betas: (0.8, 0.99),
+                ..adam
+            },
+        )),
+        "adam_amsgrad" => Box::new(Adam::new(
+            ps,
+            AdamConfig {
+                lr: 0.01,
+                amsgrad: true,
+                ..adam
+            },
+        )),
+        "adam_maximize" => Box::new(Adam::new(
+            ps,
+            AdamConfig {
+                lr: 0.01,
+                maximize: true,
+                ..adam
+            },
+        )),
+        "adamw" => Box::new(AdamW::adamw(ps, AdamConfig { lr: 0.01, ..adamw })),
+        "adamw_amsgrad" => Box::new(AdamW::adamw(
+            ps,
+            AdamConfig {
+                lr: 0.02,
+                weight_decay: 0.05,
+                amsgrad: true,
+                ..adamw
+            },
+        )),
+        "adamw_groups" => Box::new(AdamW::adamw_with_groups(
+            vec![
+                ParamGroup::new(vec![ps[0].clone()]),
+                ParamGroup::new(vec![ps[1].clone()])
+                    .lr(0.05)
+                    .weight_decay(0.0),
+            ],
+            AdamConfig {
+                lr: 0.01,
+                weight_decay: 0.1,
+                ..adamw
+            },
+        )),
+        "rmsprop" => Box::new(RMSprop::new(
+            ps,
+            RMSpropConfig {
+                lr: 0.01,
+                ..Default::default()
+            },
+        )),
+        "rmsprop_centered_mom_wd" => Box::new(RMSprop::new(
+            ps,
+            RMSpropConfig {
+                lr: 0.01,
+                centered: true,
+                momentum: 0.9,
+                weight_decay: 0.1,
+                ..Default::default()
+            },
+        )),
+        other => panic!("no optimizer {other}"),
+    }
+}
+
+#[test]
+fn optimizers_match_pytorch_for_five_steps() {
+    let (bytes, m) = read_goldens("nn");
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 1e-5)] {
+        let n = run_all(m["optim"].as_array().unwrap().iter(), |c| {
+            let name = c["name"].as_str().unwrap();
+            let ps: Vec<Tensor> = (0..2)
+                .map(|j| {
+                    load(&st, &format!("optim.p0.{j}"))
+                        .to_dtype(dtype)
+                        .requires_grad_(true)
+                })
+                .collect();
+            let mut opt = make_opt(name, ps.clone());
+            for k in 0..5 {
+                for (j, p) in ps.iter().enumerate() {
+                    p.set_grad(Some(
+                        load(&st, &format!("optim.grad{k}.{j}")).to_dtype(dtype),
+                    ));
+                }
+                opt.step();
+                for (j, p) in ps.iter().enumerate() {
+                    close(
+                        &format!("{name} ({dtype}) step {k} param {j}"),
+                        p,
+                        &load(&st, &format!("optim.{name}.step{k}.{j}")),
+                        tol,
+                        tol,
+                    )?;
+                }
+            }
+            Ok(())
+        });
+        assert_eq!(n, 13);
+    }
+}
+
+#[test]
+fn optimizers_skip_parameters_without_grad() {
+    let p = Tensor::ones(&[2]).requires_grad_(true);
+    let q = Tensor::ones(&[2]).requires_grad_(true);
+    let mut opt = AdamW::adamw(vec![p.clone(), q.clone()], AdamConfig::adamw());
+    q.set_grad(Some(Tensor::ones(&[2])));
+    opt.step();
+    assert_eq!(p.to_vec::<f32>(), vec![1.0, 1.0]);
+    assert_ne!(q.to_vec::<f32>(), vec![1.0, 1.0]);
+    opt.zero_grad();
+    assert!(q.grad().is_none());
+}
+
+#[test]
+fn schedulers_match_pytorch_for_25_steps() {
+    let (bytes, m) = read_goldens("nn");
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let n = run_all(m["sched"].as_array().unwrap().iter(), |c| {
+        let name = c["name"].as_str().unwrap();
+        let p = Tensor::zeros(&[1]).requires_grad_(true);
+        let mut opt: Box<dyn Optimizer> = if c["opt"] == "sgd" {
+            Box::new(SGD::new(
+                vec![p.clone()],
+                SgdConfig {
+                    lr: 0.1,
+                    momentum: 0.9,
+                    ..Default::default()
+                },
+            ))
+        } else {
+            Box::new(AdamW::adamw(
+                vec![p.clone()],
+                AdamConfig {
+                    lr: 0.1,
+                    ..AdamConfig::adamw()
+                },
+            ))
+        };
+        let o = opt.as_mut();
+        let metrics: Vec<f64> = if name == "plateau" {
+            load(&st, "sched.plateau.metrics").to_vec()
+        } else {
+            vec![]
+        };
+        let mut plateau = ReduceLROnPlateau::new(PlateauMode::Min);
+        (plateau.patience, plateau.factor, plateau.cooldown) = (2, 0.5, 1);
+        let mut s: Option<Box<dyn LrScheduler>> = match name {
+            "step" => Some(Box::new(StepLR::new(o, 4, 0.5))),
+            "multistep" => Some(Box::new(MultiStepLR::new(o, vec![3, 10, 18], 0.3))),
+            "exponential" => Some(Box::new(ExponentialLR::new(o, 0.9))),
+            "cosine" => Some(Box::new(CosineAnnealingLR::new(o, 10, 0.001))),
+            "linear" => Some(Box::new(LinearLR::new(o, 0.1, 1.0, 8))),
+            "onecycle_sgd" => Some(Box::new(OneCycleLR::new(o, 1.0, 25))),
+            "onecycle_adamw" => Some(Box::new(OneCycleLR::with(o, 0.5, 30, 0.25, 25.0, 1e4))),
+            "sequential" => {
+                let warm: Box<dyn LrScheduler> = Box::new(LinearLR::new(o, 0.01, 1.0, 5));
+                let cos: Box<dyn LrScheduler> = Box::new(CosineAnnealingLR::new(o, 20, 0.0));
+                Some(Box::new(SequentialLR::new(o, vec![warm, cos], vec![5])))
+            }
+            "warm_restarts" => Some(Box::new(CosineAnnealingWarmRestarts::new(o, 3, 2, 0.01))),
+            "plateau" => None,
+            other => panic!("no scheduler {other}"),
+        };
+        let (mut lrs, mut moms) = (vec![], vec![]);
+        for k in 0..25 {
+            lrs.push(opt.lr());
+            moms.push(opt.momentum().unwrap());
+            p.set_grad(Some(Tensor::zeros(&[1])));
+            opt.step();
+            match &mut s {
+                Some(s) => s.step(opt.as_mut()),
+                None => plateau.step(opt.as_mut(), metrics[k]),
+            }
+        }
+        close(
+            &format!("{name} lr"),
+            &Tensor::from_vec(lrs, &[25]),
+            &load(&st, &format!("sched.{name}.lr")),
+            1e-12,
+            1e-10,
+        )?;
+        close(
+            &format!("{name} momentum"),
+            &Tensor::from_vec(moms, &[25]),
+            &load(&st, &format!("sched.{name}.momentum")),
+            1e-12,
+            1e-10,
+        )
+    });
+    assert_eq!(n, 10);
+}
+
+#[test]
+fn clipping_matches_pytorch() {
+    let (bytes, m) = read_goldens("nn");
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    run_all(m["clip"].as_array().unwrap().iter(), |c| {
+        let name = c["name"].as_str().unwrap();
+        let ps: Vec<Tensor> = (0..2)
+            .map(|j| load(&st, &format!("optim.p0.{j}")).requires_grad_(true))
+            .collect();
+        for (j, p) in ps.iter().enumerate() {
+            p.set_grad(Some(load(&st, &format!("optim.grad0.{j}"))));
+        }
+        let total = match name {
+            "norm2" => clip_grad_norm_(&ps, 1.0),
+            "norm_inf" => clip_grad_norm_with(&ps, 0.5, f64::INFINITY, false).unwrap(),
+            "norm1" => clip_grad_norm_with(&ps, 2.0, 1.0, false).unwrap(),
+            "norm2_noop" => clip_grad_norm_(&ps, 100.0),
+            _ => {
+                clip_grad_value_(&ps, 0.3);
+                0.0
+            }
+        };
+        close(
+            &format!("{name} total"),
+            &Tensor::scalar(total),
+            &load(&st, &format!("clip.{name}.total")),
+            1e-12,
+            1e-10,
+        )?;
+        for (j, p) in ps.iter().enumerate() {
+            close(
+                &format!("{name} grad{j}"),
+                &p.grad().unwrap(),
+                &load(&st, &format!("clip.{name}.grad{j}")),
+                1e-12,
+                1e-10,
+            )?;
+        }
+        Ok(())
+    });
+    let p = Tensor::ones(&[2]).requires_grad_(true);
+    p.set_grad(Some(Tensor::from_vec(vec![f32::NAN, 1.0], &[2])));
+    assert!(clip_grad_norm_with(&[p], 1.0, 2.0, true).is_err());
+}
