@@ -2,8 +2,11 @@
 //! Parameter names match the PyTorch modules of `scripts/gen_nn_goldens.py`
 //! key for key (`blocks.0.net.3.weight`).
 
-use tapir::nn::{repr_children, visit_child, visit_child_mut, Forward, LayerNorm, Linear, Module, ModuleList, Sequential, TensorKind, GELU};
 use tapir::Tensor;
+use tapir::nn::{
+    Forward, GELU, LayerNorm, Linear, Module, ModuleList, Sequential, TensorKind, repr_children,
+    visit_child, visit_child_mut,
+};
 
 /// `x + Seq(Linear(d, d), LayerNorm(d), GELU(), Linear(d, d))(x)`.
 pub struct ResBlock {
@@ -86,7 +89,14 @@ impl Module for Mlp {
         visit_child_mut("head", &mut self.head, f);
     }
     fn repr(&self) -> String {
-        repr_children("Mlp", &[("stem", &self.stem), ("blocks", &self.blocks), ("head", &self.head)])
+        repr_children(
+            "Mlp",
+            &[
+                ("stem", &self.stem),
+                ("blocks", &self.blocks),
+                ("head", &self.head),
+            ],
+        )
     }
     fn set_training(&self, on: bool) {
         self.blocks.set_training(on);

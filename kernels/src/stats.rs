@@ -1,15 +1,18 @@
-//! Cheap global counters of kernel launches, for tests and profiling
+//! Cheap per-thread counters of kernel launches, for tests and profiling
 //! (e.g. showing that a frozen layer's weight gradient is never computed).
+//! Per thread, so concurrent work elsewhere in the process does not blur them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
 
-static MATMUL: AtomicU64 = AtomicU64::new(0);
-
-pub(crate) fn count_matmul(gemms: usize) {
-    MATMUL.fetch_add(gemms as u64, Ordering::Relaxed);
+thread_local! {
+    static MATMUL: Cell<u64> = const { Cell::new(0) };
 }
 
-/// GEMM calls made by [`crate::cpu::matmul`] since the process started.
+pub(crate) fn count_matmul(gemms: usize) {
+    MATMUL.with(|c| c.set(c.get() + gemms as u64));
+}
+
+/// GEMM calls made by [`crate::cpu::matmul`] from this thread so far.
 pub fn matmul_launches() -> u64 {
-    MATMUL.load(Ordering::Relaxed)
+    MATMUL.with(|c| c.get())
 }

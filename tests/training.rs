@@ -1,0 +1,278 @@
+//! The training loop end to end: the seed MLP's trajectory against PyTorch,
+//! gradient accumulation, freezing, train/eval semantics, state dicts.
+
+mod common;
+#[path = "../examples/common/seed.rs"]
+mod seed;
+
+use common::*;
+use safetensors::SafeTensors;
+use seed::Mlp;
+use tapir::nn::*;
+use tapir::optim::*;
+use tapir::prelude::*;
+
+fn trajectory_batches() -> (Vec<Tensor>, Vec<Tensor>) {
+    let (b, d) = (64usize, 784usize);
+    let xs = (0..10)
+        .map(|k| {
+            let v: Vec<f64> = (0..b * d)
+                .map(|i| (((k * b * d + i) as f64) * 0.37 + 0.5).sin())
+                .collect();
+            Tensor::from_vec(v, &[b, d]).to_dtype(DType::F32)
+        })
+        .collect();
+    let ys = (0..10)
+        .map(|k| {
+            Tensor::from_vec(
+                (0..b)
+                    .map(|i| (((k * b + i) * 7 + 3) % 10) as i64)
+                    .collect(),
+                &[b],
+            )
+        })
+        .collect();
+    (xs, ys)
+}
+
+fn pytorch_init(st: &SafeTensors) -> Vec<(String, Tensor)> {
+    st.names()
+        .into_iter()
+        .filter_map(|k| {
+            k.strip_prefix("init.")
+                .map(|n| (n.to_string(), load(st, k)))
+        })
+        .collect()
+}
+
+#[test]
+fn seed_mlp_state_dict_keys_match_pytorch() {
+    let (bytes, _) = read_goldens("trajectory");
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut torch_keys: Vec<String> = pytorch_init(&st).into_iter().map(|(k, _)| k).collect();
+    let mut ours: Vec<String> = Mlp::seed()
+        .state_dict()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    torch_keys.sort();
+    ours.sort();
+    assert_eq!(ours, torch_keys);
+    assert!(ours.contains(&"blocks.3.net.3.weight".to_string()));
+}
+
+#[test]
+fn seed_mlp_trajectory_matches_pytorch() {
+    let (bytes, _) = read_goldens("trajectory");
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut model = Mlp::seed();
+    let report = model.load_state_dict(&pytorch_init(&st), true).unwrap();
+    assert!(report.is_clean());
+    let (xs, ys) = trajectory_batches();
+    let mut opt = AdamW::adamw(
+        model.parameters(),
+        AdamConfig {
+            lr: 3e-4,
+            weight_decay: 1e-2,
+            ..AdamConfig::adamw()
+        },
+    );
+    let mut sched = CosineAnnealingLR::new(&mut opt, 10, 0.0);
+    let want_loss: Vec<f64> = load(&st, "losses").to_vec();
+    let want_norm: Vec<f64> = load(&st, "grad_norms").to_vec();
+    model.train();
+    for k in 0..10 {
+        opt.zero_grad();
+        let loss = cross_entropy(&model.forward(&xs[k]), &ys[k]);
+        loss.backward();
+        let norm = clip_grad_norm_(&model.parameters(), 1.0);
+        opt.step();
+        sched.step(&mut opt);
+        let l = loss.item::<f64>();
+        assert!(
+            (l - want_loss[k]).abs() <= 1e-4 * want_loss[k].abs(),
+            "step {k}: loss {l} vs PyTorch {}",
+            want_loss[k]
+        );
+        assert!(
+            (norm - want_norm[k]).abs() <= 1e-4 * want_norm[k].abs(),
+            "step {k}: grad norm {norm} vs PyTorch {}",
+            want_norm[k]
+        );
+    }
+    close(
+        "final head.weight",
+        &model.head.weight,
+        &load(&st, "final.head.weight"),
+        1e-6,
+        1e-4,
+    )
+    .unwrap();
+}
+
+#[test]
+fn gradient_accumulation_equals_one_big_batch() {
+    manual_seed(1);
+    let model = Mlp::new(16, 32, 5, 2);
+    let x = Tensor::randn(&[12, 16]);
+    let y = Tensor::randint(0, 5, &[12]);
+    cross_entropy(&model.forward(&x), &y).backward();
+    let big: Vec<Vec<f32>> = model
+        .parameters()
+        .iter()
+        .map(|p| p.grad().unwrap().to_vec())
+        .collect();
+    model.zero_grad();
+    let k = 3;
+    for i in 0..k {
+        let (xb, yb) = (x.narrow(0, i * 4, 4), y.narrow(0, i * 4, 4));
+        (cross_entropy(&model.forward(&xb), &yb) / k as f64).backward();
+    }
+    for (p, want) in model.parameters().iter().zip(&big) {
+        let got: Vec<f32> = p.grad().unwrap().to_vec();
+        for (a, b) in got.iter().zip(want) {
+            assert!((a - b).abs() <= 1e-5 + 1e-4 * b.abs(), "{a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn frozen_parameters_get_no_grad_no_update_and_no_gradient_work() {
+    manual_seed(2);
+    let model = Mlp::new(16, 32, 5, 2);
+    model.stem.requires_grad_(false);
+    model.blocks.requires_grad_(false);
+    let mut opt = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+    let stem_before = model.stem.weight.to_vec::<f32>();
+    let x = Tensor::randn(&[8, 16]);
+    let y = Tensor::randint(0, 5, &[8]);
+
+    let before = tapir::profiler::matmul_launches();
+    let logits = model.forward(&x);
+    let forward_gemms = tapir::profiler::matmul_launches() - before;
+    let loss = cross_entropy(&logits, &y);
+    let before = tapir::profiler::matmul_launches();
+    loss.backward();
+    let backward_gemms = tapir::profiler::matmul_launches() - before;
+    // Only the head trains: its weight gradient is one GEMM; nothing flows
+    // into the frozen stem and blocks (no input gradient is needed either).
+    assert_eq!(forward_gemms, 6, "stem + 2 blocks x 2 + head");
+    assert_eq!(backward_gemms, 1, "only the head's weight gradient");
+    opt.step();
+    assert!(model.stem.weight.grad().is_none());
+    assert!(
+        model.blocks[0]
+            .parameters()
+            .iter()
+            .all(|p| p.grad().is_none())
+    );
+    assert_eq!(model.stem.weight.to_vec::<f32>(), stem_before);
+    assert!(model.head.weight.grad().is_some());
+}
+
+#[test]
+fn dropout_is_active_only_in_train_mode() {
+    manual_seed(3);
+    let d = Dropout::new(0.25);
+    let x = Tensor::ones(&[20000]);
+    let y = d.forward(&x);
+    let zeros = y.eq_scalar(0.0).count_nonzero() as f64 / 20000.0;
+    assert!((zeros - 0.25).abs() < 0.02, "dropped fraction {zeros}");
+    let kept: Vec<f32> = y
+        .to_vec::<f32>()
+        .into_iter()
+        .filter(|&v| v != 0.0)
+        .collect();
+    assert!(
+        kept.iter().all(|&v| (v - 1.0 / 0.75).abs() < 1e-6),
+        "survivors are scaled by 1/(1-p)"
+    );
+    d.eval();
+    assert_eq!(d.forward(&x).to_vec::<f32>(), x.to_vec::<f32>());
+}
+
+#[test]
+fn batchnorm_uses_batch_stats_in_train_and_running_stats_in_eval() {
+    let bn = BatchNorm::new_1d(2);
+    let x = Tensor::from_vec(vec![1.0f32, 10.0, 3.0, 20.0], &[2, 2]);
+    let y = bn.forward(&x);
+    // Train: normalised by the batch -> each column is [-1, 1] (up to eps).
+    for (a, b) in y.to_vec::<f32>().iter().zip([-1.0, -1.0, 1.0, 1.0]) {
+        assert!((a - b).abs() < 1e-3, "{a} vs {b}");
+    }
+    // running_mean = 0.9 * 0 + 0.1 * [2, 15]; running_var = 0.9 + 0.1 * unbiased var [2, 50].
+    close(
+        "running_mean",
+        &bn.running_mean,
+        &Tensor::from_vec(vec![0.2f32, 1.5], &[2]),
+        1e-6,
+        1e-6,
+    )
+    .unwrap();
+    close(
+        "running_var",
+        &bn.running_var,
+        &Tensor::from_vec(vec![1.1f32, 5.9], &[2]),
+        1e-5,
+        1e-5,
+    )
+    .unwrap();
+    assert_eq!(bn.num_batches_tracked.item::<i64>(), 1);
+    bn.eval();
+    let ye = bn.forward(&x).to_vec::<f32>();
+    assert!((ye[0] - (1.0 - 0.2) / (1.1f32 + 1e-5).sqrt()).abs() < 1e-5);
+    assert_eq!(
+        bn.num_batches_tracked.item::<i64>(),
+        1,
+        "eval does not update statistics"
+    );
+}
+
+#[test]
+fn strict_loading_reports_every_problem_at_once() {
+    let mut model = Mlp::new(4, 8, 3, 1);
+    let mut sd = model.state_dict();
+    sd.retain(|(k, _)| k != "head.bias");
+    sd.push(("extra.weight".into(), Tensor::zeros(&[1])));
+    sd.iter_mut().find(|(k, _)| k == "stem.weight").unwrap().1 = Tensor::zeros(&[2, 2]);
+    let err = model.load_state_dict(&sd, true).unwrap_err().to_string();
+    assert!(err.contains("missing keys: head.bias"), "{err}");
+    assert!(err.contains("unexpected keys: extra.weight"), "{err}");
+    assert!(
+        err.contains("stem.weight: checkpoint [2, 2] vs model [8, 4]"),
+        "{err}"
+    );
+    let report = model.load_state_dict(&sd, false).unwrap();
+    assert_eq!(report.missing, vec!["head.bias".to_string()]);
+}
+
+#[test]
+fn module_repr_and_counts_follow_pytorch() {
+    let model = Mlp::seed();
+    assert_eq!(
+        model.num_parameters(),
+        784 * 256 + 256 + 4 * (2 * (256 * 256 + 256) + 2 * 256) + 2570
+    );
+    let r = model.repr();
+    assert!(r.starts_with("Mlp(\n  (stem): Linear(in_features=784, out_features=256, bias=True)\n  (blocks): ModuleList(\n    (0): ResBlock(\n      (net): Sequential(\n        (0): Linear(in_features=256, out_features=256, bias=True)\n        (1): LayerNorm((256,), eps=1e-05, elementwise_affine=True)\n        (2): GELU(approximate='none')"), "{r}");
+}
+
+#[test]
+fn optimizer_state_round_trips() {
+    manual_seed(4);
+    let model = Mlp::new(4, 8, 3, 1);
+    let mut opt = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+    let x = Tensor::randn(&[5, 4]);
+    let y = Tensor::randint(0, 3, &[5]);
+    cross_entropy(&model.forward(&x), &y).backward();
+    opt.step();
+    let saved = opt.state_dict();
+    let mut fresh = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+    fresh.load_state_dict(&saved).unwrap();
+    let again = fresh.state_dict();
+    assert_eq!(saved.len(), again.len());
+    for ((k1, a), (k2, b)) in saved.iter().zip(&again) {
+        assert_eq!(k1, k2);
+        assert_eq!(a.to_vec::<f64>(), b.to_vec::<f64>(), "{k1}");
+    }
+}
