@@ -5,10 +5,14 @@
 //! ```sh
 //! cargo run --release --example bench_ref -- --threads 2 --workloads matmul
 //! ```
-//! Workloads so far: `matmul` (n1024, n2048). The mlp, cnn, transformer and
-//! inference workloads arrive with the training-loop issue.
+//! Workloads so far: `matmul` (n1024, n2048), `mlp` (train_b256) and
+//! `inference` (b1_latency, b256_throughput); cnn and transformer come later.
+
+#[path = "common/seed.rs"]
+mod seed;
 
 use std::time::Instant;
+use tapir::optim::{AdamConfig, AdamW};
 use tapir::prelude::*;
 
 struct Args {
@@ -51,6 +55,8 @@ fn parse() -> Result<Args, String> {
 fn variants(workload: &str) -> Option<&'static [&'static str]> {
     match workload {
         "matmul" => Some(&["n1024", "n2048"]),
+        "mlp" => Some(&["train_b256"]),
+        "inference" => Some(&["b1_latency", "b256_throughput"]),
         _ => None,
     }
 }
@@ -59,6 +65,9 @@ fn default_steps(key: &str) -> (usize, usize) {
     match key {
         "matmul.n1024" => (5, 50),
         "matmul.n2048" => (2, 10),
+        "mlp" => (10, 100),
+        "inference.b1" => (200, 2000),
+        "inference.b256" => (10, 200),
         _ => unreachable!(),
     }
 }
@@ -179,6 +188,124 @@ fn bench_matmul(args: &Args, variant: &str) -> String {
     )
 }
 
+const N_DATA_BATCHES: usize = 8;
+
+fn scaled(args: &Args, key: &str) -> (usize, usize) {
+    let (w, s) = default_steps(key);
+    let f = |x: usize| ((x as f64 * args.steps_scale).round() as usize).max(1);
+    (f(w), f(s))
+}
+
+/// The seed MLP train step: zero_grad, forward, cross entropy, backward,
+/// clip_grad_norm_(1.0), AdamW(3e-4, wd 1e-2); batch 256.
+fn bench_mlp(args: &Args, variant: &str) -> String {
+    let (batch, classes) = (256, 10);
+    let g = Generator::new(args.seed);
+    let xs: Vec<Tensor> = (0..N_DATA_BATCHES)
+        .map(|_| Tensor::randn_with(&[batch, 784], &g))
+        .collect();
+    let ys: Vec<Tensor> = (0..N_DATA_BATCHES)
+        .map(|_| Tensor::randint_with(0, classes, &[batch], &g))
+        .collect();
+    manual_seed(args.seed);
+    let model = seed::Mlp::seed();
+    let params = model.parameters();
+    let mut opt = AdamW::adamw(
+        params.clone(),
+        AdamConfig {
+            lr: 3e-4,
+            weight_decay: 1e-2,
+            ..AdamConfig::adamw()
+        },
+    );
+    let mut it = 0;
+    let mut step = || {
+        let i = it % N_DATA_BATCHES;
+        it += 1;
+        opt.zero_grad();
+        let loss = cross_entropy(&model.forward(&xs[i]), &ys[i]);
+        loss.backward();
+        clip_grad_norm_(&params, 1.0);
+        opt.step();
+        loss
+    };
+    let (warm, steps) = scaled(args, "mlp");
+    let t = time_loop(
+        || {
+            step();
+        },
+        warm,
+        steps,
+    );
+    let final_loss = step().item::<f64>();
+    record(
+        "mlp",
+        variant,
+        warm,
+        &t,
+        batch as f64,
+        &[
+            ("batch", batch.to_string()),
+            ("params", model.num_parameters().to_string()),
+            ("final_loss", format!("{final_loss:.4}")),
+        ],
+    )
+}
+
+/// The seed MLP forward in eval mode under no_grad: batch-1 latency per call,
+/// and batch-256 throughput.
+fn bench_inference(args: &Args, variant: &str) -> String {
+    manual_seed(args.seed);
+    let model = seed::Mlp::seed();
+    model.eval();
+    let g = Generator::new(args.seed);
+    let _guard = NoGradGuard::new();
+    if variant == "b1_latency" {
+        let x = Tensor::randn_with(&[1, 784], &g);
+        let (warm, steps) = scaled(args, "inference.b1");
+        let t = time_loop(
+            || {
+                std::hint::black_box(model.forward(&x));
+            },
+            warm,
+            steps,
+        );
+        let mut us: Vec<f64> = t.per_step.iter().map(|s| s * 1e6).collect();
+        us.sort_by(|a, b| a.total_cmp(b));
+        let pick = |q: f64| us[(q * (us.len() - 1) as f64) as usize];
+        return record(
+            "inference",
+            variant,
+            warm,
+            &t,
+            1.0,
+            &[
+                ("batch", "1".into()),
+                ("latency_us_median", format!("{:.2}", median(&us))),
+                ("latency_us_p10", format!("{:.2}", pick(0.10))),
+                ("latency_us_p90", format!("{:.2}", pick(0.90))),
+            ],
+        );
+    }
+    let x = Tensor::randn_with(&[256, 784], &g);
+    let (warm, steps) = scaled(args, "inference.b256");
+    let t = time_loop(
+        || {
+            std::hint::black_box(model.forward(&x));
+        },
+        warm,
+        steps,
+    );
+    record(
+        "inference",
+        variant,
+        warm,
+        &t,
+        256.0,
+        &[("batch", "256".into())],
+    )
+}
+
 fn main() {
     let args = match parse() {
         Ok(a) => a,
@@ -192,6 +319,8 @@ fn main() {
         let (w, v) = one.split_once('.').expect("--one takes workload.variant");
         let line = match w {
             "matmul" => bench_matmul(&args, v),
+            "mlp" => bench_mlp(&args, v),
+            "inference" => bench_inference(&args, v),
             _ => unreachable!(),
         };
         println!("{line}");

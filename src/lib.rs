@@ -16,6 +16,8 @@ pub use tapir_runtime::*;
 
 /// The names a training script uses.
 pub mod prelude {
+    pub use tapir_runtime::nn::{self, Forward, Module, cross_entropy};
+    pub use tapir_runtime::optim::{self, LrScheduler, Optimizer, clip_grad_norm_};
     pub use tapir_runtime::{
         Conv2dOptions, DType, Device, Generator, NoGradGuard, Tensor, enable_grad, manual_seed,
         no_grad, set_num_threads,

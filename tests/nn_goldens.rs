@@ -428,6 +428,7 @@ fn optimizers_skip_parameters_without_grad() {
 }
 
 #[test]
+#[allow(clippy::needless_range_loop)]
 fn schedulers_match_pytorch_for_25_steps() {
     let (bytes, m) = read_goldens("nn");
     let st = SafeTensors::deserialize(&bytes).unwrap();

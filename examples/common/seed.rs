@@ -1,6 +1,7 @@
 //! The seed models written by hand: the reference for what `model!` generates.
 //! Parameter names match the PyTorch modules of `scripts/gen_nn_goldens.py`
 //! key for key (`blocks.0.net.3.weight`).
+#![allow(dead_code)] // each including example uses a different part
 
 use tapir::Tensor;
 use tapir::nn::{

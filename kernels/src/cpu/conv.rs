@@ -1,6 +1,6 @@
 //! im2col / col2im: convolution and pooling lowered to GEMM and reductions.
 
-use crate::threads::{PARALLEL_GRAIN, install};
+use crate::threads::{install, parallel};
 use rayon::prelude::*;
 
 /// The geometry of a 2-D sliding window over an `[n, c, h, w]` input.
@@ -126,7 +126,7 @@ fn run_planes<T: Send>(out: &mut [T], plane: usize, fill: impl Fn(usize, &mut [T
     if plane == 0 {
         return;
     }
-    if out.len() < PARALLEL_GRAIN {
+    if !parallel(out.len()) {
         out.chunks_mut(plane)
             .enumerate()
             .for_each(|(i, c)| fill(i, c));

@@ -2,7 +2,7 @@
 
 use super::strided::{coalesce, for_rows, row_count};
 use crate::Layout;
-use crate::threads::{PARALLEL_GRAIN, install};
+use crate::threads::{PARALLEL_GRAIN, install, parallel, simd};
 use rayon::prelude::*;
 
 /// Copies a strided view into a fresh row-major buffer.
@@ -19,7 +19,7 @@ where
     let n = l.numel();
     if let Some(off) = l.contiguous_offset() {
         let s = &src[off..off + n];
-        if n < PARALLEL_GRAIN {
+        if !parallel(n) {
             return s.iter().map(|&x| f(x)).collect();
         }
         return install(|_| {
@@ -72,18 +72,24 @@ where
     let n = la.numel();
     if let (Some(oa), Some(ob)) = (la.contiguous_offset(), lb.contiguous_offset()) {
         let (sa, sb) = (&a[oa..oa + n], &b[ob..ob + n]);
-        if n < PARALLEL_GRAIN {
-            return sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect();
+        if !parallel(n) {
+            return simd(|| sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect());
         }
-        return install(|_| {
-            let mut out = Vec::with_capacity(n);
-            sa.par_iter()
-                .zip(sb.par_iter())
-                .with_min_len(PARALLEL_GRAIN / 4)
-                .map(|(&x, &y)| f(x, y))
-                .collect_into_vec(&mut out);
-            out
+        let mut out = vec![O::default(); n];
+        const C: usize = PARALLEL_GRAIN / 4;
+        install(|_| {
+            out.par_chunks_mut(C)
+                .zip(sa.par_chunks(C).zip(sb.par_chunks(C)))
+                .for_each(|(o, (x, y))| {
+                    simd(|| {
+                        o.iter_mut()
+                            .zip(x)
+                            .zip(y)
+                            .for_each(|((o, &x), &y)| *o = f(x, y))
+                    })
+                })
         });
+        return out;
     }
     let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
     let mut out = vec![O::default(); n];
@@ -141,7 +147,7 @@ fn run_rows<O: Send>(
     len: usize,
     fill: impl Fn(usize, &mut [O]) + Sync,
 ) {
-    if out.len() < PARALLEL_GRAIN || rows < 2 || len == 0 {
+    if !parallel(out.len()) || rows < 2 || len == 0 {
         fill(0, out);
         return;
     }
@@ -161,7 +167,7 @@ pub fn map_inplace<T: Copy + Send + Sync>(dst: &mut [T], l: &Layout, f: impl Fn(
     let n = l.numel();
     if let Some(off) = l.contiguous_offset() {
         let s = &mut dst[off..off + n];
-        if n < PARALLEL_GRAIN {
+        if !parallel(n) {
             s.iter_mut().for_each(|x| *x = f(*x));
         } else {
             install(|_| {
@@ -190,7 +196,7 @@ pub fn zip_inplace<T, B>(
     let n = l.numel();
     if let (Some(od), Some(os)) = (l.contiguous_offset(), ls.contiguous_offset()) {
         let (d, s) = (&mut dst[od..od + n], &src[os..os + n]);
-        if n < PARALLEL_GRAIN {
+        if !parallel(n) {
             d.iter_mut().zip(s).for_each(|(x, &y)| *x = f(*x, y));
         } else {
             install(|_| {

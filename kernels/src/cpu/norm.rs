@@ -3,7 +3,7 @@
 //! ~8 passes and as many temporaries.)
 
 use crate::Float;
-use crate::threads::{PARALLEL_GRAIN, install};
+use crate::threads::{install, parallel, simd};
 use rayon::prelude::*;
 
 /// Output, per-row mean and per-row 1/sqrt(var + eps) (biased variance, as PyTorch).
@@ -19,6 +19,7 @@ pub struct LayerNormForward<T> {
 /// let f = tapir_kernels::cpu::layer_norm_rows(&[1.0f64, 3.0], 2, None, None, 0.0);
 /// assert_eq!(f.y, vec![-1.0, 1.0]);
 /// ```
+#[allow(clippy::type_complexity)]
 pub fn layer_norm_rows<T: Float>(
     x: &[T],
     d: usize,
@@ -33,36 +34,38 @@ pub fn layer_norm_rows<T: Float>(
     let eps = T::from_f64(eps);
     let inv_d = T::one() / T::from_f64(d as f64);
     let row = |(((src, dst), m), r): (((&[T], &mut [T]), &mut T), &mut T)| {
-        let mu = src.iter().copied().sum::<T>() * inv_d;
-        let var = src.iter().map(|&v| (v - mu) * (v - mu)).sum::<T>() * inv_d;
-        let rs = (var + eps).sqrt().recip();
-        *m = mu;
-        *r = rs;
-        match (w, b) {
-            (Some(w), Some(b)) => {
-                for (((o, &v), &wi), &bi) in dst.iter_mut().zip(src).zip(w).zip(b) {
-                    *o = (v - mu) * rs * wi + bi;
+        simd(|| {
+            let mu = src.iter().copied().sum::<T>() * inv_d;
+            let var = src.iter().map(|&v| (v - mu) * (v - mu)).sum::<T>() * inv_d;
+            let rs = (var + eps).sqrt().recip();
+            *m = mu;
+            *r = rs;
+            match (w, b) {
+                (Some(w), Some(b)) => {
+                    for (((o, &v), &wi), &bi) in dst.iter_mut().zip(src).zip(w).zip(b) {
+                        *o = (v - mu) * rs * wi + bi;
+                    }
+                }
+                (Some(w), None) => {
+                    for ((o, &v), &wi) in dst.iter_mut().zip(src).zip(w) {
+                        *o = (v - mu) * rs * wi;
+                    }
+                }
+                _ => {
+                    for (o, &v) in dst.iter_mut().zip(src) {
+                        *o = (v - mu) * rs;
+                    }
+                    if let Some(b) = b {
+                        dst.iter_mut().zip(b).for_each(|(o, &bi)| *o = *o + bi);
+                    }
                 }
             }
-            (Some(w), None) => {
-                for ((o, &v), &wi) in dst.iter_mut().zip(src).zip(w) {
-                    *o = (v - mu) * rs * wi;
-                }
-            }
-            _ => {
-                for (o, &v) in dst.iter_mut().zip(src) {
-                    *o = (v - mu) * rs;
-                }
-                if let Some(b) = b {
-                    dst.iter_mut().zip(b).for_each(|(o, &bi)| *o = *o + bi);
-                }
-            }
-        }
+        })
     };
     if d == 0 {
         return LayerNormForward { y, mean, rstd };
     }
-    if x.len() < PARALLEL_GRAIN {
+    if !parallel(x.len()) {
         x.chunks(d)
             .zip(y.chunks_mut(d))
             .zip(mean.iter_mut())
@@ -82,6 +85,7 @@ pub fn layer_norm_rows<T: Float>(
 
 /// Gradients of LayerNorm: `(dx, dw, db)` given the upstream `g`, the input
 /// and the saved statistics (`dw`/`db` are summed over rows).
+#[allow(clippy::type_complexity)]
 pub fn layer_norm_backward_rows<T: Float>(
     x: &[T],
     g: &[T],
@@ -97,21 +101,23 @@ pub fn layer_norm_backward_rows<T: Float>(
     let inv_d = T::one() / T::from_f64(d as f64);
     // dx row by row (independent), in parallel for large inputs.
     let row = |((((src, gr), out), &mu), &rs): ((((&[T], &[T]), &mut [T]), &T), &T)| {
-        let mut sum_dxh = T::zero();
-        let mut sum_dxh_xh = T::zero();
-        for (k, (&v, &gv)) in src.iter().zip(gr).enumerate() {
-            let dxh = gv * w.map_or(T::one(), |w| w[k]);
-            sum_dxh = sum_dxh + dxh;
-            sum_dxh_xh = sum_dxh_xh + dxh * (v - mu) * rs;
-        }
-        let (a, c) = (sum_dxh * inv_d, sum_dxh_xh * inv_d);
-        for (k, ((o, &v), &gv)) in out.iter_mut().zip(src).zip(gr).enumerate() {
-            let dxh = gv * w.map_or(T::one(), |w| w[k]);
-            *o = rs * (dxh - a - (v - mu) * rs * c);
-        }
+        simd(|| {
+            let mut sum_dxh = T::zero();
+            let mut sum_dxh_xh = T::zero();
+            for (k, (&v, &gv)) in src.iter().zip(gr).enumerate() {
+                let dxh = gv * w.map_or(T::one(), |w| w[k]);
+                sum_dxh = sum_dxh + dxh;
+                sum_dxh_xh = sum_dxh_xh + dxh * (v - mu) * rs;
+            }
+            let (a, c) = (sum_dxh * inv_d, sum_dxh_xh * inv_d);
+            for (k, ((o, &v), &gv)) in out.iter_mut().zip(src).zip(gr).enumerate() {
+                let dxh = gv * w.map_or(T::one(), |w| w[k]);
+                *o = rs * (dxh - a - (v - mu) * rs * c);
+            }
+        })
     };
     let zipped = |dx: &mut Vec<T>| {
-        if x.len() < PARALLEL_GRAIN {
+        if !parallel(x.len()) {
             x.chunks(d)
                 .zip(g.chunks(d))
                 .zip(dx.chunks_mut(d))
@@ -133,11 +139,13 @@ pub fn layer_norm_backward_rows<T: Float>(
     // dw, db: column sums; accumulate rows sequentially (vectorises over d).
     let mut dw = vec![T::zero(); d];
     let mut db = vec![T::zero(); d];
-    for (((src, gr), &mu), &rs) in x.chunks(d).zip(g.chunks(d)).zip(mean).zip(rstd) {
-        for k in 0..d {
-            dw[k] = dw[k] + gr[k] * (src[k] - mu) * rs;
-            db[k] = db[k] + gr[k];
+    simd(|| {
+        for (((src, gr), &mu), &rs) in x.chunks(d).zip(g.chunks(d)).zip(mean).zip(rstd) {
+            for (((w, b), &s), &gv) in dw.iter_mut().zip(db.iter_mut()).zip(src).zip(gr) {
+                *w = *w + gv * (s - mu) * rs;
+                *b = *b + gv;
+            }
         }
-    }
+    });
     (dx, dw, db)
 }

@@ -3,6 +3,7 @@
 //! operation, so results match to the last bits that float order allows.
 
 use crate::Float;
+use crate::threads::simd;
 
 /// Hyper-parameters of one Adam/AdamW step.
 #[derive(Clone, Copy, Debug)]
@@ -26,7 +27,7 @@ pub fn adam_update<T: Float>(
     g: &[T],
     m: &mut [T],
     v: &mut [T],
-    mut vmax: Option<&mut [T]>,
+    vmax: Option<&mut [T]>,
     h: &AdamStep,
 ) {
     let c = T::from_f64;
@@ -38,28 +39,33 @@ pub fn adam_update<T: Float>(
     let decay = c(1.0 - h.lr * h.weight_decay);
     let w1 = T::one() - b1;
     let w2 = T::one() - b2;
-    for i in 0..p.len() {
-        let mut gi = if h.maximize { -g[i] } else { g[i] };
-        if h.weight_decay != 0.0 {
-            if h.decoupled {
-                p[i] = p[i] * decay;
-            } else {
-                gi = gi + wd * p[i];
+    let n = p.len();
+    let (g, m, v) = (&g[..n], &mut m[..n], &mut v[..n]);
+    let mut vmax = vmax.map(|s| &mut s[..n]);
+    simd(|| {
+        for i in 0..n {
+            let mut gi = if h.maximize { -g[i] } else { g[i] };
+            if h.weight_decay != 0.0 {
+                if h.decoupled {
+                    p[i] = p[i] * decay;
+                } else {
+                    gi = gi + wd * p[i];
+                }
             }
+            // torch.lerp with weight < 0.5: m + w * (g - m)
+            m[i] = m[i] + w1 * (gi - m[i]);
+            v[i] = v[i] * b2 + w2 * gi * gi;
+            let vv = match vmax.as_deref_mut() {
+                Some(vm) => {
+                    vm[i] = vm[i].max(v[i]);
+                    vm[i]
+                }
+                None => v[i],
+            };
+            let denom = vv.sqrt() / bc2_sqrt + eps;
+            p[i] = p[i] - step_size * (m[i] / denom);
         }
-        // torch.lerp with weight < 0.5: m + w * (g - m)
-        m[i] = m[i] + w1 * (gi - m[i]);
-        v[i] = v[i] * b2 + w2 * gi * gi;
-        let vv = match vmax.as_deref_mut() {
-            Some(vm) => {
-                vm[i] = vm[i].max(v[i]);
-                vm[i]
-            }
-            None => v[i],
-        };
-        let denom = vv.sqrt() / bc2_sqrt + eps;
-        p[i] = p[i] - step_size * (m[i] / denom);
-    }
+    })
 }
 
 /// Hyper-parameters of one SGD step.
@@ -83,18 +89,22 @@ pub fn sgd_update<T: Float>(p: &mut [T], g: &[T], buf: Option<&mut [T]>, first: 
         c(1.0 - h.dampening),
         c(h.weight_decay),
     );
-    let mut buf = buf;
-    for i in 0..p.len() {
-        let mut d = if h.maximize { -g[i] } else { g[i] };
-        if h.weight_decay != 0.0 {
-            d = d + wd * p[i];
+    let n = p.len();
+    let g = &g[..n];
+    let mut buf = buf.map(|b| &mut b[..n]);
+    simd(|| {
+        for i in 0..n {
+            let mut d = if h.maximize { -g[i] } else { g[i] };
+            if h.weight_decay != 0.0 {
+                d = d + wd * p[i];
+            }
+            if let Some(b) = buf.as_deref_mut() {
+                b[i] = if first { d } else { b[i] * mom + damp * d };
+                d = if h.nesterov { d + mom * b[i] } else { b[i] };
+            }
+            p[i] = p[i] - lr * d;
         }
-        if let Some(b) = buf.as_deref_mut() {
-            b[i] = if first { d } else { b[i] * mom + damp * d };
-            d = if h.nesterov { d + mom * b[i] } else { b[i] };
-        }
-        p[i] = p[i] - lr * d;
-    }
+    })
 }
 
 /// Hyper-parameters of one RMSprop step.
@@ -128,25 +138,29 @@ pub fn rmsprop_update<T: Float>(
         c(h.momentum),
     );
     let w = T::one() - alpha;
-    for i in 0..p.len() {
-        let mut gi = if h.maximize { -g[i] } else { g[i] };
-        if h.weight_decay != 0.0 {
-            gi = gi + wd * p[i];
-        }
-        sq[i] = sq[i] * alpha + w * gi * gi;
-        let avg = match gavg.as_deref_mut() {
-            Some(ga) => {
-                ga[i] = ga[i] + w * (gi - ga[i]);
-                (sq[i] - ga[i] * ga[i]).sqrt() + eps
+    let n = p.len();
+    let (g, sq) = (&g[..n], &mut sq[..n]);
+    simd(|| {
+        for i in 0..n {
+            let mut gi = if h.maximize { -g[i] } else { g[i] };
+            if h.weight_decay != 0.0 {
+                gi = gi + wd * p[i];
             }
-            None => sq[i].sqrt() + eps,
-        };
-        match buf.as_deref_mut() {
-            Some(b) => {
-                b[i] = b[i] * mom + gi / avg;
-                p[i] = p[i] - lr * b[i];
+            sq[i] = sq[i] * alpha + w * gi * gi;
+            let avg = match gavg.as_deref_mut() {
+                Some(ga) => {
+                    ga[i] = ga[i] + w * (gi - ga[i]);
+                    (sq[i] - ga[i] * ga[i]).sqrt() + eps
+                }
+                None => sq[i].sqrt() + eps,
+            };
+            match buf.as_deref_mut() {
+                Some(b) => {
+                    b[i] = b[i] * mom + gi / avg;
+                    p[i] = p[i] - lr * b[i];
+                }
+                None => p[i] = p[i] - lr * (gi / avg),
             }
-            None => p[i] = p[i] - lr * (gi / avg),
         }
-    }
+    })
 }

@@ -2,7 +2,7 @@
 
 use super::strided::{coalesce, for_rows, row_count};
 use crate::Layout;
-use crate::threads::{PARALLEL_GRAIN, install};
+use crate::threads::{PARALLEL_GRAIN, install, parallel, simd};
 use rayon::prelude::*;
 
 /// Folds `src` (view `l`) over `dims`. The output holds one accumulator per
@@ -54,32 +54,34 @@ where
     let (ishape, istrides) = coalesce(&inner_shape, &[&inner_strides]);
     let irows = row_count(&ishape);
     let fold_group = |base: usize| {
-        let mut acc = init;
-        let mut pos = 0;
-        for_rows(
-            &ishape,
-            [&istrides[0]],
-            [base],
-            0,
-            irows,
-            |[b], len, [s]| {
-                if s == 1 {
-                    for (i, &v) in src[b..b + len].iter().enumerate() {
-                        acc = fold(acc, v, pos + i);
+        simd(|| {
+            let mut acc = init;
+            let mut pos = 0;
+            for_rows(
+                &ishape,
+                [&istrides[0]],
+                [base],
+                0,
+                irows,
+                |[b], len, [s]| {
+                    if s == 1 {
+                        for (i, &v) in src[b..b + len].iter().enumerate() {
+                            acc = fold(acc, v, pos + i);
+                        }
+                    } else {
+                        for i in 0..len {
+                            acc = fold(acc, src[b + i * s], pos + i);
+                        }
                     }
-                } else {
-                    for i in 0..len {
-                        acc = fold(acc, src[b + i * s], pos + i);
-                    }
-                }
-                pos += len;
-            },
-        );
-        acc
+                    pos += len;
+                },
+            );
+            acc
+        })
     };
     let mut bases = Vec::with_capacity(outer);
     kept_layout.for_each_offset(|o| bases.push(o));
-    if outer * inner < PARALLEL_GRAIN || outer < 2 {
+    if !parallel(outer * inner) || outer < 2 {
         return bases.iter().map(|&b| fold_group(b)).collect();
     }
     install(|_| {
@@ -105,15 +107,17 @@ where
     A: Copy + Send + Sync,
 {
     let fill = |c0: usize, acc: &mut [A]| {
-        for r in 0..rows {
-            let row = &src[r * cols + c0..r * cols + c0 + acc.len()];
-            for (a, &v) in acc.iter_mut().zip(row) {
-                *a = fold(*a, v, r);
+        simd(|| {
+            for r in 0..rows {
+                let row = &src[r * cols + c0..r * cols + c0 + acc.len()];
+                for (a, &v) in acc.iter_mut().zip(row) {
+                    *a = fold(*a, v, r);
+                }
             }
-        }
+        })
     };
     let mut out = vec![init; cols];
-    if cols * rows < PARALLEL_GRAIN || cols < 64 {
+    if !parallel(cols * rows) || cols < 64 {
         fill(0, &mut out);
     } else {
         install(|threads| {

@@ -1,7 +1,7 @@
 //! Numerically stable softmax and log-softmax over contiguous rows.
 
 use crate::Float;
-use crate::threads::{PARALLEL_GRAIN, install};
+use crate::threads::{install, parallel, simd};
 use rayon::prelude::*;
 
 /// Softmax of each row of length `len` of a contiguous buffer (max subtracted
@@ -39,11 +39,12 @@ pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
 }
 
 fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(&[T], &mut [T]) + Sync) -> Vec<T> {
+    let f = |s: &[T], d: &mut [T]| simd(|| f(s, d));
     let mut out = vec![T::zero(); x.len()];
     if len == 0 {
         return out;
     }
-    if x.len() < PARALLEL_GRAIN {
+    if !parallel(x.len()) {
         out.chunks_mut(len)
             .zip(x.chunks(len))
             .for_each(|(d, s)| f(s, d));

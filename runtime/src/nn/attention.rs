@@ -29,7 +29,7 @@ pub struct MultiheadAttention {
 impl MultiheadAttention {
     pub fn new(embed_dim: usize, num_heads: usize, batch_first: bool) -> MultiheadAttention {
         assert!(
-            num_heads > 0 && embed_dim % num_heads == 0,
+            num_heads > 0 && embed_dim.is_multiple_of(num_heads),
             "MultiheadAttention: embed_dim {embed_dim} must be divisible by num_heads {num_heads}"
         );
         let w = Tensor::zeros(&[3 * embed_dim, embed_dim]);

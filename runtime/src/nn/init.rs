@@ -127,16 +127,14 @@ pub fn orthogonal_(t: &Tensor, gain: f64) {
         .map(|j| (0..m).map(|i| z[i * n + j]).collect())
         .collect();
     for j in 0..n {
-        for k in 0..j {
-            let dot: f64 = (0..m).map(|i| q[j][i] * q[k][i]).sum();
-            for i in 0..m {
-                q[j][i] -= dot * q[k][i];
-            }
+        let (done, rest) = q.split_at_mut(j);
+        let qj = &mut rest[0];
+        for qk in done.iter() {
+            let dot: f64 = qj.iter().zip(qk).map(|(a, b)| a * b).sum();
+            qj.iter_mut().zip(qk).for_each(|(a, b)| *a -= dot * b);
         }
-        let norm = (0..m).map(|i| q[j][i] * q[j][i]).sum::<f64>().sqrt();
-        for v in q[j].iter_mut() {
-            *v /= norm;
-        }
+        let norm = qj.iter().map(|v| v * v).sum::<f64>().sqrt();
+        qj.iter_mut().for_each(|v| *v /= norm);
     }
     let mut out = vec![0.0; rows * cols];
     for r in 0..rows {

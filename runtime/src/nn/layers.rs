@@ -193,7 +193,7 @@ impl Conv2d {
     ) -> Conv2d {
         let g = opts.groups;
         assert!(
-            g > 0 && in_channels % g == 0 && out_channels % g == 0,
+            g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
             "Conv2d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
         );
         let weight = Tensor::zeros(&[out_channels, in_channels / g, kernel.0, kernel.1]);

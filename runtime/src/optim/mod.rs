@@ -213,8 +213,8 @@ pub(crate) fn load_state(
 /// gradient and its state tensors, in f32 or f64.
 pub(crate) fn fused<F32, F64>(p: &Tensor, g: &Tensor, states: &[&Tensor], f32: F32, f64: F64)
 where
-    F32: FnOnce(&mut [f32], &[f32], &mut [&mut [f32]]),
-    F64: FnOnce(&mut [f64], &[f64], &mut [&mut [f64]]),
+    F32: Fn(&mut [f32], &[f32], &mut [&mut [f32]]) + Sync,
+    F64: Fn(&mut [f64], &[f64], &mut [&mut [f64]]) + Sync,
 {
     for t in std::iter::once(p).chain(states.iter().copied()) {
         assert!(
@@ -235,18 +235,52 @@ where
     let (pg, rest) = guards.split_first_mut().unwrap();
     match (pg.cpu_mut(), gs.cpu()) {
         (CpuBuffer::F32(pv), CpuBuffer::F32(gv)) => {
-            let mut st: Vec<&mut [f32]> = rest.iter_mut().map(|s| as_f32(s.cpu_mut())).collect();
-            f32(pv, &gv[goff..goff + n], &mut st)
+            let st: Vec<&mut [f32]> = rest.iter_mut().map(|s| as_f32(s.cpu_mut())).collect();
+            chunked(pv, &gv[goff..goff + n], st, &f32)
         }
         (CpuBuffer::F64(pv), CpuBuffer::F64(gv)) => {
-            let mut st: Vec<&mut [f64]> = rest.iter_mut().map(|s| as_f64(s.cpu_mut())).collect();
-            f64(pv, &gv[goff..goff + n], &mut st)
+            let st: Vec<&mut [f64]> = rest.iter_mut().map(|s| as_f64(s.cpu_mut())).collect();
+            chunked(pv, &gv[goff..goff + n], st, &f64)
         }
         _ => panic!(
             "optimizer: parameters must be float32 or float64, got {}",
             p.dtype()
         ),
     }
+}
+
+/// Applies an elementwise update to aligned chunks of the parameter, its
+/// gradient and its state on all threads (updates are independent per element).
+fn chunked<T: Send + Sync>(
+    p: &mut [T],
+    g: &[T],
+    mut st: Vec<&mut [T]>,
+    f: &(impl Fn(&mut [T], &[T], &mut [&mut [T]]) + Sync),
+) {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 14;
+    if !tapir_kernels::threads::parallel(p.len()) {
+        return f(p, g, &mut st);
+    }
+    // Split every state buffer into the same chunks as the parameter.
+    let mut state_chunks: Vec<std::slice::ChunksMut<'_, T>> =
+        st.iter_mut().map(|s| s.chunks_mut(CHUNK)).collect();
+    type Work<'a, T> = (&'a mut [T], &'a [T], Vec<&'a mut [T]>);
+    let work: Vec<Work<'_, T>> = p
+        .chunks_mut(CHUNK)
+        .zip(g.chunks(CHUNK))
+        .map(|(pc, gc)| {
+            let sc = state_chunks
+                .iter_mut()
+                .map(|it| it.next().expect("state matches the parameter"))
+                .collect();
+            (pc, gc, sc)
+        })
+        .collect();
+    tapir_kernels::threads::install(|_| {
+        work.into_par_iter()
+            .for_each(|(pc, gc, mut sc)| f(pc, gc, &mut sc))
+    });
 }
 
 fn as_f32(b: &mut CpuBuffer) -> &mut [f32] {

@@ -1,0 +1,91 @@
+//! `nn.init` and default initialisations: bounds and statistics follow PyTorch's formulas.
+
+use tapir::nn::init::{self, FanMode};
+use tapir::nn::{Conv2d, Embedding, Linear, Module};
+use tapir::prelude::*;
+
+fn stats(t: &Tensor) -> (f64, f64, f64, f64) {
+    let v: Vec<f64> = t.to_vec();
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let std = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+    let (lo, hi) = v
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    (mean, std, lo, hi)
+}
+
+#[test]
+fn default_inits_follow_pytorch_bounds() {
+    manual_seed(0);
+    let l = Linear::new(400, 300, true);
+    let bound = 1.0 / 400f64.sqrt(); // kaiming_uniform(a=sqrt(5)) reduces to 1/sqrt(fan_in)
+    let (_, std, lo, hi) = stats(&l.weight);
+    assert!(
+        lo >= -bound && hi <= bound && hi > 0.95 * bound,
+        "{lo} {hi} vs {bound}"
+    );
+    assert!((std - bound / 3f64.sqrt()).abs() < 0.02 * bound);
+    let (_, _, blo, bhi) = stats(l.bias.as_ref().unwrap());
+    assert!(blo >= -bound && bhi <= bound);
+    let c = Conv2d::new(8, 16, (3, 3), Conv2dOptions::default(), true);
+    let cb = 1.0 / 72f64.sqrt();
+    let (_, _, lo, hi) = stats(&c.weight);
+    assert!(lo >= -cb && hi <= cb && hi > 0.9 * cb);
+    let e = Embedding::new(1000, 64, None);
+    let (m, s, _, _) = stats(&e.weight);
+    assert!(
+        m.abs() < 0.02 && (s - 1.0).abs() < 0.02,
+        "N(0,1): mean {m} std {s}"
+    );
+    assert_eq!(l.num_parameters(), 400 * 300 + 300);
+}
+
+#[test]
+fn init_functions() {
+    manual_seed(1);
+    let t = Tensor::zeros(&[256, 512]);
+    init::xavier_uniform_(&t, 1.0);
+    let a = (6.0f64 / 768.0).sqrt();
+    let (_, _, lo, hi) = stats(&t);
+    assert!(lo >= -a && hi <= a && hi > 0.98 * a);
+    init::xavier_normal_(&t, 2.0);
+    let (_, s, _, _) = stats(&t);
+    assert!((s - 2.0 * (2.0f64 / 768.0).sqrt()).abs() < 0.01 * s);
+    init::kaiming_normal_(&t, 0.0, FanMode::FanOut, "relu");
+    let (_, s, _, _) = stats(&t);
+    assert!(
+        (s - (2.0f64 / 256.0).sqrt()).abs() < 0.01 * s,
+        "kaiming fan_out std {s}"
+    );
+    init::kaiming_uniform_(&t, 0.0, FanMode::FanIn, "relu");
+    let (_, _, _, hi) = stats(&t);
+    assert!(hi <= (6.0f64 / 512.0).sqrt());
+    init::trunc_normal_(&t, 0.0, 1.0, -0.5, 0.5);
+    let (_, _, lo, hi) = stats(&t);
+    assert!(lo >= -0.5 && hi <= 0.5);
+    init::ones_(&t);
+    assert_eq!(t.sum().item::<f32>(), (256 * 512) as f32);
+    init::constant_(&t, 0.25);
+    init::zeros_(&t);
+    assert_eq!(t.abs().sum().item::<f32>(), 0.0);
+}
+
+#[test]
+fn orthogonal_gives_orthonormal_rows_or_columns() {
+    manual_seed(2);
+    for shape in [[6usize, 4], [4, 6]] {
+        let t = Tensor::zeros(&shape);
+        init::orthogonal_(&t, 1.0);
+        let g = if shape[0] >= shape[1] {
+            t.t().matmul(&t)
+        } else {
+            t.matmul(&t.t())
+        };
+        let eye = Tensor::eye(shape[0].min(shape[1]));
+        let err = (&g - &eye).abs().max().item::<f32>();
+        assert!(err < 1e-5, "{shape:?}: |QᵀQ - I| = {err}");
+    }
+    assert_eq!(init::calculate_gain("tanh", None), 5.0 / 3.0);
+    assert!((init::calculate_gain("leaky_relu", Some(0.2)) - (2.0f64 / 1.04).sqrt()).abs() < 1e-12);
+}
