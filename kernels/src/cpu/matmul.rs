@@ -85,24 +85,28 @@ pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
     };
     let flops = m * n * k;
     const BIG: usize = 128 * 128 * 128;
-    install(|threads| {
-        if threads > 1 && batch >= threads && flops < BIG && batch * flops >= BIG {
-            // Many small products: one per task.
+    let threads = crate::threads::num_threads();
+    let batched = threads > 1 && batch >= threads && flops < BIG && batch * flops >= BIG;
+    // Below ~2 MFLOP (e.g. batch-1 layers) waking a second core costs more
+    // than it saves: stay on the calling thread, without entering the pool.
+    let split = threads > 1 && flops >= BIG;
+    if batched {
+        install(|_| {
             out.par_chunks_mut(m * n)
                 .zip(a_off.par_iter().zip(b_off.par_iter()))
-                .for_each(|(dst, (&ao, &bo))| one(dst, ao, bo, Parallelism::None));
-        } else {
-            // Below ~2 MFLOP (e.g. batch-1 layers) waking a second core costs more than it saves.
-            let par = if threads > 1 && flops >= BIG {
-                Parallelism::Rayon(threads)
-            } else {
-                Parallelism::None
-            };
+                .for_each(|(dst, (&ao, &bo))| one(dst, ao, bo, Parallelism::None))
+        });
+    } else if split {
+        install(|threads| {
             for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
-                one(dst, ao, bo, par);
+                one(dst, ao, bo, Parallelism::Rayon(threads));
             }
+        });
+    } else {
+        for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
+            one(dst, ao, bo, Parallelism::None);
         }
-    });
+    }
     out
 }
 
