@@ -73,7 +73,10 @@ where
     if let (Some(oa), Some(ob)) = (la.contiguous_offset(), lb.contiguous_offset()) {
         let (sa, sb) = (&a[oa..oa + n], &b[ob..ob + n]);
         if !parallel(n) {
-            return simd(|| sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect());
+            return simd(
+                #[inline(always)]
+                || sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect(),
+            );
         }
         let mut out = vec![O::default(); n];
         const C: usize = PARALLEL_GRAIN / 4;
@@ -81,12 +84,15 @@ where
             out.par_chunks_mut(C)
                 .zip(sa.par_chunks(C).zip(sb.par_chunks(C)))
                 .for_each(|(o, (x, y))| {
-                    simd(|| {
-                        o.iter_mut()
-                            .zip(x)
-                            .zip(y)
-                            .for_each(|((o, &x), &y)| *o = f(x, y))
-                    })
+                    simd(
+                        #[inline(always)]
+                        || {
+                            o.iter_mut()
+                                .zip(x)
+                                .zip(y)
+                                .for_each(|((o, &x), &y)| *o = f(x, y))
+                        },
+                    )
                 })
         });
         return out;

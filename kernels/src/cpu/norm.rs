@@ -34,33 +34,36 @@ pub fn layer_norm_rows<T: Float>(
     let eps = T::from_f64(eps);
     let inv_d = T::one() / T::from_f64(d as f64);
     let row = |(((src, dst), m), r): (((&[T], &mut [T]), &mut T), &mut T)| {
-        simd(|| {
-            let mu = src.iter().copied().sum::<T>() * inv_d;
-            let var = src.iter().map(|&v| (v - mu) * (v - mu)).sum::<T>() * inv_d;
-            let rs = (var + eps).sqrt().recip();
-            *m = mu;
-            *r = rs;
-            match (w, b) {
-                (Some(w), Some(b)) => {
-                    for (((o, &v), &wi), &bi) in dst.iter_mut().zip(src).zip(w).zip(b) {
-                        *o = (v - mu) * rs * wi + bi;
+        simd(
+            #[inline(always)]
+            || {
+                let mu = src.iter().copied().sum::<T>() * inv_d;
+                let var = src.iter().map(|&v| (v - mu) * (v - mu)).sum::<T>() * inv_d;
+                let rs = (var + eps).sqrt().recip();
+                *m = mu;
+                *r = rs;
+                match (w, b) {
+                    (Some(w), Some(b)) => {
+                        for (((o, &v), &wi), &bi) in dst.iter_mut().zip(src).zip(w).zip(b) {
+                            *o = (v - mu) * rs * wi + bi;
+                        }
+                    }
+                    (Some(w), None) => {
+                        for ((o, &v), &wi) in dst.iter_mut().zip(src).zip(w) {
+                            *o = (v - mu) * rs * wi;
+                        }
+                    }
+                    _ => {
+                        for (o, &v) in dst.iter_mut().zip(src) {
+                            *o = (v - mu) * rs;
+                        }
+                        if let Some(b) = b {
+                            dst.iter_mut().zip(b).for_each(|(o, &bi)| *o = *o + bi);
+                        }
                     }
                 }
-                (Some(w), None) => {
-                    for ((o, &v), &wi) in dst.iter_mut().zip(src).zip(w) {
-                        *o = (v - mu) * rs * wi;
-                    }
-                }
-                _ => {
-                    for (o, &v) in dst.iter_mut().zip(src) {
-                        *o = (v - mu) * rs;
-                    }
-                    if let Some(b) = b {
-                        dst.iter_mut().zip(b).for_each(|(o, &bi)| *o = *o + bi);
-                    }
-                }
-            }
-        })
+            },
+        )
     };
     if d == 0 {
         return LayerNormForward { y, mean, rstd };
@@ -101,20 +104,23 @@ pub fn layer_norm_backward_rows<T: Float>(
     let inv_d = T::one() / T::from_f64(d as f64);
     // dx row by row (independent), in parallel for large inputs.
     let row = |((((src, gr), out), &mu), &rs): ((((&[T], &[T]), &mut [T]), &T), &T)| {
-        simd(|| {
-            let mut sum_dxh = T::zero();
-            let mut sum_dxh_xh = T::zero();
-            for (k, (&v, &gv)) in src.iter().zip(gr).enumerate() {
-                let dxh = gv * w.map_or(T::one(), |w| w[k]);
-                sum_dxh = sum_dxh + dxh;
-                sum_dxh_xh = sum_dxh_xh + dxh * (v - mu) * rs;
-            }
-            let (a, c) = (sum_dxh * inv_d, sum_dxh_xh * inv_d);
-            for (k, ((o, &v), &gv)) in out.iter_mut().zip(src).zip(gr).enumerate() {
-                let dxh = gv * w.map_or(T::one(), |w| w[k]);
-                *o = rs * (dxh - a - (v - mu) * rs * c);
-            }
-        })
+        simd(
+            #[inline(always)]
+            || {
+                let mut sum_dxh = T::zero();
+                let mut sum_dxh_xh = T::zero();
+                for (k, (&v, &gv)) in src.iter().zip(gr).enumerate() {
+                    let dxh = gv * w.map_or(T::one(), |w| w[k]);
+                    sum_dxh = sum_dxh + dxh;
+                    sum_dxh_xh = sum_dxh_xh + dxh * (v - mu) * rs;
+                }
+                let (a, c) = (sum_dxh * inv_d, sum_dxh_xh * inv_d);
+                for (k, ((o, &v), &gv)) in out.iter_mut().zip(src).zip(gr).enumerate() {
+                    let dxh = gv * w.map_or(T::one(), |w| w[k]);
+                    *o = rs * (dxh - a - (v - mu) * rs * c);
+                }
+            },
+        )
     };
     let zipped = |dx: &mut Vec<T>| {
         if !parallel(x.len()) {
@@ -139,13 +145,16 @@ pub fn layer_norm_backward_rows<T: Float>(
     // dw, db: column sums; accumulate rows sequentially (vectorises over d).
     let mut dw = vec![T::zero(); d];
     let mut db = vec![T::zero(); d];
-    simd(|| {
-        for (((src, gr), &mu), &rs) in x.chunks(d).zip(g.chunks(d)).zip(mean).zip(rstd) {
-            for (((w, b), &s), &gv) in dw.iter_mut().zip(db.iter_mut()).zip(src).zip(gr) {
-                *w = *w + gv * (s - mu) * rs;
-                *b = *b + gv;
+    simd(
+        #[inline(always)]
+        || {
+            for (((src, gr), &mu), &rs) in x.chunks(d).zip(g.chunks(d)).zip(mean).zip(rstd) {
+                for (((w, b), &s), &gv) in dw.iter_mut().zip(db.iter_mut()).zip(src).zip(gr) {
+                    *w = *w + gv * (s - mu) * rs;
+                    *b = *b + gv;
+                }
             }
-        }
-    });
+        },
+    );
     (dx, dw, db)
 }

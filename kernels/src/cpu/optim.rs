@@ -41,31 +41,58 @@ pub fn adam_update<T: Float>(
     let w2 = T::one() - b2;
     let n = p.len();
     let (g, m, v) = (&g[..n], &mut m[..n], &mut v[..n]);
+    if vmax.is_none() && !h.maximize {
+        // The common case without per-element branches, so it vectorises.
+        let wd_coupled = if h.decoupled { T::zero() } else { wd };
+        let decay = if h.decoupled && h.weight_decay != 0.0 {
+            decay
+        } else {
+            T::one()
+        };
+        let couple = !h.decoupled && h.weight_decay != 0.0;
+        simd(
+            #[inline(always)]
+            || {
+                for (((pi, &gi), mi), vi) in p.iter_mut().zip(g).zip(m.iter_mut()).zip(v.iter_mut())
+                {
+                    let gi = if couple { gi + wd_coupled * *pi } else { gi };
+                    *pi = *pi * decay;
+                    *mi = *mi + w1 * (gi - *mi);
+                    *vi = *vi * b2 + w2 * gi * gi;
+                    *pi = *pi - step_size * (*mi / ((*vi).sqrt() / bc2_sqrt + eps));
+                }
+            },
+        );
+        return;
+    }
     let mut vmax = vmax.map(|s| &mut s[..n]);
-    simd(|| {
-        for i in 0..n {
-            let mut gi = if h.maximize { -g[i] } else { g[i] };
-            if h.weight_decay != 0.0 {
-                if h.decoupled {
-                    p[i] = p[i] * decay;
-                } else {
-                    gi = gi + wd * p[i];
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                let mut gi = if h.maximize { -g[i] } else { g[i] };
+                if h.weight_decay != 0.0 {
+                    if h.decoupled {
+                        p[i] = p[i] * decay;
+                    } else {
+                        gi = gi + wd * p[i];
+                    }
                 }
+                // torch.lerp with weight < 0.5: m + w * (g - m)
+                m[i] = m[i] + w1 * (gi - m[i]);
+                v[i] = v[i] * b2 + w2 * gi * gi;
+                let vv = match vmax.as_deref_mut() {
+                    Some(vm) => {
+                        vm[i] = vm[i].max(v[i]);
+                        vm[i]
+                    }
+                    None => v[i],
+                };
+                let denom = vv.sqrt() / bc2_sqrt + eps;
+                p[i] = p[i] - step_size * (m[i] / denom);
             }
-            // torch.lerp with weight < 0.5: m + w * (g - m)
-            m[i] = m[i] + w1 * (gi - m[i]);
-            v[i] = v[i] * b2 + w2 * gi * gi;
-            let vv = match vmax.as_deref_mut() {
-                Some(vm) => {
-                    vm[i] = vm[i].max(v[i]);
-                    vm[i]
-                }
-                None => v[i],
-            };
-            let denom = vv.sqrt() / bc2_sqrt + eps;
-            p[i] = p[i] - step_size * (m[i] / denom);
-        }
-    })
+        },
+    )
 }
 
 /// Hyper-parameters of one SGD step.
@@ -92,19 +119,22 @@ pub fn sgd_update<T: Float>(p: &mut [T], g: &[T], buf: Option<&mut [T]>, first: 
     let n = p.len();
     let g = &g[..n];
     let mut buf = buf.map(|b| &mut b[..n]);
-    simd(|| {
-        for i in 0..n {
-            let mut d = if h.maximize { -g[i] } else { g[i] };
-            if h.weight_decay != 0.0 {
-                d = d + wd * p[i];
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                let mut d = if h.maximize { -g[i] } else { g[i] };
+                if h.weight_decay != 0.0 {
+                    d = d + wd * p[i];
+                }
+                if let Some(b) = buf.as_deref_mut() {
+                    b[i] = if first { d } else { b[i] * mom + damp * d };
+                    d = if h.nesterov { d + mom * b[i] } else { b[i] };
+                }
+                p[i] = p[i] - lr * d;
             }
-            if let Some(b) = buf.as_deref_mut() {
-                b[i] = if first { d } else { b[i] * mom + damp * d };
-                d = if h.nesterov { d + mom * b[i] } else { b[i] };
-            }
-            p[i] = p[i] - lr * d;
-        }
-    })
+        },
+    )
 }
 
 /// Hyper-parameters of one RMSprop step.
@@ -140,27 +170,30 @@ pub fn rmsprop_update<T: Float>(
     let w = T::one() - alpha;
     let n = p.len();
     let (g, sq) = (&g[..n], &mut sq[..n]);
-    simd(|| {
-        for i in 0..n {
-            let mut gi = if h.maximize { -g[i] } else { g[i] };
-            if h.weight_decay != 0.0 {
-                gi = gi + wd * p[i];
-            }
-            sq[i] = sq[i] * alpha + w * gi * gi;
-            let avg = match gavg.as_deref_mut() {
-                Some(ga) => {
-                    ga[i] = ga[i] + w * (gi - ga[i]);
-                    (sq[i] - ga[i] * ga[i]).sqrt() + eps
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                let mut gi = if h.maximize { -g[i] } else { g[i] };
+                if h.weight_decay != 0.0 {
+                    gi = gi + wd * p[i];
                 }
-                None => sq[i].sqrt() + eps,
-            };
-            match buf.as_deref_mut() {
-                Some(b) => {
-                    b[i] = b[i] * mom + gi / avg;
-                    p[i] = p[i] - lr * b[i];
+                sq[i] = sq[i] * alpha + w * gi * gi;
+                let avg = match gavg.as_deref_mut() {
+                    Some(ga) => {
+                        ga[i] = ga[i] + w * (gi - ga[i]);
+                        (sq[i] - ga[i] * ga[i]).sqrt() + eps
+                    }
+                    None => sq[i].sqrt() + eps,
+                };
+                match buf.as_deref_mut() {
+                    Some(b) => {
+                        b[i] = b[i] * mom + gi / avg;
+                        p[i] = p[i] - lr * b[i];
+                    }
+                    None => p[i] = p[i] - lr * (gi / avg),
                 }
-                None => p[i] = p[i] - lr * (gi / avg),
             }
-        }
-    })
+        },
+    )
 }

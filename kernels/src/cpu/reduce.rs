@@ -54,30 +54,33 @@ where
     let (ishape, istrides) = coalesce(&inner_shape, &[&inner_strides]);
     let irows = row_count(&ishape);
     let fold_group = |base: usize| {
-        simd(|| {
-            let mut acc = init;
-            let mut pos = 0;
-            for_rows(
-                &ishape,
-                [&istrides[0]],
-                [base],
-                0,
-                irows,
-                |[b], len, [s]| {
-                    if s == 1 {
-                        for (i, &v) in src[b..b + len].iter().enumerate() {
-                            acc = fold(acc, v, pos + i);
+        simd(
+            #[inline(always)]
+            || {
+                let mut acc = init;
+                let mut pos = 0;
+                for_rows(
+                    &ishape,
+                    [&istrides[0]],
+                    [base],
+                    0,
+                    irows,
+                    |[b], len, [s]| {
+                        if s == 1 {
+                            for (i, &v) in src[b..b + len].iter().enumerate() {
+                                acc = fold(acc, v, pos + i);
+                            }
+                        } else {
+                            for i in 0..len {
+                                acc = fold(acc, src[b + i * s], pos + i);
+                            }
                         }
-                    } else {
-                        for i in 0..len {
-                            acc = fold(acc, src[b + i * s], pos + i);
-                        }
-                    }
-                    pos += len;
-                },
-            );
-            acc
-        })
+                        pos += len;
+                    },
+                );
+                acc
+            },
+        )
     };
     let mut bases = Vec::with_capacity(outer);
     kept_layout.for_each_offset(|o| bases.push(o));
@@ -107,14 +110,17 @@ where
     A: Copy + Send + Sync,
 {
     let fill = |c0: usize, acc: &mut [A]| {
-        simd(|| {
-            for r in 0..rows {
-                let row = &src[r * cols + c0..r * cols + c0 + acc.len()];
-                for (a, &v) in acc.iter_mut().zip(row) {
-                    *a = fold(*a, v, r);
+        simd(
+            #[inline(always)]
+            || {
+                for r in 0..rows {
+                    let row = &src[r * cols + c0..r * cols + c0 + acc.len()];
+                    for (a, &v) in acc.iter_mut().zip(row) {
+                        *a = fold(*a, v, r);
+                    }
                 }
-            }
-        })
+            },
+        )
     };
     let mut out = vec![init; cols];
     if !parallel(cols * rows) || cols < 64 {

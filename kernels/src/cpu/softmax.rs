@@ -39,7 +39,12 @@ pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
 }
 
 fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(&[T], &mut [T]) + Sync) -> Vec<T> {
-    let f = |s: &[T], d: &mut [T]| simd(|| f(s, d));
+    let f = |s: &[T], d: &mut [T]| {
+        simd(
+            #[inline(always)]
+            || f(s, d),
+        )
+    };
     let mut out = vec![T::zero(); x.len()];
     if len == 0 {
         return out;
