@@ -19,6 +19,20 @@ pub trait LrScheduler {
         let e = self.last_epoch() + 1;
         self.set_epoch(opt, e);
     }
+
+    /// The scheduler's state as named numbers (for checkpoints).
+    fn state_dict(&self) -> Vec<(String, f64)> {
+        vec![("last_epoch".into(), self.last_epoch() as f64)]
+    }
+
+    /// Restores [`LrScheduler::state_dict`] and re-applies that epoch's lr.
+    fn load_state_dict(&mut self, opt: &mut dyn Optimizer, state: &[(String, f64)]) {
+        let epoch = state
+            .iter()
+            .find(|(k, _)| k == "last_epoch")
+            .map_or(self.last_epoch(), |(_, v)| *v as i64);
+        self.set_epoch(opt, epoch);
+    }
 }
 
 fn base_lrs(opt: &dyn Optimizer) -> Vec<f64> {
@@ -194,6 +208,22 @@ impl LrScheduler for SequentialLR {
             .count();
         self.schedulers[idx].get_last_lr()
     }
+
+    fn load_state_dict(&mut self, opt: &mut dyn Optimizer, state: &[(String, f64)]) {
+        let epoch = state
+            .iter()
+            .find(|(k, _)| k == "last_epoch")
+            .map_or(self.last_epoch, |(_, v)| *v as i64);
+        // The active scheduler's epoch counts from its milestone.
+        let idx = self.milestones.iter().filter(|&&m| m <= epoch).count();
+        let start = if idx == 0 {
+            0
+        } else {
+            self.milestones[idx - 1]
+        };
+        self.last_epoch = epoch;
+        self.schedulers[idx].set_epoch(opt, epoch - start);
+    }
 }
 
 /// Cosine annealing with warm restarts every `t_0 * t_mult^k` epochs (SGDR).
@@ -247,6 +277,27 @@ impl CosineAnnealingWarmRestarts {
 }
 
 impl LrScheduler for CosineAnnealingWarmRestarts {
+    fn state_dict(&self) -> Vec<(String, f64)> {
+        vec![
+            ("last_epoch".into(), self.last_epoch as f64),
+            ("T_i".into(), self.t_i as f64),
+            ("T_cur".into(), self.t_cur as f64),
+        ]
+    }
+
+    fn load_state_dict(&mut self, opt: &mut dyn Optimizer, state: &[(String, f64)]) {
+        let get = |k: &str, d: i64| {
+            state
+                .iter()
+                .find(|(n, _)| n == k)
+                .map_or(d, |(_, v)| *v as i64)
+        };
+        self.last_epoch = get("last_epoch", self.last_epoch);
+        self.t_i = get("T_i", self.t_i);
+        self.t_cur = get("T_cur", self.t_cur);
+        self.apply(opt);
+    }
+
     fn set_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
         if epoch == self.last_epoch + 1 {
             self.t_cur += 1;
@@ -441,6 +492,29 @@ impl ReduceLROnPlateau {
         match self.mode {
             PlateauMode::Min => a < self.best * (1.0 - self.threshold),
             PlateauMode::Max => a > self.best * (1.0 + self.threshold),
+        }
+    }
+
+    /// The plateau tracker's state (for checkpoints).
+    pub fn state_dict(&self) -> Vec<(String, f64)> {
+        vec![
+            ("best".into(), self.best),
+            ("num_bad_epochs".into(), self.num_bad as f64),
+            ("cooldown_counter".into(), self.cooldown_counter as f64),
+            ("last_epoch".into(), self.last_epoch as f64),
+        ]
+    }
+
+    /// Restores [`ReduceLROnPlateau::state_dict`] (the lr itself lives in the optimizer's state).
+    pub fn load_state_dict(&mut self, state: &[(String, f64)]) {
+        for (k, v) in state {
+            match k.as_str() {
+                "best" => self.best = *v,
+                "num_bad_epochs" => self.num_bad = *v as usize,
+                "cooldown_counter" => self.cooldown_counter = *v as usize,
+                "last_epoch" => self.last_epoch = *v as i64,
+                _ => {}
+            }
         }
     }
 
