@@ -2,6 +2,9 @@
 //! `tests/goldens/`): every case's outputs and input gradients, in f64 and
 //! again in f32, with the tolerances stated below.
 
+mod common;
+
+use common::close;
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
 use tapir::prelude::*;
@@ -203,24 +206,6 @@ fn run(op: &str, a: &Value, x: &[Tensor]) -> Vec<Tensor> {
     }
 }
 
-fn close(what: &str, got: &Tensor, want: &Tensor, (atol, rtol): (f64, f64)) -> Result<(), String> {
-    if got.shape() != want.shape() {
-        return Err(format!(
-            "{what}: shape {:?}, want {:?}",
-            got.shape(),
-            want.shape()
-        ));
-    }
-    let (g, w): (Vec<f64>, Vec<f64>) = (got.to_vec(), want.to_vec());
-    for (k, (&x, &y)) in g.iter().zip(&w).enumerate() {
-        let ok = (x - y).abs() <= atol + rtol * y.abs() || (x.is_nan() && y.is_nan()) || x == y;
-        if !ok {
-            return Err(format!("{what}[{k}]: got {x:e}, want {y:e}"));
-        }
-    }
-    Ok(())
-}
-
 fn check_case(st: &SafeTensors, c: &Value, dtype: DType, tol: (f64, f64)) -> Result<(), String> {
     let name = c["name"].as_str().unwrap();
     let n_in = c["n_in"].as_u64().unwrap() as usize;
@@ -253,7 +238,8 @@ fn check_case(st: &SafeTensors, c: &Value, dtype: DType, tol: (f64, f64)) -> Res
             &format!("{name} ({dtype}) out{k}"),
             o,
             &load(st, &format!("{name}.out{k}")),
-            tol,
+            tol.0,
+            tol.1,
         )?;
         if o.requires_grad() {
             let w = load(st, &format!("{name}.w{k}")).to_dtype(o.dtype());
@@ -274,7 +260,8 @@ fn check_case(st: &SafeTensors, c: &Value, dtype: DType, tol: (f64, f64)) -> Res
                 &format!("{name} ({dtype}) grad{k}"),
                 &g,
                 &load(st, &format!("{name}.grad{k}")),
-                tol,
+                tol.0,
+                tol.1,
             )?;
         }
     }

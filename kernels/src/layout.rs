@@ -171,40 +171,14 @@ impl Layout {
     /// As [`Layout::for_each_row`] but only rows `start..end`, so a caller can
     /// split the work across threads.
     pub fn for_rows_in(&self, start: usize, end: usize, mut f: impl FnMut(usize, usize, usize)) {
-        if self.numel() == 0 || start >= end {
-            return;
-        }
-        let nd = self.ndim();
-        if nd == 0 {
-            f(self.offset, 1, 1);
-            return;
-        }
-        let (len, stride) = (self.shape[nd - 1], self.strides[nd - 1]);
-        let outer = &self.shape[..nd - 1];
-        // Unravel `start` into a multi-index over the outer dims.
-        let mut idx = vec![0usize; nd - 1];
-        let mut rem = start;
-        let mut base = self.offset;
-        for d in (0..nd - 1).rev() {
-            idx[d] = rem % outer[d];
-            rem /= outer[d];
-            base += idx[d] * self.strides[d];
-        }
-        for _ in start..end {
-            f(base, len, stride);
-            // Increment the multi-index like an odometer.
-            let mut d = nd - 1;
-            while d > 0 {
-                d -= 1;
-                idx[d] += 1;
-                base += self.strides[d];
-                if idx[d] < outer[d] {
-                    break;
-                }
-                base -= idx[d] * self.strides[d];
-                idx[d] = 0;
-            }
-        }
+        crate::cpu::for_rows(
+            &self.shape,
+            [&self.strides],
+            [self.offset],
+            start,
+            end,
+            |[b], len, [s]| f(b, len, s),
+        );
     }
 }
 

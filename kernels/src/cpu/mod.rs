@@ -19,3 +19,4 @@ pub use optim::{AdamStep, RmspropStep, SgdStep, adam_update, rmsprop_update, sgd
 pub use reduce::reduce;
 pub use softmax::{log_softmax_rows, softmax_rows};
 pub use strided::coalesce;
+pub(crate) use strided::for_rows;

@@ -224,16 +224,10 @@ impl Forward for Conv2d {
 
 impl Module for Conv2d {
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        f("weight", &self.weight, TensorKind::Parameter);
-        if let Some(b) = &self.bias {
-            f("bias", b, TensorKind::Parameter);
-        }
+        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
     }
     fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        f("weight", &mut self.weight, TensorKind::Parameter);
-        if let Some(b) = &mut self.bias {
-            f("bias", b, TensorKind::Parameter);
-        }
+        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
     }
     fn repr(&self) -> String {
         let o = &self.opts;

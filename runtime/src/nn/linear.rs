@@ -60,18 +60,36 @@ impl Forward for Linear {
     }
 }
 
+/// Visits a `weight` and an optional `bias` (Linear, Conv2d).
+pub(crate) fn visit_weight_bias(
+    w: &Tensor,
+    b: &Option<Tensor>,
+    f: &mut dyn FnMut(&str, &Tensor, TensorKind),
+) {
+    f("weight", w, TensorKind::Parameter);
+    if let Some(b) = b {
+        f("bias", b, TensorKind::Parameter);
+    }
+}
+
+/// As [`visit_weight_bias`], mutably.
+pub(crate) fn visit_weight_bias_mut(
+    w: &mut Tensor,
+    b: &mut Option<Tensor>,
+    f: &mut dyn FnMut(&str, &mut Tensor, TensorKind),
+) {
+    f("weight", w, TensorKind::Parameter);
+    if let Some(b) = b {
+        f("bias", b, TensorKind::Parameter);
+    }
+}
+
 impl Module for Linear {
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        f("weight", &self.weight, TensorKind::Parameter);
-        if let Some(b) = &self.bias {
-            f("bias", b, TensorKind::Parameter);
-        }
+        visit_weight_bias(&self.weight, &self.bias, f);
     }
     fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        f("weight", &mut self.weight, TensorKind::Parameter);
-        if let Some(b) = &mut self.bias {
-            f("bias", b, TensorKind::Parameter);
-        }
+        visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
     }
     fn repr(&self) -> String {
         let b = if self.bias.is_some() { "True" } else { "False" };
