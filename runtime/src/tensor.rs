@@ -261,6 +261,13 @@ impl Tensor {
     }
 
     /// A tensor sharing this one's data, cut off from the graph.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let w = Tensor::ones(&[2]).requires_grad_(true);
+    /// let d = (&w * 2.0).detach();
+    /// assert!(!d.requires_grad() && d.is_leaf());
+    /// ```
     pub fn detach(&self) -> Tensor {
         self.view_with(self.0.layout.clone())
     }
@@ -280,6 +287,14 @@ impl Tensor {
 
     /// Backpropagates `grad` (same shape as `self`); `retain_graph` keeps the
     /// saved tensors so backward can run through the graph again.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::ones(&[2]).requires_grad_(true);
+    /// let y = &x * 3.0;
+    /// y.backward_with(&Tensor::from_vec(vec![1.0f32, 2.0], &[2]), false);
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![3.0, 6.0]);
+    /// ```
     pub fn backward_with(&self, grad: &Tensor, retain_graph: bool) {
         assert!(
             self.requires_grad(),

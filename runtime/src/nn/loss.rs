@@ -54,6 +54,14 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
 
 /// Cross entropy with class weights, `ignore_index`, label smoothing, or
 /// class-probability targets (a float `target` shaped like `logits`).
+///
+/// ```
+/// use tapir_runtime::{nn::{cross_entropy_with, CrossEntropyOptions}, Tensor};
+/// let logits = Tensor::zeros(&[2, 4]);
+/// let y = Tensor::from_vec(vec![1i64, -100], &[2]); // the second sample is ignored
+/// let o = CrossEntropyOptions { label_smoothing: 0.1, ..Default::default() };
+/// assert!((cross_entropy_with(&logits, &y, &o).item::<f32>() - 4f32.ln()).abs() < 1e-6);
+/// ```
 pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
     assert!(
         logits.ndim() >= 1,

@@ -137,6 +137,15 @@ pub trait Module: Send + Sync {
     /// missing, unexpected or mis-shaped key is an error listing all of them
     /// (and nothing is loaded); otherwise what matches is loaded and the
     /// report says what was skipped.
+    ///
+    /// ```
+    /// use tapir_runtime::nn::{Linear, Module};
+    /// let a = Linear::new(3, 2, true);
+    /// let mut b = Linear::new(3, 2, true);
+    /// let report = b.load_state_dict(&a.state_dict(), true).unwrap();
+    /// assert!(report.is_clean());
+    /// assert_eq!(a.weight.to_vec::<f32>(), b.weight.to_vec::<f32>());
+    /// ```
     fn load_state_dict(&mut self, dict: &[(String, Tensor)], strict: bool) -> Result<LoadReport> {
         let mut report = LoadReport::default();
         let mut seen = BTreeSet::new();

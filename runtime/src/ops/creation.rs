@@ -191,6 +191,12 @@ impl Tensor {
 
     /// This tensor converted to `dtype` (a copy when it changes; gradients
     /// flow back between float dtypes).
+    ///
+    /// ```
+    /// use tapir_runtime::{DType, Tensor};
+    /// let h = Tensor::from_vec(vec![1.0f32 / 3.0], &[1]).to_dtype(DType::BF16);
+    /// assert_eq!(h.to_vec::<f64>(), vec![0.333984375]);
+    /// ```
     pub fn to_dtype(&self, dtype: DType) -> Tensor {
         if dtype == self.dtype() {
             return self.clone();

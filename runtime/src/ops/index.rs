@@ -99,6 +99,13 @@ impl Tensor {
     }
 
     /// `out[i][j] = self[index[i][j]][j]` for dim 0, and so on (`torch.gather`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// let i = Tensor::from_vec(vec![1i64, 0], &[2, 1]);
+    /// assert_eq!(x.gather(1, &i).to_vec::<f32>(), vec![2.0, 3.0]);
+    /// ```
     pub fn gather(&self, dim: isize, index: &Tensor) -> Tensor {
         let d = self.dim(dim, "gather");
         assert_eq!(

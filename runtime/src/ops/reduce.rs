@@ -88,6 +88,13 @@ impl Tensor {
     }
 
     /// Variance over `dims` with Bessel-style `correction` (1 = unbiased, PyTorch's default).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// assert_eq!(x.var_dims(&[1], 1, false).to_vec::<f32>(), vec![0.5, 0.5]);
+    /// assert_eq!(x.var_dims(&[1], 0, false).to_vec::<f32>(), vec![0.25, 0.25]);
+    /// ```
     pub fn var_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Tensor {
         let d = self.reduce_dims(dims, "var");
         let n: usize = d.iter().map(|&i| self.shape()[i]).product();

@@ -151,6 +151,12 @@ impl Tensor {
     }
 
     /// Reorders dims: output dim `i` is input dim `perm[i]`.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::zeros(&[2, 3, 4]);
+    /// assert_eq!(x.permute(&[2, 0, 1]).shape(), &[4, 2, 3]);
+    /// ```
     pub fn permute(&self, perm: &[isize]) -> Tensor {
         assert_eq!(
             perm.len(),

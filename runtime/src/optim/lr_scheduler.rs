@@ -120,6 +120,15 @@ impl ExponentialLR {
 }
 
 /// Cosine from the base lr down to `eta_min` over `t_max` epochs.
+///
+/// ```
+/// use tapir_runtime::{optim::*, Tensor};
+/// let mut opt = SGD::new(vec![Tensor::zeros(&[1]).requires_grad_(true)], SgdConfig { lr: 1.0, ..Default::default() });
+/// let mut s = CosineAnnealingLR::new(&mut opt, 4, 0.0);
+/// s.step(&mut opt);
+/// s.step(&mut opt);
+/// assert!((opt.lr() - 0.5).abs() < 1e-12); // halfway down the cosine
+/// ```
 pub struct CosineAnnealingLR;
 impl CosineAnnealingLR {
     #[allow(clippy::new_ret_no_self)]
