@@ -151,12 +151,7 @@ impl Layout {
     /// order; a 0-d layout is one row of length 1.
     #[inline]
     pub fn for_each_row(&self, f: impl FnMut(usize, usize, usize)) {
-        let rows = if self.shape.is_empty() {
-            1
-        } else {
-            self.numel() / self.shape[self.ndim() - 1].max(1)
-        };
-        self.for_rows_in(0, rows, f)
+        self.for_rows_in(0, self.rows(), f)
     }
 
     /// Number of innermost rows (numel / last dim).

@@ -44,7 +44,6 @@ impl fmt::Display for Device {
     }
 }
 
-#[allow(dead_code)]
 pub(crate) fn unavailable(device: Device, why: impl Into<String>) -> Error {
     Error::DeviceUnavailable {
         device: device.to_string(),

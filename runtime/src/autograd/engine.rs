@@ -3,7 +3,7 @@
 
 use super::{BackwardFn, GradHook, NoGradGuard};
 use crate::Tensor;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -104,13 +104,12 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
     // Count, for every node reachable from the root, how many edges feed it.
     let mut deps: HashMap<*const Node, usize> = HashMap::new();
     let mut stack = vec![node.clone()];
-    let mut seen: HashMap<*const Node, ()> = HashMap::new();
-    seen.insert(key(&node), ());
+    let mut seen: HashSet<*const Node> = HashSet::from([key(&node)]);
     while let Some(n) = stack.pop() {
         for e in &n.edges {
             if let Edge::Node(m) = e {
                 *deps.entry(key(m)).or_insert(0) += 1;
-                if seen.insert(key(m), ()).is_none() {
+                if seen.insert(key(m)) {
                     stack.push(m.clone());
                 }
             }

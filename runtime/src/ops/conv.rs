@@ -3,7 +3,7 @@
 //! its gradient for free.
 
 use crate::Tensor;
-use crate::storage::CpuBuffer;
+use crate::storage::{CpuBuffer, contiguous};
 use tapir_kernels::cpu::{self, Conv2dGeometry};
 
 /// Options of a 2-D sliding window (PyTorch's defaults: stride 1, padding 0, dilation 1).
@@ -97,11 +97,12 @@ impl Tensor {
         );
         let g = geometry(self, kernel, &opts, op);
         let (oh, ow) = g.out_hw().unwrap();
-        let x = self.contiguous_copy();
-        let buf = match x.read().cpu() {
-            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::im2col(v, &g, pad)),
+        let buf = match self.read().cpu() {
+            CpuBuffer::F64(v) => {
+                CpuBuffer::F64(cpu::im2col(&contiguous(v, self.layout()), &g, pad))
+            }
             other => {
-                let v: Vec<f32> = other.to_vec(x.layout());
+                let v: Vec<f32> = other.to_vec(self.layout());
                 CpuBuffer::F32(cpu::im2col(&v, &g, pad as f32))
             }
         };
@@ -110,11 +111,12 @@ impl Tensor {
         let in_shape = self.shape().to_vec();
         Tensor::record(out.detach(), "Im2ColBackward0", &[self], move || {
             move |grad: &Tensor, _: &[bool]| {
-                let gc = grad.contiguous_copy();
-                let buf = match gc.read().cpu() {
-                    CpuBuffer::F64(v) => CpuBuffer::F64(cpu::col2im(v, &g)),
+                let buf = match grad.read().cpu() {
+                    CpuBuffer::F64(v) => {
+                        CpuBuffer::F64(cpu::col2im(&contiguous(v, grad.layout()), &g))
+                    }
                     other => {
-                        let v: Vec<f32> = other.to_vec(gc.layout());
+                        let v: Vec<f32> = other.to_vec(grad.layout());
                         CpuBuffer::F32(cpu::col2im(&v, &g))
                     }
                 };

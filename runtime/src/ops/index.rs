@@ -125,9 +125,9 @@ impl Tensor {
             );
         }
         let idx = indices(index, self.shape()[d], "gather");
-        let src = self.contiguous_copy();
-        let buf = src.read().cpu().any_kernel(
-            src.layout(),
+        // any_kernel densifies the view itself (borrowing when already dense).
+        let buf = self.read().cpu().any_kernel(
+            self.layout(),
             Gather {
                 dim: d,
                 shape: self.shape(),

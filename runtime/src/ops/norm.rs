@@ -59,9 +59,11 @@ impl Tensor {
         } else {
             DType::F32
         };
-        let x = self.to_dtype(compute).detach().contiguous_copy();
-        let w = weight.map(|w| w.to_dtype(compute).detach().contiguous_copy());
-        let b = bias.map(|b| b.to_dtype(compute).detach().contiguous_copy());
+        // Dense views (no copy when already dense); the kernels read them at their offsets.
+        let dense = |t: &Tensor| t.to_dtype(compute).detach().contiguous();
+        let x = dense(self);
+        let w = weight.map(dense);
+        let b = bias.map(dense);
         let (y, mean, rstd) = {
             let (xs, ws, bs) = (
                 x.read(),
@@ -69,12 +71,12 @@ impl Tensor {
                 b.as_ref().map(|t| t.read()),
             );
             match xs.cpu() {
-                CpuBuffer::F64(xv) => {
+                CpuBuffer::F64(_) => {
                     let f = cpu::layer_norm_rows(
-                        xv,
+                        f64s(xs.cpu(), &x),
                         d,
-                        ws.as_ref().map(|s| f64s(s.cpu())),
-                        bs.as_ref().map(|s| f64s(s.cpu())),
+                        ws.as_ref().zip(w.as_ref()).map(|(s, t)| f64s(s.cpu(), t)),
+                        bs.as_ref().zip(b.as_ref()).map(|(s, t)| f64s(s.cpu(), t)),
                         eps,
                     );
                     (
@@ -83,12 +85,12 @@ impl Tensor {
                         CpuBuffer::F64(f.rstd),
                     )
                 }
-                CpuBuffer::F32(xv) => {
+                CpuBuffer::F32(_) => {
                     let f = cpu::layer_norm_rows(
-                        xv,
+                        f32s(xs.cpu(), &x),
                         d,
-                        ws.as_ref().map(|s| f32s(s.cpu())),
-                        bs.as_ref().map(|s| f32s(s.cpu())),
+                        ws.as_ref().zip(w.as_ref()).map(|(s, t)| f32s(s.cpu(), t)),
+                        bs.as_ref().zip(b.as_ref()).map(|(s, t)| f32s(s.cpu(), t)),
                         eps,
                     );
                     (
@@ -112,39 +114,39 @@ impl Tensor {
         let norm_shape = normalized.to_vec();
         Tensor::record(out, "NativeLayerNormBackward0", &inputs, move || {
             move |g: &Tensor, needs: &[bool]| {
-                let gc = g.to_dtype(compute).contiguous_copy();
+                let gc = g.to_dtype(compute).contiguous();
                 let (gs, xs, ms, rs) = (gc.read(), x.read(), mean.read(), rstd.read());
                 let ws = w.as_ref().map(|t| t.read());
                 let (dx, dw, db) = match (xs.cpu(), gs.cpu(), ms.cpu(), rs.cpu()) {
                     (
-                        CpuBuffer::F64(xv),
-                        CpuBuffer::F64(gv),
+                        CpuBuffer::F64(_),
+                        CpuBuffer::F64(_),
                         CpuBuffer::F64(m),
                         CpuBuffer::F64(r),
                     ) => {
                         let (a, b, c) = cpu::layer_norm_backward_rows(
-                            xv,
-                            gv,
+                            f64s(xs.cpu(), &x),
+                            f64s(gs.cpu(), &gc),
                             d,
                             m,
                             r,
-                            ws.as_ref().map(|s| f64s(s.cpu())),
+                            ws.as_ref().zip(w.as_ref()).map(|(s, t)| f64s(s.cpu(), t)),
                         );
                         (CpuBuffer::F64(a), CpuBuffer::F64(b), CpuBuffer::F64(c))
                     }
                     (
-                        CpuBuffer::F32(xv),
-                        CpuBuffer::F32(gv),
+                        CpuBuffer::F32(_),
+                        CpuBuffer::F32(_),
                         CpuBuffer::F32(m),
                         CpuBuffer::F32(r),
                     ) => {
                         let (a, b, c) = cpu::layer_norm_backward_rows(
-                            xv,
-                            gv,
+                            f32s(xs.cpu(), &x),
+                            f32s(gs.cpu(), &gc),
                             d,
                             m,
                             r,
-                            ws.as_ref().map(|s| f32s(s.cpu())),
+                            ws.as_ref().zip(w.as_ref()).map(|(s, t)| f32s(s.cpu(), t)),
                         );
                         (CpuBuffer::F32(a), CpuBuffer::F32(b), CpuBuffer::F32(c))
                     }
@@ -162,16 +164,20 @@ impl Tensor {
     }
 }
 
-fn f64s(b: &CpuBuffer) -> &[f64] {
+/// The elements of a dense `t` inside its buffer `b`, as f64.
+fn f64s<'a>(b: &'a CpuBuffer, t: &Tensor) -> &'a [f64] {
+    let (o, n) = (t.layout().offset, t.numel());
     match b {
-        CpuBuffer::F64(v) => v,
+        CpuBuffer::F64(v) => &v[o..o + n],
         _ => unreachable!("cast to f64 above"),
     }
 }
 
-fn f32s(b: &CpuBuffer) -> &[f32] {
+/// The elements of a dense `t` inside its buffer `b`, as f32.
+fn f32s<'a>(b: &'a CpuBuffer, t: &Tensor) -> &'a [f32] {
+    let (o, n) = (t.layout().offset, t.numel());
     match b {
-        CpuBuffer::F32(v) => v,
+        CpuBuffer::F32(v) => &v[o..o + n],
         _ => unreachable!("cast to f32 above"),
     }
 }

@@ -4,7 +4,7 @@
 
 mod cpu;
 
-pub(crate) use cpu::{AnyKernel, CpuBuffer};
+pub(crate) use cpu::{AnyKernel, CpuBuffer, contiguous};
 
 use crate::device::Device;
 use crate::dtype::{DType, Element};
