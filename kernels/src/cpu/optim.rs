@@ -95,7 +95,7 @@ pub fn adam_update<T: Float>(
     )
 }
 
-/// Hyper-parameters of one SGD step.
+/// Hyper-parameters of SGD (for one step, or as an optimizer's defaults).
 #[derive(Clone, Copy, Debug)]
 pub struct SgdStep {
     pub lr: f64,
@@ -104,6 +104,20 @@ pub struct SgdStep {
     pub weight_decay: f64,
     pub nesterov: bool,
     pub maximize: bool,
+}
+
+impl Default for SgdStep {
+    /// `torch.optim.SGD`'s defaults (lr 1e-3, no momentum, no decay).
+    fn default() -> Self {
+        SgdStep {
+            lr: 1e-3,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+            maximize: false,
+        }
+    }
 }
 
 /// One SGD step in place; `buf` is the momentum buffer, `first` when it is
@@ -137,7 +151,7 @@ pub fn sgd_update<T: Float>(p: &mut [T], g: &[T], buf: Option<&mut [T]>, first: 
     )
 }
 
-/// Hyper-parameters of one RMSprop step.
+/// Hyper-parameters of RMSprop (for one step, or as an optimizer's defaults).
 #[derive(Clone, Copy, Debug)]
 pub struct RmspropStep {
     pub lr: f64,
@@ -147,6 +161,21 @@ pub struct RmspropStep {
     pub momentum: f64,
     pub centered: bool,
     pub maximize: bool,
+}
+
+impl Default for RmspropStep {
+    /// `torch.optim.RMSprop`'s defaults (lr 1e-2, alpha 0.99, eps 1e-8).
+    fn default() -> Self {
+        RmspropStep {
+            lr: 1e-2,
+            alpha: 0.99,
+            eps: 1e-8,
+            weight_decay: 0.0,
+            momentum: 0.0,
+            centered: false,
+            maximize: false,
+        }
+    }
 }
 
 /// One RMSprop step in place with state `sq` (square average), `gavg`

@@ -7,31 +7,8 @@ use crate::nn::StateDict;
 use crate::{Result, Tensor};
 use tapir_kernels::cpu::{RmspropStep, rmsprop_update};
 
-/// Hyper-parameters of RMSprop (PyTorch's defaults: lr 1e-2, alpha 0.99, eps 1e-8).
-#[derive(Clone, Copy, Debug)]
-pub struct RMSpropConfig {
-    pub lr: f64,
-    pub alpha: f64,
-    pub eps: f64,
-    pub weight_decay: f64,
-    pub momentum: f64,
-    pub centered: bool,
-    pub maximize: bool,
-}
-
-impl Default for RMSpropConfig {
-    fn default() -> Self {
-        RMSpropConfig {
-            lr: 1e-2,
-            alpha: 0.99,
-            eps: 1e-8,
-            weight_decay: 0.0,
-            momentum: 0.0,
-            centered: false,
-            maximize: false,
-        }
-    }
-}
+/// Hyper-parameters of RMSprop; `Default` gives PyTorch's (lr 1e-2, alpha 0.99, eps 1e-8).
+pub type RMSpropConfig = RmspropStep;
 
 /// `torch.optim.RMSprop`.
 pub struct RMSprop {
@@ -80,12 +57,8 @@ impl Optimizer for RMSprop {
             st.step += 1;
             let h = RmspropStep {
                 lr,
-                alpha: c.alpha,
-                eps: c.eps,
                 weight_decay: wd,
-                momentum: c.momentum,
-                centered: c.centered,
-                maximize: c.maximize,
+                ..c
             };
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
             let (has_mom, centered) = (c.momentum > 0.0, c.centered);

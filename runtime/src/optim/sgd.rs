@@ -7,29 +7,8 @@ use crate::nn::StateDict;
 use crate::{Result, Tensor};
 use tapir_kernels::cpu::{SgdStep, sgd_update};
 
-/// Hyper-parameters of SGD (PyTorch's defaults, lr 1e-3).
-#[derive(Clone, Copy, Debug)]
-pub struct SgdConfig {
-    pub lr: f64,
-    pub momentum: f64,
-    pub dampening: f64,
-    pub weight_decay: f64,
-    pub nesterov: bool,
-    pub maximize: bool,
-}
-
-impl Default for SgdConfig {
-    fn default() -> Self {
-        SgdConfig {
-            lr: 1e-3,
-            momentum: 0.0,
-            dampening: 0.0,
-            weight_decay: 0.0,
-            nesterov: false,
-            maximize: false,
-        }
-    }
-}
+/// Hyper-parameters of SGD; `Default` gives PyTorch's (lr 1e-3).
+pub type SgdConfig = SgdStep;
 
 /// `torch.optim.SGD`.
 ///
@@ -78,11 +57,8 @@ impl Optimizer for SGD {
         for (i, p, g, lr, wd) in with_grads(&self.groups) {
             let h = SgdStep {
                 lr,
-                momentum: self.cfg.momentum,
-                dampening: self.cfg.dampening,
                 weight_decay: wd,
-                nesterov: self.cfg.nesterov,
-                maximize: self.cfg.maximize,
+                ..self.cfg
             };
             let first = self.cfg.momentum != 0.0 && self.state[i].is_none();
             let st = self.state[i].get_or_insert_with(|| {
