@@ -306,8 +306,9 @@ fn hooks_see_and_replace_gradients() {
 
 #[test]
 fn frozen_inputs_get_no_gradient_work() {
-    // The weight is frozen: its gradient stays None and the matmul backward
-    // for it is skipped (the `needs` mask), observable as no grad at all.
+    // A weight that does not require grad stays without one while the input
+    // gets its gradient. (That its GEMM is skipped is shown by counting
+    // launches in tests/training.rs.)
     let x = Tensor::randn(&[4, 3]).requires_grad_(true);
     let w = Tensor::randn(&[3, 2]);
     x.matmul(&w).sum().backward();
