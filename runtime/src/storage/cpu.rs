@@ -251,10 +251,8 @@ impl CpuBuffer {
                     &y,
                     &Layout::contiguous(&lb.shape),
                 );
-                F32(r).cast(
-                    &Layout::contiguous(&[self_len(&la.shape, &lb.shape)]),
-                    a.dtype(),
-                )
+                let n = r.len();
+                F32(r).cast(&Layout::contiguous(&[n]), a.dtype())
             }
         }
     }
@@ -317,11 +315,6 @@ impl CpuBuffer {
             }
         }
     }
-}
-
-fn self_len(a: &[usize], b: &[usize]) -> usize {
-    let nd = a.len();
-    a[..nd - 1].iter().product::<usize>() * b[nd - 1]
 }
 
 pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default>(
