@@ -12,10 +12,12 @@
 //! assert_eq!(w.grad().unwrap().shape(), &[784, 10]);
 //! ```
 
+pub use tapir_macros::model;
 pub use tapir_runtime::*;
 
 /// The names a training script uses.
 pub mod prelude {
+    pub use crate::model;
     pub use tapir_runtime::nn::{self, Forward, Module, cross_entropy};
     pub use tapir_runtime::optim::{self, LrScheduler, Optimizer, clip_grad_norm_};
     pub use tapir_runtime::{

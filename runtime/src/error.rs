@@ -13,6 +13,9 @@ pub enum Error {
         path: String,
         source: std::io::Error,
     },
+    /// A tensor given to a model does not have the shape its `forward` declares.
+    #[error("{0}")]
+    Shape(String),
     /// A file or buffer that does not hold what it should.
     #[error("{0}")]
     Format(String),

@@ -14,6 +14,8 @@ mod device;
 mod display;
 mod dtype;
 mod error;
+#[doc(hidden)]
+pub mod macro_support;
 pub mod nn;
 mod ops;
 pub mod optim;
