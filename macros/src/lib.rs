@@ -42,10 +42,7 @@ fn expand_checked(tokens: TokenStream) -> TokenStream {
     if let Some(t) = layer_table_request(&tokens) {
         return t;
     }
-    let input: parse::Input = match syn::parse2(tokens.clone()) {
-        Ok(i) => i,
-        Err(e) => return e.to_compile_error(),
-    };
+    let input = parse::parse_input(tokens.clone());
     let analysis = analyse::analyse(&input);
     if let Some(callee) = &analysis.needs_signature {
         // Ask the other block's `macro_rules!` for its signature; it calls
@@ -54,9 +51,7 @@ fn expand_checked(tokens: TokenStream) -> TokenStream {
     }
     let mut out = TokenStream::new();
     let mut errors = analysis.errors;
-    if let Some(e) = &input.error {
-        errors.push(e.clone());
-    }
+    errors.extend(input.errors.iter().cloned());
     for e in &errors {
         out.extend(e.to_compile_error());
     }

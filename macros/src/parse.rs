@@ -12,7 +12,7 @@
 //! `@signature` lines are written by the `macro_rules!` each model leaves
 //! behind, so that a later `model!` block can check calls into it.
 
-use proc_macro2::Span;
+use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -72,8 +72,8 @@ pub struct ExternSig {
 pub struct Input {
     pub signatures: Vec<ExternSig>,
     pub models: Vec<ModelDef>,
-    /// The parse error that stopped parsing, if any (models before it are kept).
-    pub error: Option<syn::Error>,
+    /// Every parse error (the models that parsed are kept).
+    pub errors: Vec<syn::Error>,
 }
 
 impl Parse for ShapeSyntax {
@@ -155,13 +155,8 @@ fn parse_struct(input: ParseStream) -> syn::Result<ModelDef> {
     })
 }
 
-fn parse_forward(input: ParseStream, model: &Ident) -> syn::Result<ForwardDef> {
+fn parse_forward(input: ParseStream) -> syn::Result<ForwardDef> {
     let attrs = input.call(Attribute::parse_outer)?;
-    if !input.peek(Token![fn]) {
-        return Err(input.error(format!(
-            "expected `fn forward(&self, ..) -> [..] {{ .. }}` after the struct `{model}`"
-        )));
-    }
     input.parse::<Token![fn]>()?;
     let name: Ident = input.parse()?;
     if name != "forward" {
@@ -211,39 +206,123 @@ fn parse_forward(input: ParseStream, model: &Ident) -> syn::Result<ForwardDef> {
     })
 }
 
-impl Parse for Input {
-    fn parse(input: ParseStream) -> syn::Result<Self> {
-        let mut out = Input {
-            signatures: vec![],
-            models: vec![],
-            error: None,
-        };
-        while input.peek(Token![@]) {
-            out.signatures.push(input.parse()?);
-        }
-        if input.is_empty() {
-            return Err(
-                input.error("`model!` expects `struct Name { layers } fn forward(..) { .. }`")
-            );
-        }
-        while !input.is_empty() {
-            let mut model = match parse_struct(input) {
-                Ok(m) => m,
-                Err(e) => {
-                    out.error = Some(e);
-                    break;
-                }
-            };
-            match parse_forward(input, &model.name) {
-                Ok(f) => model.forward = Some(f),
-                Err(e) => {
-                    out.error = Some(e);
-                    out.models.push(model);
-                    break;
-                }
+/// Splits the block at the top level into `@signature ..;` lines, struct
+/// items and forward fns, so that each is parsed on its own and an error in
+/// one does not hide the others.
+fn chunks(tokens: TokenStream) -> Vec<(ChunkKind, TokenStream)> {
+    let mut out = vec![];
+    let mut cur: Vec<TokenTree> = vec![];
+    let mut kind = None;
+    for tt in tokens {
+        let end = match (&tt, kind) {
+            (TokenTree::Punct(p), _) if p.as_char() == '@' && cur.is_empty() => {
+                kind = Some(ChunkKind::Signature);
+                false
             }
-            out.models.push(model);
+            (TokenTree::Ident(i), None) if i == "struct" => {
+                kind = Some(ChunkKind::Struct);
+                false
+            }
+            (TokenTree::Ident(i), None) if i == "fn" => {
+                kind = Some(ChunkKind::Forward);
+                false
+            }
+            (TokenTree::Punct(p), Some(ChunkKind::Signature | ChunkKind::Struct)) => {
+                p.as_char() == ';'
+            }
+            (TokenTree::Group(g), Some(ChunkKind::Struct | ChunkKind::Forward)) => {
+                g.delimiter() == Delimiter::Brace
+            }
+            _ => false,
+        };
+        cur.push(tt);
+        if end {
+            out.push((kind.unwrap_or(ChunkKind::Struct), cur.drain(..).collect()));
+            kind = None;
         }
-        Ok(out)
+    }
+    if !cur.is_empty() {
+        out.push((kind.unwrap_or(ChunkKind::Struct), cur.into_iter().collect()));
+    }
+    out
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ChunkKind {
+    Signature,
+    Struct,
+    Forward,
+}
+
+/// Parses a block: every chunk that parses is kept, every error is returned.
+pub fn parse_input(tokens: TokenStream) -> Input {
+    let mut out = Input {
+        signatures: vec![],
+        models: vec![],
+        errors: vec![],
+    };
+    let all = chunks(tokens);
+    if all.is_empty() {
+        out.errors.push(syn::Error::new(
+            Span::call_site(),
+            "`model!` expects `struct Name { layers } fn forward(&self, ..) -> [..] { .. }`",
+        ));
+    }
+    let mut iter = all.into_iter().peekable();
+    while let Some((kind, ts)) = iter.next() {
+        match kind {
+            ChunkKind::Signature => match syn::parse2::<ExternSig>(ts) {
+                Ok(s) => out.signatures.push(s),
+                Err(e) => out.errors.push(e),
+            },
+            ChunkKind::Forward => {
+                let err = syn::parse2::<ForwardDef>(ts).err();
+                out.errors.push(err.unwrap_or_else(|| {
+                    syn::Error::new(Span::call_site(), "a `fn forward` must follow a struct")
+                }));
+            }
+            ChunkKind::Struct => {
+                let mut model = match syn::parse2::<StructChunk>(ts) {
+                    Ok(m) => m.0,
+                    Err(e) => {
+                        out.errors.push(e);
+                        // Skip this model's forward too.
+                        if matches!(iter.peek(), Some((ChunkKind::Forward, _))) {
+                            iter.next();
+                        }
+                        continue;
+                    }
+                };
+                match iter.peek() {
+                    Some((ChunkKind::Forward, _)) => {
+                        let (_, f) = iter.next().unwrap_or((ChunkKind::Forward, TokenStream::new()));
+                        match syn::parse2::<ForwardDef>(f) {
+                            Ok(f) => model.forward = Some(f),
+                            Err(e) => out.errors.push(e),
+                        }
+                    }
+                    _ => out.errors.push(syn::Error::new(
+                        model.name.span(),
+                        format!("expected `fn forward(&self, ..) -> [..] {{ .. }}` after the struct `{}`", model.name),
+                    )),
+                }
+                out.models.push(model);
+            }
+        }
+    }
+    out
+}
+
+struct StructChunk(ModelDef);
+
+impl Parse for StructChunk {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        parse_struct(input).map(StructChunk)
+    }
+}
+
+impl Parse for ForwardDef {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        parse_forward(input)
     }
 }

@@ -47,6 +47,8 @@ pub struct Checker<'a> {
     env: Vec<HashMap<String, Binding>>,
     pub errors: Vec<syn::Error>,
     pub assertions: Vec<Assertion>,
+    /// Fields whose type had an error (already reported).
+    pub broken: Vec<String>,
 }
 
 pub(super) fn from(origin: &str) -> String {
@@ -70,6 +72,7 @@ impl<'a> Checker<'a> {
             env: vec![HashMap::new()],
             errors: vec![],
             assertions: vec![],
+            broken: vec![],
         }
     }
 
@@ -273,18 +276,25 @@ impl<'a> Checker<'a> {
                     show(&new)
                 )
             };
-            self.rule(a.right.span(), &origin, |f| {
-                methods::same_shape(&new, &old, f, &msg)
-            })?;
-            // Later errors name the latest producer of the value.
-            for s in self.env.iter_mut().rev() {
-                if let Some(b) = s.get_mut(&name.to_string()) {
-                    b.val = Val::Tensor(old.clone(), origin.clone());
-                    break;
-                }
+            if self
+                .rule(a.right.span(), &origin, |f| {
+                    methods::same_shape(&new, &old, f, &msg)
+                })
+                .is_none()
+            {
+                self.set_var(&name.to_string(), Val::Poison);
+                return None;
             }
+            // Later errors name the latest producer of the value.
+            self.set_var(&name.to_string(), Val::Tensor(old, origin));
         }
         Some(IrStmt::Assign { name, value: ir })
+    }
+
+    fn set_var(&mut self, name: &str, val: Val) {
+        if let Some(b) = self.env.iter_mut().rev().find_map(|s| s.get_mut(name)) {
+            b.val = val;
+        }
     }
 
     fn for_loop(&mut self, f: &syn::ExprForLoop) -> Option<IrStmt> {
@@ -310,7 +320,9 @@ impl<'a> Checker<'a> {
             return None;
         };
         let Some(layer) = self.field(&field) else {
-            self.error(field.span(), format!("no field `{field}` in this model"));
+            if !self.broken.contains(&field.to_string()) {
+                self.error(field.span(), format!("no field `{field}` in this model"));
+            }
             return None;
         };
         let Kind::List { elem, .. } = &layer.kind else {
@@ -408,8 +420,8 @@ impl<'a> Checker<'a> {
             );
         }
         let shape = match (&lv, &rv) {
-            (Val::Tensor(a, oa), Val::Tensor(c, _)) => {
-                let (a, c, oa) = (a.clone(), c.clone(), oa.clone());
+            (Val::Tensor(a, oa), Val::Tensor(c, oc)) => {
+                let (a, c, oa) = (a.clone(), c.clone(), format!("{oa} and {oc}"));
                 match self.rule(b.op.span(), &oa, |f| methods::broadcast(&a, &c, f)) {
                     Some(s) => s,
                     None => return (Val::Poison, Ir::Tuple(vec![])),

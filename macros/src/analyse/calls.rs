@@ -15,6 +15,11 @@ use syn::spanned::Spanned;
 use syn::{Expr, Ident};
 
 impl Checker<'_> {
+    fn quiet_error(&mut self, span: Span, msg: String) -> Option<Val> {
+        self.error(span, msg);
+        None
+    }
+
     pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall, e: &Expr) -> (Val, Ir) {
         // self.field(args): a layer call; self.is_training(): a flag.
         if is_self(&m.receiver) {
@@ -23,6 +28,9 @@ impl Checker<'_> {
                     Val::Scalar,
                     Ir::Scalar(syn::parse_quote!(::tapir::nn::Module::is_training(self))),
                 );
+            }
+            if self.broken.contains(&m.method.to_string()) {
+                return (Val::Poison, Ir::Tuple(vec![]));
             }
             let Some(layer) = self.field(&m.method) else {
                 return self.error(
@@ -294,56 +302,85 @@ impl Checker<'_> {
             );
         }
         let (x, origin, _) = tensors.remove(0);
-        match self.rule(span, &origin, |f| layer.apply(field, &x, f)) {
-            Some(y) => (
-                Val::Tensor(y, label.to_string()),
-                Ir::Call {
-                    callee,
-                    how: CallHow::Forward,
-                    args: irs,
+        let poison = (Val::Poison, Ir::Tuple(vec![]));
+        let ir = Ir::Call {
+            callee,
+            how: CallHow::Forward,
+            args: irs,
+        };
+        // A Sequential applies its layers in turn (models through their signatures).
+        let steps: Vec<(String, &Layer)> = match &layer.kind {
+            Kind::Sequential(ls) => ls
+                .iter()
+                .enumerate()
+                .map(|(i, l)| (format!("{field}.{i}"), l))
+                .collect(),
+            _ => vec![(field.to_string(), layer)],
+        };
+        let (mut shape, mut from_) = (x, origin);
+        for (name, step) in steps {
+            let next = match &step.kind {
+                Kind::Model {
+                    name: model, args, ..
+                } => {
+                    match self.apply_model(model, args, label, &name, &[(shape, from_, span)], span)
+                    {
+                        Some(Val::Tensor(s, _)) => s,
+                        Some(_) => {
+                            return self.error(
+                                span,
+                                format!("{} `{name}` must return one tensor", step.row),
+                            );
+                        }
+                        None => return poison,
+                    }
+                }
+                _ => match self.rule(span, &from_, |f| step.apply(&name, &shape, f)) {
+                    Some(s) => s,
+                    None => return poison,
                 },
-            ),
-            None => (Val::Poison, Ir::Tuple(vec![])),
+            };
+            shape = next;
+            from_ = label.to_string();
         }
+        (Val::Tensor(shape, label.to_string()), ir)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn model_call(
+    /// A call into another model, checked against its signature.
+    pub(super) fn apply_model(
         &mut self,
         name: &Ident,
         margs: &[Dim],
-        callee: Callee,
         label: &str,
         field: &str,
-        tensors: Vec<(Shape, String, Span)>,
-        irs: Vec<Ir>,
+        tensors: &[(Shape, String, Span)],
         span: Span,
-    ) -> Option<(Val, Ir)> {
+    ) -> Option<Val> {
         let Some(sig) = self.sigs.get(&name.to_string()).cloned() else {
-            return Some(self.error(
+            return self.quiet_error(
                 name.span(),
                 format!("`{name}` is not a layer or a model that `model!` has seen"),
-            ));
+            );
         };
         if sig.generics.len() != margs.len() {
-            return Some(self.error(
+            return self.quiet_error(
                 span,
                 format!(
                     "`{name}` takes {} size parameter(s), got {}",
                     sig.generics.len(),
                     margs.len()
                 ),
-            ));
+            );
         }
         if sig.inputs.len() != tensors.len() {
-            return Some(self.error(
+            return self.quiet_error(
                 span,
                 format!(
                     "{name} `{field}` takes {} input(s), got {}",
                     sig.inputs.len(),
                     tensors.len()
                 ),
-            ));
+            );
         }
         let consts: HashMap<String, Dim> = sig
             .generics
@@ -352,7 +389,7 @@ impl Checker<'_> {
             .zip(margs.iter().cloned())
             .collect();
         let mut bound: HashMap<String, Dim> = HashMap::new();
-        for (pattern, (x, origin, _)) in sig.inputs.iter().zip(&tensors) {
+        for (pattern, (x, origin, _)) in sig.inputs.iter().zip(tensors) {
             let expected: Shape = pattern
                 .iter()
                 .map(|d| {
@@ -367,14 +404,14 @@ impl Checker<'_> {
                 .collect();
             let shown = show(&expected);
             if expected.len() != x.len() {
-                return Some(self.error(
+                return self.quiet_error(
                     span,
                     format!(
                         "{name} `{field}` expects input `{shown}`, got `{}`{}",
                         show(x),
                         from(origin)
                     ),
-                ));
+                );
             }
             for (want, got) in expected.iter().zip(x) {
                 let rt = want.symbols(SymKind::Runtime);
@@ -418,11 +455,28 @@ impl Checker<'_> {
         } else {
             outs.into_iter().next().unwrap_or(Val::Poison)
         };
+        Some(val)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn model_call(
+        &mut self,
+        name: &Ident,
+        margs: &[Dim],
+        callee: Callee,
+        label: &str,
+        field: &str,
+        tensors: Vec<(Shape, String, Span)>,
+        irs: Vec<Ir>,
+        span: Span,
+    ) -> Option<(Val, Ir)> {
+        let val = self.apply_model(name, margs, label, field, &tensors, span)?;
+        let how = CallHow::Model;
         Some((
             val,
             Ir::Call {
                 callee,
-                how: CallHow::Model,
+                how,
                 args: irs,
             },
         ))

@@ -52,13 +52,34 @@ pub enum Out {
     Scalar,
 }
 
-fn dim_at(name: &str, x: &Shape, d: i64, extra: usize) -> Result<usize, String> {
+fn dim_at(call: &str, x: &Shape, d: i64, extra: usize) -> Result<usize, String> {
     normalize_dim(d, x.len() + extra).ok_or_else(|| {
         format!(
-            "`.{name}({d})`: dim {d} is out of range for `{}`{{from}}",
+            "`{call}`: dim {d} is out of range for `{}`{{from}}",
             show(x)
         )
     })
+}
+
+/// How a call reads in messages: `.transpose(0, 2)`.
+fn call_text(name: &str, args: &[MArg]) -> String {
+    let parts: Vec<String> = args
+        .iter()
+        .map(|a| match a {
+            MArg::Int(v) => v.to_string(),
+            MArg::Ints(v) => format!("{v:?}"),
+            MArg::Size(d) => d.to_string(),
+            MArg::Shape(ds) => {
+                let s: Vec<String> = ds
+                    .iter()
+                    .map(|d| d.as_ref().map_or("-1".into(), Dim::to_string))
+                    .collect();
+                format!("[{}]", s.join(", "))
+            }
+            MArg::Tensor(_) | MArg::Verbatim(_) => "..".into(),
+        })
+        .collect();
+    format!(".{name}({})", parts.join(", "))
 }
 
 /// Applies the rule of method `name` to receiver shape `x`; `tensors` are the
@@ -74,24 +95,26 @@ pub fn apply(
         Some(MArg::Int(v)) => *v,
         _ => 0,
     };
+    let call = call_text(name, args);
+    let name_text = call.as_str();
     let mut y = x.clone();
     match name {
         "ndim" | "numel" | "size" => {
             if name == "size" {
-                dim_at(name, x, int(0), 0)?;
+                dim_at(name_text, x, int(0), 0)?;
             }
             return Ok(Out::Scalar);
         }
         "sum" | "mean" => y = vec![],
         "softmax" | "log_softmax" => {
-            dim_at(name, x, int(0), 0)?;
+            dim_at(name_text, x, int(0), 0)?;
         }
         "unsqueeze" => {
-            let d = dim_at(name, x, int(0), 1)?;
+            let d = dim_at(name_text, x, int(0), 1)?;
             y.insert(d, Dim::lit(1));
         }
         "squeeze_dim" => {
-            let d = dim_at(name, x, int(0), 0)?;
+            let d = dim_at(name_text, x, int(0), 0)?;
             facts.equal(&x[d], &Dim::lit(1), &|| {
                 format!(
                     "`.squeeze_dim({})` needs size 1 in dim {d}, got `{}`{{from}}",
@@ -102,7 +125,7 @@ pub fn apply(
             y.remove(d);
         }
         "sum_dim" | "mean_dim" | "amax_dim" | "argmax" | "argmin" => {
-            let d = dim_at(name, x, int(0), 0)?;
+            let d = dim_at(name_text, x, int(0), 0)?;
             let keep = matches!(args.get(1), Some(MArg::Verbatim(syn::Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }))) if b.value);
             if keep {
                 y[d] = Dim::lit(1);
@@ -120,13 +143,13 @@ pub fn apply(
             y.reverse();
         }
         "transpose" => {
-            let a = dim_at(name, x, int(0), 0)?;
-            let b = dim_at(name, x, int(1), 0)?;
+            let a = dim_at(name_text, x, int(0), 0)?;
+            let b = dim_at(name_text, x, int(1), 0)?;
             y.swap(a, b);
         }
         "flatten" => {
-            let s = dim_at(name, x, int(0), 0)?;
-            let e = dim_at(name, x, int(1), 0)?;
+            let s = dim_at(name_text, x, int(0), 0)?;
+            let e = dim_at(name_text, x, int(1), 0)?;
             if s > e {
                 return Err(format!(
                     "`.flatten({}, {})`: start dim is after end dim{{from}}",
@@ -166,7 +189,7 @@ pub fn apply(
             y = reshape(name, x, dims, facts)?;
         }
         "narrow" => {
-            let d = dim_at(name, x, int(0), 0)?;
+            let d = dim_at(name_text, x, int(0), 0)?;
             if let Some(MArg::Size(len)) = args.get(2) {
                 if let (Some(l), Some(n)) = (len.as_const(), x[d].as_const())
                     && l > n
@@ -181,7 +204,7 @@ pub fn apply(
             }
         }
         "select" => {
-            let d = dim_at(name, x, int(0), 0)?;
+            let d = dim_at(name_text, x, int(0), 0)?;
             y.remove(d);
         }
         "matmul" | "mm" | "bmm" => {

@@ -39,6 +39,8 @@ pub struct Model<'a> {
     pub def: &'a ModelDef,
     pub consts: Vec<String>,
     pub fields: Vec<(Ident, Layer)>,
+    /// Fields whose type had an error: calls to them stay quiet.
+    pub broken: Vec<String>,
     pub inputs: Vec<ModelInput>,
     /// Run-time dims in binding order (each becomes a local `__dim_X`).
     pub runtime_dims: Vec<String>,
@@ -128,7 +130,11 @@ fn signature_of(
             ParamType::Rust(_) => {}
         }
     }
+    let before = errors.len();
     let (patterns, runtime) = input_patterns(&def.name.to_string(), &shapes, errors);
+    if errors.len() > before {
+        return None;
+    }
     scope.bind_new = false;
     let mut outputs = vec![];
     for s in &f.ret {
@@ -240,17 +246,22 @@ pub fn analyse(input: &Input) -> Analysis<'_> {
             sigs.insert(def.name.to_string(), s.clone());
         }
         let mut fields = vec![];
+        let mut broken = vec![];
         let mut scope = DimScope::consts(&consts);
         for f in &def.fields {
             match parse_layer(&f.ty, &mut scope) {
                 Ok(l) => fields.push((f.name.clone(), l)),
-                Err(e) => errors.push(e),
+                Err(e) => {
+                    errors.push(e);
+                    broken.push(f.name.to_string());
+                }
             }
         }
         models.push(Model {
             def,
             consts,
             fields,
+            broken,
             inputs,
             runtime_dims,
             sig,
@@ -299,6 +310,7 @@ fn check_body(m: &mut Model, sigs: &HashMap<String, Sig>, errors: &mut Vec<syn::
         bind_new: false,
     };
     let mut checker = Checker::new(&m.fields, sigs, scope);
+    checker.broken = m.broken.clone();
     let mut shapes = sig.inputs.iter();
     for p in &f.params {
         let val = match &p.ty {

@@ -181,12 +181,7 @@ impl Layer {
                 };
                 y = flatten(x, s, e);
             }
-            Kind::Sequential(layers) => {
-                for (i, l) in layers.iter().enumerate() {
-                    y = l.apply(&format!("{field}.{i}"), &y, facts)?;
-                }
-            }
-            Kind::Mha { .. } | Kind::List { .. } | Kind::Model { .. } => {
+            Kind::Sequential(_) | Kind::Mha { .. } | Kind::List { .. } | Kind::Model { .. } => {
                 return Err(format!("{label} is not a one-input layer"));
             }
         }

@@ -22,11 +22,12 @@ pub(crate) fn dim_i64(d: &Dim) -> TokenStream {
         let lit = Literal::i64_suffixed(v);
         return quote!(#lit);
     }
-    let mut terms = vec![];
+    let mut sum: Option<TokenStream> = None;
     for (mono, coef) in d.terms() {
         let mut factors = vec![];
-        if *coef != 1 || mono.is_empty() {
-            let lit = Literal::i64_suffixed(*coef);
+        let mag = coef.unsigned_abs() as i64;
+        if mag != 1 || mono.is_empty() {
+            let lit = Literal::i64_suffixed(mag);
             factors.push(quote!(#lit));
         }
         for a in mono {
@@ -49,12 +50,14 @@ pub(crate) fn dim_i64(d: &Dim) -> TokenStream {
         for f in factors {
             prod = quote!(#prod * #f);
         }
-        terms.push(quote!((#prod)));
+        sum = Some(match (sum, *coef < 0) {
+            (None, false) => prod,
+            (None, true) => quote!(-(#prod)),
+            (Some(s), false) => quote!(#s + #prod),
+            (Some(s), true) => quote!(#s - #prod),
+        });
     }
-    let mut sum = terms.remove(0);
-    for t in terms {
-        sum = quote!(#sum + #t);
-    }
+    let sum = sum.unwrap_or_else(|| quote!(0i64));
     quote!((#sum))
 }
 
@@ -248,6 +251,34 @@ fn is_single(def: &ModelDef) -> bool {
 /// A model whose analysis failed: the same public items with bodies that
 /// cannot run, so that code using the model reports no further errors.
 pub fn stub(def: &ModelDef, fields: &[(Ident, Layer)]) -> TokenStream {
+    // Keep only the size parameters, so a rejected type parameter adds no errors.
+    let only_consts;
+    let def = if def
+        .generics
+        .params
+        .iter()
+        .all(|p| matches!(p, syn::GenericParam::Const(_)))
+    {
+        def
+    } else {
+        let mut generics = def.generics.clone();
+        generics.params = def
+            .generics
+            .params
+            .iter()
+            .filter(|p| matches!(p, syn::GenericParam::Const(_)))
+            .cloned()
+            .collect();
+        only_consts = ModelDef {
+            attrs: def.attrs.clone(),
+            vis: def.vis.clone(),
+            name: def.name.clone(),
+            generics,
+            fields: vec![],
+            forward: None,
+        };
+        &only_consts
+    };
     let fields: Vec<(Ident, TokenStream)> = fields
         .iter()
         .map(|(n, l)| (n.clone(), runtime_type(l)))
@@ -388,6 +419,9 @@ pub fn model(m: &Model) -> TokenStream {
             #[allow(non_snake_case, unused_variables, unused_mut, clippy::let_and_return)]
             pub fn __tapir_forward(&self, #(#params),*) -> #ret {
                 let () = Self::__TAPIR_SHAPE_CHECKS;
+                // For `self.is_training()` and `layer.forward(..)` inside `unchecked!`.
+                #[allow(unused_imports)]
+                use ::tapir::nn::{Forward as _, Module as _};
                 #rebind
                 #owned
                 #body

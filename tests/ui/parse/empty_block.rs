@@ -1,0 +1,4 @@
+// An empty block defines nothing.
+tapir::model! {}
+
+fn main() {}
