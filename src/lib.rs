@@ -15,6 +15,11 @@
 pub use tapir_macros::model;
 pub use tapir_runtime::*;
 
+/// The reference of the `model!` macro: its grammar, shape rules, layer
+/// table and errors. Its examples run as doctests.
+#[doc = include_str!("../docs/model-macro.md")]
+pub mod model_macro_reference {}
+
 /// The names a training script uses.
 pub mod prelude {
     pub use crate::model;

@@ -148,3 +148,42 @@ fn head_split_and_tuples() {
     let sums = att.sum_dim(-1, false).to_vec::<f32>();
     assert!(sums.iter().all(|s| (s - 1.0).abs() < 1e-5));
 }
+
+#[test]
+fn gradients_match_the_hand_written_model() {
+    let ours = Mlp::<16, 3>::new(&Device::Cpu);
+    let mut hand = seed::Mlp::new(16, 256, 3, 4);
+    hand.load_state_dict(&ours.state_dict(), true).unwrap();
+    let x = Tensor::randn(&[4, 16]);
+    ours.forward(&x).square().sum().backward();
+    hand.forward(&x).square().sum().backward();
+    for ((n, a), (_, b)) in ours.named_parameters().iter().zip(hand.named_parameters()) {
+        let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
+        assert_eq!(ga.to_vec::<f32>(), gb.to_vec::<f32>(), "{n}");
+    }
+}
+
+model! {
+    /// The escape hatch: user code, its shape checked at run time.
+    pub struct Halves {
+        fc: Linear<8, 8>,
+    }
+    fn forward(&self, x: [B, 8], keep: usize) -> [B, 4] {
+        let h = unchecked!(self.fc.forward(&x).narrow(1, 0, keep) => [B, 4]);
+        h.relu()
+    }
+}
+
+#[test]
+fn unchecked_values_are_checked_at_run_time() {
+    let m = Halves::new(&Device::Cpu);
+    assert_eq!(m.forward(&Tensor::zeros(&[3, 8]), 4).shape(), &[3, 4]);
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        m.forward(&Tensor::zeros(&[3, 8]), 5)
+    }));
+    let msg = err.unwrap_err().downcast::<String>().unwrap();
+    assert_eq!(
+        *msg,
+        "Halves::forward: an `unchecked!` value must have shape [B, 4], got [3, 5]"
+    );
+}

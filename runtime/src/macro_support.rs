@@ -13,3 +13,10 @@ pub fn shape_error(what: &str, arg: &str, pattern: &str, got: &[usize]) -> Error
         "{what}: input `{arg}` must have shape {pattern}, got {got:?}"
     ))
 }
+
+/// The panic message for an `unchecked!` value of the wrong shape.
+pub fn unchecked_error(what: &str, pattern: &str, got: &[usize]) -> Error {
+    Error::Shape(format!(
+        "{what}: an `unchecked!` value must have shape {pattern}, got {got:?}"
+    ))
+}

@@ -98,11 +98,16 @@ impl<'a> Checker<'a> {
         origin: &str,
         f: impl FnOnce(&mut FactSink) -> Result<T, String>,
     ) -> Option<T> {
+        let before = self.assertions.len();
         let mut sink = FactSink {
             assertions: &mut self.assertions,
             span,
         };
-        match f(&mut sink) {
+        let result = f(&mut sink);
+        for a in &mut self.assertions[before..] {
+            a.msg = a.msg.replace("{from}", &from(origin));
+        }
+        match result {
             Ok(v) => Some(v),
             Err(msg) => {
                 self.errors

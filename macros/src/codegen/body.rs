@@ -2,11 +2,14 @@
 //! borrows, owned values where a binding takes them).
 
 use super::{dim_isize, dim_usize, runtime_check};
-use crate::analyse::ir::{CallHow, Callee, Ir, IrBlock, IrStmt, MArg};
+use crate::analyse::ir::{CallHow, Callee, Ir, IrBlock, IrStmt, MArg, RuntimeShape};
 use proc_macro2::{Literal, TokenStream};
 use quote::quote;
 
-pub struct Gen;
+pub struct Gen {
+    /// `Model::forward`, for run-time messages.
+    pub what: String,
+}
 
 impl Gen {
     /// An expression of type `&Tensor`.
@@ -132,9 +135,15 @@ impl Gen {
             Ir::Block(b) => self.block(b),
             Ir::Unchecked { code, check } => {
                 let v = quote!(__tapir_unchecked);
-                let c = runtime_check(check, &v, "the value", &|e| {
-                    quote!(::core::panic!("{}", #e))
-                });
+                let c = runtime_check(
+                    &RuntimeShape {
+                        what: self.what.clone(),
+                        ..check.clone()
+                    },
+                    &v,
+                    "",
+                    &|e| quote!(::core::panic!("{}", #e)),
+                );
                 quote!({ let #v: ::tapir::Tensor = #code; #c #v })
             }
         }
@@ -165,9 +174,15 @@ impl Gen {
                 // An unchecked value's fresh run-time dims must outlive the statement.
                 if let (Ir::Unchecked { code, check }, false) = (init, tuple) {
                     let v = quote!(__tapir_unchecked);
-                    let c = runtime_check(check, &v, "the value", &|e| {
-                        quote!(::core::panic!("{}", #e))
-                    });
+                    let c = runtime_check(
+                        &RuntimeShape {
+                            what: self.what.clone(),
+                            ..check.clone()
+                        },
+                        &v,
+                        "",
+                        &|e| quote!(::core::panic!("{}", #e)),
+                    );
                     return quote!(let #v: ::tapir::Tensor = #code; #c let #pat = #v;);
                 }
                 let v = self.value(init);

@@ -94,7 +94,12 @@ pub(crate) fn runtime_check(
 ) -> TokenStream {
     let rank = rs.dims.len();
     let (what, pattern) = (&rs.what, &rs.pattern);
-    let err = quote!(::tapir::macro_support::shape_error(#what, #arg, #pattern, #value.shape()));
+    // An empty `arg` is an `unchecked!` value; `what` is then the model's forward.
+    let err = if arg.is_empty() {
+        quote!(::tapir::macro_support::unchecked_error(#what, #pattern, #value.shape()))
+    } else {
+        quote!(::tapir::macro_support::shape_error(#what, #arg, #pattern, #value.shape()))
+    };
     let on_fail = fail(err);
     let mut out = quote! {
         if #value.ndim() != #rank { #on_fail }
@@ -364,7 +369,10 @@ pub fn model(m: &Model) -> TokenStream {
         }
     }
     let _ = what;
-    let body = Gen.block(body);
+    let body = Gen {
+        what: format!("{name}::forward"),
+    }
+    .block(body);
     let s = struct_def(def, &fields);
     let common = common_impls(def, &fields, is_single(def));
     let sig = signature_macro(def);

@@ -1,0 +1,183 @@
+//! The macro's layer table against the runtime layers: every row is built by
+//! `model!`, whose shape rule fixes the declared output shapes at compile
+//! time, and then run; the real output shapes must be the declared ones.
+//! A rule that drifted from its layer fails here (or fails to compile).
+
+use tapir::{DType, Device, Tensor, model};
+
+model! {
+    /// One field per row of the layer table (some rows twice, with options).
+    pub struct Table {
+        linear: Linear<4, 3>,
+        layer_norm: LayerNorm<4>,
+        rms_norm: RMSNorm<4, eps = 1e-6>,
+        batch_norm_1d: BatchNorm1d<4>,
+        batch_norm_2d: BatchNorm2d<3>,
+        dropout: Dropout<0.5>,
+        embedding: Embedding<10, 4, padding_idx = 1>,
+        conv: Conv2d<3, 4, 3, stride = 2, padding = 1, dilation = 2>,
+        conv_grouped: Conv2d<4, 6, 1, groups = 2, bias = false>,
+        max_pool: MaxPool2d<3, stride = 2, padding = 1>,
+        avg_pool: AvgPool2d<2>,
+        adaptive: AdaptiveAvgPool2d<3, 2>,
+        flatten: Flatten<1, 2>,
+        relu: ReLU,
+        gelu: GELU<approximate = "tanh">,
+        silu: SiLU,
+        tanh: Tanh,
+        sigmoid: Sigmoid,
+        leaky: LeakyReLU<0.1>,
+        softmax: Softmax<-1>,
+        attn: MultiheadAttention<8, 2, batch_first = true>,
+        attn_seq_first: MultiheadAttention<8, 4>,
+        seq: Sequential<(Linear<4, 6>, ReLU, Linear<6, 2>)>,
+    }
+    fn forward(
+        &self,
+        x: [2, 5, 4],
+        img: [2, 3, 11, 9],
+        ids: [2, 3],
+        q: [2, 3, 8],
+        kv: [2, 5, 8],
+        q_seq: [3, 2, 8],
+    ) -> (
+        [2, 5, 3], [2, 5, 4], [2, 5, 4], [2, 4], [2, 3, 11, 9], [2, 5, 4], [2, 3, 4],
+        [2, 4, 5, 4], [2, 6, 5, 4], [2, 3, 6, 5], [2, 3, 5, 4], [2, 3, 3, 2], [2, 33, 9],
+        [2, 5, 4], [2, 5, 4], [2, 5, 4], [2, 5, 4], [2, 5, 4], [2, 5, 4], [2, 5, 4],
+        [2, 3, 8], [2, 3, 5], [3, 2, 8], [2, 5, 2],
+    ) {
+        let (a, w) = self.attn(q, kv, kv);
+        let (s, _) = self.attn_seq_first(q_seq, q_seq, q_seq);
+        let conv = self.conv(img);
+        (
+            self.linear(x),
+            self.layer_norm(x),
+            self.rms_norm(x),
+            self.batch_norm_1d(x.select(1, 0)),
+            self.batch_norm_2d(img),
+            self.dropout(x),
+            self.embedding(ids),
+            conv,
+            self.conv_grouped(conv),
+            self.max_pool(img),
+            self.avg_pool(img),
+            self.adaptive(img),
+            self.flatten(img),
+            self.relu(x),
+            self.gelu(x),
+            self.silu(x),
+            self.tanh(x),
+            self.sigmoid(x),
+            self.leaky(x),
+            self.softmax(x),
+            a,
+            w,
+            s,
+            self.seq(x),
+        )
+    }
+}
+
+/// The rows exercised above, by the names the table uses.
+const COVERED: &[&str] = &[
+    "Linear",
+    "LayerNorm",
+    "RMSNorm",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Dropout",
+    "Embedding",
+    "Conv2d",
+    "MaxPool2d",
+    "AvgPool2d",
+    "AdaptiveAvgPool2d",
+    "Flatten",
+    "ReLU",
+    "GELU",
+    "SiLU",
+    "Tanh",
+    "Sigmoid",
+    "LeakyReLU",
+    "Softmax",
+    "MultiheadAttention",
+    "Sequential",
+];
+
+#[test]
+fn every_row_is_covered() {
+    let rows: &[&str] = model!(@layer_table);
+    let mut rows = rows.to_vec();
+    let mut covered = COVERED.to_vec();
+    rows.sort();
+    covered.sort();
+    assert_eq!(rows, covered);
+}
+
+#[test]
+fn rules_match_the_runtime_layers() {
+    let t = Table::new(&Device::Cpu);
+    let ids = Tensor::from_vec(vec![0i64, 1, 9, 3, 4, 5], &[2, 3]);
+    let out = t.forward(
+        &Tensor::randn(&[2, 5, 4]),
+        &Tensor::randn(&[2, 3, 11, 9]),
+        &ids,
+        &Tensor::randn(&[2, 3, 8]),
+        &Tensor::randn(&[2, 5, 8]),
+        &Tensor::randn(&[3, 2, 8]),
+    );
+    let shapes: Vec<Vec<usize>> = [
+        &out.0, &out.1, &out.2, &out.3, &out.4, &out.5, &out.6, &out.7, &out.8, &out.9, &out.10,
+        &out.11, &out.12, &out.13, &out.14, &out.15, &out.16, &out.17, &out.18, &out.19, &out.20,
+        &out.21, &out.22, &out.23,
+    ]
+    .iter()
+    .map(|t| t.shape().to_vec())
+    .collect();
+    let declared: Vec<Vec<usize>> = vec![
+        vec![2, 5, 3],
+        vec![2, 5, 4],
+        vec![2, 5, 4],
+        vec![2, 4],
+        vec![2, 3, 11, 9],
+        vec![2, 5, 4],
+        vec![2, 3, 4],
+        vec![2, 4, 5, 4],
+        vec![2, 6, 5, 4],
+        vec![2, 3, 6, 5],
+        vec![2, 3, 5, 4],
+        vec![2, 3, 3, 2],
+        vec![2, 33, 9],
+        vec![2, 5, 4],
+        vec![2, 5, 4],
+        vec![2, 5, 4],
+        vec![2, 5, 4],
+        vec![2, 5, 4],
+        vec![2, 5, 4],
+        vec![2, 5, 4],
+        vec![2, 3, 8],
+        vec![2, 3, 5],
+        vec![3, 2, 8],
+        vec![2, 5, 2],
+    ];
+    assert_eq!(shapes, declared);
+    assert_eq!(out.6.dtype(), DType::F32);
+}
+
+model! {
+    /// A rule applied to const generics: the same model at two sizes.
+    pub struct Pyramid<const C: usize, const S: usize> {
+        conv: Conv2d<C, { 2 * C }, 3, stride = 2>,
+        pool: MaxPool2d<2>,
+    }
+    fn forward(&self, x: [N, C, S, S]) -> [N, { 2 * C }, { ((S - 3) / 2 + 1) / 2 }, { ((S - 3) / 2 + 1) / 2 }] {
+        self.pool(self.conv(x))
+    }
+}
+
+#[test]
+fn symbolic_rules_match_at_several_sizes() {
+    let a = Pyramid::<3, 17>::new(&Device::Cpu).forward(&Tensor::randn(&[2, 3, 17, 17]));
+    assert_eq!(a.shape(), &[2, 6, 4, 4]);
+    let b = Pyramid::<1, 32>::new(&Device::Cpu).forward(&Tensor::randn(&[1, 1, 32, 32]));
+    assert_eq!(b.shape(), &[1, 2, 7, 7]);
+}
