@@ -7,9 +7,14 @@
 //! ```
 //! Workloads so far: `matmul` (n1024, n2048), `mlp` (train_b256) and
 //! `inference` (b1_latency, b256_throughput); cnn and transformer come later.
+//! `macro` (tapir only) runs the `mlp` and `inference` steps on the seed MLP
+//! written by hand and written with `model!`, to show the macro costs nothing.
 
 #[path = "common/seed.rs"]
 mod seed;
+
+// The same seed MLP written with `model!` (for the `macro` workload).
+include!("models/seed.rs");
 
 use std::time::Instant;
 use tapir::optim::{AdamConfig, AdamW};
@@ -57,6 +62,12 @@ fn variants(workload: &str) -> Option<&'static [&'static str]> {
         "matmul" => Some(&["n1024", "n2048"]),
         "mlp" => Some(&["train_b256"]),
         "inference" => Some(&["b1_latency", "b256_throughput"]),
+        "macro" => Some(&[
+            "hand_train_b256",
+            "model_train_b256",
+            "hand_b1_latency",
+            "model_b1_latency",
+        ]),
         _ => None,
     }
 }
@@ -196,6 +207,15 @@ fn scaled(args: &Args, key: &str) -> (usize, usize) {
     (f(w), f(s))
 }
 
+/// The seed MLP, by hand or (for `model_*` variants) written with `model!`.
+fn seed_mlp(variant: &str) -> Box<dyn Forward> {
+    if variant.starts_with("model_") {
+        Box::new(SeedMlp::<784, 10>::new(&Device::Cpu))
+    } else {
+        Box::new(seed::Mlp::seed())
+    }
+}
+
 /// The seed MLP train step: zero_grad, forward, cross entropy, backward,
 /// clip_grad_norm_(1.0), AdamW(3e-4, wd 1e-2); batch 256.
 fn bench_mlp(args: &Args, variant: &str) -> String {
@@ -208,7 +228,7 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
         .map(|_| Tensor::randint_with(0, classes, &[batch], &g))
         .collect();
     manual_seed(args.seed);
-    let model = seed::Mlp::seed();
+    let model = seed_mlp(variant);
     let params = model.parameters();
     let mut opt = AdamW::adamw(
         params.clone(),
@@ -239,7 +259,11 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
     );
     let final_loss = step().item::<f64>();
     record(
-        "mlp",
+        if variant == "train_b256" {
+            "mlp"
+        } else {
+            "macro"
+        },
         variant,
         warm,
         &t,
@@ -256,11 +280,11 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
 /// and batch-256 throughput.
 fn bench_inference(args: &Args, variant: &str) -> String {
     manual_seed(args.seed);
-    let model = seed::Mlp::seed();
+    let model = seed_mlp(variant);
     model.eval();
     let g = Generator::new(args.seed);
     let _guard = NoGradGuard::new();
-    if variant == "b1_latency" {
+    if variant.ends_with("b1_latency") {
         let x = Tensor::randn_with(&[1, 784], &g);
         let (warm, steps) = scaled(args, "inference.b1");
         let t = time_loop(
@@ -274,7 +298,11 @@ fn bench_inference(args: &Args, variant: &str) -> String {
         us.sort_by(|a, b| a.total_cmp(b));
         let pick = |q: f64| us[(q * (us.len() - 1) as f64) as usize];
         return record(
-            "inference",
+            if variant.ends_with("b1_latency") {
+                "inference"
+            } else {
+                "macro"
+            },
             variant,
             warm,
             &t,
@@ -321,6 +349,8 @@ fn main() {
             "matmul" => bench_matmul(&args, v),
             "mlp" => bench_mlp(&args, v),
             "inference" => bench_inference(&args, v),
+            "macro" if v.contains("train") => bench_mlp(&args, v),
+            "macro" => bench_inference(&args, v),
             _ => unreachable!(),
         };
         println!("{line}");
