@@ -596,7 +596,7 @@ impl Checker<'_> {
                 let (s, origin) = (s.clone(), origin.clone());
                 let msg = || {
                     format!(
-                        "`forward` is declared to return `{declared}`, but the body gives `{}`{{from}}",
+                        "`forward` is declared to return `{declared}, but the body gives `{}`{{from}}",
                         show(&s)
                     )
                 };
@@ -607,7 +607,7 @@ impl Checker<'_> {
                 let d = describe(other);
                 self.error(
                     span,
-                    format!("`forward` is declared to return `{declared}`, but the body gives {d}"),
+                    format!("`forward` is declared to return `{declared}, but the body gives {d}"),
                 );
             }
         }

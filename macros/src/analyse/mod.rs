@@ -346,9 +346,14 @@ fn check_body(m: &mut Model, sigs: &HashMap<String, Sig>, errors: &mut Vec<syn::
         if outs.len() != sig.outputs.len() {
             checker.errors.push(syn::Error::new(tail_span, format!("`forward` is declared to return `{declared}`, but its body ends with {} value(s)", outs.len())));
         } else {
-            for (v, want) in outs.iter().zip(&sig.outputs) {
-                let span = tail_span;
-                checker.check_output(v, want, &declared, span);
+            for (i, (v, want)) in outs.iter().zip(&sig.outputs).enumerate() {
+                // In a tuple, name the one output that differs.
+                let declared = if sig.out_tuple {
+                    format!("{}` as output {i}", show(want))
+                } else {
+                    format!("{}`", show(want))
+                };
+                checker.check_output(v, want, &declared, tail_span);
             }
         }
     }
