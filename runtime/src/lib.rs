@@ -10,6 +10,8 @@
 //! ```
 
 mod autograd;
+pub mod checkpoint;
+pub mod data;
 mod device;
 mod display;
 mod dtype;
@@ -26,6 +28,7 @@ mod tensor;
 pub use autograd::{
     EnableGradGuard, GradcheckError, NoGradGuard, enable_grad, gradcheck, is_grad_enabled, no_grad,
 };
+pub use checkpoint::{Checkpoint, load, save};
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

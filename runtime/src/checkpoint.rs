@@ -1,0 +1,338 @@
+//! Checkpoints as safetensors: state dicts with PyTorch's keys (so files move
+//! between tapir and PyTorch both ways), and full training checkpoints
+//! (model, optimizer, scheduler, epoch/step, RNG). Writes are atomic; a
+//! corrupt, truncated or hostile file is an error, never a panic.
+
+use crate::nn::StateDict;
+use crate::{DType, Error, Result, Tensor};
+use safetensors::{Dtype, SafeTensors, tensor::TensorView};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+fn io_err(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn to_safetensors_dtype(d: DType) -> Dtype {
+    match d {
+        DType::F32 => Dtype::F32,
+        DType::F64 => Dtype::F64,
+        DType::F16 => Dtype::F16,
+        DType::BF16 => Dtype::BF16,
+        DType::I64 => Dtype::I64,
+        DType::U8 => Dtype::U8,
+        DType::Bool => Dtype::BOOL,
+    }
+}
+
+/// Little-endian bytes of a tensor's elements in row-major order.
+fn tensor_bytes(t: &Tensor) -> Vec<u8> {
+    match t.dtype() {
+        DType::F32 => t
+            .to_vec::<f32>()
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::F64 => t
+            .to_vec::<f64>()
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::F16 => t
+            .to_vec::<half::f16>()
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::BF16 => t
+            .to_vec::<half::bf16>()
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::I64 => t
+            .to_vec::<i64>()
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::U8 => t.to_vec::<u8>(),
+        DType::Bool => t.to_vec::<bool>().iter().map(|&b| u8::from(b)).collect(),
+    }
+}
+
+fn tensor_from_view(name: &str, v: &TensorView) -> std::result::Result<Tensor, String> {
+    let shape = v.shape().to_vec();
+    let d = v.data();
+    macro_rules! le {
+        ($t:ty, $n:expr) => {
+            Tensor::from_vec(
+                d.chunks_exact($n)
+                    .map(|b| <$t>::from_le_bytes(b.try_into().unwrap_or([0; $n])))
+                    .collect::<Vec<$t>>(),
+                &shape,
+            )
+        };
+    }
+    Ok(match v.dtype() {
+        Dtype::F32 => le!(f32, 4),
+        Dtype::F64 => le!(f64, 8),
+        Dtype::F16 => le!(half::f16, 2),
+        Dtype::BF16 => le!(half::bf16, 2),
+        Dtype::I64 => le!(i64, 8),
+        Dtype::I32 => Tensor::from_vec(
+            d.chunks_exact(4)
+                .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64)
+                .collect(),
+            &shape,
+        ),
+        Dtype::U8 => Tensor::from_vec(d.to_vec(), &shape),
+        Dtype::BOOL => Tensor::from_vec(d.iter().map(|&b| b != 0).collect::<Vec<bool>>(), &shape),
+        other => {
+            return Err(format!(
+                "tensor `{name}` has dtype {other:?}, which tapir does not load"
+            ));
+        }
+    })
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same
+/// directory, flushed to disk, then renamed over `path`. A crash leaves
+/// either the old file or the new one, never a torn one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable once the directory is synced.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io_err(path, e)
+    })
+}
+
+/// Serialises named tensors (and string metadata) as safetensors bytes.
+pub fn to_safetensors(
+    tensors: &[(String, Tensor)],
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<u8>> {
+    let bytes: Vec<(String, DType, Vec<usize>, Vec<u8>)> = tensors
+        .iter()
+        .map(|(n, t)| (n.clone(), t.dtype(), t.shape().to_vec(), tensor_bytes(t)))
+        .collect();
+    let mut views = vec![];
+    for (n, d, s, b) in &bytes {
+        let v = TensorView::new(to_safetensors_dtype(*d), s.clone(), b)
+            .map_err(|e| Error::Format(format!("cannot write tensor `{n}`: {e}")))?;
+        views.push((n.clone(), v));
+    }
+    let info: HashMap<String, String> = metadata.clone().into_iter().collect();
+    safetensors::serialize(views, (!info.is_empty()).then_some(info))
+        .map_err(|e| Error::Format(format!("cannot serialise safetensors: {e}")))
+}
+
+/// Reads safetensors bytes: the tensors (sorted by name) and the metadata.
+pub fn from_safetensors(bytes: &[u8]) -> Result<(StateDict, BTreeMap<String, String>)> {
+    let st = SafeTensors::deserialize(bytes)
+        .map_err(|e| Error::Format(format!("not a valid safetensors file: {e}")))?;
+    let (_, meta) = SafeTensors::read_metadata(bytes)
+        .map_err(|e| Error::Format(format!("not a valid safetensors file: {e}")))?;
+    let metadata: BTreeMap<String, String> = meta
+        .metadata()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let mut out = vec![];
+    for (name, view) in st.tensors() {
+        let t = tensor_from_view(&name, &view).map_err(Error::Format)?;
+        out.push((name, t));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((out, metadata))
+}
+
+/// Saves a state dict (`torch.save(model.state_dict(), path)` with
+/// safetensors): atomically, with the keys as given.
+///
+/// ```
+/// use tapir_runtime::nn::{Linear, Module};
+/// let path = std::env::temp_dir().join("tapir_doc_linear.safetensors");
+/// let a = Linear::new(3, 2, true);
+/// tapir_runtime::save(&a.state_dict(), &path).unwrap();
+/// let mut b = Linear::new(3, 2, true);
+/// b.load_state_dict(&tapir_runtime::load(&path).unwrap(), true).unwrap();
+/// assert_eq!(a.weight.to_vec::<f32>(), b.weight.to_vec::<f32>());
+/// ```
+pub fn save(state: &[(String, Tensor)], path: impl AsRef<Path>) -> Result<()> {
+    let bytes = to_safetensors(state, &BTreeMap::new())?;
+    write_atomic(path.as_ref(), &bytes)
+}
+
+/// Loads a state dict written by [`save`] or by PyTorch's safetensors.
+pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+    let (sd, _) =
+        from_safetensors(&bytes).map_err(|e| Error::Format(format!("{}: {e}", path.display())))?;
+    Ok(sd)
+}
+
+/// Everything needed to resume training exactly.
+#[derive(Clone, Default)]
+pub struct Checkpoint {
+    pub model: StateDict,
+    pub optimizer: StateDict,
+    /// The scheduler's `state_dict()`.
+    pub scheduler: Vec<(String, f64)>,
+    pub epoch: u64,
+    pub step: u64,
+    /// The default generator's state (dropout, random init).
+    pub rng: [u64; 4],
+    /// Anything else worth keeping (best accuracy, flags).
+    pub extra: BTreeMap<String, String>,
+}
+
+const MODEL: &str = "model.";
+const OPTIM: &str = "optimizer.";
+
+impl Checkpoint {
+    /// Captures the default generator's state with the given parts.
+    pub fn new(
+        model: StateDict,
+        optimizer: StateDict,
+        scheduler: Vec<(String, f64)>,
+        epoch: u64,
+        step: u64,
+    ) -> Checkpoint {
+        Checkpoint {
+            model,
+            optimizer,
+            scheduler,
+            epoch,
+            step,
+            rng: crate::default_generator().get_state(),
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// Writes the checkpoint atomically to one safetensors file: tensors under
+    /// `model.` and `optimizer.`, the rest in the metadata.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        let mut tensors: Vec<(String, Tensor)> = self
+            .model
+            .iter()
+            .map(|(k, t)| (format!("{MODEL}{k}"), t.clone()))
+            .collect();
+        tensors.extend(
+            self.optimizer
+                .iter()
+                .map(|(k, t)| (format!("{OPTIM}{k}"), t.clone())),
+        );
+        let mut meta = BTreeMap::new();
+        meta.insert("format".into(), "tapir-checkpoint-1".into());
+        meta.insert("epoch".into(), self.epoch.to_string());
+        meta.insert("step".into(), self.step.to_string());
+        meta.insert(
+            "rng".into(),
+            self.rng
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+        // `{:?}` of an f64 round-trips exactly.
+        let sched: Vec<String> = self
+            .scheduler
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
+        meta.insert("scheduler".into(), sched.join(";"));
+        for (k, v) in &self.extra {
+            meta.insert(format!("extra.{k}"), v.clone());
+        }
+        write_atomic(path.as_ref(), &to_safetensors(&tensors, &meta)?)
+    }
+
+    /// Reads a checkpoint written by [`Checkpoint::save`].
+    pub fn load(path: impl AsRef<Path>) -> Result<Checkpoint> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+        Checkpoint::from_bytes(&bytes)
+            .map_err(|e| Error::Format(format!("{}: {e}", path.display())))
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint> {
+        let (tensors, meta) = from_safetensors(bytes)?;
+        let bad = |what: &str| Error::Format(format!("not a tapir checkpoint: {what}"));
+        if meta.get("format").map(String::as_str) != Some("tapir-checkpoint-1") {
+            return Err(bad("the `format` metadata is missing"));
+        }
+        let num = |k: &str| -> Result<u64> {
+            meta.get(k)
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad(&format!("bad `{k}`")))
+        };
+        let rng: Vec<u64> = meta
+            .get("rng")
+            .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
+            .unwrap_or_default();
+        let rng: [u64; 4] = rng.try_into().map_err(|_| bad("bad `rng`"))?;
+        let mut scheduler = vec![];
+        for part in meta
+            .get("scheduler")
+            .map(String::as_str)
+            .unwrap_or("")
+            .split(';')
+            .filter(|p| !p.is_empty())
+        {
+            let (k, v) = part.split_once('=').ok_or_else(|| bad("bad `scheduler`"))?;
+            scheduler.push((
+                k.to_string(),
+                v.parse().map_err(|_| bad("bad `scheduler`"))?,
+            ));
+        }
+        let (mut model, mut optimizer) = (vec![], vec![]);
+        for (k, t) in tensors {
+            if let Some(n) = k.strip_prefix(MODEL) {
+                model.push((n.to_string(), t));
+            } else if let Some(n) = k.strip_prefix(OPTIM) {
+                optimizer.push((n.to_string(), t));
+            }
+        }
+        let extra = meta
+            .iter()
+            .filter_map(|(k, v)| k.strip_prefix("extra.").map(|k| (k.to_string(), v.clone())))
+            .collect();
+        Ok(Checkpoint {
+            model,
+            optimizer,
+            scheduler,
+            epoch: num("epoch")?,
+            step: num("step")?,
+            rng,
+            extra,
+        })
+    }
+
+    /// Restores the default generator's state saved in the checkpoint.
+    pub fn restore_rng(&self) {
+        crate::default_generator().set_state(self.rng);
+    }
+}
