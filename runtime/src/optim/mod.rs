@@ -11,8 +11,8 @@ mod sgd;
 pub use adam::{Adam, AdamConfig, AdamW};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
 pub use lr_scheduler::{
-    CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LinearLR, LrScheduler,
-    MultiStepLR, OneCycleLR, PlateauMode, ReduceLROnPlateau, SequentialLR, StepLR,
+    ClosedForm, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LinearLR,
+    LrScheduler, MultiStepLR, OneCycleLR, PlateauMode, ReduceLROnPlateau, SequentialLR, StepLR,
 };
 pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use sgd::{SGD, SgdConfig};

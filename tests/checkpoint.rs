@@ -1,0 +1,261 @@
+//! Checkpoints: safetensors round trips, strict and non-strict loading,
+//! atomic saves (a writer killed mid-save), PyTorch interop both ways, and
+//! corrupt or hostile files. Exact resume is in `tests/resume.rs`.
+
+use std::path::{Path, PathBuf};
+use tapir::nn::Module;
+use tapir::prelude::*;
+use tapir::{Checkpoint, checkpoint};
+
+model! {
+    /// The interop model (scripts/gen_interop.py defines the same in PyTorch).
+    pub struct Tiny {
+        fc1: Linear<8, 16>,
+        bn: BatchNorm1d<16>,
+        norm: LayerNorm<16>,
+        fc2: Linear<16, 4>,
+    }
+    fn forward(&self, x: [B, 8]) -> [B, 4] {
+        self.fc2(self.norm(self.bn(self.fc1(x))).relu())
+    }
+}
+
+/// A file in this process's scratch folder (`sub` keeps tests apart).
+fn scratch(name: &str) -> PathBuf {
+    let (sub, name) = name.split_once('/').unwrap_or(("main", name));
+    let dir = std::env::temp_dir()
+        .join(format!("tapir-ckpt-{}", std::process::id()))
+        .join(sub);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+#[test]
+fn every_dtype_round_trips() {
+    let sd = vec![
+        ("a.f32".to_string(), Tensor::randn(&[3, 2])),
+        (
+            "b.f64".to_string(),
+            Tensor::randn(&[4]).to_dtype(DType::F64),
+        ),
+        (
+            "c.f16".to_string(),
+            Tensor::randn(&[2, 2]).to_dtype(DType::F16),
+        ),
+        (
+            "d.bf16".to_string(),
+            Tensor::randn(&[5]).to_dtype(DType::BF16),
+        ),
+        ("e.i64".to_string(), Tensor::arange(6).reshape(&[2, 3])),
+        (
+            "f.u8".to_string(),
+            Tensor::from_vec(vec![0u8, 7, 255], &[3]),
+        ),
+        (
+            "g.bool".to_string(),
+            Tensor::from_vec(vec![true, false], &[2]),
+        ),
+        ("h.scalar".to_string(), Tensor::scalar(3i64)),
+    ];
+    let path = scratch("dtypes.safetensors");
+    tapir::save(&sd, &path).unwrap();
+    let back = tapir::load(&path).unwrap();
+    assert_eq!(back.len(), sd.len());
+    for ((k, a), (k2, b)) in sd.iter().zip(&back) {
+        assert_eq!(k, k2);
+        assert_eq!((a.dtype(), a.shape()), (b.dtype(), b.shape()), "{k}");
+        assert_eq!(
+            a.to_dtype(DType::F64).to_vec::<f64>(),
+            b.to_dtype(DType::F64).to_vec::<f64>(),
+            "{k}"
+        );
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "a successful save leaves no temporary file"
+    );
+}
+
+#[test]
+fn strict_loading_reports_everything_and_non_strict_loads_what_matches() {
+    let src = Tiny::new(&Device::Cpu);
+    let mut sd = src.state_dict();
+    sd.retain(|(k, _)| k != "fc2.bias");
+    sd.push(("extra.weight".into(), Tensor::zeros(&[1])));
+    for (k, t) in sd.iter_mut() {
+        if k == "norm.weight" {
+            *t = Tensor::zeros(&[3]);
+        }
+    }
+    let path = scratch("partial.safetensors");
+    tapir::save(&sd, &path).unwrap();
+    let loaded = tapir::load(&path).unwrap();
+    let mut dst = Tiny::new(&Device::Cpu);
+    let before = dst.fc1.weight.to_vec::<f32>();
+    let err = dst.load_state_dict(&loaded, true).unwrap_err().to_string();
+    assert!(err.contains("missing keys: fc2.bias"), "{err}");
+    assert!(err.contains("unexpected keys: extra.weight"), "{err}");
+    assert!(
+        err.contains("norm.weight: checkpoint [3] vs model [16]"),
+        "{err}"
+    );
+    assert_eq!(
+        dst.fc1.weight.to_vec::<f32>(),
+        before,
+        "strict loading loads nothing on error"
+    );
+    let report = dst.load_state_dict(&loaded, false).unwrap();
+    assert_eq!(report.missing, ["fc2.bias"]);
+    assert_eq!(report.unexpected, ["extra.weight"]);
+    assert_eq!(
+        dst.fc1.weight.to_vec::<f32>(),
+        src.fc1.weight.to_vec::<f32>()
+    );
+}
+
+/// A child process (spawned by the next test) that saves two alternating
+/// 8 MB states to one path until it is killed.
+#[test]
+#[ignore]
+fn atomic_writer_child() {
+    let Ok(path) = std::env::var("TAPIR_ATOMIC_PATH") else {
+        return;
+    };
+    let states: Vec<Vec<(String, Tensor)>> = [1.0f64, 2.0]
+        .iter()
+        .map(|v| vec![("w".to_string(), Tensor::full(&[2_000_000], *v))])
+        .collect();
+    for i in 0.. {
+        tapir::save(&states[i % 2], &path).unwrap();
+    }
+}
+
+#[test]
+fn a_writer_killed_mid_save_leaves_a_whole_file() {
+    let path = scratch("atomic/atomic.safetensors");
+    tapir::save(&[("w".to_string(), Tensor::full(&[2_000_000], 1.0))], &path).unwrap();
+    for round in 0..6 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "atomic_writer_child", "--ignored", "--nocapture"])
+            .env("TAPIR_ATOMIC_PATH", &path)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(40 + 53 * round));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let sd = tapir::load(&path).expect("the file is always a whole checkpoint");
+        let v = sd[0].1.to_vec::<f32>();
+        assert_eq!(v.len(), 2_000_000);
+        assert!(v.iter().all(|x| *x == v[0]) && (v[0] == 1.0 || v[0] == 2.0));
+    }
+}
+
+fn interop(name: &str) -> PathBuf {
+    Path::new("tests/goldens/interop").join(name)
+}
+
+/// Writes the tapir-side fixture that scripts/gen_interop.py loads in PyTorch.
+#[test]
+#[ignore]
+fn write_tapir_interop_fixture() {
+    manual_seed(123);
+    let m = Tiny::new(&Device::Cpu);
+    tapir::save(&m.state_dict(), interop("tapir_tiny.safetensors")).unwrap();
+}
+
+#[test]
+fn pytorch_state_dicts_load_and_give_pytorch_outputs() {
+    let mut m = Tiny::new(&Device::Cpu);
+    let report = m
+        .load_state_dict(
+            &tapir::load(interop("torch_tiny.safetensors")).unwrap(),
+            true,
+        )
+        .unwrap();
+    assert!(report.is_clean());
+    m.eval();
+    let io = tapir::load(interop("torch_tiny_io.safetensors")).unwrap();
+    let get = |k: &str| io.iter().find(|(n, _)| n == k).unwrap().1.clone();
+    let y = m.forward(&get("input"));
+    let want = get("output");
+    let diff = (&y - &want).abs().max().item::<f32>();
+    assert!(diff < 1e-5, "max |tapir - PyTorch| = {diff}");
+    assert_eq!(
+        m.bn.num_batches_tracked.item::<i64>(),
+        3,
+        "int64 buffers load too"
+    );
+}
+
+#[test]
+fn tapir_files_load_in_pytorch() {
+    // PyTorch loaded tests/goldens/interop/tapir_tiny.safetensors (strictly)
+    // and recorded its output on the same input.
+    let mut m = Tiny::new(&Device::Cpu);
+    m.load_state_dict(
+        &tapir::load(interop("tapir_tiny.safetensors")).unwrap(),
+        true,
+    )
+    .unwrap();
+    m.eval();
+    let io = tapir::load(interop("tapir_tiny_torch_output.safetensors")).unwrap();
+    let get = |k: &str| io.iter().find(|(n, _)| n == k).unwrap().1.clone();
+    let diff = (&m.forward(&get("input")) - &get("output"))
+        .abs()
+        .max()
+        .item::<f32>();
+    assert!(diff < 1e-5, "max |tapir - PyTorch| = {diff}");
+}
+
+#[test]
+fn corrupt_truncated_and_hostile_files_are_errors() {
+    let m = Tiny::new(&Device::Cpu);
+    let c = Checkpoint::new(
+        m.state_dict(),
+        vec![],
+        vec![("last_epoch".into(), 3.0)],
+        1,
+        2,
+    );
+    let path = scratch("good.safetensors");
+    c.save(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(Checkpoint::from_bytes(&bytes).is_ok());
+    for cut in 0..bytes.len() {
+        assert!(
+            checkpoint::from_safetensors(&bytes[..cut]).is_err(),
+            "cut at {cut}"
+        );
+    }
+    // Flipped bytes: errors or (in tensor data) different values; never a panic.
+    let g = Generator::new(1);
+    let spots = Tensor::randint_with(0, bytes.len() as i64, &[3000], &g).to_vec::<i64>();
+    for (i, &at) in spots.iter().enumerate() {
+        let mut b = bytes.clone();
+        b[at as usize] ^= 1 << (i % 8);
+        let _ = Checkpoint::from_bytes(&b);
+    }
+    // A header length of 2^64 - 1, and a header whose tensor claims a huge shape.
+    let mut huge = u64::MAX.to_le_bytes().to_vec();
+    huge.extend_from_slice(b"{}");
+    assert!(checkpoint::from_safetensors(&huge).is_err());
+    let header = br#"{"w":{"dtype":"F32","shape":[4294967295,4294967295],"data_offsets":[0,4]}}"#;
+    let mut hostile = (header.len() as u64).to_le_bytes().to_vec();
+    hostile.extend_from_slice(header);
+    hostile.extend_from_slice(&[0; 4]);
+    assert!(checkpoint::from_safetensors(&hostile).is_err());
+    std::fs::write(&path, b"not a checkpoint").unwrap();
+    let err = Checkpoint::load(&path).err().unwrap().to_string();
+    assert!(err.contains("not a valid safetensors file"), "{err}");
+    let missing = Checkpoint::load(scratch("nope.safetensors"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(missing.contains("nope.safetensors: "), "{missing}");
+}
