@@ -10,17 +10,15 @@
 //! cargo run --release --example train_digits -- --data ~/mnist   # real MNIST IDX files
 //! ```
 
+#[path = "common/digits.rs"]
+mod digits;
 #[path = "common/report.rs"]
 mod report;
 
+use digits::{Loader, load_data, loaders};
 use report::{EpochMetrics, Flags, die, epoch_bar, from_csv, plot, to_csv};
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Instant;
-use tapir::data::{
-    Compose, DataLoader, DataLoaderOptions, Normalize, TensorDataset, ToFloat, Transformed,
-    random_split, read_idx,
-};
 use tapir::optim::{
     AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LrScheduler, Optimizer, SequentialLR,
 };
@@ -80,132 +78,6 @@ fn parse() -> std::result::Result<Config, String> {
     }
     Ok(c)
 }
-
-/// Images `[N, H, W]` (u8) and labels `[N]`.
-struct Split {
-    images: Tensor,
-    labels: Tensor,
-}
-
-fn find(dir: &Path, stem: &str) -> Option<PathBuf> {
-    [stem.to_string(), format!("{stem}.gz")]
-        .into_iter()
-        .map(|n| dir.join(n))
-        .find(|p| p.exists())
-}
-
-/// The shipped digits, or an IDX dataset from `--data`; with no separate
-/// validation files, a seeded 80/20 split.
-fn load_data(c: &Config) -> Result<(Split, Option<Split>)> {
-    let read = |dir: &Path, kind: &str| -> Result<Option<Split>> {
-        let (Some(i), Some(l)) = (
-            find(dir, &format!("{kind}-images-idx3-ubyte")),
-            find(dir, &format!("{kind}-labels-idx1-ubyte")),
-        ) else {
-            return Ok(None);
-        };
-        Ok(Some(Split {
-            images: read_idx(i)?,
-            labels: read_idx(l)?,
-        }))
-    };
-    match &c.data {
-        None => Ok((
-            Split {
-                images: read_idx("data/digits-images-idx3-ubyte")?,
-                labels: read_idx("data/digits-labels-idx1-ubyte")?,
-            },
-            None,
-        )),
-        Some(dir) => {
-            let train = read(dir, "train")?.ok_or_else(|| {
-                tapir::Error::Format(format!(
-                    "{}: no train-images-idx3-ubyte[.gz] / train-labels-idx1-ubyte[.gz] there",
-                    dir.display()
-                ))
-            })?;
-            Ok((train, read(dir, "t10k")?))
-        }
-    }
-}
-
-type Loader = DataLoader<Transformed<tapir::data::Subset<TensorDataset>>, Vec<Tensor>>;
-
-fn loaders(c: &Config, train: Split, val: Option<Split>) -> (Loader, Loader) {
-    let pixels = ToFloat {
-        scale: 1.0
-            / train
-                .images
-                .to_vec::<u8>()
-                .into_iter()
-                .max()
-                .unwrap_or(1)
-                .max(1) as f64,
-    };
-    let scaled = (&train.images.to_dtype(DType::F32) * pixels.scale).to_vec::<f32>();
-    let n = scaled.len() as f64;
-    let mean = scaled.iter().map(|&v| v as f64).sum::<f64>() / n;
-    let std = (scaled
-        .iter()
-        .map(|&v| (v as f64 - mean).powi(2))
-        .sum::<f64>()
-        / n)
-        .sqrt();
-    let transform = || {
-        Compose(vec![
-            Box::new(ToFloat {
-                scale: pixels.scale,
-            }),
-            Box::new(Normalize {
-                mean: vec![mean],
-                std: vec![std],
-            }),
-        ])
-    };
-    let labels = |t: &Tensor| t.to_dtype(DType::I64);
-    let (train_part, val_part) = match val {
-        Some(v) => {
-            let t = Arc::new(TensorDataset::new(vec![
-                train.images.clone(),
-                labels(&train.labels),
-            ]));
-            let v = Arc::new(TensorDataset::new(vec![v.images, labels(&v.labels)]));
-            let nt = t.len();
-            let nv = v.len();
-            (
-                tapir::data::Subset::new(t, (0..nt).collect()),
-                tapir::data::Subset::new(v, (0..nv).collect()),
-            )
-        }
-        None => {
-            let all = Arc::new(TensorDataset::new(vec![
-                train.images.clone(),
-                labels(&train.labels),
-            ]));
-            let n = all.len();
-            let n_val = n / 5;
-            let mut parts = random_split(all, &[n - n_val, n_val], c.seed);
-            let v = parts.pop().unwrap_or_else(|| unreachable!());
-            (parts.pop().unwrap_or_else(|| unreachable!()), v)
-        }
-    };
-    let opts = |shuffle| DataLoaderOptions {
-        batch_size: c.batch_size,
-        shuffle,
-        seed: Some(c.seed),
-        num_workers: c.workers,
-        ..Default::default()
-    };
-    (
-        DataLoader::new(
-            Transformed::new(train_part, transform(), c.seed),
-            opts(true),
-        ),
-        DataLoader::new(Transformed::new(val_part, transform(), c.seed), opts(false)),
-    )
-}
-
-use tapir::data::Dataset;
 
 fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Result<()> {
     manual_seed(c.seed);
@@ -344,7 +216,8 @@ fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Resul
 fn main() {
     let c = parse().unwrap_or_else(|e| die("train_digits", &e));
     set_num_threads(2);
-    let (train, val) = load_data(&c).unwrap_or_else(|e| die("train_digits", &e.to_string()));
+    let (train, val) =
+        load_data(c.data.as_deref()).unwrap_or_else(|e| die("train_digits", &e.to_string()));
     let pixels: usize = train.images.shape()[1..].iter().product();
     if train.images.ndim() != 3 || train.labels.shape() != [train.images.size(0)] {
         die(
@@ -356,7 +229,7 @@ fn main() {
             ),
         );
     }
-    let (tl, vl) = loaders(&c, train, val);
+    let (tl, vl) = loaders(c.seed, c.batch_size, c.workers, train, val);
     let result = match pixels {
         64 => run::<64>(&c, tl, vl),
         784 => run::<784>(&c, tl, vl),

@@ -1,4 +1,4 @@
-//! The main job until the data issue lands: a residual MLP written with
+//! A first run with no data files: a residual MLP written with
 //! `model!` learns to classify three noisy spirals generated in-process, with
 //! the PyTorch-style loop — AdamW, cosine schedule, gradient clipping,
 //! train/eval, no_grad validation.

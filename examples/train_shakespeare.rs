@@ -1,0 +1,222 @@
+//! A character-level transformer, written with `model!`, learns the
+//! Shakespeare shipped in `data/shakespeare.txt`: a progress bar, periodic
+//! validation loss and samples of generated text, and checkpoints.
+//!
+//! ```sh
+//! cargo run --release --example train_shakespeare
+//! cargo run --release --example train_shakespeare -- --steps 3000 --resume
+//! ```
+
+#[path = "common/report.rs"]
+mod report;
+
+use report::{Flags, die};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tapir::Checkpoint;
+use tapir::data::{CharTokenizer, DataLoader, DataLoaderOptions, Dataset};
+use tapir::optim::{AdamConfig, AdamW, CosineAnnealingLR, LrScheduler, Optimizer};
+use tapir::prelude::*;
+
+include!("models/transformer.rs");
+
+/// Token ids go up to 127 (the text is ASCII); embeddings 128 wide, 4 heads,
+/// 4 blocks, 64 characters of context.
+const VOCAB: usize = 128;
+const CTX: usize = 64;
+type Model = CharLm<VOCAB, 128, 4, 4, CTX>;
+
+/// Non-overlapping windows of `CTX + 1` tokens: input and next-token targets.
+struct Windows {
+    tokens: Arc<Vec<i64>>,
+}
+
+impl Dataset for Windows {
+    type Item = (Tensor, Tensor);
+    fn len(&self) -> usize {
+        (self.tokens.len() - 1) / CTX
+    }
+    fn get(&self, i: usize) -> (Tensor, Tensor) {
+        let s = i * CTX;
+        (
+            Tensor::from_vec(self.tokens[s..s + CTX].to_vec(), &[CTX]),
+            Tensor::from_vec(self.tokens[s + 1..s + CTX + 1].to_vec(), &[CTX]),
+        )
+    }
+}
+
+fn generate(model: &Model, tok: &CharTokenizer, prompt: &str, n: usize, g: &Generator) -> String {
+    model.eval();
+    let mut ids = tok.encode(prompt).unwrap_or_default();
+    no_grad(|| {
+        for _ in 0..n {
+            let ctx = &ids[ids.len().saturating_sub(CTX)..];
+            let t = ctx.len();
+            let logits = model.forward(
+                &Tensor::from_vec(ctx.to_vec(), &[1, t]),
+                &Tensor::arange(t as i64),
+            );
+            let probs = (&logits.select(1, t as isize - 1) / 0.8)
+                .softmax(-1)
+                .to_vec::<f32>();
+            let u = Tensor::rand_with(&[1], g).to_vec::<f32>()[0];
+            let mut acc = 0.0;
+            let next = probs.iter().position(|p| {
+                acc += p;
+                acc >= u
+            });
+            ids.push(next.unwrap_or(0) as i64);
+        }
+    });
+    tok.decode(&ids)
+}
+
+fn loss_on(model: &Model, batch: &(Tensor, Tensor), positions: &Tensor) -> Tensor {
+    let logits = model.forward(&batch.0, positions);
+    cross_entropy(
+        &logits.reshape(&[-1, VOCAB as isize]),
+        &batch.1.reshape(&[-1]),
+    )
+}
+
+fn main() {
+    let mut f = Flags::from_env("train_shakespeare");
+    let parsed = (|| -> Result<_, String> {
+        let c = (
+            f.value("--steps", 500usize)?,
+            f.value("--lr", 1e-3f64)?,
+            f.value("--batch-size", 32usize)?,
+            f.value("--seed", 0u64)?,
+            f.value("--out", PathBuf::from("runs/shakespeare"))?,
+            f.value("--sample-every", 100usize)?,
+            f.switch("--resume"),
+        );
+        f.finish()?;
+        Ok(c)
+    })();
+    let (steps, lr, batch_size, seed, out, sample_every, resume) =
+        parsed.unwrap_or_else(|e| die("train_shakespeare", &e));
+    set_num_threads(2);
+    let text = std::fs::read_to_string("data/shakespeare.txt")
+        .unwrap_or_else(|e| die("train_shakespeare", &format!("data/shakespeare.txt: {e}")));
+    let tok = CharTokenizer::from_text(&text);
+    if tok.vocab_size() > VOCAB {
+        die(
+            "train_shakespeare",
+            &format!(
+                "{} distinct characters; the model takes {VOCAB}",
+                tok.vocab_size()
+            ),
+        );
+    }
+    let ids = tok
+        .encode(&text)
+        .unwrap_or_else(|e| die("train_shakespeare", &e.to_string()));
+    let split = ids.len() * 9 / 10;
+    let train_ids = Arc::new(ids[..split].to_vec());
+    let val_ids = Arc::new(ids[split..].to_vec());
+    let opts = |shuffle| DataLoaderOptions {
+        batch_size,
+        shuffle,
+        seed: Some(seed),
+        drop_last: true,
+        num_workers: 1,
+        ..Default::default()
+    };
+    let mut train = DataLoader::new(Windows { tokens: train_ids }, opts(true));
+    let mut val = DataLoader::new(Windows { tokens: val_ids }, opts(false));
+
+    manual_seed(seed);
+    let mut model = Model::new(&Device::Cpu);
+    let mut opt = AdamW::adamw(
+        model.parameters(),
+        AdamConfig {
+            lr,
+            weight_decay: 0.1,
+            ..AdamConfig::adamw()
+        },
+    );
+    let mut sched = CosineAnnealingLR::new(&mut opt, steps as i64, lr * 0.1);
+    std::fs::create_dir_all(&out)
+        .unwrap_or_else(|e| die("train_shakespeare", &format!("{}: {e}", out.display())));
+    let last = out.join("last.safetensors");
+    let mut step = 0usize;
+    if resume {
+        let ck =
+            Checkpoint::load(&last).unwrap_or_else(|e| die("train_shakespeare", &e.to_string()));
+        model
+            .load_state_dict(&ck.model, true)
+            .unwrap_or_else(|e| die("train_shakespeare", &e.to_string()));
+        opt.load_state_dict(&ck.optimizer)
+            .unwrap_or_else(|e| die("train_shakespeare", &e.to_string()));
+        sched.load_state_dict(&mut opt, &ck.scheduler);
+        ck.restore_rng();
+        step = ck.step as usize;
+        train.set_epoch(ck.epoch);
+        println!("resumed at step {step}");
+    }
+    println!(
+        "{} characters, vocabulary {}, {} parameters, {} windows of {CTX} per epoch",
+        text.len(),
+        tok.vocab_size(),
+        model.num_parameters(),
+        train.len() * batch_size
+    );
+    let positions = Tensor::arange(CTX as i64);
+    let g = Generator::new(seed + 1);
+    let pb = report::epoch_bar(1, 1, steps);
+    pb.set_prefix("step");
+    pb.set_position(step as u64);
+    let start = Instant::now();
+    'outer: while step < steps {
+        for batch in train.iter() {
+            model.train();
+            opt.zero_grad();
+            let loss = loss_on(&model, &batch, &positions);
+            loss.backward();
+            clip_grad_norm_(&model.parameters(), 1.0);
+            opt.step();
+            sched.step(&mut opt);
+            step += 1;
+            pb.set_message(format!("loss {:.3}", loss.item::<f32>()));
+            pb.inc(1);
+            if step % sample_every == 0 || step == steps {
+                model.eval();
+                let val_loss = no_grad(|| {
+                    let losses: Vec<f64> = val
+                        .iter()
+                        .take(8)
+                        .map(|b| loss_on(&model, &b, &positions).item::<f64>())
+                        .collect();
+                    losses.iter().sum::<f64>() / losses.len().max(1) as f64
+                });
+                let sample = generate(&model, &tok, "KING LEAR.\n", 160, &g);
+                let secs = start.elapsed().as_secs_f64();
+                pb.suspend(|| {
+                    println!(
+                        "step {step}: val loss {val_loss:.3} ({secs:.0} s)\n---\n{sample}\n---"
+                    )
+                });
+                let ck = Checkpoint::new(
+                    model.state_dict(),
+                    opt.state_dict(),
+                    sched.state_dict(),
+                    train.epoch() - 1,
+                    step as u64,
+                );
+                ck.save(&last)
+                    .unwrap_or_else(|e| die("train_shakespeare", &e.to_string()));
+            }
+            if step == steps {
+                break 'outer;
+            }
+        }
+    }
+    pb.finish_and_clear();
+    println!(
+        "done: {step} steps in {:.0} s; checkpoint in {}",
+        start.elapsed().as_secs_f64(),
+        last.display()
+    );
+}
