@@ -181,7 +181,7 @@ fn main() {
             step += 1;
             pb.set_message(format!("loss {:.3}", loss.item::<f32>()));
             pb.inc(1);
-            if step % sample_every == 0 || step == steps {
+            if step.is_multiple_of(sample_every) || step == steps {
                 model.eval();
                 let val_loss = no_grad(|| {
                     let losses: Vec<f64> = val
