@@ -159,6 +159,7 @@ fn resume_in_a_fresh_process_is_bitwise_exact() {
         .args(["--exact", "resume_child", "--ignored", "--nocapture"])
         .env("TAPIR_CKPT", &ckpt)
         .env("TAPIR_OUT", &out)
+        .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
     assert!(status.success());

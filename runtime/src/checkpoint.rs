@@ -195,6 +195,19 @@ pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
 }
 
 /// Everything needed to resume training exactly.
+///
+/// ```
+/// use tapir_runtime::nn::{Linear, Module};
+/// use tapir_runtime::optim::{AdamConfig, AdamW, Optimizer};
+/// use tapir_runtime::Checkpoint;
+/// let model = Linear::new(4, 2, true);
+/// let opt = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+/// let path = std::env::temp_dir().join("tapir_doc_checkpoint.safetensors");
+/// Checkpoint::new(model.state_dict(), opt.state_dict(), vec![], 3, 120).save(&path).unwrap();
+/// let back = Checkpoint::load(&path).unwrap();
+/// assert_eq!((back.epoch, back.step), (3, 120));
+/// back.restore_rng(); // dropout and sampling continue where they left off
+/// ```
 #[derive(Clone, Default)]
 pub struct Checkpoint {
     pub model: StateDict,
