@@ -379,3 +379,64 @@ fn csv_and_text() {
     assert_eq!(tok.decode(&ids), &text[..1000]);
     assert!(tok.encode("\u{2603}").is_err());
 }
+
+/// Lines of a text as a stream; panics at line `fail_at` if set.
+struct Lines {
+    n: usize,
+    fail_at: Option<usize>,
+}
+
+impl IterableDataset for Lines {
+    type Item = Tensor;
+    fn iter(&self) -> Box<dyn Iterator<Item = Tensor> + Send + '_> {
+        Box::new((0..self.n).map(move |i| {
+            if Some(i) == self.fail_at {
+                panic!("bad line {i}");
+            }
+            Tensor::scalar(i as i64)
+        }))
+    }
+}
+
+#[test]
+fn streaming_sources_batch_in_order_and_restart_each_pass() {
+    for prefetch in [0, 1, 4] {
+        let loader = StreamLoader::new(
+            Lines {
+                n: 7,
+                fail_at: None,
+            },
+            3,
+            true,
+            prefetch,
+        );
+        let pass =
+            |l: &StreamLoader<Lines>| l.iter().map(|b| b.to_vec::<i64>()).collect::<Vec<_>>();
+        assert_eq!(pass(&loader), vec![vec![0, 1, 2], vec![3, 4, 5]]);
+        assert_eq!(pass(&loader), pass(&loader));
+    }
+    // Dropping a pass early stops the reader; a panic in the stream surfaces.
+    let big = StreamLoader::new(
+        Lines {
+            n: 1_000_000,
+            fail_at: None,
+        },
+        10,
+        false,
+        2,
+    );
+    assert_eq!(big.iter().take(2).count(), 2);
+    let bad = StreamLoader::new(
+        Lines {
+            n: 100,
+            fail_at: Some(42),
+        },
+        10,
+        false,
+        2,
+    );
+    let err =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| bad.iter().count())).unwrap_err();
+    let msg = err.downcast_ref::<String>().cloned().unwrap();
+    assert_eq!(msg, "StreamLoader: the stream panicked: bad line 42");
+}

@@ -5,6 +5,7 @@ mod dataset;
 mod formats;
 mod loader;
 mod sampler;
+mod stream;
 mod transforms;
 
 pub use dataset::{
@@ -15,4 +16,5 @@ pub use loader::{Collate, DataLoader, DataLoaderOptions, EpochIter};
 pub use sampler::{
     DistributedSampler, RandomSampler, Sampler, SequentialSampler, WeightedRandomSampler,
 };
+pub use stream::{StreamIter, StreamLoader};
 pub use transforms::{Compose, Normalize, RandomCrop, RandomHorizontalFlip, ToFloat, Transform};
