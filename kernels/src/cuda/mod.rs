@@ -2,6 +2,8 @@
 //! this builds on machines without CUDA; every entry point checks that the
 //! libraries are present before calling into cudarc, which panics otherwise.
 
+pub mod modules;
+
 /// Whether CUDA device `ordinal` can be used; `Err` says why not.
 pub fn device_check(ordinal: usize) -> Result<(), String> {
     // SAFETY: `is_culib_present` only tries to dlopen the driver library; it
