@@ -3,6 +3,8 @@
 //! libraries are present before calling into cudarc, which panics otherwise.
 
 pub mod modules;
+#[cfg(test)]
+mod twins;
 
 /// Whether CUDA device `ordinal` can be used; `Err` says why not.
 pub fn device_check(ordinal: usize) -> Result<(), String> {
