@@ -11,6 +11,9 @@ use tapir::prelude::*;
 
 include!("models/transformer.rs");
 
+#[path = "common/sample.rs"]
+mod sample;
+
 const TEXT: &str = "the cat sat on the mat. the dog sat on the log. \
 the cat saw the dog and the dog saw the cat. a cat and a dog sat on a mat. \
 the dog ran to the log and the cat ran to the mat. ";
@@ -49,14 +52,11 @@ fn generate(model: &Model, prompt: &str, n: usize, g: &Generator) -> String {
                 &Tensor::from_vec(ctx.to_vec(), &[1, t]),
                 &Tensor::arange(t as i64),
             );
-            let probs = logits.select(1, t as isize - 1).softmax(-1).to_vec::<f32>();
-            let u = Tensor::rand_with(&[1], g).item::<f32>();
-            let mut acc = 0.0;
-            let next = probs.iter().position(|p| {
-                acc += p;
-                acc >= u
-            });
-            ids.push(next.unwrap_or(b' ' as usize) as i64);
+            ids.push(sample::sample(
+                &logits.select(1, t as isize - 1).squeeze_dim(0),
+                1.0,
+                g,
+            ));
         }
     });
     ids.iter().map(|&b| b as u8 as char).collect()

@@ -9,6 +9,8 @@
 
 #[path = "common/report.rs"]
 mod report;
+#[path = "common/sample.rs"]
+mod sample;
 
 use report::{Flags, die};
 use std::path::PathBuf;
@@ -57,16 +59,11 @@ fn generate(model: &Model, tok: &CharTokenizer, prompt: &str, n: usize, g: &Gene
                 &Tensor::from_vec(ctx.to_vec(), &[1, t]),
                 &Tensor::arange(t as i64),
             );
-            let probs = (&logits.select(1, t as isize - 1) / 0.8)
-                .softmax(-1)
-                .to_vec::<f32>();
-            let u = Tensor::rand_with(&[1], g).to_vec::<f32>()[0];
-            let mut acc = 0.0;
-            let next = probs.iter().position(|p| {
-                acc += p;
-                acc >= u
-            });
-            ids.push(next.unwrap_or(0) as i64);
+            ids.push(sample::sample(
+                &logits.select(1, t as isize - 1).squeeze_dim(0),
+                0.8,
+                g,
+            ));
         }
     });
     tok.decode(&ids)

@@ -134,19 +134,22 @@ impl Gen {
             }
             Ir::Block(b) => self.block(b),
             Ir::Unchecked { code, check } => {
-                let v = quote!(__tapir_unchecked);
-                let c = runtime_check(
-                    &RuntimeShape {
-                        what: self.what.clone(),
-                        ..check.clone()
-                    },
-                    &v,
-                    "",
-                    &|e| quote!(::core::panic!("{}", #e)),
-                );
+                let (v, c) = self.unchecked_check(check);
                 quote!({ let #v: ::tapir::Tensor = #code; #c #v })
             }
         }
+    }
+
+    /// The temporary holding an `unchecked!` value and the statements that
+    /// check its shape (panicking with the model's name on a mismatch).
+    fn unchecked_check(&self, check: &RuntimeShape) -> (TokenStream, TokenStream) {
+        let v = quote!(__tapir_unchecked);
+        let shape = RuntimeShape {
+            what: self.what.clone(),
+            ..check.clone()
+        };
+        let c = runtime_check(&shape, &v, "", &|e| quote!(::core::panic!("{}", #e)));
+        (v, c)
     }
 
     pub fn block(&self, b: &IrBlock) -> TokenStream {
@@ -173,16 +176,7 @@ impl Gen {
                 };
                 // An unchecked value's fresh run-time dims must outlive the statement.
                 if let (Ir::Unchecked { code, check }, false) = (init, tuple) {
-                    let v = quote!(__tapir_unchecked);
-                    let c = runtime_check(
-                        &RuntimeShape {
-                            what: self.what.clone(),
-                            ..check.clone()
-                        },
-                        &v,
-                        "",
-                        &|e| quote!(::core::panic!("{}", #e)),
-                    );
+                    let (v, c) = self.unchecked_check(check);
                     return quote!(let #v: ::tapir::Tensor = #code; #c let #pat = #v;);
                 }
                 let v = self.value(init);
