@@ -13,7 +13,7 @@
 //! ```
 
 pub mod cpu;
-#[cfg(feature = "cuda")]
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub mod cuda;
 mod float;
 pub(crate) mod layout;

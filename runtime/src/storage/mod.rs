@@ -119,14 +119,14 @@ fn cpu_from_vec<T: Element>(v: Vec<T>) -> CpuBuffer {
 /// driver is missing (cudarc panics on a missing library, so look first).
 pub(crate) fn cuda_device_check(ordinal: usize) -> Result<()> {
     let device = Device::Cuda(ordinal);
-    #[cfg(not(feature = "cuda"))]
+    #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
     {
         Err(crate::device::unavailable(
             device,
             "tapir was built without the `cuda` feature",
         ))
     }
-    #[cfg(feature = "cuda")]
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
     {
         tapir_kernels::cuda::device_check(ordinal)
             .map_err(|why| crate::device::unavailable(device, why))
