@@ -3,8 +3,8 @@
 //! `model!` reads a struct of layers and its `forward`, checks every tensor
 //! shape in `forward` symbolically, and generates the struct, its `new`, a
 //! typed `forward`/`try_forward` and the `Module` impl. It is built as
-//! serde_derive is: [`parse`] (syntax only) -> [`analyse`] (the layer table
-//! and the shape checker over the pure algebra of [`shape`]) -> [`codegen`].
+//! serde_derive is: `parse` (syntax only) -> `analyse` (the layer table and
+//! the shape checker over the pure algebra of `shape`) -> `codegen`.
 //! Every user error is a `syn::Error` at the offending token; all errors of a
 //! block are reported together, and a stub of each failed model is still
 //! emitted so that code using it reports nothing further.
