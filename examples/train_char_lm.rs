@@ -44,21 +44,7 @@ fn windows(data: &[i64], batch: usize, g: &Generator) -> (Tensor, Tensor) {
 fn generate(model: &Model, prompt: &str, n: usize, g: &Generator) -> String {
     model.eval();
     let mut ids: Vec<i64> = prompt.bytes().map(i64::from).collect();
-    no_grad(|| {
-        for _ in 0..n {
-            let ctx = &ids[ids.len().saturating_sub(CTX)..];
-            let t = ctx.len();
-            let logits = model.forward(
-                &Tensor::from_vec(ctx.to_vec(), &[1, t]),
-                &Tensor::arange(t as i64),
-            );
-            ids.push(sample::sample(
-                &logits.select(1, t as isize - 1).squeeze_dim(0),
-                1.0,
-                g,
-            ));
-        }
-    });
+    sample::extend(&mut ids, n, CTX, 1.0, g, |x, p| model.forward(x, p));
     ids.iter().map(|&b| b as u8 as char).collect()
 }
 

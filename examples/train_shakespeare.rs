@@ -51,21 +51,7 @@ impl Dataset for Windows {
 fn generate(model: &Model, tok: &CharTokenizer, prompt: &str, n: usize, g: &Generator) -> String {
     model.eval();
     let mut ids = tok.encode(prompt).unwrap_or_default();
-    no_grad(|| {
-        for _ in 0..n {
-            let ctx = &ids[ids.len().saturating_sub(CTX)..];
-            let t = ctx.len();
-            let logits = model.forward(
-                &Tensor::from_vec(ctx.to_vec(), &[1, t]),
-                &Tensor::arange(t as i64),
-            );
-            ids.push(sample::sample(
-                &logits.select(1, t as isize - 1).squeeze_dim(0),
-                0.8,
-                g,
-            ));
-        }
-    });
+    sample::extend(&mut ids, n, CTX, 0.8, g, |x, p| model.forward(x, p));
     tok.decode(&ids)
 }
 

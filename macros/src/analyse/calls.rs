@@ -429,11 +429,10 @@ impl Checker<'_> {
                         None
                     }
                 });
-                let x2 = x.clone();
                 let msg = || {
                     format!(
                         "{name} `{field}` expects input `{shown}`, got `{}`{{from}}",
-                        show(&x2)
+                        show(x)
                     )
                 };
                 self.rule(span, origin, |f| f_equal(f, got, &want, &msg))?;
@@ -573,11 +572,10 @@ impl Checker<'_> {
                     filled
                 }
             };
-            let xs = x.clone();
             let msg = || {
                 format!(
                     "{label} expects {role} `[.., {want}]`, got `{}`{{from}}",
-                    show(&xs)
+                    show(&x)
                 )
             };
             self.rule(sp, &origin, |f| f_equal(f, &x[2], &want, &msg))?;
