@@ -143,14 +143,3 @@ mod tests {
         }
     }
 }
-
-#[cfg(test)]
-mod debug {
-    #[test]
-    #[ignore]
-    fn print_expansion() {
-        let src = std::env::var("TAPIR_EXPAND").unwrap_or_default();
-        let src = std::fs::read_to_string(src).unwrap();
-        println!("{}", super::expand(src.parse().unwrap()));
-    }
-}
