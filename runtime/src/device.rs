@@ -50,3 +50,11 @@ pub(crate) fn unavailable(device: Device, why: impl Into<String>) -> Error {
         reason: why.into(),
     }
 }
+
+#[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+pub(crate) fn cuda_error(device: Device, message: impl Into<String>) -> Error {
+    Error::Cuda {
+        device: device.to_string(),
+        message: message.into(),
+    }
+}

@@ -7,6 +7,9 @@ pub enum Error {
     /// The device cannot be used on this machine.
     #[error("device {device} is unavailable: {reason}")]
     DeviceUnavailable { device: String, reason: String },
+    /// A CUDA failure at run time: out of memory, a driver or library error.
+    #[error("{device}: {message}")]
+    Cuda { device: String, message: String },
     /// An I/O failure, with the path involved.
     #[error("{path}: {source}")]
     Io {

@@ -11,6 +11,7 @@
 
 mod autograd;
 pub mod checkpoint;
+pub mod cuda;
 pub mod data;
 mod device;
 mod display;

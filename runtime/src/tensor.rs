@@ -45,9 +45,10 @@ impl Tensor {
         )
     }
 
-    pub(crate) fn from_buffer(buf: CpuBuffer, shape: &[usize]) -> Tensor {
+    /// A host-computed result placed on `device` (the inputs' device).
+    pub(crate) fn from_buffer_on(buf: CpuBuffer, shape: &[usize], device: Device) -> Tensor {
         debug_assert_eq!(buf.len(), shape.iter().product::<usize>());
-        Tensor::from_storage(Storage::Cpu(buf), shape)
+        Tensor::from_storage(Storage::on_device(buf, device), shape)
     }
 
     pub(crate) fn from_parts(
@@ -336,7 +337,7 @@ impl Tensor {
 
     /// The elements in row-major order, converted to `T`.
     pub fn to_vec<T: Element>(&self) -> Vec<T> {
-        self.read().cpu().to_vec(self.layout())
+        self.read().to_vec(self.layout())
     }
 
     /// The value of a one-element tensor.
@@ -353,8 +354,8 @@ impl Tensor {
 
     /// A contiguous copy that shares nothing and records nothing.
     pub(crate) fn contiguous_copy(&self) -> Tensor {
-        let buf = self.read().cpu().copy(self.layout());
-        Tensor::from_buffer(buf, self.shape())
+        let storage = self.read().copy(self.layout());
+        Tensor::from_storage(storage, self.shape())
     }
 
     /// This tensor on `device` (a copy when it moves; gradient flows back).

@@ -1,10 +1,21 @@
 //! CUDA support (the `cuda` feature). cudarc loads the driver at run time, so
 //! this builds on machines without CUDA; every entry point checks that the
 //! libraries are present before calling into cudarc, which panics otherwise.
+//!
+//! - [`modules`]: the `.cu` sources and their NVRTC compilation;
+//! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU;
+//! - [`CudaBuffer`]: a block of device memory that returns to the cache on drop;
+//! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`).
 
+mod buffer;
+pub mod device;
+pub mod launch;
 pub mod modules;
 #[cfg(test)]
 mod twins;
+
+pub use buffer::CudaBuffer;
+pub use device::{CudaDevice, MemoryStats, device};
 
 /// Whether CUDA device `ordinal` can be used; `Err` says why not.
 pub fn device_check(ordinal: usize) -> Result<(), String> {

@@ -9,30 +9,48 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 const COMMON: &str = include_str!("cu/common.cuh");
 
-/// The dtypes every kernel is instantiated for.
+/// The float dtypes the compute kernels are instantiated for.
 pub const DTYPES: &[&str] = &["f32", "f16", "bf16"];
 
+/// Unary kernels, `<op>_<dtype>(n, Strided, p0, p1, x, y)`.
 pub const UNARY_OPS: &[&str] = &[
-    "neg", "exp", "log", "sqrt", "abs", "relu", "tanh", "sigmoid", "silu", "gelu",
+    "neg",
+    "abs",
+    "sign",
+    "exp",
+    "log",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "sin",
+    "cos",
+    "tanh",
+    "erf",
+    "sigmoid",
+    "relu",
+    "step",
+    "silu",
+    "gelu",
+    "gelu_grad",
+    "pow_scalar",
+    "leaky_relu",
+    "leaky_step",
+    "clamp",
+    "clamp_mask",
 ];
-pub const BINARY_OPS: &[&str] = &["add", "sub", "mul", "div", "maximum", "minimum"];
+/// Binary kernels, `<op>_<dtype>(n, Strided a, Strided b, a, b, y)`.
+pub const BINARY_OPS: &[&str] = &["add", "sub", "mul", "div", "pow", "maximum", "minimum"];
+/// The storage widths `strided_copy_<w>` is instantiated for.
+pub const COPY_WIDTHS: &[&str] = &["u8", "u16", "u32", "u64"];
 
-/// One `.cu` file: its name, source, and the ops it defines (each for every dtype).
+/// One `.cu` file: its name, source, and the kernel names it defines.
 pub struct Module {
     pub name: &'static str,
     pub source: &'static str,
-    pub ops: Vec<&'static str>,
+    pub kernels: Vec<String>,
 }
 
 impl Module {
-    /// The kernel names, `<op>_<dtype>`.
-    pub fn kernels(&self) -> Vec<String> {
-        self.ops
-            .iter()
-            .flat_map(|op| DTYPES.iter().map(move |d| format!("{op}_{d}")))
-            .collect()
-    }
-
     /// The full source NVRTC compiles.
     pub fn full_source(&self) -> String {
         format!(
@@ -42,41 +60,64 @@ impl Module {
     }
 }
 
+/// `<op>_<dtype>` for every op and dtype.
+fn per_dtype(ops: &[&str], dtypes: &[&str]) -> Vec<String> {
+    ops.iter()
+        .flat_map(|op| dtypes.iter().map(move |d| format!("{op}_{d}")))
+        .collect()
+}
+
 pub fn modules() -> Vec<Module> {
-    let mut elementwise: Vec<&str> = UNARY_OPS.to_vec();
-    elementwise.extend_from_slice(BINARY_OPS);
+    let mut elementwise = per_dtype(UNARY_OPS, DTYPES);
+    elementwise.extend(per_dtype(BINARY_OPS, DTYPES));
+    elementwise.extend(per_dtype(&["fill"], DTYPES));
+    for to in DTYPES {
+        elementwise.extend(per_dtype(&[&format!("cast_to_{to}")], DTYPES));
+    }
     vec![
         Module {
             name: "elementwise",
             source: include_str!("cu/elementwise.cu"),
-            ops: elementwise,
+            kernels: elementwise,
+        },
+        Module {
+            name: "copy",
+            source: include_str!("cu/copy.cu"),
+            kernels: per_dtype(&["strided_copy"], COPY_WIDTHS),
         },
         Module {
             name: "softmax",
             source: include_str!("cu/softmax.cu"),
-            ops: vec!["softmax", "log_softmax"],
+            kernels: per_dtype(&["softmax", "log_softmax"], DTYPES),
         },
         Module {
             name: "reduce",
             source: include_str!("cu/reduce.cu"),
-            ops: vec!["sum_last", "max_last"],
+            kernels: per_dtype(&["sum_last", "max_last"], DTYPES),
         },
         Module {
             name: "norm",
             source: include_str!("cu/norm.cu"),
-            ops: vec!["layer_norm"],
+            kernels: per_dtype(&["layer_norm"], DTYPES),
         },
         Module {
             name: "optim",
             source: include_str!("cu/optim.cu"),
-            ops: vec!["adam", "sgd"],
+            kernels: per_dtype(&["adam", "sgd"], DTYPES),
         },
         Module {
             name: "index",
             source: include_str!("cu/index.cu"),
-            ops: vec!["embedding", "embedding_backward"],
+            kernels: per_dtype(&["embedding", "embedding_backward"], DTYPES),
         },
     ]
+}
+
+/// The module that defines kernel `name`.
+pub fn module_of(name: &str) -> Option<Module> {
+    modules()
+        .into_iter()
+        .find(|m| m.kernels.iter().any(|k| k == name))
 }
 
 /// Compiles a module to PTX for `arch` (e.g. `"sm_90"`); a failure carries
@@ -150,7 +191,7 @@ mod tests {
                     "{} for {arch}",
                     m.name
                 );
-                for k in m.kernels() {
+                for k in &m.kernels {
                     assert!(
                         ptx.contains(&format!(".entry {k}(")),
                         "kernel {k} missing from {}.cu",
@@ -161,7 +202,8 @@ mod tests {
             }
         }
         println!("compiled {count} kernels (x2 architectures) with NVRTC");
-        assert_eq!(count, 2 * 3 * (10 + 6 + 2 + 2 + 1 + 2 + 2));
+        let elementwise = 3 * (UNARY_OPS.len() + BINARY_OPS.len() + 1 + 3);
+        assert_eq!(count, 2 * (elementwise + 4 + 3 * (2 + 2 + 1 + 2 + 2)));
     }
 
     #[test]
@@ -173,7 +215,7 @@ mod tests {
         let bad = Module {
             name: "broken",
             source: "extern \"C\" __global__ void k_f32() { undefined_fn(); }",
-            ops: vec![],
+            kernels: vec![],
         };
         let err = compile(&bad, "sm_80").unwrap_err();
         assert!(

@@ -89,7 +89,11 @@ impl MultiheadAttention {
         let (qh, kh, vh) = (heads(&q, 0, l), heads(&k, 1, s), heads(&v, 2, s));
         let mut scores = &qh.matmul(&kh.transpose(-1, -2)) * (1.0 / (hd as f64).sqrt()); // [B, H, L, S]
         if is_causal {
-            let future = Tensor::ones(&[l, s]).triu(1).gt_scalar(0.0);
+            let future = Tensor::ones(&[l, s])
+                .triu(1)
+                .gt_scalar(0.0)
+                .to(scores.device())
+                .expect("the scores' device is in use");
             scores = scores.masked_fill(&future, f64::NEG_INFINITY);
         }
         if let Some(m) = attn_mask {

@@ -103,7 +103,10 @@ pub fn trunc_normal_(t: &Tensor, mean: f64, std: f64, a: f64, b: f64) {
             }
         }
     }
-    no_grad(|| t.copy_(&Tensor::from_vec(out, t.shape())));
+    let src = Tensor::from_vec(out, t.shape())
+        .to(t.device())
+        .expect("the tensor's device is in use");
+    no_grad(|| t.copy_(&src));
 }
 
 /// A (semi-)orthogonal matrix from the QR decomposition of a normal draw,
@@ -143,5 +146,8 @@ pub fn orthogonal_(t: &Tensor, gain: f64) {
             out[r * cols + c] = gain * if rows < cols { q[r][c] } else { q[c][r] };
         }
     }
-    no_grad(|| t.copy_(&Tensor::from_vec(out, t.shape())));
+    let src = Tensor::from_vec(out, t.shape())
+        .to(t.device())
+        .expect("the tensor's device is in use");
+    no_grad(|| t.copy_(&src));
 }

@@ -7,19 +7,21 @@ use crate::{DType, Tensor};
 use tapir_kernels::Float;
 
 macro_rules! binary_fn {
-    ($name:ident, |$a:ident, $b:ident| $body:expr) => {
+    ($name:ident, $cuda:literal, |$a:ident, $b:ident| $body:expr) => {
         pub(crate) struct $name;
         impl BinaryFn for $name {
+            const CUDA: Option<&'static str> = Some($cuda);
             #[inline]
             fn f<T: Float>(&self, $a: T, $b: T) -> T {
                 $body
             }
         }
     };
-    ($name:ident, |$a:ident, $b:ident| $body:expr, int |$ai:ident, $bi:ident| $ibody:expr) => {
+    ($name:ident, $cuda:literal, |$a:ident, $b:ident| $body:expr, int |$ai:ident, $bi:ident| $ibody:expr) => {
         pub(crate) struct $name;
         impl BinaryFn for $name {
             const INT: bool = true;
+            const CUDA: Option<&'static str> = Some($cuda);
             #[inline]
             fn f<T: Float>(&self, $a: T, $b: T) -> T {
                 $body
@@ -32,19 +34,21 @@ macro_rules! binary_fn {
     };
 }
 
-binary_fn!(AddF, |a, b| a + b, int | a, b | a.wrapping_add(b));
-binary_fn!(SubF, |a, b| a - b, int | a, b | a.wrapping_sub(b));
-binary_fn!(MulF, |a, b| a * b, int | a, b | a.wrapping_mul(b));
-binary_fn!(DivF, |a, b| a / b);
-binary_fn!(PowF, |a, b| a.powf(b));
+binary_fn!(AddF, "add", |a, b| a + b, int | a, b | a.wrapping_add(b));
+binary_fn!(SubF, "sub", |a, b| a - b, int | a, b | a.wrapping_sub(b));
+binary_fn!(MulF, "mul", |a, b| a * b, int | a, b | a.wrapping_mul(b));
+binary_fn!(DivF, "div", |a, b| a / b);
+binary_fn!(PowF, "pow", |a, b| a.powf(b));
 binary_fn!(
     MaxF,
+    "maximum",
     |a, b| if a.is_nan() || a > b { a } else { b },
     int | a,
     b | a.max(b)
 );
 binary_fn!(
     MinF,
+    "minimum",
     |a, b| if a.is_nan() || a < b { a } else { b },
     int | a,
     b | a.min(b)
@@ -81,13 +85,13 @@ pub(crate) fn apply<F: BinaryFn>(
         a.layout().broadcast_to(&shape),
         b.layout().broadcast_to(&shape),
     );
-    let buf = if a.same_storage(&b) {
+    let storage = if a.same_storage(&b) {
         let s = a.read();
-        s.cpu().binary(&la, s.cpu(), &lb, op)
+        s.binary(&la, &s, &lb, op)
     } else {
-        a.read().cpu().binary(&la, b.read().cpu(), &lb, op)
+        a.read().binary(&la, &b.read(), &lb, op)
     };
-    Tensor::from_buffer(buf, &shape)
+    Tensor::from_storage(storage, &shape)
 }
 
 /// Reduces a gradient to an input's shape and dtype.
@@ -134,7 +138,7 @@ pub(crate) fn scalar_for(x: &Tensor, value: f64) -> Tensor {
     } else {
         DType::F32
     };
-    super::creation::filled(&[], value, dtype)
+    super::creation::filled_on(&[], value, dtype, x.device())
 }
 
 impl Tensor {
@@ -241,21 +245,21 @@ impl Tensor {
         let dtype = DType::promote(x.dtype(), y.dtype());
         let (xc, yc) = (x.to_dtype(dtype).detach(), y.to_dtype(dtype).detach());
         let buf = {
-            let c = cond_b.read();
-            let CpuBuffer::Bool(cv) = c.cpu() else {
+            let c = cond_b.read().host().into_owned();
+            let CpuBuffer::Bool(cv) = c else {
                 unreachable!()
             };
             let (xs, ys) = (xc.read(), yc.read());
             CpuBuffer::select_where(
-                cv,
+                &cv,
                 &cond_b.layout().broadcast_to(&shape),
-                xs.cpu(),
+                &xs.host(),
                 &xc.layout().broadcast_to(&shape),
-                ys.cpu(),
+                &ys.host(),
                 &yc.layout().broadcast_to(&shape),
             )
         };
-        let out = Tensor::from_buffer(buf, &shape);
+        let out = Tensor::from_buffer_on(buf, &shape, x.device());
         let metas = [
             (x.shape().to_vec(), x.dtype()),
             (y.shape().to_vec(), y.dtype()),
@@ -318,8 +322,8 @@ macro_rules! comparisons {
                 pub fn $name(&self, other: &Tensor) -> Tensor {
                     let (a, b, shape) = prepare(self, other, stringify!($name), false);
                     let (la, lb) = (a.layout().broadcast_to(&shape), b.layout().broadcast_to(&shape));
-                    let buf = a.read().cpu().compare(&la, b.read().cpu(), &lb, |x, y| x $op y);
-                    Tensor::from_buffer(buf, &shape)
+                    let buf = a.read().host().compare(&la, &b.read().host(), &lb, |x, y| x $op y);
+                    Tensor::from_buffer_on(buf, &shape, a.device())
                 }
 
                 #[doc = $doc]

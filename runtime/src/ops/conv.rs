@@ -97,7 +97,7 @@ impl Tensor {
         );
         let g = geometry(self, kernel, &opts, op);
         let (oh, ow) = g.out_hw().unwrap();
-        let buf = match self.read().cpu() {
+        let buf = match &*self.read().host() {
             CpuBuffer::F64(v) => {
                 CpuBuffer::F64(cpu::im2col(&contiguous(v, self.layout()), &g, pad))
             }
@@ -106,12 +106,16 @@ impl Tensor {
                 CpuBuffer::F32(cpu::im2col(&v, &g, pad as f32))
             }
         };
-        let out = Tensor::from_buffer(buf, &[g.n, g.c * kernel.0 * kernel.1, oh * ow])
-            .to_dtype(self.dtype());
+        let out = Tensor::from_buffer_on(
+            buf,
+            &[g.n, g.c * kernel.0 * kernel.1, oh * ow],
+            self.device(),
+        )
+        .to_dtype(self.dtype());
         let in_shape = self.shape().to_vec();
         Tensor::record(out.detach(), "Im2ColBackward0", &[self], move || {
             move |grad: &Tensor, _: &[bool]| {
-                let buf = match grad.read().cpu() {
+                let buf = match &*grad.read().host() {
                     CpuBuffer::F64(v) => {
                         CpuBuffer::F64(cpu::col2im(&contiguous(v, grad.layout()), &g))
                     }
@@ -121,7 +125,7 @@ impl Tensor {
                     }
                 };
                 vec![Some(
-                    Tensor::from_buffer(buf, &in_shape).to_dtype(grad.dtype()),
+                    Tensor::from_buffer_on(buf, &in_shape, grad.device()).to_dtype(grad.dtype()),
                 )]
             }
         })

@@ -1,26 +1,22 @@
 //! Creating tensors: constants, ranges and random draws.
 
 use crate::random::{Generator, default_generator};
-use crate::storage::CpuBuffer;
-use crate::{DType, Element, Tensor};
+use crate::storage::Storage;
+use crate::{DType, Device, Element, Tensor};
 
-/// A tensor of `shape` filled with `value` in `dtype`.
+/// A tensor of `shape` filled with `value` in `dtype`, on the CPU.
 pub(crate) fn filled(shape: &[usize], value: f64, dtype: DType) -> Tensor {
+    filled_on(shape, value, dtype, Device::Cpu)
+}
+
+/// A tensor of `shape` filled with `value` in `dtype` on `device`.
+pub(crate) fn filled_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Tensor {
     let n: usize = shape.iter().product();
-    let buf = match dtype {
-        DType::F32 => CpuBuffer::F32(vec![value as f32; n]),
-        DType::F64 => CpuBuffer::F64(vec![value; n]),
-        DType::F16 => CpuBuffer::F16(vec![half::f16::from_f64(value); n]),
-        DType::BF16 => CpuBuffer::BF16(vec![half::bf16::from_f64(value); n]),
-        DType::I64 => CpuBuffer::I64(vec![value as i64; n]),
-        DType::U8 => CpuBuffer::U8(vec![value as u8; n]),
-        DType::Bool => CpuBuffer::Bool(vec![value != 0.0; n]),
-    };
-    Tensor::from_buffer(buf, shape)
+    Tensor::from_storage(Storage::filled(n, value, dtype, device), shape)
 }
 
 pub(crate) fn ones_like(t: &Tensor) -> Tensor {
-    filled(t.shape(), 1.0, t.dtype())
+    filled_on(t.shape(), 1.0, t.dtype(), t.device())
 }
 
 fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Tensor {
@@ -52,8 +48,9 @@ impl Tensor {
         filled(shape, value, dtype)
     }
 
+    /// Zeros with `t`'s shape, dtype and device.
     pub fn zeros_like(t: &Tensor) -> Tensor {
-        filled(t.shape(), 0.0, t.dtype())
+        filled_on(t.shape(), 0.0, t.dtype(), t.device())
     }
 
     pub fn ones_like(t: &Tensor) -> Tensor {
@@ -61,7 +58,7 @@ impl Tensor {
     }
 
     pub fn full_like(t: &Tensor, value: f64) -> Tensor {
-        filled(t.shape(), value, t.dtype())
+        filled_on(t.shape(), value, t.dtype(), t.device())
     }
 
     /// `0, 1, ..., end - 1` as int64 (`torch.arange(end)`).
@@ -201,8 +198,8 @@ impl Tensor {
         if dtype == self.dtype() {
             return self.clone();
         }
-        let buf = self.read().cpu().cast(self.layout(), dtype);
-        let out = Tensor::from_buffer(buf, self.shape());
+        let storage = self.read().cast(self.layout(), dtype);
+        let out = Tensor::from_storage(storage, self.shape());
         let src = self.dtype();
         if !dtype.is_float() {
             return out;

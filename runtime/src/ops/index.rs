@@ -74,7 +74,7 @@ impl Tensor {
         let idx = indices(index, size, "index_select");
         let outer: usize = self.shape()[..d].iter().product();
         let inner: usize = self.shape()[d + 1..].iter().product();
-        let buf = self.read().cpu().any_kernel(
+        let buf = self.read().host().any_kernel(
             self.layout(),
             Select {
                 outer,
@@ -85,7 +85,7 @@ impl Tensor {
         );
         let mut shape = self.shape().to_vec();
         shape[d] = idx.len();
-        let out = Tensor::from_buffer(buf, &shape);
+        let out = Tensor::from_buffer_on(buf, &shape, self.device());
         let in_shape = self.shape().to_vec();
         Tensor::record(out, "IndexSelectBackward0", &[self], move || {
             move |g: &Tensor, _: &[bool]| {
@@ -93,7 +93,12 @@ impl Tensor {
                 let mut dst: Vec<f64> = vec![0.0; in_shape.iter().product()];
                 let src: Vec<f64> = g.to_vec();
                 cpu::index_add_rows(&mut dst, size, inner, &src, &idx);
-                vec![Some(Tensor::from_vec(dst, &in_shape).to_dtype(g.dtype()))]
+                vec![Some(
+                    Tensor::from_vec(dst, &in_shape)
+                        .to(g.device())
+                        .expect("the input's device was usable in forward")
+                        .to_dtype(g.dtype()),
+                )]
             }
         })
     }
@@ -126,7 +131,7 @@ impl Tensor {
         }
         let idx = indices(index, self.shape()[d], "gather");
         // any_kernel densifies the view itself (borrowing when already dense).
-        let buf = self.read().cpu().any_kernel(
+        let buf = self.read().host().any_kernel(
             self.layout(),
             Gather {
                 dim: d,
@@ -135,14 +140,13 @@ impl Tensor {
                 index_shape: index.shape(),
             },
         );
-        let out = Tensor::from_buffer(buf, index.shape());
+        let out = Tensor::from_buffer_on(buf, index.shape(), self.device());
         let in_shape = self.shape().to_vec();
         let index = index.detach();
         Tensor::record(out, "GatherBackward0", &[self], move || {
             move |g: &Tensor, _: &[bool]| {
                 vec![Some(
-                    Tensor::zeros(&in_shape)
-                        .to_dtype(g.dtype())
+                    super::creation::filled_on(&in_shape, 0.0, g.dtype(), g.device())
                         .scatter_add(d as isize, &index, g),
                 )]
             }
@@ -181,7 +185,9 @@ impl Tensor {
         {
             let mut w = dst.write();
             let s = src_d.read();
-            match (w.cpu_mut(), s.cpu()) {
+            let mut wh = w.host_mut();
+            let sh = s.host();
+            match (&mut *wh, &*sh) {
                 (CpuBuffer::F32(dv), CpuBuffer::F32(sv)) => {
                     cpu::scatter_add(dv, self.shape(), d, &idx, index.shape(), sv, src_d.layout())
                 }
@@ -189,6 +195,8 @@ impl Tensor {
                     cpu::scatter_add(dv, self.shape(), d, &idx, index.shape(), sv, src_d.layout())
                 }
                 _ => {
+                    drop(sh);
+                    drop(wh);
                     drop(s);
                     drop(w);
                     let r = self

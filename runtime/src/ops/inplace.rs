@@ -40,13 +40,13 @@ impl Tensor {
         let ls = src.layout().broadcast_to(self.shape());
         let s = src.read();
         self.write()
-            .cpu_mut()
-            .zip_assign(self.layout(), s.cpu(), &ls, f);
+            .host_mut()
+            .zip_assign(self.layout(), &s.host(), &ls, f);
     }
 
     fn map_assign_(&self, op: &str, f: impl Fn(f64) -> f64 + Sync) {
         self.check_inplace(op);
-        self.write().cpu_mut().map_assign(self.layout(), f);
+        self.write().host_mut().map_assign(self.layout(), f);
     }
 
     /// `self += other` (broadcast to self's shape).
@@ -123,7 +123,9 @@ impl Tensor {
     }
 
     pub fn uniform_with_(&self, low: f64, high: f64, g: &Generator) -> &Tensor {
-        let u = Tensor::from_vec(g.uniform(self.numel()), self.shape());
+        let u = Tensor::from_vec(g.uniform(self.numel()), self.shape())
+            .to(self.device())
+            .expect("the tensor's device is in use");
         self.check_inplace("uniform_");
         crate::no_grad(|| self.copy_(&(&(&u * (high - low)) + low)));
         self
@@ -135,7 +137,9 @@ impl Tensor {
     }
 
     pub fn normal_with_(&self, mean: f64, std: f64, g: &Generator) -> &Tensor {
-        let z = Tensor::from_vec(g.normal(self.numel()), self.shape());
+        let z = Tensor::from_vec(g.normal(self.numel()), self.shape())
+            .to(self.device())
+            .expect("the tensor's device is in use");
         self.check_inplace("normal_");
         crate::no_grad(|| self.copy_(&(&(&z * std) + mean)));
         self

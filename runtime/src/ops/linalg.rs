@@ -89,15 +89,15 @@ impl Tensor {
         let mut sb = batch.clone();
         sb.extend([k, n]);
         let (la, lb) = (a.layout().broadcast_to(&sa), b.layout().broadcast_to(&sb));
-        let buf = if a.same_storage(b) {
+        let storage = if a.same_storage(b) {
             let s = a.read();
-            s.cpu().matmul(&la, s.cpu(), &lb)
+            s.matmul(&la, &s, &lb)
         } else {
-            a.read().cpu().matmul(&la, b.read().cpu(), &lb)
+            a.read().matmul(&la, &b.read(), &lb)
         };
         let mut shape = batch;
         shape.extend([m, n]);
-        let out = Tensor::from_buffer(buf, &shape);
+        let out = Tensor::from_storage(storage, &shape);
         debug_assert!(
             out.dtype() == a.dtype() || a.dtype() == DType::F16 || a.dtype() == DType::BF16
         );

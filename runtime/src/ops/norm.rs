@@ -70,13 +70,16 @@ impl Tensor {
                 w.as_ref().map(|t| t.read()),
                 b.as_ref().map(|t| t.read()),
             );
-            match xs.cpu() {
+            let xs = xs.host();
+            let ws = ws.as_ref().map(|s| s.host());
+            let bs = bs.as_ref().map(|s| s.host());
+            match &*xs {
                 CpuBuffer::F64(_) => {
                     let f = cpu::layer_norm_rows(
-                        f64s(xs.cpu(), &x),
+                        f64s(&xs, &x),
                         d,
-                        ws.as_ref().zip(w.as_ref()).map(|(s, t)| f64s(s.cpu(), t)),
-                        bs.as_ref().zip(b.as_ref()).map(|(s, t)| f64s(s.cpu(), t)),
+                        ws.as_ref().zip(w.as_ref()).map(|(s, t)| f64s(s, t)),
+                        bs.as_ref().zip(b.as_ref()).map(|(s, t)| f64s(s, t)),
                         eps,
                     );
                     (
@@ -87,10 +90,10 @@ impl Tensor {
                 }
                 CpuBuffer::F32(_) => {
                     let f = cpu::layer_norm_rows(
-                        f32s(xs.cpu(), &x),
+                        f32s(&xs, &x),
                         d,
-                        ws.as_ref().zip(w.as_ref()).map(|(s, t)| f32s(s.cpu(), t)),
-                        bs.as_ref().zip(b.as_ref()).map(|(s, t)| f32s(s.cpu(), t)),
+                        ws.as_ref().zip(w.as_ref()).map(|(s, t)| f32s(s, t)),
+                        bs.as_ref().zip(b.as_ref()).map(|(s, t)| f32s(s, t)),
                         eps,
                     );
                     (
@@ -102,12 +105,12 @@ impl Tensor {
                 _ => unreachable!("computed in f32 or f64"),
             }
         };
-        let out = Tensor::from_buffer(y, self.shape())
+        let out = Tensor::from_buffer_on(y, self.shape(), self.device())
             .to_dtype(dtype)
             .detach();
         let rows = self.numel() / d.max(1);
-        let mean = Tensor::from_buffer(mean, &[rows]);
-        let rstd = Tensor::from_buffer(rstd, &[rows]);
+        let mean = Tensor::from_buffer_on(mean, &[rows], self.device());
+        let rstd = Tensor::from_buffer_on(rstd, &[rows], self.device());
         let empty = Tensor::zeros(&[0]);
         let inputs = [self, weight.unwrap_or(&empty), bias.unwrap_or(&empty)];
         let shape = self.shape().to_vec();
@@ -117,7 +120,9 @@ impl Tensor {
                 let gc = g.to_dtype(compute).contiguous();
                 let (gs, xs, ms, rs) = (gc.read(), x.read(), mean.read(), rstd.read());
                 let ws = w.as_ref().map(|t| t.read());
-                let (dx, dw, db) = match (xs.cpu(), gs.cpu(), ms.cpu(), rs.cpu()) {
+                let ws = ws.as_ref().map(|s| s.host());
+                let (gs, xs, ms, rs) = (gs.host(), xs.host(), ms.host(), rs.host());
+                let (dx, dw, db) = match (&*xs, &*gs, &*ms, &*rs) {
                     (
                         CpuBuffer::F64(_),
                         CpuBuffer::F64(_),
@@ -125,12 +130,12 @@ impl Tensor {
                         CpuBuffer::F64(r),
                     ) => {
                         let (a, b, c) = cpu::layer_norm_backward_rows(
-                            f64s(xs.cpu(), &x),
-                            f64s(gs.cpu(), &gc),
+                            f64s(&xs, &x),
+                            f64s(&gs, &gc),
                             d,
                             m,
                             r,
-                            ws.as_ref().zip(w.as_ref()).map(|(s, t)| f64s(s.cpu(), t)),
+                            ws.as_ref().zip(w.as_ref()).map(|(s, t)| f64s(s, t)),
                         );
                         (CpuBuffer::F64(a), CpuBuffer::F64(b), CpuBuffer::F64(c))
                     }
@@ -141,19 +146,20 @@ impl Tensor {
                         CpuBuffer::F32(r),
                     ) => {
                         let (a, b, c) = cpu::layer_norm_backward_rows(
-                            f32s(xs.cpu(), &x),
-                            f32s(gs.cpu(), &gc),
+                            f32s(&xs, &x),
+                            f32s(&gs, &gc),
                             d,
                             m,
                             r,
-                            ws.as_ref().zip(w.as_ref()).map(|(s, t)| f32s(s.cpu(), t)),
+                            ws.as_ref().zip(w.as_ref()).map(|(s, t)| f32s(s, t)),
                         );
                         (CpuBuffer::F32(a), CpuBuffer::F32(b), CpuBuffer::F32(c))
                     }
                     _ => unreachable!("computed in f32 or f64"),
                 };
-                let back =
-                    |buf: CpuBuffer, s: &[usize]| Tensor::from_buffer(buf, s).to_dtype(g.dtype());
+                let back = |buf: CpuBuffer, s: &[usize]| {
+                    Tensor::from_buffer_on(buf, s, g.device()).to_dtype(g.dtype())
+                };
                 vec![
                     needs[0].then(|| back(dx, &shape)),
                     needs[1].then(|| back(dw, &norm_shape)),

@@ -49,8 +49,8 @@ impl Tensor {
     /// Sum over `dims`, keeping them as size 1 when `keepdim`.
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
         let d = self.reduce_dims(dims, "sum");
-        let buf = self.read().cpu().sum(self.layout(), &d);
-        let out = Tensor::from_buffer(buf, &self.reduced_shape(&d, keepdim));
+        let storage = self.read().sum(self.layout(), &d);
+        let out = Tensor::from_storage(storage, &self.reduced_shape(&d, keepdim));
         let in_shape = self.shape().to_vec();
         let kept_shape: Vec<isize> = self
             .reduced_shape(&d, true)
@@ -174,10 +174,10 @@ impl Tensor {
         } else {
             self.clone()
         };
-        let (vals, idx) = src.read().cpu().extreme(src.layout(), d, max);
+        let (vals, idx) = src.read().host().extreme(src.layout(), d, max);
         let shape = src.reduced_shape(&[d], keepdim);
-        let indices = Tensor::from_buffer(CpuBuffer::I64(idx), &shape);
-        let out = Tensor::from_buffer(vals, &shape);
+        let indices = Tensor::from_buffer_on(CpuBuffer::I64(idx), &shape, src.device());
+        let out = Tensor::from_buffer_on(vals, &shape, src.device());
         let in_shape = src.shape().to_vec();
         let keep: Vec<isize> = src
             .reduced_shape(&[d], true)
@@ -188,7 +188,7 @@ impl Tensor {
         let name = if max { "MaxBackward0" } else { "MinBackward0" };
         let out = Tensor::record(out, name, &[self], move || {
             move |g: &Tensor, _: &[bool]| {
-                let z = Tensor::zeros(&in_shape).to_dtype(g.dtype());
+                let z = super::creation::filled_on(&in_shape, 0.0, g.dtype(), g.device());
                 let gi = z.scatter_add(d as isize, &idx_saved.reshape(&keep), &g.reshape(&keep));
                 vec![Some(gi)]
             }

@@ -28,11 +28,14 @@ impl Tensor {
             self.detach().transpose(d as isize, last as isize)
         };
         let len = moved.shape()[last];
-        let buf = moved
-            .read()
-            .cpu()
-            .float_kernel(moved.layout(), |x| k32(x, len), |x| k64(x, len));
-        let out = Tensor::from_buffer(buf, moved.shape());
+        let storage = {
+            let s = moved.read();
+            let log = op == "log_softmax";
+            s.softmax_last(moved.layout(), log).unwrap_or_else(|| {
+                s.map_host(|b| b.float_kernel(moved.layout(), |x| k32(x, len), |x| k64(x, len)))
+            })
+        };
+        let out = Tensor::from_storage(storage, moved.shape());
         let out = if d == last {
             out
         } else {

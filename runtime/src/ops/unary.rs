@@ -8,16 +8,19 @@ use tapir_kernels::Float;
 
 /// Declares a parameterless scalar function generic over the float type.
 macro_rules! scalar_fn {
-    ($name:ident, |$x:ident| $body:expr) => {
+    ($name:ident, $cuda:literal, |$x:ident| $body:expr) => {
         pub(crate) struct $name;
         impl UnaryFn for $name {
             #[inline]
             fn f<T: Float>(&self, $x: T) -> T {
                 $body
             }
+            fn cuda(&self) -> Option<(&'static str, f32, f32)> {
+                Some(($cuda, 0.0, 0.0))
+            }
         }
     };
-    ($name:ident, |$x:ident| $body:expr, int |$xi:ident| $ibody:expr) => {
+    ($name:ident, $cuda:literal, |$x:ident| $body:expr, int |$xi:ident| $ibody:expr) => {
         pub(crate) struct $name;
         impl UnaryFn for $name {
             const INT: bool = true;
@@ -29,6 +32,9 @@ macro_rules! scalar_fn {
             fn i(&self, $xi: i64) -> i64 {
                 $ibody
             }
+            fn cuda(&self) -> Option<(&'static str, f32, f32)> {
+                Some(($cuda, 0.0, 0.0))
+            }
         }
     };
 }
@@ -37,10 +43,11 @@ fn c<T: Float>(v: f64) -> T {
     T::from_f64(v)
 }
 
-scalar_fn!(Neg, |x| -x, int | x | x.wrapping_neg());
-scalar_fn!(Abs, |x| x.abs(), int | x | x.wrapping_abs());
+scalar_fn!(Neg, "neg", |x| -x, int | x | x.wrapping_neg());
+scalar_fn!(Abs, "abs", |x| x.abs(), int | x | x.wrapping_abs());
 scalar_fn!(
     Sign,
+    "sign",
     |x| if x > T::zero() {
         T::one()
     } else if x < T::zero() {
@@ -50,18 +57,19 @@ scalar_fn!(
     },
     int | x | x.signum()
 );
-scalar_fn!(Exp, |x| x.exp());
-scalar_fn!(Log, |x| x.ln());
-scalar_fn!(Log1p, |x| x.ln_1p());
-scalar_fn!(Sqrt, |x| x.sqrt());
-scalar_fn!(Rsqrt, |x| x.sqrt().recip());
-scalar_fn!(Sin, |x| x.sin());
-scalar_fn!(Cos, |x| x.cos());
-scalar_fn!(Tanh, |x| x.tanh());
-scalar_fn!(Erf, |x| x.erf());
-scalar_fn!(Sigmoid, |x| T::one() / (T::one() + (-x).exp()));
+scalar_fn!(Exp, "exp", |x| x.exp());
+scalar_fn!(Log, "log", |x| x.ln());
+scalar_fn!(Log1p, "log1p", |x| x.ln_1p());
+scalar_fn!(Sqrt, "sqrt", |x| x.sqrt());
+scalar_fn!(Rsqrt, "rsqrt", |x| x.sqrt().recip());
+scalar_fn!(Sin, "sin", |x| x.sin());
+scalar_fn!(Cos, "cos", |x| x.cos());
+scalar_fn!(Tanh, "tanh", |x| x.tanh());
+scalar_fn!(Erf, "erf", |x| x.erf());
+scalar_fn!(Sigmoid, "sigmoid", |x| T::one() / (T::one() + (-x).exp()));
 scalar_fn!(
     Relu,
+    "relu",
     |x| if x > T::zero() || x.is_nan() {
         x
     } else {
@@ -70,13 +78,17 @@ scalar_fn!(
     int | x | x.max(0)
 );
 // 1 where x > 0 else 0: the derivative of relu.
-scalar_fn!(Step, |x| if x > T::zero() { T::one() } else { T::zero() });
+scalar_fn!(Step, "step", |x| if x > T::zero() {
+    T::one()
+} else {
+    T::zero()
+});
 // The exact GELU, `x * Φ(x)`.
-scalar_fn!(Gelu, |x| c::<T>(0.5)
+scalar_fn!(Gelu, "gelu", |x| c::<T>(0.5)
     * x
     * (T::one() + (x * c::<T>(std::f64::consts::FRAC_1_SQRT_2)).erf()));
 // d/dx of exact GELU: `Φ(x) + x φ(x)`.
-scalar_fn!(GeluGrad, |x| {
+scalar_fn!(GeluGrad, "gelu_grad", |x| {
     let cdf = c::<T>(0.5) * (T::one() + (x * c::<T>(std::f64::consts::FRAC_1_SQRT_2)).erf());
     let pdf = (c::<T>(-0.5) * x * x).exp() * c::<T>(0.398_942_280_401_432_7);
     cdf + x * pdf
@@ -84,6 +96,9 @@ scalar_fn!(GeluGrad, |x| {
 
 pub(crate) struct PowScalar(pub f64);
 impl UnaryFn for PowScalar {
+    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
+        Some(("pow_scalar", self.0 as f32, 0.0))
+    }
     fn f<T: Float>(&self, x: T) -> T {
         let e = self.0;
         if e == 2.0 {
@@ -102,6 +117,9 @@ impl UnaryFn for PowScalar {
 
 pub(crate) struct LeakyRelu(pub f64);
 impl UnaryFn for LeakyRelu {
+    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
+        Some(("leaky_relu", self.0 as f32, 0.0))
+    }
     fn f<T: Float>(&self, x: T) -> T {
         if x > T::zero() { x } else { x * c(self.0) }
     }
@@ -109,6 +127,9 @@ impl UnaryFn for LeakyRelu {
 
 pub(crate) struct LeakyStep(pub f64);
 impl UnaryFn for LeakyStep {
+    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
+        Some(("leaky_step", self.0 as f32, 0.0))
+    }
     fn f<T: Float>(&self, x: T) -> T {
         if x > T::zero() { T::one() } else { c(self.0) }
     }
@@ -116,6 +137,9 @@ impl UnaryFn for LeakyStep {
 
 pub(crate) struct Clamp(pub f64, pub f64);
 impl UnaryFn for Clamp {
+    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
+        Some(("clamp", self.0 as f32, self.1 as f32))
+    }
     const INT: bool = true;
     fn f<T: Float>(&self, x: T) -> T {
         if x.is_nan() {
@@ -141,6 +165,9 @@ impl UnaryFn for Clamp {
 /// 1 inside `[lo, hi]` else 0: the derivative of clamp.
 pub(crate) struct ClampMask(pub f64, pub f64);
 impl UnaryFn for ClampMask {
+    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
+        Some(("clamp_mask", self.0 as f32, self.1 as f32))
+    }
     fn f<T: Float>(&self, x: T) -> T {
         if x >= c(self.0) && x <= c(self.1) {
             T::one()
@@ -160,8 +187,8 @@ pub(crate) enum Save {
 
 /// Applies `op` elementwise (no recording).
 pub(crate) fn map<F: UnaryFn>(x: &Tensor, op: &F) -> Tensor {
-    let buf = x.read().cpu().unary(x.layout(), op);
-    Tensor::from_buffer(buf, x.shape())
+    let storage = x.read().unary(x.layout(), op);
+    Tensor::from_storage(storage, x.shape())
 }
 
 /// A recorded unary op: `bw(saved, g)` is the input gradient, where `saved`

@@ -16,11 +16,11 @@ fn slice_layout(l: &Layout, dim: usize, start: usize, len: usize, step: usize) -
 /// Writes `src` into the region of a fresh zero tensor of `shape` picked by
 /// `region` (the adjoint of a slicing view).
 fn embed(src: &Tensor, shape: &[usize], region: impl Fn(&Layout) -> Layout) -> Tensor {
-    let out = Tensor::zeros(shape).to_dtype(src.dtype());
+    let out = super::creation::filled_on(shape, 0.0, src.dtype(), src.device());
     let target = region(out.layout());
     out.write()
-        .cpu_mut()
-        .zip_assign(&target, src.read().cpu(), src.layout(), |_, y| y);
+        .host_mut()
+        .zip_assign(&target, &src.read().host(), src.layout(), |_, y| y);
     out
 }
 
@@ -381,17 +381,17 @@ impl Tensor {
         }
         let mut shape = first.shape().to_vec();
         shape[d] = total;
-        let out = Tensor::zeros(&shape).to_dtype(dtype);
+        let out = super::creation::filled_on(&shape, 0.0, dtype, first.device());
         let mut starts = Vec::with_capacity(tensors.len());
         let mut at = 0;
         {
-            let mut dst = out.write();
+            let mut guard = out.write();
+            let mut dst = guard.host_mut();
             for t in tensors {
                 let n = t.shape()[d];
                 let target = slice_layout(out.layout(), d, at, n, 1);
                 let src = t.to_dtype(dtype).detach();
-                dst.cpu_mut()
-                    .zip_assign(&target, src.read().cpu(), src.layout(), |_, y| y);
+                dst.zip_assign(&target, &src.read().host(), src.layout(), |_, y| y);
                 starts.push((at, n));
                 at += n;
             }
@@ -457,7 +457,10 @@ impl Tensor {
                 if lower { j - i > k } else { j - i < k }
             })
             .collect();
-        self.masked_fill(&Tensor::from_vec(mask, &[r, c]), 0.0)
+        let mask = Tensor::from_vec(mask, &[r, c])
+            .to(self.device())
+            .expect("the tensor's device is in use");
+        self.masked_fill(&mask, 0.0)
     }
 
     /// Lower triangle (elements with `col - row <= k`), the rest zeroed.

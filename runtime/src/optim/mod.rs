@@ -18,7 +18,7 @@ pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use sgd::{SGD, SgdConfig};
 
 use crate::nn::StateDict;
-use crate::storage::{CpuBuffer, Storage};
+use crate::storage::{CpuBuffer, HostMut, Storage};
 use crate::{Error, Result, Tensor};
 use std::sync::RwLockWriteGuard;
 
@@ -218,7 +218,7 @@ where
 {
     for t in std::iter::once(p).chain(states.iter().copied()) {
         assert!(
-            t.is_contiguous() && t.layout().offset == 0 && t.read().cpu().len() == t.numel(),
+            t.is_contiguous() && t.layout().offset == 0 && t.read().len() == t.numel(),
             "optimizer: parameters and their state must be whole contiguous tensors (got shape {:?}, strides {:?})",
             t.shape(),
             t.strides()
@@ -232,14 +232,17 @@ where
         .chain(states.iter().copied())
         .map(|t| t.write())
         .collect();
-    let (pg, rest) = guards.split_first_mut().unwrap();
-    match (pg.cpu_mut(), gs.cpu()) {
+    // On a GPU these are host copies written back when dropped.
+    let mut hosts: Vec<HostMut<'_>> = guards.iter_mut().map(|g| g.host_mut()).collect();
+    let gh = gs.host();
+    let (pg, rest) = hosts.split_first_mut().unwrap();
+    match (&mut **pg, &*gh) {
         (CpuBuffer::F32(pv), CpuBuffer::F32(gv)) => {
-            let st: Vec<&mut [f32]> = rest.iter_mut().map(|s| as_f32(s.cpu_mut())).collect();
+            let st: Vec<&mut [f32]> = rest.iter_mut().map(|s| as_f32(s)).collect();
             chunked(pv, &gv[goff..goff + n], st, &f32)
         }
         (CpuBuffer::F64(pv), CpuBuffer::F64(gv)) => {
-            let st: Vec<&mut [f64]> = rest.iter_mut().map(|s| as_f64(s.cpu_mut())).collect();
+            let st: Vec<&mut [f64]> = rest.iter_mut().map(|s| as_f64(s)).collect();
             chunked(pv, &gv[goff..goff + n], st, &f64)
         }
         _ => panic!(

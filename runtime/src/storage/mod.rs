@@ -1,14 +1,22 @@
 //! The device seam: the one place in the runtime that matches on where data
-//! lives. Ops call these methods; each routes to the CPU kernels or (with the
-//! `cuda` feature, in the CUDA backend issue) to the GPU.
+//! lives. Ops call these methods; each routes to the CPU kernels or, with the
+//! `cuda` feature, to the CUDA kernels. An op that has no CUDA kernel yet runs
+//! on a host copy of its inputs ([`Storage::host`], [`Storage::on_device`]):
+//! correct on every device, and the path a GPU kernel replaces when a
+//! benchmark shows it matters. [`host_fallbacks`] counts those trips.
 
 mod cpu;
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+pub(crate) mod cuda;
 
 pub(crate) use cpu::{AnyKernel, CpuBuffer, contiguous};
 
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::Result;
+use std::borrow::Cow;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
 use tapir_kernels::{Float, Layout};
 
 /// A scalar function a unary op applies elementwise, generic over the float
@@ -19,21 +27,81 @@ pub(crate) trait UnaryFn: Sync {
     fn i(&self, _x: i64) -> i64 {
         unreachable!("integer path of a float-only op")
     }
+    /// The CUDA kernel computing the same function, with its two scalar
+    /// parameters (`<op>` of `cu/elementwise.cu`), if there is one.
+    #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
+        None
+    }
 }
 
 /// A scalar function of two operands.
 pub(crate) trait BinaryFn: Sync {
     const INT: bool = false;
+    /// The CUDA kernel computing the same function, if there is one.
+    #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+    const CUDA: Option<&'static str> = None;
     fn f<T: Float>(&self, a: T, b: T) -> T;
     fn i(&self, _a: i64, _b: i64) -> i64 {
         unreachable!("integer path of a float-only op")
     }
 }
 
+static HOST_FALLBACKS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times an op on a CUDA tensor ran on a host copy because it has no
+/// CUDA kernel yet (for profiling and the GPU checks).
+pub fn host_fallbacks() -> u64 {
+    HOST_FALLBACKS.load(Ordering::Relaxed)
+}
+
 /// A tensor's buffer on its device.
 #[derive(Debug)]
 pub(crate) enum Storage {
     Cpu(CpuBuffer),
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    Cuda(cuda::CudaStorage),
+}
+
+/// The host view of a storage opened for writing: the buffer itself on the
+/// CPU; on a GPU a host copy that is written back when the guard drops.
+pub(crate) struct HostMut<'a> {
+    storage: &'a mut Storage,
+    #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+    copy: Option<CpuBuffer>,
+}
+
+impl Deref for HostMut<'_> {
+    type Target = CpuBuffer;
+    fn deref(&self) -> &CpuBuffer {
+        match (&self.copy, &*self.storage) {
+            (Some(c), _) => c,
+            (None, Storage::Cpu(b)) => b,
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (None, Storage::Cuda(_)) => unreachable!("a CUDA HostMut holds a copy"),
+        }
+    }
+}
+
+impl DerefMut for HostMut<'_> {
+    fn deref_mut(&mut self) -> &mut CpuBuffer {
+        match (&mut self.copy, &mut *self.storage) {
+            (Some(c), _) => c,
+            (None, Storage::Cpu(b)) => b,
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (None, Storage::Cuda(_)) => unreachable!("a CUDA HostMut holds a copy"),
+        }
+    }
+}
+
+impl Drop for HostMut<'_> {
+    fn drop(&mut self) {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Some(c), Storage::Cuda(s)) = (&self.copy, &mut *self.storage) {
+            s.overwrite(c)
+                .unwrap_or_else(|e| cuda::fail("write-back", e));
+        }
+    }
 }
 
 impl Storage {
@@ -44,40 +112,228 @@ impl Storage {
     pub fn device(&self) -> Device {
         match self {
             Storage::Cpu(_) => Device::Cpu,
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => s.device(),
         }
     }
 
     pub fn dtype(&self) -> DType {
         match self {
             Storage::Cpu(b) => b.dtype(),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => s.dtype,
         }
     }
 
-    /// The CPU buffer; every op goes through here, so this match is the seam.
-    pub fn cpu(&self) -> &CpuBuffer {
+    /// Elements in the buffer.
+    pub fn len(&self) -> usize {
         match self {
-            Storage::Cpu(b) => b,
+            Storage::Cpu(b) => b.len(),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => s.len,
         }
     }
 
-    pub fn cpu_mut(&mut self) -> &mut CpuBuffer {
+    /// The buffer on the host: itself on the CPU, a copy from a GPU (which
+    /// waits for the GPU; counted by [`host_fallbacks`]).
+    pub fn host(&self) -> Cow<'_, CpuBuffer> {
         match self {
-            Storage::Cpu(b) => b,
+            Storage::Cpu(b) => Cow::Borrowed(b),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => {
+                HOST_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+                Cow::Owned(
+                    s.download()
+                        .unwrap_or_else(|e| cuda::fail("device-to-host copy", e)),
+                )
+            }
         }
+    }
+
+    /// The buffer on the host for writing; see [`HostMut`].
+    pub fn host_mut(&mut self) -> HostMut<'_> {
+        let copy = match &*self {
+            Storage::Cpu(_) => None,
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => {
+                HOST_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+                Some(
+                    s.download()
+                        .unwrap_or_else(|e| cuda::fail("device-to-host copy", e)),
+                )
+            }
+        };
+        HostMut {
+            storage: self,
+            copy,
+        }
+    }
+
+    /// A host-computed buffer placed on `device` (the result of an op that
+    /// ran on the host for inputs on `device`).
+    pub fn on_device(buf: CpuBuffer, device: Device) -> Storage {
+        match device {
+            Device::Cpu => Storage::Cpu(buf),
+            Device::Cuda(i) => Storage::upload(&buf, i).unwrap_or_else(|e| panic!("{e}")),
+        }
+    }
+
+    fn upload(buf: &CpuBuffer, ordinal: usize) -> Result<Storage> {
+        let device = Device::Cuda(ordinal);
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        {
+            cuda::CudaStorage::upload(ordinal, buf)
+                .map(Storage::Cuda)
+                .map_err(|e| crate::device::cuda_error(device, e))
+        }
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        {
+            let _ = buf;
+            Err(crate::device::unavailable(
+                device,
+                "tapir was built without the `cuda` feature",
+            ))
+        }
+    }
+
+    /// Applies a host computation to this storage and puts the result back
+    /// on its device.
+    pub fn map_host(&self, f: impl FnOnce(&CpuBuffer) -> CpuBuffer) -> Storage {
+        Storage::on_device(f(&self.host()), self.device())
     }
 
     /// A copy of the view on `device`.
     pub fn to_device(&self, l: &Layout, device: Device) -> Result<Storage> {
+        if let Device::Cuda(i) = device {
+            cuda_device_check(i)?;
+        }
         match (self, device) {
             (Storage::Cpu(b), Device::Cpu) => Ok(Storage::Cpu(b.copy(l))),
-            (Storage::Cpu(_), Device::Cuda(i)) => {
-                cuda_device_check(i)?;
-                Err(crate::device::unavailable(
-                    device,
-                    "CUDA kernels arrive with the CUDA backend; this build runs on the CPU only",
-                ))
+            (Storage::Cpu(b), Device::Cuda(i)) => Storage::upload(&b.copy(l), i),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(s), Device::Cpu) => {
+                let copy = s.copy(l).and_then(|c| c.download());
+                copy.map(Storage::Cpu)
+                    .map_err(|e| crate::device::cuda_error(device, e))
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(s), Device::Cuda(i)) => {
+                let host = s.copy(l).and_then(|c| c.download());
+                host.map_err(|e| crate::device::cuda_error(self.device(), e))
+                    .and_then(|h| Storage::upload(&h, i))
             }
         }
+    }
+
+    // ---- ops with CUDA kernels: native on the GPU, the CPU kernel otherwise ----
+
+    /// A contiguous copy of the view.
+    pub fn copy(&self, l: &Layout) -> Storage {
+        match self {
+            Storage::Cpu(b) => Storage::Cpu(b.copy(l)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => Storage::Cuda(s.copy(l).unwrap_or_else(|e| cuda::fail("copy", e))),
+        }
+    }
+
+    /// A contiguous copy converted to `dtype`.
+    pub fn cast(&self, l: &Layout, dtype: DType) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Storage::Cuda(s) = self
+            && let Some(r) = s.cast(l, dtype)
+        {
+            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("to_dtype", e)));
+        }
+        self.map_host(|b| b.cast(l, dtype))
+    }
+
+    /// `n` elements of `value` in `dtype` on `device`.
+    pub fn filled(n: usize, value: f64, dtype: DType, device: Device) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Device::Cuda(i) = device
+            && let Some(r) = cuda::CudaStorage::filled(i, n, value, dtype)
+        {
+            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("full", e)));
+        }
+        let buf = match dtype {
+            DType::F32 => CpuBuffer::F32(vec![value as f32; n]),
+            DType::F64 => CpuBuffer::F64(vec![value; n]),
+            DType::F16 => CpuBuffer::F16(vec![half::f16::from_f64(value); n]),
+            DType::BF16 => CpuBuffer::BF16(vec![half::bf16::from_f64(value); n]),
+            DType::I64 => CpuBuffer::I64(vec![value as i64; n]),
+            DType::U8 => CpuBuffer::U8(vec![value as u8; n]),
+            DType::Bool => CpuBuffer::Bool(vec![value != 0.0; n]),
+        };
+        Storage::on_device(buf, device)
+    }
+
+    /// The view's elements as `T`, row-major (on the host).
+    pub fn to_vec<T: Element>(&self, l: &Layout) -> Vec<T> {
+        match self {
+            Storage::Cpu(b) => b.to_vec(l),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => {
+                let c = s.copy(l).and_then(|c| c.download());
+                c.unwrap_or_else(|e| cuda::fail("to_vec", e))
+                    .to_vec(&Layout::contiguous(&[l.numel()]))
+            }
+        }
+    }
+
+    pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cuda(s), Some(k)) = (self, op.cuda())
+            && let Some(r) = s.unary(l, k)
+        {
+            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail(k.0, e)));
+        }
+        self.map_host(|b| b.unary(l, op))
+    }
+
+    /// `op(self[la], rhs[lb])` over two same-dtype views broadcast to one shape.
+    pub fn binary<F: BinaryFn>(&self, la: &Layout, rhs: &Storage, lb: &Layout, op: &F) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cuda(a), Storage::Cuda(b), Some(k)) = (self, rhs, F::CUDA)
+            && let Some(r) = a.binary(la, b, lb, k)
+        {
+            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail(k, e)));
+        }
+        let out = self.host().binary(la, &rhs.host(), lb, op);
+        Storage::on_device(out, self.device())
+    }
+
+    /// Sum over `dims` (floats keep their dtype, integers and bool sum to i64).
+    pub fn sum(&self, l: &Layout, dims: &[usize]) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Storage::Cuda(s) = self
+            && let Some(r) = s.sum(l, dims)
+        {
+            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("sum", e)));
+        }
+        self.map_host(|b| b.sum(l, dims))
+    }
+
+    /// Softmax (or log-softmax) over the last dim of the view, when a kernel
+    /// exists for this storage; `None` means: use the CPU path.
+    pub fn softmax_last(&self, _l: &Layout, _log: bool) -> Option<Storage> {
+        match self {
+            Storage::Cpu(_) => None,
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => s
+                .softmax(_l, _log)
+                .map(|r| Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("softmax", e)))),
+        }
+    }
+
+    pub fn matmul(&self, la: &Layout, rhs: &Storage, lb: &Layout) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cuda(a), Storage::Cuda(b)) = (self, rhs)
+            && let Some(r) = a.matmul(la, b, lb)
+        {
+            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("matmul", e)));
+        }
+        let out = self.host().matmul(la, &rhs.host(), lb);
+        Storage::on_device(out, self.device())
     }
 }
 

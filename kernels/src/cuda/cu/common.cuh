@@ -37,12 +37,24 @@ template <> __device__ __forceinline__ bf16 from_f<bf16>(float x) {
     return b;
 }
 
-// Offset of linear index `i` (row-major over `shape`) in a tensor with `strides`.
-__device__ __forceinline__ size_t strided(size_t i, int ndim, const size_t *shape, const long long *strides) {
+// A view's shape and strides (in elements), passed to kernels by value so a
+// launch needs no device allocation. Mirrors `Strided` in kernels/src/cuda/launch.rs.
+#define TAPIR_MAX_DIMS 8
+struct Strided {
+    int ndim;
+    unsigned long long shape[TAPIR_MAX_DIMS];
+    long long strides[TAPIR_MAX_DIMS];
+};
+
+// Offset of linear index `i` (row-major over the view's shape) in its buffer.
+__device__ __forceinline__ size_t strided(size_t i, const Strided &l) {
     long long off = 0;
-    for (int d = ndim - 1; d >= 0; --d) {
-        off += (long long)(i % shape[d]) * strides[d];
-        i /= shape[d];
+    for (int d = l.ndim - 1; d >= 0; --d) {
+        off += (long long)(i % l.shape[d]) * l.strides[d];
+        i /= l.shape[d];
     }
     return (size_t)off;
 }
+
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)blockDim.x * gridDim.x)

@@ -1,0 +1,269 @@
+//! One CUDA device: its context, its one stream, the kernels loaded on it, its
+//! cuBLAS handle and its caching allocator. Created once per ordinal and
+//! shared; everything runs in order on the one stream, so the host waits only
+//! where it reads data back.
+
+use super::modules::{module_of, ptx};
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr};
+use cudarc::nvrtc::Ptx;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// A CUDA error as the runtime reports it: one sentence naming the device.
+pub type CudaResult<T> = Result<T, String>;
+
+/// Blocks are rounded up to this many bytes, as PyTorch's allocator does, so
+/// that slightly different sizes share cached blocks.
+const ROUND: usize = 512;
+
+/// The caching allocator's books (PyTorch's `CUDACachingAllocator`, reduced
+/// to exact-size free lists: a training loop asks for the same sizes every
+/// step, so freed blocks are reused instead of returned to the driver).
+#[derive(Default)]
+struct Pool {
+    free: BTreeMap<usize, Vec<CudaSlice<u8>>>,
+    allocated: usize,
+    peak: usize,
+    reserved: usize,
+}
+
+/// Memory figures of one device, in bytes (`torch.cuda.memory_allocated` etc.).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Held by live tensors.
+    pub allocated: usize,
+    /// The most `allocated` has been since the last reset.
+    pub peak_allocated: usize,
+    /// Obtained from the driver: allocated plus cached free blocks.
+    pub reserved: usize,
+}
+
+pub struct CudaDevice {
+    ordinal: usize,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    arch: &'static str,
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    functions: Mutex<HashMap<String, CudaFunction>>,
+    blas: OnceLock<Result<CudaBlas, String>>,
+    pool: Mutex<Pool>,
+    allow_tf32: AtomicBool,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cuda:{}", self.ordinal)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The shared handle of CUDA device `ordinal`, created on first use; `Err`
+/// says why it cannot be used (no driver, no such device, context failure).
+pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, Arc<CudaDevice>>>> = OnceLock::new();
+    let devices = DEVICES.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(d) = lock(devices).get(&ordinal) {
+        return Ok(d.clone());
+    }
+    super::device_check(ordinal)?;
+    let ctx = CudaContext::new(ordinal).map_err(|e| format!("cuda:{ordinal}: {e:?}"))?;
+    // SAFETY: tapir issues all work on the device's one stream, in order, so
+    // no buffer is used or freed concurrently from another stream; the events
+    // cudarc would otherwise record on every launch guard nothing here.
+    unsafe { ctx.disable_event_tracking() };
+    let (major, _) = ctx
+        .compute_capability()
+        .map_err(|e| format!("cuda:{ordinal}: {e:?}"))?;
+    // PTX for an older architecture is JIT-compiled by the driver for newer ones.
+    let arch = match major {
+        m if m >= 9 => "sm_90",
+        8 => "sm_80",
+        _ => "sm_70",
+    };
+    let stream = ctx.default_stream();
+    let dev = Arc::new(CudaDevice {
+        ordinal,
+        ctx,
+        stream,
+        arch,
+        modules: Mutex::new(HashMap::new()),
+        functions: Mutex::new(HashMap::new()),
+        blas: OnceLock::new(),
+        pool: Mutex::new(Pool::default()),
+        allow_tf32: AtomicBool::new(false),
+    });
+    Ok(lock(devices).entry(ordinal).or_insert(dev).clone())
+}
+
+impl CudaDevice {
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    pub(crate) fn err(&self, what: &str, e: impl std::fmt::Debug) -> String {
+        format!("cuda:{}: {what}: {e:?}", self.ordinal)
+    }
+
+    /// The kernel `name` (`<op>_<dtype>`), compiled with NVRTC on first use of
+    /// its module and loaded once per device.
+    pub(crate) fn function(&self, name: &str) -> CudaResult<CudaFunction> {
+        if let Some(f) = lock(&self.functions).get(name) {
+            return Ok(f.clone());
+        }
+        let m = module_of(name).ok_or_else(|| format!("no CUDA kernel named `{name}`"))?;
+        let module = {
+            let mut modules = lock(&self.modules);
+            match modules.get(m.name) {
+                Some(loaded) => loaded.clone(),
+                None => {
+                    let src = ptx(&m, self.arch)?;
+                    let loaded = self
+                        .ctx
+                        .load_module(Ptx::from_src(src.as_str()))
+                        .map_err(|e| self.err(&format!("loading {}.cu", m.name), e))?;
+                    modules.insert(m.name, loaded.clone());
+                    loaded
+                }
+            }
+        };
+        let f = module
+            .load_function(name)
+            .map_err(|e| self.err(&format!("loading kernel {name}"), e))?;
+        lock(&self.functions).insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// The device's cuBLAS handle (bound to its stream), created on first use.
+    pub(crate) fn blas(&self) -> CudaResult<&CudaBlas> {
+        self.blas
+            .get_or_init(|| {
+                // SAFETY: only tries to dlopen libcublas; cudarc panics on a
+                // missing library, so look before creating the handle.
+                if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                    return Err(format!(
+                        "cuda:{}: the cuBLAS library (libcublas.so) was not found",
+                        self.ordinal
+                    ));
+                }
+                CudaBlas::new(self.stream.clone()).map_err(|e| self.err("creating cuBLAS", e))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Whether f32 matmuls may use TF32 tensor cores (PyTorch's
+    /// `torch.backends.cuda.matmul.allow_tf32`; off by default, as there).
+    pub fn set_allow_tf32(&self, on: bool) {
+        self.allow_tf32.store(on, Ordering::Relaxed);
+    }
+
+    pub fn allow_tf32(&self) -> bool {
+        self.allow_tf32.load(Ordering::Relaxed)
+    }
+
+    /// Waits for all work queued on the device.
+    pub fn synchronize(&self) -> CudaResult<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| self.err("synchronize", e))
+    }
+
+    /// A block of at least `bytes` bytes, reused from the cache when one of
+    /// that size is free. Out of memory, it empties the cache and tries once
+    /// more before giving up with PyTorch's figures.
+    pub(crate) fn alloc(self: &Arc<Self>, bytes: usize) -> CudaResult<super::CudaBuffer> {
+        let size = bytes.max(1).div_ceil(ROUND) * ROUND;
+        let cached = {
+            let mut pool = lock(&self.pool);
+            let block = pool.free.get_mut(&size).and_then(Vec::pop);
+            if block.is_some() {
+                pool.allocated += size;
+                pool.peak = pool.peak.max(pool.allocated);
+            }
+            block
+        };
+        let slice = match cached {
+            Some(s) => s,
+            None => {
+                let fresh = |d: &Self| {
+                    // SAFETY: the block is uninitialised; every tapir op writes
+                    // its output in full before anything reads it.
+                    unsafe { d.stream.alloc::<u8>(size) }
+                };
+                let s = match fresh(self) {
+                    Ok(s) => s,
+                    Err(_) => {
+                        self.empty_cache();
+                        fresh(self).map_err(|e| {
+                            let st = self.memory_stats();
+                            format!(
+                                "CUDA out of memory on cuda:{}: tried to allocate {} bytes \
+                                 ({} allocated by tensors, {} reserved): {e:?}",
+                                self.ordinal, size, st.allocated, st.reserved
+                            )
+                        })?
+                    }
+                };
+                let mut pool = lock(&self.pool);
+                pool.reserved += size;
+                pool.allocated += size;
+                pool.peak = pool.peak.max(pool.allocated);
+                s
+            }
+        };
+        Ok(super::CudaBuffer::new(self.clone(), slice, bytes))
+    }
+
+    /// Returns a block to the cache (called when a buffer drops).
+    pub(crate) fn release(&self, slice: CudaSlice<u8>) {
+        let mut pool = lock(&self.pool);
+        let size = slice.len();
+        pool.allocated -= size;
+        pool.free.entry(size).or_default().push(slice);
+    }
+
+    /// Frees every cached block back to the driver (`torch.cuda.empty_cache`).
+    pub fn empty_cache(&self) {
+        let blocks: Vec<CudaSlice<u8>> = {
+            let mut pool = lock(&self.pool);
+            let blocks: Vec<_> = std::mem::take(&mut pool.free)
+                .into_values()
+                .flatten()
+                .collect();
+            pool.reserved -= blocks.iter().map(|b| b.len()).sum::<usize>();
+            blocks
+        };
+        drop(blocks);
+    }
+
+    pub fn memory_stats(&self) -> MemoryStats {
+        let pool = lock(&self.pool);
+        MemoryStats {
+            allocated: pool.allocated,
+            peak_allocated: pool.peak,
+            reserved: pool.reserved,
+        }
+    }
+
+    /// Starts the peak figure again from what is allocated now.
+    pub fn reset_peak_memory_stats(&self) {
+        let mut pool = lock(&self.pool);
+        pool.peak = pool.allocated;
+    }
+
+    /// A new buffer holding `data`.
+    pub fn upload<T: DeviceRepr>(self: &Arc<Self>, data: &[T]) -> CudaResult<super::CudaBuffer> {
+        let mut buf = self.alloc(std::mem::size_of_val(data))?;
+        buf.write(data)?;
+        Ok(buf)
+    }
+}

@@ -1,0 +1,142 @@
+//! `torch.cuda`'s functions: availability, memory figures of the caching
+//! allocator, synchronisation, TF32. They exist in every build; without the
+//! `cuda` feature or a GPU they report that no device is available.
+//!
+//! ```
+//! use tapir_runtime::{cuda, Device};
+//! if !cuda::is_available() {
+//!     assert_eq!(cuda::device_count(), 0);
+//!     assert!(cuda::memory_allocated(Device::Cuda(0)).is_err());
+//! }
+//! ```
+
+use crate::device::Device;
+use crate::error::Result;
+
+/// Whether at least one CUDA device can be used.
+pub fn is_available() -> bool {
+    device_count() > 0
+}
+
+/// How many CUDA devices can be used (0 without the feature or a driver).
+pub fn device_count() -> usize {
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    {
+        (0..64)
+            .take_while(|&i| tapir_kernels::cuda::device_check(i).is_ok())
+            .count()
+    }
+    #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+    {
+        0
+    }
+}
+
+/// Memory figures of one CUDA device, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Held by live tensors (`torch.cuda.memory_allocated`).
+    pub allocated: usize,
+    /// The most held at once since the last reset (`max_memory_allocated`).
+    pub peak_allocated: usize,
+    /// Taken from the driver, cached free blocks included (`memory_reserved`).
+    pub reserved: usize,
+}
+
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+fn with_device<T>(
+    device: Device,
+    f: impl FnOnce(&tapir_kernels::cuda::CudaDevice) -> T,
+) -> Result<T> {
+    match device {
+        Device::Cuda(i) => crate::storage::cuda::device(i)
+            .map(|d| f(&d))
+            .map_err(|e| crate::device::unavailable(device, e)),
+        Device::Cpu => Err(crate::device::unavailable(device, "not a CUDA device")),
+    }
+}
+
+#[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+fn with_device<T>(device: Device, _f: impl FnOnce(&()) -> T) -> Result<T> {
+    Err(crate::device::unavailable(
+        device,
+        "tapir was built without the `cuda` feature",
+    ))
+}
+
+/// The caching allocator's figures for `device`.
+pub fn memory_stats(device: Device) -> Result<MemoryStats> {
+    with_device(device, |_d| {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        {
+            let s = _d.memory_stats();
+            MemoryStats {
+                allocated: s.allocated,
+                peak_allocated: s.peak_allocated,
+                reserved: s.reserved,
+            }
+        }
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        MemoryStats::default()
+    })
+}
+
+/// Bytes held by live tensors on `device` (`torch.cuda.memory_allocated`).
+pub fn memory_allocated(device: Device) -> Result<usize> {
+    memory_stats(device).map(|s| s.allocated)
+}
+
+/// The peak of [`memory_allocated`] since the last reset.
+pub fn max_memory_allocated(device: Device) -> Result<usize> {
+    memory_stats(device).map(|s| s.peak_allocated)
+}
+
+/// Bytes taken from the driver, cached free blocks included.
+pub fn memory_reserved(device: Device) -> Result<usize> {
+    memory_stats(device).map(|s| s.reserved)
+}
+
+/// Returns cached free blocks to the driver (`torch.cuda.empty_cache`).
+pub fn empty_cache(device: Device) -> Result<()> {
+    with_device(device, |_d| {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        _d.empty_cache();
+    })
+}
+
+/// Starts the peak figure again from the current one.
+pub fn reset_peak_memory_stats(device: Device) -> Result<()> {
+    with_device(device, |_d| {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        _d.reset_peak_memory_stats();
+    })
+}
+
+/// Waits until every queued kernel on `device` has finished
+/// (`torch.cuda.synchronize`); reading a tensor's data waits on its own.
+pub fn synchronize(device: Device) -> Result<()> {
+    with_device(device, |_d| {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        return _d
+            .synchronize()
+            .map_err(|e| crate::device::cuda_error(device, e));
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        Ok(())
+    })?
+}
+
+/// Lets f32 matmuls on `device` use TF32 tensor cores
+/// (`torch.backends.cuda.matmul.allow_tf32`; off by default, as in PyTorch).
+pub fn set_allow_tf32(device: Device, on: bool) -> Result<()> {
+    with_device(device, |_d| {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        _d.set_allow_tf32(on);
+        let _ = on;
+    })
+}
+
+/// How many times an op on a CUDA tensor ran on a host copy because it has
+/// no CUDA kernel yet. Zero on a run that stayed on the GPU.
+pub fn host_fallbacks() -> u64 {
+    crate::storage::host_fallbacks()
+}

@@ -1,0 +1,275 @@
+//! CUDA storage: a device buffer plus its dtype, and the ops that have CUDA
+//! kernels. Ops without one run on a host copy (see `Storage::map_host`).
+
+use super::CpuBuffer;
+use crate::device::Device;
+use crate::dtype::DType;
+use half::{bf16, f16};
+use std::sync::Arc;
+use tapir_kernels::Layout;
+use tapir_kernels::cuda::{CudaBuffer, CudaDevice, launch};
+
+#[derive(Debug)]
+pub(crate) struct CudaStorage {
+    pub buf: CudaBuffer,
+    pub dtype: DType,
+    /// Elements (the buffer may be larger).
+    pub len: usize,
+}
+
+/// A CUDA failure inside an op: ops panic on misuse and, as PyTorch raises,
+/// on device errors such as running out of memory mid-graph.
+pub(crate) fn fail(op: &str, e: String) -> ! {
+    panic!("{op}: {e}")
+}
+
+/// The kernels' name for a float dtype with CUDA kernels.
+pub(crate) fn kernel_dtype(d: DType) -> Option<&'static str> {
+    match d {
+        DType::F32 => Some("f32"),
+        DType::F16 => Some("f16"),
+        DType::BF16 => Some("bf16"),
+        _ => None,
+    }
+}
+
+pub(crate) fn device(ordinal: usize) -> Result<Arc<CudaDevice>, String> {
+    tapir_kernels::cuda::device(ordinal)
+}
+
+impl CudaStorage {
+    pub fn device(&self) -> Device {
+        Device::Cuda(self.buf.device().ordinal())
+    }
+
+    fn wrap(&self, buf: CudaBuffer, dtype: DType, len: usize) -> CudaStorage {
+        CudaStorage { buf, dtype, len }
+    }
+
+    /// Uploads a CPU buffer to device `ordinal`.
+    pub fn upload(ordinal: usize, host: &CpuBuffer) -> Result<CudaStorage, String> {
+        let dev = device(ordinal)?;
+        let buf = match host {
+            CpuBuffer::F32(v) => dev.upload(v),
+            CpuBuffer::F64(v) => dev.upload(v),
+            CpuBuffer::F16(v) => dev.upload(v),
+            CpuBuffer::BF16(v) => dev.upload(v),
+            CpuBuffer::I64(v) => dev.upload(v),
+            CpuBuffer::U8(v) => dev.upload(v),
+            CpuBuffer::Bool(v) => dev.upload(v),
+        }?;
+        Ok(CudaStorage {
+            buf,
+            dtype: host.dtype(),
+            len: host.len(),
+        })
+    }
+
+    /// The whole buffer on the host (waits for queued work).
+    pub fn download(&self) -> Result<CpuBuffer, String> {
+        let n = self.len;
+        Ok(match self.dtype {
+            DType::F32 => CpuBuffer::F32(self.buf.read::<f32>(n)?),
+            DType::F64 => CpuBuffer::F64(self.buf.read::<f64>(n)?),
+            DType::F16 => CpuBuffer::F16(self.buf.read::<f16>(n)?),
+            DType::BF16 => CpuBuffer::BF16(self.buf.read::<bf16>(n)?),
+            DType::I64 => CpuBuffer::I64(self.buf.read::<i64>(n)?),
+            DType::U8 => CpuBuffer::U8(self.buf.read::<u8>(n)?),
+            DType::Bool => CpuBuffer::Bool(self.buf.read::<bool>(n)?),
+        })
+    }
+
+    /// Overwrites the buffer with a same-dtype, same-length host buffer.
+    pub fn overwrite(&mut self, host: &CpuBuffer) -> Result<(), String> {
+        assert_eq!(
+            (host.dtype(), host.len()),
+            (self.dtype, self.len),
+            "CUDA write-back must keep dtype and length"
+        );
+        match host {
+            CpuBuffer::F32(v) => self.buf.write(v),
+            CpuBuffer::F64(v) => self.buf.write(v),
+            CpuBuffer::F16(v) => self.buf.write(v),
+            CpuBuffer::BF16(v) => self.buf.write(v),
+            CpuBuffer::I64(v) => self.buf.write(v),
+            CpuBuffer::U8(v) => self.buf.write(v),
+            CpuBuffer::Bool(v) => self.buf.write(v),
+        }
+    }
+
+    /// A contiguous copy of the view, on the device.
+    pub fn copy(&self, l: &Layout) -> Result<CudaStorage, String> {
+        let buf = launch::strided_copy(&self.buf, l, self.dtype.size_in_bytes())?;
+        Ok(self.wrap(buf, self.dtype, l.numel()))
+    }
+
+    /// A contiguous copy converted to `dtype`, when both are CUDA float dtypes.
+    pub fn cast(&self, l: &Layout, dtype: DType) -> Option<Result<CudaStorage, String>> {
+        let (from, to) = (kernel_dtype(self.dtype)?, kernel_dtype(dtype)?);
+        Some(launch::cast(&self.buf, l, from, to).map(|b| self.wrap(b, dtype, l.numel())))
+    }
+
+    /// `n` copies of `value` on device `ordinal`, for CUDA float dtypes.
+    pub fn filled(
+        ordinal: usize,
+        n: usize,
+        value: f64,
+        dtype: DType,
+    ) -> Option<Result<CudaStorage, String>> {
+        let kd = kernel_dtype(dtype)?;
+        Some(
+            device(ordinal)
+                .and_then(|dev| launch::fill(&dev, n, kd, value as f32))
+                .map(|buf| CudaStorage { buf, dtype, len: n }),
+        )
+    }
+
+    /// A unary kernel over the view (float dtypes only).
+    pub fn unary(
+        &self,
+        l: &Layout,
+        kernel: (&str, f32, f32),
+    ) -> Option<Result<CudaStorage, String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        let (op, p0, p1) = kernel;
+        Some(
+            launch::unary(&self.buf, l, op, kd, p0, p1)
+                .map(|b| self.wrap(b, self.dtype, l.numel())),
+        )
+    }
+
+    /// A binary kernel over two same-dtype views broadcast to one shape.
+    pub fn binary(
+        &self,
+        la: &Layout,
+        rhs: &CudaStorage,
+        lb: &Layout,
+        op: &str,
+    ) -> Option<Result<CudaStorage, String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        if rhs.dtype != self.dtype {
+            return None;
+        }
+        Some(
+            launch::binary(&self.buf, la, &rhs.buf, lb, op, kd)
+                .map(|b| self.wrap(b, self.dtype, la.numel())),
+        )
+    }
+
+    /// Sum over `dims`: the reduced dims are moved last and made contiguous,
+    /// then each row is summed by one block.
+    pub fn sum(&self, l: &Layout, dims: &[usize]) -> Option<Result<CudaStorage, String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        let keep: Vec<usize> = (0..l.ndim()).filter(|d| !dims.contains(d)).collect();
+        let order: Vec<usize> = keep.iter().chain(dims).copied().collect();
+        let moved = l.permute(&order);
+        let rows: usize = keep.iter().map(|&d| l.shape[d]).product();
+        let n: usize = dims.iter().map(|&d| l.shape[d]).product();
+        Some((|| {
+            let packed = launch::strided_copy(&self.buf, &moved, self.dtype.size_in_bytes())?;
+            let out = launch::reduce_last(&packed, rows, n, kd, false)?;
+            Ok(self.wrap(out, self.dtype, rows))
+        })())
+    }
+
+    /// Row-wise softmax or log-softmax over the last dim of the view.
+    pub fn softmax(&self, l: &Layout, log: bool) -> Option<Result<CudaStorage, String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        let n = *l.shape.last()?;
+        let rows = l.numel() / n.max(1);
+        Some((|| {
+            let x = launch::strided_copy(&self.buf, l, self.dtype.size_in_bytes())?;
+            let y = launch::softmax(&x, rows, n, kd, log)?;
+            Ok(self.wrap(y, self.dtype, l.numel()))
+        })())
+    }
+
+    /// `a @ b` for views `[batch.., m, k]` and `[batch.., k, n]` already
+    /// broadcast to one batch shape, on cuBLAS.
+    pub fn matmul(
+        &self,
+        la: &Layout,
+        rhs: &CudaStorage,
+        lb: &Layout,
+    ) -> Option<Result<CudaStorage, String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        if rhs.dtype != self.dtype {
+            return None;
+        }
+        let nd = la.ndim();
+        let (m, k, n) = (la.shape[nd - 2], la.shape[nd - 1], lb.shape[nd - 1]);
+        let batch: usize = la.shape[..nd - 2].iter().product();
+        Some((|| {
+            // Each operand must be one batch stride over matrices that are
+            // row-major or transposed; anything else is copied first.
+            let a = gemm_operand(&self.buf, la, self.dtype.size_in_bytes())?;
+            let b = gemm_operand(&rhs.buf, lb, rhs.dtype.size_in_bytes())?;
+            let (abuf, bbuf) = (
+                a.copy.as_ref().unwrap_or(&self.buf),
+                b.copy.as_ref().unwrap_or(&rhs.buf),
+            );
+            let out = launch::matmul(
+                abuf,
+                a.offset,
+                a.batch_stride,
+                a.transposed,
+                bbuf,
+                b.offset,
+                b.batch_stride,
+                b.transposed,
+                (batch, m, k, n),
+                kd,
+            )?;
+            Ok(self.wrap(out, self.dtype, batch * m * n))
+        })())
+    }
+}
+
+/// How cuBLAS reads one operand of a matmul.
+struct GemmOperand {
+    /// A contiguous copy, when the view could not be read in place.
+    copy: Option<CudaBuffer>,
+    offset: usize,
+    batch_stride: usize,
+    transposed: bool,
+}
+
+/// A view qualifies as it is when its last two dims are dense (row-major or
+/// transposed) and its batch dims collapse to one stride (or all broadcast).
+fn gemm_operand(buf: &CudaBuffer, l: &Layout, width: usize) -> Result<GemmOperand, String> {
+    let nd = l.ndim();
+    let (r, c) = (l.shape[nd - 2], l.shape[nd - 1]);
+    let (sr, sc) = (l.strides[nd - 2], l.strides[nd - 1]);
+    let transposed = if (sc == 1 || c == 1) && (sr == c || r == 1) {
+        Some(false)
+    } else if (sr == 1 || r == 1) && (sc == r || c == 1) {
+        Some(true)
+    } else {
+        None
+    };
+    let batch: Vec<(usize, usize)> = (0..nd - 2)
+        .filter(|&d| l.shape[d] != 1)
+        .map(|d| (l.shape[d], l.strides[d]))
+        .collect();
+    let stride = match batch.as_slice() {
+        [] => Some(0),
+        [(_, s)] => Some(*s),
+        many if many.iter().all(|&(_, s)| s == 0) => Some(0),
+        many if many.windows(2).all(|w| w[0].1 == w[1].1 * w[1].0) => many.last().map(|&(_, s)| s),
+        _ => None,
+    };
+    Ok(match (transposed, stride) {
+        (Some(transposed), Some(batch_stride)) => GemmOperand {
+            copy: None,
+            offset: l.offset,
+            batch_stride,
+            transposed,
+        },
+        _ => GemmOperand {
+            copy: Some(launch::strided_copy(buf, l, width)?),
+            offset: 0,
+            batch_stride: r * c,
+            transposed: false,
+        },
+    })
+}
