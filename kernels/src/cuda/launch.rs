@@ -65,12 +65,25 @@ fn pack(shape: &[usize], views: &[&[usize]], op: &str) -> Vec<Strided> {
         .collect()
 }
 
-/// Bytes per element of a float dtype name.
-fn width(dtype: &str) -> usize {
+/// Bytes per element of a dtype name (`f32 f16 bf16 f64 i64 u8 b8`).
+pub fn width(dtype: &str) -> usize {
     match dtype {
+        "f64" | "i64" => 8,
         "f32" => 4,
         "f16" | "bf16" => 2,
-        other => panic!("no CUDA float kernels for dtype {other}"),
+        "u8" | "b8" => 1,
+        other => panic!("no CUDA kernels for dtype {other}"),
+    }
+}
+
+/// The unsigned type of a width, as the data-movement kernels are named.
+fn unit(width: usize) -> &'static str {
+    match width {
+        1 => "u8",
+        2 => "u16",
+        4 => "u32",
+        8 => "u64",
+        w => panic!("no CUDA data-movement kernel for {w}-byte elements"),
     }
 }
 
@@ -188,13 +201,7 @@ pub fn strided_copy(x: &CudaBuffer, l: &Layout, width: usize) -> CudaResult<Cuda
     let y = dev.alloc(n * width)?;
     if n > 0 {
         let v = pack(&l.shape, &[&l.strides], "copy")[0];
-        let unit = match width {
-            1 => "u8",
-            2 => "u16",
-            4 => "u32",
-            8 => "u64",
-            w => panic!("strided_copy: no kernel for {w}-byte elements"),
-        };
+        let unit = unit(width);
         let (px, py) = (x.ptr(l.offset * width), y.ptr(0));
         launch!(
             dev,
@@ -209,8 +216,8 @@ pub fn strided_copy(x: &CudaBuffer, l: &Layout, width: usize) -> CudaResult<Cuda
     Ok(y)
 }
 
-/// `n` elements of `value` in a float dtype.
-pub fn fill(dev: &Arc<CudaDevice>, n: usize, dtype: &str, value: f32) -> CudaResult<CudaBuffer> {
+/// `n` elements of `value` in any dtype.
+pub fn fill(dev: &Arc<CudaDevice>, n: usize, dtype: &str, value: f64) -> CudaResult<CudaBuffer> {
     let y = dev.alloc(n * width(dtype))?;
     if n > 0 {
         let py = y.ptr(0);
@@ -219,7 +226,7 @@ pub fn fill(dev: &Arc<CudaDevice>, n: usize, dtype: &str, value: f32) -> CudaRes
     Ok(y)
 }
 
-/// A contiguous copy of the view converted between float dtypes.
+/// A contiguous copy of the view converted between any two dtypes.
 pub fn cast(x: &CudaBuffer, l: &Layout, from: &str, to: &str) -> CudaResult<CudaBuffer> {
     let n = l.numel();
     let dev = x.device();
@@ -240,6 +247,217 @@ pub fn cast(x: &CudaBuffer, l: &Layout, from: &str, to: &str) -> CudaResult<Cuda
     Ok(y)
 }
 
+/// `y[ly] = x[lx]` for two views of one shape (elements of `width` bytes).
+pub fn strided_assign(
+    y: &mut CudaBuffer,
+    ly: &Layout,
+    x: &CudaBuffer,
+    lx: &Layout,
+    width: usize,
+) -> CudaResult<()> {
+    assert_eq!(
+        ly.shape, lx.shape,
+        "strided_assign: views must share a shape"
+    );
+    let n = ly.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let v = pack(&ly.shape, &[&ly.strides, &lx.strides], "copy_");
+    let (py, px) = (y.ptr(ly.offset * width), x.ptr(lx.offset * width));
+    let dev = y.device().clone();
+    launch!(
+        &dev,
+        format!("strided_assign_{}", unit(width)),
+        elems(n),
+        &n,
+        &v[0],
+        &v[1],
+        &py,
+        &px
+    )
+}
+
+/// `cond ? a : b` over three views broadcast to one shape (`cond` is bool).
+pub fn select_where(
+    c: &CudaBuffer,
+    lc: &Layout,
+    a: &CudaBuffer,
+    la: &Layout,
+    b: &CudaBuffer,
+    lb: &Layout,
+    width: usize,
+) -> CudaResult<CudaBuffer> {
+    let n = la.numel();
+    let dev = a.device();
+    let y = dev.alloc(n * width)?;
+    if n > 0 {
+        let v = pack(&la.shape, &[&lc.strides, &la.strides, &lb.strides], "where");
+        let (pc, pa, pb, py) = (
+            c.ptr(lc.offset),
+            a.ptr(la.offset * width),
+            b.ptr(lb.offset * width),
+            y.ptr(0),
+        );
+        launch!(
+            dev,
+            format!("where_{}", unit(width)),
+            elems(n),
+            &n,
+            &v[0],
+            &v[1],
+            &v[2],
+            &pc,
+            &pa,
+            &pb,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// `a <cmp> b` (`eq ne lt le gt ge`) over two same-dtype views broadcast to one shape, as bool.
+pub fn compare(
+    a: &CudaBuffer,
+    la: &Layout,
+    b: &CudaBuffer,
+    lb: &Layout,
+    cmp: &str,
+    dtype: &str,
+) -> CudaResult<CudaBuffer> {
+    let n = la.numel();
+    let w = width(dtype);
+    let dev = a.device();
+    let y = dev.alloc(n)?;
+    if n > 0 {
+        let v = pack(&la.shape, &[&la.strides, &lb.strides], cmp);
+        let (pa, pb, py) = (a.ptr(la.offset * w), b.ptr(lb.offset * w), y.ptr(0));
+        launch!(
+            dev,
+            format!("{cmp}_{dtype}"),
+            elems(n),
+            &n,
+            &v[0],
+            &v[1],
+            &pa,
+            &pb,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// Where a gather-like kernel reads: the input's strides viewed at the
+/// output's shape, and the output's geometry around the gathered dim.
+pub struct Gathered<'a> {
+    pub input: &'a Layout,
+    pub inner: usize,
+    pub len: usize,
+    pub stride: usize,
+}
+
+/// `torch.gather` (`per_element`: one index per output element) or
+/// `index_select` (one index per position along the dim); `idx` is a
+/// contiguous i64 buffer of in-range indices.
+pub fn gather(
+    x: &CudaBuffer,
+    g: Gathered<'_>,
+    idx: &CudaBuffer,
+    width: usize,
+    per_element: bool,
+) -> CudaResult<CudaBuffer> {
+    let n = g.input.numel();
+    let dev = x.device();
+    let y = dev.alloc(n * width)?;
+    if n > 0 {
+        let v = pack(&g.input.shape, &[&g.input.strides], "gather")[0];
+        let (px, pi, py) = (x.ptr(g.input.offset * width), idx.ptr(0), y.ptr(0));
+        let stride = g.stride as i64;
+        let op = if per_element {
+            "gather"
+        } else {
+            "index_select"
+        };
+        launch!(
+            dev,
+            format!("{op}_{}", unit(width)),
+            elems(n),
+            &n,
+            &v,
+            &g.inner,
+            &g.len,
+            &stride,
+            &pi,
+            &px,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// `dst[.., idx[i], ..] += src[i]` along a dim (gather's adjoint), f32 with
+/// atomics. `g.input` is `dst`'s contiguous strides viewed at the index's
+/// shape; `ls` is the source view.
+pub fn scatter_add_f32(
+    dst: &mut CudaBuffer,
+    g: Gathered<'_>,
+    src: &CudaBuffer,
+    ls: &Layout,
+    idx: &CudaBuffer,
+) -> CudaResult<()> {
+    let n = ls.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let v = pack(&ls.shape, &[&ls.strides, &g.input.strides], "scatter_add");
+    let (ps, pi, pd) = (src.ptr(ls.offset * 4), idx.ptr(0), dst.ptr(0));
+    let stride = g.stride as i64;
+    let dev = dst.device().clone();
+    launch!(
+        &dev,
+        "scatter_add_f32".to_string(),
+        elems(n),
+        &n,
+        &v[0],
+        &v[1],
+        &g.inner,
+        &g.len,
+        &stride,
+        &pi,
+        &ps,
+        &pd
+    )
+}
+
+/// Rows of a contiguous `[outer, len, inner]` f32 source added into a
+/// contiguous `[outer, size, inner]` destination at rows `idx` (index_select's adjoint).
+pub fn index_add_f32(
+    dst: &mut CudaBuffer,
+    (outer, size, inner): (usize, usize, usize),
+    src: &CudaBuffer,
+    idx: &CudaBuffer,
+    len: usize,
+) -> CudaResult<()> {
+    let n = outer * len * inner;
+    if n == 0 {
+        return Ok(());
+    }
+    let (pi, ps, pd) = (idx.ptr(0), src.ptr(0), dst.ptr(0));
+    let dev = dst.device().clone();
+    launch!(
+        &dev,
+        "index_add_f32".to_string(),
+        elems(n),
+        &n,
+        &inner,
+        &len,
+        &size,
+        &pi,
+        &ps,
+        &pd
+    )
+}
+
 /// Row sums (or maxima) of a contiguous `[rows, n]` buffer.
 pub fn reduce_last(
     x: &CudaBuffer,
@@ -253,7 +471,7 @@ pub fn reduce_last(
         return dev.alloc(0);
     }
     if n == 0 {
-        return fill(dev, rows, dtype, if max { f32::NEG_INFINITY } else { 0.0 });
+        return fill(dev, rows, dtype, if max { f64::NEG_INFINITY } else { 0.0 });
     }
     let y = dev.alloc(rows * width(dtype))?;
     let (px, py) = (x.ptr(0), y.ptr(0));

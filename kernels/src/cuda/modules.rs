@@ -40,8 +40,12 @@ pub const UNARY_OPS: &[&str] = &[
 ];
 /// Binary kernels, `<op>_<dtype>(n, Strided a, Strided b, a, b, y)`.
 pub const BINARY_OPS: &[&str] = &["add", "sub", "mul", "div", "pow", "maximum", "minimum"];
-/// The storage widths `strided_copy_<w>` is instantiated for.
-pub const COPY_WIDTHS: &[&str] = &["u8", "u16", "u32", "u64"];
+/// The storage widths the data-movement kernels are instantiated for.
+pub const WIDTHS: &[&str] = &["u8", "u16", "u32", "u64"];
+/// Every dtype, as the cast, fill and compare kernels name them.
+pub const ALL_DTYPES: &[&str] = &["f32", "f16", "bf16", "f64", "i64", "u8", "b8"];
+/// Comparison kernels, `<cmp>_<dtype>(n, Strided a, Strided b, a, b, bool* y)`.
+pub const COMPARE_OPS: &[&str] = &["eq", "ne", "lt", "le", "gt", "ge"];
 
 /// One `.cu` file: its name, source, and the kernel names it defines.
 pub struct Module {
@@ -70,10 +74,15 @@ fn per_dtype(ops: &[&str], dtypes: &[&str]) -> Vec<String> {
 pub fn modules() -> Vec<Module> {
     let mut elementwise = per_dtype(UNARY_OPS, DTYPES);
     elementwise.extend(per_dtype(BINARY_OPS, DTYPES));
-    elementwise.extend(per_dtype(&["fill"], DTYPES));
-    for to in DTYPES {
-        elementwise.extend(per_dtype(&[&format!("cast_to_{to}")], DTYPES));
+    let mut copy = per_dtype(&["strided_copy", "strided_assign", "where"], WIDTHS);
+    for to in ALL_DTYPES {
+        copy.extend(per_dtype(&[&format!("cast_to_{to}")], ALL_DTYPES));
     }
+    copy.extend(per_dtype(&["fill"], ALL_DTYPES));
+    copy.extend(per_dtype(COMPARE_OPS, ALL_DTYPES));
+    let mut index = per_dtype(&["embedding", "embedding_backward"], DTYPES);
+    index.extend(per_dtype(&["gather", "index_select"], WIDTHS));
+    index.extend(["scatter_add_f32".to_string(), "index_add_f32".to_string()]);
     vec![
         Module {
             name: "elementwise",
@@ -83,7 +92,7 @@ pub fn modules() -> Vec<Module> {
         Module {
             name: "copy",
             source: include_str!("cu/copy.cu"),
-            kernels: per_dtype(&["strided_copy"], COPY_WIDTHS),
+            kernels: copy,
         },
         Module {
             name: "softmax",
@@ -108,7 +117,7 @@ pub fn modules() -> Vec<Module> {
         Module {
             name: "index",
             source: include_str!("cu/index.cu"),
-            kernels: per_dtype(&["embedding", "embedding_backward"], DTYPES),
+            kernels: index,
         },
     ]
 }
@@ -202,8 +211,13 @@ mod tests {
             }
         }
         println!("compiled {count} kernels (x2 architectures) with NVRTC");
-        let elementwise = 3 * (UNARY_OPS.len() + BINARY_OPS.len() + 1 + 3);
-        assert_eq!(count, 2 * (elementwise + 4 + 3 * (2 + 2 + 1 + 2 + 2)));
+        let elementwise = 3 * (UNARY_OPS.len() + BINARY_OPS.len());
+        let copy = 3 * 4 + 7 * 7 + 7 + 6 * 7;
+        let index = 3 * 2 + 2 * 4 + 2;
+        assert_eq!(
+            count,
+            2 * (elementwise + copy + index + 3 * (2 + 2 + 1 + 2))
+        );
     }
 
     #[test]

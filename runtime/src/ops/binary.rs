@@ -2,7 +2,7 @@
 //! comparisons, logical ops, `where`, and the operator overloads.
 
 use super::{broadcast_shapes, same_device};
-use crate::storage::{BinaryFn, CpuBuffer};
+use crate::storage::{BinaryFn, Storage};
 use crate::{DType, Tensor};
 use tapir_kernels::Float;
 
@@ -244,22 +244,25 @@ impl Tensor {
         let shape = broadcast_shapes(cond.shape(), &xy, "where");
         let dtype = DType::promote(x.dtype(), y.dtype());
         let (xc, yc) = (x.to_dtype(dtype).detach(), y.to_dtype(dtype).detach());
-        let buf = {
-            let c = cond_b.read().host().into_owned();
-            let CpuBuffer::Bool(cv) = c else {
-                unreachable!()
+        let storage = {
+            // x and y may share a buffer (masked_fill's scalar never does, but
+            // where_(c, t, t) does): read each lock once.
+            let yc = if yc.same_storage(&xc) {
+                yc.contiguous_copy()
+            } else {
+                yc
             };
-            let (xs, ys) = (xc.read(), yc.read());
-            CpuBuffer::select_where(
-                &cv,
+            let (cs, xs, ys) = (cond_b.read(), xc.read(), yc.read());
+            Storage::select_where(
+                &cs,
                 &cond_b.layout().broadcast_to(&shape),
-                &xs.host(),
+                &xs,
                 &xc.layout().broadcast_to(&shape),
-                &ys.host(),
+                &ys,
                 &yc.layout().broadcast_to(&shape),
             )
         };
-        let out = Tensor::from_buffer_on(buf, &shape, x.device());
+        let out = Tensor::from_storage(storage, &shape);
         let metas = [
             (x.shape().to_vec(), x.dtype()),
             (y.shape().to_vec(), y.dtype()),
@@ -322,8 +325,13 @@ macro_rules! comparisons {
                 pub fn $name(&self, other: &Tensor) -> Tensor {
                     let (a, b, shape) = prepare(self, other, stringify!($name), false);
                     let (la, lb) = (a.layout().broadcast_to(&shape), b.layout().broadcast_to(&shape));
-                    let buf = a.read().host().compare(&la, &b.read().host(), &lb, |x, y| x $op y);
-                    Tensor::from_buffer_on(buf, &shape, a.device())
+                    let storage = if a.same_storage(&b) {
+                        let s = a.read();
+                        s.compare(&la, &s, &lb, stringify!($name), |x, y| x $op y)
+                    } else {
+                        a.read().compare(&la, &b.read(), &lb, stringify!($name), |x, y| x $op y)
+                    };
+                    Tensor::from_storage(storage, &shape)
                 }
 
                 #[doc = $doc]

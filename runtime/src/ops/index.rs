@@ -24,6 +24,45 @@ fn indices(idx: &Tensor, size: usize, op: &str) -> Vec<usize> {
         .collect()
 }
 
+/// `t` as a dense buffer starting at offset 0 (what the GPU kernels read).
+fn dense0(t: &Tensor) -> Tensor {
+    if t.is_contiguous() && t.layout().offset == 0 {
+        t.detach()
+    } else {
+        t.contiguous_copy()
+    }
+}
+
+impl Tensor {
+    /// The GPU path of gather (`per_element`) and index_select: `None` on the CPU.
+    fn gather_on_gpu(
+        &self,
+        d: usize,
+        out_shape: &[usize],
+        index: &Tensor,
+        per_element: bool,
+    ) -> Option<Tensor> {
+        if !self.device().is_cuda() {
+            return None;
+        }
+        let idx = dense0(index);
+        let view = Layout {
+            shape: out_shape.to_vec(),
+            strides: self.strides().to_vec(),
+            offset: self.layout().offset,
+        };
+        let geom = (
+            out_shape[d + 1..].iter().product(),
+            out_shape[d],
+            self.strides()[d],
+        );
+        let s = self
+            .read()
+            .gather_gpu(&view, geom, &idx.read(), per_element)?;
+        Some(Tensor::from_storage(s, out_shape))
+    }
+}
+
 struct Select<'a> {
     outer: usize,
     size: usize,
@@ -70,25 +109,46 @@ impl Tensor {
             "index_select: index must be 1-D, got shape {:?}",
             index.shape()
         );
+        super::same_device(self, index, "index_select");
         let size = self.shape()[d];
         let idx = indices(index, size, "index_select");
         let outer: usize = self.shape()[..d].iter().product();
         let inner: usize = self.shape()[d + 1..].iter().product();
-        let buf = self.read().host().any_kernel(
-            self.layout(),
-            Select {
-                outer,
-                size,
-                inner,
-                idx: &idx,
-            },
-        );
         let mut shape = self.shape().to_vec();
         shape[d] = idx.len();
-        let out = Tensor::from_buffer_on(buf, &shape, self.device());
+        let out = self
+            .gather_on_gpu(d, &shape, index, false)
+            .unwrap_or_else(|| {
+                let buf = self.read().host().any_kernel(
+                    self.layout(),
+                    Select {
+                        outer,
+                        size,
+                        inner,
+                        idx: &idx,
+                    },
+                );
+                Tensor::from_buffer_on(buf, &shape, self.device())
+            });
         let in_shape = self.shape().to_vec();
+        let index = dense0(index);
         Tensor::record(out, "IndexSelectBackward0", &[self], move || {
             move |g: &Tensor, _: &[bool]| {
+                if g.device().is_cuda() {
+                    let gf = dense0(&g.to_dtype(DType::F32));
+                    let dst = super::creation::filled_on(&in_shape, 0.0, DType::F32, g.device());
+                    let done = dst.write().index_add_gpu(
+                        (outer, size, inner),
+                        &gf.read(),
+                        &index.read(),
+                        idx.len(),
+                    );
+                    assert!(
+                        done,
+                        "index_select backward: a CUDA gradient has a CUDA kernel"
+                    );
+                    return vec![Some(dst.to_dtype(g.dtype()))];
+                }
                 let g = g.contiguous();
                 let mut dst: Vec<f64> = vec![0.0; in_shape.iter().product()];
                 let src: Vec<f64> = g.to_vec();
@@ -129,18 +189,23 @@ impl Tensor {
                 self.shape()
             );
         }
+        super::same_device(self, index, "gather");
         let idx = indices(index, self.shape()[d], "gather");
-        // any_kernel densifies the view itself (borrowing when already dense).
-        let buf = self.read().host().any_kernel(
-            self.layout(),
-            Gather {
-                dim: d,
-                shape: self.shape(),
-                idx: &idx,
-                index_shape: index.shape(),
-            },
-        );
-        let out = Tensor::from_buffer_on(buf, index.shape(), self.device());
+        let out = self
+            .gather_on_gpu(d, index.shape(), index, true)
+            .unwrap_or_else(|| {
+                // any_kernel densifies the view itself (borrowing when already dense).
+                let buf = self.read().host().any_kernel(
+                    self.layout(),
+                    Gather {
+                        dim: d,
+                        shape: self.shape(),
+                        idx: &idx,
+                        index_shape: index.shape(),
+                    },
+                );
+                Tensor::from_buffer_on(buf, index.shape(), self.device())
+            });
         let in_shape = self.shape().to_vec();
         let index = index.detach();
         Tensor::record(out, "GatherBackward0", &[self], move || {
@@ -179,10 +244,29 @@ impl Tensor {
                 self.shape()
             );
         }
+        super::same_device(self, index, "scatter_add");
+        super::same_device(self, src, "scatter_add");
         let idx = indices(index, self.shape()[d], "scatter_add");
         let dst = self.contiguous_copy();
         let src_d = src.to_dtype(self.dtype()).detach();
-        {
+        let on_gpu = dst.device().is_cuda() && dst.dtype() == DType::F32 && {
+            let is = index.shape();
+            let view = Layout {
+                shape: is.to_vec(),
+                strides: dst.strides().to_vec(),
+                offset: 0,
+            };
+            let ls = Layout {
+                shape: is.to_vec(),
+                strides: src_d.strides().to_vec(),
+                offset: src_d.layout().offset,
+            };
+            let geom = (is[d + 1..].iter().product(), is[d], dst.strides()[d]);
+            let index = dense0(index);
+            let (s, i) = (src_d.read(), index.read());
+            dst.write().scatter_add_gpu(&view, geom, &s, &ls, &i)
+        };
+        if !on_gpu {
             let mut w = dst.write();
             let s = src_d.read();
             let mut wh = w.host_mut();

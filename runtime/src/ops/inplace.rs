@@ -20,7 +20,27 @@ impl Tensor {
         );
     }
 
-    fn zip_assign_(&self, src: &Tensor, op: &str, f: impl Fn(f64, f64) -> f64 + Sync) {
+    /// On a GPU an in-place op is its out-of-place twin `gpu(self)` plus a
+    /// copy into this view (the CPU path applies `f` in place instead).
+    fn assign_result_(&self, op: &str, gpu: impl FnOnce(&Tensor) -> Tensor) {
+        self.check_inplace(op);
+        let r = crate::no_grad(|| gpu(&self.detach()));
+        let r = if r.same_storage(self) {
+            r.contiguous_copy()
+        } else {
+            r
+        };
+        let lr = r.layout().broadcast_to(self.shape());
+        self.write().assign(self.layout(), &r.read(), &lr);
+    }
+
+    fn zip_assign_(
+        &self,
+        src: &Tensor,
+        op: &str,
+        f: impl Fn(f64, f64) -> f64 + Sync,
+        gpu: impl FnOnce(&Tensor, &Tensor) -> Tensor,
+    ) {
         self.check_inplace(op);
         super::same_device(self, src, op);
         let shape = super::broadcast_shapes(self.shape(), src.shape(), op);
@@ -31,6 +51,9 @@ impl Tensor {
             src.shape(),
             self.shape()
         );
+        if self.device().is_cuda() {
+            return self.assign_result_(op, |s| gpu(s, &src.detach()));
+        }
         // Reading and writing one buffer would deadlock: copy the source first.
         let src = if src.same_storage(self) {
             src.contiguous_copy()
@@ -44,7 +67,15 @@ impl Tensor {
             .zip_assign(self.layout(), &s.host(), &ls, f);
     }
 
-    fn map_assign_(&self, op: &str, f: impl Fn(f64) -> f64 + Sync) {
+    fn map_assign_(
+        &self,
+        op: &str,
+        f: impl Fn(f64) -> f64 + Sync,
+        gpu: impl FnOnce(&Tensor) -> Tensor,
+    ) {
+        if self.device().is_cuda() {
+            return self.assign_result_(op, gpu);
+        }
         self.check_inplace(op);
         self.write().host_mut().map_assign(self.layout(), f);
     }
@@ -59,49 +90,54 @@ impl Tensor {
     /// assert_eq!(p.to_vec::<f32>(), vec![0.5, 0.5]);
     /// ```
     pub fn add_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "add_", |a, b| a + b);
+        self.zip_assign_(other, "add_", |a, b| a + b, |s, o| s + o);
         self
     }
 
     /// `self += alpha * other` (PyTorch's `add_(other, alpha=...)`).
     pub fn add_scaled_(&self, other: &Tensor, alpha: f64) -> &Tensor {
-        self.zip_assign_(other, "add_", move |a, b| a + alpha * b);
+        self.zip_assign_(
+            other,
+            "add_",
+            move |a, b| a + alpha * b,
+            move |s, o| s + &(o * alpha),
+        );
         self
     }
 
     pub fn sub_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "sub_", |a, b| a - b);
+        self.zip_assign_(other, "sub_", |a, b| a - b, |s, o| s - o);
         self
     }
 
     pub fn mul_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "mul_", |a, b| a * b);
+        self.zip_assign_(other, "mul_", |a, b| a * b, |s, o| s * o);
         self
     }
 
     pub fn div_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "div_", |a, b| a / b);
+        self.zip_assign_(other, "div_", |a, b| a / b, |s, o| s / o);
         self
     }
 
     pub fn mul_scalar_(&self, v: f64) -> &Tensor {
-        self.map_assign_("mul_", move |a| a * v);
+        self.map_assign_("mul_", move |a| a * v, move |s| s * v);
         self
     }
 
     pub fn add_scalar_(&self, v: f64) -> &Tensor {
-        self.map_assign_("add_", move |a| a + v);
+        self.map_assign_("add_", move |a| a + v, move |s| s + v);
         self
     }
 
     /// Copies `src` (broadcast, converted to this dtype) into `self`.
     pub fn copy_(&self, src: &Tensor) -> &Tensor {
-        self.zip_assign_(src, "copy_", |_, b| b);
+        self.zip_assign_(src, "copy_", |_, b| b, |_, o| o.clone());
         self
     }
 
     pub fn fill_(&self, v: f64) -> &Tensor {
-        self.map_assign_("fill_", move |_| v);
+        self.map_assign_("fill_", move |_| v, move |s| Tensor::full_like(s, v));
         self
     }
 
@@ -113,6 +149,7 @@ impl Tensor {
         self.map_assign_(
             "clamp_",
             move |a| if a.is_nan() { a } else { a.max(min).min(max) },
+            move |s| s.clamp(min, max),
         );
         self
     }

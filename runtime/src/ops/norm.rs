@@ -2,6 +2,7 @@
 //! sub, mul, add) makes ~8 passes over the activations; its backward is the
 //! closed form, checked against PyTorch and by finite differences.
 
+use super::creation::filled_on;
 use crate::storage::CpuBuffer;
 use crate::{DType, Tensor};
 use tapir_kernels::cpu;
@@ -53,6 +54,11 @@ impl Tensor {
         );
         let d: usize = normalized.iter().product();
         let dtype = self.dtype();
+        if self.device().is_cuda()
+            && let Some(y) = self.layer_norm_gpu(normalized, weight, bias, eps, d)
+        {
+            return y;
+        }
         // f16/bf16 normalise in f32, as PyTorch's CPU kernel accumulates in float.
         let compute = if dtype == DType::F64 {
             DType::F64
@@ -167,6 +173,88 @@ impl Tensor {
                 ]
             }
         })
+    }
+}
+
+impl Tensor {
+    /// LayerNorm on a GPU: the fused forward kernel, and the closed-form
+    /// backward composed of tensor ops (all with GPU kernels), in f32.
+    /// `None` where the dtype has no kernel (f64).
+    fn layer_norm_gpu(
+        &self,
+        normalized: &[usize],
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+        d: usize,
+    ) -> Option<Tensor> {
+        let dense = |t: &Tensor| {
+            if t.is_contiguous() && t.layout().offset == 0 {
+                t.detach()
+            } else {
+                t.contiguous_copy()
+            }
+        };
+        let x = dense(self);
+        // The kernel takes weight and bias together.
+        let affine = match (weight, bias) {
+            (None, None) => None,
+            (w, b) => Some((
+                w.map_or_else(|| filled_on(&[d], 1.0, self.dtype(), self.device()), dense),
+                b.map_or_else(|| filled_on(&[d], 0.0, self.dtype(), self.device()), dense),
+            )),
+        };
+        let (y, mean, rstd) = {
+            let xs = x.read();
+            let ab = affine.as_ref().map(|(w, b)| (w.read(), b.read()));
+            xs.layer_norm_gpu(ab.as_ref().map(|(w, b)| (&**w, &**b)), d, eps)?
+        };
+        let rows = self.numel() / d.max(1);
+        let out = Tensor::from_storage(y, self.shape());
+        let mean = Tensor::from_storage(mean, &[rows, 1]);
+        let rstd = Tensor::from_storage(rstd, &[rows, 1]);
+        let empty = Tensor::zeros(&[0]);
+        let inputs = [self, weight.unwrap_or(&empty), bias.unwrap_or(&empty)];
+        let shape = self.shape().to_vec();
+        let norm_shape: Vec<isize> = normalized.iter().map(|&s| s as isize).collect();
+        let w32 = weight.map(|w| w.detach().to_dtype(DType::F32).reshape(&[1, d as isize]));
+        Some(Tensor::record(
+            out,
+            "NativeLayerNormBackward0",
+            &inputs,
+            move || {
+                move |g: &Tensor, needs: &[bool]| {
+                    let rd = [rows as isize, d as isize];
+                    let g32 = g.to_dtype(DType::F32).reshape(&rd);
+                    let xhat = &(&x.to_dtype(DType::F32).reshape(&rd) - &mean) * &rstd;
+                    let gw = match &w32 {
+                        Some(w) => &g32 * w,
+                        None => g32.clone(),
+                    };
+                    let inv_d = 1.0 / d as f64;
+                    let dx = needs[0].then(|| {
+                        let a = &gw.sum_dim(-1, true) * inv_d;
+                        let b = &(&gw * &xhat).sum_dim(-1, true) * inv_d;
+                        let shape: Vec<isize> = shape.iter().map(|&s| s as isize).collect();
+                        (&(&(&gw - &a) - &(&xhat * &b)) * &rstd)
+                            .reshape(&shape)
+                            .to_dtype(g.dtype())
+                    });
+                    let dw = needs[1].then(|| {
+                        (&g32 * &xhat)
+                            .sum_dim(0, false)
+                            .reshape(&norm_shape)
+                            .to_dtype(g.dtype())
+                    });
+                    let db = needs[2].then(|| {
+                        g32.sum_dim(0, false)
+                            .reshape(&norm_shape)
+                            .to_dtype(g.dtype())
+                    });
+                    vec![dx, dw, db]
+                }
+            },
+        ))
     }
 }
 

@@ -18,9 +18,7 @@ fn slice_layout(l: &Layout, dim: usize, start: usize, len: usize, step: usize) -
 fn embed(src: &Tensor, shape: &[usize], region: impl Fn(&Layout) -> Layout) -> Tensor {
     let out = super::creation::filled_on(shape, 0.0, src.dtype(), src.device());
     let target = region(out.layout());
-    out.write()
-        .host_mut()
-        .zip_assign(&target, &src.read().host(), src.layout(), |_, y| y);
+    out.write().assign(&target, &src.read(), src.layout());
     out
 }
 
@@ -385,13 +383,12 @@ impl Tensor {
         let mut starts = Vec::with_capacity(tensors.len());
         let mut at = 0;
         {
-            let mut guard = out.write();
-            let mut dst = guard.host_mut();
+            let mut dst = out.write();
             for t in tensors {
                 let n = t.shape()[d];
                 let target = slice_layout(out.layout(), d, at, n, 1);
                 let src = t.to_dtype(dtype).detach();
-                dst.zip_assign(&target, &src.read().host(), src.layout(), |_, y| y);
+                dst.assign(&target, &src.read(), src.layout());
                 starts.push((at, n));
                 at += n;
             }

@@ -1,9 +1,11 @@
 //! Adam and AdamW (decoupled weight decay), with amsgrad and maximize.
 
 use super::{
-    Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
+    Optimizer, ParamGroup, ParamState, fused, fused_on_gpu, load_state, resolve_groups, save_state,
+    with_grads,
 };
 use crate::nn::StateDict;
+use crate::storage::GpuStep;
 use crate::{Result, Tensor};
 use tapir_kernels::cpu::{AdamStep, adam_update};
 
@@ -130,6 +132,18 @@ impl Optimizer for Adam {
                 step: st.step,
             };
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
+            let gpu = GpuStep::Adam {
+                lr: h.lr as f32,
+                beta1: h.beta1 as f32,
+                beta2: h.beta2 as f32,
+                eps: h.eps as f32,
+                weight_decay: h.weight_decay as f32,
+                decoupled: h.decoupled,
+                step: h.step as i32,
+            };
+            if !h.amsgrad && !h.maximize && fused_on_gpu(&p, &g, &bufs, gpu) {
+                continue;
+            }
             fused(
                 &p,
                 &g,

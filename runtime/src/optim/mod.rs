@@ -18,7 +18,7 @@ pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use sgd::{SGD, SgdConfig};
 
 use crate::nn::StateDict;
-use crate::storage::{CpuBuffer, HostMut, Storage};
+use crate::storage::{CpuBuffer, GpuStep, HostMut, Storage};
 use crate::{Error, Result, Tensor};
 use std::sync::RwLockWriteGuard;
 
@@ -207,6 +207,29 @@ pub(crate) fn load_state(
         };
     }
     Ok(())
+}
+
+/// Runs a fused update on the GPU when the parameter lives there (f32, dense
+/// parameter and state); `false` means: update on the host with [`fused`].
+pub(crate) fn fused_on_gpu(p: &Tensor, g: &Tensor, states: &[&Tensor], step: GpuStep) -> bool {
+    if !p.device().is_cuda() {
+        return false;
+    }
+    let whole =
+        |t: &Tensor| t.is_contiguous() && t.layout().offset == 0 && t.read().len() == t.numel();
+    if !std::iter::once(p).chain(states.iter().copied()).all(whole) {
+        return false;
+    }
+    let g = g.to_dtype(p.dtype());
+    let g = if whole(&g) { g } else { g.contiguous_copy() };
+    let gs = g.read();
+    let mut guards: Vec<RwLockWriteGuard<'_, Storage>> = std::iter::once(p)
+        .chain(states.iter().copied())
+        .map(|t| t.write())
+        .collect();
+    let (pg, rest) = guards.split_first_mut().unwrap();
+    let mut rest: Vec<&mut Storage> = rest.iter_mut().map(|s| &mut **s).collect();
+    Storage::optim_step_gpu(pg, &gs, &mut rest, p.numel(), step)
 }
 
 /// Runs a fused update over the contiguous buffers of a parameter, its

@@ -1,9 +1,11 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 
 use super::{
-    Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
+    Optimizer, ParamGroup, ParamState, fused, fused_on_gpu, load_state, resolve_groups, save_state,
+    with_grads,
 };
 use crate::nn::StateDict;
+use crate::storage::GpuStep;
 use crate::{Result, Tensor};
 use tapir_kernels::cpu::{SgdStep, sgd_update};
 
@@ -71,6 +73,17 @@ impl Optimizer for SGD {
             });
             st.step += 1;
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
+            let gpu = GpuStep::Sgd {
+                lr: h.lr as f32,
+                momentum: h.momentum as f32,
+                dampening: h.dampening as f32,
+                weight_decay: h.weight_decay as f32,
+                nesterov: h.nesterov,
+                first,
+            };
+            if !h.maximize && fused_on_gpu(&p, &g, &bufs, gpu) {
+                continue;
+            }
             fused(
                 &p,
                 &g,

@@ -33,6 +33,19 @@ pub(crate) fn kernel_dtype(d: DType) -> Option<&'static str> {
     }
 }
 
+/// The kernels' name for any dtype (cast, fill, compare, data movement).
+pub(crate) fn any_dtype(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        DType::F64 => "f64",
+        DType::I64 => "i64",
+        DType::U8 => "u8",
+        DType::Bool => "b8",
+    }
+}
+
 pub(crate) fn device(ordinal: usize) -> Result<Arc<CudaDevice>, String> {
     tapir_kernels::cuda::device(ordinal)
 }
@@ -103,25 +116,134 @@ impl CudaStorage {
         Ok(self.wrap(buf, self.dtype, l.numel()))
     }
 
-    /// A contiguous copy converted to `dtype`, when both are CUDA float dtypes.
-    pub fn cast(&self, l: &Layout, dtype: DType) -> Option<Result<CudaStorage, String>> {
-        let (from, to) = (kernel_dtype(self.dtype)?, kernel_dtype(dtype)?);
-        Some(launch::cast(&self.buf, l, from, to).map(|b| self.wrap(b, dtype, l.numel())))
+    /// A contiguous copy converted to `dtype`.
+    pub fn cast(&self, l: &Layout, dtype: DType) -> Result<CudaStorage, String> {
+        let (from, to) = (any_dtype(self.dtype), any_dtype(dtype));
+        launch::cast(&self.buf, l, from, to).map(|b| self.wrap(b, dtype, l.numel()))
     }
 
-    /// `n` copies of `value` on device `ordinal`, for CUDA float dtypes.
+    /// `n` copies of `value` on device `ordinal`.
     pub fn filled(
         ordinal: usize,
         n: usize,
         value: f64,
         dtype: DType,
-    ) -> Option<Result<CudaStorage, String>> {
-        let kd = kernel_dtype(dtype)?;
+    ) -> Result<CudaStorage, String> {
+        let dev = device(ordinal)?;
+        let buf = launch::fill(&dev, n, any_dtype(dtype), value)?;
+        Ok(CudaStorage { buf, dtype, len: n })
+    }
+
+    /// `self[l] = src[ls]` (same dtype, views of one shape).
+    pub fn assign(&mut self, l: &Layout, src: &CudaStorage, ls: &Layout) -> Result<(), String> {
+        assert_eq!(self.dtype, src.dtype, "CUDA assign needs one dtype");
+        launch::strided_assign(&mut self.buf, l, &src.buf, ls, self.dtype.size_in_bytes())
+    }
+
+    /// Elementwise comparison `cmp` (`eq ne lt le gt ge`) to bool.
+    pub fn compare(
+        &self,
+        la: &Layout,
+        rhs: &CudaStorage,
+        lb: &Layout,
+        cmp: &str,
+    ) -> Result<CudaStorage, String> {
+        assert_eq!(self.dtype, rhs.dtype, "CUDA compare needs one dtype");
+        let buf = launch::compare(&self.buf, la, &rhs.buf, lb, cmp, any_dtype(self.dtype))?;
+        Ok(self.wrap(buf, DType::Bool, la.numel()))
+    }
+
+    /// `cond ? a : b` (cond bool; a, b one dtype; views broadcast to one shape).
+    pub fn select_where(
+        cond: &CudaStorage,
+        lc: &Layout,
+        a: &CudaStorage,
+        la: &Layout,
+        b: &CudaStorage,
+        lb: &Layout,
+    ) -> Result<CudaStorage, String> {
+        assert_eq!(cond.dtype, DType::Bool, "CUDA where needs a bool condition");
+        assert_eq!(a.dtype, b.dtype, "CUDA where needs one dtype");
+        let w = a.dtype.size_in_bytes();
+        let buf = launch::select_where(&cond.buf, lc, &a.buf, la, &b.buf, lb, w)?;
+        Ok(a.wrap(buf, a.dtype, la.numel()))
+    }
+
+    /// LayerNorm over the last `n` elements of each row of this contiguous
+    /// storage, with an optional affine (weight, bias) of the same dtype:
+    /// the output and the per-row f32 mean and 1/std.
+    pub fn layer_norm(
+        &self,
+        affine: Option<(&CudaStorage, &CudaStorage)>,
+        n: usize,
+        eps: f64,
+    ) -> Option<Result<(CudaStorage, CudaStorage, CudaStorage), String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        let rows = self.len / n.max(1);
+        let affine = affine.map(|(w, b)| (&w.buf, &b.buf));
         Some(
-            device(ordinal)
-                .and_then(|dev| launch::fill(&dev, n, kd, value as f32))
-                .map(|buf| CudaStorage { buf, dtype, len: n }),
+            launch::layer_norm(&self.buf, affine, rows, n, eps as f32, kd).map(|(y, m, r)| {
+                (
+                    self.wrap(y, self.dtype, self.len),
+                    self.wrap(m, DType::F32, rows),
+                    self.wrap(r, DType::F32, rows),
+                )
+            }),
         )
+    }
+
+    /// `torch.gather` / `index_select` (see `launch::gather`); `idx` is a
+    /// contiguous i64 storage of checked indices.
+    pub fn gather(
+        &self,
+        view: &Layout,
+        (inner, len, stride): (usize, usize, usize),
+        idx: &CudaStorage,
+        per_element: bool,
+    ) -> Result<CudaStorage, String> {
+        let g = launch::Gathered {
+            input: view,
+            inner,
+            len,
+            stride,
+        };
+        let buf = launch::gather(
+            &self.buf,
+            g,
+            &idx.buf,
+            self.dtype.size_in_bytes(),
+            per_element,
+        )?;
+        Ok(self.wrap(buf, self.dtype, view.numel()))
+    }
+
+    /// Gather's adjoint into this contiguous f32 storage.
+    pub fn scatter_add(
+        &mut self,
+        view: &Layout,
+        (inner, len, stride): (usize, usize, usize),
+        src: &CudaStorage,
+        ls: &Layout,
+        idx: &CudaStorage,
+    ) -> Result<(), String> {
+        let g = launch::Gathered {
+            input: view,
+            inner,
+            len,
+            stride,
+        };
+        launch::scatter_add_f32(&mut self.buf, g, &src.buf, ls, &idx.buf)
+    }
+
+    /// index_select's adjoint into this contiguous f32 `[outer, size, inner]` storage.
+    pub fn index_add(
+        &mut self,
+        geom: (usize, usize, usize),
+        src: &CudaStorage,
+        idx: &CudaStorage,
+        len: usize,
+    ) -> Result<(), String> {
+        launch::index_add_f32(&mut self.buf, geom, &src.buf, &idx.buf, len)
     }
 
     /// A unary kernel over the view (float dtypes only).

@@ -47,6 +47,29 @@ pub(crate) trait BinaryFn: Sync {
     }
 }
 
+/// The hyper-parameters of a fused GPU optimizer step (PyTorch's names).
+#[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum GpuStep {
+    Adam {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+        decoupled: bool,
+        step: i32,
+    },
+    Sgd {
+        lr: f32,
+        momentum: f32,
+        dampening: f32,
+        weight_decay: f32,
+        nesterov: bool,
+        first: bool,
+    },
+}
+
 static HOST_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 
 /// How many times an op on a CUDA tensor ran on a host copy because it has no
@@ -238,22 +261,22 @@ impl Storage {
 
     /// A contiguous copy converted to `dtype`.
     pub fn cast(&self, l: &Layout, dtype: DType) -> Storage {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let Storage::Cuda(s) = self
-            && let Some(r) = s.cast(l, dtype)
-        {
-            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("to_dtype", e)));
+        match self {
+            Storage::Cpu(b) => Storage::Cpu(b.cast(l, dtype)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => Storage::Cuda(
+                s.cast(l, dtype)
+                    .unwrap_or_else(|e| cuda::fail("to_dtype", e)),
+            ),
         }
-        self.map_host(|b| b.cast(l, dtype))
     }
 
     /// `n` elements of `value` in `dtype` on `device`.
     pub fn filled(n: usize, value: f64, dtype: DType, device: Device) -> Storage {
         #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let Device::Cuda(i) = device
-            && let Some(r) = cuda::CudaStorage::filled(i, n, value, dtype)
-        {
-            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("full", e)));
+        if let Device::Cuda(i) = device {
+            let s = cuda::CudaStorage::filled(i, n, value, dtype);
+            return Storage::Cuda(s.unwrap_or_else(|e| cuda::fail("full", e)));
         }
         let buf = match dtype {
             DType::F32 => CpuBuffer::F32(vec![value as f32; n]),
@@ -267,6 +290,71 @@ impl Storage {
         Storage::on_device(buf, device)
     }
 
+    /// `self[l] = src[ls]`: views of one shape, `src` converted to this dtype.
+    pub fn assign(&mut self, l: &Layout, src: &Storage, ls: &Layout) {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cuda(d), Storage::Cuda(s)) = (&mut *self, src) {
+            let converted;
+            let (s, ls) = if s.dtype == d.dtype {
+                (s, ls)
+            } else {
+                converted = (s.cast(ls, d.dtype), Layout::contiguous(&ls.shape));
+                let c = converted
+                    .0
+                    .as_ref()
+                    .unwrap_or_else(|e| cuda::fail("copy_", e.clone()));
+                (c, &converted.1)
+            };
+            return d
+                .assign(l, s, ls)
+                .unwrap_or_else(|e| cuda::fail("copy_", e));
+        }
+        self.host_mut().zip_assign(l, &src.host(), ls, |_, y| y);
+    }
+
+    /// Elementwise comparison (`eq ne lt le gt ge`) of two same-dtype views, to bool.
+    pub fn compare(
+        &self,
+        la: &Layout,
+        rhs: &Storage,
+        lb: &Layout,
+        cmp: &str,
+        f: fn(f64, f64) -> bool,
+    ) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cuda(a), Storage::Cuda(b)) = (self, rhs) {
+            return Storage::Cuda(
+                a.compare(la, b, lb, cmp)
+                    .unwrap_or_else(|e| cuda::fail(cmp, e)),
+            );
+        }
+        let _ = cmp;
+        let out = self.host().compare(la, &rhs.host(), lb, f);
+        Storage::on_device(out, self.device())
+    }
+
+    /// `cond ? a : b` over three views broadcast to one shape (a, b one dtype).
+    pub fn select_where(
+        cond: &Storage,
+        lc: &Layout,
+        a: &Storage,
+        la: &Layout,
+        b: &Storage,
+        lb: &Layout,
+    ) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cuda(c), Storage::Cuda(x), Storage::Cuda(y)) = (cond, a, b) {
+            let r = cuda::CudaStorage::select_where(c, lc, x, la, y, lb);
+            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("where", e)));
+        }
+        let c = cond.host();
+        let CpuBuffer::Bool(cv) = &*c else {
+            unreachable!("where: the condition is bool")
+        };
+        let out = CpuBuffer::select_where(cv, lc, &a.host(), la, &b.host(), lb);
+        Storage::on_device(out, a.device())
+    }
+
     /// The view's elements as `T`, row-major (on the host).
     pub fn to_vec<T: Element>(&self, l: &Layout) -> Vec<T> {
         match self {
@@ -276,6 +364,199 @@ impl Storage {
                 let c = s.copy(l).and_then(|c| c.download());
                 c.unwrap_or_else(|e| cuda::fail("to_vec", e))
                     .to_vec(&Layout::contiguous(&[l.numel()]))
+            }
+        }
+    }
+
+    /// LayerNorm of a dense GPU storage (rows of `n`) with an optional affine
+    /// of its dtype: output, f32 mean and 1/std per row. `None` on the CPU.
+    pub fn layer_norm_gpu(
+        &self,
+        affine: Option<(&Storage, &Storage)>,
+        n: usize,
+        eps: f64,
+    ) -> Option<(Storage, Storage, Storage)> {
+        match self {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(x) => {
+                let affine = match affine {
+                    Some((Storage::Cuda(w), Storage::Cuda(b))) => Some((w, b)),
+                    None => None,
+                    _ => return None,
+                };
+                let (y, m, r) = x
+                    .layer_norm(affine, n, eps)?
+                    .unwrap_or_else(|e| cuda::fail("layer_norm", e));
+                Some((Storage::Cuda(y), Storage::Cuda(m), Storage::Cuda(r)))
+            }
+            _ => {
+                let _ = (affine, n, eps);
+                None
+            }
+        }
+    }
+
+    /// A fused optimizer update on a GPU for dense f32 parameter, gradient
+    /// and state storages of `n` elements; `false` where it cannot run there
+    /// (the CPU, other dtypes), and the caller updates on the host.
+    pub fn optim_step_gpu(
+        p: &mut Storage,
+        g: &Storage,
+        states: &mut [&mut Storage],
+        n: usize,
+        step: GpuStep,
+    ) -> bool {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        {
+            use tapir_kernels::cuda::launch;
+            let (Storage::Cuda(p), Storage::Cuda(g)) = (p, g) else {
+                return false;
+            };
+            if p.dtype != DType::F32 || g.dtype != DType::F32 {
+                return false;
+            }
+            let mut bufs = Vec::with_capacity(states.len());
+            for s in states.iter_mut() {
+                match &mut **s {
+                    Storage::Cuda(s) if s.dtype == DType::F32 => bufs.push(&mut s.buf),
+                    _ => return false,
+                }
+            }
+            let r = match (step, bufs.as_mut_slice()) {
+                (
+                    GpuStep::Adam {
+                        lr,
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay,
+                        decoupled,
+                        step,
+                    },
+                    [m, v],
+                ) => {
+                    let h = launch::AdamArgs {
+                        lr,
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay,
+                        decoupled,
+                        step,
+                    };
+                    launch::adam(&mut p.buf, &g.buf, m, v, n, "f32", h)
+                }
+                (
+                    GpuStep::Sgd {
+                        lr,
+                        momentum,
+                        dampening,
+                        weight_decay,
+                        nesterov,
+                        first,
+                    },
+                    bufs,
+                ) if bufs.len() == 1 || (bufs.is_empty() && momentum == 0.0) => {
+                    let h = launch::SgdArgs {
+                        lr,
+                        momentum,
+                        dampening,
+                        weight_decay,
+                        nesterov,
+                        first,
+                    };
+                    match bufs {
+                        [buf] => launch::sgd(&mut p.buf, &g.buf, buf, n, "f32", h),
+                        _ => {
+                            // Without momentum the kernel never touches the buffer.
+                            let mut none = p.buf.device().alloc_scratch(0);
+                            let none = none
+                                .as_mut()
+                                .unwrap_or_else(|e| cuda::fail("SGD", e.clone()));
+                            launch::sgd(&mut p.buf, &g.buf, none, n, "f32", h)
+                        }
+                    }
+                }
+                _ => return false,
+            };
+            r.unwrap_or_else(|e| cuda::fail("optimizer step", e));
+            true
+        }
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        {
+            let _ = (p, g, states, n, step);
+            false
+        }
+    }
+
+    /// `torch.gather` (`per_element`) or `index_select` on a GPU: `view` is
+    /// this storage's strides at the output's shape, `geom` the output's
+    /// (inner, len) around the dim and the input's stride there, `idx` a
+    /// contiguous i64 storage of checked indices. `None` on the CPU, whose
+    /// ops run their own kernels.
+    pub fn gather_gpu(
+        &self,
+        view: &Layout,
+        geom: (usize, usize, usize),
+        idx: &Storage,
+        per_element: bool,
+    ) -> Option<Storage> {
+        match (self, idx) {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(s), Storage::Cuda(i)) => Some(Storage::Cuda(
+                s.gather(view, geom, i, per_element)
+                    .unwrap_or_else(|e| cuda::fail("gather", e)),
+            )),
+            _ => {
+                let _ = (view, geom, per_element);
+                None
+            }
+        }
+    }
+
+    /// Gather's adjoint on a GPU into this contiguous f32 storage; `false` on the CPU.
+    pub fn scatter_add_gpu(
+        &mut self,
+        view: &Layout,
+        geom: (usize, usize, usize),
+        src: &Storage,
+        ls: &Layout,
+        idx: &Storage,
+    ) -> bool {
+        match (self, src, idx) {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.dtype == DType::F32 => {
+                d.scatter_add(view, geom, s, ls, i)
+                    .unwrap_or_else(|e| cuda::fail("scatter_add", e));
+                true
+            }
+            _ => {
+                let _ = (view, geom, ls);
+                false
+            }
+        }
+    }
+
+    /// index_select's adjoint on a GPU into this contiguous f32 `[outer,
+    /// size, inner]` storage from a contiguous f32 `[outer, len, inner]` one;
+    /// `false` on the CPU.
+    pub fn index_add_gpu(
+        &mut self,
+        geom: (usize, usize, usize),
+        src: &Storage,
+        idx: &Storage,
+        len: usize,
+    ) -> bool {
+        match (self, src, idx) {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.dtype == DType::F32 => {
+                d.index_add(geom, s, i, len)
+                    .unwrap_or_else(|e| cuda::fail("index_select backward", e));
+                true
+            }
+            _ => {
+                let _ = (geom, len);
+                false
             }
         }
     }

@@ -83,29 +83,3 @@ BINARY(pow, powf(u, v))
 // NaN propagates, as torch.maximum / torch.minimum.
 BINARY(maximum, (u != u || u > v) ? u : v)
 BINARY(minimum, (u != u || u < v) ? u : v)
-
-// Fill a contiguous buffer with one value.
-#define FILL(T)                                                                        \
-    extern "C" __global__ void fill_##T(size_t n, float v, T *y) {                     \
-        T x = from_f<T>(v);                                                            \
-        GRID_STRIDE(i, n) y[i] = x;                                                    \
-    }
-FILL(f32)
-FILL(f16)
-FILL(bf16)
-
-// Float-to-float casts of a strided view into a contiguous buffer:
-// `cast_to_<dst>_<src>`.
-#define CAST(D, S)                                                                     \
-    extern "C" __global__ void cast_to_##D##_##S(size_t n, Strided l, const S *x, D *y) { \
-        GRID_STRIDE(i, n) y[i] = from_f<D>(to_f(x[strided(i, l)]));                    \
-    }
-CAST(f32, f16)
-CAST(f32, bf16)
-CAST(f16, f32)
-CAST(f16, bf16)
-CAST(bf16, f32)
-CAST(bf16, f16)
-CAST(f32, f32)
-CAST(f16, f16)
-CAST(bf16, bf16)
