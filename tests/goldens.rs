@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::close;
+use common::{close, dev};
 use safetensors::{Dtype, SafeTensors};
 use serde_json::Value;
 use tapir::prelude::*;
@@ -13,6 +13,10 @@ const F64_TOL: (f64, f64) = (1e-10, 1e-9); // (atol, rtol)
 const F32_TOL: (f64, f64) = (2e-4, 2e-4);
 
 fn load(st: &SafeTensors, key: &str) -> Tensor {
+    dev(load_cpu(st, key))
+}
+
+fn load_cpu(st: &SafeTensors, key: &str) -> Tensor {
     let v = st
         .tensor(key)
         .unwrap_or_else(|_| panic!("golden {key} missing"));

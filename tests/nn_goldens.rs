@@ -95,18 +95,19 @@ fn check_layer(st: &SafeTensors, c: &Value, dtype: DType, tol: f64) -> Result<()
             name != "mha_seq_first",
         );
         m.to_dtype(dtype);
+        m.to_device(test_device()).unwrap();
         m.load_state_dict(&sd, true).map_err(|e| e.to_string())?;
         let x = &inputs[0];
         let out = match name {
             "mha_self" => m.forward(x, x, x, None, None, false, false).0,
             "mha_causal_pad" => {
-                let pad = Tensor::from_vec(
+                let pad = dev(Tensor::from_vec(
                     vec![
                         false, false, false, false, false, false, false, false, true, true,
                     ],
                     &[2, 5],
-                );
-                let causal = Tensor::ones(&[5, 5]).triu(1).gt_scalar(0.0);
+                ));
+                let causal = dev(Tensor::ones(&[5, 5]).triu(1).gt_scalar(0.0));
                 m.forward(x, x, x, Some(&pad), Some(&causal), false, false)
                     .0
             }
@@ -119,6 +120,7 @@ fn check_layer(st: &SafeTensors, c: &Value, dtype: DType, tol: f64) -> Result<()
     } else {
         let mut m = build(name);
         m.to_dtype(dtype);
+        m.to_device(test_device()).unwrap();
         m.load_state_dict(&sd, true).map_err(|e| e.to_string())?;
         if !c["train"].as_bool().unwrap() {
             m.eval();

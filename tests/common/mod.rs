@@ -4,7 +4,33 @@
 use safetensors::{Dtype, SafeTensors};
 use tapir::prelude::*;
 
+/// The device the golden suites run on: the CPU, or the GPU named by
+/// `TAPIR_TEST_DEVICE` (`cuda:0`), which is how `scripts/gpu-check.sh`
+/// instantiates every golden test on a GPU.
+pub fn test_device() -> Device {
+    match std::env::var("TAPIR_TEST_DEVICE").as_deref() {
+        Err(_) | Ok("") | Ok("cpu") => Device::Cpu,
+        Ok(s) => {
+            let ordinal = s
+                .strip_prefix("cuda:")
+                .and_then(|i| i.parse().ok())
+                .unwrap_or_else(|| panic!("TAPIR_TEST_DEVICE={s}: expected cpu or cuda:N"));
+            Device::cuda(ordinal).unwrap_or_else(|e| panic!("TAPIR_TEST_DEVICE={s}: {e}"))
+        }
+    }
+}
+
+/// `t` on the test device.
+pub fn dev(t: Tensor) -> Tensor {
+    t.to(test_device()).expect("the test device is usable")
+}
+
+/// A golden tensor, on the test device.
 pub fn load(st: &SafeTensors, key: &str) -> Tensor {
+    dev(load_cpu(st, key))
+}
+
+pub fn load_cpu(st: &SafeTensors, key: &str) -> Tensor {
     let v = st
         .tensor(key)
         .unwrap_or_else(|_| panic!("golden {key} missing"));
@@ -55,7 +81,7 @@ pub fn loss_weights(shape: &[usize], dtype: DType) -> Tensor {
             }
         })
         .collect();
-    Tensor::from_vec(v, shape).to_dtype(dtype)
+    dev(Tensor::from_vec(v, shape).to_dtype(dtype))
 }
 
 pub fn close(what: &str, got: &Tensor, want: &Tensor, atol: f64, rtol: f64) -> Result<(), String> {

@@ -130,8 +130,20 @@ impl Tensor {
         self
     }
 
-    /// Copies `src` (broadcast, converted to this dtype) into `self`.
+    /// Copies `src` (broadcast, converted to this dtype) into `self`; as in
+    /// PyTorch, `src` may live on another device (this is how a CPU
+    /// checkpoint loads into a model on a GPU).
     pub fn copy_(&self, src: &Tensor) -> &Tensor {
+        let moved;
+        let src = if src.device() == self.device() {
+            src
+        } else {
+            moved = src
+                .detach()
+                .to(self.device())
+                .unwrap_or_else(|e| panic!("copy_: {e}"));
+            &moved
+        };
         self.zip_assign_(src, "copy_", |_, b| b, |_, o| o.clone());
         self
     }

@@ -1,0 +1,388 @@
+//! The CUDA backend against the CPU, its oracle. The GPU tests need a GPU and
+//! the `cuda` feature (`cargo test --features cuda --test cuda`); without one
+//! each prints SKIPPED and passes, and only the no-GPU behaviour is checked.
+//! The golden suites (goldens, nn_goldens, training) run on a GPU too, with
+//! `TAPIR_TEST_DEVICE=cuda:0`: `scripts/gpu-check.sh` does both.
+
+mod common;
+
+use common::close;
+use tapir::nn::*;
+use tapir::optim::*;
+use tapir::prelude::*;
+
+include!("../examples/models/seed.rs");
+
+fn gpu() -> Option<Device> {
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            println!("SKIPPED: {e}");
+            None
+        }
+    }
+}
+
+/// Deterministic values in about [-2, 2].
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    (0..n)
+        .map(|i| (((i as u64 * 2654435761 + seed * 97) % 4001) as f32 / 1000.0) - 2.0)
+        .collect()
+}
+
+/// One op checked on both devices: the inputs (shape and whether it is an
+/// int64 index with that many classes) and the op.
+struct Case {
+    name: &'static str,
+    inputs: Vec<(Vec<usize>, Option<i64>)>,
+    op: Box<dyn Fn(&[Tensor]) -> Tensor>,
+}
+
+fn case(
+    name: &'static str,
+    inputs: &[&[usize]],
+    op: impl Fn(&[Tensor]) -> Tensor + 'static,
+) -> Case {
+    Case {
+        name,
+        inputs: inputs.iter().map(|s| (s.to_vec(), None)).collect(),
+        op: Box::new(op),
+    }
+}
+
+fn with_index(mut c: Case, shape: &[usize], classes: i64) -> Case {
+    c.inputs.push((shape.to_vec(), Some(classes)));
+    c
+}
+
+fn cases() -> Vec<Case> {
+    let conv = Conv2dOptions::default();
+    vec![
+        case("add_broadcast", &[&[4, 5], &[5]], |x| &x[0] + &x[1]),
+        case("sub", &[&[4, 5], &[4, 5]], |x| &x[0] - &x[1]),
+        case("mul_broadcast", &[&[3, 1, 5], &[4, 5]], |x| &x[0] * &x[1]),
+        case("div", &[&[4, 5], &[4, 5]], |x| &x[0] / &(&x[1].abs() + 0.5)),
+        case("maximum", &[&[4, 5], &[4, 5]], |x| x[0].maximum(&x[1])),
+        case("scalar_ops", &[&[6]], |x| &(&x[0] * 2.5) + 1.0),
+        case("powf_clamp", &[&[6]], |x| x[0].powf(3.0).clamp(-0.5, 0.5)),
+        case("exp_log", &[&[7]], |x| (&x[0].abs() + 1.0).log() + x[0].exp()),
+        case("sqrt_tanh_sigmoid", &[&[7]], |x| {
+            &(&x[0].abs() + 0.1).sqrt() + &(&x[0].tanh() * &x[0].sigmoid())
+        }),
+        case("relu_gelu_silu", &[&[9]], |x| {
+            &(&x[0].relu() + &x[0].gelu()) + &x[0].silu()
+        }),
+        case("matmul", &[&[3, 4], &[4, 5]], |x| x[0].matmul(&x[1])),
+        case("matmul_transposed", &[&[4, 3], &[5, 4]], |x| {
+            x[0].t().matmul(&x[1].t())
+        }),
+        case("bmm", &[&[2, 3, 4], &[2, 4, 5]], |x| x[0].matmul(&x[1])),
+        case("matmul_broadcast", &[&[2, 3, 4], &[4, 5]], |x| x[0].matmul(&x[1])),
+        case("sums", &[&[3, 4, 5]], |x| {
+            &(&x[0].sum_dim(1, false).sum_dim(0, true) + &x[0].mean()) + &x[0].norm(2.0)
+        }),
+        case("softmax", &[&[4, 7]], |x| {
+            &x[0].softmax(-1) + &x[0].log_softmax(0)
+        }),
+        case("layer_norm", &[&[4, 6], &[6], &[6]], |x| {
+            x[0].layer_norm(&[6], Some(&x[1]), Some(&x[2]), 1e-5)
+        }),
+        case("layer_norm_plain_3d", &[&[2, 3, 6]], |x| {
+            x[0].layer_norm(&[6], None, None, 1e-5)
+        }),
+        with_index(
+            case("cross_entropy", &[&[6, 5]], |x| cross_entropy(&x[0], &x[1])),
+            &[6],
+            5,
+        ),
+        with_index(
+            case("embedding", &[&[7, 3]], |x| x[0].embedding(&x[1])),
+            &[2, 4],
+            7,
+        ),
+        with_index(
+            case("gather", &[&[4, 5]], |x| x[0].gather(1, &x[1])),
+            &[4, 2],
+            5,
+        ),
+        with_index(
+            case("index_select", &[&[4, 5]], |x| x[0].index_select(1, &x[1])),
+            &[3],
+            5,
+        ),
+        case("cat_stack", &[&[2, 3], &[2, 3]], |x| {
+            &Tensor::cat(&[&x[0], &x[1]], 1).sum_dim(1, true)
+                + &Tensor::stack(&[&x[0], &x[1]], 0).sum_dim(0, false).sum_dim(1, true)
+        }),
+        case("views", &[&[2, 3, 4]], |x| {
+            x[0].permute(&[2, 0, 1])
+                .contiguous()
+                .reshape(&[4, 6])
+                .narrow(1, 1, 3)
+                * 3.0
+        }),
+        case("where_compare", &[&[4, 5], &[4, 5]], |x| {
+            let m = x[0].gt(&x[1]);
+            &Tensor::where_(&m, &x[0], &x[1]) + &x[0].masked_fill(&m, 0.5)
+        }),
+        case("max_dim", &[&[4, 5]], |x| x[0].max_dim(1, false).0),
+        case("conv2d", &[&[2, 3, 6, 6], &[4, 3, 3, 3], &[4]], move |x| {
+            x[0].conv2d(&x[1], Some(&x[2]), conv.padding(1))
+        }),
+        case("pools", &[&[1, 2, 6, 6]], |x| {
+            &x[0].max_pool2d((2, 2), (2, 2), (0, 0), (1, 1))
+                + &x[0].avg_pool2d((2, 2), (2, 2), (0, 0))
+        }),
+        case("half_types", &[&[4, 5]], |x| {
+            &x[0].to_dtype(DType::F16).exp().to_dtype(DType::F32)
+                + &x[0].to_dtype(DType::BF16).tanh().to_dtype(DType::F32)
+        }),
+    ]
+}
+
+/// Runs `c` on the CPU and on `device`, comparing outputs and the gradients
+/// of every float input.
+fn check(c: &Case, device: Device) -> Result<(), String> {
+    let make = |on: Device| -> Vec<Tensor> {
+        c.inputs
+            .iter()
+            .enumerate()
+            .map(|(k, (shape, classes))| {
+                let n: usize = shape.iter().product();
+                let t = match classes {
+                    Some(m) => Tensor::from_vec(
+                        (0..n).map(|i| (i as i64 * 3 + k as i64) % m).collect(),
+                        shape,
+                    ),
+                    None => Tensor::from_vec(values(n, k as u64 + 1), shape),
+                };
+                let t = t.to(on).expect("usable device");
+                if classes.is_some() {
+                    t
+                } else {
+                    t.requires_grad_(true)
+                }
+            })
+            .collect()
+    };
+    let (xc, xg) = (make(Device::Cpu), make(device));
+    let (yc, yg) = ((c.op)(&xc), (c.op)(&xg));
+    if !yc.to_vec::<f64>().iter().all(|v| v.is_finite()) {
+        return Err(format!("{}: the CPU output is not finite", c.name));
+    }
+    if yg.device() != device {
+        return Err(format!("{}: output on {}, not {device}", c.name, yg.device()));
+    }
+    close(&format!("{} output", c.name), &yg, &yc, 1e-4, 1e-4)?;
+    let w = Tensor::from_vec(values(yc.numel(), 99), yc.shape());
+    (&yc * &w).sum().backward();
+    (&yg * &w.to(device).unwrap()).sum().backward();
+    for (k, (a, b)) in xc.iter().zip(&xg).enumerate() {
+        if a.requires_grad() {
+            let (ga, gb) = (a.grad().unwrap(), b.grad().unwrap());
+            if gb.device() != device {
+                return Err(format!("{}: grad {k} on {}", c.name, gb.device()));
+            }
+            close(&format!("{} grad {k}", c.name), &gb, &ga, 1e-4, 1e-4)?;
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_op_and_its_gradient_match_the_cpu() {
+    let Some(device) = gpu() else { return };
+    let failures: Vec<String> = cases()
+        .iter()
+        .filter_map(|c| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(c, device)))
+                .unwrap_or_else(|p| {
+                    Err(format!(
+                        "{}: panicked: {:?}",
+                        c.name,
+                        p.downcast_ref::<String>()
+                    ))
+                })
+                .err()
+        })
+        .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The op cases themselves run (CPU against CPU), so a GPU run fails only
+/// on the GPU's account; their outputs are finite and their gradients exist.
+#[test]
+fn the_op_cases_are_well_formed() {
+    for c in cases() {
+        check(&c, Device::Cpu).unwrap();
+    }
+    let (losses, _) = train(Device::Cpu);
+    assert!(losses.iter().all(|l| l.is_finite()));
+    assert!(losses[9] < losses[0], "the loss falls: {losses:?}");
+}
+
+fn batch(k: usize) -> (Tensor, Tensor) {
+    let (b, d) = (32, 48);
+    let x = Tensor::from_vec(values(b * d, k as u64 + 5), &[b, d]);
+    let y = Tensor::from_vec((0..b).map(|i| ((i * 7 + k) % 10) as i64).collect(), &[b]);
+    (x, y)
+}
+
+/// 10 steps of AdamW + clipping + cosine on `device`: the losses and the model.
+fn train(device: Device) -> (Vec<f64>, SeedMlp<48, 10>) {
+    manual_seed(7);
+    let model = SeedMlp::<48, 10>::new(&device);
+    let mut opt = AdamW::adamw(
+        model.parameters(),
+        AdamConfig {
+            lr: 1e-3,
+            weight_decay: 1e-2,
+            ..AdamConfig::adamw()
+        },
+    );
+    let mut sched = CosineAnnealingLR::new(&mut opt, 10, 0.0);
+    let mut losses = vec![];
+    // One batch, so the loss must fall as the model fits it.
+    let (x, y) = batch(0);
+    let (x, y) = (x.to(device).unwrap(), y.to(device).unwrap());
+    for _ in 0..10 {
+        opt.zero_grad();
+        let loss = cross_entropy(&model.forward(&x), &y);
+        loss.backward();
+        clip_grad_norm_(&model.parameters(), 1.0);
+        opt.step();
+        sched.step(&mut opt);
+        losses.push(loss.item::<f64>());
+    }
+    (losses, model)
+}
+
+#[test]
+fn seed_mlp_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
+    let Some(device) = gpu() else { return };
+    let (want, cpu_model) = train(Device::Cpu);
+    let before = tapir::cuda::host_fallbacks();
+    let (got, gpu_model) = train(device);
+    let trips = tapir::cuda::host_fallbacks() - before;
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * w.abs(),
+            "step {k}: GPU loss {g} vs CPU {w}"
+        );
+    }
+    assert!(want[9] < want[0], "the loss falls: {want:?}");
+    for ((n, a), (_, b)) in gpu_model
+        .named_parameters()
+        .iter()
+        .zip(cpu_model.named_parameters())
+    {
+        assert_eq!(a.device(), device, "{n}");
+        close(n, a, &b, 1e-4, 1e-3).unwrap();
+    }
+    assert_eq!(
+        trips, 0,
+        "ops ran on host copies during GPU training (ops without a CUDA kernel)"
+    );
+}
+
+#[test]
+fn a_gpu_checkpoint_loads_on_the_cpu_and_back() {
+    let Some(device) = gpu() else { return };
+    let (_, model) = train(device);
+    let dir = std::env::temp_dir().join(format!("tapir-cuda-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gpu.safetensors");
+    tapir::save(&model.state_dict(), &path).unwrap();
+    let mut cpu = SeedMlp::<48, 10>::new(&Device::Cpu);
+    cpu.load_state_dict(&tapir::load(&path).unwrap(), true)
+        .unwrap();
+    let (x, _) = batch(3);
+    let want = cpu.forward(&x);
+    let got = model.forward(&x.to(device).unwrap());
+    close("logits", &got, &want, 1e-4, 1e-4).unwrap();
+    // A CPU checkpoint loads into a model on the GPU (copy_ crosses devices).
+    let mut back = SeedMlp::<48, 10>::new(&device);
+    back.load_state_dict(&cpu.state_dict(), true).unwrap();
+    assert_eq!(back.head.weight.device(), device);
+    close("reloaded", &back.forward(&x.to(device).unwrap()), &want, 1e-4, 1e-4).unwrap();
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn moving_between_devices_keeps_values_and_gradients() {
+    let Some(device) = gpu() else { return };
+    for dtype in [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I64,
+        DType::U8,
+        DType::Bool,
+    ] {
+        let t = Tensor::from_vec(vec![0.0f64, 1.0, 2.0, 3.0, 4.0, 5.0], &[2, 3]).to_dtype(dtype);
+        let back = t.t().to(device).unwrap().to(Device::Cpu).unwrap();
+        assert_eq!(back.to_vec::<f64>(), t.t().to_vec::<f64>(), "{dtype}");
+    }
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]).requires_grad_(true);
+    let y = &x.to(device).unwrap() * 2.0;
+    y.sum().backward();
+    let g = x.grad().unwrap();
+    assert_eq!(g.device(), Device::Cpu);
+    assert_eq!(g.to_vec::<f32>(), vec![2.0; 3]);
+}
+
+#[test]
+fn mixing_devices_in_one_op_names_both() {
+    let Some(device) = gpu() else { return };
+    let a = Tensor::ones(&[2, 2]);
+    let b = Tensor::ones(&[2, 2]).to(device).unwrap();
+    let err = std::panic::catch_unwind(|| &a + &b).unwrap_err();
+    let msg = err.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(
+        msg.contains("add") && msg.contains("cpu and cuda:0"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_caching_allocator_reuses_blocks_and_reports_them() {
+    let Some(device) = gpu() else { return };
+    tapir::cuda::empty_cache(device).unwrap();
+    let base = tapir::cuda::memory_allocated(device).unwrap();
+    let t = Tensor::zeros(&[1024, 1024]).to(device).unwrap();
+    let held = tapir::cuda::memory_allocated(device).unwrap();
+    assert_eq!(held - base, 4 << 20, "4 MiB of f32");
+    drop(t);
+    assert_eq!(tapir::cuda::memory_allocated(device).unwrap(), base);
+    let reserved = tapir::cuda::memory_reserved(device).unwrap();
+    assert!(reserved >= 4 << 20, "the freed block stays cached");
+    let again = Tensor::zeros(&[1024, 1024]).to(device).unwrap();
+    assert_eq!(
+        tapir::cuda::memory_reserved(device).unwrap(),
+        reserved,
+        "the cached block is reused, not a new one"
+    );
+    drop(again);
+    assert!(tapir::cuda::max_memory_allocated(device).unwrap() >= base + (4 << 20));
+    tapir::cuda::empty_cache(device).unwrap();
+    assert!(tapir::cuda::memory_reserved(device).unwrap() < reserved);
+}
+
+#[test]
+fn without_a_gpu_every_cuda_entry_point_is_an_error() {
+    if Device::cuda(0).is_ok() {
+        println!("SKIPPED: a GPU is present");
+        return;
+    }
+    assert!(!tapir::cuda::is_available());
+    assert_eq!(tapir::cuda::device_count(), 0);
+    let e = tapir::cuda::memory_allocated(Device::Cuda(0)).unwrap_err();
+    assert!(
+        e.to_string().starts_with("device cuda:0 is unavailable"),
+        "{e}"
+    );
+    assert!(Tensor::ones(&[2]).to(Device::Cuda(0)).is_err());
+    assert!(SeedMlp::<4, 2>::try_new(&Device::Cuda(0)).is_err());
+    assert_eq!(Device::cuda_if_available(), Device::Cpu);
+}
