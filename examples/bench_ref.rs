@@ -5,16 +5,23 @@
 //! ```sh
 //! cargo run --release --example bench_ref -- --threads 2 --workloads matmul
 //! ```
-//! Workloads so far: `matmul` (n1024, n2048), `mlp` (train_b256) and
-//! `inference` (b1_latency, b256_throughput); cnn and transformer come later.
-//! `macro` (tapir only) runs the `mlp` and `inference` steps on the seed MLP
-//! written by hand and written with `model!`, to show the macro costs nothing.
+//! Workloads: `matmul` (n1024, n2048), `mlp` (train_b256), `transformer`
+//! (manual_attn: the char transformer, attention from plain ops) and
+//! `inference` (b1_latency, b256_throughput); cnn comes later. `macro`
+//! (tapir only) runs the `mlp` and `inference` steps on the seed MLP written
+//! by hand and written with `model!`, to show the macro costs nothing.
+//!
+//! `--device cuda` runs them on GPU 0 against `benches/torch_ref.py --device
+//! cuda` (same workloads; matmul becomes f32/tf32/bf16 at n4096), waiting for
+//! the GPU at the end of every timed step.
 
 #[path = "common/seed.rs"]
 mod seed;
 
-// The same seed MLP written with `model!` (for the `macro` workload).
+// The same seed MLP written with `model!` (for the `macro` workload), and
+// the char transformer (for `transformer`).
 include!("models/seed.rs");
+include!("models/transformer.rs");
 
 use std::time::Instant;
 use tapir::optim::{AdamConfig, AdamW};
@@ -26,6 +33,7 @@ struct Args {
     steps_scale: f64,
     seed: u64,
     one: Option<String>,
+    device: Device,
 }
 
 fn parse() -> Result<Args, String> {
@@ -35,6 +43,7 @@ fn parse() -> Result<Args, String> {
         steps_scale: 1.0,
         seed: 0,
         one: None,
+        device: Device::Cpu,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -47,9 +56,16 @@ fn parse() -> Result<Args, String> {
             }
             "--seed" => a.seed = val()?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--one" => a.one = Some(val()?),
+            "--device" => {
+                a.device = match val()?.as_str() {
+                    "cpu" => Device::Cpu,
+                    "cuda" | "cuda:0" => Device::cuda(0).map_err(|e| e.to_string())?,
+                    other => return Err(format!("--device: `{other}` is not cpu or cuda")),
+                }
+            }
             other => {
                 return Err(format!(
-                    "unknown flag {other} (flags: --threads N --workloads LIST --steps-scale X --seed S)"
+                    "unknown flag {other} (flags: --threads N --workloads LIST --steps-scale X --seed S --device cpu|cuda)"
                 ));
             }
         }
@@ -57,9 +73,11 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-fn variants(workload: &str) -> Option<&'static [&'static str]> {
+fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
     match workload {
+        "matmul" if device.is_cuda() => Some(&["f32_n4096", "tf32_n4096", "bf16_n4096"]),
         "matmul" => Some(&["n1024", "n2048"]),
+        "transformer" => Some(&["manual_attn"]),
         "mlp" => Some(&["train_b256"]),
         "inference" => Some(&["b1_latency", "b256_throughput"]),
         "macro" => Some(&[
@@ -76,6 +94,8 @@ fn default_steps(key: &str) -> (usize, usize) {
     match key {
         "matmul.n1024" => (5, 50),
         "matmul.n2048" => (2, 10),
+        "matmul.n4096" => (3, 20),
+        "transformer" => (2, 8),
         "mlp" => (10, 100),
         "inference.b1" => (200, 2000),
         "inference.b256" => (10, 200),
@@ -104,15 +124,24 @@ struct Timing {
     cpu: f64,
 }
 
-fn time_loop(mut step: impl FnMut(), warm: usize, steps: usize) -> Timing {
+/// Times `steps` calls after `warm` untimed ones; on a GPU each step ends
+/// when the GPU has finished it (as `torch.cuda.synchronize()` in PyTorch's side).
+fn time_loop(device: Device, mut step: impl FnMut(), warm: usize, steps: usize) -> Timing {
+    let sync = || {
+        if device.is_cuda() {
+            tapir::cuda::synchronize(device).expect("synchronize");
+        }
+    };
     for _ in 0..warm {
         step();
     }
+    sync();
     let (c0, t0) = (cpu_seconds(), Instant::now());
     let mut per_step = Vec::with_capacity(steps);
     for _ in 0..steps {
         let s = Instant::now();
         step();
+        sync();
         per_step.push(s.elapsed().as_secs_f64());
     }
     Timing {
@@ -162,20 +191,36 @@ fn record(
         "\"peak_rss_mib\": {:.1}",
         proc_field("/proc/self/status", "VmHWM:").unwrap_or(0.0) / 1024.0
     ));
+    fields.push(format!("\"device\": \"{}\"", DEVICE.with(|d| d.get())));
     fields.push(format!("\"tapir\": \"{}\"", env!("CARGO_PKG_VERSION")));
     format!("{{{}}}", fields.join(", "))
 }
 
 fn bench_matmul(args: &Args, variant: &str) -> String {
-    let n: usize = variant[1..].parse().unwrap();
+    // CPU: "n1024"; GPU: "<dtype>_n4096" with dtype f32, tf32 or bf16.
+    let (kind, size) = variant.split_once('_').unwrap_or(("f32", variant));
+    let n: usize = size[1..].parse().unwrap();
+    let dev = args.device;
+    let dtype = if kind == "bf16" {
+        DType::BF16
+    } else {
+        DType::F32
+    };
+    if dev.is_cuda() {
+        tapir::cuda::set_allow_tf32(dev, kind == "tf32").unwrap();
+    }
     let g = Generator::new(args.seed);
-    let (a, b) = (
-        Tensor::randn_with(&[n, n], &g),
-        Tensor::randn_with(&[n, n], &g),
-    );
-    let (warm, steps) = default_steps(&format!("matmul.{variant}"));
+    let make = || {
+        Tensor::randn_with(&[n, n], &g)
+            .to_dtype(dtype)
+            .to(dev)
+            .unwrap()
+    };
+    let (a, b) = (make(), make());
+    let (warm, steps) = default_steps(&format!("matmul.{size}"));
     let scale = |x: usize| ((x as f64 * args.steps_scale).round() as usize).max(1);
     let t = time_loop(
+        dev,
         || {
             std::hint::black_box(a.matmul(&b));
         },
@@ -193,6 +238,7 @@ fn bench_matmul(args: &Args, variant: &str) -> String {
         1.0,
         &[
             ("n", n.to_string()),
+            ("dtype", format!("\"{kind}\"")),
             ("gflops", format!("{gflops:.2}")),
             ("gflops_median_step", format!("{gmed:.2}")),
         ],
@@ -207,13 +253,16 @@ fn scaled(args: &Args, key: &str) -> (usize, usize) {
     (f(w), f(s))
 }
 
-/// The seed MLP, by hand or (for `model_*` variants) written with `model!`.
-fn seed_mlp(variant: &str) -> Box<dyn Forward> {
-    if variant.starts_with("model_") {
+/// The seed MLP, by hand or (for `model_*` variants) written with `model!`,
+/// on `device`.
+fn seed_mlp(variant: &str, device: Device) -> Box<dyn Forward> {
+    let mut m: Box<dyn Forward> = if variant.starts_with("model_") {
         Box::new(SeedMlp::<784, 10>::new(&Device::Cpu))
     } else {
         Box::new(seed::Mlp::seed())
-    }
+    };
+    m.to_device(device).expect("the bench device is usable");
+    m
 }
 
 /// The seed MLP train step: zero_grad, forward, cross entropy, backward,
@@ -221,14 +270,19 @@ fn seed_mlp(variant: &str) -> Box<dyn Forward> {
 fn bench_mlp(args: &Args, variant: &str) -> String {
     let (batch, classes) = (256, 10);
     let g = Generator::new(args.seed);
+    let dev = args.device;
     let xs: Vec<Tensor> = (0..N_DATA_BATCHES)
-        .map(|_| Tensor::randn_with(&[batch, 784], &g))
+        .map(|_| Tensor::randn_with(&[batch, 784], &g).to(dev).unwrap())
         .collect();
     let ys: Vec<Tensor> = (0..N_DATA_BATCHES)
-        .map(|_| Tensor::randint_with(0, classes, &[batch], &g))
+        .map(|_| {
+            Tensor::randint_with(0, classes, &[batch], &g)
+                .to(dev)
+                .unwrap()
+        })
         .collect();
     manual_seed(args.seed);
-    let model = seed_mlp(variant);
+    let model = seed_mlp(variant, dev);
     let params = model.parameters();
     let mut opt = AdamW::adamw(
         params.clone(),
@@ -251,6 +305,7 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
     };
     let (warm, steps) = scaled(args, "mlp");
     let t = time_loop(
+        dev,
         || {
             step();
         },
@@ -280,14 +335,16 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
 /// and batch-256 throughput.
 fn bench_inference(args: &Args, variant: &str) -> String {
     manual_seed(args.seed);
-    let model = seed_mlp(variant);
+    let dev = args.device;
+    let model = seed_mlp(variant, dev);
     model.eval();
     let g = Generator::new(args.seed);
     let _guard = NoGradGuard::new();
     if variant.ends_with("b1_latency") {
-        let x = Tensor::randn_with(&[1, 784], &g);
+        let x = Tensor::randn_with(&[1, 784], &g).to(dev).unwrap();
         let (warm, steps) = scaled(args, "inference.b1");
         let t = time_loop(
+            dev,
             || {
                 std::hint::black_box(model.forward(&x));
             },
@@ -315,9 +372,10 @@ fn bench_inference(args: &Args, variant: &str) -> String {
             ],
         );
     }
-    let x = Tensor::randn_with(&[256, 784], &g);
+    let x = Tensor::randn_with(&[256, 784], &g).to(dev).unwrap();
     let (warm, steps) = scaled(args, "inference.b256");
     let t = time_loop(
+        dev,
         || {
             std::hint::black_box(model.forward(&x));
         },
@@ -334,6 +392,75 @@ fn bench_inference(args: &Args, variant: &str) -> String {
     )
 }
 
+/// The char transformer train step (PyTorch's `CharTransformer`, manual
+/// attention): 4 pre-norm blocks of width 256, 4 heads, context 128, vocab
+/// 128; next-token cross entropy over all positions, clip_grad_norm_(1.0),
+/// AdamW(3e-4, wd 1e-2); batch 32.
+fn bench_transformer(args: &Args, variant: &str) -> String {
+    const V: usize = 128;
+    const CTX: usize = 128;
+    let batch = 32;
+    let dev = args.device;
+    let g = Generator::new(args.seed);
+    let data: Vec<(Tensor, Tensor)> = (0..N_DATA_BATCHES)
+        .map(|_| {
+            let d = Tensor::randint_with(0, V as i64, &[batch, CTX + 1], &g);
+            let x = d.narrow(1, 0, CTX).contiguous().to(dev).unwrap();
+            let y = d
+                .narrow(1, 1, CTX)
+                .contiguous()
+                .reshape(&[-1])
+                .to(dev)
+                .unwrap();
+            (x, y)
+        })
+        .collect();
+    manual_seed(args.seed);
+    let model = CharLm::<V, 256, 4, 4, CTX>::new(&dev);
+    let positions = Tensor::arange(CTX as i64).to(dev).unwrap();
+    let params = model.parameters();
+    let mut opt = AdamW::adamw(
+        params.clone(),
+        AdamConfig {
+            lr: 3e-4,
+            weight_decay: 1e-2,
+            ..AdamConfig::adamw()
+        },
+    );
+    let mut it = 0;
+    let mut step = || {
+        let (x, y) = &data[it % N_DATA_BATCHES];
+        it += 1;
+        opt.zero_grad();
+        let logits = model.forward(x, &positions);
+        let loss = cross_entropy(&logits.reshape(&[-1, V as isize]), y);
+        loss.backward();
+        clip_grad_norm_(&params, 1.0);
+        opt.step();
+    };
+    let (warm, steps) = scaled(args, "transformer");
+    let t = time_loop(dev, &mut step, warm, steps);
+    let sps = t.per_step.len() as f64 / t.total;
+    record(
+        "transformer",
+        variant,
+        warm,
+        &t,
+        batch as f64,
+        &[
+            ("batch", batch.to_string()),
+            ("context", CTX.to_string()),
+            ("params", model.num_parameters().to_string()),
+            ("tokens_per_s", format!("{:.1}", sps * (batch * CTX) as f64)),
+        ],
+    )
+}
+
+thread_local! {
+    /// The device the running variant uses, for its record.
+    static DEVICE: std::cell::Cell<Device> = const { std::cell::Cell::new(Device::Cpu) };
+}
+
 fn main() {
     let args = match parse() {
         Ok(a) => a,
@@ -343,11 +470,13 @@ fn main() {
         }
     };
     set_num_threads(args.threads);
+    DEVICE.with(|d| d.set(args.device));
     if let Some(one) = &args.one {
         let (w, v) = one.split_once('.').expect("--one takes workload.variant");
         let line = match w {
             "matmul" => bench_matmul(&args, v),
             "mlp" => bench_mlp(&args, v),
+            "transformer" => bench_transformer(&args, v),
             "inference" => bench_inference(&args, v),
             "macro" if v.contains("train") => bench_mlp(&args, v),
             "macro" => bench_inference(&args, v),
@@ -358,7 +487,7 @@ fn main() {
     }
     let exe = std::env::current_exe().expect("own path");
     for w in &args.workloads {
-        let Some(vs) = variants(w) else {
+        let Some(vs) = variants(w, args.device) else {
             eprintln!("bench_ref: workload {w} is not implemented yet; skipping");
             continue;
         };
@@ -375,6 +504,8 @@ fn main() {
                     &args.seed.to_string(),
                     "--one",
                     &format!("{w}.{v}"),
+                    "--device",
+                    if args.device.is_cuda() { "cuda" } else { "cpu" },
                 ])
                 .output()
                 .expect("spawn bench child");

@@ -39,7 +39,8 @@ flags:
   --workers N       DataLoader worker threads (default 2)
   --data DIR        an IDX dataset on disk (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
                     optional t10k-* for validation), e.g. MNIST; default: the shipped digits
-  --resume          continue from DIR/last.safetensors";
+  --resume          continue from DIR/last.safetensors
+  --device D        cpu (default) or cuda (GPU 0; needs the `cuda` feature)";
 
 struct Config {
     epochs: usize,
@@ -51,6 +52,7 @@ struct Config {
     workers: usize,
     data: Option<PathBuf>,
     resume: bool,
+    device: Device,
 }
 
 fn parse() -> std::result::Result<Config, String> {
@@ -71,6 +73,11 @@ fn parse() -> std::result::Result<Config, String> {
             .value::<String>("--data", String::new())
             .map(|s| (!s.is_empty()).then(|| PathBuf::from(s)))?,
         resume: f.switch("--resume"),
+        device: match f.value::<String>("--device", "cpu".into())?.as_str() {
+            "cpu" => Device::Cpu,
+            "cuda" | "cuda:0" => Device::cuda(0).map_err(|e| format!("--device: {e}"))?,
+            other => return Err(format!("--device: `{other}` is not cpu or cuda")),
+        },
     };
     f.finish()?;
     if c.epochs == 0 || c.batch_size == 0 || c.lr.is_nan() || c.lr <= 0.0 {
@@ -81,7 +88,8 @@ fn parse() -> std::result::Result<Config, String> {
 
 fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Result<()> {
     manual_seed(c.seed);
-    let mut model = SeedMlp::<IN, 10>::new(&Device::Cpu);
+    let dev = c.device;
+    let mut model = SeedMlp::<IN, 10>::try_new(&dev)?;
     let steps_per_epoch = train.len();
     let total = (c.epochs * steps_per_epoch) as i64;
     let warmup = ((c.warmup * steps_per_epoch) as i64).min(total - 1).max(1);
@@ -144,7 +152,7 @@ fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Resul
         let mut loss_sum = 0.0;
         let mut seen = 0;
         for batch in train.iter() {
-            let (x, y) = (batch[0].flatten(1, -1), &batch[1]);
+            let (x, y) = (batch[0].flatten(1, -1).to(dev)?, &batch[1].to(dev)?);
             opt.zero_grad();
             let loss = cross_entropy(&model.forward(&x), y);
             loss.backward();
@@ -162,7 +170,10 @@ fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Resul
         let (mut val_loss, mut correct, mut n) = (0.0, 0usize, 0usize);
         no_grad(|| {
             for batch in val.iter() {
-                let (x, y) = (batch[0].flatten(1, -1), &batch[1]);
+                let (x, y) = (
+                    batch[0].flatten(1, -1).to(dev).expect("device in use"),
+                    &batch[1].to(dev).expect("device in use"),
+                );
                 let logits = model.forward(&x);
                 val_loss += cross_entropy(&logits, y).item::<f64>() * y.size(0) as f64;
                 correct += logits.argmax(-1, false).eq(y).count_nonzero();

@@ -1,14 +1,32 @@
 #!/usr/bin/env bash
-# Builds, on a machine with Rust, the test binaries that scripts/gpu-check.sh
-# runs on a GPU machine (which may have no Rust): they go to target/gpu-bin/.
+# Builds, on a machine with Rust, everything scripts/gpu-check.sh runs on a
+# GPU machine (which may have no Rust and no registry): the CUDA kernel
+# twins, the device tests, the golden suites and bench_ref, all with the
+# `cuda` feature, release profile, stripped, into target/gpu-bin/ (small
+# enough to carry to the GPU machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p target/gpu-bin
-exe=$(cargo test -p tapir-kernels --features cuda --no-run --message-format=json 2>/dev/null \
-    | python3 -c 'import json,sys
+out=target/gpu-bin
+rm -rf "$out"
+mkdir -p "$out"
+executables() {
+    python3 -c 'import json, sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
-        print(m["executable"])' | head -1)
-cp "$exe" target/gpu-bin/kernels-tests
-echo "built target/gpu-bin/kernels-tests"
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["target"]["name"], m["executable"])'
+}
+copy() {
+    while read -r name exe; do
+        cp "$exe" "$out/$name"
+        strip "$out/$name" 2>/dev/null || true
+        echo "built $out/$name ($(du -h "$out/$name" | cut -f1))"
+    done
+}
+cargo test --release -p tapir-kernels --features cuda --lib --no-run --message-format=json 2>/dev/null \
+    | executables | sed 's/^tapir_kernels /kernels-tests /' | copy
+cargo test --release --features cuda --test cuda --test goldens --test nn_goldens --test training \
+    --no-run --message-format=json 2>/dev/null | executables | copy
+cargo build --release --features cuda --example bench_ref --message-format=json 2>/dev/null \
+    | executables | copy
+du -sh "$out"

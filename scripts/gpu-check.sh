@@ -1,17 +1,84 @@
 #!/usr/bin/env bash
-# The GPU checks, run on a machine with an NVIDIA GPU, the CUDA 13 driver and
-# NVRTC (no Rust needed): first `scripts/build-gpu-bins.sh` elsewhere, then
-# carry target/gpu-bin here. Runs every CUDA kernel against its CPU twin.
-# (The CUDA tensor backend and its GPU benchmarks are not built yet; see the
-# CUDA issue.)
-set -euo pipefail
+# The GPU checks, on a machine with an NVIDIA GPU, the CUDA 13 driver and
+# libraries (NVRTC, cuBLAS) and PyTorch, but possibly no Rust: build first
+# with scripts/build-gpu-bins.sh elsewhere and carry target/gpu-bin here.
+#
+#   1. every CUDA kernel against its CPU twin (kernels-tests cuda::);
+#   2. the device tests: every op and gradient GPU vs CPU, the seed MLP
+#      trajectory GPU vs CPU with zero host round trips, checkpoints across
+#      devices, the caching allocator (tests/cuda.rs);
+#   3. the PyTorch golden suites instantiated on the GPU (TAPIR_TEST_DEVICE);
+#   4. the GPU benchmarks, tapir and PyTorch on the same GPU, as ratios.
+#
+# Any SKIPPED check fails the run (a GPU run must run everything). Logs and
+# JSON lines go to $OUT (or target/gpu-check/). Takes about 3-5 minutes.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-nvidia-smi -L || echo "nvidia-smi not found"
-bin=target/gpu-bin/kernels-tests
-test -x "$bin" || { echo "gpu-check: $bin missing: run scripts/build-gpu-bins.sh first"; exit 2; }
-out=$("$bin" cuda:: --nocapture --test-threads 1 2>&1) || { echo "$out"; exit 1; }
-echo "$out"
-if echo "$out" | grep -q SKIPPED; then
-    echo "gpu-check: some checks were SKIPPED (no GPU or no NVRTC visible)"
-    exit 3
-fi
+out=${OUT:-target/gpu-check}
+mkdir -p "$out"
+bins=target/gpu-bin
+test -d "$bins" || { echo "gpu-check: $bins missing: run scripts/build-gpu-bins.sh first"; exit 2; }
+nvidia-smi -L || echo "gpu-check: nvidia-smi not found"
+
+# CUDA libraries: the toolkit's, and any from pip wheels (PyTorch ships them).
+libs=$(python3 - <<'PY' 2>/dev/null
+import glob, os, site
+dirs = []
+for base in site.getsitepackages() + [site.getusersitepackages()]:
+    dirs += glob.glob(os.path.join(base, "nvidia", "*", "lib"))
+    dirs += glob.glob(os.path.join(base, "torch", "lib"))
+print(":".join(d for d in dirs if os.path.isdir(d)))
+PY
+)
+export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${libs}:${LD_LIBRARY_PATH:-}"
+# The golden tests read tests/goldens under this root.
+export CARGO_MANIFEST_DIR=$PWD
+
+failed=0
+check() {
+    local name=$1
+    shift
+    echo "== $name"
+    timeout 300 "$@" >"$out/$name.log" 2>&1
+    local rc=$?
+    tail -n 25 "$out/$name.log"
+    if [ $rc -ne 0 ]; then
+        echo "gpu-check: $name FAILED (exit $rc; log $out/$name.log)"
+        failed=1
+    elif grep -q SKIPPED "$out/$name.log"; then
+        echo "gpu-check: $name had SKIPPED checks (no GPU, NVRTC or cuBLAS visible)"
+        failed=1
+    fi
+}
+
+check kernels "$bins/kernels-tests" cuda:: --nocapture --test-threads 1
+check device-tests "$bins/cuda" --nocapture --test-threads 1 --skip without_a_gpu
+for suite in goldens nn_goldens training; do
+    check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/$suite" --test-threads 1
+done
+
+echo "== benchmarks (tapir, then PyTorch, same GPU)"
+work=matmul,mlp,transformer
+timeout 300 "$bins/bench_ref" --device cuda --threads 4 --workloads $work \
+    >"$out/bench-tapir.jsonl" 2>"$out/bench-tapir.err" || { echo "bench_ref failed"; failed=1; }
+timeout 300 python3 benches/torch_ref.py --device cuda --threads 4 --workloads $work \
+    >"$out/bench-torch.jsonl" 2>"$out/bench-torch.err" || { echo "torch_ref failed"; failed=1; }
+python3 - "$out/bench-tapir.jsonl" "$out/bench-torch.jsonl" <<'PY' | tee "$out/bench-ratios.txt"
+import json, sys
+def load(p):
+    try:
+        return {(r["workload"], r["variant"]): r for r in map(json.loads, open(p)) }
+    except OSError:
+        return {}
+ours, torch = load(sys.argv[1]), load(sys.argv[2])
+print(f"{'workload':<12} {'variant':<14} {'tapir':>12} {'pytorch':>12} {'ratio':>7}")
+for key, r in ours.items():
+    t = torch.get(key)
+    metric = "gflops" if key[0] == "matmul" else "samples_per_s"
+    a = r.get(metric)
+    b = t.get(metric) if t else None
+    ratio = f"{a / b:.2f}" if a and b else "-"
+    print(f"{key[0]:<12} {key[1]:<14} {a!s:>12} {b!s:>12} {ratio:>7}  ({metric})")
+PY
+echo "gpu-check: $([ $failed -eq 0 ] && echo PASSED || echo FAILED); logs in $out"
+exit $failed

@@ -30,12 +30,15 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// An op over its inputs.
+type Op = Box<dyn Fn(&[Tensor]) -> Tensor>;
+
 /// One op checked on both devices: the inputs (shape and whether it is an
 /// int64 index with that many classes) and the op.
 struct Case {
     name: &'static str,
     inputs: Vec<(Vec<usize>, Option<i64>)>,
-    op: Box<dyn Fn(&[Tensor]) -> Tensor>,
+    op: Op,
 }
 
 fn case(
@@ -65,7 +68,9 @@ fn cases() -> Vec<Case> {
         case("maximum", &[&[4, 5], &[4, 5]], |x| x[0].maximum(&x[1])),
         case("scalar_ops", &[&[6]], |x| &(&x[0] * 2.5) + 1.0),
         case("powf_clamp", &[&[6]], |x| x[0].powf(3.0).clamp(-0.5, 0.5)),
-        case("exp_log", &[&[7]], |x| (&x[0].abs() + 1.0).log() + x[0].exp()),
+        case("exp_log", &[&[7]], |x| {
+            (&x[0].abs() + 1.0).log() + x[0].exp()
+        }),
         case("sqrt_tanh_sigmoid", &[&[7]], |x| {
             &(&x[0].abs() + 0.1).sqrt() + &(&x[0].tanh() * &x[0].sigmoid())
         }),
@@ -77,7 +82,9 @@ fn cases() -> Vec<Case> {
             x[0].t().matmul(&x[1].t())
         }),
         case("bmm", &[&[2, 3, 4], &[2, 4, 5]], |x| x[0].matmul(&x[1])),
-        case("matmul_broadcast", &[&[2, 3, 4], &[4, 5]], |x| x[0].matmul(&x[1])),
+        case("matmul_broadcast", &[&[2, 3, 4], &[4, 5]], |x| {
+            x[0].matmul(&x[1])
+        }),
         case("sums", &[&[3, 4, 5]], |x| {
             &(&x[0].sum_dim(1, false).sum_dim(0, true) + &x[0].mean()) + &x[0].norm(2.0)
         }),
@@ -112,7 +119,9 @@ fn cases() -> Vec<Case> {
         ),
         case("cat_stack", &[&[2, 3], &[2, 3]], |x| {
             &Tensor::cat(&[&x[0], &x[1]], 1).sum_dim(1, true)
-                + &Tensor::stack(&[&x[0], &x[1]], 0).sum_dim(0, false).sum_dim(1, true)
+                + &Tensor::stack(&[&x[0], &x[1]], 0)
+                    .sum_dim(0, false)
+                    .sum_dim(1, true)
         }),
         case("views", &[&[2, 3, 4]], |x| {
             x[0].permute(&[2, 0, 1])
@@ -171,7 +180,11 @@ fn check(c: &Case, device: Device) -> Result<(), String> {
         return Err(format!("{}: the CPU output is not finite", c.name));
     }
     if yg.device() != device {
-        return Err(format!("{}: output on {}, not {device}", c.name, yg.device()));
+        return Err(format!(
+            "{}: output on {}, not {device}",
+            c.name,
+            yg.device()
+        ));
     }
     close(&format!("{} output", c.name), &yg, &yc, 1e-4, 1e-4)?;
     let w = Tensor::from_vec(values(yc.numel(), 99), yc.shape());
@@ -304,7 +317,14 @@ fn a_gpu_checkpoint_loads_on_the_cpu_and_back() {
     let mut back = SeedMlp::<48, 10>::new(&device);
     back.load_state_dict(&cpu.state_dict(), true).unwrap();
     assert_eq!(back.head.weight.device(), device);
-    close("reloaded", &back.forward(&x.to(device).unwrap()), &want, 1e-4, 1e-4).unwrap();
+    close(
+        "reloaded",
+        &back.forward(&x.to(device).unwrap()),
+        &want,
+        1e-4,
+        1e-4,
+    )
+    .unwrap();
     std::fs::remove_dir_all(dir).ok();
 }
 

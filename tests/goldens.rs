@@ -273,7 +273,7 @@ fn check_case(st: &SafeTensors, c: &Value, dtype: DType, tol: (f64, f64)) -> Res
 }
 
 fn replay(dtype: DType, tol: (f64, f64)) {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/goldens");
+    let dir = common::goldens_dir();
     let bytes = std::fs::read(format!("{dir}/core.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let manifest: Value =

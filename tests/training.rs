@@ -101,8 +101,10 @@ fn follow_pytorch_trajectory<M: Module + Forward>(model: &mut M) {
     let report = model.load_state_dict(&pytorch_init(&st), true).unwrap();
     assert!(report.is_clean());
     let (xs, ys) = trajectory_batches();
-    let (xs, ys): (Vec<Tensor>, Vec<Tensor>) =
-        (xs.into_iter().map(dev).collect(), ys.into_iter().map(dev).collect());
+    let (xs, ys): (Vec<Tensor>, Vec<Tensor>) = (
+        xs.into_iter().map(dev).collect(),
+        ys.into_iter().map(dev).collect(),
+    );
     let mut opt = AdamW::adamw(
         model.parameters(),
         AdamConfig {

@@ -101,8 +101,17 @@ pub fn close(what: &str, got: &Tensor, want: &Tensor, atol: f64, rtol: f64) -> R
     Ok(())
 }
 
+/// `tests/goldens`: under the run-time `CARGO_MANIFEST_DIR` when set (cargo
+/// sets it; `scripts/gpu-check.sh` sets it for prebuilt test binaries run on
+/// another machine), else where the crate was built.
+pub fn goldens_dir() -> String {
+    let root = std::env::var("CARGO_MANIFEST_DIR")
+        .unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_string());
+    format!("{root}/tests/goldens")
+}
+
 pub fn read_goldens(name: &str) -> (Vec<u8>, serde_json::Value) {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/goldens");
+    let dir = goldens_dir();
     let bytes = std::fs::read(format!("{dir}/{name}.safetensors")).unwrap();
     let json = std::fs::read_to_string(format!("{dir}/{name}.json"))
         .map(|s| serde_json::from_str(&s).unwrap())

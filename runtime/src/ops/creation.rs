@@ -19,6 +19,12 @@ pub(crate) fn ones_like(t: &Tensor) -> Tensor {
     filled_on(t.shape(), 1.0, t.dtype(), t.device())
 }
 
+/// `t` (made on the host) moved to `like`'s device.
+fn on_device_of(t: Tensor, like: &Tensor) -> Tensor {
+    t.to(like.device())
+        .unwrap_or_else(|e| panic!("random draws for a tensor on {}: {e}", like.device()))
+}
+
 fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Tensor {
     Tensor::from_vec(v, shape).to_dtype(dtype)
 }
@@ -137,12 +143,15 @@ impl Tensor {
         from_f64s(g.normal(shape.iter().product()), shape, DType::F32)
     }
 
+    /// Uniform draws shaped like `t`, on its device. The draws come from
+    /// the host generator, so a GPU run sees the same numbers as a CPU run.
     pub fn rand_like(t: &Tensor) -> Tensor {
-        Tensor::rand(t.shape()).to_dtype(t.dtype().to_float())
+        on_device_of(Tensor::rand(t.shape()).to_dtype(t.dtype().to_float()), t)
     }
 
+    /// Normal draws shaped like `t`, on its device.
     pub fn randn_like(t: &Tensor) -> Tensor {
-        Tensor::randn(t.shape()).to_dtype(t.dtype().to_float())
+        on_device_of(Tensor::randn(t.shape()).to_dtype(t.dtype().to_float()), t)
     }
 
     /// Integers uniform in `[low, high)`, int64.
@@ -183,7 +192,7 @@ impl Tensor {
             .zip(&u)
             .map(|(&p, &u)| if u < p { 1.0 } else { 0.0 })
             .collect();
-        from_f64s(v, self.shape(), self.dtype().to_float())
+        on_device_of(from_f64s(v, self.shape(), self.dtype().to_float()), self)
     }
 
     /// This tensor converted to `dtype` (a copy when it changes; gradients

@@ -88,7 +88,14 @@ impl CudaStorage {
             DType::BF16 => CpuBuffer::BF16(self.buf.read::<bf16>(n)?),
             DType::I64 => CpuBuffer::I64(self.buf.read::<i64>(n)?),
             DType::U8 => CpuBuffer::U8(self.buf.read::<u8>(n)?),
-            DType::Bool => CpuBuffer::Bool(self.buf.read::<bool>(n)?),
+            // Read as bytes: a byte other than 0/1 must not become a Rust bool.
+            DType::Bool => CpuBuffer::Bool(
+                self.buf
+                    .read::<u8>(n)?
+                    .into_iter()
+                    .map(|b| b != 0)
+                    .collect(),
+            ),
         })
     }
 
