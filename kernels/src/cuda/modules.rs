@@ -102,7 +102,12 @@ pub fn modules() -> Vec<Module> {
         Module {
             name: "reduce",
             source: include_str!("cu/reduce.cu"),
-            kernels: per_dtype(&["sum_last", "max_last"], DTYPES),
+            kernels: per_dtype(&["sum_last", "max_last", "extreme_last"], DTYPES),
+        },
+        Module {
+            name: "conv",
+            source: include_str!("cu/conv.cu"),
+            kernels: vec!["im2col_f32".to_string(), "col2im_f32".to_string()],
         },
         Module {
             name: "norm",
@@ -210,13 +215,16 @@ mod tests {
                 }
             }
         }
-        println!("compiled {count} kernels (x2 architectures) with NVRTC");
+        println!(
+            "compiled {} kernels for each of 2 architectures with NVRTC",
+            count / 2
+        );
         let elementwise = 3 * (UNARY_OPS.len() + BINARY_OPS.len());
         let copy = 3 * 4 + 7 * 7 + 7 + 6 * 7;
         let index = 3 * 2 + 2 * 4 + 2;
         assert_eq!(
             count,
-            2 * (elementwise + copy + index + 3 * (2 + 2 + 1 + 2))
+            2 * (elementwise + copy + index + 2 + 3 * (2 + 3 + 1 + 2))
         );
     }
 

@@ -129,7 +129,8 @@ fn half_types_round_once_like_the_cpu() {
     let a = inputs(n, 3);
     let l = Layout::contiguous(&[n]);
     for dtype in ["f16", "bf16"] {
-        let (to_bits, from_bits): (fn(f32) -> u16, fn(u16) -> f32) = if dtype == "f16" {
+        type Bits = (fn(f32) -> u16, fn(u16) -> f32);
+        let (to_bits, from_bits): Bits = if dtype == "f16" {
             (
                 |v| half::f16::from_f32(v).to_bits(),
                 |b| half::f16::from_bits(b).to_f32(),
@@ -299,4 +300,167 @@ fn the_allocator_reuses_freed_blocks_and_empties_its_cache() {
     dev.empty_cache();
     assert!(dev.memory_stats().reserved < reserved);
     assert!(dev.memory_stats().peak_allocated >= after.allocated);
+}
+
+#[test]
+fn data_movement_casts_and_comparisons_match_the_cpu() {
+    let Some(dev) = gpu() else { return };
+    let (r, c) = (5, 7);
+    let a = inputs(r * c, 41);
+    let da = up(&dev, &a);
+    let l = Layout::contiguous(&[r, c]);
+    let t = l.transpose(0, 1);
+    // strided_assign: write a transpose into a contiguous buffer.
+    let mut y = launch::fill(&dev, r * c, "f32", 0.0).unwrap();
+    let ly = Layout::contiguous(&[c, r]);
+    launch::strided_assign(&mut y, &ly, &da, &t, 4).unwrap();
+    close(
+        "strided_assign",
+        &down(&y, r * c),
+        &crate::cpu::copy_strided(&a, &t),
+        0.0,
+    );
+    // Casts through every integer and bool path.
+    let ints: Vec<i64> = (0..20).map(|i| i * 7 - 60).collect();
+    let di = dev.upload(&ints).unwrap();
+    let li = Layout::contiguous(&[20]);
+    let f = launch::cast(&di, &li, "i64", "f32").unwrap();
+    let want: Vec<f32> = ints.iter().map(|&v| v as f32).collect();
+    close("cast i64 -> f32", &down(&f, 20), &want, 0.0);
+    let b = launch::cast(&da, &l, "f32", "b8").unwrap();
+    let bits = b.read::<u8>(r * c).unwrap();
+    let want: Vec<u8> = a.iter().map(|&v| u8::from(v != 0.0)).collect();
+    assert_eq!(bits, want, "cast f32 -> bool");
+    let back = launch::cast(&f, &li, "f32", "i64").unwrap();
+    assert_eq!(back.read::<i64>(20).unwrap(), ints, "cast f32 -> i64");
+    let big = launch::fill(&dev, 3, "i64", 1e15).unwrap();
+    assert_eq!(big.read::<i64>(3).unwrap(), vec![1_000_000_000_000_000; 3]);
+    // Comparisons against a broadcast row, and where.
+    let row = inputs(c, 43);
+    let dr = up(&dev, &row);
+    let lr = Layout::contiguous(&[c]).broadcast_to(&[r, c]);
+    let m = launch::compare(&da, &l, &dr, &lr, "gt", "f32").unwrap();
+    let want: Vec<u8> = (0..r * c).map(|i| u8::from(a[i] > row[i % c])).collect();
+    assert_eq!(m.read::<u8>(r * c).unwrap(), want, "gt");
+    let lm = Layout::contiguous(&[r, c]);
+    let w = launch::select_where(&m, &lm, &da, &l, &dr, &lr, 4).unwrap();
+    let want: Vec<f32> = (0..r * c).map(|i| a[i].max(row[i % c])).collect();
+    close("where", &down(&w, r * c), &want, 0.0);
+    let e = launch::compare(&di, &li, &di, &li, "eq", "i64").unwrap();
+    assert_eq!(e.read::<u8>(20).unwrap(), vec![1; 20], "eq i64");
+}
+
+#[test]
+fn indexing_kernels_match_their_cpu_twins() {
+    let Some(dev) = gpu() else { return };
+    let (r, c) = (4, 6);
+    let x = inputs(r * c, 51);
+    let dx = up(&dev, &x);
+    let lx = Layout::contiguous(&[r, c]);
+    // gather along dim 1 with a [4, 3] index.
+    let index: Vec<usize> = (0..12).map(|i| (i * 5) % c).collect();
+    let ids: Vec<i64> = index.iter().map(|&i| i as i64).collect();
+    let di = dev.upload(&ids).unwrap();
+    let view = Layout {
+        shape: vec![r, 3],
+        strides: lx.strides.clone(),
+        offset: 0,
+    };
+    let g = launch::Gathered {
+        input: &view,
+        inner: 1,
+        len: 3,
+        stride: 1,
+    };
+    let y = launch::gather(&dx, g, &di, 4, true).unwrap();
+    let want = crate::cpu::gather(&x, &lx, 1, &index, &[r, 3]);
+    close("gather", &down(&y, 12), &want, 0.0);
+    // scatter_add: gather's adjoint.
+    let src = inputs(12, 53);
+    let ds = up(&dev, &src);
+    let mut dst = launch::fill(&dev, r * c, "f32", 0.0).unwrap();
+    let g = launch::Gathered {
+        input: &view,
+        inner: 1,
+        len: 3,
+        stride: 1,
+    };
+    launch::scatter_add_f32(&mut dst, g, &ds, &Layout::contiguous(&[r, 3]), &di).unwrap();
+    let mut want = vec![0.0f32; r * c];
+    crate::cpu::scatter_add(
+        &mut want,
+        &[r, c],
+        1,
+        &index,
+        &[r, 3],
+        &src,
+        &Layout::contiguous(&[r, 3]),
+    );
+    close("scatter_add", &down(&dst, r * c), &want, 1e-6);
+    // index_select rows (dim 0) and index_add_rows.
+    let rows: Vec<usize> = vec![3, 0, 3];
+    let rid: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
+    let dri = dev.upload(&rid).unwrap();
+    let view = Layout {
+        shape: vec![3, c],
+        strides: lx.strides.clone(),
+        offset: 0,
+    };
+    let g = launch::Gathered {
+        input: &view,
+        inner: c,
+        len: 3,
+        stride: c,
+    };
+    let y = launch::gather(&dx, g, &dri, 4, false).unwrap();
+    close(
+        "index_select",
+        &down(&y, 3 * c),
+        &crate::cpu::index_select(&x, 1, r, c, &rows),
+        0.0,
+    );
+    let gsrc = inputs(3 * c, 57);
+    let mut dst = launch::fill(&dev, r * c, "f32", 0.0).unwrap();
+    launch::index_add_f32(&mut dst, (1, r, c), &up(&dev, &gsrc), &dri, 3).unwrap();
+    let mut want = vec![0.0f32; r * c];
+    crate::cpu::index_add_rows(&mut want, r, c, &gsrc, &rows);
+    close("index_add", &down(&dst, r * c), &want, 1e-6);
+}
+
+#[test]
+fn conv_and_extreme_kernels_match_their_cpu_twins() {
+    let Some(dev) = gpu() else { return };
+    let g = crate::cpu::Conv2dGeometry {
+        n: 2,
+        c: 3,
+        h: 7,
+        w: 6,
+        kernel: (3, 2),
+        stride: (2, 1),
+        padding: (1, 1),
+        dilation: (1, 2),
+    };
+    let x = inputs(g.n * g.c * g.h * g.w, 61);
+    let geom = launch::ConvGeom::new(&g).unwrap();
+    let cols = launch::im2col_f32(&up(&dev, &x), geom, -9.0).unwrap();
+    let want = crate::cpu::im2col(&x, &g, -9.0);
+    close("im2col", &down(&cols, want.len()), &want, 0.0);
+    let back = launch::col2im_f32(&up(&dev, &want), geom).unwrap();
+    let want_back = crate::cpu::col2im(&want, &g);
+    close("col2im", &down(&back, x.len()), &want_back, 1e-5);
+    let (rows, n) = (13, 9);
+    let mut v = inputs(rows * n, 67);
+    v[4] = f32::NAN; // NaN wins its row
+    let (vals, idx) = launch::extreme_last(&up(&dev, &v), rows, n, "f32", true).unwrap();
+    let (got_v, got_i) = (down(&vals, rows), idx.read::<i64>(rows).unwrap());
+    for (k, row) in v.chunks(n).enumerate() {
+        let mut best = 0;
+        for j in 1..n {
+            if (row[j].is_nan() && !row[best].is_nan()) || row[j] > row[best] {
+                best = j;
+            }
+        }
+        assert_eq!(got_i[k], best as i64, "argmax row {k}");
+        assert!(got_v[k] == row[best] || (got_v[k].is_nan() && row[best].is_nan()));
+    }
 }

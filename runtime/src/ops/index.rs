@@ -1,5 +1,6 @@
 //! Indexing ops: index_select, gather, scatter_add, embedding.
 
+use super::dense0;
 use crate::storage::{AnyKernel, CpuBuffer};
 use crate::{DType, Element, Tensor};
 use tapir_kernels::{Layout, cpu};
@@ -22,15 +23,6 @@ fn indices(idx: &Tensor, size: usize, op: &str) -> Vec<usize> {
             i as usize
         })
         .collect()
-}
-
-/// `t` as a dense buffer starting at offset 0 (what the GPU kernels read).
-fn dense0(t: &Tensor) -> Tensor {
-    if t.is_contiguous() && t.layout().offset == 0 {
-        t.detach()
-    } else {
-        t.contiguous_copy()
-    }
 }
 
 impl Tensor {

@@ -43,6 +43,16 @@ pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize], op: &str) -> Vec<usize>
 }
 
 /// Panics unless both tensors are on one device.
+/// `t` as a dense buffer from offset 0, copied only when it is not one
+/// already (what the GPU kernels that take plain pointers read).
+pub(crate) fn dense0(t: &Tensor) -> Tensor {
+    if t.is_contiguous() && t.layout().offset == 0 {
+        t.detach()
+    } else {
+        t.contiguous_copy()
+    }
+}
+
 pub(crate) fn same_device(a: &Tensor, b: &Tensor, op: &str) {
     assert!(
         a.device() == b.device(),

@@ -3,6 +3,7 @@
 //! closed form, checked against PyTorch and by finite differences.
 
 use super::creation::filled_on;
+use super::dense0;
 use crate::storage::CpuBuffer;
 use crate::{DType, Tensor};
 use tapir_kernels::cpu;
@@ -67,7 +68,7 @@ impl Tensor {
         };
         // Dense views (no copy when already dense); the kernels read them at their offsets.
         let dense = |t: &Tensor| t.to_dtype(compute).detach().contiguous();
-        let x = dense(self);
+        let x = dense0(self);
         let w = weight.map(dense);
         let b = bias.map(dense);
         let (y, mean, rstd) = {
@@ -188,20 +189,13 @@ impl Tensor {
         eps: f64,
         d: usize,
     ) -> Option<Tensor> {
-        let dense = |t: &Tensor| {
-            if t.is_contiguous() && t.layout().offset == 0 {
-                t.detach()
-            } else {
-                t.contiguous_copy()
-            }
-        };
-        let x = dense(self);
+        let x = dense0(self);
         // The kernel takes weight and bias together.
         let affine = match (weight, bias) {
             (None, None) => None,
             (w, b) => Some((
-                w.map_or_else(|| filled_on(&[d], 1.0, self.dtype(), self.device()), dense),
-                b.map_or_else(|| filled_on(&[d], 0.0, self.dtype(), self.device()), dense),
+                w.map_or_else(|| filled_on(&[d], 1.0, self.dtype(), self.device()), dense0),
+                b.map_or_else(|| filled_on(&[d], 0.0, self.dtype(), self.device()), dense0),
             )),
         };
         let (y, mean, rstd) = {

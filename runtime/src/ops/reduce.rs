@@ -1,7 +1,6 @@
 //! Reductions: sum is the primitive; mean, var, std, logsumexp and norm are
 //! composites; max/min carry indices and route gradient through them.
 
-use crate::storage::CpuBuffer;
 use crate::{DType, Tensor};
 
 impl Tensor {
@@ -174,10 +173,10 @@ impl Tensor {
         } else {
             self.clone()
         };
-        let (vals, idx) = src.read().host().extreme(src.layout(), d, max);
+        let (vals, idx) = src.read().extreme(src.layout(), d, max);
         let shape = src.reduced_shape(&[d], keepdim);
-        let indices = Tensor::from_buffer_on(CpuBuffer::I64(idx), &shape, src.device());
-        let out = Tensor::from_buffer_on(vals, &shape, src.device());
+        let indices = Tensor::from_storage(idx, &shape);
+        let out = Tensor::from_storage(vals, &shape);
         let in_shape = src.shape().to_vec();
         let keep: Vec<isize> = src
             .reduced_shape(&[d], true)

@@ -199,6 +199,57 @@ impl CudaStorage {
         )
     }
 
+    /// Max (or min) over dim `dim` of the view, with the i64 index of the
+    /// first extreme element (float dtypes).
+    pub fn extreme(
+        &self,
+        l: &Layout,
+        dim: usize,
+        max: bool,
+    ) -> Option<Result<(CudaStorage, CudaStorage), String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        let order: Vec<usize> = (0..l.ndim()).filter(|&d| d != dim).chain([dim]).collect();
+        let moved = l.permute(&order);
+        let n = l.shape[dim];
+        let rows = l.numel() / n.max(1);
+        Some((|| {
+            let packed = launch::strided_copy(&self.buf, &moved, self.dtype.size_in_bytes())?;
+            let (v, i) = launch::extreme_last(&packed, rows, n, kd, max)?;
+            Ok((
+                self.wrap(v, self.dtype, rows),
+                self.wrap(i, DType::I64, rows),
+            ))
+        })())
+    }
+
+    /// im2col of this dense f32 `[n, c, h, w]` storage.
+    pub fn im2col(
+        &self,
+        g: &tapir_kernels::cpu::Conv2dGeometry,
+        pad: f32,
+    ) -> Option<Result<CudaStorage, String>> {
+        if self.dtype != DType::F32 {
+            return None;
+        }
+        let geom = launch::ConvGeom::new(g)?;
+        let (oh, ow) = g.out_hw()?;
+        let n = g.n * g.c * g.kernel.0 * g.kernel.1 * oh * ow;
+        Some(launch::im2col_f32(&self.buf, geom, pad).map(|b| self.wrap(b, DType::F32, n)))
+    }
+
+    /// col2im of these dense f32 columns.
+    pub fn col2im(
+        &self,
+        g: &tapir_kernels::cpu::Conv2dGeometry,
+    ) -> Option<Result<CudaStorage, String>> {
+        if self.dtype != DType::F32 {
+            return None;
+        }
+        let geom = launch::ConvGeom::new(g)?;
+        let n = g.n * g.c * g.h * g.w;
+        Some(launch::col2im_f32(&self.buf, geom).map(|b| self.wrap(b, DType::F32, n)))
+    }
+
     /// `torch.gather` / `index_select` (see `launch::gather`); `idx` is a
     /// contiguous i64 storage of checked indices.
     pub fn gather(

@@ -368,6 +368,53 @@ impl Storage {
         }
     }
 
+    /// Max (or min) over one dim: values (same dtype) and i64 indices of the
+    /// first extreme element; NaN wins, as in PyTorch.
+    pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (Storage, Storage) {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Storage::Cuda(s) = self
+            && let Some(r) = s.extreme(l, dim, max)
+        {
+            let (v, i) = r.unwrap_or_else(|e| cuda::fail(if max { "max" } else { "min" }, e));
+            return (Storage::Cuda(v), Storage::Cuda(i));
+        }
+        let (vals, idx) = self.host().extreme(l, dim, max);
+        (
+            Storage::on_device(vals, self.device()),
+            Storage::on_device(CpuBuffer::I64(idx), self.device()),
+        )
+    }
+
+    /// im2col (`pad` for taps in the padding) of a dense f32 `[n, c, h, w]`
+    /// GPU storage; `None` on the CPU.
+    pub fn im2col_gpu(&self, g: &tapir_kernels::cpu::Conv2dGeometry, pad: f32) -> Option<Storage> {
+        match self {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => Some(Storage::Cuda(
+                s.im2col(g, pad)?
+                    .unwrap_or_else(|e| cuda::fail("im2col", e)),
+            )),
+            _ => {
+                let _ = (g, pad);
+                None
+            }
+        }
+    }
+
+    /// col2im of dense f32 GPU columns; `None` on the CPU.
+    pub fn col2im_gpu(&self, g: &tapir_kernels::cpu::Conv2dGeometry) -> Option<Storage> {
+        match self {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => Some(Storage::Cuda(
+                s.col2im(g)?.unwrap_or_else(|e| cuda::fail("col2im", e)),
+            )),
+            _ => {
+                let _ = g;
+                None
+            }
+        }
+    }
+
     /// LayerNorm of a dense GPU storage (rows of `n`) with an optional affine
     /// of its dtype: output, f32 mean and 1/std per row. `None` on the CPU.
     pub fn layer_norm_gpu(

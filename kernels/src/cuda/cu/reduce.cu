@@ -29,3 +29,31 @@ __device__ void reduce_impl(size_t n, const T *x, T *y) {
 REDUCE(f32)
 REDUCE(f16)
 REDUCE(bf16)
+
+// Max (or min) of each row of a contiguous [rows, n] tensor with the index of
+// the first extreme element; NaN wins, as in PyTorch. One thread per row
+// (rows are many and short where it matters: pooling windows, class scores).
+// CPU twin: `CpuBuffer::extreme` in runtime/src/storage/cpu.rs.
+template <typename T>
+__device__ void extreme_impl(size_t rows, size_t n, int max, const T *x, T *vals, long long *idx) {
+    GRID_STRIDE(r, rows) {
+        const T *row = x + r * n;
+        size_t best = 0;
+        float b = to_f(row[0]);
+        for (size_t j = 1; j < n; ++j) {
+            float v = to_f(row[j]);
+            bool better = (v != v && b == b) || (max ? v > b : v < b);
+            if (better) { b = v; best = j; }
+        }
+        vals[r] = row[best];
+        idx[r] = (long long)best;
+    }
+}
+#define EXTREME(T)                                                                     \
+    extern "C" __global__ void extreme_last_##T(size_t rows, size_t n, int max, const T *x, \
+                                                T *vals, long long *idx) {             \
+        extreme_impl<T>(rows, n, max, x, vals, idx);                                   \
+    }
+EXTREME(f32)
+EXTREME(f16)
+EXTREME(bf16)
