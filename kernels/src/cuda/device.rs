@@ -160,6 +160,14 @@ impl CudaDevice {
             .map_err(Clone::clone)
     }
 
+    /// Makes this device's context current on the calling thread; cuBLAS
+    /// calls need it (cudarc's own calls bind by themselves).
+    pub(crate) fn bind(&self) -> CudaResult<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| self.err("binding the context", e))
+    }
+
     /// Whether f32 matmuls may use TF32 tensor cores (PyTorch's
     /// `torch.backends.cuda.matmul.allow_tf32`; off by default, as there).
     pub fn set_allow_tf32(&self, on: bool) {

@@ -805,6 +805,9 @@ pub fn matmul(
         return Ok(c);
     }
     let blas = dev.blas()?;
+    // A thread's first CUDA call may be this one: cuBLAS runs in the
+    // thread's current context.
+    dev.bind()?;
     let op = |t: bool| {
         if t {
             blas::cublasOperation_t::CUBLAS_OP_T
