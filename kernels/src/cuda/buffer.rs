@@ -56,7 +56,8 @@ impl CudaBuffer {
         p + offset as u64
     }
 
-    /// Copies `data` into the start of the buffer (queued on the stream).
+    /// Copies `data` into the start of the buffer (queued on the stream; the
+    /// host does not wait for the GPU, see `CudaDevice::copy_htod`).
     pub fn write<T: DeviceRepr>(&mut self, data: &[T]) -> CudaResult<()> {
         let n = std::mem::size_of_val(data);
         assert!(
@@ -68,15 +69,7 @@ impl CudaBuffer {
             return Ok(());
         }
         let dev = self.dev.clone();
-        let slice = self.slice.as_mut().expect("live buffer");
-        // SAFETY: the block holds at least `n` bytes, so a view of
-        // `data.len()` elements of T lies inside it; any bit pattern is a
-        // valid `u8` block, and T is plain data (DeviceRepr).
-        let mut view =
-            unsafe { slice.transmute_mut::<T>(data.len()) }.expect("the block is large enough");
-        dev.stream()
-            .memcpy_htod(data, &mut view)
-            .map_err(|e| dev.err("host-to-device copy", e))
+        dev.copy_htod(data, self.slice.as_mut().expect("live buffer"))
     }
 
     /// The first `len` elements as `T`; waits for the queued work.

@@ -5,7 +5,10 @@
 
 use super::modules::{module_of, ptx};
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
+    PinnedHostSlice,
+};
 use cudarc::nvrtc::Ptx;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +20,15 @@ pub type CudaResult<T> = Result<T, String>;
 /// Blocks are rounded up to this many bytes, as PyTorch's allocator does, so
 /// that slightly different sizes share cached blocks.
 const ROUND: usize = 512;
+
+/// Host-to-device copies up to this size go through pinned staging memory.
+const STAGING_MAX: usize = 64 << 20;
+
+/// A pinned host block for one upload, and the event after its copy.
+struct Staging {
+    block: PinnedHostSlice<u8>,
+    copied: CudaEvent,
+}
 
 /// The caching allocator's books (PyTorch's `CUDACachingAllocator`, reduced
 /// to exact-size free lists: a training loop asks for the same sizes every
@@ -49,6 +61,7 @@ pub struct CudaDevice {
     functions: Mutex<HashMap<String, CudaFunction>>,
     blas: OnceLock<Result<CudaBlas, String>>,
     pool: Mutex<Pool>,
+    staging: Mutex<HashMap<usize, Vec<Staging>>>,
     allow_tf32: AtomicBool,
 }
 
@@ -95,6 +108,7 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
         functions: Mutex::new(HashMap::new()),
         blas: OnceLock::new(),
         pool: Mutex::new(Pool::default()),
+        staging: Mutex::new(HashMap::new()),
         allow_tf32: AtomicBool::new(false),
     });
     Ok(lock(devices).entry(ordinal).or_insert(dev).clone())
@@ -271,6 +285,61 @@ impl CudaDevice {
     pub fn reset_peak_memory_stats(&self) {
         let mut pool = lock(&self.pool);
         pool.peak = pool.allocated;
+    }
+
+    /// Copies `data` into the start of `dst` without making the host wait for
+    /// queued GPU work (a copy from pageable memory would): the bytes go to a
+    /// pinned staging block, from which the copy runs in stream order, as
+    /// PyTorch's `pin_memory` + `non_blocking=True`. Blocks are kept per size
+    /// and reused once their copy has run; copies over 64 MiB go direct.
+    pub(crate) fn copy_htod<T: DeviceRepr>(
+        &self,
+        data: &[T],
+        dst: &mut CudaSlice<u8>,
+    ) -> CudaResult<()> {
+        let n = std::mem::size_of_val(data);
+        // SAFETY: T is plain data (DeviceRepr), so each of its bytes is a
+        // valid u8, and the view covers exactly `data`'s memory.
+        let bytes: &[u8] = unsafe { std::slice::from_raw_parts(data.as_ptr().cast::<u8>(), n) };
+        let mut dst = dst.slice_mut(0..n);
+        if n > STAGING_MAX {
+            return self
+                .stream
+                .memcpy_htod(bytes, &mut dst)
+                .map_err(|e| self.err("host-to-device copy", e));
+        }
+        let reused = lock(&self.staging).get_mut(&n).and_then(Vec::pop);
+        let mut st = match reused {
+            Some(st) => {
+                // The block's previous copy must have read it before we write.
+                st.copied
+                    .synchronize()
+                    .map_err(|e| self.err("staging reuse", e))?;
+                st
+            }
+            None => Staging {
+                // SAFETY: uninitialised pinned memory, written in full below
+                // before any copy reads it.
+                block: unsafe { self.ctx.alloc_pinned::<u8>(n) }
+                    .map_err(|e| self.err("pinned host allocation", e))?,
+                copied: self
+                    .ctx
+                    .new_event(None)
+                    .map_err(|e| self.err("creating an event", e))?,
+            },
+        };
+        st.block
+            .as_mut_slice()
+            .map_err(|e| self.err("pinned host block", e))?
+            .copy_from_slice(bytes);
+        self.stream
+            .memcpy_htod(&st.block, &mut dst)
+            .map_err(|e| self.err("host-to-device copy", e))?;
+        st.copied
+            .record(&self.stream)
+            .map_err(|e| self.err("recording an event", e))?;
+        lock(&self.staging).entry(n).or_default().push(st);
+        Ok(())
     }
 
     /// A new buffer holding `data`.

@@ -464,3 +464,20 @@ fn conv_and_extreme_kernels_match_their_cpu_twins() {
         assert!(got_v[k] == row[best] || (got_v[k].is_nan() && row[best].is_nan()));
     }
 }
+
+#[test]
+fn uploads_through_reused_pinned_staging_keep_every_value() {
+    let Some(dev) = gpu() else { return };
+    // Same-size uploads back to back reuse one staging block; each must land
+    // intact although the host never waits between them.
+    let bufs: Vec<(Vec<f32>, CudaBuffer)> = (0..64)
+        .map(|k| {
+            let v = inputs(100_000, k);
+            let b = up(&dev, &v);
+            (v, b)
+        })
+        .collect();
+    for (k, (v, b)) in bufs.iter().enumerate() {
+        close(&format!("upload {k}"), &down(b, v.len()), v, 0.0);
+    }
+}
