@@ -329,6 +329,43 @@ fn a_gpu_checkpoint_loads_on_the_cpu_and_back() {
 }
 
 #[test]
+fn optimizer_state_from_a_cpu_checkpoint_resumes_on_the_gpu() {
+    let Some(device) = gpu() else { return };
+    let (x, y) = batch(1);
+    let (x, y) = (x.to(device).unwrap(), y.to(device).unwrap());
+    let step = |m: &SeedMlp<48, 10>, opt: &mut AdamW| {
+        opt.zero_grad();
+        cross_entropy(&m.forward(&x), &y).backward();
+        opt.step();
+    };
+    let cfg = AdamConfig::adamw();
+    manual_seed(3);
+    let a = SeedMlp::<48, 10>::new(&device);
+    let mut opt_a = AdamW::adamw(a.parameters(), cfg);
+    for _ in 0..3 {
+        step(&a, &mut opt_a);
+    }
+    // Through the CPU, as a checkpoint file would be.
+    let cpu = |sd: Vec<(String, Tensor)>| -> Vec<(String, Tensor)> {
+        sd.into_iter()
+            .map(|(k, t)| (k, t.to(Device::Cpu).unwrap()))
+            .collect()
+    };
+    let (model_sd, opt_sd) = (cpu(a.state_dict()), cpu(opt_a.state_dict()));
+    let mut b = SeedMlp::<48, 10>::new(&device);
+    b.load_state_dict(&model_sd, true).unwrap();
+    let mut opt_b = AdamW::adamw(b.parameters(), cfg);
+    opt_b.load_state_dict(&opt_sd).unwrap();
+    for _ in 0..3 {
+        step(&a, &mut opt_a);
+        step(&b, &mut opt_b);
+    }
+    for ((n, p), (_, q)) in a.named_parameters().iter().zip(b.named_parameters()) {
+        close(n, &q, p, 0.0, 0.0).unwrap();
+    }
+}
+
+#[test]
 fn moving_between_devices_keeps_values_and_gradients() {
     let Some(device) = gpu() else { return };
     for dtype in [

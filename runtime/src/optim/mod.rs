@@ -196,6 +196,9 @@ pub(crate) fn load_state(
                                 params[i].shape()
                             )));
                         }
+                        // State lives with its parameter (a CPU checkpoint
+                        // resumes a GPU run), as PyTorch's load_state_dict.
+                        let t = t.to(params[i].device())?;
                         bufs.push((n, t.to_dtype(params[i].dtype()).contiguous_copy()));
                     }
                 }
