@@ -126,7 +126,8 @@ impl Tensor {
         let index = dense0(index);
         Tensor::record(out, "IndexSelectBackward0", &[self], move || {
             move |g: &Tensor, _: &[bool]| {
-                if g.device().is_cuda() {
+                // f64 stays exact on the host path; other floats add in f32.
+                if g.device().is_cuda() && g.dtype() != DType::F64 {
                     let gf = dense0(&g.to_dtype(DType::F32));
                     let dst = super::creation::filled_on(&in_shape, 0.0, DType::F32, g.device());
                     let done = dst.write().index_add_gpu(
