@@ -522,10 +522,14 @@ fn clipping_matches_pytorch() {
             p.set_grad(Some(load(&st, &format!("optim.grad0.{j}"))));
         }
         let total = match name {
-            "norm2" => clip_grad_norm_(&ps, 1.0),
-            "norm_inf" => clip_grad_norm_with(&ps, 0.5, f64::INFINITY, false).unwrap(),
-            "norm1" => clip_grad_norm_with(&ps, 2.0, 1.0, false).unwrap(),
-            "norm2_noop" => clip_grad_norm_(&ps, 100.0),
+            "norm2" => clip_grad_norm_(&ps, 1.0).item::<f64>(),
+            "norm_inf" => clip_grad_norm_with(&ps, 0.5, f64::INFINITY, false)
+                .unwrap()
+                .item::<f64>(),
+            "norm1" => clip_grad_norm_with(&ps, 2.0, 1.0, false)
+                .unwrap()
+                .item::<f64>(),
+            "norm2_noop" => clip_grad_norm_(&ps, 100.0).item::<f64>(),
             _ => {
                 clip_grad_value_(&ps, 0.3);
                 0.0

@@ -121,7 +121,7 @@ fn follow_pytorch_trajectory<M: Module + Forward>(model: &mut M) {
         opt.zero_grad();
         let loss = cross_entropy(&model.forward(&xs[k]), &ys[k]);
         loss.backward();
-        let norm = clip_grad_norm_(&model.parameters(), 1.0);
+        let norm = clip_grad_norm_(&model.parameters(), 1.0).item::<f64>();
         opt.step();
         sched.step(&mut opt);
         let l = loss.item::<f64>();

@@ -3,54 +3,57 @@
 use crate::{Error, Result, Tensor, no_grad};
 
 /// Scales all gradients so their joint 2-norm is at most `max_norm`;
-/// returns the norm before clipping.
+/// returns the norm before clipping as a 0-d tensor on the gradients'
+/// device, as PyTorch does, so a GPU training step does not wait to read it
+/// (call `.item()` when the number is needed).
 ///
 /// ```
 /// use tapir_runtime::{optim::clip_grad_norm_, Tensor};
 /// let w = Tensor::from_vec(vec![3.0f32, 4.0], &[2]).requires_grad_(true);
 /// (&w * &w).sum().backward(); // grad = [6, 8], norm 10
-/// assert!((clip_grad_norm_(&[w.clone()], 1.0) - 10.0).abs() < 1e-4);
+/// assert!((clip_grad_norm_(&[w.clone()], 1.0).item::<f32>() - 10.0).abs() < 1e-4);
 /// assert!((w.grad().unwrap().norm(2.0).item::<f32>() - 1.0).abs() < 1e-4);
 /// ```
-pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64) -> f64 {
+pub fn clip_grad_norm_(params: &[Tensor], max_norm: f64) -> Tensor {
     clip_grad_norm_with(params, max_norm, 2.0, false).expect("error_if_nonfinite is off")
 }
 
 /// As [`clip_grad_norm_`] with a norm type (2.0, 1.0, f64::INFINITY, ...),
 /// and an error instead of clipping when the norm is nan or inf and
-/// `error_if_nonfinite` is set.
+/// `error_if_nonfinite` is set (which reads the norm, as in PyTorch).
 pub fn clip_grad_norm_with(
     params: &[Tensor],
     max_norm: f64,
     norm_type: f64,
     error_if_nonfinite: bool,
-) -> Result<f64> {
+) -> Result<Tensor> {
     let grads: Vec<Tensor> = params.iter().filter_map(|p| p.grad()).collect();
     if grads.is_empty() {
-        return Ok(0.0);
+        return Ok(Tensor::scalar(0.0f32));
     }
-    let total = no_grad(|| {
+    no_grad(|| {
         // Per-tensor norms in the grads' dtype, then the norm of those (as PyTorch).
         let norms: Vec<Tensor> = grads
             .iter()
             .map(|g| g.norm(norm_type).reshape(&[1]))
             .collect();
-        Tensor::cat(&norms.iter().collect::<Vec<_>>(), 0)
-            .norm(norm_type)
-            .item::<f64>()
-    });
-    if error_if_nonfinite && !total.is_finite() {
-        return Err(Error::Format(format!(
-            "clip_grad_norm_: the total norm of order {norm_type} for gradients from `parameters` is non-finite ({total}), so it cannot be clipped"
-        )));
-    }
-    let coef = (max_norm / (total + 1e-6)).min(1.0);
-    no_grad(|| {
-        for g in &grads {
-            g.mul_scalar_(coef);
+        let total = Tensor::cat(&norms.iter().collect::<Vec<_>>(), 0).norm(norm_type);
+        if error_if_nonfinite {
+            let t = total.item::<f64>();
+            if !t.is_finite() {
+                return Err(Error::Format(format!(
+                    "clip_grad_norm_: the total norm of order {norm_type} for gradients from `parameters` is non-finite ({t}), so it cannot be clipped"
+                )));
+            }
         }
-    });
-    Ok(total)
+        // PyTorch's clip_coef_clamped, kept on the device (a nan norm makes
+        // the gradients nan, as there).
+        let coef = (max_norm / &(&total + 1e-6)).clamp_max(1.0);
+        for g in &grads {
+            g.mul_(&coef);
+        }
+        Ok(total)
+    })
 }
 
 /// Clamps every gradient element to `[-clip, clip]`.
