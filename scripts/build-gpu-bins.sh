@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, on a machine with Rust, everything scripts/gpu-check.sh runs on a
 # GPU machine (which may have no Rust and no registry): the CUDA kernel
-# twins, the device tests, the golden suites and bench_ref, all with the
+# twins, the device tests, the golden suites, bench_ref and train_digits, all with the
 # `cuda` feature, release profile, stripped, into target/gpu-bin/ (small
 # enough to carry to the GPU machine).
 set -euo pipefail
@@ -27,6 +27,7 @@ cargo test --release -p tapir-kernels --features cuda --lib --no-run --message-f
     | executables | sed 's/^tapir_kernels /kernels-tests /' | copy
 cargo test --release --features cuda --test cuda --test goldens --test nn_goldens --test training \
     --no-run --message-format=json 2>/dev/null | executables | copy
-cargo build --release --features cuda --example bench_ref --message-format=json 2>/dev/null \
+cargo build --release --features cuda --example bench_ref --example train_digits \
+    --message-format=json 2>/dev/null \
     | executables | copy
 du -sh "$out"

@@ -8,7 +8,8 @@
 #      trajectory GPU vs CPU with zero host round trips, checkpoints across
 #      devices, the caching allocator (tests/cuda.rs);
 #   3. the PyTorch golden suites instantiated on the GPU (TAPIR_TEST_DEVICE);
-#   4. the GPU benchmarks, tapir and PyTorch on the same GPU, as ratios.
+#   4. the main job, train_digits, trained on the GPU end to end;
+#   5. the GPU benchmarks, tapir and PyTorch on the same GPU, as ratios.
 #
 # Any SKIPPED check fails the run (a GPU run must run everything). Logs and
 # JSON lines go to $OUT (or target/gpu-check/). Takes about 3-5 minutes.
@@ -56,6 +57,9 @@ check device-tests "$bins/cuda" --nocapture --test-threads 1 --skip without_a_gp
 for suite in goldens nn_goldens training; do
     check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/$suite" --test-threads 1
 done
+
+check train-digits "$bins/train_digits" --device cuda --epochs 10 --out "$out/digits"
+grep "val_acc" "$out/train-digits.log" | tail -n 1
 
 echo "== benchmarks (tapir, then PyTorch, same GPU)"
 work=matmul,mlp,transformer
