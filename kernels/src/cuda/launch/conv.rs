@@ -1,0 +1,96 @@
+//! im2col / col2im for convolution and pooling.
+
+use super::*;
+
+/// A 2-D sliding window over an `[n, c, h, w]` input (`ConvGeom` in `cu/conv.cu`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ConvGeom {
+    pub n: i32,
+    pub c: i32,
+    pub h: i32,
+    pub w: i32,
+    pub kh: i32,
+    pub kw: i32,
+    pub sh: i32,
+    pub sw: i32,
+    pub ph: i32,
+    pub pw: i32,
+    pub dh: i32,
+    pub dw: i32,
+    pub oh: i32,
+    pub ow: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` i32 fields matching the C struct, passed by value.
+unsafe impl DeviceRepr for ConvGeom {}
+
+impl ConvGeom {
+    /// From the CPU kernels' geometry (sizes checked to fit in i32).
+    pub fn new(g: &crate::cpu::Conv2dGeometry) -> Option<ConvGeom> {
+        let (oh, ow) = g.out_hw()?;
+        let i = |v: usize| i32::try_from(v).ok();
+        Some(ConvGeom {
+            n: i(g.n)?,
+            c: i(g.c)?,
+            h: i(g.h)?,
+            w: i(g.w)?,
+            kh: i(g.kernel.0)?,
+            kw: i(g.kernel.1)?,
+            sh: i(g.stride.0)?,
+            sw: i(g.stride.1)?,
+            ph: i(g.padding.0)?,
+            pw: i(g.padding.1)?,
+            dh: i(g.dilation.0)?,
+            dw: i(g.dilation.1)?,
+            oh: i(oh)?,
+            ow: i(ow)?,
+        })
+    }
+
+    fn count(&self, dims: &[i32]) -> usize {
+        dims.iter().map(|&d| d as usize).product()
+    }
+}
+
+/// im2col of a contiguous f32 `[n, c, h, w]` buffer into `[n, c*kh*kw, oh*ow]`
+/// columns; taps in the padding read `pad`.
+pub fn im2col_f32(x: &CudaBuffer, g: ConvGeom, pad: f32) -> CudaResult<CudaBuffer> {
+    let total = g.count(&[g.n, g.c, g.kh, g.kw, g.oh, g.ow]);
+    let dev = x.device();
+    let y = dev.alloc(total * 4)?;
+    if total > 0 {
+        let (px, py) = (x.ptr(0), y.ptr(0));
+        launch!(
+            dev,
+            "im2col_f32".to_string(),
+            elems(total),
+            &total,
+            &g,
+            &pad,
+            &px,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// col2im (im2col's adjoint) of contiguous f32 columns into `[n, c, h, w]`.
+pub fn col2im_f32(cols: &CudaBuffer, g: ConvGeom) -> CudaResult<CudaBuffer> {
+    let total = g.count(&[g.n, g.c, g.h, g.w]);
+    let dev = cols.device();
+    let y = dev.alloc(total * 4)?;
+    if total > 0 {
+        let (pc, py) = (cols.ptr(0), y.ptr(0));
+        launch!(
+            dev,
+            "col2im_f32".to_string(),
+            elems(total),
+            &total,
+            &g,
+            &pc,
+            &py
+        )?;
+    }
+    Ok(y)
+}

@@ -1,0 +1,142 @@
+//! Gathers along a dim (gather, index_select, embedding) and their adjoints.
+
+use super::*;
+
+/// Where a gather-like kernel reads: the input's strides viewed at the
+/// output's shape, and the output's geometry around the gathered dim.
+pub struct Gathered<'a> {
+    pub input: &'a Layout,
+    pub inner: usize,
+    pub len: usize,
+    pub stride: usize,
+}
+
+/// `torch.gather` (`per_element`: one index per output element) or
+/// `index_select` (one index per position along the dim); `idx` is a
+/// contiguous i64 buffer of in-range indices.
+pub fn gather(
+    x: &CudaBuffer,
+    g: Gathered<'_>,
+    idx: &CudaBuffer,
+    width: usize,
+    per_element: bool,
+) -> CudaResult<CudaBuffer> {
+    let n = g.input.numel();
+    let dev = x.device();
+    let y = dev.alloc(n * width)?;
+    if n > 0 {
+        let v = pack(&g.input.shape, &[&g.input.strides], "gather")[0];
+        let (px, pi, py) = (x.ptr(g.input.offset * width), idx.ptr(0), y.ptr(0));
+        let stride = g.stride as i64;
+        let op = if per_element {
+            "gather"
+        } else {
+            "index_select"
+        };
+        launch!(
+            dev,
+            format!("{op}_{}", unit(width)),
+            elems(n),
+            &n,
+            &v,
+            &g.inner,
+            &g.len,
+            &stride,
+            &pi,
+            &px,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// `dst[.., idx[i], ..] += src[i]` along a dim (gather's adjoint), f32 with
+/// atomics. `g.input` is `dst`'s contiguous strides viewed at the index's
+/// shape; `ls` is the source view.
+pub fn scatter_add_f32(
+    dst: &mut CudaBuffer,
+    g: Gathered<'_>,
+    src: &CudaBuffer,
+    ls: &Layout,
+    idx: &CudaBuffer,
+) -> CudaResult<()> {
+    let n = ls.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let v = pack(&ls.shape, &[&ls.strides, &g.input.strides], "scatter_add");
+    let (ps, pi, pd) = (src.ptr(ls.offset * 4), idx.ptr(0), dst.ptr(0));
+    let stride = g.stride as i64;
+    let dev = dst.device().clone();
+    launch!(
+        &dev,
+        "scatter_add_f32".to_string(),
+        elems(n),
+        &n,
+        &v[0],
+        &v[1],
+        &g.inner,
+        &g.len,
+        &stride,
+        &pi,
+        &ps,
+        &pd
+    )
+}
+
+/// Rows of a contiguous `[outer, len, inner]` f32 source added into a
+/// contiguous `[outer, size, inner]` destination at rows `idx` (index_select's adjoint).
+pub fn index_add_f32(
+    dst: &mut CudaBuffer,
+    (outer, size, inner): (usize, usize, usize),
+    src: &CudaBuffer,
+    idx: &CudaBuffer,
+    len: usize,
+) -> CudaResult<()> {
+    let n = outer * len * inner;
+    if n == 0 {
+        return Ok(());
+    }
+    let (pi, ps, pd) = (idx.ptr(0), src.ptr(0), dst.ptr(0));
+    let dev = dst.device().clone();
+    launch!(
+        &dev,
+        "index_add_f32".to_string(),
+        elems(n),
+        &n,
+        &inner,
+        &len,
+        &size,
+        &pi,
+        &ps,
+        &pd
+    )
+}
+
+/// Rows `ids` of a contiguous `[num, dim]` table (`ids` are i64, checked in
+/// range by the caller).
+pub fn embedding(
+    ids: &CudaBuffer,
+    n_ids: usize,
+    table: &CudaBuffer,
+    dim: usize,
+    dtype: &str,
+) -> CudaResult<CudaBuffer> {
+    let dev = table.device();
+    let y = dev.alloc(n_ids * dim * width(dtype))?;
+    let n = n_ids * dim;
+    if n > 0 {
+        let (pi, pt, py) = (ids.ptr(0), table.ptr(0), y.ptr(0));
+        launch!(
+            dev,
+            format!("embedding_{dtype}"),
+            elems(n),
+            &n_ids,
+            &dim,
+            &pi,
+            &pt,
+            &py
+        )?;
+    }
+    Ok(y)
+}

@@ -1,0 +1,159 @@
+//! Data movement: copies between views, fills, casts, `where`, comparisons.
+
+use super::*;
+
+/// A contiguous copy of the view `l` (elements of `width` bytes: 1, 2, 4, 8).
+pub fn strided_copy(x: &CudaBuffer, l: &Layout, width: usize) -> CudaResult<CudaBuffer> {
+    let n = l.numel();
+    let dev = x.device();
+    if l.contiguous_offset() == Some(0) && x.bytes() == n * width {
+        return x.duplicate();
+    }
+    let y = dev.alloc(n * width)?;
+    if n > 0 {
+        let v = pack(&l.shape, &[&l.strides], "copy")[0];
+        let unit = unit(width);
+        let (px, py) = (x.ptr(l.offset * width), y.ptr(0));
+        launch!(
+            dev,
+            format!("strided_copy_{unit}"),
+            elems(n),
+            &n,
+            &v,
+            &px,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// `n` elements of `value` in any dtype.
+pub fn fill(dev: &Arc<CudaDevice>, n: usize, dtype: &str, value: f64) -> CudaResult<CudaBuffer> {
+    let y = dev.alloc(n * width(dtype))?;
+    if n > 0 {
+        let py = y.ptr(0);
+        launch!(dev, format!("fill_{dtype}"), elems(n), &n, &value, &py)?;
+    }
+    Ok(y)
+}
+
+/// A contiguous copy of the view converted between any two dtypes.
+pub fn cast(x: &CudaBuffer, l: &Layout, from: &str, to: &str) -> CudaResult<CudaBuffer> {
+    let n = l.numel();
+    let dev = x.device();
+    let y = dev.alloc(n * width(to))?;
+    if n > 0 {
+        let v = pack(&l.shape, &[&l.strides], "cast")[0];
+        let (px, py) = (x.ptr(l.offset * width(from)), y.ptr(0));
+        launch!(
+            dev,
+            format!("cast_to_{to}_{from}"),
+            elems(n),
+            &n,
+            &v,
+            &px,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// `y[ly] = x[lx]` for two views of one shape (elements of `width` bytes).
+pub fn strided_assign(
+    y: &mut CudaBuffer,
+    ly: &Layout,
+    x: &CudaBuffer,
+    lx: &Layout,
+    width: usize,
+) -> CudaResult<()> {
+    assert_eq!(
+        ly.shape, lx.shape,
+        "strided_assign: views must share a shape"
+    );
+    let n = ly.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let v = pack(&ly.shape, &[&ly.strides, &lx.strides], "copy_");
+    let (py, px) = (y.ptr(ly.offset * width), x.ptr(lx.offset * width));
+    let dev = y.device().clone();
+    launch!(
+        &dev,
+        format!("strided_assign_{}", unit(width)),
+        elems(n),
+        &n,
+        &v[0],
+        &v[1],
+        &py,
+        &px
+    )
+}
+
+/// `cond ? a : b` over three views broadcast to one shape (`cond` is bool).
+pub fn select_where(
+    c: &CudaBuffer,
+    lc: &Layout,
+    a: &CudaBuffer,
+    la: &Layout,
+    b: &CudaBuffer,
+    lb: &Layout,
+    width: usize,
+) -> CudaResult<CudaBuffer> {
+    let n = la.numel();
+    let dev = a.device();
+    let y = dev.alloc(n * width)?;
+    if n > 0 {
+        let v = pack(&la.shape, &[&lc.strides, &la.strides, &lb.strides], "where");
+        let (pc, pa, pb, py) = (
+            c.ptr(lc.offset),
+            a.ptr(la.offset * width),
+            b.ptr(lb.offset * width),
+            y.ptr(0),
+        );
+        launch!(
+            dev,
+            format!("where_{}", unit(width)),
+            elems(n),
+            &n,
+            &v[0],
+            &v[1],
+            &v[2],
+            &pc,
+            &pa,
+            &pb,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// `a <cmp> b` (`eq ne lt le gt ge`) over two same-dtype views broadcast to one shape, as bool.
+pub fn compare(
+    a: &CudaBuffer,
+    la: &Layout,
+    b: &CudaBuffer,
+    lb: &Layout,
+    cmp: &str,
+    dtype: &str,
+) -> CudaResult<CudaBuffer> {
+    let n = la.numel();
+    let w = width(dtype);
+    let dev = a.device();
+    let y = dev.alloc(n)?;
+    if n > 0 {
+        let v = pack(&la.shape, &[&la.strides, &lb.strides], cmp);
+        let (pa, pb, py) = (a.ptr(la.offset * w), b.ptr(lb.offset * w), y.ptr(0));
+        launch!(
+            dev,
+            format!("{cmp}_{dtype}"),
+            elems(n),
+            &n,
+            &v[0],
+            &v[1],
+            &pa,
+            &pb,
+            &py
+        )?;
+    }
+    Ok(y)
+}

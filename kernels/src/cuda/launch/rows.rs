@@ -1,0 +1,109 @@
+//! Row kernels over contiguous `[rows, n]` buffers: sums, extremes, softmax, layer norm.
+
+use super::*;
+
+/// Row sums (or maxima) of a contiguous `[rows, n]` buffer.
+pub fn reduce_last(
+    x: &CudaBuffer,
+    rows: usize,
+    n: usize,
+    dtype: &str,
+    max: bool,
+) -> CudaResult<CudaBuffer> {
+    let dev = x.device();
+    if rows == 0 {
+        return dev.alloc(0);
+    }
+    if n == 0 {
+        return fill(dev, rows, dtype, if max { f64::NEG_INFINITY } else { 0.0 });
+    }
+    let y = dev.alloc(rows * width(dtype))?;
+    let (px, py) = (x.ptr(0), y.ptr(0));
+    let op = if max { "max_last" } else { "sum_last" };
+    launch!(dev, format!("{op}_{dtype}"), per_row(rows), &n, &px, &py)?;
+    Ok(y)
+}
+
+/// Softmax (or log-softmax) of each row of a contiguous `[rows, n]` buffer.
+pub fn softmax(
+    x: &CudaBuffer,
+    rows: usize,
+    n: usize,
+    dtype: &str,
+    log: bool,
+) -> CudaResult<CudaBuffer> {
+    let dev = x.device();
+    let y = dev.alloc(rows * n * width(dtype))?;
+    if rows > 0 && n > 0 {
+        let (px, py) = (x.ptr(0), y.ptr(0));
+        let op = if log { "log_softmax" } else { "softmax" };
+        launch!(dev, format!("{op}_{dtype}"), per_row(rows), &n, &px, &py)?;
+    }
+    Ok(y)
+}
+
+/// Max (or min) of each row of a contiguous `[rows, n]` buffer (`n > 0`)
+/// with the i64 index of the first extreme element; NaN wins.
+pub fn extreme_last(
+    x: &CudaBuffer,
+    rows: usize,
+    n: usize,
+    dtype: &str,
+    max: bool,
+) -> CudaResult<(CudaBuffer, CudaBuffer)> {
+    assert!(n > 0, "extreme_last: empty rows");
+    let dev = x.device();
+    let vals = dev.alloc(rows * width(dtype))?;
+    let idx = dev.alloc(rows * 8)?;
+    if rows > 0 {
+        let (px, pv, pi) = (x.ptr(0), vals.ptr(0), idx.ptr(0));
+        let m = max as i32;
+        launch!(
+            dev,
+            format!("extreme_last_{dtype}"),
+            elems(rows),
+            &rows,
+            &n,
+            &m,
+            &px,
+            &pv,
+            &pi
+        )?;
+    }
+    Ok((vals, idx))
+}
+
+/// LayerNorm over the last dim of a contiguous `[rows, n]` buffer, with an
+/// optional affine `(weight, bias)`: the output and the per-row f32 mean and
+/// 1/std kept for backward.
+pub fn layer_norm(
+    x: &CudaBuffer,
+    affine: Option<(&CudaBuffer, &CudaBuffer)>,
+    rows: usize,
+    n: usize,
+    eps: f32,
+    dtype: &str,
+) -> CudaResult<(CudaBuffer, CudaBuffer, CudaBuffer)> {
+    let dev = x.device();
+    let y = dev.alloc(rows * n * width(dtype))?;
+    let mean = dev.alloc(rows * 4)?;
+    let rstd = dev.alloc(rows * 4)?;
+    if rows > 0 && n > 0 {
+        let (pw, pb) = affine.map_or((0u64, 0u64), |(w, b)| (w.ptr(0), b.ptr(0)));
+        let (px, py, pm, pr) = (x.ptr(0), y.ptr(0), mean.ptr(0), rstd.ptr(0));
+        launch!(
+            dev,
+            format!("layer_norm_{dtype}"),
+            per_row(rows),
+            &n,
+            &eps,
+            &px,
+            &pw,
+            &pb,
+            &py,
+            &pm,
+            &pr
+        )?;
+    }
+    Ok((y, mean, rstd))
+}

@@ -1,0 +1,259 @@
+//! The storage operations that exist only on a GPU: each returns `None` or
+//! `false` on the CPU, whose ops run their own kernels instead. Part of the
+//! device seam (with `mod.rs`): the only other place that matches on the
+//! device.
+
+use super::Storage;
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+use super::cuda;
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+use crate::dtype::DType;
+use tapir_kernels::Layout;
+
+/// The hyper-parameters of a fused GPU optimizer step (PyTorch's names).
+#[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum GpuStep {
+    Adam {
+        lr: f32,
+        beta1: f32,
+        beta2: f32,
+        eps: f32,
+        weight_decay: f32,
+        decoupled: bool,
+        step: i32,
+    },
+    Sgd {
+        lr: f32,
+        momentum: f32,
+        dampening: f32,
+        weight_decay: f32,
+        nesterov: bool,
+        first: bool,
+    },
+}
+
+impl Storage {
+    /// im2col (`pad` for taps in the padding) of a dense f32 `[n, c, h, w]`
+    /// GPU storage; `None` on the CPU.
+    pub fn im2col_gpu(&self, g: &tapir_kernels::cpu::Conv2dGeometry, pad: f32) -> Option<Storage> {
+        match self {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => Some(Storage::Cuda(
+                s.im2col(g, pad)?
+                    .unwrap_or_else(|e| cuda::fail("im2col", e)),
+            )),
+            _ => {
+                let _ = (g, pad);
+                None
+            }
+        }
+    }
+
+    /// col2im of dense f32 GPU columns; `None` on the CPU.
+    pub fn col2im_gpu(&self, g: &tapir_kernels::cpu::Conv2dGeometry) -> Option<Storage> {
+        match self {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => Some(Storage::Cuda(
+                s.col2im(g)?.unwrap_or_else(|e| cuda::fail("col2im", e)),
+            )),
+            _ => {
+                let _ = g;
+                None
+            }
+        }
+    }
+
+    /// LayerNorm of a dense GPU storage (rows of `n`) with an optional affine
+    /// of its dtype: output, f32 mean and 1/std per row. `None` on the CPU.
+    pub fn layer_norm_gpu(
+        &self,
+        affine: Option<(&Storage, &Storage)>,
+        n: usize,
+        eps: f64,
+    ) -> Option<(Storage, Storage, Storage)> {
+        match self {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(x) => {
+                let affine = match affine {
+                    Some((Storage::Cuda(w), Storage::Cuda(b))) => Some((w, b)),
+                    None => None,
+                    _ => return None,
+                };
+                let (y, m, r) = x
+                    .layer_norm(affine, n, eps)?
+                    .unwrap_or_else(|e| cuda::fail("layer_norm", e));
+                Some((Storage::Cuda(y), Storage::Cuda(m), Storage::Cuda(r)))
+            }
+            _ => {
+                let _ = (affine, n, eps);
+                None
+            }
+        }
+    }
+
+    /// A fused optimizer update on a GPU for dense f32 parameter, gradient
+    /// and state storages of `n` elements; `false` where it cannot run there
+    /// (the CPU, other dtypes), and the caller updates on the host.
+    pub fn optim_step_gpu(
+        p: &mut Storage,
+        g: &Storage,
+        states: &mut [&mut Storage],
+        n: usize,
+        step: GpuStep,
+    ) -> bool {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        {
+            use tapir_kernels::cuda::launch;
+            let (Storage::Cuda(p), Storage::Cuda(g)) = (p, g) else {
+                return false;
+            };
+            if p.dtype != DType::F32 || g.dtype != DType::F32 {
+                return false;
+            }
+            let mut bufs = Vec::with_capacity(states.len());
+            for s in states.iter_mut() {
+                match &mut **s {
+                    Storage::Cuda(s) if s.dtype == DType::F32 => bufs.push(&mut s.buf),
+                    _ => return false,
+                }
+            }
+            let r = match (step, bufs.as_mut_slice()) {
+                (
+                    GpuStep::Adam {
+                        lr,
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay,
+                        decoupled,
+                        step,
+                    },
+                    [m, v],
+                ) => {
+                    let h = launch::AdamArgs {
+                        lr,
+                        beta1,
+                        beta2,
+                        eps,
+                        weight_decay,
+                        decoupled,
+                        step,
+                    };
+                    launch::adam(&mut p.buf, &g.buf, m, v, n, "f32", h)
+                }
+                (
+                    GpuStep::Sgd {
+                        lr,
+                        momentum,
+                        dampening,
+                        weight_decay,
+                        nesterov,
+                        first,
+                    },
+                    bufs,
+                ) if bufs.len() == 1 || (bufs.is_empty() && momentum == 0.0) => {
+                    let h = launch::SgdArgs {
+                        lr,
+                        momentum,
+                        dampening,
+                        weight_decay,
+                        nesterov,
+                        first,
+                    };
+                    match bufs {
+                        [buf] => launch::sgd(&mut p.buf, &g.buf, buf, n, "f32", h),
+                        _ => {
+                            // Without momentum the kernel never touches the buffer.
+                            let mut none = p.buf.device().alloc_scratch(0);
+                            let none = none
+                                .as_mut()
+                                .unwrap_or_else(|e| cuda::fail("SGD", e.clone()));
+                            launch::sgd(&mut p.buf, &g.buf, none, n, "f32", h)
+                        }
+                    }
+                }
+                _ => return false,
+            };
+            r.unwrap_or_else(|e| cuda::fail("optimizer step", e));
+            true
+        }
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        {
+            let _ = (p, g, states, n, step);
+            false
+        }
+    }
+
+    /// `torch.gather` (`per_element`) or `index_select` on a GPU: `view` is
+    /// this storage's strides at the output's shape, `geom` the output's
+    /// (inner, len) around the dim and the input's stride there, `idx` a
+    /// contiguous i64 storage of checked indices. `None` on the CPU, whose
+    /// ops run their own kernels.
+    pub fn gather_gpu(
+        &self,
+        view: &Layout,
+        geom: (usize, usize, usize),
+        idx: &Storage,
+        per_element: bool,
+    ) -> Option<Storage> {
+        match (self, idx) {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(s), Storage::Cuda(i)) => Some(Storage::Cuda(
+                s.gather(view, geom, i, per_element)
+                    .unwrap_or_else(|e| cuda::fail("gather", e)),
+            )),
+            _ => {
+                let _ = (view, geom, per_element);
+                None
+            }
+        }
+    }
+
+    /// Gather's adjoint on a GPU into this contiguous f32 storage; `false` on the CPU.
+    pub fn scatter_add_gpu(
+        &mut self,
+        view: &Layout,
+        geom: (usize, usize, usize),
+        src: &Storage,
+        ls: &Layout,
+        idx: &Storage,
+    ) -> bool {
+        match (self, src, idx) {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.dtype == DType::F32 => {
+                d.scatter_add(view, geom, s, ls, i)
+                    .unwrap_or_else(|e| cuda::fail("scatter_add", e));
+                true
+            }
+            _ => {
+                let _ = (view, geom, ls);
+                false
+            }
+        }
+    }
+
+    /// index_select's adjoint on a GPU into this contiguous f32 `[outer,
+    /// size, inner]` storage from a contiguous f32 `[outer, len, inner]` one;
+    /// `false` on the CPU.
+    pub fn index_add_gpu(
+        &mut self,
+        geom: (usize, usize, usize),
+        src: &Storage,
+        idx: &Storage,
+        len: usize,
+    ) -> bool {
+        match (self, src, idx) {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.dtype == DType::F32 => {
+                d.index_add(geom, s, i, len)
+                    .unwrap_or_else(|e| cuda::fail("index_select backward", e));
+                true
+            }
+            _ => {
+                let _ = (geom, len);
+                false
+            }
+        }
+    }
+}
