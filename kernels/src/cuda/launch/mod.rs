@@ -178,28 +178,57 @@ pub fn binary(
     op: &str,
     dtype: &str,
 ) -> CudaResult<CudaBuffer> {
+    let w = width(dtype);
+    two_views(a, la, b, lb, format!("{op}_{dtype}"), w, w)
+}
+
+/// Launches `kernel(n, Strided a, Strided b, a, b, y)` over two views of one
+/// shape (elements of `in_width` bytes) into a contiguous output of
+/// `out_width`-byte elements.
+fn two_views(
+    a: &CudaBuffer,
+    la: &Layout,
+    b: &CudaBuffer,
+    lb: &Layout,
+    kernel: String,
+    in_width: usize,
+    out_width: usize,
+) -> CudaResult<CudaBuffer> {
     assert_eq!(
         la.shape, lb.shape,
-        "{op}: CUDA binary views must share a shape"
+        "{kernel}: CUDA views must share a shape"
     );
-    let w = width(dtype);
     let n = la.numel();
     let dev = a.device();
-    let y = dev.alloc(n * w)?;
+    let y = dev.alloc(n * out_width)?;
     if n > 0 {
-        let v = pack(&la.shape, &[&la.strides, &lb.strides], op);
-        let (pa, pb, py) = (a.ptr(la.offset * w), b.ptr(lb.offset * w), y.ptr(0));
-        launch!(
-            dev,
-            format!("{op}_{dtype}"),
-            elems(n),
-            &n,
-            &v[0],
-            &v[1],
-            &pa,
-            &pb,
-            &py
-        )?;
+        let v = pack(&la.shape, &[&la.strides, &lb.strides], &kernel);
+        let (pa, pb, py) = (
+            a.ptr(la.offset * in_width),
+            b.ptr(lb.offset * in_width),
+            y.ptr(0),
+        );
+        launch!(dev, kernel, elems(n), &n, &v[0], &v[1], &pa, &pb, &py)?;
+    }
+    Ok(y)
+}
+
+/// Launches `kernel(n, Strided x, x, y)` over one view (elements of
+/// `in_width` bytes) into a contiguous output of `out_width`-byte elements.
+fn one_view(
+    x: &CudaBuffer,
+    l: &Layout,
+    kernel: String,
+    in_width: usize,
+    out_width: usize,
+) -> CudaResult<CudaBuffer> {
+    let n = l.numel();
+    let dev = x.device();
+    let y = dev.alloc(n * out_width)?;
+    if n > 0 {
+        let v = pack(&l.shape, &[&l.strides], &kernel)[0];
+        let (px, py) = (x.ptr(l.offset * in_width), y.ptr(0));
+        launch!(dev, kernel, elems(n), &n, &v, &px, &py)?;
     }
     Ok(y)
 }

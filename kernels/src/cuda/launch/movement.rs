@@ -4,27 +4,10 @@ use super::*;
 
 /// A contiguous copy of the view `l` (elements of `width` bytes: 1, 2, 4, 8).
 pub fn strided_copy(x: &CudaBuffer, l: &Layout, width: usize) -> CudaResult<CudaBuffer> {
-    let n = l.numel();
-    let dev = x.device();
-    if l.contiguous_offset() == Some(0) && x.bytes() == n * width {
+    if l.contiguous_offset() == Some(0) && x.bytes() == l.numel() * width {
         return x.duplicate();
     }
-    let y = dev.alloc(n * width)?;
-    if n > 0 {
-        let v = pack(&l.shape, &[&l.strides], "copy")[0];
-        let unit = unit(width);
-        let (px, py) = (x.ptr(l.offset * width), y.ptr(0));
-        launch!(
-            dev,
-            format!("strided_copy_{unit}"),
-            elems(n),
-            &n,
-            &v,
-            &px,
-            &py
-        )?;
-    }
-    Ok(y)
+    one_view(x, l, format!("strided_copy_{}", unit(width)), width, width)
 }
 
 /// `n` elements of `value` in any dtype.
@@ -39,23 +22,7 @@ pub fn fill(dev: &Arc<CudaDevice>, n: usize, dtype: &str, value: f64) -> CudaRes
 
 /// A contiguous copy of the view converted between any two dtypes.
 pub fn cast(x: &CudaBuffer, l: &Layout, from: &str, to: &str) -> CudaResult<CudaBuffer> {
-    let n = l.numel();
-    let dev = x.device();
-    let y = dev.alloc(n * width(to))?;
-    if n > 0 {
-        let v = pack(&l.shape, &[&l.strides], "cast")[0];
-        let (px, py) = (x.ptr(l.offset * width(from)), y.ptr(0));
-        launch!(
-            dev,
-            format!("cast_to_{to}_{from}"),
-            elems(n),
-            &n,
-            &v,
-            &px,
-            &py
-        )?;
-    }
-    Ok(y)
+    one_view(x, l, format!("cast_to_{to}_{from}"), width(from), width(to))
 }
 
 /// `y[ly] = x[lx]` for two views of one shape (elements of `width` bytes).
@@ -136,24 +103,5 @@ pub fn compare(
     cmp: &str,
     dtype: &str,
 ) -> CudaResult<CudaBuffer> {
-    let n = la.numel();
-    let w = width(dtype);
-    let dev = a.device();
-    let y = dev.alloc(n)?;
-    if n > 0 {
-        let v = pack(&la.shape, &[&la.strides, &lb.strides], cmp);
-        let (pa, pb, py) = (a.ptr(la.offset * w), b.ptr(lb.offset * w), y.ptr(0));
-        launch!(
-            dev,
-            format!("{cmp}_{dtype}"),
-            elems(n),
-            &n,
-            &v[0],
-            &v[1],
-            &pa,
-            &pb,
-            &py
-        )?;
-    }
-    Ok(y)
+    two_views(a, la, b, lb, format!("{cmp}_{dtype}"), width(dtype), 1)
 }
