@@ -70,8 +70,10 @@ pub struct DataLoaderOptions {
     pub num_workers: usize,
     /// Batches each worker may have loaded ahead.
     pub prefetch_factor: usize,
-    /// Page-locked host buffers for fast copies to a GPU. A no-op on the CPU
-    /// (and until the CUDA backend lands).
+    /// PyTorch's page-locked batches for fast, non-blocking copies to a GPU.
+    /// Accepted for familiarity and has no effect: with the `cuda` feature
+    /// every host-to-device copy already goes through pinned staging memory
+    /// and does not wait for the GPU (`batch.to(device)`).
     pub pin_memory: bool,
     /// The shuffle seed; `None` draws one from the default generator, so
     /// `manual_seed` makes runs reproducible.
