@@ -21,7 +21,7 @@ fn gpu() -> Option<Arc<CudaDevice>> {
 fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || (g.is_nan() && w.is_nan());
+        let ok = (g - w).abs() <= tol * (1.0 + w.abs()) || g == w || (g.is_nan() && w.is_nan());
         assert!(ok, "{what}[{i}]: GPU {g} vs CPU {w}");
     }
 }
@@ -53,36 +53,88 @@ fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
     let la = Layout::contiguous(&[rows, cols]);
     let erf = crate::float::Float::erf;
     type Twin = Box<dyn Fn(f32) -> f32>;
+    let sig = |v: f32| 1.0 / (1.0 + (-v).exp());
+    let gelu = move |v: f32| 0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2));
+    // Every unary kernel (UNARY_OPS), on inputs in its domain.
     let unary: Vec<(&str, f32, f32, Twin)> = vec![
         ("neg", 0.0, 0.0, Box::new(|v: f32| -v)),
-        ("exp", 0.0, 0.0, Box::new(f32::exp)),
         ("abs", 0.0, 0.0, Box::new(f32::abs)),
-        ("relu", 0.0, 0.0, Box::new(|v: f32| v.max(0.0))),
-        ("tanh", 0.0, 0.0, Box::new(f32::tanh)),
         (
-            "sigmoid",
+            "sign",
             0.0,
             0.0,
-            Box::new(|v: f32| 1.0 / (1.0 + (-v).exp())),
+            Box::new(|v: f32| if v == 0.0 { 0.0 } else { v.signum() }),
         ),
-        ("silu", 0.0, 0.0, Box::new(|v: f32| v / (1.0 + (-v).exp()))),
+        ("exp", 0.0, 0.0, Box::new(f32::exp)),
+        ("log", 0.0, 0.0, Box::new(|v: f32| v.abs().ln())),
+        ("log1p", 0.0, 0.0, Box::new(|v: f32| v.abs().ln_1p())),
+        ("sqrt", 0.0, 0.0, Box::new(|v: f32| v.abs().sqrt())),
         (
-            "gelu",
+            "rsqrt",
             0.0,
             0.0,
-            Box::new(move |v: f32| 0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2))),
+            Box::new(|v: f32| 1.0 / (v.abs() + 0.5).sqrt()),
+        ),
+        ("sin", 0.0, 0.0, Box::new(f32::sin)),
+        ("cos", 0.0, 0.0, Box::new(f32::cos)),
+        ("tanh", 0.0, 0.0, Box::new(f32::tanh)),
+        ("erf", 0.0, 0.0, Box::new(erf)),
+        ("sigmoid", 0.0, 0.0, Box::new(sig)),
+        ("relu", 0.0, 0.0, Box::new(|v: f32| v.max(0.0))),
+        (
+            "step",
+            0.0,
+            0.0,
+            Box::new(|v: f32| if v > 0.0 { 1.0 } else { 0.0 }),
+        ),
+        ("silu", 0.0, 0.0, Box::new(move |v: f32| v * sig(v))),
+        ("gelu", 0.0, 0.0, Box::new(gelu)),
+        (
+            "gelu_grad",
+            0.0,
+            0.0,
+            Box::new(move |v: f32| {
+                0.5 * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2))
+                    + v * (-0.5 * v * v).exp() * 0.398_942_3
+            }),
         ),
         ("pow_scalar", 3.0, 0.0, Box::new(|v: f32| v.powi(3))),
-        ("clamp", -0.5, 0.25, Box::new(|v: f32| v.clamp(-0.5, 0.25))),
         (
             "leaky_relu",
             0.1,
             0.0,
             Box::new(|v: f32| if v > 0.0 { v } else { 0.1 * v }),
         ),
+        (
+            "leaky_step",
+            0.1,
+            0.0,
+            Box::new(|v: f32| if v > 0.0 { 1.0 } else { 0.1 }),
+        ),
+        ("clamp", -0.5, 0.25, Box::new(|v: f32| v.clamp(-0.5, 0.25))),
+        (
+            "clamp_mask",
+            -0.5,
+            0.25,
+            Box::new(|v: f32| if (-0.5..=0.25).contains(&v) { 1.0 } else { 0.0 }),
+        ),
     ];
+    assert_eq!(
+        unary.len(),
+        super::modules::UNARY_OPS.len(),
+        "every unary kernel has a twin here"
+    );
+    // log, log1p and sqrt read |x|, rsqrt |x| + 0.5 (their twins above do the same).
+    let pos: Vec<f32> = a.iter().map(|v| v.abs()).collect();
+    let shifted: Vec<f32> = a.iter().map(|v| v.abs() + 0.5).collect();
+    let (dpos, dshift) = (up(&dev, &pos), up(&dev, &shifted));
     for (op, p0, p1, f) in unary {
-        let y = launch::unary(&da, &la, op, "f32", p0, p1).unwrap();
+        let x = match op {
+            "log" | "log1p" | "sqrt" => &dpos,
+            "rsqrt" => &dshift,
+            _ => &da,
+        };
+        let y = launch::unary(x, &la, op, "f32", p0, p1).unwrap();
         close(
             op,
             &down(&y, n),
@@ -106,8 +158,11 @@ fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
         ("div", |u, v| u / v),
         ("maximum", f32::max),
         ("minimum", f32::min),
+        ("pow", |u: f32, v: f32| u.abs().powf(v)),
     ] {
-        let y = launch::binary(&da, &la, &db, &lb, op, "f32").unwrap();
+        // pow reads |a| so that fractional powers stay real.
+        let base = if op == "pow" { &dpos } else { &da };
+        let y = launch::binary(base, &la, &db, &lb, op, "f32").unwrap();
         let want: Vec<f32> = (0..n).map(|i| f(a[i], b[i % cols])).collect();
         close(op, &down(&y, n), &want, 1e-6);
     }
@@ -233,7 +288,7 @@ fn matmul_matches_the_cpu_gemm_with_transposes_and_batches() {
 }
 
 #[test]
-fn adam_and_embedding_match_their_cpu_twins() {
+fn optimizers_and_embedding_match_their_cpu_twins() {
     let Some(dev) = gpu() else { return };
     let n = 5000;
     let (mut p, g) = (inputs(n, 17), inputs(n, 19));
@@ -265,6 +320,32 @@ fn adam_and_embedding_match_their_cpu_twins() {
         launch::adam(&mut dp, &dg, &mut dm, &mut dv, n, "f32", args).unwrap();
     }
     close("adam p", &down(&dp, n), &p, 1e-5);
+
+    // SGD with momentum, dampening, nesterov and weight decay, 3 steps.
+    let (mut p, g) = (inputs(n, 29), inputs(n, 31));
+    let mut buf = vec![0.0f32; n];
+    let (mut dp, dg, mut dbuf) = (up(&dev, &p), up(&dev, &g), up(&dev, &buf));
+    for step in 0..3 {
+        let h = crate::cpu::SgdStep {
+            lr: 0.05,
+            momentum: 0.9,
+            dampening: 0.0,
+            weight_decay: 1e-3,
+            nesterov: true,
+            maximize: false,
+        };
+        crate::cpu::sgd_update(&mut p, &g, Some(&mut buf), step == 0, &h);
+        let args = launch::SgdArgs {
+            lr: 0.05,
+            momentum: 0.9,
+            dampening: 0.0,
+            weight_decay: 1e-3,
+            nesterov: true,
+            first: step == 0,
+        };
+        launch::sgd(&mut dp, &dg, &mut dbuf, n, "f32", args).unwrap();
+    }
+    close("sgd p", &down(&dp, n), &p, 1e-5);
 
     let (num, dim) = (50, 16);
     let table = inputs(num * dim, 23);
