@@ -12,6 +12,7 @@ use tapir::optim::*;
 use tapir::prelude::*;
 
 include!("../examples/models/seed.rs");
+include!("../examples/models/transformer.rs");
 
 fn gpu() -> Option<Device> {
     match Device::cuda(0) {
@@ -232,6 +233,8 @@ fn the_op_cases_are_well_formed() {
     let (losses, _) = train(Device::Cpu);
     assert!(losses.iter().all(|l| l.is_finite()));
     assert!(losses[9] < losses[0], "the loss falls: {losses:?}");
+    let lm = train_char_lm(Device::Cpu);
+    assert!(lm[4] < lm[0], "the transformer's loss falls: {lm:?}");
 }
 
 fn batch(k: usize) -> (Tensor, Tensor) {
@@ -296,6 +299,55 @@ fn seed_mlp_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
         trips, 0,
         "ops ran on host copies during GPU training (ops without a CUDA kernel)"
     );
+}
+
+/// 5 AdamW steps of a small char transformer (causal attention, layer
+/// norm, GELU, embeddings) on `device`: the losses.
+fn train_char_lm(device: Device) -> Vec<f64> {
+    const V: usize = 16;
+    const CTX: usize = 12;
+    manual_seed(11);
+    let model = CharLm::<V, 32, 4, 2, CTX>::new(&device);
+    let mut opt = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+    let ids: Vec<i64> = (0..4 * (CTX + 1))
+        .map(|i| ((i * 5 + 3) % V) as i64)
+        .collect();
+    let data = Tensor::from_vec(ids, &[4, CTX + 1]);
+    let x = data.narrow(1, 0, CTX).contiguous().to(device).unwrap();
+    let y = data
+        .narrow(1, 1, CTX)
+        .contiguous()
+        .reshape(&[-1])
+        .to(device)
+        .unwrap();
+    let positions = Tensor::arange(CTX as i64).to(device).unwrap();
+    (0..5)
+        .map(|_| {
+            opt.zero_grad();
+            let logits = model.forward(&x, &positions).reshape(&[-1, V as isize]);
+            let loss = cross_entropy(&logits, &y);
+            loss.backward();
+            clip_grad_norm_(&model.parameters(), 1.0);
+            opt.step();
+            loss.item::<f64>()
+        })
+        .collect()
+}
+
+#[test]
+fn a_char_transformer_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
+    let Some(device) = gpu() else { return };
+    let want = train_char_lm(Device::Cpu);
+    let before = tapir::cuda::host_fallbacks();
+    let got = train_char_lm(device);
+    let trips = tapir::cuda::host_fallbacks() - before;
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-4 * w.abs(),
+            "step {k}: GPU loss {g} vs CPU {w}"
+        );
+    }
+    assert_eq!(trips, 0, "ops ran on host copies during GPU training");
 }
 
 #[test]
