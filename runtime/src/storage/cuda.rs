@@ -347,7 +347,7 @@ impl CudaStorage {
         let n: usize = dims.iter().map(|&d| l.shape[d]).product();
         Some((|| {
             let packed = launch::strided_copy(&self.buf, &moved, self.dtype.size_in_bytes())?;
-            let out = launch::reduce_last(&packed, rows, n, kd, false)?;
+            let out = launch::sum_last(&packed, rows, n, kd)?;
             Ok(self.wrap(out, self.dtype, rows))
         })())
     }

@@ -1,27 +1,8 @@
-// Embedding lookup (rows of a [num, dim] table); its gradient is index_add
-// below. CPU twin: kernels/src/cpu/index.rs.
-
-template <typename T>
-__device__ void embedding_impl(size_t n_ids, size_t dim, const long long *ids, const T *table, T *y) {
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n_ids * dim; i += (size_t)blockDim.x * gridDim.x) {
-        size_t r = i / dim, c = i % dim;
-        y[i] = table[(size_t)ids[r] * dim + c];
-    }
-}
-
-#define EMBEDDING(T)                                                                     \
-    extern "C" __global__ void embedding_##T(size_t n, size_t dim, const long long *ids, \
-        const T *table, T *y) { embedding_impl<T>(n, dim, ids, table, y); }
-
-EMBEDDING(f32)
-EMBEDDING(f16)
-EMBEDDING(bf16)
-
 // Gathers along one dim, by element width. `lx` is the input's strides
 // viewed at the output's shape; `inner` is the product of the output dims
 // after `dim`, `len` the output's size along it, `stride` the input's stride
-// there. CPU twins: kernels/src/cpu/index.rs (`Gather`, `Select` in
-// runtime/src/ops/index.rs).
+// there (embedding is index_select of rows). CPU twins: kernels/src/cpu/index.rs
+// (`Gather`, `Select` in runtime/src/ops/index.rs).
 typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;

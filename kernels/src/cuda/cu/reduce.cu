@@ -1,30 +1,24 @@
-// Sums and maxima over the last dim of a contiguous [rows, n] tensor, one
-// block per row, accumulated in f32. CPU twin: kernels/src/cpu/reduce.rs.
+// Sums over the last dim of a contiguous [rows, n] tensor, one block per
+// row, accumulated in f32 (maxima go through extreme_last below, which also
+// gives the index). CPU twin: kernels/src/cpu/reduce.rs.
 
-template <typename T, bool MAX>
-__device__ void reduce_impl(size_t n, const T *x, T *y) {
+template <typename T>
+__device__ void sum_impl(size_t n, const T *x, T *y) {
     extern __shared__ float scratch[];
     const T *row = x + blockIdx.x * n;
-    float acc = MAX ? -TAPIR_INF : 0.0f;
-    for (size_t j = threadIdx.x; j < n; j += blockDim.x) {
-        float v = to_f(row[j]);
-        acc = MAX ? fmaxf(acc, v) : acc + v;
-    }
+    float acc = 0.0f;
+    for (size_t j = threadIdx.x; j < n; j += blockDim.x) acc += to_f(row[j]);
     scratch[threadIdx.x] = acc;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            float o = scratch[threadIdx.x + s];
-            scratch[threadIdx.x] = MAX ? fmaxf(scratch[threadIdx.x], o) : scratch[threadIdx.x] + o;
-        }
+        if (threadIdx.x < s) scratch[threadIdx.x] += scratch[threadIdx.x + s];
         __syncthreads();
     }
     if (threadIdx.x == 0) y[blockIdx.x] = from_f<T>(scratch[0]);
 }
 
 #define REDUCE(T)                                                                        \
-    extern "C" __global__ void sum_last_##T(size_t n, const T *x, T *y) { reduce_impl<T, false>(n, x, y); } \
-    extern "C" __global__ void max_last_##T(size_t n, const T *x, T *y) { reduce_impl<T, true>(n, x, y); }
+    extern "C" __global__ void sum_last_##T(size_t n, const T *x, T *y) { sum_impl<T>(n, x, y); }
 
 REDUCE(f32)
 REDUCE(f16)

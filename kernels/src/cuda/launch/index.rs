@@ -1,4 +1,5 @@
-//! Gathers along a dim (gather, index_select, embedding) and their adjoints.
+//! Gathers along a dim (gather, index_select; embedding is index_select of
+//! rows) and their adjoints.
 
 use super::*;
 
@@ -111,32 +112,4 @@ pub fn index_add_f32(
         &ps,
         &pd
     )
-}
-
-/// Rows `ids` of a contiguous `[num, dim]` table (`ids` are i64, checked in
-/// range by the caller).
-pub fn embedding(
-    ids: &CudaBuffer,
-    n_ids: usize,
-    table: &CudaBuffer,
-    dim: usize,
-    dtype: &str,
-) -> CudaResult<CudaBuffer> {
-    let dev = table.device();
-    let y = dev.alloc(n_ids * dim * width(dtype))?;
-    let n = n_ids * dim;
-    if n > 0 {
-        let (pi, pt, py) = (ids.ptr(0), table.ptr(0), y.ptr(0));
-        launch!(
-            dev,
-            format!("embedding_{dtype}"),
-            elems(n),
-            &n_ids,
-            &dim,
-            &pi,
-            &pt,
-            &py
-        )?;
-    }
-    Ok(y)
 }

@@ -2,25 +2,25 @@
 
 use super::*;
 
-/// Row sums (or maxima) of a contiguous `[rows, n]` buffer.
-pub fn reduce_last(
-    x: &CudaBuffer,
-    rows: usize,
-    n: usize,
-    dtype: &str,
-    max: bool,
-) -> CudaResult<CudaBuffer> {
+/// Row sums of a contiguous `[rows, n]` buffer.
+pub fn sum_last(x: &CudaBuffer, rows: usize, n: usize, dtype: &str) -> CudaResult<CudaBuffer> {
     let dev = x.device();
     if rows == 0 {
         return dev.alloc(0);
     }
     if n == 0 {
-        return fill(dev, rows, dtype, if max { f64::NEG_INFINITY } else { 0.0 });
+        return fill(dev, rows, dtype, 0.0);
     }
     let y = dev.alloc(rows * width(dtype))?;
     let (px, py) = (x.ptr(0), y.ptr(0));
-    let op = if max { "max_last" } else { "sum_last" };
-    launch!(dev, format!("{op}_{dtype}"), per_row(rows), &n, &px, &py)?;
+    launch!(
+        dev,
+        format!("sum_last_{dtype}"),
+        per_row(rows),
+        &n,
+        &px,
+        &py
+    )?;
     Ok(y)
 }
 
