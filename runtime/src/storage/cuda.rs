@@ -13,8 +13,6 @@ use tapir_kernels::cuda::{CudaBuffer, CudaDevice, launch};
 pub(crate) struct CudaStorage {
     pub buf: CudaBuffer,
     pub dtype: DType,
-    /// Elements (the buffer may be larger).
-    pub len: usize,
 }
 
 /// A CUDA failure inside an op: ops panic on misuse and, as PyTorch raises,
@@ -55,8 +53,13 @@ impl CudaStorage {
         Device::Cuda(self.buf.device().ordinal())
     }
 
-    fn wrap(&self, buf: CudaBuffer, dtype: DType, len: usize) -> CudaStorage {
-        CudaStorage { buf, dtype, len }
+    fn new(buf: CudaBuffer, dtype: DType) -> CudaStorage {
+        CudaStorage { buf, dtype }
+    }
+
+    /// Elements held (derived from the buffer, so it cannot disagree).
+    pub fn len(&self) -> usize {
+        self.buf.bytes() / self.dtype.size_in_bytes()
     }
 
     /// Uploads a CPU buffer to device `ordinal`.
@@ -71,16 +74,12 @@ impl CudaStorage {
             CpuBuffer::U8(v) => dev.upload(v),
             CpuBuffer::Bool(v) => dev.upload(v),
         }?;
-        Ok(CudaStorage {
-            buf,
-            dtype: host.dtype(),
-            len: host.len(),
-        })
+        Ok(CudaStorage::new(buf, host.dtype()))
     }
 
     /// The whole buffer on the host (waits for queued work).
     pub fn download(&self) -> Result<CpuBuffer, String> {
-        let n = self.len;
+        let n = self.len();
         Ok(match self.dtype {
             DType::F32 => CpuBuffer::F32(self.buf.read::<f32>(n)?),
             DType::F64 => CpuBuffer::F64(self.buf.read::<f64>(n)?),
@@ -103,7 +102,7 @@ impl CudaStorage {
     pub fn overwrite(&mut self, host: &CpuBuffer) -> Result<(), String> {
         assert_eq!(
             (host.dtype(), host.len()),
-            (self.dtype, self.len),
+            (self.dtype, self.len()),
             "CUDA write-back must keep dtype and length"
         );
         match host {
@@ -120,13 +119,13 @@ impl CudaStorage {
     /// A contiguous copy of the view, on the device.
     pub fn copy(&self, l: &Layout) -> Result<CudaStorage, String> {
         let buf = launch::strided_copy(&self.buf, l, self.dtype.size_in_bytes())?;
-        Ok(self.wrap(buf, self.dtype, l.numel()))
+        Ok(CudaStorage::new(buf, self.dtype))
     }
 
     /// A contiguous copy converted to `dtype`.
     pub fn cast(&self, l: &Layout, dtype: DType) -> Result<CudaStorage, String> {
         let (from, to) = (any_dtype(self.dtype), any_dtype(dtype));
-        launch::cast(&self.buf, l, from, to).map(|b| self.wrap(b, dtype, l.numel()))
+        launch::cast(&self.buf, l, from, to).map(|b| CudaStorage::new(b, dtype))
     }
 
     /// `n` copies of `value` on device `ordinal`.
@@ -138,7 +137,7 @@ impl CudaStorage {
     ) -> Result<CudaStorage, String> {
         let dev = device(ordinal)?;
         let buf = launch::fill(&dev, n, any_dtype(dtype), value)?;
-        Ok(CudaStorage { buf, dtype, len: n })
+        Ok(CudaStorage::new(buf, dtype))
     }
 
     /// `self[l] = src[ls]` (same dtype, views of one shape).
@@ -157,7 +156,7 @@ impl CudaStorage {
     ) -> Result<CudaStorage, String> {
         assert_eq!(self.dtype, rhs.dtype, "CUDA compare needs one dtype");
         let buf = launch::compare(&self.buf, la, &rhs.buf, lb, cmp, any_dtype(self.dtype))?;
-        Ok(self.wrap(buf, DType::Bool, la.numel()))
+        Ok(CudaStorage::new(buf, DType::Bool))
     }
 
     /// `cond ? a : b` (cond bool; a, b one dtype; views broadcast to one shape).
@@ -173,7 +172,7 @@ impl CudaStorage {
         assert_eq!(a.dtype, b.dtype, "CUDA where needs one dtype");
         let w = a.dtype.size_in_bytes();
         let buf = launch::select_where(&cond.buf, lc, &a.buf, la, &b.buf, lb, w)?;
-        Ok(a.wrap(buf, a.dtype, la.numel()))
+        Ok(CudaStorage::new(buf, a.dtype))
     }
 
     /// LayerNorm over the last `n` elements of each row of this contiguous
@@ -186,14 +185,14 @@ impl CudaStorage {
         eps: f64,
     ) -> Option<Result<(CudaStorage, CudaStorage, CudaStorage), String>> {
         let kd = kernel_dtype(self.dtype)?;
-        let rows = self.len / n.max(1);
+        let rows = self.len() / n.max(1);
         let affine = affine.map(|(w, b)| (&w.buf, &b.buf));
         Some(
             launch::layer_norm(&self.buf, affine, rows, n, eps as f32, kd).map(|(y, m, r)| {
                 (
-                    self.wrap(y, self.dtype, self.len),
-                    self.wrap(m, DType::F32, rows),
-                    self.wrap(r, DType::F32, rows),
+                    CudaStorage::new(y, self.dtype),
+                    CudaStorage::new(m, DType::F32),
+                    CudaStorage::new(r, DType::F32),
                 )
             }),
         )
@@ -216,8 +215,8 @@ impl CudaStorage {
             let packed = launch::strided_copy(&self.buf, &moved, self.dtype.size_in_bytes())?;
             let (v, i) = launch::extreme_last(&packed, rows, n, kd, max)?;
             Ok((
-                self.wrap(v, self.dtype, rows),
-                self.wrap(i, DType::I64, rows),
+                CudaStorage::new(v, self.dtype),
+                CudaStorage::new(i, DType::I64),
             ))
         })())
     }
@@ -232,9 +231,7 @@ impl CudaStorage {
             return None;
         }
         let geom = launch::ConvGeom::new(g)?;
-        let (oh, ow) = g.out_hw()?;
-        let n = g.n * g.c * g.kernel.0 * g.kernel.1 * oh * ow;
-        Some(launch::im2col_f32(&self.buf, geom, pad).map(|b| self.wrap(b, DType::F32, n)))
+        Some(launch::im2col_f32(&self.buf, geom, pad).map(|b| CudaStorage::new(b, DType::F32)))
     }
 
     /// col2im of these dense f32 columns.
@@ -246,8 +243,7 @@ impl CudaStorage {
             return None;
         }
         let geom = launch::ConvGeom::new(g)?;
-        let n = g.n * g.c * g.h * g.w;
-        Some(launch::col2im_f32(&self.buf, geom).map(|b| self.wrap(b, DType::F32, n)))
+        Some(launch::col2im_f32(&self.buf, geom).map(|b| CudaStorage::new(b, DType::F32)))
     }
 
     /// `torch.gather` / `index_select` (see `launch::gather`); `idx` is a
@@ -272,7 +268,7 @@ impl CudaStorage {
             self.dtype.size_in_bytes(),
             per_element,
         )?;
-        Ok(self.wrap(buf, self.dtype, view.numel()))
+        Ok(CudaStorage::new(buf, self.dtype))
     }
 
     /// Gather's adjoint into this contiguous f32 storage.
@@ -312,10 +308,7 @@ impl CudaStorage {
     ) -> Option<Result<CudaStorage, String>> {
         let kd = kernel_dtype(self.dtype)?;
         let (op, p0, p1) = kernel;
-        Some(
-            launch::unary(&self.buf, l, op, kd, p0, p1)
-                .map(|b| self.wrap(b, self.dtype, l.numel())),
-        )
+        Some(launch::unary(&self.buf, l, op, kd, p0, p1).map(|b| CudaStorage::new(b, self.dtype)))
     }
 
     /// A binary kernel over two same-dtype views broadcast to one shape.
@@ -332,7 +325,7 @@ impl CudaStorage {
         }
         Some(
             launch::binary(&self.buf, la, &rhs.buf, lb, op, kd)
-                .map(|b| self.wrap(b, self.dtype, la.numel())),
+                .map(|b| CudaStorage::new(b, self.dtype)),
         )
     }
 
@@ -348,7 +341,7 @@ impl CudaStorage {
         Some((|| {
             let packed = launch::strided_copy(&self.buf, &moved, self.dtype.size_in_bytes())?;
             let out = launch::sum_last(&packed, rows, n, kd)?;
-            Ok(self.wrap(out, self.dtype, rows))
+            Ok(CudaStorage::new(out, self.dtype))
         })())
     }
 
@@ -360,7 +353,7 @@ impl CudaStorage {
         Some((|| {
             let x = launch::strided_copy(&self.buf, l, self.dtype.size_in_bytes())?;
             let y = launch::softmax(&x, rows, n, kd, log)?;
-            Ok(self.wrap(y, self.dtype, l.numel()))
+            Ok(CudaStorage::new(y, self.dtype))
         })())
     }
 
@@ -400,7 +393,7 @@ impl CudaStorage {
                 (batch, m, k, n),
                 kd,
             )?;
-            Ok(self.wrap(out, self.dtype, batch * m * n))
+            Ok(CudaStorage::new(out, self.dtype))
         })())
     }
 }

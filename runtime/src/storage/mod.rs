@@ -133,7 +133,7 @@ impl Storage {
         match self {
             Storage::Cpu(b) => b.len(),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
-            Storage::Cuda(s) => s.len,
+            Storage::Cuda(s) => s.len(),
         }
     }
 
