@@ -245,11 +245,6 @@ impl CudaDevice {
         Ok(super::CudaBuffer::new(self.clone(), slice, bytes))
     }
 
-    /// A block of at least `bytes` bytes from the cache (contents undefined).
-    pub fn alloc_scratch(self: &Arc<Self>, bytes: usize) -> CudaResult<super::CudaBuffer> {
-        self.alloc(bytes)
-    }
-
     /// Returns a block to the cache (called when a buffer drops).
     pub(crate) fn release(&self, slice: CudaSlice<u8>) {
         let mut pool = lock(&self.pool);

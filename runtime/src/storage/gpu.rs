@@ -161,17 +161,8 @@ impl Storage {
                         nesterov,
                         first,
                     };
-                    match bufs {
-                        [buf] => launch::sgd(&mut p.buf, &g.buf, buf, n, "f32", h),
-                        _ => {
-                            // Without momentum the kernel never touches the buffer.
-                            let mut none = p.buf.device().alloc_scratch(0);
-                            let none = none
-                                .as_mut()
-                                .unwrap_or_else(|e| cuda::fail("SGD", e.clone()));
-                            launch::sgd(&mut p.buf, &g.buf, none, n, "f32", h)
-                        }
-                    }
+                    let buf = bufs.first_mut().map(|b| &mut **b);
+                    launch::sgd(&mut p.buf, &g.buf, buf, n, "f32", h)
                 }
                 _ => return false,
             };

@@ -62,11 +62,12 @@ pub struct SgdArgs {
     pub first: bool,
 }
 
-/// One fused SGD step on `n` elements; `buf` (f32) is the momentum buffer.
+/// One fused SGD step on `n` elements; `buf` (f32) is the momentum buffer,
+/// absent when `momentum` is 0.
 pub fn sgd(
     p: &mut CudaBuffer,
     g: &CudaBuffer,
-    buf: &mut CudaBuffer,
+    buf: Option<&mut CudaBuffer>,
     n: usize,
     dtype: &str,
     h: SgdArgs,
@@ -75,7 +76,9 @@ pub fn sgd(
         return Ok(());
     }
     let dev = p.device().clone();
-    let (pp, pg, pb) = (p.ptr(0), g.ptr(0), buf.ptr(0));
+    // Without momentum there is no buffer, and the kernel never reads it.
+    let pb = buf.map_or(0, |b| b.ptr(0));
+    let (pp, pg) = (p.ptr(0), g.ptr(0));
     let (nesterov, first) = (h.nesterov as i32, h.first as i32);
     launch!(
         &dev,
