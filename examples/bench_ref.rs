@@ -122,6 +122,7 @@ struct Timing {
     total: f64,
     per_step: Vec<f64>,
     cpu: f64,
+    device: Device,
 }
 
 /// Times `steps` calls after `warm` untimed ones; on a GPU each step ends
@@ -148,6 +149,7 @@ fn time_loop(device: Device, mut step: impl FnMut(), warm: usize, steps: usize) 
         total: t0.elapsed().as_secs_f64(),
         per_step,
         cpu: cpu_seconds() - c0,
+        device,
     }
 }
 
@@ -191,7 +193,7 @@ fn record(
         "\"peak_rss_mib\": {:.1}",
         proc_field("/proc/self/status", "VmHWM:").unwrap_or(0.0) / 1024.0
     ));
-    fields.push(format!("\"device\": \"{}\"", DEVICE.with(|d| d.get())));
+    fields.push(format!("\"device\": \"{}\"", t.device));
     fields.push(format!("\"tapir\": \"{}\"", env!("CARGO_PKG_VERSION")));
     format!("{{{}}}", fields.join(", "))
 }
@@ -456,11 +458,6 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
     )
 }
 
-thread_local! {
-    /// The device the running variant uses, for its record.
-    static DEVICE: std::cell::Cell<Device> = const { std::cell::Cell::new(Device::Cpu) };
-}
-
 fn main() {
     let args = match parse() {
         Ok(a) => a,
@@ -470,7 +467,6 @@ fn main() {
         }
     };
     set_num_threads(args.threads);
-    DEVICE.with(|d| d.set(args.device));
     if let Some(one) = &args.one {
         let (w, v) = one.split_once('.').expect("--one takes workload.variant");
         let line = match w {
