@@ -245,20 +245,15 @@ impl Tensor {
         let dtype = DType::promote(x.dtype(), y.dtype());
         let (xc, yc) = (x.to_dtype(dtype).detach(), y.to_dtype(dtype).detach());
         let storage = {
-            // x and y may share a buffer (masked_fill's scalar never does, but
-            // where_(c, t, t) does): read each lock once.
-            let yc = if yc.same_storage(&xc) {
-                yc.contiguous_copy()
-            } else {
-                yc
-            };
-            let (cs, xs, ys) = (cond_b.read(), xc.read(), yc.read());
+            // x and y may share a buffer (where_(c, t, t)): take its lock once.
+            let (cs, xs) = (cond_b.read(), xc.read());
+            let ys = (!yc.same_storage(&xc)).then(|| yc.read());
             Storage::select_where(
                 &cs,
                 &cond_b.layout().broadcast_to(&shape),
                 &xs,
                 &xc.layout().broadcast_to(&shape),
-                &ys,
+                ys.as_deref().unwrap_or(&xs),
                 &yc.layout().broadcast_to(&shape),
             )
         };
