@@ -1,8 +1,7 @@
 //! Adam and AdamW (decoupled weight decay), with amsgrad and maximize.
 
 use super::{
-    Optimizer, ParamGroup, ParamState, fused, fused_on_gpu, load_state, resolve_groups, save_state,
-    with_grads,
+    Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
 };
 use crate::nn::StateDict;
 use crate::storage::GpuStep;
@@ -141,13 +140,11 @@ impl Optimizer for Adam {
                 decoupled: h.decoupled,
                 step: h.step as i32,
             };
-            if !h.amsgrad && !h.maximize && fused_on_gpu(&p, &g, &bufs, gpu) {
-                continue;
-            }
             fused(
                 &p,
                 &g,
                 &bufs,
+                (!h.amsgrad && !h.maximize).then_some(gpu),
                 |pv, gv, s| {
                     let (m, rest) = s.split_first_mut().unwrap();
                     let (v, rest) = rest.split_first_mut().unwrap();

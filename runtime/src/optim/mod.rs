@@ -212,33 +212,18 @@ pub(crate) fn load_state(
     Ok(())
 }
 
-/// Runs a fused update on the GPU when the parameter lives there (f32, dense
-/// parameter and state); `false` means: update on the host with [`fused`].
-pub(crate) fn fused_on_gpu(p: &Tensor, g: &Tensor, states: &[&Tensor], step: GpuStep) -> bool {
-    if !p.device().is_cuda() {
-        return false;
-    }
-    let whole =
-        |t: &Tensor| t.is_contiguous() && t.layout().offset == 0 && t.read().len() == t.numel();
-    if !std::iter::once(p).chain(states.iter().copied()).all(whole) {
-        return false;
-    }
-    let g = g.to_dtype(p.dtype());
-    let g = if whole(&g) { g } else { g.contiguous_copy() };
-    let gs = g.read();
-    let mut guards: Vec<RwLockWriteGuard<'_, Storage>> = std::iter::once(p)
-        .chain(states.iter().copied())
-        .map(|t| t.write())
-        .collect();
-    let (pg, rest) = guards.split_first_mut().unwrap();
-    let mut rest: Vec<&mut Storage> = rest.iter_mut().map(|s| &mut **s).collect();
-    Storage::optim_step_gpu(pg, &gs, &mut rest, p.numel(), step)
-}
-
 /// Runs a fused update over the contiguous buffers of a parameter, its
-/// gradient and its state tensors, in f32 or f64.
-pub(crate) fn fused<F32, F64>(p: &Tensor, g: &Tensor, states: &[&Tensor], f32: F32, f64: F64)
-where
+/// gradient and its state tensors, in f32 or f64. `gpu` describes the same
+/// update for the fused GPU kernels, used when the tensors live on a GPU
+/// and the kernels take their dtype; otherwise the update runs on the host.
+pub(crate) fn fused<F32, F64>(
+    p: &Tensor,
+    g: &Tensor,
+    states: &[&Tensor],
+    gpu: Option<GpuStep>,
+    f32: F32,
+    f64: F64,
+) where
     F32: Fn(&mut [f32], &[f32], &mut [&mut [f32]]) + Sync,
     F64: Fn(&mut [f64], &[f64], &mut [&mut [f64]]) + Sync,
 {
@@ -250,14 +235,20 @@ where
             t.strides()
         );
     }
-    let g = g.to_dtype(p.dtype()).contiguous();
+    let g = crate::ops::dense0(&g.to_dtype(p.dtype()));
     let gs = g.read();
-    let goff = g.layout().offset;
     let n = p.numel();
     let mut guards: Vec<RwLockWriteGuard<'_, Storage>> = std::iter::once(p)
         .chain(states.iter().copied())
         .map(|t| t.write())
         .collect();
+    if let Some(step) = gpu {
+        let (pg, rest) = guards.split_first_mut().unwrap();
+        let mut rest: Vec<&mut Storage> = rest.iter_mut().map(|s| &mut **s).collect();
+        if Storage::optim_step_gpu(pg, &gs, &mut rest, n, step) {
+            return;
+        }
+    }
     // On a GPU these are host copies written back when dropped.
     let mut hosts: Vec<HostMut<'_>> = guards.iter_mut().map(|g| g.host_mut()).collect();
     let gh = gs.host();
@@ -265,11 +256,11 @@ where
     match (&mut **pg, &*gh) {
         (CpuBuffer::F32(pv), CpuBuffer::F32(gv)) => {
             let st: Vec<&mut [f32]> = rest.iter_mut().map(|s| as_f32(s)).collect();
-            chunked(pv, &gv[goff..goff + n], st, &f32)
+            chunked(pv, &gv[..n], st, &f32)
         }
         (CpuBuffer::F64(pv), CpuBuffer::F64(gv)) => {
             let st: Vec<&mut [f64]> = rest.iter_mut().map(|s| as_f64(s)).collect();
-            chunked(pv, &gv[goff..goff + n], st, &f64)
+            chunked(pv, &gv[..n], st, &f64)
         }
         _ => panic!(
             "optimizer: parameters must be float32 or float64, got {}",

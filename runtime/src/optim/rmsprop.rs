@@ -81,7 +81,7 @@ impl Optimizer for RMSprop {
                     }
                 };
             }
-            fused(&p, &g, &bufs, run!(), run!());
+            fused(&p, &g, &bufs, None, run!(), run!());
         }
     }
     fn param_groups(&self) -> &[ParamGroup] {

@@ -1,8 +1,7 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 
 use super::{
-    Optimizer, ParamGroup, ParamState, fused, fused_on_gpu, load_state, resolve_groups, save_state,
-    with_grads,
+    Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
 };
 use crate::nn::StateDict;
 use crate::storage::GpuStep;
@@ -81,13 +80,11 @@ impl Optimizer for SGD {
                 nesterov: h.nesterov,
                 first,
             };
-            if !h.maximize && fused_on_gpu(&p, &g, &bufs, gpu) {
-                continue;
-            }
             fused(
                 &p,
                 &g,
                 &bufs,
+                (!h.maximize).then_some(gpu),
                 |pv, gv, s| sgd_update(pv, gv, s.first_mut().map(|x| &mut **x), first, &h),
                 |pv, gv, s| sgd_update(pv, gv, s.first_mut().map(|x| &mut **x), first, &h),
             );
