@@ -98,6 +98,16 @@ impl CudaStorage {
         })
     }
 
+    /// The view's elements on the host, row-major: the buffer itself when
+    /// the view is all of it, else a device-side copy of the view first.
+    pub fn download_view(&self, l: &Layout) -> Result<CpuBuffer, String> {
+        if l.contiguous_offset() == Some(0) && l.numel() == self.len() {
+            self.download()
+        } else {
+            self.copy(l)?.download()
+        }
+    }
+
     /// Overwrites the buffer with a same-dtype, same-length host buffer.
     pub fn overwrite(&mut self, host: &CpuBuffer) -> Result<(), String> {
         assert_eq!(

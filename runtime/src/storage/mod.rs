@@ -215,13 +215,13 @@ impl Storage {
             (Storage::Cpu(b), Device::Cuda(i)) => Storage::upload(&b.copy(l), i),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(s), Device::Cpu) => {
-                let copy = s.copy(l).and_then(|c| c.download());
+                let copy = s.download_view(l);
                 copy.map(Storage::Cpu)
                     .map_err(|e| crate::device::cuda_error(device, e))
             }
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(s), Device::Cuda(i)) => {
-                let host = s.copy(l).and_then(|c| c.download());
+                let host = s.download_view(l);
                 host.map_err(|e| crate::device::cuda_error(self.device(), e))
                     .and_then(|h| Storage::upload(&h, i))
             }
@@ -341,7 +341,7 @@ impl Storage {
             Storage::Cpu(b) => b.to_vec(l),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => {
-                let c = s.copy(l).and_then(|c| c.download());
+                let c = s.download_view(l);
                 c.unwrap_or_else(|e| cuda::fail("to_vec", e))
                     .to_vec(&Layout::contiguous(&[l.numel()]))
             }
