@@ -179,6 +179,38 @@ opt_case("adamw_groups", lambda ps: O.AdamW([{"params": [ps[0]]}, {"params": [ps
 opt_case("rmsprop", lambda ps: O.RMSprop(ps, lr=0.01))
 opt_case("rmsprop_centered_mom_wd", lambda ps: O.RMSprop(ps, lr=0.01, centered=True, momentum=0.9, weight_decay=0.1))
 
+# Half-precision parameters through PyTorch's fused kernels (math in f32,
+# parameter and state rounded when stored, as tapir's). Inputs are stored
+# already rounded to the dtype so both sides start from the same values.
+M["optim_half"] = []
+for dname, dt in [("bf16", torch.bfloat16), ("f16", torch.float16)]:
+    for j in range(2):
+        put(f"optim_half.{dname}.p0.{j}", p0[j].to(dt))
+        for k in range(5):
+            put(f"optim_half.{dname}.grad{k}.{j}", grads[k][j].to(dt))
+for name, make in [
+    ("sgd", lambda ps: O.SGD(ps, lr=0.1, fused=True)),
+    ("sgd_momentum_damp", lambda ps: O.SGD(ps, lr=0.1, momentum=0.9, dampening=0.2, fused=True)),
+    ("sgd_nesterov_wd", lambda ps: O.SGD(ps, lr=0.05, momentum=0.8, nesterov=True, weight_decay=0.1, fused=True)),
+    ("sgd_maximize", lambda ps: O.SGD(ps, lr=0.1, momentum=0.5, maximize=True, fused=True)),
+    ("adam", lambda ps: O.Adam(ps, lr=0.01, fused=True)),
+    ("adam_wd", lambda ps: O.Adam(ps, lr=0.01, weight_decay=0.1, betas=(0.8, 0.99), fused=True)),
+    ("adam_amsgrad", lambda ps: O.Adam(ps, lr=0.01, amsgrad=True, fused=True)),
+    ("adam_maximize", lambda ps: O.Adam(ps, lr=0.01, maximize=True, fused=True)),
+    ("adamw", lambda ps: O.AdamW(ps, lr=0.01, fused=True)),
+    ("adamw_amsgrad", lambda ps: O.AdamW(ps, lr=0.02, weight_decay=0.05, amsgrad=True, fused=True)),
+]:
+    for dname, dt in [("bf16", torch.bfloat16), ("f16", torch.float16)]:
+        ps = [p.to(dt).requires_grad_(True) for p in p0]
+        opt = make(ps)
+        for k in range(5):
+            for j, p in enumerate(ps):
+                p.grad = grads[k][j].to(dt)
+            opt.step()
+            for j, p in enumerate(ps):
+                put(f"optim_half.{name}.{dname}.step{k}.{j}", p)
+    M["optim_half"].append({"name": name})
+
 # ---- schedulers: 25 steps -------------------------------------------------------------------
 S = torch.optim.lr_scheduler
 

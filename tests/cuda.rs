@@ -417,6 +417,82 @@ fn optimizer_state_from_a_cpu_checkpoint_resumes_on_the_gpu() {
     }
 }
 
+/// SGD, Adam and AdamW in every configuration the fused kernels cover, for
+/// f32, f16 and bf16 parameters: three steps on the GPU as on the CPU, with
+/// no host copies.
+#[test]
+fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
+    let Some(device) = gpu() else { return };
+    type Make = fn(Vec<Tensor>) -> Box<dyn Optimizer>;
+    let makers: [(&str, Make); 5] = [
+        ("sgd", |ps| {
+            Box::new(SGD::new(
+                ps,
+                SgdConfig {
+                    lr: 0.1,
+                    ..Default::default()
+                },
+            ))
+        }),
+        ("sgd nesterov wd", |ps| {
+            let c = SgdConfig {
+                lr: 0.05,
+                momentum: 0.8,
+                nesterov: true,
+                weight_decay: 0.1,
+                ..Default::default()
+            };
+            Box::new(SGD::new(ps, c))
+        }),
+        ("sgd damped maximize", |ps| {
+            let c = SgdConfig {
+                lr: 0.1,
+                momentum: 0.5,
+                dampening: 0.2,
+                maximize: true,
+                ..Default::default()
+            };
+            Box::new(SGD::new(ps, c))
+        }),
+        ("adam amsgrad wd", |ps| {
+            let c = AdamConfig {
+                lr: 0.01,
+                amsgrad: true,
+                weight_decay: 0.1,
+                ..AdamConfig::adam()
+            };
+            Box::new(Adam::new(ps, c))
+        }),
+        ("adamw maximize", |ps| {
+            let c = AdamConfig {
+                lr: 0.01,
+                maximize: true,
+                ..AdamConfig::adamw()
+            };
+            Box::new(AdamW::adamw(ps, c))
+        }),
+    ];
+    let before = tapir::cuda::host_fallbacks();
+    for (dtype, tol) in [(DType::F32, 1e-6), (DType::F16, 1e-3), (DType::BF16, 8e-3)] {
+        for (name, make) in makers {
+            let p0 = Tensor::from_vec(values(300, 1), &[20, 15]).to_dtype(dtype);
+            let on = |d: Device| {
+                let p = p0.to(d).unwrap().requires_grad_(true);
+                let mut opt = make(vec![p.clone()]);
+                for k in 0..3 {
+                    let g = Tensor::from_vec(values(300, 2 + k), &[20, 15]).to_dtype(dtype);
+                    p.set_grad(Some(g.to(d).unwrap()));
+                    opt.step();
+                }
+                p.to(Device::Cpu).unwrap().to_dtype(DType::F64)
+            };
+            let (want, got) = (on(Device::Cpu), on(device));
+            close(&format!("{name} ({dtype})"), &got, &want, tol, tol).unwrap();
+        }
+    }
+    assert_eq!(tapir::cuda::host_fallbacks() - before, 0, "host copies");
+}
+
 #[test]
 fn moving_between_devices_keeps_values_and_gradients() {
     let Some(device) = gpu() else { return };

@@ -416,6 +416,46 @@ fn optimizers_match_pytorch_for_five_steps() {
     }
 }
 
+/// f16 and bf16 parameters (state in the parameter's dtype, math in f32)
+/// against PyTorch's fused kernels, which round the same way: bit for bit
+/// on the CPU. On a GPU, fused multiply-adds may move a result by one unit
+/// in the last place of the dtype, which the tolerance there allows.
+#[test]
+fn half_precision_optimizers_match_pytorch_fused() {
+    let (bytes, m) = read_goldens("nn");
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let on_cpu = test_device() == Device::Cpu;
+    for (dname, dtype, ulp) in [("bf16", DType::BF16, 8e-3), ("f16", DType::F16, 1e-3)] {
+        let tol = if on_cpu { 0.0 } else { ulp };
+        let n = run_all(m["optim_half"].as_array().unwrap().iter(), |c| {
+            let name = c["name"].as_str().unwrap();
+            let input = |k: &str| load(&st, &format!("optim_half.{dname}.{k}")).to_dtype(dtype);
+            let ps: Vec<Tensor> = (0..2)
+                .map(|j| input(&format!("p0.{j}")).requires_grad_(true))
+                .collect();
+            let mut opt = make_opt(name, ps.clone());
+            for k in 0..5 {
+                for (j, p) in ps.iter().enumerate() {
+                    p.set_grad(Some(input(&format!("grad{k}.{j}"))));
+                }
+                opt.step();
+                for (j, p) in ps.iter().enumerate() {
+                    assert_eq!(p.dtype(), dtype);
+                    close(
+                        &format!("{name} ({dname}) step {k} param {j}"),
+                        &p.to_dtype(DType::F64),
+                        &load(&st, &format!("optim_half.{name}.{dname}.step{k}.{j}")),
+                        tol,
+                        tol,
+                    )?;
+                }
+            }
+            Ok(())
+        });
+        assert_eq!(n, 10);
+    }
+}
+
 #[test]
 fn optimizers_skip_parameters_without_grad() {
     let p = Tensor::ones(&[2]).requires_grad_(true);

@@ -3,7 +3,7 @@
 //! prints SKIPPED and passes; the GPU check script (`scripts/gpu-check.sh`)
 //! runs them where a GPU is lent and fails on any SKIPPED.
 
-use super::launch::{self, AdamArgs};
+use super::launch;
 use super::{CudaBuffer, CudaDevice, device};
 use crate::Layout;
 use std::sync::Arc;
@@ -281,65 +281,135 @@ fn matmul_matches_the_cpu_gemm_with_transposes_and_batches() {
     close("matmul A^T", &down(&c, m * n), &want[..m * n], 1e-4);
 }
 
+/// Rounds through `dtype` as a kernel stores it (f32 unchanged).
+fn round_through(dtype: &str, v: &mut [f32]) {
+    for x in v {
+        *x = match dtype {
+            "f16" => half::f16::from_f32(*x).to_f32(),
+            "bf16" => half::bf16::from_f32(*x).to_f32(),
+            _ => *x,
+        }
+    }
+}
+
+/// Uploads f32 values stored as `dtype`.
+fn up_as(dev: &Arc<CudaDevice>, v: &[f32], dtype: &str) -> CudaBuffer {
+    match dtype {
+        "f16" => dev.upload(
+            &v.iter()
+                .map(|&x| half::f16::from_f32(x).to_bits())
+                .collect::<Vec<_>>(),
+        ),
+        "bf16" => dev.upload(
+            &v.iter()
+                .map(|&x| half::bf16::from_f32(x).to_bits())
+                .collect::<Vec<_>>(),
+        ),
+        _ => dev.upload(v),
+    }
+    .unwrap()
+}
+
+/// Reads `n` elements stored as `dtype`, as f32.
+fn down_as(b: &CudaBuffer, n: usize, dtype: &str) -> Vec<f32> {
+    let bits = || b.read::<u16>(n).unwrap().into_iter();
+    match dtype {
+        "f16" => bits().map(|x| half::f16::from_bits(x).to_f32()).collect(),
+        "bf16" => bits().map(|x| half::bf16::from_bits(x).to_f32()).collect(),
+        _ => down(b, n),
+    }
+}
+
 #[test]
-fn optimizers_match_their_cpu_twins() {
+fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
+    use crate::cpu::{AdamStep, SgdStep, adam_update, sgd_update};
     let Some(dev) = gpu() else { return };
     let n = 5000;
-    let (mut p, g) = (inputs(n, 17), inputs(n, 19));
-    let (mut m, mut v) = (vec![0.0f32; n], vec![0.0f32; n]);
-    let (mut dp, dg) = (up(&dev, &p), up(&dev, &g));
-    let (mut dm, mut dv) = (up(&dev, &m), up(&dev, &v));
-    for step in 1..=3 {
-        let h = crate::cpu::AdamStep {
-            lr: 1e-2,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 1e-2,
-            decoupled: true,
-            amsgrad: false,
-            maximize: false,
-            step,
-        };
-        crate::cpu::adam_update(&mut p, &g, &mut m, &mut v, None, &h);
-        let args = AdamArgs {
-            lr: 1e-2,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-8,
-            weight_decay: 1e-2,
-            decoupled: true,
-            step: step as i32,
-        };
-        launch::adam(&mut dp, &dg, &mut dm, &mut dv, n, "f32", args).unwrap();
+    let adamw = AdamStep {
+        lr: 1e-2,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 1e-2,
+        decoupled: true,
+        amsgrad: false,
+        maximize: false,
+        step: 0,
+    };
+    let adam_amsgrad_max = AdamStep {
+        weight_decay: 0.1,
+        decoupled: false,
+        amsgrad: true,
+        maximize: true,
+        ..adamw
+    };
+    let nesterov = SgdStep {
+        lr: 0.05,
+        momentum: 0.9,
+        dampening: 0.0,
+        weight_decay: 1e-3,
+        nesterov: true,
+        maximize: false,
+    };
+    let damped_max = SgdStep {
+        lr: 0.1,
+        momentum: 0.5,
+        dampening: 0.2,
+        weight_decay: 0.0,
+        nesterov: false,
+        maximize: true,
+    };
+    let plain = SgdStep {
+        lr: 0.1,
+        ..Default::default()
+    };
+    // Half types: the twin runs in f32 from the stored values and rounds
+    // when storing, as the kernel does; fused multiply-adds on the GPU can
+    // still move a result by one unit in the last place.
+    for (dtype, tol) in [("f32", 1e-5), ("f16", 4e-3), ("bf16", 2e-2)] {
+        for cfg in [adamw, adam_amsgrad_max] {
+            let (mut p, mut g) = (inputs(n, 17), inputs(n, 19));
+            round_through(dtype, &mut p);
+            round_through(dtype, &mut g);
+            let mut st = vec![vec![0.0f32; n]; 2 + cfg.amsgrad as usize];
+            let (mut dp, dg) = (up_as(&dev, &p, dtype), up_as(&dev, &g, dtype));
+            let mut dst: Vec<CudaBuffer> = st.iter().map(|s| up_as(&dev, s, dtype)).collect();
+            for step in 1..=3 {
+                let h = AdamStep { step, ..cfg };
+                let (m, rest) = st.split_first_mut().unwrap();
+                let (v, rest) = rest.split_first_mut().unwrap();
+                adam_update(&mut p, &g, m, v, rest.first_mut().map(|x| &mut x[..]), &h);
+                round_through(dtype, &mut p);
+                st.iter_mut().for_each(|s| round_through(dtype, s));
+                let mut bufs: Vec<&mut CudaBuffer> = dst.iter_mut().collect();
+                launch::adam(&mut dp, &dg, &mut bufs, n, dtype, &h).unwrap();
+            }
+            let what = format!("adam {dtype} (amsgrad {})", cfg.amsgrad);
+            close(&what, &down_as(&dp, n, dtype), &p, tol);
+            for (k, (d, s)) in dst.iter().zip(&st).enumerate() {
+                close(&format!("{what} state {k}"), &down_as(d, n, dtype), s, tol);
+            }
+        }
+        for cfg in [nesterov, damped_max, plain] {
+            let (mut p, mut g) = (inputs(n, 29), inputs(n, 31));
+            round_through(dtype, &mut p);
+            round_through(dtype, &mut g);
+            let mut buf = (cfg.momentum != 0.0).then(|| vec![0.0f32; n]);
+            let (mut dp, dg) = (up_as(&dev, &p, dtype), up_as(&dev, &g, dtype));
+            let mut dbuf = buf.as_ref().map(|b| up_as(&dev, b, dtype));
+            for step in 0..3 {
+                sgd_update(&mut p, &g, buf.as_deref_mut(), step == 0, &cfg);
+                round_through(dtype, &mut p);
+                buf.iter_mut().for_each(|b| round_through(dtype, b));
+                launch::sgd(&mut dp, &dg, dbuf.as_mut(), n, dtype, &cfg, step == 0).unwrap();
+            }
+            let what = format!("sgd {dtype} {cfg:?}");
+            close(&what, &down_as(&dp, n, dtype), &p, tol);
+            if let (Some(d), Some(b)) = (&dbuf, &buf) {
+                close(&format!("{what} buffer"), &down_as(d, n, dtype), b, tol);
+            }
+        }
     }
-    close("adam p", &down(&dp, n), &p, 1e-5);
-
-    // SGD with momentum, dampening, nesterov and weight decay, 3 steps.
-    let (mut p, g) = (inputs(n, 29), inputs(n, 31));
-    let mut buf = vec![0.0f32; n];
-    let (mut dp, dg, mut dbuf) = (up(&dev, &p), up(&dev, &g), up(&dev, &buf));
-    for step in 0..3 {
-        let h = crate::cpu::SgdStep {
-            lr: 0.05,
-            momentum: 0.9,
-            dampening: 0.0,
-            weight_decay: 1e-3,
-            nesterov: true,
-            maximize: false,
-        };
-        crate::cpu::sgd_update(&mut p, &g, Some(&mut buf), step == 0, &h);
-        let args = launch::SgdArgs {
-            lr: 0.05,
-            momentum: 0.9,
-            dampening: 0.0,
-            weight_decay: 1e-3,
-            nesterov: true,
-            first: step == 0,
-        };
-        launch::sgd(&mut dp, &dg, Some(&mut dbuf), n, "f32", args).unwrap();
-    }
-    close("sgd p", &down(&dp, n), &p, 1e-5);
 }
 
 #[test]

@@ -131,20 +131,12 @@ impl Optimizer for Adam {
                 step: st.step,
             };
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            let gpu = GpuStep::Adam {
-                lr: h.lr as f32,
-                beta1: h.beta1 as f32,
-                beta2: h.beta2 as f32,
-                eps: h.eps as f32,
-                weight_decay: h.weight_decay as f32,
-                decoupled: h.decoupled,
-                step: h.step as i32,
-            };
+            let gpu = GpuStep::Adam(h);
             fused(
                 &p,
                 &g,
                 &bufs,
-                (!h.amsgrad && !h.maximize).then_some(gpu),
+                Some(gpu),
                 |pv, gv, s| {
                     let (m, rest) = s.split_first_mut().unwrap();
                     let (v, rest) = rest.split_first_mut().unwrap();

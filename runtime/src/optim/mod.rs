@@ -19,8 +19,9 @@ pub use sgd::{SGD, SgdConfig};
 
 use crate::nn::StateDict;
 use crate::storage::{CpuBuffer, GpuStep, HostMut, Storage};
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 use std::sync::RwLockWriteGuard;
+use tapir_kernels::Layout;
 
 /// A group of parameters sharing a learning rate and weight decay
 /// (`None` takes the optimizer's default).
@@ -213,9 +214,10 @@ pub(crate) fn load_state(
 }
 
 /// Runs a fused update over the contiguous buffers of a parameter, its
-/// gradient and its state tensors, in f32 or f64. `gpu` describes the same
-/// update for the fused GPU kernels, used when the tensors live on a GPU
-/// and the kernels take their dtype; otherwise the update runs on the host.
+/// gradient and its state tensors, in f32 or f64 (f16 and bf16 compute in
+/// f32). `gpu` describes the same update for the fused GPU kernels, used
+/// when the tensors live on a GPU and the kernels take their dtype (f32,
+/// f16, bf16); otherwise the update runs on the host.
 pub(crate) fn fused<F32, F64>(
     p: &Tensor,
     g: &Tensor,
@@ -262,8 +264,35 @@ pub(crate) fn fused<F32, F64>(
             let st: Vec<&mut [f64]> = rest.iter_mut().map(|s| as_f64(s)).collect();
             chunked(pv, &gv[..n], st, &f64)
         }
+        (pv, gv) if matches!(pv.dtype(), DType::F16 | DType::BF16) && gv.dtype() == pv.dtype() => {
+            // PyTorch's fused kernels for reduced-precision parameters (and
+            // ours on a GPU): the math in f32, the parameter and its state
+            // rounded once when stored.
+            let dtype = pv.dtype();
+            let l = Layout::contiguous(&[n]);
+            let mut p32 = pv.to_vec::<f32>(&l);
+            let g32 = gv.to_vec::<f32>(&l);
+            let mut s32: Vec<Vec<f32>> = rest
+                .iter()
+                .map(|s| {
+                    assert_eq!(
+                        s.dtype(),
+                        dtype,
+                        "optimizer: state buffer is {}, parameter is {dtype}",
+                        s.dtype()
+                    );
+                    s.to_vec::<f32>(&l)
+                })
+                .collect();
+            let st = s32.iter_mut().map(|s| s.as_mut_slice()).collect();
+            chunked(&mut p32, &g32, st, &f32);
+            **pg = CpuBuffer::F32(p32).cast(&l, dtype);
+            for (s, v) in rest.iter_mut().zip(s32) {
+                **s = CpuBuffer::F32(v).cast(&l, dtype);
+            }
+        }
         _ => panic!(
-            "optimizer: parameters must be float32 or float64, got {}",
+            "optimizer: parameters must be floating point, got {}",
             p.dtype()
         ),
     }

@@ -72,19 +72,12 @@ impl Optimizer for SGD {
             });
             st.step += 1;
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            let gpu = GpuStep::Sgd {
-                lr: h.lr as f32,
-                momentum: h.momentum as f32,
-                dampening: h.dampening as f32,
-                weight_decay: h.weight_decay as f32,
-                nesterov: h.nesterov,
-                first,
-            };
+            let gpu = GpuStep::Sgd(h, first);
             fused(
                 &p,
                 &g,
                 &bufs,
-                (!h.maximize).then_some(gpu),
+                Some(gpu),
                 |pv, gv, s| sgd_update(pv, gv, s.first_mut().map(|x| &mut **x), first, &h),
                 |pv, gv, s| sgd_update(pv, gv, s.first_mut().map(|x| &mut **x), first, &h),
             );

@@ -9,28 +9,15 @@ use super::cuda;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use crate::dtype::DType;
 use tapir_kernels::Layout;
+use tapir_kernels::cpu::{AdamStep, SgdStep};
 
-/// The hyper-parameters of a fused GPU optimizer step (PyTorch's names).
+/// A fused GPU optimizer step: the CPU twin's hyper-parameters, and for
+/// SGD whether the momentum buffer starts this step.
 #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum GpuStep {
-    Adam {
-        lr: f32,
-        beta1: f32,
-        beta2: f32,
-        eps: f32,
-        weight_decay: f32,
-        decoupled: bool,
-        step: i32,
-    },
-    Sgd {
-        lr: f32,
-        momentum: f32,
-        dampening: f32,
-        weight_decay: f32,
-        nesterov: bool,
-        first: bool,
-    },
+    Adam(AdamStep),
+    Sgd(SgdStep, bool),
 }
 
 impl Storage {
@@ -92,9 +79,10 @@ impl Storage {
         }
     }
 
-    /// A fused optimizer update on a GPU for dense f32 parameter, gradient
-    /// and state storages of `n` elements; `false` where it cannot run there
-    /// (the CPU, other dtypes), and the caller updates on the host.
+    /// A fused optimizer update on a GPU for dense parameter, gradient and
+    /// state storages of `n` elements, all of one float dtype (f32, f16 or
+    /// bf16); `false` where it cannot run there (the CPU, f64), and the
+    /// caller updates on the host.
     pub fn optim_step_gpu(
         p: &mut Storage,
         g: &Storage,
@@ -108,63 +96,23 @@ impl Storage {
             let (Storage::Cuda(p), Storage::Cuda(g)) = (p, g) else {
                 return false;
             };
-            if p.dtype != DType::F32 || g.dtype != DType::F32 {
+            let dtype = p.dtype;
+            let Some(name) = cuda::kernel_dtype(dtype).filter(|_| g.dtype == dtype) else {
                 return false;
-            }
+            };
             let mut bufs = Vec::with_capacity(states.len());
             for s in states.iter_mut() {
                 match &mut **s {
-                    Storage::Cuda(s) if s.dtype == DType::F32 => bufs.push(&mut s.buf),
+                    Storage::Cuda(s) if s.dtype == dtype => bufs.push(&mut s.buf),
                     _ => return false,
                 }
             }
-            let r = match (step, bufs.as_mut_slice()) {
-                (
-                    GpuStep::Adam {
-                        lr,
-                        beta1,
-                        beta2,
-                        eps,
-                        weight_decay,
-                        decoupled,
-                        step,
-                    },
-                    [m, v],
-                ) => {
-                    let h = launch::AdamArgs {
-                        lr,
-                        beta1,
-                        beta2,
-                        eps,
-                        weight_decay,
-                        decoupled,
-                        step,
-                    };
-                    launch::adam(&mut p.buf, &g.buf, m, v, n, "f32", h)
+            let r = match step {
+                GpuStep::Adam(h) => launch::adam(&mut p.buf, &g.buf, &mut bufs, n, name, &h),
+                GpuStep::Sgd(h, first) => {
+                    let buf = bufs.into_iter().next();
+                    launch::sgd(&mut p.buf, &g.buf, buf, n, name, &h, first)
                 }
-                (
-                    GpuStep::Sgd {
-                        lr,
-                        momentum,
-                        dampening,
-                        weight_decay,
-                        nesterov,
-                        first,
-                    },
-                    bufs,
-                ) if bufs.len() == 1 || (bufs.is_empty() && momentum == 0.0) => {
-                    let h = launch::SgdArgs {
-                        lr,
-                        momentum,
-                        dampening,
-                        weight_decay,
-                        nesterov,
-                        first,
-                    };
-                    let buf = bufs.first_mut().map(|b| &mut **b);
-                    launch::sgd(&mut p.buf, &g.buf, buf, n, "f32", h)
-                }
-                _ => return false,
             };
             r.unwrap_or_else(|e| cuda::fail("optimizer step", e));
             true

@@ -1,46 +1,76 @@
-// Fused optimizer updates, following PyTorch's single-tensor code paths
-// (state in f32). CPU twins: kernels/src/cpu/optim.rs.
+// Fused optimizer updates, operation for operation as their CPU twins
+// (kernels/src/cpu/optim.rs) in f32. Parameter, gradient and state share the
+// parameter's dtype, as PyTorch's state tensors do; half types are computed
+// in f32 and rounded once when stored, as PyTorch's fused kernels do.
 
-// Adam / AdamW (decoupled = 1) for one step `t`; `wd` is the weight decay.
+// Mirrors `AdamHyper` in kernels/src/cuda/launch/optim.rs. The step-derived
+// constants are computed on the host in f64, as the CPU twin does.
+struct AdamHyper {
+    float beta1, beta2, eps, weight_decay;
+    float decay;      // 1 - lr * weight_decay (AdamW), else 1
+    float step_size;  // lr / (1 - beta1^t)
+    float bc2_sqrt;   // sqrt(1 - beta2^t)
+    int decoupled, maximize;
+};
+
+// Adam / AdamW; `vmax` is the amsgrad state, null without amsgrad.
 template <typename T>
-__device__ void adam_impl(size_t n, T *p, const T *g, float *m, float *v, float lr,
-                          float beta1, float beta2, float eps, float wd, int decoupled, int t) {
-    float bc1 = 1.0f - powf(beta1, (float)t);
-    float bc2 = 1.0f - powf(beta2, (float)t);
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)blockDim.x * gridDim.x) {
+__device__ void adam_impl(size_t n, T *p, const T *g, T *m, T *v, T *vmax, AdamHyper h) {
+    float w1 = 1.0f - h.beta1, w2 = 1.0f - h.beta2;
+    GRID_STRIDE(i, n) {
         float pi = to_f(p[i]);
         float gi = to_f(g[i]);
-        if (decoupled) pi *= 1.0f - lr * wd;
-        else gi += wd * pi;
-        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        float denom = sqrtf(v[i]) / sqrtf(bc2) + eps;
-        p[i] = from_f<T>(pi - lr / bc1 * m[i] / denom);
+        if (h.maximize) gi = -gi;
+        if (h.weight_decay != 0.0f) {
+            if (h.decoupled) pi = pi * h.decay;
+            else gi = gi + h.weight_decay * pi;
+        }
+        float mi = to_f(m[i]);
+        mi = mi + w1 * (gi - mi);
+        float vi = to_f(v[i]) * h.beta2 + w2 * gi * gi;
+        float vv = vi;
+        if (vmax) {
+            vv = fmaxf(to_f(vmax[i]), vi);
+            vmax[i] = from_f<T>(vv);
+        }
+        float denom = sqrtf(vv) / h.bc2_sqrt + h.eps;
+        p[i] = from_f<T>(pi - h.step_size * (mi / denom));
+        m[i] = from_f<T>(mi);
+        v[i] = from_f<T>(vi);
     }
 }
 
-// SGD with momentum, dampening, nesterov and weight decay (buf starts as g).
+// Mirrors `SgdHyper` in kernels/src/cuda/launch/optim.rs.
+struct SgdHyper {
+    float lr, momentum;
+    float damp;  // 1 - dampening
+    float weight_decay;
+    int nesterov, maximize;
+    int first;   // the momentum buffer starts as the gradient
+};
+
+// SGD; `buf` is the momentum buffer, null without momentum.
 template <typename T>
-__device__ void sgd_impl(size_t n, T *p, const T *g, float *buf, float lr, float momentum,
-                         float dampening, float wd, int nesterov, int first) {
-    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)blockDim.x * gridDim.x) {
+__device__ void sgd_impl(size_t n, T *p, const T *g, T *buf, SgdHyper h) {
+    GRID_STRIDE(i, n) {
         float pi = to_f(p[i]);
-        float d = to_f(g[i]) + wd * pi;
-        if (momentum != 0.0f) {
-            buf[i] = first ? d : momentum * buf[i] + (1.0f - dampening) * d;
-            d = nesterov ? d + momentum * buf[i] : buf[i];
+        float d = to_f(g[i]);
+        if (h.maximize) d = -d;
+        if (h.weight_decay != 0.0f) d = d + h.weight_decay * pi;
+        if (buf) {
+            float b = h.first ? d : to_f(buf[i]) * h.momentum + h.damp * d;
+            buf[i] = from_f<T>(b);
+            d = h.nesterov ? d + h.momentum * b : b;
         }
-        p[i] = from_f<T>(pi - lr * d);
+        p[i] = from_f<T>(pi - h.lr * d);
     }
 }
 
 #define OPTIM(T)                                                                           \
-    extern "C" __global__ void adam_##T(size_t n, T *p, const T *g, float *m, float *v, float lr, \
-        float b1, float b2, float eps, float wd, int decoupled, int t)                     \
-        { adam_impl<T>(n, p, g, m, v, lr, b1, b2, eps, wd, decoupled, t); }                \
-    extern "C" __global__ void sgd_##T(size_t n, T *p, const T *g, float *buf, float lr,   \
-        float momentum, float dampening, float wd, int nesterov, int first)                \
-        { sgd_impl<T>(n, p, g, buf, lr, momentum, dampening, wd, nesterov, first); }
+    extern "C" __global__ void adam_##T(size_t n, T *p, const T *g, T *m, T *v, T *vmax,   \
+        AdamHyper h) { adam_impl<T>(n, p, g, m, v, vmax, h); }                             \
+    extern "C" __global__ void sgd_##T(size_t n, T *p, const T *g, T *buf, SgdHyper h)     \
+        { sgd_impl<T>(n, p, g, buf, h); }
 
 OPTIM(f32)
 OPTIM(f16)

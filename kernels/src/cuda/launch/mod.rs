@@ -135,7 +135,7 @@ pub use blas::matmul;
 pub use conv::{ConvGeom, col2im_f32, im2col_f32};
 pub use index::{Gathered, gather, index_add_f32, scatter_add_f32};
 pub use movement::{cast, compare, fill, select_where, strided_assign, strided_copy};
-pub use optim::{AdamArgs, SgdArgs, adam, sgd};
+pub use optim::{adam, sgd};
 pub use rows::{extreme_last, layer_norm, softmax, sum_last};
 
 /// `y = op(x)` elementwise over the view `l` of `x`; contiguous result.

@@ -1,36 +1,87 @@
-//! Fused optimizer updates.
+//! Fused optimizer updates. They take the CPU twins' hyper-parameters
+//! (`AdamStep`, `SgdStep`) and derive the same f32 constants from them.
 
 use super::*;
+use crate::cpu::{AdamStep, SgdStep};
 
-/// The hyper-parameters of one fused Adam/AdamW step (PyTorch's names).
+/// `AdamHyper` in `cu/optim.cu`, same field order and C layout.
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
-pub struct AdamArgs {
-    pub lr: f32,
-    pub beta1: f32,
-    pub beta2: f32,
-    pub eps: f32,
-    pub weight_decay: f32,
-    pub decoupled: bool,
-    pub step: i32,
+struct AdamHyper {
+    beta1: f32,
+    beta2: f32,
+    eps: f32,
+    weight_decay: f32,
+    decay: f32,
+    step_size: f32,
+    bc2_sqrt: f32,
+    decoupled: i32,
+    maximize: i32,
 }
 
-/// One fused Adam/AdamW step on `n` elements: `p` (dtype), `g` (dtype),
-/// and f32 moments `m`, `v`, all updated in place.
+// SAFETY: plain `#[repr(C)]` data matching the C struct, passed by value.
+unsafe impl DeviceRepr for AdamHyper {}
+
+/// `SgdHyper` in `cu/optim.cu`, same field order and C layout.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct SgdHyper {
+    lr: f32,
+    momentum: f32,
+    damp: f32,
+    weight_decay: f32,
+    nesterov: i32,
+    maximize: i32,
+    first: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` data matching the C struct, passed by value.
+unsafe impl DeviceRepr for SgdHyper {}
+
+/// One fused Adam/AdamW step on `n` elements of parameter `p` with gradient
+/// `g`, updating `state` in place: `[exp_avg, exp_avg_sq]`, plus
+/// `max_exp_avg_sq` with amsgrad. Every buffer holds `dtype`.
 pub fn adam(
     p: &mut CudaBuffer,
     g: &CudaBuffer,
-    m: &mut CudaBuffer,
-    v: &mut CudaBuffer,
+    state: &mut [&mut CudaBuffer],
     n: usize,
     dtype: &str,
-    h: AdamArgs,
+    h: &AdamStep,
 ) -> CudaResult<()> {
+    assert_eq!(
+        state.len(),
+        2 + h.amsgrad as usize,
+        "adam: expected {} state buffers (amsgrad {})",
+        2 + h.amsgrad as usize,
+        h.amsgrad
+    );
     if n == 0 {
         return Ok(());
     }
+    // As `cpu::adam_update`: constants from the step in f64, then rounded.
+    let bc1 = 1.0 - h.beta1.powi(h.step as i32);
+    let decoupled = h.decoupled && h.weight_decay != 0.0;
+    let hyper = AdamHyper {
+        beta1: h.beta1 as f32,
+        beta2: h.beta2 as f32,
+        eps: h.eps as f32,
+        weight_decay: h.weight_decay as f32,
+        decay: if decoupled {
+            (1.0 - h.lr * h.weight_decay) as f32
+        } else {
+            1.0
+        },
+        step_size: (h.lr / bc1) as f32,
+        bc2_sqrt: (1.0 - h.beta2.powi(h.step as i32)).sqrt() as f32,
+        decoupled: h.decoupled as i32,
+        maximize: h.maximize as i32,
+    };
     let dev = p.device().clone();
-    let (pp, pg, pm, pv) = (p.ptr(0), g.ptr(0), m.ptr(0), v.ptr(0));
-    let decoupled = h.decoupled as i32;
+    let (pp, pg) = (p.ptr(0), g.ptr(0));
+    let (pm, pv) = (state[0].ptr(0), state[1].ptr(0));
+    // Without amsgrad the kernel gets a null `vmax` and never reads it.
+    let pmax = state.get(2).map_or(0, |b| b.ptr(0));
     launch!(
         &dev,
         format!("adam_{dtype}"),
@@ -40,46 +91,44 @@ pub fn adam(
         &pg,
         &pm,
         &pv,
-        &h.lr,
-        &h.beta1,
-        &h.beta2,
-        &h.eps,
-        &h.weight_decay,
-        &decoupled,
-        &h.step
+        &pmax,
+        &hyper
     )
 }
 
-/// The hyper-parameters of one fused SGD step (PyTorch's names).
-#[derive(Clone, Copy, Debug)]
-pub struct SgdArgs {
-    pub lr: f32,
-    pub momentum: f32,
-    pub dampening: f32,
-    pub weight_decay: f32,
-    pub nesterov: bool,
-    /// The first step with momentum: the buffer starts as the gradient.
-    pub first: bool,
-}
-
-/// One fused SGD step on `n` elements; `buf` (f32) is the momentum buffer,
-/// absent when `momentum` is 0.
+/// One fused SGD step on `n` elements; `buf` is the momentum buffer (of
+/// `dtype`), absent when `momentum` is 0; `first` when it starts (PyTorch
+/// then sets it to the gradient).
 pub fn sgd(
     p: &mut CudaBuffer,
     g: &CudaBuffer,
     buf: Option<&mut CudaBuffer>,
     n: usize,
     dtype: &str,
-    h: SgdArgs,
+    h: &SgdStep,
+    first: bool,
 ) -> CudaResult<()> {
+    assert!(
+        buf.is_some() || h.momentum == 0.0,
+        "sgd: momentum {} needs a buffer",
+        h.momentum
+    );
     if n == 0 {
         return Ok(());
     }
+    let hyper = SgdHyper {
+        lr: h.lr as f32,
+        momentum: h.momentum as f32,
+        damp: (1.0 - h.dampening) as f32,
+        weight_decay: h.weight_decay as f32,
+        nesterov: h.nesterov as i32,
+        maximize: h.maximize as i32,
+        first: first as i32,
+    };
     let dev = p.device().clone();
     // Without momentum there is no buffer, and the kernel never reads it.
     let pb = buf.map_or(0, |b| b.ptr(0));
     let (pp, pg) = (p.ptr(0), g.ptr(0));
-    let (nesterov, first) = (h.nesterov as i32, h.first as i32);
     launch!(
         &dev,
         format!("sgd_{dtype}"),
@@ -88,11 +137,6 @@ pub fn sgd(
         &pp,
         &pg,
         &pb,
-        &h.lr,
-        &h.momentum,
-        &h.dampening,
-        &h.weight_decay,
-        &nesterov,
-        &first
+        &hyper
     )
 }
