@@ -143,6 +143,16 @@ fn cases() -> Vec<Case> {
             &x[0].max_pool2d((2, 2), (2, 2), (0, 0), (1, 1))
                 + &x[0].avg_pool2d((2, 2), (2, 2), (0, 0))
         }),
+        // Their backward passes: scatter_add and index_add, in f32 then rounded.
+        with_index(
+            case("half_gather_embedding", &[&[7, 5]], |x| {
+                let h = x[0].to_dtype(DType::BF16);
+                &h.gather(1, &x[1]).to_dtype(DType::F32)
+                    + &h.embedding(&x[1]).to_dtype(DType::F32).sum_dim(2, false)
+            }),
+            &[7, 2],
+            5,
+        ),
         case("half_types", &[&[4, 5]], |x| {
             &x[0].to_dtype(DType::F16).exp().to_dtype(DType::F32)
                 + &x[0].to_dtype(DType::BF16).tanh().to_dtype(DType::F32)

@@ -239,6 +239,14 @@ impl Tensor {
         }
         super::same_device(self, index, "scatter_add");
         super::same_device(self, src, "scatter_add");
+        if !matches!(self.dtype(), DType::F32 | DType::F64) {
+            // Half types add in f32 and round once, on either device (a
+            // composition, so autograd comes with it).
+            return self
+                .to_dtype(DType::F32)
+                .scatter_add(dim, index, &src.to_dtype(DType::F32))
+                .to_dtype(self.dtype());
+        }
         let idx = indices(index, self.shape()[d], "scatter_add");
         let dst = self.contiguous_copy();
         let src_d = src.to_dtype(self.dtype()).detach();
@@ -271,17 +279,7 @@ impl Tensor {
                 (CpuBuffer::F64(dv), CpuBuffer::F64(sv)) => {
                     cpu::scatter_add(dv, self.shape(), d, &idx, index.shape(), sv, src_d.layout())
                 }
-                _ => {
-                    drop(sh);
-                    drop(wh);
-                    drop(s);
-                    drop(w);
-                    let r = self
-                        .to_dtype(DType::F32)
-                        .scatter_add(dim, index, &src.to_dtype(DType::F32))
-                        .to_dtype(self.dtype());
-                    return r;
-                }
+                _ => unreachable!("scatter_add: half types add in f32"),
             }
         }
         let index = index.detach();
