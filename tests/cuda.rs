@@ -287,9 +287,10 @@ fn train(device: Device) -> (Vec<f64>, SeedMlp<48, 10>) {
 fn seed_mlp_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
     let Some(device) = gpu() else { return };
     let (want, cpu_model) = train(Device::Cpu);
-    let before = tapir::cuda::host_fallbacks();
+    let (before, syncs) = (tapir::cuda::host_fallbacks(), tapir::cuda::host_syncs());
     let (got, gpu_model) = train(device);
     let trips = tapir::cuda::host_fallbacks() - before;
+    let syncs = tapir::cuda::host_syncs() - syncs;
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!(
             (g - w).abs() <= 1e-4 * w.abs(),
@@ -309,6 +310,8 @@ fn seed_mlp_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
         trips, 0,
         "ops ran on host copies during GPU training (ops without a CUDA kernel)"
     );
+    // The host waits for the GPU only where it reads each step's loss.
+    assert_eq!(syncs, 10, "host waits in 10 steps");
 }
 
 /// 5 AdamW steps of a small char transformer (causal attention, layer
@@ -348,9 +351,10 @@ fn train_char_lm(device: Device) -> Vec<f64> {
 fn a_char_transformer_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
     let Some(device) = gpu() else { return };
     let want = train_char_lm(Device::Cpu);
-    let before = tapir::cuda::host_fallbacks();
+    let (before, syncs) = (tapir::cuda::host_fallbacks(), tapir::cuda::host_syncs());
     let got = train_char_lm(device);
     let trips = tapir::cuda::host_fallbacks() - before;
+    let syncs = tapir::cuda::host_syncs() - syncs;
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         assert!(
             (g - w).abs() <= 1e-4 * w.abs(),
@@ -358,6 +362,9 @@ fn a_char_transformer_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips()
         );
     }
     assert_eq!(trips, 0, "ops ran on host copies during GPU training");
+    // Embedding and cross entropy check their indices on the device, so
+    // the host waits only where it reads each step's loss.
+    assert_eq!(syncs, 5, "host waits in 5 steps");
 }
 
 #[test]
@@ -525,6 +532,54 @@ fn moving_between_devices_keeps_values_and_gradients() {
     let g = x.grad().unwrap();
     assert_eq!(g.device(), Device::Cpu);
     assert_eq!(g.to_vec::<f32>(), vec![2.0; 3]);
+}
+
+/// Indices are checked on the GPU, so the host need not wait at each op:
+/// a bad one is reported (a panic naming the op) where the host next reads,
+/// and the device stays usable.
+#[test]
+fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
+    let Some(device) = gpu() else { return };
+    let on = |t: Tensor| t.to(device).unwrap();
+    let panic_of = |f: &dyn Fn()| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .err()
+            .and_then(|p| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    };
+    let x = on(Tensor::from_vec(values(20, 1), &[4, 5]));
+    let syncs = tapir::cuda::host_syncs();
+    let y = x.gather(1, &on(Tensor::from_vec(vec![0i64, 7, 1, 2], &[4, 1])));
+    assert_eq!(tapir::cuda::host_syncs(), syncs, "gather did not wait");
+    let msg = panic_of(&|| {
+        y.to_vec::<f32>();
+    });
+    assert!(
+        msg.starts_with("gather: index 7 is out of bounds for dim of size 5"),
+        "{msg}"
+    );
+    let logits = on(Tensor::from_vec(values(10, 2), &[2, 5]));
+    let loss = cross_entropy(&logits, &on(Tensor::from_vec(vec![1i64, 9], &[2])));
+    let msg = panic_of(&|| {
+        loss.item::<f32>();
+    });
+    assert!(
+        msg.starts_with("nll_loss: index 9 is out of bounds for dim of size 5"),
+        "{msg}"
+    );
+    let ids = on(Tensor::from_vec(vec![4i64], &[1]));
+    let msg = panic_of(&|| {
+        x.embedding(&ids).to_vec::<f32>();
+    });
+    assert!(
+        msg.starts_with("index_select: index 4 is out of bounds for dim of size 4"),
+        "{msg}"
+    );
+    // Reported once; good indices work as before.
+    let good = x.gather(1, &on(Tensor::from_vec(vec![4i64, 0, 1, 2], &[4, 1])));
+    let want = Tensor::from_vec(values(20, 1), &[4, 5])
+        .gather(1, &Tensor::from_vec(vec![4i64, 0, 1, 2], &[4, 1]));
+    close("gather", &good, &want, 0.0, 0.0).unwrap();
 }
 
 #[test]

@@ -140,3 +140,18 @@ pub fn set_allow_tf32(device: Device, on: bool) -> Result<()> {
 pub fn host_fallbacks() -> u64 {
     crate::storage::host_fallbacks()
 }
+
+/// How many times this thread has waited for a GPU to finish its queued
+/// work: each read of GPU data (`item`, `to_vec`, a copy to the CPU) and
+/// each [`synchronize`]. A training step that reads only its loss waits
+/// once; everything else stays queued on the device.
+///
+/// ```
+/// assert_eq!(tapir_runtime::cuda::host_syncs(), 0); // no GPU work on this thread
+/// ```
+pub fn host_syncs() -> u64 {
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    return tapir_kernels::cuda::device::host_waits();
+    #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+    0
+}

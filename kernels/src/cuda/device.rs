@@ -3,6 +3,7 @@
 //! shared; everything runs in order on the one stream, so the host waits only
 //! where it reads data back.
 
+use super::checks::IndexChecks;
 use super::modules::{module_of, ptx};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{
@@ -10,6 +11,7 @@ use cudarc::driver::{
     PinnedHostSlice,
 };
 use cudarc::nvrtc::Ptx;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -63,12 +65,23 @@ pub struct CudaDevice {
     pool: Mutex<Pool>,
     staging: Mutex<HashMap<usize, Vec<Staging>>>,
     allow_tf32: AtomicBool,
+    checks: IndexChecks,
 }
 
 impl std::fmt::Debug for CudaDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "cuda:{}", self.ordinal)
     }
+}
+
+thread_local! {
+    static HOST_WAITS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many times this thread has waited for a device's queued work
+/// (`CudaDevice::synchronize`, which every read of device data calls).
+pub fn host_waits() -> u64 {
+    HOST_WAITS.with(Cell::get)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -110,6 +123,7 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
         pool: Mutex::new(Pool::default()),
         staging: Mutex::new(HashMap::new()),
         allow_tf32: AtomicBool::new(false),
+        checks: IndexChecks::new(),
     });
     Ok(lock(devices).entry(ordinal).or_insert(dev).clone())
 }
@@ -192,11 +206,19 @@ impl CudaDevice {
         self.allow_tf32.load(Ordering::Relaxed)
     }
 
-    /// Waits for all work queued on the device.
+    /// Waits for all work queued on the device, then reports an
+    /// out-of-range index an indexing kernel found meanwhile (a panic, see
+    /// `checks.rs`).
     pub fn synchronize(&self) -> CudaResult<()> {
+        HOST_WAITS.with(|w| w.set(w.get() + 1));
         self.stream
             .synchronize()
-            .map_err(|e| self.err("synchronize", e))
+            .map_err(|e| self.err("synchronize", e))?;
+        self.report_index_errors()
+    }
+
+    pub(crate) fn checks(&self) -> &IndexChecks {
+        &self.checks
     }
 
     /// A block of at least `bytes` bytes, reused from the cache when one of

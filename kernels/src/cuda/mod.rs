@@ -5,9 +5,11 @@
 //! - [`modules`]: the `.cu` sources and their NVRTC compilation;
 //! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU;
 //! - [`CudaBuffer`]: a block of device memory that returns to the cache on drop;
-//! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`).
+//! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`);
+//! - `checks`: index bounds checked on the device, reported at the next host read.
 
 mod buffer;
+mod checks;
 pub mod device;
 pub mod launch;
 pub mod modules;

@@ -505,6 +505,8 @@ fn indexing_kernels_match_their_cpu_twins() {
         inner: 1,
         len: 3,
         stride: 1,
+        size: c,
+        op: "gather",
     };
     let y = launch::gather(&dx, g, &di, 4, true).unwrap();
     let want = crate::cpu::gather(&x, &lx, 1, &index, &[r, 3]);
@@ -518,6 +520,8 @@ fn indexing_kernels_match_their_cpu_twins() {
         inner: 1,
         len: 3,
         stride: 1,
+        size: c,
+        op: "gather",
     };
     launch::scatter_add_f32(&mut dst, g, &ds, &Layout::contiguous(&[r, 3]), &di).unwrap();
     let mut want = vec![0.0f32; r * c];
@@ -545,6 +549,8 @@ fn indexing_kernels_match_their_cpu_twins() {
         inner: c,
         len: 3,
         stride: c,
+        size: r,
+        op: "index_select",
     };
     let y = launch::gather(&dx, g, &dri, 4, false).unwrap();
     close(
@@ -559,6 +565,66 @@ fn indexing_kernels_match_their_cpu_twins() {
     let mut want = vec![0.0f32; r * c];
     crate::cpu::index_add_rows(&mut want, r, c, &gsrc, &rows);
     close("index_add", &down(&dst, r * c), &want, 1e-6);
+}
+
+#[test]
+fn out_of_range_indices_touch_nothing_and_are_reported_at_the_next_read() {
+    let Some(dev) = gpu() else { return };
+    let (r, c) = (2, 5);
+    let x = inputs(r * c, 71);
+    let dx = up(&dev, &x);
+    let view = Layout::contiguous(&[r, 2]);
+    let view = Layout {
+        strides: vec![c, 1],
+        ..view
+    };
+    let geom = |op| launch::Gathered {
+        input: &view,
+        inner: 1,
+        len: 2,
+        stride: 1,
+        size: c,
+        op,
+    };
+    let read_panics = |b: &CudaBuffer, n: usize| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| down(b, n)))
+            .err()
+            .and_then(|p| p.downcast_ref::<String>().cloned())
+    };
+    // Index 7 and -1 are out of range: the first launch's first is reported.
+    let bad = dev.upload(&[1i64, 7, -1, 0]).unwrap();
+    let y = launch::gather(&dx, geom("gather"), &bad, 4, true).unwrap();
+    let mut dst = launch::fill(&dev, r * c, "f32", 0.0).unwrap();
+    let src = up(&dev, &[1.0f32; 4]);
+    launch::scatter_add_f32(&mut dst, geom("scatter_add"), &src, &view, &bad).unwrap();
+    let msg = read_panics(&y, 4).expect("the read reports the bad index");
+    assert!(
+        msg.starts_with("gather: index 7 is out of bounds for dim of size 5")
+            || msg.starts_with("gather: index -1 is out of bounds for dim of size 5"),
+        "{msg}"
+    );
+    // Nothing was read or written for them; the flag is clear again.
+    close("gather", &down(&y, 4), &[x[1], 0.0, 0.0, x[c]], 0.0);
+    let mut want = vec![0.0f32; r * c];
+    want[1] = 1.0;
+    want[c] = 1.0;
+    close("scatter_add", &down(&dst, r * c), &want, 0.0);
+    // index_select's adjoint checks its rows too.
+    let mut dst = launch::fill(&dev, 3, "f32", 0.0).unwrap();
+    launch::index_add_f32(
+        &mut dst,
+        (1, 3, 1),
+        &src,
+        &dev.upload(&[0i64, 3]).unwrap(),
+        2,
+    )
+    .unwrap();
+    let msg = read_panics(&dst, 3).expect("reported");
+    assert!(
+        msg.starts_with("index_select backward: index 3 is out of bounds for dim of size 3"),
+        "{msg}"
+    );
+    assert_eq!(down(&dst, 3), vec![1.0, 0.0, 0.0]);
 }
 
 #[test]

@@ -1,18 +1,24 @@
 //! Indexing ops: index_select, gather, scatter_add, embedding.
 
 use super::dense0;
-use crate::storage::{AnyKernel, CpuBuffer};
+use crate::storage::{AnyKernel, CpuBuffer, IndexGeom};
 use crate::{DType, Element, Tensor};
 use tapir_kernels::{Layout, cpu};
 
-/// Reads an int64 index tensor as offsets, checking each against `size`.
-fn indices(idx: &Tensor, size: usize, op: &str) -> Vec<usize> {
+fn index_dtype(idx: &Tensor, op: &str) {
     assert_eq!(
         idx.dtype(),
         DType::I64,
         "{op}: index must be int64, got {}",
         idx.dtype()
     );
+}
+
+/// Reads an int64 index tensor as offsets for a host kernel, checking each
+/// against `size`. GPU kernels check their indices themselves, so that the
+/// host need not wait to read them (`IndexGeom`).
+fn indices(idx: &Tensor, size: usize, op: &str) -> Vec<usize> {
+    index_dtype(idx, op);
     idx.to_vec::<i64>()
         .into_iter()
         .map(|i| {
@@ -26,13 +32,15 @@ fn indices(idx: &Tensor, size: usize, op: &str) -> Vec<usize> {
 }
 
 impl Tensor {
-    /// The GPU path of gather (`per_element`) and index_select: `None` on the CPU.
+    /// The GPU path of gather (`per_element`) and index_select, its index
+    /// errors naming `op`: `None` on the CPU.
     fn gather_on_gpu(
         &self,
         d: usize,
         out_shape: &[usize],
         index: &Tensor,
         per_element: bool,
+        op: &'static str,
     ) -> Option<Tensor> {
         if !self.device().is_cuda() {
             return None;
@@ -43,11 +51,13 @@ impl Tensor {
             strides: self.strides().to_vec(),
             offset: self.layout().offset,
         };
-        let geom = (
-            out_shape[d + 1..].iter().product(),
-            out_shape[d],
-            self.strides()[d],
-        );
+        let geom = IndexGeom {
+            inner: out_shape[d + 1..].iter().product(),
+            len: out_shape[d],
+            stride: self.strides()[d],
+            size: self.shape()[d],
+            op,
+        };
         let s = self
             .read()
             .gather_gpu(&view, geom, &idx.read(), per_element)?;
@@ -102,15 +112,17 @@ impl Tensor {
             index.shape()
         );
         super::same_device(self, index, "index_select");
+        index_dtype(index, "index_select");
         let size = self.shape()[d];
-        let idx = indices(index, size, "index_select");
+        let len = index.numel();
         let outer: usize = self.shape()[..d].iter().product();
         let inner: usize = self.shape()[d + 1..].iter().product();
         let mut shape = self.shape().to_vec();
-        shape[d] = idx.len();
+        shape[d] = len;
         let out = self
-            .gather_on_gpu(d, &shape, index, false)
+            .gather_on_gpu(d, &shape, index, false, "index_select")
             .unwrap_or_else(|| {
+                let idx = indices(index, size, "index_select");
                 let buf = self.read().host().any_kernel(
                     self.layout(),
                     Select {
@@ -134,7 +146,7 @@ impl Tensor {
                         (outer, size, inner),
                         &gf.read(),
                         &index.read(),
-                        idx.len(),
+                        len,
                     );
                     assert!(
                         done,
@@ -142,6 +154,7 @@ impl Tensor {
                     );
                     return vec![Some(dst.to_dtype(g.dtype()))];
                 }
+                let idx = indices(&index, size, "index_select");
                 let g = g.contiguous();
                 let mut dst: Vec<f64> = vec![0.0; in_shape.iter().product()];
                 let src: Vec<f64> = g.to_vec();
@@ -165,6 +178,11 @@ impl Tensor {
     /// assert_eq!(x.gather(1, &i).to_vec::<f32>(), vec![2.0, 3.0]);
     /// ```
     pub fn gather(&self, dim: isize, index: &Tensor) -> Tensor {
+        self.gather_as(dim, index, "gather")
+    }
+
+    /// `gather` whose out-of-range indices are reported as `op`'s.
+    pub(crate) fn gather_as(&self, dim: isize, index: &Tensor, op: &'static str) -> Tensor {
         let d = self.dim(dim, "gather");
         assert_eq!(
             index.ndim(),
@@ -183,10 +201,11 @@ impl Tensor {
             );
         }
         super::same_device(self, index, "gather");
-        let idx = indices(index, self.shape()[d], "gather");
+        index_dtype(index, "gather");
         let out = self
-            .gather_on_gpu(d, index.shape(), index, true)
+            .gather_on_gpu(d, index.shape(), index, true, op)
             .unwrap_or_else(|| {
+                let idx = indices(index, self.shape()[d], op);
                 // any_kernel densifies the view itself (borrowing when already dense).
                 let buf = self.read().host().any_kernel(
                     self.layout(),
@@ -247,7 +266,7 @@ impl Tensor {
                 .scatter_add(dim, index, &src.to_dtype(DType::F32))
                 .to_dtype(self.dtype());
         }
-        let idx = indices(index, self.shape()[d], "scatter_add");
+        index_dtype(index, "scatter_add");
         let dst = self.contiguous_copy();
         let src_d = src.to_dtype(self.dtype()).detach();
         let on_gpu = dst.device().is_cuda() && dst.dtype() == DType::F32 && {
@@ -262,12 +281,19 @@ impl Tensor {
                 strides: src_d.strides().to_vec(),
                 offset: src_d.layout().offset,
             };
-            let geom = (is[d + 1..].iter().product(), is[d], dst.strides()[d]);
+            let geom = IndexGeom {
+                inner: is[d + 1..].iter().product(),
+                len: is[d],
+                stride: dst.strides()[d],
+                size: self.shape()[d],
+                op: "scatter_add",
+            };
             let index = dense0(index);
             let (s, i) = (src_d.read(), index.read());
             dst.write().scatter_add_gpu(&view, geom, &s, &ls, &i)
         };
         if !on_gpu {
+            let idx = indices(index, self.shape()[d], "scatter_add");
             let mut w = dst.write();
             let s = src_d.read();
             let mut wh = w.host_mut();

@@ -1,7 +1,7 @@
 //! CUDA storage: a device buffer plus its dtype, and the ops that have CUDA
 //! kernels. Ops without one run on a host copy (see `Storage::map_host`).
 
-use super::CpuBuffer;
+use super::{CpuBuffer, IndexGeom};
 use crate::device::Device;
 use crate::dtype::DType;
 use half::{bf16, f16};
@@ -22,6 +22,18 @@ pub(crate) fn fail(op: &str, e: String) -> ! {
 }
 
 /// The kernels' name for a float dtype with CUDA kernels.
+/// The launcher's description of a gather-like op's geometry.
+fn gathered(input: &Layout, g: IndexGeom) -> launch::Gathered<'_> {
+    launch::Gathered {
+        input,
+        inner: g.inner,
+        len: g.len,
+        stride: g.stride,
+        size: g.size,
+        op: g.op,
+    }
+}
+
 pub(crate) fn kernel_dtype(d: DType) -> Option<&'static str> {
     match d {
         DType::F32 => Some("f32"),
@@ -261,16 +273,11 @@ impl CudaStorage {
     pub fn gather(
         &self,
         view: &Layout,
-        (inner, len, stride): (usize, usize, usize),
+        geom: IndexGeom,
         idx: &CudaStorage,
         per_element: bool,
     ) -> Result<CudaStorage, String> {
-        let g = launch::Gathered {
-            input: view,
-            inner,
-            len,
-            stride,
-        };
+        let g = gathered(view, geom);
         let buf = launch::gather(
             &self.buf,
             g,
@@ -285,17 +292,12 @@ impl CudaStorage {
     pub fn scatter_add(
         &mut self,
         view: &Layout,
-        (inner, len, stride): (usize, usize, usize),
+        geom: IndexGeom,
         src: &CudaStorage,
         ls: &Layout,
         idx: &CudaStorage,
     ) -> Result<(), String> {
-        let g = launch::Gathered {
-            input: view,
-            inner,
-            len,
-            stride,
-        };
+        let g = gathered(view, geom);
         launch::scatter_add_f32(&mut self.buf, g, &src.buf, ls, &idx.buf)
     }
 

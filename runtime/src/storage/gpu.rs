@@ -20,6 +20,21 @@ pub(crate) enum GpuStep {
     Sgd(SgdStep, bool),
 }
 
+/// Where a GPU gather, index_select or scatter_add goes along its dim:
+/// `inner` is the product of the index's (output's) dims after it, `len` its
+/// size along it, `stride` the indexed tensor's stride there and `size` its
+/// size there, which the kernel checks every index against (an error names
+/// `op` and is reported at the next host read).
+#[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IndexGeom {
+    pub inner: usize,
+    pub len: usize,
+    pub stride: usize,
+    pub size: usize,
+    pub op: &'static str,
+}
+
 impl Storage {
     /// im2col (`pad` for taps in the padding) of a dense f32 `[n, c, h, w]`
     /// GPU storage; `None` on the CPU.
@@ -125,14 +140,13 @@ impl Storage {
     }
 
     /// `torch.gather` (`per_element`) or `index_select` on a GPU: `view` is
-    /// this storage's strides at the output's shape, `geom` the output's
-    /// (inner, len) around the dim and the input's stride there, `idx` a
-    /// contiguous i64 storage of checked indices. `None` on the CPU, whose
-    /// ops run their own kernels.
+    /// this storage's strides at the output's shape, `idx` a contiguous i64
+    /// storage (checked on the device). `None` on the CPU, whose ops run
+    /// their own kernels.
     pub fn gather_gpu(
         &self,
         view: &Layout,
-        geom: (usize, usize, usize),
+        geom: IndexGeom,
         idx: &Storage,
         per_element: bool,
     ) -> Option<Storage> {
@@ -153,7 +167,7 @@ impl Storage {
     pub fn scatter_add_gpu(
         &mut self,
         view: &Layout,
-        geom: (usize, usize, usize),
+        geom: IndexGeom,
         src: &Storage,
         ls: &Layout,
         idx: &Storage,

@@ -12,7 +12,7 @@ pub(crate) mod cuda;
 mod gpu;
 
 pub(crate) use cpu::{AnyKernel, CpuBuffer, contiguous};
-pub(crate) use gpu::GpuStep;
+pub(crate) use gpu::{GpuStep, IndexGeom};
 
 use crate::device::Device;
 use crate::dtype::{DType, Element};

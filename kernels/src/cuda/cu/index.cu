@@ -1,28 +1,45 @@
 // Gathers along one dim, by element width. `lx` is the input's strides
 // viewed at the output's shape; `inner` is the product of the output dims
 // after `dim`, `len` the output's size along it, `stride` the input's stride
-// there (embedding is index_select of rows). CPU twins: kernels/src/cpu/index.rs
-// (`Gather`, `Select` in runtime/src/ops/index.rs).
+// there (embedding is index_select of rows), `size` the input's size there.
+// CPU twins: kernels/src/cpu/index.rs (`Gather`, `Select` in
+// runtime/src/ops/index.rs).
+//
+// Every index is checked against `size` here, not on the host (which would
+// wait for the GPU): an out-of-range one is neither read nor written, and the
+// first is recorded in `flag` ([launch id, index]) for the host to report at
+// its next read (kernels/src/cuda/checks.rs).
 typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
+
+__device__ __forceinline__ bool in_range(long long k, long long size, u64 *flag, long long id) {
+    if (k >= 0 && k < size) return true;
+    if (atomicCAS(flag, 0ull, (u64)id) == 0ull) flag[1] = (u64)k;
+    return false;
+}
+
 // torch.gather: the index has the output's shape (contiguous).
 #define GATHER(T)                                                                      \
     extern "C" __global__ void gather_##T(size_t n, Strided lx, size_t inner, size_t len, \
-        long long stride, const long long *idx, const T *x, T *y) {                    \
+        long long stride, long long size, u64 *flag, long long id, const long long *idx,  \
+        const T *x, T *y) {                                                            \
         GRID_STRIDE(i, n) {                                                            \
-            long long c = (long long)((i / inner) % len);                              \
-            y[i] = x[(long long)strided(i, lx) + (idx[i] - c) * stride];               \
+            long long c = (long long)((i / inner) % len), k = idx[i];                  \
+            y[i] = in_range(k, size, flag, id)                                         \
+                ? x[(long long)strided(i, lx) + (k - c) * stride] : (T)0;              \
         }                                                                              \
     }
 // index_select: one index per position along `dim`.
 #define INDEX_SELECT(T)                                                                \
     extern "C" __global__ void index_select_##T(size_t n, Strided lx, size_t inner,    \
-        size_t len, long long stride, const long long *idx, const T *x, T *y) {        \
+        size_t len, long long stride, long long size, u64 *flag, long long id,          \
+        const long long *idx, const T *x, T *y) {                                      \
         GRID_STRIDE(i, n) {                                                            \
-            long long c = (long long)((i / inner) % len);                              \
-            y[i] = x[(long long)strided(i, lx) + (idx[c] - c) * stride];               \
+            long long c = (long long)((i / inner) % len), k = idx[c];                  \
+            y[i] = in_range(k, size, flag, id)                                         \
+                ? x[(long long)strided(i, lx) + (k - c) * stride] : (T)0;              \
         }                                                                              \
     }
 GATHER(u8) GATHER(u16) GATHER(u32) GATHER(u64)
@@ -33,16 +50,20 @@ INDEX_SELECT(u8) INDEX_SELECT(u16) INDEX_SELECT(u32) INDEX_SELECT(u64)
 // index_add over rows (index_select's backward) into a contiguous
 // `[outer, size, inner]` buffer from a contiguous `[outer, len, inner]` one.
 extern "C" __global__ void scatter_add_f32(size_t n, Strided ls, Strided ld, size_t inner,
-        size_t len, long long stride, const long long *idx, const float *src, float *dst) {
+        size_t len, long long stride, long long size, u64 *flag, long long id,
+        const long long *idx, const float *src, float *dst) {
     GRID_STRIDE(i, n) {
-        long long c = (long long)((i / inner) % len);
-        atomicAdd(&dst[(long long)strided(i, ld) + (idx[i] - c) * stride], src[strided(i, ls)]);
+        long long c = (long long)((i / inner) % len), k = idx[i];
+        if (in_range(k, size, flag, id))
+            atomicAdd(&dst[(long long)strided(i, ld) + (k - c) * stride], src[strided(i, ls)]);
     }
 }
 extern "C" __global__ void index_add_f32(size_t n, size_t inner, size_t len, size_t size,
-        const long long *idx, const float *src, float *dst) {
+        u64 *flag, long long id, const long long *idx, const float *src, float *dst) {
     GRID_STRIDE(i, n) {
         size_t o = i / (len * inner), c = (i / inner) % len, j = i % inner;
-        atomicAdd(&dst[(o * size + (size_t)idx[c]) * inner + j], src[i]);
+        long long k = idx[c];
+        if (in_range(k, (long long)size, flag, id))
+            atomicAdd(&dst[(o * size + (size_t)k) * inner + j], src[i]);
     }
 }

@@ -4,17 +4,22 @@
 use super::*;
 
 /// Where a gather-like kernel reads: the input's strides viewed at the
-/// output's shape, and the output's geometry around the gathered dim.
+/// output's shape, and the output's geometry around the gathered dim; `size`
+/// is the input's size along it, which every index is checked against on
+/// the device (an error names `op`; see `checks.rs`).
 pub struct Gathered<'a> {
     pub input: &'a Layout,
     pub inner: usize,
     pub len: usize,
     pub stride: usize,
+    pub size: usize,
+    pub op: &'static str,
 }
 
 /// `torch.gather` (`per_element`: one index per output element) or
 /// `index_select` (one index per position along the dim); `idx` is a
-/// contiguous i64 buffer of in-range indices.
+/// contiguous i64 buffer. An out-of-range index reads nothing (its output
+/// is 0) and is reported at the next host read.
 pub fn gather(
     x: &CudaBuffer,
     g: Gathered<'_>,
@@ -28,31 +33,36 @@ pub fn gather(
     if n > 0 {
         let v = pack(&g.input.shape, &[&g.input.strides], "gather")[0];
         let (px, pi, py) = (x.ptr(g.input.offset * width), idx.ptr(0), y.ptr(0));
-        let stride = g.stride as i64;
-        let op = if per_element {
+        let (stride, size) = (g.stride as i64, g.size as i64);
+        let kernel = if per_element {
             "gather"
         } else {
             "index_select"
         };
+        let check = dev.index_check(g.op, g.size)?;
         launch!(
             dev,
-            format!("{op}_{}", unit(width)),
+            format!("{kernel}_{}", unit(width)),
             elems(n),
             &n,
             &v,
             &g.inner,
             &g.len,
             &stride,
+            &size,
+            &check.flag,
+            &check.id,
             &pi,
             &px,
             &py
         )?;
+        dev.after_checked_launch()?;
     }
     Ok(y)
 }
 
 /// `dst[.., idx[i], ..] += src[i]` along a dim (gather's adjoint), f32 with
-/// atomics. `g.input` is `dst`'s contiguous strides viewed at the index's
+/// atomics; out-of-range indices add nothing and are reported. `g.input` is `dst`'s contiguous strides viewed at the index's
 /// shape; `ls` is the source view.
 pub fn scatter_add_f32(
     dst: &mut CudaBuffer,
@@ -67,8 +77,9 @@ pub fn scatter_add_f32(
     }
     let v = pack(&ls.shape, &[&ls.strides, &g.input.strides], "scatter_add");
     let (ps, pi, pd) = (src.ptr(ls.offset * 4), idx.ptr(0), dst.ptr(0));
-    let stride = g.stride as i64;
+    let (stride, size) = (g.stride as i64, g.size as i64);
     let dev = dst.device().clone();
+    let check = dev.index_check(g.op, g.size)?;
     launch!(
         &dev,
         "scatter_add_f32".to_string(),
@@ -79,10 +90,14 @@ pub fn scatter_add_f32(
         &g.inner,
         &g.len,
         &stride,
+        &size,
+        &check.flag,
+        &check.id,
         &pi,
         &ps,
         &pd
-    )
+    )?;
+    dev.after_checked_launch()
 }
 
 /// Rows of a contiguous `[outer, len, inner]` f32 source added into a
@@ -100,6 +115,7 @@ pub fn index_add_f32(
     }
     let (pi, ps, pd) = (idx.ptr(0), src.ptr(0), dst.ptr(0));
     let dev = dst.device().clone();
+    let check = dev.index_check("index_select backward", size)?;
     launch!(
         &dev,
         "index_add_f32".to_string(),
@@ -108,8 +124,11 @@ pub fn index_add_f32(
         &inner,
         &len,
         &size,
+        &check.flag,
+        &check.id,
         &pi,
         &ps,
         &pd
-    )
+    )?;
+    dev.after_checked_launch()
 }
