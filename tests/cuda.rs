@@ -434,14 +434,14 @@ fn optimizer_state_from_a_cpu_checkpoint_resumes_on_the_gpu() {
     }
 }
 
-/// SGD, Adam and AdamW in every configuration the fused kernels cover, for
-/// f32, f16 and bf16 parameters: three steps on the GPU as on the CPU, with
-/// no host copies.
+/// SGD, Adam, AdamW and RMSprop in every configuration the fused kernels
+/// cover, for f32, f16 and bf16 parameters: three steps on the GPU as on
+/// the CPU, with no host copies.
 #[test]
 fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
     let Some(device) = gpu() else { return };
     type Make = fn(Vec<Tensor>) -> Box<dyn Optimizer>;
-    let makers: [(&str, Make); 5] = [
+    let makers: [(&str, Make); 7] = [
         ("sgd", |ps| {
             Box::new(SGD::new(
                 ps,
@@ -479,6 +479,18 @@ fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
                 ..AdamConfig::adam()
             };
             Box::new(Adam::new(ps, c))
+        }),
+        ("rmsprop", |ps| {
+            Box::new(RMSprop::new(ps, RMSpropConfig::default()))
+        }),
+        ("rmsprop centered momentum wd", |ps| {
+            let c = RMSpropConfig {
+                momentum: 0.9,
+                centered: true,
+                weight_decay: 0.1,
+                ..Default::default()
+            };
+            Box::new(RMSprop::new(ps, c))
         }),
         ("adamw maximize", |ps| {
             let c = AdamConfig {

@@ -4,7 +4,7 @@
 //! where it reads data back.
 
 use super::checks::IndexChecks;
-use super::modules::{module_of, ptx};
+use super::modules::{module_of, param_sizes, ptx};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
@@ -54,13 +54,17 @@ pub struct MemoryStats {
     pub reserved: usize,
 }
 
+/// A loaded kernel and its parameters' sizes in bytes (from its PTX).
+type Loaded = (CudaFunction, Option<Vec<usize>>);
+
 pub struct CudaDevice {
     ordinal: usize,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     arch: &'static str,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
-    functions: Mutex<HashMap<String, CudaFunction>>,
+    /// Each loaded kernel, with its parameters' sizes from the PTX.
+    functions: Mutex<HashMap<String, Loaded>>,
     blas: OnceLock<Result<CudaBlas, String>>,
     pool: Mutex<Pool>,
     staging: Mutex<HashMap<usize, Vec<Staging>>>,
@@ -142,18 +146,33 @@ impl CudaDevice {
     }
 
     /// The kernel `name` (`<op>_<dtype>`), compiled with NVRTC on first use of
-    /// its module and loaded once per device.
-    pub(crate) fn function(&self, name: &str) -> CudaResult<CudaFunction> {
-        if let Some(f) = lock(&self.functions).get(name) {
+    /// its module and loaded once per device, for a launch with arguments of
+    /// `arg_sizes` bytes. Panics if they are not the kernel's parameters: a
+    /// launcher out of step with its `.cu` source, which is a tapir bug.
+    pub(crate) fn function(&self, name: &str, arg_sizes: &[usize]) -> CudaResult<CudaFunction> {
+        let check = |params: &Option<Vec<usize>>| {
+            if let Some(params) = params {
+                assert_eq!(
+                    params.as_slice(),
+                    arg_sizes,
+                    "launching {name}: the kernel's parameters (left, bytes, from its PTX) \
+                     differ from the launcher's arguments (right)"
+                );
+            }
+        };
+        if let Some((f, params)) = lock(&self.functions).get(name) {
+            check(params);
             return Ok(f.clone());
         }
         let m = module_of(name).ok_or_else(|| format!("no CUDA kernel named `{name}`"))?;
+        let src = ptx(&m, self.arch)?;
+        let params = param_sizes(&src, name);
+        check(&params);
         let module = {
             let mut modules = lock(&self.modules);
             match modules.get(m.name) {
                 Some(loaded) => loaded.clone(),
                 None => {
-                    let src = ptx(&m, self.arch)?;
                     let loaded = self
                         .ctx
                         .load_module(Ptx::from_src(src.as_str()))
@@ -166,7 +185,7 @@ impl CudaDevice {
         let f = module
             .load_function(name)
             .map_err(|e| self.err(&format!("loading kernel {name}"), e))?;
-        lock(&self.functions).insert(name.to_string(), f.clone());
+        lock(&self.functions).insert(name.to_string(), (f.clone(), params));
         Ok(f)
     }
 

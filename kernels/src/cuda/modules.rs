@@ -116,7 +116,7 @@ pub fn modules() -> Vec<Module> {
         Module {
             name: "optim",
             source: include_str!("cu/optim.cu"),
-            kernels: per_dtype(&["adam", "sgd"], DTYPES),
+            kernels: per_dtype(&["adam", "sgd", "rmsprop"], DTYPES),
         },
         Module {
             name: "index",
@@ -180,6 +180,33 @@ pub fn ptx(module: &Module, arch: &'static str) -> Result<Arc<String>, String> {
     Ok(p)
 }
 
+/// The byte size of each parameter of kernel `name` as `ptx` declares
+/// them, in order; `None` if the kernel or a parameter cannot be read.
+/// Launches check their arguments against it (`CudaDevice::function`), so a
+/// launcher out of step with its `.cu` signature fails with a message
+/// instead of handing the kernel garbage.
+pub fn param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
+    let header = &ptx[ptx.find(&format!(".entry {name}("))?..];
+    let header = &header[..header.find(')')?];
+    header.lines().skip(1).map(param_size).collect()
+}
+
+/// `.param .u64 k_param_0,` -> 8; `.param .align 8 .b8 k_param_1[136]` -> 136.
+fn param_size(line: &str) -> Option<usize> {
+    let line = line.trim().trim_end_matches(',');
+    let rest = line.strip_prefix(".param")?;
+    if let (Some(open), Some(body)) = (line.rfind('['), line.strip_suffix(']')) {
+        return body[open + 1..].parse().ok();
+    }
+    Some(match rest.split_whitespace().next()? {
+        ".u64" | ".s64" | ".b64" | ".f64" => 8,
+        ".u32" | ".s32" | ".b32" | ".f32" => 4,
+        ".u16" | ".s16" | ".b16" | ".f16" => 2,
+        ".u8" | ".s8" | ".b8" => 1,
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,6 +237,11 @@ mod tests {
                         "kernel {k} missing from {}.cu",
                         m.name
                     );
+                    let sizes = param_sizes(&ptx, k);
+                    assert!(
+                        sizes.as_ref().is_some_and(|s| !s.is_empty()),
+                        "parameters of {k} unreadable: {sizes:?}"
+                    );
                     count += 1;
                 }
             }
@@ -223,7 +255,8 @@ mod tests {
         let index = 2 * 4 + 2;
         assert_eq!(
             count,
-            2 * (elementwise + copy + index + 2 + 3 * (2 + 2 + 1 + 2))
+            // conv 2; per float dtype: softmax 2, rows 2, layer norm 1, optimizers 3.
+            2 * (elementwise + copy + index + 2 + 3 * (2 + 2 + 1 + 3))
         );
     }
 
@@ -244,6 +277,29 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("undefined_fn"), "{err}");
+    }
+
+    /// What the launchers' argument check compares with: a pointer is 8
+    /// bytes, a `Strided` view 136, each hyper-parameter struct its C size
+    /// (which the launcher's `#[repr(C)]` mirror must equal).
+    #[test]
+    fn kernel_parameters_are_read_from_the_ptx() {
+        if !crate::cuda::nvrtc_present() {
+            println!("SKIPPED: NVRTC not found");
+            return;
+        }
+        let sizes = |k: &str| {
+            let src = ptx(&module_of(k).unwrap(), "sm_80").unwrap();
+            param_sizes(&src, k).unwrap()
+        };
+        assert_eq!(sizes("adam_f32"), [8, 8, 8, 8, 8, 8, 36]);
+        assert_eq!(sizes("sgd_bf16"), [8, 8, 8, 8, 28]);
+        assert_eq!(sizes("rmsprop_f16"), [8, 8, 8, 8, 8, 8, 24]);
+        assert_eq!(sizes("gather_u32"), [8, 136, 8, 8, 8, 8, 8, 8, 8, 8, 8]);
+        assert_eq!(sizes("exp_f32"), [8, 136, 4, 4, 8, 8]);
+        assert_eq!(param_size(".param .align 8 .b8 k_param_1[136],"), Some(136));
+        assert_eq!(param_size(".param .f32 k_param_2"), Some(4));
+        assert_eq!(param_size("ld.param.u64 %rd1, [k_param_0];"), None);
     }
 
     #[test]

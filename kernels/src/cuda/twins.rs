@@ -322,7 +322,7 @@ fn down_as(b: &CudaBuffer, n: usize, dtype: &str) -> Vec<f32> {
 
 #[test]
 fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
-    use crate::cpu::{AdamStep, SgdStep, adam_update, sgd_update};
+    use crate::cpu::{AdamStep, RmspropStep, SgdStep, adam_update, rmsprop_update, sgd_update};
     let Some(dev) = gpu() else { return };
     let n = 5000;
     let adamw = AdamStep {
@@ -362,6 +362,14 @@ fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
     let plain = SgdStep {
         lr: 0.1,
         ..Default::default()
+    };
+    let rms_plain = RmspropStep::default();
+    let rms_all = RmspropStep {
+        weight_decay: 0.1,
+        momentum: 0.9,
+        centered: true,
+        maximize: true,
+        ..rms_plain
     };
     // Half types: the twin runs in f32 from the stored values and rounds
     // when storing, as the kernel does; fused multiply-adds on the GPU can
@@ -407,6 +415,36 @@ fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
             close(&what, &down_as(&dp, n, dtype), &p, tol);
             if let (Some(d), Some(b)) = (&dbuf, &buf) {
                 close(&format!("{what} buffer"), &down_as(d, n, dtype), b, tol);
+            }
+        }
+        for cfg in [rms_plain, rms_all] {
+            let (mut p, mut g) = (inputs(n, 37), inputs(n, 41));
+            round_through(dtype, &mut p);
+            round_through(dtype, &mut g);
+            // [square_avg, momentum_buffer, grad_avg], as the optimizer keeps them.
+            let k = 1 + (cfg.momentum > 0.0) as usize + cfg.centered as usize;
+            let mut st = vec![vec![0.0f32; n]; k];
+            let (mut dp, dg) = (up_as(&dev, &p, dtype), up_as(&dev, &g, dtype));
+            let mut dst: Vec<CudaBuffer> = st.iter().map(|s| up_as(&dev, s, dtype)).collect();
+            for _ in 0..3 {
+                let (sq, rest) = st.split_first_mut().unwrap();
+                let (buf, rest) = if cfg.momentum > 0.0 {
+                    let (b, r) = rest.split_first_mut().unwrap();
+                    (Some(&mut b[..]), r)
+                } else {
+                    (None, rest)
+                };
+                let gavg = rest.first_mut().map(|x| &mut x[..]);
+                rmsprop_update(&mut p, &g, sq, gavg, buf, &cfg);
+                round_through(dtype, &mut p);
+                st.iter_mut().for_each(|s| round_through(dtype, s));
+                let mut bufs: Vec<&mut CudaBuffer> = dst.iter_mut().collect();
+                launch::rmsprop(&mut dp, &dg, &mut bufs, n, dtype, &cfg).unwrap();
+            }
+            let what = format!("rmsprop {dtype} (centered {})", cfg.centered);
+            close(&what, &down_as(&dp, n, dtype), &p, tol);
+            for (k, (d, s)) in dst.iter().zip(&st).enumerate() {
+                close(&format!("{what} state {k}"), &down_as(d, n, dtype), s, tol);
             }
         }
     }

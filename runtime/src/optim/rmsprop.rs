@@ -4,6 +4,7 @@ use super::{
     Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
 };
 use crate::nn::StateDict;
+use crate::storage::GpuStep;
 use crate::{Result, Tensor};
 use tapir_kernels::cpu::{RmspropStep, rmsprop_update};
 
@@ -81,7 +82,7 @@ impl Optimizer for RMSprop {
                     }
                 };
             }
-            fused(&p, &g, &bufs, None, run!(), run!());
+            fused(&p, &g, &bufs, Some(GpuStep::Rmsprop(h)), run!(), run!());
         }
     }
     fn param_groups(&self) -> &[ParamGroup] {

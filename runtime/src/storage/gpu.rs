@@ -9,7 +9,7 @@ use super::cuda;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use crate::dtype::DType;
 use tapir_kernels::Layout;
-use tapir_kernels::cpu::{AdamStep, SgdStep};
+use tapir_kernels::cpu::{AdamStep, RmspropStep, SgdStep};
 
 /// A fused GPU optimizer step: the CPU twin's hyper-parameters, and for
 /// SGD whether the momentum buffer starts this step.
@@ -18,6 +18,7 @@ use tapir_kernels::cpu::{AdamStep, SgdStep};
 pub(crate) enum GpuStep {
     Adam(AdamStep),
     Sgd(SgdStep, bool),
+    Rmsprop(RmspropStep),
 }
 
 /// Where a GPU gather, index_select or scatter_add goes along its dim:
@@ -128,6 +129,7 @@ impl Storage {
                     let buf = bufs.into_iter().next();
                     launch::sgd(&mut p.buf, &g.buf, buf, n, name, &h, first)
                 }
+                GpuStep::Rmsprop(h) => launch::rmsprop(&mut p.buf, &g.buf, &mut bufs, n, name, &h),
             };
             r.unwrap_or_else(|e| cuda::fail("optimizer step", e));
             true

@@ -66,11 +66,49 @@ __device__ void sgd_impl(size_t n, T *p, const T *g, T *buf, SgdHyper h) {
     }
 }
 
+// Mirrors `RmspropHyper` in kernels/src/cuda/launch/optim.rs.
+struct RmspropHyper {
+    float lr, alpha, eps, weight_decay, momentum;
+    int maximize;
+};
+
+// RMSprop; `gavg` (centered) and `buf` (momentum) are null when unused.
+template <typename T>
+__device__ void rmsprop_impl(size_t n, T *p, const T *g, T *sq, T *gavg, T *buf, RmspropHyper h) {
+    float w = 1.0f - h.alpha;
+    GRID_STRIDE(i, n) {
+        float pi = to_f(p[i]);
+        float gi = to_f(g[i]);
+        if (h.maximize) gi = -gi;
+        if (h.weight_decay != 0.0f) gi = gi + h.weight_decay * pi;
+        float s = to_f(sq[i]) * h.alpha + w * gi * gi;
+        sq[i] = from_f<T>(s);
+        float avg;
+        if (gavg) {
+            float ga = to_f(gavg[i]);
+            ga = ga + w * (gi - ga);
+            gavg[i] = from_f<T>(ga);
+            avg = sqrtf(s - ga * ga) + h.eps;
+        } else {
+            avg = sqrtf(s) + h.eps;
+        }
+        if (buf) {
+            float b = to_f(buf[i]) * h.momentum + gi / avg;
+            buf[i] = from_f<T>(b);
+            p[i] = from_f<T>(pi - h.lr * b);
+        } else {
+            p[i] = from_f<T>(pi - h.lr * (gi / avg));
+        }
+    }
+}
+
 #define OPTIM(T)                                                                           \
     extern "C" __global__ void adam_##T(size_t n, T *p, const T *g, T *m, T *v, T *vmax,   \
         AdamHyper h) { adam_impl<T>(n, p, g, m, v, vmax, h); }                             \
     extern "C" __global__ void sgd_##T(size_t n, T *p, const T *g, T *buf, SgdHyper h)     \
-        { sgd_impl<T>(n, p, g, buf, h); }
+        { sgd_impl<T>(n, p, g, buf, h); }                                                  \
+    extern "C" __global__ void rmsprop_##T(size_t n, T *p, const T *g, T *sq, T *gavg,     \
+        T *buf, RmspropHyper h) { rmsprop_impl<T>(n, p, g, sq, gavg, buf, h); }
 
 OPTIM(f32)
 OPTIM(f16)

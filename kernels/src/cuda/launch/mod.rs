@@ -110,7 +110,7 @@ macro_rules! launch {
     ($dev:expr, $name:expr, $cfg:expr, $($arg:expr),+ $(,)?) => {{
         let dev: &CudaDevice = $dev;
         let name: String = $name;
-        let f = dev.function(&name)?;
+        let f = dev.function(&name, &[$(std::mem::size_of_val($arg)),+])?;
         let mut b = dev.stream().launch_builder(&f);
         $( b.arg($arg); )+
         // SAFETY: every use in this file passes exactly the arguments of the
@@ -135,7 +135,7 @@ pub use blas::matmul;
 pub use conv::{ConvGeom, col2im_f32, im2col_f32};
 pub use index::{Gathered, gather, index_add_f32, scatter_add_f32};
 pub use movement::{cast, compare, fill, select_where, strided_assign, strided_copy};
-pub use optim::{adam, sgd};
+pub use optim::{adam, rmsprop, sgd};
 pub use rows::{extreme_last, layer_norm, softmax, sum_last};
 
 /// `y = op(x)` elementwise over the view `l` of `x`; contiguous result.

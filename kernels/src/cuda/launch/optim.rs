@@ -1,8 +1,9 @@
 //! Fused optimizer updates. They take the CPU twins' hyper-parameters
-//! (`AdamStep`, `SgdStep`) and derive the same f32 constants from them.
+//! (`AdamStep`, `SgdStep`, `RmspropStep`) and derive the same f32
+//! constants from them.
 
 use super::*;
-use crate::cpu::{AdamStep, SgdStep};
+use crate::cpu::{AdamStep, RmspropStep, SgdStep};
 
 /// `AdamHyper` in `cu/optim.cu`, same field order and C layout.
 #[repr(C)]
@@ -137,6 +138,74 @@ pub fn sgd(
         &pp,
         &pg,
         &pb,
+        &hyper
+    )
+}
+
+/// `RmspropHyper` in `cu/optim.cu`, same field order and C layout.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct RmspropHyper {
+    lr: f32,
+    alpha: f32,
+    eps: f32,
+    weight_decay: f32,
+    momentum: f32,
+    maximize: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` data matching the C struct, passed by value.
+unsafe impl DeviceRepr for RmspropHyper {}
+
+/// One fused RMSprop step on `n` elements, updating `state` in place:
+/// `[square_avg]`, then `momentum_buffer` when `momentum > 0`, then
+/// `grad_avg` when centered (the optimizer's order). Every buffer holds `dtype`.
+pub fn rmsprop(
+    p: &mut CudaBuffer,
+    g: &CudaBuffer,
+    state: &mut [&mut CudaBuffer],
+    n: usize,
+    dtype: &str,
+    h: &RmspropStep,
+) -> CudaResult<()> {
+    let has_mom = h.momentum > 0.0;
+    assert_eq!(
+        state.len(),
+        1 + has_mom as usize + h.centered as usize,
+        "rmsprop: state buffers for momentum {} and centered {}",
+        h.momentum,
+        h.centered
+    );
+    if n == 0 {
+        return Ok(());
+    }
+    let hyper = RmspropHyper {
+        lr: h.lr as f32,
+        alpha: h.alpha as f32,
+        eps: h.eps as f32,
+        weight_decay: h.weight_decay as f32,
+        momentum: h.momentum as f32,
+        maximize: h.maximize as i32,
+    };
+    let dev = p.device().clone();
+    let (pp, pg, psq) = (p.ptr(0), g.ptr(0), state[0].ptr(0));
+    // Unused state is a null pointer, which the kernel never follows.
+    let pbuf = if has_mom { state[1].ptr(0) } else { 0 };
+    let pavg = if h.centered {
+        state[1 + has_mom as usize].ptr(0)
+    } else {
+        0
+    };
+    launch!(
+        &dev,
+        format!("rmsprop_{dtype}"),
+        elems(n),
+        &n,
+        &pp,
+        &pg,
+        &psq,
+        &pavg,
+        &pbuf,
         &hyper
     )
 }
