@@ -4,7 +4,7 @@
 //! where it reads data back.
 
 use super::checks::IndexChecks;
-use super::modules::{module_of, param_sizes, ptx};
+use super::modules::{Compiled, Module, compiled, module_of, param_sizes};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{
     CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr,
@@ -61,7 +61,8 @@ pub struct CudaDevice {
     ordinal: usize,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    arch: &'static str,
+    /// The device's own architecture (`sm_90` on an H100/H200).
+    arch: String,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     /// Each loaded kernel, with its parameters' sizes from the PTX.
     functions: Mutex<HashMap<String, Loaded>>,
@@ -106,15 +107,10 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
     // no buffer is used or freed concurrently from another stream; the events
     // cudarc would otherwise record on every launch guard nothing here.
     unsafe { ctx.disable_event_tracking() };
-    let (major, _) = ctx
+    let (major, minor) = ctx
         .compute_capability()
         .map_err(|e| format!("cuda:{ordinal}: {e:?}"))?;
-    // PTX for an older architecture is JIT-compiled by the driver for newer ones.
-    let arch = match major {
-        m if m >= 9 => "sm_90",
-        8 => "sm_80",
-        _ => "sm_70",
-    };
+    let arch = format!("sm_{major}{minor}");
     let stream = ctx.default_stream();
     let dev = Arc::new(CudaDevice {
         ordinal,
@@ -165,18 +161,15 @@ impl CudaDevice {
             return Ok(f.clone());
         }
         let m = module_of(name).ok_or_else(|| format!("no CUDA kernel named `{name}`"))?;
-        let src = ptx(&m, self.arch)?;
-        let params = param_sizes(&src, name);
+        let code = self.compiled(&m)?;
+        let params = param_sizes(&code.ptx, name);
         check(&params);
         let module = {
             let mut modules = lock(&self.modules);
             match modules.get(m.name) {
                 Some(loaded) => loaded.clone(),
                 None => {
-                    let loaded = self
-                        .ctx
-                        .load_module(Ptx::from_src(src.as_str()))
-                        .map_err(|e| self.err(&format!("loading {}.cu", m.name), e))?;
+                    let loaded = self.load(&code, m.name)?;
                     modules.insert(m.name, loaded.clone());
                     loaded
                 }
@@ -187,6 +180,34 @@ impl CudaDevice {
             .map_err(|e| self.err(&format!("loading kernel {name}"), e))?;
         lock(&self.functions).insert(name.to_string(), (f.clone(), params));
         Ok(f)
+    }
+
+    /// `module` compiled for this device: for its own architecture, or, if
+    /// this NVRTC does not know it (a GPU newer than the compiler), as sm_90
+    /// PTX, which the driver compiles for the GPU when loading it.
+    fn compiled(&self, module: &Module) -> CudaResult<Arc<Compiled>> {
+        compiled(module, &self.arch).or_else(|exact| {
+            compiled(module, "sm_90").map_err(|_| format!("cuda:{}: {exact}", self.ordinal))
+        })
+    }
+
+    /// Loads a module's machine code, or its PTX where there is none for
+    /// this device (see `nvrtc.rs` for why machine code comes first).
+    fn load(&self, code: &Compiled, name: &str) -> CudaResult<Arc<CudaModule>> {
+        let from_ptx = || self.ctx.load_module(Ptx::from_src(code.ptx.as_str()));
+        let loaded = match &code.cubin {
+            Some(cubin) => self
+                .ctx
+                .load_module(Ptx::from_binary(cubin.clone()))
+                .or_else(|machine| from_ptx().map_err(|ptx| (machine, ptx))),
+            None => from_ptx().map_err(|ptx| (ptx, ptx)),
+        };
+        loaded.map_err(|(machine, ptx)| {
+            self.err(
+                &format!("loading {name}.cu (machine code: {machine:?}; PTX)"),
+                ptx,
+            )
+        })
     }
 
     /// The device's cuBLAS handle (bound to its stream), created on first use.

@@ -2,7 +2,8 @@
 //! this builds on machines without CUDA; every entry point checks that the
 //! libraries are present before calling into cudarc, which panics otherwise.
 //!
-//! - [`modules`]: the `.cu` sources and their NVRTC compilation;
+//! - [`modules`]: the `.cu` sources and their NVRTC compilation (`nvrtc`:
+//!   PTX and machine code);
 //! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU;
 //! - [`CudaBuffer`]: a block of device memory that returns to the cache on drop;
 //! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`);
@@ -13,6 +14,7 @@ mod checks;
 pub mod device;
 pub mod launch;
 pub mod modules;
+mod nvrtc;
 #[cfg(test)]
 mod twins;
 

@@ -4,6 +4,7 @@
 //! names are `<op>_<dtype>`; the lists below are the names the Rust side
 //! launches, and a test checks that each one is in the compiled PTX.
 
+pub use super::nvrtc::Compiled;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -133,50 +134,32 @@ pub fn module_of(name: &str) -> Option<Module> {
         .find(|m| m.kernels.iter().any(|k| k == name))
 }
 
-/// Compiles a module to PTX for `arch` (e.g. `"sm_90"`); a failure carries
-/// NVRTC's log. Checks that NVRTC can be loaded first (cudarc panics otherwise).
-pub fn compile(module: &Module, arch: &'static str) -> Result<String, String> {
+/// Compiles a module for `arch` (a real architecture such as `"sm_90"`):
+/// PTX and CUBIN (see `nvrtc.rs`); a failure carries NVRTC's log. Checks
+/// that NVRTC can be loaded first (cudarc panics otherwise).
+pub fn compile(module: &Module, arch: &str) -> Result<Compiled, String> {
     if !super::nvrtc_present() {
         return Err("NVRTC (libnvrtc.so) was not found".into());
     }
-    let opts = cudarc::nvrtc::CompileOptions {
-        arch: Some(arch),
-        name: Some(format!("{}.cu", module.name)),
-        options: vec!["--std=c++17".into()],
-        ..Default::default()
-    };
-    match cudarc::nvrtc::compile_ptx_with_opts(module.full_source(), opts) {
-        Ok(ptx) => Ok(ptx.to_src()),
-        Err(cudarc::nvrtc::CompileError::CompileError { log, .. }) => Err(format!(
-            "NVRTC could not compile {}.cu for {arch}:\n{}",
-            module.name,
-            log.to_string_lossy()
-        )),
-        Err(e) => Err(format!(
-            "NVRTC failed on {}.cu for {arch}: {e}",
-            module.name
-        )),
-    }
+    let name = format!("{}.cu", module.name);
+    super::nvrtc::compile(&module.full_source(), &name, arch, &["--std=c++17"])
 }
 
-type Cache = Mutex<HashMap<(&'static str, &'static str), Arc<String>>>;
+type Cache = Mutex<HashMap<(&'static str, String), Arc<Compiled>>>;
 
-/// [`compile`] once per (module, architecture); later calls reuse the PTX.
-pub fn ptx(module: &Module, arch: &'static str) -> Result<Arc<String>, String> {
+/// [`compile`] once per (module, architecture); later calls reuse it.
+pub fn compiled(module: &Module, arch: &str) -> Result<Arc<Compiled>, String> {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(p) = cache
-        .lock()
-        .map_err(|_| "kernel cache poisoned")?
-        .get(&(module.name, arch))
-    {
+    let key = (module.name, arch.to_string());
+    if let Some(p) = cache.lock().map_err(|_| "kernel cache poisoned")?.get(&key) {
         return Ok(p.clone());
     }
     let p = Arc::new(compile(module, arch)?);
     cache
         .lock()
         .map_err(|_| "kernel cache poisoned")?
-        .insert((module.name, arch), p.clone());
+        .insert(key, p.clone());
     Ok(p)
 }
 
@@ -211,8 +194,8 @@ fn param_size(line: &str) -> Option<usize> {
 mod tests {
     use super::*;
 
-    /// Every kernel compiles to PTX for sm_80 and sm_90 and is in the PTX
-    /// under the name Rust launches. Needs only NVRTC (`pip install
+    /// Every kernel compiles to PTX and machine code for sm_80 and sm_90 and
+    /// is in the PTX under the name Rust launches, with readable parameters. Needs only NVRTC (`pip install
     /// nvidia-cuda-nvrtc`), no GPU; skipped with a message where it is absent.
     #[test]
     fn every_kernel_compiles_for_sm80_and_sm90() {
@@ -225,7 +208,14 @@ mod tests {
         let mut count = 0;
         for m in modules() {
             for arch in ["sm_80", "sm_90"] {
-                let ptx = compile(&m, arch).unwrap_or_else(|e| panic!("{e}"));
+                let c = compile(&m, arch).unwrap_or_else(|e| panic!("{e}"));
+                let ptx = &c.ptx;
+                let cubin = c.cubin.as_deref().unwrap_or_default();
+                assert!(
+                    cubin.starts_with(b"\x7fELF"),
+                    "{} for {arch}: no CUBIN (machine code) beside the PTX",
+                    m.name
+                );
                 assert!(
                     ptx.contains(&format!(".target {arch}")),
                     "{} for {arch}",
@@ -237,7 +227,7 @@ mod tests {
                         "kernel {k} missing from {}.cu",
                         m.name
                     );
-                    let sizes = param_sizes(&ptx, k);
+                    let sizes = param_sizes(ptx, k);
                     assert!(
                         sizes.as_ref().is_some_and(|s| !s.is_empty()),
                         "parameters of {k} unreadable: {sizes:?}"
@@ -289,8 +279,8 @@ mod tests {
             return;
         }
         let sizes = |k: &str| {
-            let src = ptx(&module_of(k).unwrap(), "sm_80").unwrap();
-            param_sizes(&src, k).unwrap()
+            let c = compiled(&module_of(k).unwrap(), "sm_80").unwrap();
+            param_sizes(&c.ptx, k).unwrap()
         };
         assert_eq!(sizes("adam_f32"), [8, 8, 8, 8, 8, 8, 36]);
         assert_eq!(sizes("sgd_bf16"), [8, 8, 8, 8, 28]);
@@ -309,7 +299,7 @@ mod tests {
             return;
         }
         let m = &modules()[1];
-        let (a, b) = (ptx(m, "sm_80").unwrap(), ptx(m, "sm_80").unwrap());
+        let (a, b) = (compiled(m, "sm_80").unwrap(), compiled(m, "sm_80").unwrap());
         assert!(Arc::ptr_eq(&a, &b));
     }
 }
