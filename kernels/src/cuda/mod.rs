@@ -12,6 +12,7 @@
 mod buffer;
 mod checks;
 pub mod device;
+mod disk_cache;
 pub mod launch;
 pub mod modules;
 mod nvrtc;

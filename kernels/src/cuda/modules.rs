@@ -1,6 +1,7 @@
 //! The CUDA kernel sources (`cu/*.cu`, each prefixed with `cu/common.cuh`),
 //! compiled at first use with NVRTC — no nvcc and no compute-capability
-//! detection at build time — and cached per (module, architecture). Kernel
+//! detection at build time — and cached per (module, architecture), in
+//! memory and on disk (`disk_cache.rs`). Kernel
 //! names are `<op>_<dtype>`; the lists below are the names the Rust side
 //! launches, and a test checks that each one is in the compiled PTX.
 
@@ -142,12 +143,41 @@ pub fn compile(module: &Module, arch: &str) -> Result<Compiled, String> {
         return Err("NVRTC (libnvrtc.so) was not found".into());
     }
     let name = format!("{}.cu", module.name);
-    super::nvrtc::compile(&module.full_source(), &name, arch, &["--std=c++17"])
+    super::nvrtc::compile(&module.full_source(), &name, arch, OPTIONS)
 }
+
+const OPTIONS: &[&str] = &["--std=c++17"];
 
 type Cache = Mutex<HashMap<(&'static str, String), Arc<Compiled>>>;
 
-/// [`compile`] once per (module, architecture); later calls reuse it.
+/// A module's compilation from the disk cache (see `disk_cache.rs`), or
+/// compiled now and stored there.
+fn from_disk_or_compile(
+    module: &Module,
+    arch: &str,
+    dir: Option<std::path::PathBuf>,
+) -> Result<Compiled, String> {
+    let Some(dir) = dir else {
+        return compile(module, arch);
+    };
+    if !super::nvrtc_present() {
+        return Err("NVRTC (libnvrtc.so) was not found".into());
+    }
+    let source = module.full_source();
+    let version = super::nvrtc::version();
+    let mut key: Vec<&str> = vec![&source, &version];
+    key.extend(OPTIONS);
+    let path = dir.join(super::disk_cache::file_name(module.name, arch, &key));
+    if let Some(c) = super::disk_cache::load(&path) {
+        return Ok(c);
+    }
+    let c = compile(module, arch)?;
+    super::disk_cache::store(&path, &c);
+    Ok(c)
+}
+
+/// [`compile`] once per (module, architecture) and process, through the
+/// disk cache; later calls reuse it.
 pub fn compiled(module: &Module, arch: &str) -> Result<Arc<Compiled>, String> {
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
@@ -155,7 +185,11 @@ pub fn compiled(module: &Module, arch: &str) -> Result<Arc<Compiled>, String> {
     if let Some(p) = cache.lock().map_err(|_| "kernel cache poisoned")?.get(&key) {
         return Ok(p.clone());
     }
-    let p = Arc::new(compile(module, arch)?);
+    let p = Arc::new(from_disk_or_compile(
+        module,
+        arch,
+        super::disk_cache::dir(),
+    )?);
     cache
         .lock()
         .map_err(|_| "kernel cache poisoned")?
@@ -290,6 +324,33 @@ mod tests {
         assert_eq!(param_size(".param .align 8 .b8 k_param_1[136],"), Some(136));
         assert_eq!(param_size(".param .f32 k_param_2"), Some(4));
         assert_eq!(param_size("ld.param.u64 %rd1, [k_param_0];"), None);
+    }
+
+    #[test]
+    fn a_second_process_loads_the_kernels_from_the_disk_cache() {
+        if !crate::cuda::nvrtc_present() {
+            println!("SKIPPED: NVRTC not found");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("tapir-kdisk-{}", std::process::id()));
+        let m = &modules()[4];
+        let first = from_disk_or_compile(m, "sm_80", Some(dir.clone())).unwrap();
+        let files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|f| f.unwrap().path())
+            .collect();
+        assert_eq!(files.len(), 1, "one file per compilation");
+        let second = from_disk_or_compile(m, "sm_80", Some(dir.clone())).unwrap();
+        assert_eq!((&first.ptx, &first.cubin), (&second.ptx, &second.cubin));
+        // What is read is the file: a marked one comes back as it is.
+        let marked = Compiled {
+            ptx: format!("{}// marked", first.ptx),
+            cubin: first.cubin,
+        };
+        super::super::disk_cache::store(&files[0], &marked);
+        let third = from_disk_or_compile(m, "sm_80", Some(dir.clone())).unwrap();
+        assert!(third.ptx.ends_with("// marked"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

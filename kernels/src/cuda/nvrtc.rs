@@ -81,3 +81,14 @@ fn text(buf: &[c_char]) -> String {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned())
 }
+
+/// NVRTC's version as `major.minor` (part of the disk cache's key).
+pub fn version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: two valid out-pointers; the caller checked NVRTC is present.
+    let r = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
+    match r.result() {
+        Ok(()) => format!("{major}.{minor}"),
+        Err(_) => "unknown".into(),
+    }
+}
