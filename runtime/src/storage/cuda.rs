@@ -21,7 +21,6 @@ pub(crate) fn fail(op: &str, e: String) -> ! {
     panic!("{op}: {e}")
 }
 
-/// The kernels' name for a float dtype with CUDA kernels.
 /// The launcher's description of a gather-like op's geometry.
 fn gathered(input: &Layout, g: IndexGeom) -> launch::Gathered<'_> {
     launch::Gathered {
@@ -34,6 +33,7 @@ fn gathered(input: &Layout, g: IndexGeom) -> launch::Gathered<'_> {
     }
 }
 
+/// The kernels' name for a float dtype with CUDA kernels.
 pub(crate) fn kernel_dtype(d: DType) -> Option<&'static str> {
     match d {
         DType::F32 => Some("f32"),
@@ -269,7 +269,7 @@ impl CudaStorage {
     }
 
     /// `torch.gather` / `index_select` (see `launch::gather`); `idx` is a
-    /// contiguous i64 storage of checked indices.
+    /// contiguous i64 storage, checked against `geom.size` by the kernel.
     pub fn gather(
         &self,
         view: &Layout,
