@@ -52,7 +52,11 @@ check() {
     fi
 }
 
-check kernels "$bins/kernels-tests" cuda:: --nocapture --test-threads 1
+# A first run on new hardware should say where it broke: backtraces on, and
+# the kernel twins with synchronous launches, so a faulting kernel is named
+# by its own launch rather than by a later read.
+export RUST_BACKTRACE=1
+check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests" cuda:: --nocapture --test-threads 1
 check device-tests "$bins/cuda" --nocapture --test-threads 1 --skip without_a_gpu
 for suite in goldens nn_goldens training; do
     check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/$suite" --test-threads 1

@@ -24,6 +24,11 @@ fn gpu() -> Option<Device> {
     }
 }
 
+/// `CUDA_LAUNCH_BLOCKING=1` makes indexing ops wait to check their indices.
+fn launch_blocking() -> bool {
+    std::env::var("CUDA_LAUNCH_BLOCKING").is_ok_and(|v| v == "1")
+}
+
 /// Deterministic values in about [-2, 2].
 fn values(n: usize, seed: u64) -> Vec<f32> {
     (0..n)
@@ -311,7 +316,9 @@ fn seed_mlp_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
         "ops ran on host copies during GPU training (ops without a CUDA kernel)"
     );
     // The host waits for the GPU only where it reads each step's loss.
-    assert_eq!(syncs, 10, "host waits in 10 steps");
+    if !launch_blocking() {
+        assert_eq!(syncs, 10, "host waits in 10 steps");
+    }
 }
 
 /// 5 AdamW steps of a small char transformer (causal attention, layer
@@ -364,7 +371,9 @@ fn a_char_transformer_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips()
     assert_eq!(trips, 0, "ops ran on host copies during GPU training");
     // Embedding and cross entropy check their indices on the device, so
     // the host waits only where it reads each step's loss.
-    assert_eq!(syncs, 5, "host waits in 5 steps");
+    if !launch_blocking() {
+        assert_eq!(syncs, 5, "host waits in 5 steps");
+    }
 }
 
 #[test]
@@ -560,10 +569,11 @@ fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
             .unwrap_or_default()
     };
     let x = on(Tensor::from_vec(values(20, 1), &[4, 5]));
-    let syncs = tapir::cuda::host_syncs();
-    let y = x.gather(1, &on(Tensor::from_vec(vec![0i64, 7, 1, 2], &[4, 1])));
-    assert_eq!(tapir::cuda::host_syncs(), syncs, "gather did not wait");
+    // With CUDA_LAUNCH_BLOCKING=1 the report comes from the op itself.
     let msg = panic_of(&|| {
+        let syncs = tapir::cuda::host_syncs();
+        let y = x.gather(1, &on(Tensor::from_vec(vec![0i64, 7, 1, 2], &[4, 1])));
+        assert_eq!(tapir::cuda::host_syncs(), syncs, "gather did not wait");
         y.to_vec::<f32>();
     });
     assert!(
@@ -571,8 +581,8 @@ fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
         "{msg}"
     );
     let logits = on(Tensor::from_vec(values(10, 2), &[2, 5]));
-    let loss = cross_entropy(&logits, &on(Tensor::from_vec(vec![1i64, 9], &[2])));
     let msg = panic_of(&|| {
+        let loss = cross_entropy(&logits, &on(Tensor::from_vec(vec![1i64, 9], &[2])));
         loss.item::<f32>();
     });
     assert!(

@@ -624,23 +624,46 @@ fn out_of_range_indices_touch_nothing_and_are_reported_at_the_next_read() {
         size: c,
         op,
     };
-    let read_panics = |b: &CudaBuffer, n: usize| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| down(b, n)))
+    let panic_of = |f: &mut dyn FnMut()| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
             .err()
             .and_then(|p| p.downcast_ref::<String>().cloned())
+            .expect("the bad index is reported")
     };
+    let gather_reported = |msg: String| {
+        assert!(
+            msg.starts_with("gather: index 7 is out of bounds for dim of size 5")
+                || msg.starts_with("gather: index -1 is out of bounds for dim of size 5"),
+            "{msg}"
+        )
+    };
+    let index_add_reported = |msg: String| {
+        assert!(
+            msg.starts_with("index_select backward: index 3 is out of bounds for dim of size 3"),
+            "{msg}"
+        )
+    };
+    let src = up(&dev, &[1.0f32; 4]);
+    let rows = dev.upload(&[0i64, 3]).unwrap();
     // Index 7 and -1 are out of range: the first launch's first is reported.
     let bad = dev.upload(&[1i64, 7, -1, 0]).unwrap();
+    if std::env::var("CUDA_LAUNCH_BLOCKING").is_ok_and(|v| v == "1") {
+        // Synchronous launches report at the launch itself.
+        gather_reported(panic_of(&mut || {
+            launch::gather(&dx, geom("gather"), &bad, 4, true).unwrap();
+        }));
+        index_add_reported(panic_of(&mut || {
+            let mut dst = launch::fill(&dev, 3, "f32", 0.0).unwrap();
+            launch::index_add_f32(&mut dst, (1, 3, 1), &src, &rows, 2).unwrap();
+        }));
+        return;
+    }
     let y = launch::gather(&dx, geom("gather"), &bad, 4, true).unwrap();
     let mut dst = launch::fill(&dev, r * c, "f32", 0.0).unwrap();
-    let src = up(&dev, &[1.0f32; 4]);
     launch::scatter_add_f32(&mut dst, geom("scatter_add"), &src, &view, &bad).unwrap();
-    let msg = read_panics(&y, 4).expect("the read reports the bad index");
-    assert!(
-        msg.starts_with("gather: index 7 is out of bounds for dim of size 5")
-            || msg.starts_with("gather: index -1 is out of bounds for dim of size 5"),
-        "{msg}"
-    );
+    gather_reported(panic_of(&mut || {
+        down(&y, 4);
+    }));
     // Nothing was read or written for them; the flag is clear again.
     close("gather", &down(&y, 4), &[x[1], 0.0, 0.0, x[c]], 0.0);
     let mut want = vec![0.0f32; r * c];
@@ -649,19 +672,10 @@ fn out_of_range_indices_touch_nothing_and_are_reported_at_the_next_read() {
     close("scatter_add", &down(&dst, r * c), &want, 0.0);
     // index_select's adjoint checks its rows too.
     let mut dst = launch::fill(&dev, 3, "f32", 0.0).unwrap();
-    launch::index_add_f32(
-        &mut dst,
-        (1, 3, 1),
-        &src,
-        &dev.upload(&[0i64, 3]).unwrap(),
-        2,
-    )
-    .unwrap();
-    let msg = read_panics(&dst, 3).expect("reported");
-    assert!(
-        msg.starts_with("index_select backward: index 3 is out of bounds for dim of size 3"),
-        "{msg}"
-    );
+    launch::index_add_f32(&mut dst, (1, 3, 1), &src, &rows, 2).unwrap();
+    index_add_reported(panic_of(&mut || {
+        down(&dst, 3);
+    }));
     assert_eq!(down(&dst, 3), vec![1.0, 0.0, 0.0]);
 }
 
