@@ -13,6 +13,12 @@
 #
 # Any SKIPPED check fails the run (a GPU run must run everything). Logs and
 # JSON lines go to $OUT (or target/gpu-check/). Takes about 3-5 minutes.
+#
+#   scripts/gpu-check.sh                  # everything
+#   scripts/gpu-check.sh kernels device   # only these steps (to rerun what
+#                                         # failed without spending device
+#                                         # time on the rest): kernels,
+#                                         # device, goldens, digits, bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-target/gpu-check}
@@ -35,6 +41,9 @@ export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${libs}:${LD_LIBRARY_PATH:-}"
 # The golden tests read tests/goldens under this root.
 export CARGO_MANIFEST_DIR=$PWD
 
+steps=" ${*:-kernels device goldens digits bench} "
+wanted() { [[ "$steps" == *" $1 "* ]]; }
+
 failed=0
 check() {
     local name=$1
@@ -56,15 +65,23 @@ check() {
 # the kernel twins with synchronous launches, so a faulting kernel is named
 # by its own launch rather than by a later read.
 export RUST_BACKTRACE=1
-check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests" cuda:: --nocapture --test-threads 1
-check device-tests "$bins/cuda" --nocapture --test-threads 1 --skip without_a_gpu
-for suite in goldens nn_goldens training; do
-    check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/$suite" --test-threads 1
-done
+wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests" cuda:: --nocapture --test-threads 1
+wanted device && check device-tests "$bins/cuda" --nocapture --test-threads 1 --skip without_a_gpu
+if wanted goldens; then
+    for suite in goldens nn_goldens training; do
+        check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/$suite" --test-threads 1
+    done
+fi
 
-check train-digits "$bins/train_digits" --device cuda --epochs 10 --out "$out/digits"
-grep "val_acc" "$out/train-digits.log" | tail -n 1
+if wanted digits; then
+    check train-digits "$bins/train_digits" --device cuda --epochs 10 --out "$out/digits"
+    grep "val_acc" "$out/train-digits.log" | tail -n 1
+fi
 
+if ! wanted bench; then
+    echo "gpu-check: $([ $failed -eq 0 ] && echo PASSED || echo FAILED) (steps:$steps); logs in $out"
+    exit $failed
+fi
 echo "== benchmarks (tapir, then PyTorch, same GPU)"
 work=matmul,mlp,transformer
 timeout 300 "$bins/bench_ref" --device cuda --threads 4 --workloads $work \
