@@ -194,6 +194,9 @@ fn record(
         proc_field("/proc/self/status", "VmHWM:").unwrap_or(0.0) / 1024.0
     ));
     fields.push(format!("\"device\": \"{}\"", t.device));
+    if let Ok(name) = tapir::cuda::get_device_name(t.device) {
+        fields.push(format!("\"gpu\": \"{name}\""));
+    }
     fields.push(format!("\"tapir\": \"{}\"", env!("CARGO_PKG_VERSION")));
     format!("{{{}}}", fields.join(", "))
 }

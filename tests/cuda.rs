@@ -605,6 +605,19 @@ fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
 }
 
 #[test]
+fn the_gpu_names_itself() {
+    let Some(device) = gpu() else { return };
+    let name = tapir::cuda::get_device_name(device).unwrap();
+    let (major, _) = tapir::cuda::get_device_capability(device).unwrap();
+    println!("{device}: {name}, compute capability {major}.x");
+    assert!(!name.is_empty());
+    assert!(
+        major >= 7,
+        "tapir's kernels need compute capability 7.0 or newer"
+    );
+}
+
+#[test]
 fn mixing_devices_in_one_op_names_both() {
     let Some(device) = gpu() else { return };
     let a = Tensor::ones(&[2, 2]);
@@ -656,5 +669,8 @@ fn without_a_gpu_every_cuda_entry_point_is_an_error() {
     );
     assert!(Tensor::ones(&[2]).to(Device::Cuda(0)).is_err());
     assert!(SeedMlp::<4, 2>::try_new(&Device::Cuda(0)).is_err());
+    assert!(tapir::cuda::get_device_name(Device::Cuda(0)).is_err());
+    assert!(tapir::cuda::get_device_capability(Device::Cuda(0)).is_err());
+    assert!(tapir::cuda::get_device_name(Device::Cpu).is_err());
     assert_eq!(Device::cuda_if_available(), Device::Cpu);
 }

@@ -112,6 +112,35 @@ pub fn reset_peak_memory_stats(device: Device) -> Result<()> {
     })
 }
 
+/// The GPU's product name, e.g. `NVIDIA H200` (`torch.cuda.get_device_name`).
+///
+/// ```
+/// use tapir_runtime::{cuda, Device};
+/// // An error, never a crash, where there is no such GPU.
+/// if !cuda::is_available() {
+///     assert!(cuda::get_device_name(Device::Cuda(0)).is_err());
+/// }
+/// ```
+pub fn get_device_name(device: Device) -> Result<String> {
+    with_device(device, |_d| {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        return _d.name().map_err(|e| crate::device::cuda_error(device, e));
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        Ok(String::new())
+    })?
+}
+
+/// The GPU's compute capability as (major, minor), e.g. (9, 0) on an H100
+/// or H200 (`torch.cuda.get_device_capability`).
+pub fn get_device_capability(device: Device) -> Result<(u32, u32)> {
+    with_device(device, |_d| {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        return _d.capability();
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        (0, 0)
+    })
+}
+
 /// Waits until every queued kernel on `device` has finished
 /// (`torch.cuda.synchronize`); reading a tensor's data waits on its own.
 pub fn synchronize(device: Device) -> Result<()> {

@@ -63,6 +63,7 @@ pub struct CudaDevice {
     stream: Arc<CudaStream>,
     /// The device's own architecture (`sm_90` on an H100/H200).
     arch: String,
+    capability: (u32, u32),
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     /// Each loaded kernel, with its parameters' sizes from the PTX.
     functions: Mutex<HashMap<String, Loaded>>,
@@ -111,12 +112,14 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
         .compute_capability()
         .map_err(|e| format!("cuda:{ordinal}: {e:?}"))?;
     let arch = format!("sm_{major}{minor}");
+    let capability = (major as u32, minor as u32);
     let stream = ctx.default_stream();
     let dev = Arc::new(CudaDevice {
         ordinal,
         ctx,
         stream,
         arch,
+        capability,
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
         blas: OnceLock::new(),
@@ -131,6 +134,18 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
 impl CudaDevice {
     pub fn ordinal(&self) -> usize {
         self.ordinal
+    }
+
+    /// The product name the driver reports (`torch.cuda.get_device_name`).
+    pub fn name(&self) -> CudaResult<String> {
+        self.ctx
+            .name()
+            .map_err(|e| self.err("reading the device name", e))
+    }
+
+    /// The compute capability, (major, minor) (`torch.cuda.get_device_capability`).
+    pub fn capability(&self) -> (u32, u32) {
+        self.capability
     }
 
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
