@@ -615,6 +615,8 @@ fn the_gpu_names_itself() {
         major >= 7,
         "tapir's kernels need compute capability 7.0 or newer"
     );
+    let (free, total) = tapir::cuda::mem_get_info(device).unwrap();
+    assert!(0 < free && free <= total, "free {free} of {total} bytes");
 }
 
 #[test]
@@ -671,6 +673,7 @@ fn without_a_gpu_every_cuda_entry_point_is_an_error() {
     assert!(SeedMlp::<4, 2>::try_new(&Device::Cuda(0)).is_err());
     assert!(tapir::cuda::get_device_name(Device::Cuda(0)).is_err());
     assert!(tapir::cuda::get_device_capability(Device::Cuda(0)).is_err());
+    assert!(tapir::cuda::mem_get_info(Device::Cuda(0)).is_err());
     assert!(tapir::cuda::get_device_name(Device::Cpu).is_err());
     assert_eq!(Device::cuda_if_available(), Device::Cpu);
 }

@@ -130,6 +130,19 @@ pub fn get_device_name(device: Device) -> Result<String> {
     })?
 }
 
+/// Free and total memory of `device` in bytes, as the driver sees them
+/// (`torch.cuda.mem_get_info`): blocks held in tapir's cache count as used.
+pub fn mem_get_info(device: Device) -> Result<(usize, usize)> {
+    with_device(device, |_d| {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        return _d
+            .mem_get_info()
+            .map_err(|e| crate::device::cuda_error(device, e));
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        Ok((0, 0))
+    })?
+}
+
 /// The GPU's compute capability as (major, minor), e.g. (9, 0) on an H100
 /// or H200 (`torch.cuda.get_device_capability`).
 pub fn get_device_capability(device: Device) -> Result<(u32, u32)> {

@@ -143,6 +143,14 @@ impl CudaDevice {
             .map_err(|e| self.err("reading the device name", e))
     }
 
+    /// Free and total device memory in bytes, as the driver sees them
+    /// (`torch.cuda.mem_get_info`; blocks in tapir's cache count as used).
+    pub fn mem_get_info(&self) -> CudaResult<(usize, usize)> {
+        self.ctx
+            .mem_get_info()
+            .map_err(|e| self.err("reading free memory", e))
+    }
+
     /// The compute capability, (major, minor) (`torch.cuda.get_device_capability`).
     pub fn capability(&self) -> (u32, u32) {
         self.capability
