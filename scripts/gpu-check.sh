@@ -19,6 +19,10 @@
 #                                         # failed without spending device
 #                                         # time on the rest): kernels,
 #                                         # device, goldens, digits, bench
+#
+# With the session's device tool: build here, then one call, e.g.
+#   run(command="scripts/gpu-check.sh", carry=["target/gpu-bin"], timeout_s=540)
+# and the logs come back under $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-target/gpu-check}
