@@ -1,0 +1,192 @@
+//! The fused optimizer kernels against `crate::cpu::{adam,sgd,rmsprop}_update`.
+
+use super::*;
+use crate::cpu::{AdamStep, RmspropStep, SgdStep, adam_update, rmsprop_update, sgd_update};
+
+/// Rounds through `dtype` as a kernel stores it (f32 unchanged).
+fn round_through(dtype: &str, v: &mut [f32]) {
+    for x in v {
+        *x = match dtype {
+            "f16" => half::f16::from_f32(*x).to_f32(),
+            "bf16" => half::bf16::from_f32(*x).to_f32(),
+            _ => *x,
+        }
+    }
+}
+
+/// Uploads f32 values stored as `dtype`.
+fn up_as(dev: &Arc<CudaDevice>, v: &[f32], dtype: &str) -> CudaBuffer {
+    match dtype {
+        "f16" => dev.upload(
+            &v.iter()
+                .map(|&x| half::f16::from_f32(x).to_bits())
+                .collect::<Vec<_>>(),
+        ),
+        "bf16" => dev.upload(
+            &v.iter()
+                .map(|&x| half::bf16::from_f32(x).to_bits())
+                .collect::<Vec<_>>(),
+        ),
+        _ => dev.upload(v),
+    }
+    .unwrap()
+}
+
+/// Reads `n` elements stored as `dtype`, as f32.
+fn down_as(b: &CudaBuffer, n: usize, dtype: &str) -> Vec<f32> {
+    let bits = || b.read::<u16>(n).unwrap().into_iter();
+    match dtype {
+        "f16" => bits().map(|x| half::f16::from_bits(x).to_f32()).collect(),
+        "bf16" => bits().map(|x| half::bf16::from_bits(x).to_f32()).collect(),
+        _ => down(b, n),
+    }
+}
+
+type CpuStep<'a> = &'a dyn Fn(&mut [f32], &[f32], &mut [Vec<f32>], usize);
+type GpuStep<'a> = &'a dyn Fn(&mut CudaBuffer, &CudaBuffer, &mut [&mut CudaBuffer], usize);
+
+/// Three steps (0, 1, 2) of one optimizer with `states` zeroed state
+/// buffers, on the GPU in `dtype` and on its CPU twin from the same rounded
+/// values; the twin rounds what it stores, as the kernel does. Compares the
+/// parameter and every state buffer.
+fn three_steps(
+    dev: &Arc<CudaDevice>,
+    (dtype, tol): (&str, f32),
+    what: &str,
+    states: usize,
+    cpu: CpuStep<'_>,
+    gpu: GpuStep<'_>,
+) {
+    let n = 5000;
+    let (mut p, mut g) = (inputs(n, 17), inputs(n, 19));
+    round_through(dtype, &mut p);
+    round_through(dtype, &mut g);
+    let mut st = vec![vec![0.0f32; n]; states];
+    let (mut dp, dg) = (up_as(dev, &p, dtype), up_as(dev, &g, dtype));
+    let mut dst: Vec<CudaBuffer> = st.iter().map(|s| up_as(dev, s, dtype)).collect();
+    for step in 0..3 {
+        cpu(&mut p, &g, &mut st, step);
+        round_through(dtype, &mut p);
+        st.iter_mut().for_each(|s| round_through(dtype, s));
+        let mut bufs: Vec<&mut CudaBuffer> = dst.iter_mut().collect();
+        gpu(&mut dp, &dg, &mut bufs, step);
+    }
+    let what = format!("{what} ({dtype})");
+    close(&what, &down_as(&dp, n, dtype), &p, tol);
+    for (k, (d, s)) in dst.iter().zip(&st).enumerate() {
+        close(&format!("{what} state {k}"), &down_as(d, n, dtype), s, tol);
+    }
+}
+
+#[test]
+fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
+    let Some(dev) = gpu() else { return };
+    let n = 5000;
+    let adamw = AdamStep {
+        lr: 1e-2,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 1e-2,
+        decoupled: true,
+        amsgrad: false,
+        maximize: false,
+        step: 0,
+    };
+    let adam_amsgrad_max = AdamStep {
+        weight_decay: 0.1,
+        decoupled: false,
+        amsgrad: true,
+        maximize: true,
+        ..adamw
+    };
+    let nesterov = SgdStep {
+        lr: 0.05,
+        momentum: 0.9,
+        dampening: 0.0,
+        weight_decay: 1e-3,
+        nesterov: true,
+        maximize: false,
+    };
+    let damped_max = SgdStep {
+        lr: 0.1,
+        momentum: 0.5,
+        dampening: 0.2,
+        weight_decay: 0.0,
+        nesterov: false,
+        maximize: true,
+    };
+    let plain = SgdStep {
+        lr: 0.1,
+        ..Default::default()
+    };
+    let rms_plain = RmspropStep::default();
+    let rms_all = RmspropStep {
+        weight_decay: 0.1,
+        momentum: 0.9,
+        centered: true,
+        maximize: true,
+        ..rms_plain
+    };
+    // Fused multiply-adds on the GPU can move a half result by one unit in
+    // the last place.
+    for dt in [("f32", 1e-5), ("f16", 4e-3), ("bf16", 2e-2)] {
+        let dtype = dt.0;
+        for cfg in [adamw, adam_amsgrad_max] {
+            // [exp_avg, exp_avg_sq, max_exp_avg_sq with amsgrad]
+            let h = |step: usize| AdamStep {
+                step: step as u64 + 1,
+                ..cfg
+            };
+            three_steps(
+                &dev,
+                dt,
+                &format!("adam (amsgrad {})", cfg.amsgrad),
+                2 + cfg.amsgrad as usize,
+                &|p, g, st, step| {
+                    let (m, rest) = st.split_first_mut().unwrap();
+                    let (v, rest) = rest.split_first_mut().unwrap();
+                    adam_update(p, g, m, v, rest.first_mut().map(|x| &mut x[..]), &h(step))
+                },
+                &|p, g, st, step| launch::adam(p, g, st, n, dtype, &h(step)).unwrap(),
+            );
+        }
+        for cfg in [nesterov, damped_max, plain] {
+            three_steps(
+                &dev,
+                dt,
+                &format!("sgd {cfg:?}"),
+                (cfg.momentum != 0.0) as usize,
+                &|p, g, st, step| {
+                    sgd_update(p, g, st.first_mut().map(|b| &mut b[..]), step == 0, &cfg)
+                },
+                &|p, g, st, step| {
+                    let buf = st.first_mut().map(|b| &mut **b);
+                    launch::sgd(p, g, buf, n, dtype, &cfg, step == 0).unwrap()
+                },
+            );
+        }
+        for cfg in [rms_plain, rms_all] {
+            // [square_avg, momentum_buffer, grad_avg], as the optimizer keeps them.
+            let mom = cfg.momentum > 0.0;
+            three_steps(
+                &dev,
+                dt,
+                &format!("rmsprop (centered {})", cfg.centered),
+                1 + mom as usize + cfg.centered as usize,
+                &|p, g, st, _| {
+                    let (sq, rest) = st.split_first_mut().unwrap();
+                    let (buf, rest) = if mom {
+                        let (b, r) = rest.split_first_mut().unwrap();
+                        (Some(&mut b[..]), r)
+                    } else {
+                        (None, rest)
+                    };
+                    let gavg = rest.first_mut().map(|x| &mut x[..]);
+                    rmsprop_update(p, g, sq, gavg, buf, &cfg)
+                },
+                &|p, g, st, _| launch::rmsprop(p, g, st, n, dtype, &cfg).unwrap(),
+            );
+        }
+    }
+}
