@@ -31,6 +31,24 @@ fn indices(idx: &Tensor, size: usize, op: &str) -> Vec<usize> {
         .collect()
 }
 
+/// How a GPU kernel walks `t` along dim `d` for an index (or output) of
+/// `shape`: `t`'s strides viewed at that shape, and the geometry around `d`.
+fn along(t: &Tensor, d: usize, shape: &[usize], op: &'static str) -> (Layout, IndexGeom) {
+    let view = Layout {
+        shape: shape.to_vec(),
+        strides: t.strides().to_vec(),
+        offset: t.layout().offset,
+    };
+    let geom = IndexGeom {
+        inner: shape[d + 1..].iter().product(),
+        len: shape[d],
+        stride: t.strides()[d],
+        size: t.shape()[d],
+        op,
+    };
+    (view, geom)
+}
+
 impl Tensor {
     /// The GPU path of gather (`per_element`) and index_select, its index
     /// errors naming `op`: `None` on the CPU.
@@ -46,18 +64,7 @@ impl Tensor {
             return None;
         }
         let idx = dense0(index);
-        let view = Layout {
-            shape: out_shape.to_vec(),
-            strides: self.strides().to_vec(),
-            offset: self.layout().offset,
-        };
-        let geom = IndexGeom {
-            inner: out_shape[d + 1..].iter().product(),
-            len: out_shape[d],
-            stride: self.strides()[d],
-            size: self.shape()[d],
-            op,
-        };
+        let (view, geom) = along(self, d, out_shape, op);
         let s = self
             .read()
             .gather_gpu(&view, geom, &idx.read(), per_element)?;
@@ -270,23 +277,11 @@ impl Tensor {
         let dst = self.contiguous_copy();
         let src_d = src.to_dtype(self.dtype()).detach();
         let on_gpu = dst.device().is_cuda() && dst.dtype() == DType::F32 && {
-            let is = index.shape();
-            let view = Layout {
-                shape: is.to_vec(),
-                strides: dst.strides().to_vec(),
-                offset: 0,
-            };
+            let (view, geom) = along(&dst, d, index.shape(), "scatter_add");
             let ls = Layout {
-                shape: is.to_vec(),
+                shape: index.shape().to_vec(),
                 strides: src_d.strides().to_vec(),
                 offset: src_d.layout().offset,
-            };
-            let geom = IndexGeom {
-                inner: is[d + 1..].iter().product(),
-                len: is[d],
-                stride: dst.strides()[d],
-                size: self.shape()[d],
-                op: "scatter_add",
             };
             let index = dense0(index);
             let (s, i) = (src_d.read(), index.read());
