@@ -24,7 +24,7 @@ include!("models/seed.rs");
 include!("models/transformer.rs");
 
 use std::time::Instant;
-use tapir::optim::{AdamConfig, AdamW};
+use tapir::optim::{AdamW, AdamWConfig};
 use tapir::prelude::*;
 
 struct Args {
@@ -289,12 +289,12 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
     manual_seed(args.seed);
     let model = seed_mlp(variant, dev);
     let params = model.parameters();
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         params.clone(),
-        AdamConfig {
+        AdamWConfig {
             lr: 3e-4,
             weight_decay: 1e-2,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let mut it = 0;
@@ -424,12 +424,12 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
     let model = CharLm::<V, 256, 4, 4, CTX>::new(&dev);
     let positions = Tensor::arange(CTX as i64).to(dev).unwrap();
     let params = model.parameters();
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         params.clone(),
-        AdamConfig {
+        AdamWConfig {
             lr: 3e-4,
             weight_decay: 1e-2,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let mut it = 0;

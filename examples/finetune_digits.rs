@@ -88,7 +88,7 @@ fn main() {
         model.head.parameters(),
         AdamConfig {
             lr,
-            ..AdamConfig::adam()
+            ..AdamConfig::default()
         },
     );
     let frozen_before = model.stem.weight.to_vec::<f32>();

@@ -8,7 +8,7 @@
 #[path = "common/seed.rs"]
 mod seed;
 
-use tapir::optim::{AdamConfig, AdamW, CosineAnnealingLR};
+use tapir::optim::{AdamW, AdamWConfig, CosineAnnealingLR};
 use tapir::prelude::*;
 
 /// Batches of inputs and the labels a fixed random linear teacher gives them.
@@ -32,12 +32,12 @@ fn main() {
     let model = seed::Mlp::new(64, 128, 10, 2);
     println!("{}\n{} parameters", model.repr(), model.num_parameters());
     let num_epochs = 10;
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         model.parameters(),
-        AdamConfig {
+        AdamWConfig {
             lr: 3e-3,
             weight_decay: 1e-2,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let mut sched = CosineAnnealingLR::new(&mut opt, num_epochs, 0.0);

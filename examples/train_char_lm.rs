@@ -58,7 +58,7 @@ fn main() {
         model.parameters(),
         AdamConfig {
             lr: 3e-3,
-            ..AdamConfig::adam()
+            ..AdamConfig::default()
         },
     );
     let positions = Tensor::arange(CTX as i64);

@@ -53,7 +53,7 @@ fn main() {
         model.parameters(),
         AdamConfig {
             lr: 1e-3,
-            ..AdamConfig::adam()
+            ..AdamConfig::default()
         },
     );
     let batch = 32;

@@ -20,7 +20,7 @@ use report::{EpochMetrics, Flags, die, epoch_bar, from_csv, plot, to_csv};
 use std::path::PathBuf;
 use std::time::Instant;
 use tapir::optim::{
-    AdamConfig, AdamW, CosineAnnealingLR, LinearLR, LrScheduler, Optimizer, SequentialLR,
+    AdamW, AdamWConfig, CosineAnnealingLR, LinearLR, LrScheduler, Optimizer, SequentialLR,
 };
 use tapir::prelude::*;
 use tapir::{Checkpoint, Result};
@@ -93,12 +93,12 @@ fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Resul
     let steps_per_epoch = train.len();
     let total = (c.epochs * steps_per_epoch) as i64;
     let warmup = ((c.warmup * steps_per_epoch) as i64).min(total - 1).max(1);
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         model.parameters(),
-        AdamConfig {
+        AdamWConfig {
             lr: c.lr,
             weight_decay: 1e-2,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let warm = LinearLR::new(&mut opt, 0.1, 1.0, warmup);

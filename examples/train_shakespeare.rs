@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use tapir::Checkpoint;
 use tapir::data::{CharTokenizer, DataLoader, DataLoaderOptions, Dataset};
-use tapir::optim::{AdamConfig, AdamW, CosineAnnealingLR, LrScheduler, Optimizer};
+use tapir::optim::{AdamW, AdamWConfig, CosineAnnealingLR, LrScheduler, Optimizer};
 use tapir::prelude::*;
 
 include!("models/transformer.rs");
@@ -112,12 +112,12 @@ fn main() {
 
     manual_seed(seed);
     let mut model = Model::new(&Device::Cpu);
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         model.parameters(),
-        AdamConfig {
+        AdamWConfig {
             lr,
             weight_decay: 0.1,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let mut sched = CosineAnnealingLR::new(&mut opt, steps as i64, lr * 0.1);

@@ -7,7 +7,7 @@
 //! cargo run --release --example train_synthetic
 //! ```
 
-use tapir::optim::{AdamConfig, AdamW, CosineAnnealingLR};
+use tapir::optim::{AdamW, AdamWConfig, CosineAnnealingLR};
 use tapir::prelude::*;
 
 // `ResBlock<D>`: x + Seq(Linear, LayerNorm, GELU, Linear)(x), the seed's block.
@@ -64,12 +64,12 @@ fn main() {
     let model = SpiralNet::<64>::new(&Device::Cpu);
     println!("{model}");
     let (epochs, batch) = (60, 64);
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         model.parameters(),
-        AdamConfig {
+        AdamWConfig {
             lr: 1e-2,
             weight_decay: 1e-4,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let mut sched = CosineAnnealingLR::new(&mut opt, epochs, 1e-4);

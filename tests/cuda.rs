@@ -263,12 +263,12 @@ fn batch(k: usize) -> (Tensor, Tensor) {
 fn train(device: Device) -> (Vec<f64>, SeedMlp<48, 10>) {
     manual_seed(7);
     let model = SeedMlp::<48, 10>::new(&device);
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         model.parameters(),
-        AdamConfig {
+        AdamWConfig {
             lr: 1e-3,
             weight_decay: 1e-2,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let mut sched = CosineAnnealingLR::new(&mut opt, 10, 0.0);
@@ -328,7 +328,7 @@ fn train_char_lm(device: Device) -> Vec<f64> {
     const CTX: usize = 12;
     manual_seed(11);
     let model = CharLm::<V, 32, 4, 2, CTX>::new(&device);
-    let mut opt = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+    let mut opt = AdamW::new(model.parameters(), AdamWConfig::default());
     let ids: Vec<i64> = (0..4 * (CTX + 1))
         .map(|i| ((i * 5 + 3) % V) as i64)
         .collect();
@@ -416,10 +416,10 @@ fn optimizer_state_from_a_cpu_checkpoint_resumes_on_the_gpu() {
         cross_entropy(&m.forward(&x), &y).backward();
         opt.step();
     };
-    let cfg = AdamConfig::adamw();
+    let cfg = AdamWConfig::default();
     manual_seed(3);
     let a = SeedMlp::<48, 10>::new(&device);
-    let mut opt_a = AdamW::adamw(a.parameters(), cfg);
+    let mut opt_a = AdamW::new(a.parameters(), cfg);
     for _ in 0..3 {
         step(&a, &mut opt_a);
     }
@@ -432,7 +432,7 @@ fn optimizer_state_from_a_cpu_checkpoint_resumes_on_the_gpu() {
     let (model_sd, opt_sd) = (cpu(a.state_dict()), cpu(opt_a.state_dict()));
     let mut b = SeedMlp::<48, 10>::new(&device);
     b.load_state_dict(&model_sd, true).unwrap();
-    let mut opt_b = AdamW::adamw(b.parameters(), cfg);
+    let mut opt_b = AdamW::new(b.parameters(), cfg);
     opt_b.load_state_dict(&opt_sd).unwrap();
     for _ in 0..3 {
         step(&a, &mut opt_a);
@@ -444,11 +444,10 @@ fn optimizer_state_from_a_cpu_checkpoint_resumes_on_the_gpu() {
 }
 
 /// SGD, Adam, AdamW and RMSprop in every configuration the fused kernels
-/// cover, for f32, f16 and bf16 parameters: three steps on the GPU as on
-/// the CPU, with no host copies.
-#[test]
-fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
-    let Some(device) = gpu() else { return };
+/// cover, for f32, f16 and bf16 parameters: three steps on `device` against
+/// three on the CPU, each run from its own fresh parameter. Every case that
+/// differs is reported, not just the first.
+fn optimizer_cases_agree(device: Device) -> Result<(), String> {
     type Make = fn(Vec<Tensor>) -> Box<dyn Optimizer>;
     let makers: [(&str, Make); 7] = [
         ("sgd", |ps| {
@@ -485,7 +484,7 @@ fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
                 lr: 0.01,
                 amsgrad: true,
                 weight_decay: 0.1,
-                ..AdamConfig::adam()
+                ..AdamConfig::default()
             };
             Box::new(Adam::new(ps, c))
         }),
@@ -502,19 +501,22 @@ fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
             Box::new(RMSprop::new(ps, c))
         }),
         ("adamw maximize", |ps| {
-            let c = AdamConfig {
+            let c = AdamWConfig {
                 lr: 0.01,
                 maximize: true,
-                ..AdamConfig::adamw()
+                ..AdamWConfig::default()
             };
-            Box::new(AdamW::adamw(ps, c))
+            Box::new(AdamW::new(ps, c))
         }),
     ];
-    let before = tapir::cuda::host_fallbacks();
+    let mut failures = vec![];
     for (dtype, tol) in [(DType::F32, 1e-6), (DType::F16, 1e-3), (DType::BF16, 8e-3)] {
         for (name, make) in makers {
-            let p0 = Tensor::from_vec(values(300, 1), &[20, 15]).to_dtype(dtype);
+            // A fresh parameter per run: `.to()` onto the device a tensor is
+            // already on returns that tensor (as in PyTorch), so a shared
+            // start would be stepped by both runs.
             let on = |d: Device| {
+                let p0 = Tensor::from_vec(values(300, 1), &[20, 15]).to_dtype(dtype);
                 let p = p0.to(d).unwrap().requires_grad_(true);
                 let mut opt = make(vec![p.clone()]);
                 for k in 0..3 {
@@ -525,10 +527,34 @@ fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
                 p.to(Device::Cpu).unwrap().to_dtype(DType::F64)
             };
             let (want, got) = (on(Device::Cpu), on(device));
-            close(&format!("{name} ({dtype})"), &got, &want, tol, tol).unwrap();
+            if let Err(e) = close(&format!("{name} ({dtype})"), &got, &want, tol, tol) {
+                failures.push(e);
+            }
         }
     }
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "{} of 21 cases differ:\n{}",
+            failures.len(),
+            failures.join("\n")
+        )),
+    }
+}
+
+#[test]
+fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
+    let Some(device) = gpu() else { return };
+    let before = tapir::cuda::host_fallbacks();
+    optimizer_cases_agree(device).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(tapir::cuda::host_fallbacks() - before, 0, "host copies");
+}
+
+/// The GPU optimizer test's own logic, run CPU against CPU: a test that
+/// reuses a parameter across its two runs fails here, without a GPU.
+#[test]
+fn optimizer_cases_agree_cpu_against_cpu() {
+    optimizer_cases_agree(Device::Cpu).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

@@ -284,8 +284,8 @@ fn losses_match_pytorch_for_every_reduction() {
 
 fn make_opt(name: &str, ps: Vec<Tensor>) -> Box<dyn Optimizer> {
     let sgd = |c: SgdConfig| -> Box<dyn Optimizer> { Box::new(SGD::new(ps.clone(), c)) };
-    let adam = AdamConfig::adam();
-    let adamw = AdamConfig::adamw();
+    let adam = AdamConfig::default();
+    let adamw = AdamWConfig::default();
     let d = SgdConfig::default();
     match name {
         "sgd" => sgd(SgdConfig { lr: 0.1, ..d }),
@@ -334,24 +334,24 @@ fn make_opt(name: &str, ps: Vec<Tensor>) -> Box<dyn Optimizer> {
                 ..adam
             },
         )),
-        "adamw" => Box::new(AdamW::adamw(ps, AdamConfig { lr: 0.01, ..adamw })),
-        "adamw_amsgrad" => Box::new(AdamW::adamw(
+        "adamw" => Box::new(AdamW::new(ps, AdamWConfig { lr: 0.01, ..adamw })),
+        "adamw_amsgrad" => Box::new(AdamW::new(
             ps,
-            AdamConfig {
+            AdamWConfig {
                 lr: 0.02,
                 weight_decay: 0.05,
                 amsgrad: true,
                 ..adamw
             },
         )),
-        "adamw_groups" => Box::new(AdamW::adamw_with_groups(
+        "adamw_groups" => Box::new(AdamW::with_groups(
             vec![
-                ParamGroup::new(vec![ps[0].clone()]),
-                ParamGroup::new(vec![ps[1].clone()])
+                GroupSpec::new(vec![ps[0].clone()]),
+                GroupSpec::new(vec![ps[1].clone()])
                     .lr(0.05)
                     .weight_decay(0.0),
             ],
-            AdamConfig {
+            AdamWConfig {
                 lr: 0.01,
                 weight_decay: 0.1,
                 ..adamw
@@ -460,7 +460,7 @@ fn half_precision_optimizers_match_pytorch_fused() {
 fn optimizers_skip_parameters_without_grad() {
     let p = Tensor::ones(&[2]).requires_grad_(true);
     let q = Tensor::ones(&[2]).requires_grad_(true);
-    let mut opt = AdamW::adamw(vec![p.clone(), q.clone()], AdamConfig::adamw());
+    let mut opt = AdamW::new(vec![p.clone(), q.clone()], AdamWConfig::default());
     q.set_grad(Some(Tensor::ones(&[2])));
     opt.step();
     assert_eq!(p.to_vec::<f32>(), vec![1.0, 1.0]);
@@ -487,11 +487,11 @@ fn schedulers_match_pytorch_for_25_steps() {
                 },
             ))
         } else {
-            Box::new(AdamW::adamw(
+            Box::new(AdamW::new(
                 vec![p.clone()],
-                AdamConfig {
+                AdamWConfig {
                     lr: 0.1,
-                    ..AdamConfig::adamw()
+                    ..AdamWConfig::default()
                 },
             ))
         };

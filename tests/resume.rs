@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use tapir::Checkpoint;
 use tapir::nn::Module;
-use tapir::optim::{AdamConfig, AdamW, CosineAnnealingLR, LrScheduler, Optimizer};
+use tapir::optim::{AdamW, AdamWConfig, CosineAnnealingLR, LrScheduler, Optimizer};
 use tapir::prelude::*;
 
 model! {
@@ -85,11 +85,11 @@ fn setup() -> (
 ) {
     manual_seed(42);
     let model = Dropper::new(&Device::Cpu);
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         model.parameters(),
-        AdamConfig {
+        AdamWConfig {
             lr: 1e-2,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let sched = CosineAnnealingLR::new(&mut opt, 12, 1e-4);

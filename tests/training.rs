@@ -105,12 +105,12 @@ fn follow_pytorch_trajectory<M: Module + Forward>(model: &mut M) {
         xs.into_iter().map(dev).collect(),
         ys.into_iter().map(dev).collect(),
     );
-    let mut opt = AdamW::adamw(
+    let mut opt = AdamW::new(
         model.parameters(),
-        AdamConfig {
+        AdamWConfig {
             lr: 3e-4,
             weight_decay: 1e-2,
-            ..AdamConfig::adamw()
+            ..AdamWConfig::default()
         },
     );
     let mut sched = CosineAnnealingLR::new(&mut opt, 10, 0.0);
@@ -170,7 +170,7 @@ fn frozen_parameters_get_no_grad_no_update_and_no_gradient_work() {
     let model = Mlp::new(16, 32, 5, 2);
     model.stem.requires_grad_(false);
     model.blocks.requires_grad_(false);
-    let mut opt = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+    let mut opt = AdamW::new(model.parameters(), AdamWConfig::default());
     let stem_before = model.stem.weight.to_vec::<f32>();
     let x = Tensor::randn(&[8, 16]);
     let y = Tensor::randint(0, 5, &[8]);
@@ -289,13 +289,13 @@ fn module_repr_and_counts_follow_pytorch() {
 fn optimizer_state_round_trips() {
     manual_seed(4);
     let model = Mlp::new(4, 8, 3, 1);
-    let mut opt = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+    let mut opt = AdamW::new(model.parameters(), AdamWConfig::default());
     let x = Tensor::randn(&[5, 4]);
     let y = Tensor::randint(0, 3, &[5]);
     cross_entropy(&model.forward(&x), &y).backward();
     opt.step();
     let saved = opt.state_dict();
-    let mut fresh = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+    let mut fresh = AdamW::new(model.parameters(), AdamWConfig::default());
     fresh.load_state_dict(&saved).unwrap();
     let again = fresh.state_dict();
     assert_eq!(saved.len(), again.len());

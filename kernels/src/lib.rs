@@ -15,10 +15,14 @@
 pub mod cpu;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub mod cuda;
+pub mod elementwise;
 mod float;
+mod geometry;
 pub(crate) mod layout;
+pub mod optim;
 pub mod stats;
 pub mod threads;
 
 pub use float::Float;
+pub use geometry::Conv2dGeometry;
 pub use layout::{Layout, contiguous_strides};

@@ -198,10 +198,10 @@ pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
 ///
 /// ```
 /// use tapir_runtime::nn::{Linear, Module};
-/// use tapir_runtime::optim::{AdamConfig, AdamW, Optimizer};
+/// use tapir_runtime::optim::{AdamW, AdamWConfig, Optimizer};
 /// use tapir_runtime::Checkpoint;
 /// let model = Linear::new(4, 2, true);
-/// let opt = AdamW::adamw(model.parameters(), AdamConfig::adamw());
+/// let opt = AdamW::new(model.parameters(), AdamWConfig::default());
 /// let path = std::env::temp_dir().join("tapir_doc_checkpoint.safetensors");
 /// Checkpoint::new(model.state_dict(), opt.state_dict(), vec![], 3, 120).save(&path).unwrap();
 /// let back = Checkpoint::load(&path).unwrap();

@@ -4,7 +4,7 @@ use crate::autograd::{self, BackwardFn, Edge, GradHook, Node};
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::Result;
-use crate::storage::{CpuBuffer, Storage};
+use crate::storage::Storage;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tapir_kernels::Layout;
@@ -43,12 +43,6 @@ impl Tensor {
             dtype,
             device,
         )
-    }
-
-    /// A host-computed result placed on `device` (the inputs' device).
-    pub(crate) fn from_buffer_on(buf: CpuBuffer, shape: &[usize], device: Device) -> Tensor {
-        debug_assert_eq!(buf.len(), shape.iter().product::<usize>());
-        Tensor::from_storage(Storage::on_device(buf, device), shape)
     }
 
     pub(crate) fn from_parts(

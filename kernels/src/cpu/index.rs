@@ -69,23 +69,22 @@ pub fn gather<T: Copy>(
 }
 
 /// `dst[p with dim replaced by index[p]] += src[p]` for every position `p` of
-/// `index` (row-major, shape `index_shape`); `dst` is contiguous with shape
-/// `dst_shape`, `src` is any view of at least the index's extent.
+/// `index` (row-major, shape `index_shape`); `ld` is `dst`'s strides and
+/// offset (its shape is the index's: only positions the index reaches are
+/// touched), `src` is any view of at least the index's extent.
 pub fn scatter_add<T: crate::Float>(
     dst: &mut [T],
-    dst_shape: &[usize],
+    ld: &Layout,
     dim: usize,
     index: &[usize],
-    index_shape: &[usize],
     src: &[T],
     ls: &Layout,
 ) {
-    let dst_strides = crate::layout::contiguous_strides(dst_shape);
-    for_positions(index_shape, |flat, pos| {
-        let mut d_off = 0;
+    for_positions(&ld.shape, |flat, pos| {
+        let mut d_off = ld.offset;
         let mut s_off = ls.offset;
         for (d, &p) in pos.iter().enumerate() {
-            d_off += if d == dim { index[flat] } else { p } * dst_strides[d];
+            d_off += if d == dim { index[flat] } else { p } * ld.strides[d];
             s_off += p * ls.strides[d];
         }
         dst[d_off] = dst[d_off] + src[s_off];

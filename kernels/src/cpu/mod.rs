@@ -10,12 +10,12 @@ mod reduce;
 mod softmax;
 mod strided;
 
-pub use conv::{Conv2dGeometry, col2im, im2col};
+pub use conv::{col2im, im2col};
 pub use elementwise::{copy_strided, map, map_inplace, zip_inplace, zip_map};
 pub use index::{gather, index_add_rows, index_select, scatter_add};
 pub use matmul::matmul;
 pub use norm::{LayerNormForward, layer_norm_backward_rows, layer_norm_rows};
-pub use optim::{AdamStep, RmspropStep, SgdStep, adam_update, rmsprop_update, sgd_update};
+pub use optim::{adam_update, rmsprop_update, sgd_update};
 pub use reduce::reduce;
 pub use softmax::{log_softmax_rows, softmax_rows};
 pub use strided::coalesce;

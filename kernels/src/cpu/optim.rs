@@ -3,23 +3,8 @@
 //! operation, so results match to the last bits that float order allows.
 
 use crate::Float;
+use crate::optim::{AdamStep, RmspropStep, SgdStep};
 use crate::threads::simd;
-
-/// Hyper-parameters of one Adam/AdamW step.
-#[derive(Clone, Copy, Debug)]
-pub struct AdamStep {
-    pub lr: f64,
-    pub beta1: f64,
-    pub beta2: f64,
-    pub eps: f64,
-    pub weight_decay: f64,
-    /// AdamW: decay the weights directly instead of adding to the gradient.
-    pub decoupled: bool,
-    pub amsgrad: bool,
-    pub maximize: bool,
-    /// 1-based step count after this step.
-    pub step: u64,
-}
 
 /// One Adam/AdamW step in place over `p`, with state `m`, `v` (and `vmax` for amsgrad).
 pub fn adam_update<T: Float>(
@@ -95,31 +80,6 @@ pub fn adam_update<T: Float>(
     )
 }
 
-/// Hyper-parameters of SGD (for one step, or as an optimizer's defaults).
-#[derive(Clone, Copy, Debug)]
-pub struct SgdStep {
-    pub lr: f64,
-    pub momentum: f64,
-    pub dampening: f64,
-    pub weight_decay: f64,
-    pub nesterov: bool,
-    pub maximize: bool,
-}
-
-impl Default for SgdStep {
-    /// `torch.optim.SGD`'s defaults (lr 1e-3, no momentum, no decay).
-    fn default() -> Self {
-        SgdStep {
-            lr: 1e-3,
-            momentum: 0.0,
-            dampening: 0.0,
-            weight_decay: 0.0,
-            nesterov: false,
-            maximize: false,
-        }
-    }
-}
-
 /// One SGD step in place; `buf` is the momentum buffer, `first` when it is
 /// being created (PyTorch then sets it to the gradient itself).
 pub fn sgd_update<T: Float>(p: &mut [T], g: &[T], buf: Option<&mut [T]>, first: bool, h: &SgdStep) {
@@ -149,33 +109,6 @@ pub fn sgd_update<T: Float>(p: &mut [T], g: &[T], buf: Option<&mut [T]>, first: 
             }
         },
     )
-}
-
-/// Hyper-parameters of RMSprop (for one step, or as an optimizer's defaults).
-#[derive(Clone, Copy, Debug)]
-pub struct RmspropStep {
-    pub lr: f64,
-    pub alpha: f64,
-    pub eps: f64,
-    pub weight_decay: f64,
-    pub momentum: f64,
-    pub centered: bool,
-    pub maximize: bool,
-}
-
-impl Default for RmspropStep {
-    /// `torch.optim.RMSprop`'s defaults (lr 1e-2, alpha 0.99, eps 1e-8).
-    fn default() -> Self {
-        RmspropStep {
-            lr: 1e-2,
-            alpha: 0.99,
-            eps: 1e-8,
-            weight_decay: 0.0,
-            momentum: 0.0,
-            centered: false,
-            maximize: false,
-        }
-    }
 }
 
 /// One RMSprop step in place with state `sq` (square average), `gavg`

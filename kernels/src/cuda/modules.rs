@@ -6,6 +6,8 @@
 //! launches, and a test checks that each one is in the compiled PTX.
 
 pub use super::nvrtc::Compiled;
+use crate::elementwise::{BINARY_ROWS, Compare, UNARY_ROWS};
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -14,45 +16,15 @@ const COMMON: &str = include_str!("cu/common.cuh");
 /// The float dtypes the compute kernels are instantiated for.
 pub const DTYPES: &[&str] = &["f32", "f16", "bf16"];
 
-/// Unary kernels, `<op>_<dtype>(n, Strided, p0, p1, x, y)`.
-pub const UNARY_OPS: &[&str] = &[
-    "neg",
-    "abs",
-    "sign",
-    "exp",
-    "log",
-    "log1p",
-    "sqrt",
-    "rsqrt",
-    "sin",
-    "cos",
-    "tanh",
-    "erf",
-    "sigmoid",
-    "relu",
-    "step",
-    "silu",
-    "gelu",
-    "gelu_grad",
-    "pow_scalar",
-    "leaky_relu",
-    "leaky_step",
-    "clamp",
-    "clamp_mask",
-];
-/// Binary kernels, `<op>_<dtype>(n, Strided a, Strided b, a, b, y)`.
-pub const BINARY_OPS: &[&str] = &["add", "sub", "mul", "div", "pow", "maximum", "minimum"];
 /// The storage widths the data-movement kernels are instantiated for.
 pub const WIDTHS: &[&str] = &["u8", "u16", "u32", "u64"];
 /// Every dtype, as the cast, fill and compare kernels name them.
 pub const ALL_DTYPES: &[&str] = &["f32", "f16", "bf16", "f64", "i64", "u8", "b8"];
-/// Comparison kernels, `<cmp>_<dtype>(n, Strided a, Strided b, a, b, bool* y)`.
-pub const COMPARE_OPS: &[&str] = &["eq", "ne", "lt", "le", "gt", "ge"];
 
 /// One `.cu` file: its name, source, and the kernel names it defines.
 pub struct Module {
     pub name: &'static str,
-    pub source: &'static str,
+    pub source: Cow<'static, str>,
     pub kernels: Vec<String>,
 }
 
@@ -74,55 +46,70 @@ fn per_dtype(ops: &[&str], dtypes: &[&str]) -> Vec<String> {
 }
 
 pub fn modules() -> Vec<Module> {
-    let mut elementwise = per_dtype(UNARY_OPS, DTYPES);
-    elementwise.extend(per_dtype(BINARY_OPS, DTYPES));
+    let names: Vec<&str> = UNARY_ROWS
+        .iter()
+        .map(|r| r.name)
+        .chain(BINARY_ROWS.iter().map(|r| r.name))
+        .collect();
+    let elementwise = per_dtype(&names, DTYPES);
     let mut copy = per_dtype(&["strided_copy", "strided_assign", "where"], WIDTHS);
     for to in ALL_DTYPES {
         copy.extend(per_dtype(&[&format!("cast_to_{to}")], ALL_DTYPES));
     }
     copy.extend(per_dtype(&["fill"], ALL_DTYPES));
-    copy.extend(per_dtype(COMPARE_OPS, ALL_DTYPES));
+    // Comparisons, `<cmp>_<dtype>(n, Strided a, Strided b, a, b, bool* y)`.
+    let compares: Vec<&str> = Compare::ALL.iter().map(|c| c.name()).collect();
+    copy.extend(per_dtype(&compares, ALL_DTYPES));
     let mut index = per_dtype(&["gather", "index_select"], WIDTHS);
     index.extend(["scatter_add_f32".to_string(), "index_add_f32".to_string()]);
     vec![
         Module {
             name: "elementwise",
-            source: include_str!("cu/elementwise.cu"),
+            source: Cow::Owned(crate::elementwise::cuda_source(include_str!(
+                "cu/elementwise.cu"
+            ))),
             kernels: elementwise,
         },
         Module {
             name: "copy",
-            source: include_str!("cu/copy.cu"),
+            source: Cow::Borrowed(include_str!("cu/copy.cu")),
             kernels: copy,
         },
         Module {
             name: "softmax",
-            source: include_str!("cu/softmax.cu"),
+            source: Cow::Borrowed(include_str!("cu/softmax.cu")),
             kernels: per_dtype(&["softmax", "log_softmax"], DTYPES),
         },
         Module {
             name: "reduce",
-            source: include_str!("cu/reduce.cu"),
+            source: Cow::Borrowed(include_str!("cu/reduce.cu")),
             kernels: per_dtype(&["sum_last", "extreme_last"], DTYPES),
         },
         Module {
             name: "conv",
-            source: include_str!("cu/conv.cu"),
+            source: Cow::Borrowed(include_str!("cu/conv.cu")),
             kernels: vec!["im2col_f32".to_string(), "col2im_f32".to_string()],
         },
         Module {
             name: "norm",
-            source: include_str!("cu/norm.cu"),
-            kernels: per_dtype(&["layer_norm"], DTYPES),
+            source: Cow::Borrowed(include_str!("cu/norm.cu")),
+            kernels: per_dtype(
+                &[
+                    "layer_norm",
+                    "layer_norm_backward",
+                    "layer_norm_param_grads",
+                ],
+                DTYPES,
+            ),
         },
         Module {
             name: "optim",
-            source: include_str!("cu/optim.cu"),
+            source: Cow::Borrowed(include_str!("cu/optim.cu")),
             kernels: per_dtype(&["adam", "sgd", "rmsprop"], DTYPES),
         },
         Module {
             name: "index",
-            source: include_str!("cu/index.cu"),
+            source: Cow::Borrowed(include_str!("cu/index.cu")),
             kernels: index,
         },
     ]
@@ -274,13 +261,13 @@ mod tests {
             "compiled {} kernels for each of 2 architectures with NVRTC",
             count / 2
         );
-        let elementwise = 3 * (UNARY_OPS.len() + BINARY_OPS.len());
+        let elementwise = 3 * (UNARY_ROWS.len() + BINARY_ROWS.len());
         let copy = 3 * 4 + 7 * 7 + 7 + 6 * 7;
         let index = 2 * 4 + 2;
         assert_eq!(
             count,
-            // conv 2; per float dtype: softmax 2, rows 2, layer norm 1, optimizers 3.
-            2 * (elementwise + copy + index + 2 + 3 * (2 + 2 + 1 + 3))
+            // conv 2; per float dtype: softmax 2, rows 2, layer norm 3, optimizers 3.
+            2 * (elementwise + copy + index + 2 + 3 * (2 + 2 + 3 + 3))
         );
     }
 
@@ -292,7 +279,7 @@ mod tests {
         }
         let bad = Module {
             name: "broken",
-            source: "extern \"C\" __global__ void k_f32() { undefined_fn(); }",
+            source: Cow::Borrowed("extern \"C\" __global__ void k_f32() { undefined_fn(); }"),
             kernels: vec![],
         };
         let err = compile(&bad, "sm_80").unwrap_err();
@@ -321,6 +308,9 @@ mod tests {
         assert_eq!(sizes("rmsprop_f16"), [8, 8, 8, 8, 8, 8, 24]);
         assert_eq!(sizes("gather_u32"), [8, 136, 8, 8, 8, 8, 8, 8, 8, 8, 8]);
         assert_eq!(sizes("exp_f32"), [8, 136, 4, 4, 8, 8]);
+        assert_eq!(sizes("add_scaled_f32"), [8, 136, 136, 4, 8, 8, 8]);
+        assert_eq!(sizes("layer_norm_backward_bf16"), [8; 7]);
+        assert_eq!(sizes("layer_norm_param_grads_f16"), [8; 8]);
         assert_eq!(param_size(".param .align 8 .b8 k_param_1[136],"), Some(136));
         assert_eq!(param_size(".param .f32 k_param_2"), Some(4));
         assert_eq!(param_size("ld.param.u64 %rd1, [k_param_0];"), None);

@@ -2,57 +2,9 @@
 //! comparisons, logical ops, `where`, and the operator overloads.
 
 use super::{broadcast_shapes, same_device};
-use crate::storage::{BinaryFn, Storage};
+use crate::storage::Storage;
 use crate::{DType, Tensor};
-use tapir_kernels::Float;
-
-macro_rules! binary_fn {
-    ($name:ident, $cuda:literal, |$a:ident, $b:ident| $body:expr) => {
-        pub(crate) struct $name;
-        impl BinaryFn for $name {
-            const CUDA: Option<&'static str> = Some($cuda);
-            #[inline]
-            fn f<T: Float>(&self, $a: T, $b: T) -> T {
-                $body
-            }
-        }
-    };
-    ($name:ident, $cuda:literal, |$a:ident, $b:ident| $body:expr, int |$ai:ident, $bi:ident| $ibody:expr) => {
-        pub(crate) struct $name;
-        impl BinaryFn for $name {
-            const INT: bool = true;
-            const CUDA: Option<&'static str> = Some($cuda);
-            #[inline]
-            fn f<T: Float>(&self, $a: T, $b: T) -> T {
-                $body
-            }
-            #[inline]
-            fn i(&self, $ai: i64, $bi: i64) -> i64 {
-                $ibody
-            }
-        }
-    };
-}
-
-binary_fn!(AddF, "add", |a, b| a + b, int | a, b | a.wrapping_add(b));
-binary_fn!(SubF, "sub", |a, b| a - b, int | a, b | a.wrapping_sub(b));
-binary_fn!(MulF, "mul", |a, b| a * b, int | a, b | a.wrapping_mul(b));
-binary_fn!(DivF, "div", |a, b| a / b);
-binary_fn!(PowF, "pow", |a, b| a.powf(b));
-binary_fn!(
-    MaxF,
-    "maximum",
-    |a, b| if a.is_nan() || a > b { a } else { b },
-    int | a,
-    b | a.max(b)
-);
-binary_fn!(
-    MinF,
-    "minimum",
-    |a, b| if a.is_nan() || a < b { a } else { b },
-    int | a,
-    b | a.min(b)
-);
+use tapir_kernels::elementwise::{self as ew, BinaryFn, Compare};
 
 /// Broadcasts and promotes two operands to a common shape and dtype.
 fn prepare(a: &Tensor, b: &Tensor, op: &str, float_only: bool) -> (Tensor, Tensor, Vec<usize>) {
@@ -146,7 +98,7 @@ impl Tensor {
         binary(
             self,
             other,
-            AddF,
+            ew::Add,
             "AddBackward0",
             false,
             false,
@@ -158,7 +110,7 @@ impl Tensor {
         binary(
             self,
             other,
-            SubF,
+            ew::Sub,
             "SubBackward0",
             false,
             false,
@@ -167,36 +119,60 @@ impl Tensor {
     }
 
     pub fn mul(&self, other: &Tensor) -> Tensor {
-        binary(self, other, MulF, "MulBackward0", false, true, |s, g, n| {
-            let (a, b) = s.unwrap();
-            [n[0].then(|| g * b), n[1].then(|| g * a)]
-        })
+        binary(
+            self,
+            other,
+            ew::Mul,
+            "MulBackward0",
+            false,
+            true,
+            |s, g, n| {
+                let (a, b) = s.unwrap();
+                [n[0].then(|| g * b), n[1].then(|| g * a)]
+            },
+        )
     }
 
     /// True division (integers divide as floats, as in PyTorch).
     pub fn div(&self, other: &Tensor) -> Tensor {
-        binary(self, other, DivF, "DivBackward0", true, true, |s, g, n| {
-            let (a, b) = s.unwrap();
-            [
-                n[0].then(|| g / b),
-                n[1].then(|| &(&(g * a) / &(b * b)) * -1.0),
-            ]
-        })
+        binary(
+            self,
+            other,
+            ew::Div,
+            "DivBackward0",
+            true,
+            true,
+            |s, g, n| {
+                let (a, b) = s.unwrap();
+                [
+                    n[0].then(|| g / b),
+                    n[1].then(|| &(&(g * a) / &(b * b)) * -1.0),
+                ]
+            },
+        )
     }
 
     /// `self ^ other` elementwise.
     pub fn pow(&self, other: &Tensor) -> Tensor {
-        binary(self, other, PowF, "PowBackward1", true, true, |s, g, n| {
-            let (a, b) = s.unwrap();
-            let ga = n[0].then(|| g * &(b * &a.pow(&(b - 1.0))));
-            // d/db a^b = a^b ln a, taken as 0 where a == 0 (PyTorch's convention).
-            let gb = n[1].then(|| {
-                let y = a.pow(b);
-                let term = &y * &a.log();
-                g * &Tensor::where_(&a.eq_scalar(0.0), &Tensor::zeros_like(&term), &term)
-            });
-            [ga, gb]
-        })
+        binary(
+            self,
+            other,
+            ew::Pow,
+            "PowBackward1",
+            true,
+            true,
+            |s, g, n| {
+                let (a, b) = s.unwrap();
+                let ga = n[0].then(|| g * &(b * &a.pow(&(b - 1.0))));
+                // d/db a^b = a^b ln a, taken as 0 where a == 0 (PyTorch's convention).
+                let gb = n[1].then(|| {
+                    let y = a.pow(b);
+                    let term = &y * &a.log();
+                    g * &Tensor::where_(&a.eq_scalar(0.0), &Tensor::zeros_like(&term), &term)
+                });
+                [ga, gb]
+            },
+        )
     }
 
     /// Elementwise maximum; the gradient goes to the larger input (split on ties).
@@ -204,7 +180,7 @@ impl Tensor {
         binary(
             self,
             other,
-            MaxF,
+            ew::Maximum,
             "MaximumBackward0",
             false,
             true,
@@ -216,7 +192,7 @@ impl Tensor {
         binary(
             self,
             other,
-            MinF,
+            ew::Minimum,
             "MinimumBackward0",
             false,
             true,
@@ -313,7 +289,7 @@ fn extreme_grads(
 }
 
 macro_rules! comparisons {
-    ($($name:ident, $sname:ident, $op:tt, $doc:literal;)*) => {
+    ($($name:ident, $sname:ident, $cmp:ident, $doc:literal;)*) => {
         impl Tensor {
             $(
                 #[doc = $doc]
@@ -322,9 +298,9 @@ macro_rules! comparisons {
                     let (la, lb) = (a.layout().broadcast_to(&shape), b.layout().broadcast_to(&shape));
                     let storage = if a.same_storage(&b) {
                         let s = a.read();
-                        s.compare(&la, &s, &lb, stringify!($name), |x, y| x $op y)
+                        s.compare(&la, &s, &lb, Compare::$cmp)
                     } else {
-                        a.read().compare(&la, &b.read(), &lb, stringify!($name), |x, y| x $op y)
+                        a.read().compare(&la, &b.read(), &lb, Compare::$cmp)
                     };
                     Tensor::from_storage(storage, &shape)
                 }
@@ -339,12 +315,12 @@ macro_rules! comparisons {
 }
 
 comparisons! {
-    eq, eq_scalar, ==, "Elementwise `==`, to bool.";
-    ne, ne_scalar, !=, "Elementwise `!=`, to bool.";
-    lt, lt_scalar, <, "Elementwise `<`, to bool.";
-    le, le_scalar, <=, "Elementwise `<=`, to bool.";
-    gt, gt_scalar, >, "Elementwise `>`, to bool.";
-    ge, ge_scalar, >=, "Elementwise `>=`, to bool.";
+    eq, eq_scalar, Eq, "Elementwise `==`, to bool.";
+    ne, ne_scalar, Ne, "Elementwise `!=`, to bool.";
+    lt, lt_scalar, Lt, "Elementwise `<`, to bool.";
+    le, le_scalar, Le, "Elementwise `<=`, to bool.";
+    gt, gt_scalar, Gt, "Elementwise `>`, to bool.";
+    ge, ge_scalar, Ge, "Elementwise `>=`, to bool.";
 }
 
 impl Tensor {
@@ -360,7 +336,7 @@ impl Tensor {
         let b = apply(
             &self.as_bool().to_dtype(DType::U8),
             &other.as_bool().to_dtype(DType::U8),
-            &MinF,
+            &ew::Minimum,
             "logical_and",
             false,
         );
@@ -371,7 +347,7 @@ impl Tensor {
         let b = apply(
             &self.as_bool().to_dtype(DType::U8),
             &other.as_bool().to_dtype(DType::U8),
-            &MaxF,
+            &ew::Maximum,
             "logical_or",
             false,
         );

@@ -2,10 +2,8 @@
 //! reduction; `unfold`'s backward is `fold` (col2im), so everything else gets
 //! its gradient for free.
 
-use super::dense0;
-use crate::storage::{CpuBuffer, contiguous};
-use crate::{DType, Tensor};
-use tapir_kernels::cpu::{self, Conv2dGeometry};
+use crate::Tensor;
+use tapir_kernels::Conv2dGeometry;
 
 /// Options of a 2-D sliding window (PyTorch's defaults: stride 1, padding 0, dilation 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,51 +97,12 @@ impl Tensor {
         let g = geometry(self, kernel, &opts, op);
         let (oh, ow) = g.out_hw().unwrap();
         let out_shape = [g.n, g.c * kernel.0 * kernel.1, oh * ow];
-        let on_gpu = (self.device().is_cuda() && self.dtype() != DType::F64)
-            .then(|| {
-                let x = dense0(&self.to_dtype(DType::F32));
-                let s = x.read().im2col_gpu(&g, pad as f32)?;
-                Some(Tensor::from_storage(s, &out_shape))
-            })
-            .flatten();
-        let out = on_gpu
-            .unwrap_or_else(|| {
-                let buf = match &*self.read().host() {
-                    CpuBuffer::F64(v) => {
-                        CpuBuffer::F64(cpu::im2col(&contiguous(v, self.layout()), &g, pad))
-                    }
-                    other => {
-                        let v: Vec<f32> = other.to_vec(self.layout());
-                        CpuBuffer::F32(cpu::im2col(&v, &g, pad as f32))
-                    }
-                };
-                Tensor::from_buffer_on(buf, &out_shape, self.device())
-            })
-            .to_dtype(self.dtype());
+        let out = Tensor::from_storage(self.read().im2col(self.layout(), &g, pad), &out_shape);
         let in_shape = self.shape().to_vec();
-        Tensor::record(out.detach(), "Im2ColBackward0", &[self], move || {
+        Tensor::record(out, "Im2ColBackward0", &[self], move || {
             move |grad: &Tensor, _: &[bool]| {
-                if grad.device().is_cuda() && grad.dtype() != DType::F64 {
-                    let cols = dense0(&grad.to_dtype(DType::F32));
-                    let s = cols.read().col2im_gpu(&g);
-                    if let Some(s) = s {
-                        return vec![Some(
-                            Tensor::from_storage(s, &in_shape).to_dtype(grad.dtype()),
-                        )];
-                    }
-                }
-                let buf = match &*grad.read().host() {
-                    CpuBuffer::F64(v) => {
-                        CpuBuffer::F64(cpu::col2im(&contiguous(v, grad.layout()), &g))
-                    }
-                    other => {
-                        let v: Vec<f32> = other.to_vec(grad.layout());
-                        CpuBuffer::F32(cpu::col2im(&v, &g))
-                    }
-                };
-                vec![Some(
-                    Tensor::from_buffer_on(buf, &in_shape, grad.device()).to_dtype(grad.dtype()),
-                )]
+                let x = grad.read().col2im(grad.layout(), &g);
+                vec![Some(Tensor::from_storage(x, &in_shape))]
             }
         })
     }

@@ -1,9 +1,10 @@
 //! Indexing ops: index_select, gather, scatter_add, embedding.
 
+use super::creation::filled_on;
 use super::dense0;
-use crate::storage::{AnyKernel, CpuBuffer, IndexGeom};
-use crate::{DType, Element, Tensor};
-use tapir_kernels::{Layout, cpu};
+use crate::storage::Along;
+use crate::{DType, Tensor};
+use tapir_kernels::Layout;
 
 fn index_dtype(idx: &Tensor, op: &str) {
     assert_eq!(
@@ -14,91 +15,13 @@ fn index_dtype(idx: &Tensor, op: &str) {
     );
 }
 
-/// Reads an int64 index tensor as offsets for a host kernel, checking each
-/// against `size`. GPU kernels check their indices themselves, so that the
-/// host need not wait to read them (`IndexGeom`).
-fn indices(idx: &Tensor, size: usize, op: &str) -> Vec<usize> {
-    index_dtype(idx, op);
-    idx.to_vec::<i64>()
-        .into_iter()
-        .map(|i| {
-            assert!(
-                i >= 0 && (i as usize) < size,
-                "{op}: index {i} is out of bounds for dim of size {size}"
-            );
-            i as usize
-        })
-        .collect()
-}
-
-/// How a GPU kernel walks `t` along dim `d` for an index (or output) of
-/// `shape`: `t`'s strides viewed at that shape, and the geometry around `d`.
-fn along(t: &Tensor, d: usize, shape: &[usize], op: &'static str) -> (Layout, IndexGeom) {
-    let view = Layout {
+/// `t`'s strides and offset viewed at `shape` (an index's or an output's):
+/// how an index op walks `t`.
+fn view_at(t: &Tensor, shape: &[usize]) -> Layout {
+    Layout {
         shape: shape.to_vec(),
         strides: t.strides().to_vec(),
         offset: t.layout().offset,
-    };
-    let geom = IndexGeom {
-        inner: shape[d + 1..].iter().product(),
-        len: shape[d],
-        stride: t.strides()[d],
-        size: t.shape()[d],
-        op,
-    };
-    (view, geom)
-}
-
-impl Tensor {
-    /// The GPU path of gather (`per_element`) and index_select, its index
-    /// errors naming `op`: `None` on the CPU.
-    fn gather_on_gpu(
-        &self,
-        d: usize,
-        out_shape: &[usize],
-        index: &Tensor,
-        per_element: bool,
-        op: &'static str,
-    ) -> Option<Tensor> {
-        if !self.device().is_cuda() {
-            return None;
-        }
-        let idx = dense0(index);
-        let (view, geom) = along(self, d, out_shape, op);
-        let s = self
-            .read()
-            .gather_gpu(&view, geom, &idx.read(), per_element)?;
-        Some(Tensor::from_storage(s, out_shape))
-    }
-}
-
-struct Select<'a> {
-    outer: usize,
-    size: usize,
-    inner: usize,
-    idx: &'a [usize],
-}
-impl AnyKernel for Select<'_> {
-    fn run<T: Element>(&self, x: &[T]) -> Vec<T> {
-        cpu::index_select(x, self.outer, self.size, self.inner, self.idx)
-    }
-}
-
-struct Gather<'a> {
-    dim: usize,
-    shape: &'a [usize],
-    idx: &'a [usize],
-    index_shape: &'a [usize],
-}
-impl AnyKernel for Gather<'_> {
-    fn run<T: Element>(&self, x: &[T]) -> Vec<T> {
-        cpu::gather(
-            x,
-            &Layout::contiguous(self.shape),
-            self.dim,
-            self.idx,
-            self.index_shape,
-        )
     }
 }
 
@@ -126,52 +49,29 @@ impl Tensor {
         let inner: usize = self.shape()[d + 1..].iter().product();
         let mut shape = self.shape().to_vec();
         shape[d] = len;
-        let out = self
-            .gather_on_gpu(d, &shape, index, false, "index_select")
-            .unwrap_or_else(|| {
-                let idx = indices(index, size, "index_select");
-                let buf = self.read().host().any_kernel(
-                    self.layout(),
-                    Select {
-                        outer,
-                        size,
-                        inner,
-                        idx: &idx,
-                    },
-                );
-                Tensor::from_buffer_on(buf, &shape, self.device())
-            });
+        let idx = dense0(index);
+        let view = view_at(self, &shape);
+        let along = Along {
+            view: &view,
+            dim: d,
+            size,
+            op: "index_select",
+        };
+        let out = Tensor::from_storage(self.read().gather(along, &idx.read(), false), &shape);
         let in_shape = self.shape().to_vec();
-        let index = dense0(index);
         Tensor::record(out, "IndexSelectBackward0", &[self], move || {
             move |g: &Tensor, _: &[bool]| {
-                // f64 stays exact on the host path; other floats add in f32.
-                if g.device().is_cuda() && g.dtype() != DType::F64 {
-                    let gf = dense0(&g.to_dtype(DType::F32));
-                    let dst = super::creation::filled_on(&in_shape, 0.0, DType::F32, g.device());
-                    let done = dst.write().index_add_gpu(
-                        (outer, size, inner),
-                        &gf.read(),
-                        &index.read(),
-                        len,
-                    );
-                    assert!(
-                        done,
-                        "index_select backward: a CUDA gradient has a CUDA kernel"
-                    );
-                    return vec![Some(dst.to_dtype(g.dtype()))];
-                }
-                let idx = indices(&index, size, "index_select");
-                let g = g.contiguous();
-                let mut dst: Vec<f64> = vec![0.0; in_shape.iter().product()];
-                let src: Vec<f64> = g.to_vec();
-                cpu::index_add_rows(&mut dst, size, inner, &src, &idx);
-                vec![Some(
-                    Tensor::from_vec(dst, &in_shape)
-                        .to(g.device())
-                        .expect("the input's device was usable in forward")
-                        .to_dtype(g.dtype()),
-                )]
+                // Rows add up in f32 (f64 for f64), then round once.
+                let acc = if g.dtype() == DType::F64 {
+                    DType::F64
+                } else {
+                    DType::F32
+                };
+                let src = dense0(&g.to_dtype(acc));
+                let dst = filled_on(&in_shape, 0.0, acc, g.device());
+                dst.write()
+                    .index_add([outer, size, inner], &src.read(), &idx.read(), len);
+                vec![Some(dst.to_dtype(g.dtype()))]
             }
         })
     }
@@ -209,28 +109,21 @@ impl Tensor {
         }
         super::same_device(self, index, "gather");
         index_dtype(index, "gather");
-        let out = self
-            .gather_on_gpu(d, index.shape(), index, true, op)
-            .unwrap_or_else(|| {
-                let idx = indices(index, self.shape()[d], op);
-                // any_kernel densifies the view itself (borrowing when already dense).
-                let buf = self.read().host().any_kernel(
-                    self.layout(),
-                    Gather {
-                        dim: d,
-                        shape: self.shape(),
-                        idx: &idx,
-                        index_shape: index.shape(),
-                    },
-                );
-                Tensor::from_buffer_on(buf, index.shape(), self.device())
-            });
+        let idx = dense0(index);
+        let view = view_at(self, index.shape());
+        let along = Along {
+            view: &view,
+            dim: d,
+            size: self.shape()[d],
+            op,
+        };
+        let out = Tensor::from_storage(self.read().gather(along, &idx.read(), true), index.shape());
         let in_shape = self.shape().to_vec();
         let index = index.detach();
         Tensor::record(out, "GatherBackward0", &[self], move || {
             move |g: &Tensor, _: &[bool]| {
                 vec![Some(
-                    super::creation::filled_on(&in_shape, 0.0, g.dtype(), g.device())
+                    filled_on(&in_shape, 0.0, g.dtype(), g.device())
                         .scatter_add(d as isize, &index, g),
                 )]
             }
@@ -276,32 +169,18 @@ impl Tensor {
         index_dtype(index, "scatter_add");
         let dst = self.contiguous_copy();
         let src_d = src.to_dtype(self.dtype()).detach();
-        let on_gpu = dst.device().is_cuda() && dst.dtype() == DType::F32 && {
-            let (view, geom) = along(&dst, d, index.shape(), "scatter_add");
-            let ls = Layout {
-                shape: index.shape().to_vec(),
-                strides: src_d.strides().to_vec(),
-                offset: src_d.layout().offset,
+        {
+            let view = view_at(&dst, index.shape());
+            let along = Along {
+                view: &view,
+                dim: d,
+                size: self.shape()[d],
+                op: "scatter_add",
             };
-            let index = dense0(index);
-            let (s, i) = (src_d.read(), index.read());
-            dst.write().scatter_add_gpu(&view, geom, &s, &ls, &i)
-        };
-        if !on_gpu {
-            let idx = indices(index, self.shape()[d], "scatter_add");
-            let mut w = dst.write();
-            let s = src_d.read();
-            let mut wh = w.host_mut();
-            let sh = s.host();
-            match (&mut *wh, &*sh) {
-                (CpuBuffer::F32(dv), CpuBuffer::F32(sv)) => {
-                    cpu::scatter_add(dv, self.shape(), d, &idx, index.shape(), sv, src_d.layout())
-                }
-                (CpuBuffer::F64(dv), CpuBuffer::F64(sv)) => {
-                    cpu::scatter_add(dv, self.shape(), d, &idx, index.shape(), sv, src_d.layout())
-                }
-                _ => unreachable!("scatter_add: half types add in f32"),
-            }
+            let ls = view_at(&src_d, index.shape());
+            let idx = dense0(index);
+            let (s, i) = (src_d.read(), idx.read());
+            dst.write().scatter_add(along, &s, &ls, &i);
         }
         let index = index.detach();
         Tensor::record(dst, "ScatterAddBackward0", &[self, src], move || {

@@ -5,6 +5,7 @@
 
 use crate::Tensor;
 use crate::random::{Generator, default_generator};
+use tapir_kernels::elementwise::{self as ew, BinaryFn, UnaryFn};
 
 impl Tensor {
     fn check_inplace(&self, op: &str) {
@@ -20,27 +21,17 @@ impl Tensor {
         );
     }
 
-    /// On a GPU an in-place op is its out-of-place twin `gpu(self)` plus a
-    /// copy into this view (the CPU path applies `f` in place instead).
-    fn assign_result_(&self, op: &str, gpu: impl FnOnce(&Tensor) -> Tensor) {
-        self.check_inplace(op);
-        let r = crate::no_grad(|| gpu(&self.detach()));
-        let r = if r.same_storage(self) {
-            r.contiguous_copy()
-        } else {
-            r
-        };
-        let lr = r.layout().broadcast_to(self.shape());
-        self.write().assign(self.layout(), &r.read(), &lr);
+    /// `self = f(self, src)` with `src` broadcast to this tensor's shape.
+    fn zip_assign_<F: BinaryFn>(&self, src: &Tensor, op: &str, f: F) {
+        let (src, ls) = self.inplace_source(src, op);
+        let s = src.read();
+        self.write().zip_assign(self.layout(), &s, &ls, &f);
     }
 
-    fn zip_assign_(
-        &self,
-        src: &Tensor,
-        op: &str,
-        f: impl Fn(f64, f64) -> f64 + Sync,
-        gpu: impl FnOnce(&Tensor, &Tensor) -> Tensor,
-    ) {
+    /// Checks an in-place op's source and returns it (copied if it shares
+    /// this buffer: reading and writing one buffer would deadlock) with its
+    /// layout broadcast to this tensor's shape.
+    fn inplace_source(&self, src: &Tensor, op: &str) -> (Tensor, tapir_kernels::Layout) {
         self.check_inplace(op);
         super::same_device(self, src, op);
         let shape = super::broadcast_shapes(self.shape(), src.shape(), op);
@@ -51,33 +42,19 @@ impl Tensor {
             src.shape(),
             self.shape()
         );
-        if self.device().is_cuda() {
-            return self.assign_result_(op, |s| gpu(s, &src.detach()));
-        }
-        // Reading and writing one buffer would deadlock: copy the source first.
         let src = if src.same_storage(self) {
             src.contiguous_copy()
         } else {
             src.detach()
         };
         let ls = src.layout().broadcast_to(self.shape());
-        let s = src.read();
-        self.write()
-            .host_mut()
-            .zip_assign(self.layout(), &s.host(), &ls, f);
+        (src, ls)
     }
 
-    fn map_assign_(
-        &self,
-        op: &str,
-        f: impl Fn(f64) -> f64 + Sync,
-        gpu: impl FnOnce(&Tensor) -> Tensor,
-    ) {
-        if self.device().is_cuda() {
-            return self.assign_result_(op, gpu);
-        }
+    /// `self = f(self)`.
+    fn map_assign_<F: UnaryFn>(&self, op: &str, f: F) {
         self.check_inplace(op);
-        self.write().host_mut().map_assign(self.layout(), f);
+        self.write().map_assign(self.layout(), &f);
     }
 
     /// `self += other` (broadcast to self's shape).
@@ -90,43 +67,38 @@ impl Tensor {
     /// assert_eq!(p.to_vec::<f32>(), vec![0.5, 0.5]);
     /// ```
     pub fn add_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "add_", |a, b| a + b, |s, o| s + o);
+        self.zip_assign_(other, "add_", ew::Add);
         self
     }
 
     /// `self += alpha * other` (PyTorch's `add_(other, alpha=...)`).
     pub fn add_scaled_(&self, other: &Tensor, alpha: f64) -> &Tensor {
-        self.zip_assign_(
-            other,
-            "add_",
-            move |a, b| a + alpha * b,
-            move |s, o| s + &(o * alpha),
-        );
+        self.zip_assign_(other, "add_", ew::AddScaled { alpha });
         self
     }
 
     pub fn sub_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "sub_", |a, b| a - b, |s, o| s - o);
+        self.zip_assign_(other, "sub_", ew::Sub);
         self
     }
 
     pub fn mul_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "mul_", |a, b| a * b, |s, o| s * o);
+        self.zip_assign_(other, "mul_", ew::Mul);
         self
     }
 
     pub fn div_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "div_", |a, b| a / b, |s, o| s / o);
+        self.zip_assign_(other, "div_", ew::Div);
         self
     }
 
     pub fn mul_scalar_(&self, v: f64) -> &Tensor {
-        self.map_assign_("mul_", move |a| a * v, move |s| s * v);
+        self.map_assign_("mul_", ew::MulScalar { k: v });
         self
     }
 
     pub fn add_scalar_(&self, v: f64) -> &Tensor {
-        self.map_assign_("add_", move |a| a + v, move |s| s + v);
+        self.map_assign_("add_", ew::AddScalar { k: v });
         self
     }
 
@@ -144,12 +116,15 @@ impl Tensor {
                 .unwrap_or_else(|e| panic!("copy_: {e}"));
             &moved
         };
-        self.zip_assign_(src, "copy_", |_, b| b, |_, o| o.clone());
+        let (src, ls) = self.inplace_source(src, "copy_");
+        let s = src.read();
+        self.write().assign(self.layout(), &s, &ls);
         self
     }
 
     pub fn fill_(&self, v: f64) -> &Tensor {
-        self.map_assign_("fill_", move |_| v, move |s| Tensor::full_like(s, v));
+        self.check_inplace("fill_");
+        self.write().fill(self.layout(), v);
         self
     }
 
@@ -158,11 +133,11 @@ impl Tensor {
     }
 
     pub fn clamp_(&self, min: f64, max: f64) -> &Tensor {
-        self.map_assign_(
-            "clamp_",
-            move |a| if a.is_nan() { a } else { a.max(min).min(max) },
-            move |s| s.clamp(min, max),
+        assert!(
+            min <= max,
+            "clamp_: min ({min}) must not exceed max ({max})"
         );
+        self.map_assign_("clamp_", ew::Clamp { lo: min, hi: max });
         self
     }
 

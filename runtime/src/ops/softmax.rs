@@ -2,16 +2,10 @@
 //! closed-form backward.
 
 use crate::Tensor;
-use tapir_kernels::cpu;
 
 impl Tensor {
-    fn rowwise(
-        &self,
-        dim: isize,
-        op: &str,
-        k32: fn(&[f32], usize) -> Vec<f32>,
-        k64: fn(&[f64], usize) -> Vec<f64>,
-    ) -> (Tensor, usize) {
+    /// Softmax (`log`: log-softmax) along `dim`, through the last dim.
+    fn rowwise(&self, dim: isize, op: &str, log: bool) -> (Tensor, usize) {
         assert!(
             self.dtype().is_float(),
             "{op}: expects a float tensor, got {}",
@@ -19,7 +13,7 @@ impl Tensor {
         );
         let d = self.dim(dim, op);
         if self.ndim() == 0 {
-            return (self.rowwise(0, op, k32, k64).0.reshape(&[]), 0);
+            return (self.rowwise(0, op, log).0.reshape(&[]), 0);
         }
         let last = self.ndim() - 1;
         let moved = if d == last {
@@ -27,14 +21,7 @@ impl Tensor {
         } else {
             self.detach().transpose(d as isize, last as isize)
         };
-        let len = moved.shape()[last];
-        let storage = {
-            let s = moved.read();
-            let log = op == "log_softmax";
-            s.softmax_last(moved.layout(), log).unwrap_or_else(|| {
-                s.map_host(|b| b.float_kernel(moved.layout(), |x| k32(x, len), |x| k64(x, len)))
-            })
-        };
+        let storage = moved.read().softmax(moved.layout(), log);
         let out = Tensor::from_storage(storage, moved.shape());
         let out = if d == last {
             out
@@ -52,7 +39,7 @@ impl Tensor {
     /// assert_eq!(p.to_vec::<f32>(), vec![0.5; 4]);
     /// ```
     pub fn softmax(&self, dim: isize) -> Tensor {
-        let (out, d) = self.rowwise(dim, "softmax", cpu::softmax_rows, cpu::softmax_rows);
+        let (out, d) = self.rowwise(dim, "softmax", false);
         Tensor::record(out.detach(), "SoftmaxBackward0", &[self], || {
             let y = out;
             move |g: &Tensor, _: &[bool]| {
@@ -64,12 +51,7 @@ impl Tensor {
 
     /// `x - logsumexp(x)` along `dim`.
     pub fn log_softmax(&self, dim: isize) -> Tensor {
-        let (out, d) = self.rowwise(
-            dim,
-            "log_softmax",
-            cpu::log_softmax_rows,
-            cpu::log_softmax_rows,
-        );
+        let (out, d) = self.rowwise(dim, "log_softmax", true);
         Tensor::record(out.detach(), "LogSoftmaxBackward0", &[self], || {
             let y = out;
             move |g: &Tensor, _: &[bool]| vec![Some(g - &(&y.exp() * &g.sum_dim(d as isize, true)))]

@@ -1,181 +1,14 @@
-//! Elementwise unary ops and activations: forward kernels and backward
-//! formulas side by side. Composites (silu, gelu-tanh, softplus) get their
-//! gradient from the primitives they are built of.
+//! Elementwise unary ops and activations: forward kernels (the rows of
+//! `tapir_kernels::elementwise`) and backward formulas side by side.
+//! Composites (gelu-tanh, softplus) get their gradient from the primitives
+//! they are built of.
 
 use crate::Tensor;
-use crate::storage::UnaryFn;
-use tapir_kernels::Float;
-
-/// Declares a parameterless scalar function generic over the float type.
-macro_rules! scalar_fn {
-    ($name:ident, $cuda:literal, |$x:ident| $body:expr) => {
-        pub(crate) struct $name;
-        impl UnaryFn for $name {
-            #[inline]
-            fn f<T: Float>(&self, $x: T) -> T {
-                $body
-            }
-            fn cuda(&self) -> Option<(&'static str, f32, f32)> {
-                Some(($cuda, 0.0, 0.0))
-            }
-        }
-    };
-    ($name:ident, $cuda:literal, |$x:ident| $body:expr, int |$xi:ident| $ibody:expr) => {
-        pub(crate) struct $name;
-        impl UnaryFn for $name {
-            const INT: bool = true;
-            #[inline]
-            fn f<T: Float>(&self, $x: T) -> T {
-                $body
-            }
-            #[inline]
-            fn i(&self, $xi: i64) -> i64 {
-                $ibody
-            }
-            fn cuda(&self) -> Option<(&'static str, f32, f32)> {
-                Some(($cuda, 0.0, 0.0))
-            }
-        }
-    };
-}
-
-fn c<T: Float>(v: f64) -> T {
-    T::from_f64(v)
-}
-
-scalar_fn!(Neg, "neg", |x| -x, int | x | x.wrapping_neg());
-scalar_fn!(Abs, "abs", |x| x.abs(), int | x | x.wrapping_abs());
-scalar_fn!(
-    Sign,
-    "sign",
-    |x| if x > T::zero() {
-        T::one()
-    } else if x < T::zero() {
-        -T::one()
-    } else {
-        x
-    },
-    int | x | x.signum()
-);
-scalar_fn!(Exp, "exp", |x| x.exp());
-scalar_fn!(Log, "log", |x| x.ln());
-scalar_fn!(Log1p, "log1p", |x| x.ln_1p());
-scalar_fn!(Sqrt, "sqrt", |x| x.sqrt());
-scalar_fn!(Rsqrt, "rsqrt", |x| x.sqrt().recip());
-scalar_fn!(Sin, "sin", |x| x.sin());
-scalar_fn!(Cos, "cos", |x| x.cos());
-scalar_fn!(Tanh, "tanh", |x| x.tanh());
-scalar_fn!(Erf, "erf", |x| x.erf());
-scalar_fn!(Sigmoid, "sigmoid", |x| T::one() / (T::one() + (-x).exp()));
-scalar_fn!(
-    Relu,
-    "relu",
-    |x| if x > T::zero() || x.is_nan() {
-        x
-    } else {
-        T::zero()
-    },
-    int | x | x.max(0)
-);
-// 1 where x > 0 else 0: the derivative of relu.
-scalar_fn!(Step, "step", |x| if x > T::zero() {
-    T::one()
-} else {
-    T::zero()
-});
-// The exact GELU, `x * Φ(x)`.
-scalar_fn!(Gelu, "gelu", |x| c::<T>(0.5)
-    * x
-    * (T::one() + (x * c::<T>(std::f64::consts::FRAC_1_SQRT_2)).erf()));
-// d/dx of exact GELU: `Φ(x) + x φ(x)`.
-scalar_fn!(GeluGrad, "gelu_grad", |x| {
-    let cdf = c::<T>(0.5) * (T::one() + (x * c::<T>(std::f64::consts::FRAC_1_SQRT_2)).erf());
-    let pdf = (c::<T>(-0.5) * x * x).exp() * c::<T>(0.398_942_280_401_432_7);
-    cdf + x * pdf
-});
-
-pub(crate) struct PowScalar(pub f64);
-impl UnaryFn for PowScalar {
-    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
-        Some(("pow_scalar", self.0 as f32, 0.0))
-    }
-    fn f<T: Float>(&self, x: T) -> T {
-        let e = self.0;
-        if e == 2.0 {
-            x * x
-        } else if e == 1.0 {
-            x
-        } else if e == 0.5 {
-            x.sqrt()
-        } else if e.fract() == 0.0 && e.abs() < 64.0 {
-            x.powi(e as i32)
-        } else {
-            x.powf(c(e))
-        }
-    }
-}
-
-pub(crate) struct LeakyRelu(pub f64);
-impl UnaryFn for LeakyRelu {
-    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
-        Some(("leaky_relu", self.0 as f32, 0.0))
-    }
-    fn f<T: Float>(&self, x: T) -> T {
-        if x > T::zero() { x } else { x * c(self.0) }
-    }
-}
-
-pub(crate) struct LeakyStep(pub f64);
-impl UnaryFn for LeakyStep {
-    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
-        Some(("leaky_step", self.0 as f32, 0.0))
-    }
-    fn f<T: Float>(&self, x: T) -> T {
-        if x > T::zero() { T::one() } else { c(self.0) }
-    }
-}
-
-pub(crate) struct Clamp(pub f64, pub f64);
-impl UnaryFn for Clamp {
-    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
-        Some(("clamp", self.0 as f32, self.1 as f32))
-    }
-    const INT: bool = true;
-    fn f<T: Float>(&self, x: T) -> T {
-        if x.is_nan() {
-            return x;
-        }
-        x.max(c(self.0)).min(c(self.1))
-    }
-    fn i(&self, x: i64) -> i64 {
-        let lo = if self.0.is_finite() {
-            self.0.ceil() as i64
-        } else {
-            i64::MIN
-        };
-        let hi = if self.1.is_finite() {
-            self.1.floor() as i64
-        } else {
-            i64::MAX
-        };
-        x.max(lo).min(hi)
-    }
-}
-
-/// 1 inside `[lo, hi]` else 0: the derivative of clamp.
-pub(crate) struct ClampMask(pub f64, pub f64);
-impl UnaryFn for ClampMask {
-    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
-        Some(("clamp_mask", self.0 as f32, self.1 as f32))
-    }
-    fn f<T: Float>(&self, x: T) -> T {
-        if x >= c(self.0) && x <= c(self.1) {
-            T::one()
-        } else {
-            T::zero()
-        }
-    }
-}
+use tapir_kernels::elementwise::{
+    Abs, Clamp, ClampMask, Cos, Erf, Exp, Gelu, GeluGrad, Hardswish, HardswishGrad, LeakyRelu,
+    LeakyStep, Log, Log1p, Neg, PowScalar, Relu, Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt,
+    Step, Tanh, UnaryFn,
+};
 
 /// What a unary backward needs kept from forward.
 #[derive(Clone, Copy)]
@@ -304,10 +137,10 @@ impl Tensor {
     pub fn leaky_relu(&self, slope: f64) -> Tensor {
         unary(
             self,
-            LeakyRelu(slope),
+            LeakyRelu { slope },
             "LeakyReluBackward0",
             Save::Input,
-            move |x, g| g * &map(x, &LeakyStep(slope)),
+            move |x, g| g * &map(x, &LeakyStep { slope }),
         )
     }
 
@@ -325,9 +158,35 @@ impl Tensor {
         &(self * 0.5) * &(inner.tanh() + 1.0)
     }
 
-    /// `x * sigmoid(x)`, a composite.
+    /// `x * sigmoid(x)` (SiLU, swish).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let y = Tensor::from_vec(vec![0.0f32, 1.0], &[2]).silu();
+    /// assert!((y.to_vec::<f32>()[1] - 0.731_058_6).abs() < 1e-6);
+    /// ```
     pub fn silu(&self) -> Tensor {
-        self * &self.sigmoid()
+        unary(self, Silu, "SiluBackward0", Save::Input, |x, g| {
+            g * &map(x, &SiluGrad)
+        })
+    }
+
+    /// `x * relu6(x + 3) / 6` (`F.hardswish`); its gradient is PyTorch's:
+    /// 0 below -3, `x / 3 + 0.5` on `[-3, 3]`, 1 above.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let y = Tensor::from_vec(vec![-4.0f32, 0.0, 1.5, 4.0], &[4]).hardswish();
+    /// assert_eq!(y.to_vec::<f32>(), vec![0.0, 0.0, 1.125, 4.0]);
+    /// ```
+    pub fn hardswish(&self) -> Tensor {
+        unary(
+            self,
+            Hardswish,
+            "HardswishBackward0",
+            Save::Input,
+            |x, g| g * &map(x, &HardswishGrad),
+        )
     }
 
     /// `log(1 + e^x)`, linear above `threshold` (PyTorch: beta 1, threshold 20).
@@ -340,7 +199,7 @@ impl Tensor {
     pub fn powf(&self, e: f64) -> Tensor {
         unary(
             self,
-            PowScalar(e),
+            PowScalar { e },
             "PowBackward0",
             Save::Input,
             move |x, g| {
@@ -358,10 +217,10 @@ impl Tensor {
         assert!(min <= max, "clamp: min ({min}) must not exceed max ({max})");
         unary(
             self,
-            Clamp(min, max),
+            Clamp { lo: min, hi: max },
             "ClampBackward1",
             Save::Input,
-            move |x, g| g * &map(x, &ClampMask(min, max)),
+            move |x, g| g * &map(x, &ClampMask { lo: min, hi: max }),
         )
     }
 

@@ -1,27 +1,39 @@
 //! Adam and AdamW (decoupled weight decay), with amsgrad and maximize.
 
 use super::{
-    Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state,
+    with_grads,
 };
 use crate::nn::StateDict;
-use crate::storage::GpuStep;
 use crate::{Result, Tensor};
-use tapir_kernels::cpu::{AdamStep, adam_update};
+use tapir_kernels::optim::{AdamStep, OptimStep};
 
-/// Hyper-parameters of Adam/AdamW (PyTorch's defaults via `adam()` / `adamw()`).
+/// Hyper-parameters of Adam; `Default` gives `torch.optim.Adam`'s: lr 1e-3,
+/// betas (0.9, 0.999), eps 1e-8, no weight decay.
+///
+/// ```
+/// use tapir_runtime::optim::AdamConfig;
+/// let c = AdamConfig { lr: 3e-4, ..Default::default() };
+/// assert_eq!((c.betas, c.weight_decay), ((0.9, 0.999), 0.0));
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct AdamConfig {
+    /// Learning rate.
     pub lr: f64,
+    /// Decays of the first and second moment averages.
     pub betas: (f64, f64),
+    /// Added to the denominator for stability.
     pub eps: f64,
+    /// L2 penalty added to the gradient.
     pub weight_decay: f64,
+    /// Keep the maximum of the second moments (AMSGrad).
     pub amsgrad: bool,
+    /// Maximise the objective instead of minimising it.
     pub maximize: bool,
 }
 
-impl AdamConfig {
-    /// `torch.optim.Adam` defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, no decay.
-    pub fn adam() -> Self {
+impl Default for AdamConfig {
+    fn default() -> Self {
         AdamConfig {
             lr: 1e-3,
             betas: (0.9, 0.999),
@@ -31,18 +43,56 @@ impl AdamConfig {
             maximize: false,
         }
     }
-    /// `torch.optim.AdamW` defaults: as Adam with weight_decay 1e-2.
-    pub fn adamw() -> Self {
-        AdamConfig {
+}
+
+/// Hyper-parameters of AdamW; `Default` gives `torch.optim.AdamW`'s: lr
+/// 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 1e-2.
+///
+/// ```
+/// use tapir_runtime::optim::AdamWConfig;
+/// assert_eq!(AdamWConfig::default().weight_decay, 1e-2);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct AdamWConfig {
+    /// Learning rate.
+    pub lr: f64,
+    /// Decays of the first and second moment averages.
+    pub betas: (f64, f64),
+    /// Added to the denominator for stability.
+    pub eps: f64,
+    /// Decoupled weight decay: weights shrink by `lr * weight_decay` each step.
+    pub weight_decay: f64,
+    /// Keep the maximum of the second moments (AMSGrad).
+    pub amsgrad: bool,
+    /// Maximise the objective instead of minimising it.
+    pub maximize: bool,
+}
+
+impl Default for AdamWConfig {
+    fn default() -> Self {
+        let a = AdamConfig::default();
+        AdamWConfig {
+            lr: a.lr,
+            betas: a.betas,
+            eps: a.eps,
             weight_decay: 1e-2,
-            ..AdamConfig::adam()
+            amsgrad: a.amsgrad,
+            maximize: a.maximize,
         }
     }
 }
 
-impl Default for AdamConfig {
-    fn default() -> Self {
-        AdamConfig::adam()
+impl From<AdamWConfig> for AdamConfig {
+    /// The same numbers (the decay's meaning is the optimizer's).
+    fn from(c: AdamWConfig) -> AdamConfig {
+        AdamConfig {
+            lr: c.lr,
+            betas: c.betas,
+            eps: c.eps,
+            weight_decay: c.weight_decay,
+            amsgrad: c.amsgrad,
+            maximize: c.maximize,
+        }
     }
 }
 
@@ -51,7 +101,7 @@ impl Default for AdamConfig {
 /// ```
 /// use tapir_runtime::{optim::{Adam, AdamConfig, Optimizer}, Tensor};
 /// let w = Tensor::from_vec(vec![1.0f32], &[1]).requires_grad_(true);
-/// let mut opt = Adam::new(vec![w.clone()], AdamConfig { lr: 0.1, ..AdamConfig::adam() });
+/// let mut opt = Adam::new(vec![w.clone()], AdamConfig { lr: 0.1, ..Default::default() });
 /// (&w * &w).sum().backward();
 /// opt.step();
 /// assert!((w.item::<f32>() - 0.9).abs() < 1e-6); // the first step moves by lr
@@ -63,29 +113,31 @@ pub struct Adam {
     decoupled: bool,
 }
 
-/// AdamW (`torch.optim.AdamW`): weights decay by `lr * weight_decay` directly.
-pub type AdamW = Adam;
+/// AdamW (`torch.optim.AdamW`): Adam whose weights decay by
+/// `lr * weight_decay` directly instead of through the gradient.
+///
+/// ```
+/// use tapir_runtime::{optim::{AdamW, AdamWConfig, Optimizer}, Tensor};
+/// let w = Tensor::from_vec(vec![1.0f32], &[1]).requires_grad_(true);
+/// let mut opt = AdamW::new(vec![w.clone()], AdamWConfig { lr: 0.1, ..Default::default() });
+/// (&w * 0.0).sum().backward(); // a zero gradient: only the decay moves w
+/// opt.step();
+/// assert!((w.item::<f32>() - (1.0 - 0.1 * 0.01)).abs() < 1e-7);
+/// ```
+pub struct AdamW(Adam);
 
 impl Adam {
+    /// Adam over `params`.
     pub fn new(params: Vec<Tensor>, cfg: AdamConfig) -> Adam {
-        Adam::build(vec![ParamGroup::new(params)], cfg, false)
+        Adam::build(vec![GroupSpec::new(params)], cfg, false)
     }
 
-    pub fn with_groups(groups: Vec<ParamGroup>, cfg: AdamConfig) -> Adam {
+    /// Adam with parameter groups (each may set its own lr and weight decay).
+    pub fn with_groups(groups: Vec<GroupSpec>, cfg: AdamConfig) -> Adam {
         Adam::build(groups, cfg, false)
     }
 
-    /// AdamW over `params`.
-    pub fn adamw(params: Vec<Tensor>, cfg: AdamConfig) -> Adam {
-        Adam::build(vec![ParamGroup::new(params)], cfg, true)
-    }
-
-    /// AdamW with parameter groups.
-    pub fn adamw_with_groups(groups: Vec<ParamGroup>, cfg: AdamConfig) -> Adam {
-        Adam::build(groups, cfg, true)
-    }
-
-    fn build(groups: Vec<ParamGroup>, cfg: AdamConfig, decoupled: bool) -> Adam {
+    fn build(groups: Vec<GroupSpec>, cfg: AdamConfig, decoupled: bool) -> Adam {
         let who = if decoupled { "AdamW" } else { "Adam" };
         assert!(
             (0.0..1.0).contains(&cfg.betas.0) && (0.0..1.0).contains(&cfg.betas.1),
@@ -101,6 +153,42 @@ impl Adam {
             cfg,
             decoupled,
         }
+    }
+}
+
+impl AdamW {
+    /// AdamW over `params`.
+    pub fn new(params: Vec<Tensor>, cfg: AdamWConfig) -> AdamW {
+        AdamW(Adam::build(vec![GroupSpec::new(params)], cfg.into(), true))
+    }
+
+    /// AdamW with parameter groups (each may set its own lr and weight decay).
+    pub fn with_groups(groups: Vec<GroupSpec>, cfg: AdamWConfig) -> AdamW {
+        AdamW(Adam::build(groups, cfg.into(), true))
+    }
+}
+
+impl Optimizer for AdamW {
+    fn step(&mut self) {
+        self.0.step()
+    }
+    fn param_groups(&self) -> &[ParamGroup] {
+        self.0.param_groups()
+    }
+    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
+        self.0.param_groups_mut()
+    }
+    fn state_dict(&self) -> StateDict {
+        self.0.state_dict()
+    }
+    fn load_state_dict(&mut self, dict: &[(String, Tensor)]) -> Result<()> {
+        self.0.load_state_dict(dict)
+    }
+    fn momentum(&self) -> Option<f64> {
+        self.0.momentum()
+    }
+    fn set_momentum(&mut self, m: f64) {
+        self.0.set_momentum(m)
     }
 }
 
@@ -131,23 +219,7 @@ impl Optimizer for Adam {
                 step: st.step,
             };
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            let gpu = GpuStep::Adam(h);
-            fused(
-                &p,
-                &g,
-                &bufs,
-                Some(gpu),
-                |pv, gv, s| {
-                    let (m, rest) = s.split_first_mut().unwrap();
-                    let (v, rest) = rest.split_first_mut().unwrap();
-                    adam_update(pv, gv, m, v, rest.first_mut().map(|x| &mut **x), &h)
-                },
-                |pv, gv, s| {
-                    let (m, rest) = s.split_first_mut().unwrap();
-                    let (v, rest) = rest.split_first_mut().unwrap();
-                    adam_update(pv, gv, m, v, rest.first_mut().map(|x| &mut **x), &h)
-                },
-            );
+            fused(&p, &g, &bufs, OptimStep::Adam(h));
         }
     }
     fn param_groups(&self) -> &[ParamGroup] {

@@ -36,10 +36,7 @@ pub trait LrScheduler {
 }
 
 fn base_lrs(opt: &dyn Optimizer) -> Vec<f64> {
-    opt.param_groups()
-        .iter()
-        .map(|g| g.initial_lr.unwrap_or(g.get_lr()))
-        .collect()
+    opt.param_groups().iter().map(|g| g.initial_lr).collect()
 }
 
 /// A scheduler given by `lr(base_lr, epoch)`.
@@ -71,7 +68,7 @@ impl LrScheduler for ClosedForm {
         self.last_epoch = epoch;
         self.last_lr = self.base.iter().map(|&b| (self.f)(b, epoch)).collect();
         for (g, &lr) in opt.param_groups_mut().iter_mut().zip(&self.last_lr) {
-            g.lr = Some(lr);
+            g.lr = lr;
         }
     }
     fn last_epoch(&self) -> i64 {
@@ -280,7 +277,7 @@ impl CosineAnnealingWarmRestarts {
             .map(|&b| self.eta_min + (b - self.eta_min) * c)
             .collect();
         for (g, &lr) in opt.param_groups_mut().iter_mut().zip(&self.last_lr) {
-            g.lr = Some(lr);
+            g.lr = lr;
         }
     }
 }
@@ -382,8 +379,8 @@ impl OneCycleLR {
         );
         let initial = max_lr / div_factor;
         for g in opt.param_groups_mut() {
-            g.initial_lr = Some(initial);
-            g.lr = Some(initial);
+            g.initial_lr = initial;
+            g.lr = initial;
         }
         let cycle_momentum = opt.momentum().is_some_and(|m| m > 0.0);
         if cycle_momentum {
@@ -437,7 +434,7 @@ impl LrScheduler for OneCycleLR {
             )
         };
         for g in opt.param_groups_mut() {
-            g.lr = Some(lr);
+            g.lr = lr;
         }
         if self.cycle_momentum {
             opt.set_momentum(mom);
@@ -542,10 +539,10 @@ impl ReduceLROnPlateau {
         }
         if self.num_bad > self.patience {
             for g in opt.param_groups_mut() {
-                let old = g.get_lr();
+                let old = g.lr;
                 let new = (old * self.factor).max(self.min_lr);
                 if old - new > self.eps {
-                    g.lr = Some(new);
+                    g.lr = new;
                 }
             }
             self.cooldown_counter = self.cooldown;

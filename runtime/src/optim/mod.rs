@@ -8,7 +8,7 @@ mod lr_scheduler;
 mod rmsprop;
 mod sgd;
 
-pub use adam::{Adam, AdamConfig, AdamW};
+pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
 pub use lr_scheduler::{
     ClosedForm, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LinearLR,
@@ -18,63 +18,66 @@ pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use sgd::{SGD, SgdConfig};
 
 use crate::nn::StateDict;
-use crate::storage::{CpuBuffer, GpuStep, HostMut, Storage};
-use crate::{DType, Error, Result, Tensor};
+use crate::storage::Storage;
+use crate::{Error, Result, Tensor};
 use std::sync::RwLockWriteGuard;
-use tapir_kernels::Layout;
+use tapir_kernels::optim::OptimStep;
 
-/// A group of parameters sharing a learning rate and weight decay
-/// (`None` takes the optimizer's default).
+/// Parameters that share a learning rate and weight decay, as given to an
+/// optimizer's `with_groups`: each option left unset takes the optimizer's
+/// default (PyTorch's per-group dicts).
 ///
 /// ```
-/// use tapir_runtime::{optim::{AdamW, AdamConfig, Optimizer, ParamGroup}, Tensor};
+/// use tapir_runtime::{optim::{AdamW, AdamWConfig, GroupSpec, Optimizer}, Tensor};
 /// let w = Tensor::ones(&[2, 2]).requires_grad_(true);
 /// let b = Tensor::zeros(&[2]).requires_grad_(true);
 /// let opt = AdamW::with_groups(
-///     vec![ParamGroup::new(vec![w]), ParamGroup::new(vec![b]).weight_decay(0.0)],
-///     AdamConfig { lr: 1e-3, weight_decay: 0.01, ..AdamConfig::adamw() },
+///     vec![GroupSpec::new(vec![w]), GroupSpec::new(vec![b]).weight_decay(0.0)],
+///     AdamWConfig { lr: 1e-3, ..Default::default() },
 /// );
-/// assert_eq!(opt.param_groups()[1].weight_decay, Some(0.0));
+/// assert_eq!(opt.param_groups()[0].weight_decay, 0.01);
+/// assert_eq!(opt.param_groups()[1].weight_decay, 0.0);
 /// ```
 #[derive(Clone)]
-pub struct ParamGroup {
-    pub params: Vec<Tensor>,
-    pub lr: Option<f64>,
-    pub weight_decay: Option<f64>,
-    /// The lr the group started with (schedulers compute from it).
-    pub initial_lr: Option<f64>,
+pub struct GroupSpec {
+    params: Vec<Tensor>,
+    lr: Option<f64>,
+    weight_decay: Option<f64>,
 }
 
-impl ParamGroup {
-    pub fn new(params: Vec<Tensor>) -> ParamGroup {
-        ParamGroup {
+impl GroupSpec {
+    /// A group of `params` with the optimizer's defaults.
+    pub fn new(params: Vec<Tensor>) -> GroupSpec {
+        GroupSpec {
             params,
             lr: None,
             weight_decay: None,
-            initial_lr: None,
         }
     }
+    /// This group's learning rate.
     pub fn lr(mut self, lr: f64) -> Self {
         self.lr = Some(lr);
         self
     }
+    /// This group's weight decay.
     pub fn weight_decay(mut self, wd: f64) -> Self {
         self.weight_decay = Some(wd);
         self
     }
-    fn resolve(mut self, lr: f64, wd: f64) -> Self {
-        self.lr = Some(self.lr.unwrap_or(lr));
-        self.weight_decay = Some(self.weight_decay.unwrap_or(wd));
-        self.initial_lr = self.lr;
-        self
-    }
-    /// The group's learning rate.
-    pub fn get_lr(&self) -> f64 {
-        self.lr.expect("resolved at construction")
-    }
-    pub fn get_weight_decay(&self) -> f64 {
-        self.weight_decay.expect("resolved at construction")
-    }
+}
+
+/// A group of parameters inside an optimizer, with its learning rate and
+/// weight decay (`optimizer.param_groups` in PyTorch); schedulers change `lr`.
+#[derive(Clone)]
+pub struct ParamGroup {
+    /// The parameters.
+    pub params: Vec<Tensor>,
+    /// The current learning rate.
+    pub lr: f64,
+    /// The weight decay.
+    pub weight_decay: f64,
+    /// The learning rate the group started with (schedulers compute from it).
+    pub initial_lr: f64,
 }
 
 /// What every optimizer offers (`torch.optim.Optimizer`).
@@ -105,26 +108,37 @@ pub trait Optimizer {
 
     /// The first group's learning rate.
     fn lr(&self) -> f64 {
-        self.param_groups()[0].get_lr()
+        self.param_groups()[0].lr
     }
 
     /// Sets every group's learning rate.
     fn set_lr(&mut self, lr: f64) {
         for g in self.param_groups_mut() {
-            g.lr = Some(lr);
+            g.lr = lr;
         }
     }
 }
 
 pub(crate) fn resolve_groups(
-    groups: Vec<ParamGroup>,
+    groups: Vec<GroupSpec>,
     lr: f64,
     wd: f64,
     who: &str,
 ) -> Vec<ParamGroup> {
-    assert!(lr >= 0.0, "{who}: invalid learning rate {lr}");
-    assert!(wd >= 0.0, "{who}: invalid weight_decay {wd}");
-    groups.into_iter().map(|g| g.resolve(lr, wd)).collect()
+    groups
+        .into_iter()
+        .map(|g| {
+            let (lr, wd) = (g.lr.unwrap_or(lr), g.weight_decay.unwrap_or(wd));
+            assert!(lr >= 0.0, "{who}: invalid learning rate {lr}");
+            assert!(wd >= 0.0, "{who}: invalid weight_decay {wd}");
+            ParamGroup {
+                params: g.params,
+                lr,
+                weight_decay: wd,
+                initial_lr: lr,
+            }
+        })
+        .collect()
 }
 
 /// Per-parameter optimizer state: a step count and named buffers.
@@ -149,14 +163,14 @@ pub(crate) fn save_state(
         }
     }
     for (gi, g) in groups.iter().enumerate() {
-        out.push((format!("param_groups.{gi}.lr"), Tensor::scalar(g.get_lr())));
+        out.push((format!("param_groups.{gi}.lr"), Tensor::scalar(g.lr)));
         out.push((
             format!("param_groups.{gi}.weight_decay"),
-            Tensor::scalar(g.get_weight_decay()),
+            Tensor::scalar(g.weight_decay),
         ));
         out.push((
             format!("param_groups.{gi}.initial_lr"),
-            Tensor::scalar(g.initial_lr.unwrap_or(g.get_lr())),
+            Tensor::scalar(g.initial_lr),
         ));
         for (k, v) in extra {
             out.push((format!("param_groups.{gi}.{k}"), Tensor::scalar(*v)));
@@ -178,9 +192,9 @@ pub(crate) fn load_state(
             .ok_or_else(|| Error::Format(format!("optimizer state: missing {k}")))
     };
     for (gi, g) in groups.iter_mut().enumerate() {
-        g.lr = Some(scalar(&format!("param_groups.{gi}.lr"))?);
-        g.weight_decay = Some(scalar(&format!("param_groups.{gi}.weight_decay"))?);
-        g.initial_lr = Some(scalar(&format!("param_groups.{gi}.initial_lr"))?);
+        g.lr = scalar(&format!("param_groups.{gi}.lr"))?;
+        g.weight_decay = scalar(&format!("param_groups.{gi}.weight_decay"))?;
+        g.initial_lr = scalar(&format!("param_groups.{gi}.initial_lr"))?;
     }
     let params: Vec<&Tensor> = groups.iter().flat_map(|g| g.params.iter()).collect();
     for (i, slot) in state.iter_mut().enumerate() {
@@ -213,22 +227,9 @@ pub(crate) fn load_state(
     Ok(())
 }
 
-/// Runs a fused update over the contiguous buffers of a parameter, its
-/// gradient and its state tensors, in f32 or f64 (f16 and bf16 compute in
-/// f32). `gpu` describes the same update for the fused GPU kernels, used
-/// when the tensors live on a GPU and the kernels take their dtype (f32,
-/// f16, bf16); otherwise the update runs on the host.
-pub(crate) fn fused<F32, F64>(
-    p: &Tensor,
-    g: &Tensor,
-    states: &[&Tensor],
-    gpu: Option<GpuStep>,
-    f32: F32,
-    f64: F64,
-) where
-    F32: Fn(&mut [f32], &[f32], &mut [&mut [f32]]) + Sync,
-    F64: Fn(&mut [f64], &[f64], &mut [&mut [f64]]) + Sync,
-{
+/// Runs one fused update (`step`) of a parameter with its gradient and its
+/// state tensors, on whatever device they live (see `Storage::optim_step`).
+pub(crate) fn fused(p: &Tensor, g: &Tensor, states: &[&Tensor], step: OptimStep) {
     for t in std::iter::once(p).chain(states.iter().copied()) {
         assert!(
             t.is_contiguous() && t.layout().offset == 0 && t.read().len() == t.numel(),
@@ -239,117 +240,13 @@ pub(crate) fn fused<F32, F64>(
     }
     let g = crate::ops::dense0(&g.to_dtype(p.dtype()));
     let gs = g.read();
-    let n = p.numel();
     let mut guards: Vec<RwLockWriteGuard<'_, Storage>> = std::iter::once(p)
         .chain(states.iter().copied())
         .map(|t| t.write())
         .collect();
-    if let Some(step) = gpu {
-        let (pg, rest) = guards.split_first_mut().unwrap();
-        let mut rest: Vec<&mut Storage> = rest.iter_mut().map(|s| &mut **s).collect();
-        if Storage::optim_step_gpu(pg, &gs, &mut rest, n, step) {
-            return;
-        }
-    }
-    // On a GPU these are host copies written back when dropped.
-    let mut hosts: Vec<HostMut<'_>> = guards.iter_mut().map(|g| g.host_mut()).collect();
-    let gh = gs.host();
-    let (pg, rest) = hosts.split_first_mut().unwrap();
-    match (&mut **pg, &*gh) {
-        (CpuBuffer::F32(pv), CpuBuffer::F32(gv)) => {
-            let st: Vec<&mut [f32]> = rest.iter_mut().map(|s| as_f32(s)).collect();
-            chunked(pv, &gv[..n], st, &f32)
-        }
-        (CpuBuffer::F64(pv), CpuBuffer::F64(gv)) => {
-            let st: Vec<&mut [f64]> = rest.iter_mut().map(|s| as_f64(s)).collect();
-            chunked(pv, &gv[..n], st, &f64)
-        }
-        (pv, gv) if matches!(pv.dtype(), DType::F16 | DType::BF16) && gv.dtype() == pv.dtype() => {
-            // PyTorch's fused kernels for reduced-precision parameters (and
-            // ours on a GPU): the math in f32, the parameter and its state
-            // rounded once when stored.
-            let dtype = pv.dtype();
-            let l = Layout::contiguous(&[n]);
-            let mut p32 = pv.to_vec::<f32>(&l);
-            let g32 = gv.to_vec::<f32>(&l);
-            let mut s32: Vec<Vec<f32>> = rest
-                .iter()
-                .map(|s| {
-                    assert_eq!(
-                        s.dtype(),
-                        dtype,
-                        "optimizer: state buffer is {}, parameter is {dtype}",
-                        s.dtype()
-                    );
-                    s.to_vec::<f32>(&l)
-                })
-                .collect();
-            let st = s32.iter_mut().map(|s| s.as_mut_slice()).collect();
-            chunked(&mut p32, &g32, st, &f32);
-            **pg = CpuBuffer::F32(p32).cast(&l, dtype);
-            for (s, v) in rest.iter_mut().zip(s32) {
-                **s = CpuBuffer::F32(v).cast(&l, dtype);
-            }
-        }
-        _ => panic!(
-            "optimizer: parameters must be floating point, got {}",
-            p.dtype()
-        ),
-    }
-}
-
-/// Applies an elementwise update to aligned chunks of the parameter, its
-/// gradient and its state on all threads (updates are independent per element).
-fn chunked<T: Send + Sync>(
-    p: &mut [T],
-    g: &[T],
-    mut st: Vec<&mut [T]>,
-    f: &(impl Fn(&mut [T], &[T], &mut [&mut [T]]) + Sync),
-) {
-    use rayon::prelude::*;
-    const CHUNK: usize = 1 << 14;
-    if !tapir_kernels::threads::parallel(p.len()) {
-        return f(p, g, &mut st);
-    }
-    // Split every state buffer into the same chunks as the parameter.
-    let mut state_chunks: Vec<std::slice::ChunksMut<'_, T>> =
-        st.iter_mut().map(|s| s.chunks_mut(CHUNK)).collect();
-    type Work<'a, T> = (&'a mut [T], &'a [T], Vec<&'a mut [T]>);
-    let work: Vec<Work<'_, T>> = p
-        .chunks_mut(CHUNK)
-        .zip(g.chunks(CHUNK))
-        .map(|(pc, gc)| {
-            let sc = state_chunks
-                .iter_mut()
-                .map(|it| it.next().expect("state matches the parameter"))
-                .collect();
-            (pc, gc, sc)
-        })
-        .collect();
-    tapir_kernels::threads::install(|_| {
-        work.into_par_iter()
-            .for_each(|(pc, gc, mut sc)| f(pc, gc, &mut sc))
-    });
-}
-
-fn as_f32(b: &mut CpuBuffer) -> &mut [f32] {
-    match b {
-        CpuBuffer::F32(v) => v,
-        other => panic!(
-            "optimizer: state buffer is {}, parameter is float32",
-            other.dtype()
-        ),
-    }
-}
-
-fn as_f64(b: &mut CpuBuffer) -> &mut [f64] {
-    match b {
-        CpuBuffer::F64(v) => v,
-        other => panic!(
-            "optimizer: state buffer is {}, parameter is float64",
-            other.dtype()
-        ),
-    }
+    let (pg, rest) = guards.split_first_mut().expect("the parameter");
+    let mut rest: Vec<&mut Storage> = rest.iter_mut().map(|s| &mut **s).collect();
+    Storage::optim_step(pg, &gs, &mut rest, &step);
 }
 
 /// Every parameter that has a gradient, with its flat index, group lr and weight decay.
@@ -359,7 +256,7 @@ pub(crate) fn with_grads(groups: &[ParamGroup]) -> Vec<(usize, Tensor, Tensor, f
     for grp in groups {
         for p in &grp.params {
             if let Some(g) = p.grad() {
-                out.push((i, p.clone(), g, grp.get_lr(), grp.get_weight_decay()));
+                out.push((i, p.clone(), g, grp.lr, grp.weight_decay));
             }
             i += 1;
         }

@@ -1,12 +1,12 @@
 //! RMSprop, plain or centered, with optional momentum.
 
 use super::{
-    Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state,
+    with_grads,
 };
 use crate::nn::StateDict;
-use crate::storage::GpuStep;
 use crate::{Result, Tensor};
-use tapir_kernels::cpu::{RmspropStep, rmsprop_update};
+use tapir_kernels::optim::{OptimStep, RmspropStep};
 
 /// Hyper-parameters of RMSprop; `Default` gives PyTorch's (lr 1e-2, alpha 0.99, eps 1e-8).
 pub type RMSpropConfig = RmspropStep;
@@ -20,10 +20,10 @@ pub struct RMSprop {
 
 impl RMSprop {
     pub fn new(params: Vec<Tensor>, cfg: RMSpropConfig) -> RMSprop {
-        RMSprop::with_groups(vec![ParamGroup::new(params)], cfg)
+        RMSprop::with_groups(vec![GroupSpec::new(params)], cfg)
     }
 
-    pub fn with_groups(groups: Vec<ParamGroup>, cfg: RMSpropConfig) -> RMSprop {
+    pub fn with_groups(groups: Vec<GroupSpec>, cfg: RMSpropConfig) -> RMSprop {
         assert!(
             cfg.alpha >= 0.0 && cfg.momentum >= 0.0,
             "RMSprop: invalid alpha {} or momentum {}",
@@ -62,27 +62,7 @@ impl Optimizer for RMSprop {
                 ..c
             };
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            let (has_mom, centered) = (c.momentum > 0.0, c.centered);
-            macro_rules! run {
-                () => {
-                    |pv, gv, s| {
-                        let (sq, rest) = s.split_first_mut().unwrap();
-                        let (mom, rest) = if has_mom {
-                            let (m, r) = rest.split_first_mut().unwrap();
-                            (Some(&mut **m), r)
-                        } else {
-                            (None, rest)
-                        };
-                        let gavg = if centered {
-                            rest.first_mut().map(|x| &mut **x)
-                        } else {
-                            None
-                        };
-                        rmsprop_update(pv, gv, sq, gavg, mom, &h)
-                    }
-                };
-            }
-            fused(&p, &g, &bufs, Some(GpuStep::Rmsprop(h)), run!(), run!());
+            fused(&p, &g, &bufs, OptimStep::Rmsprop(h));
         }
     }
     fn param_groups(&self) -> &[ParamGroup] {

@@ -1,12 +1,12 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 
 use super::{
-    Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state, with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state,
+    with_grads,
 };
 use crate::nn::StateDict;
-use crate::storage::GpuStep;
 use crate::{Result, Tensor};
-use tapir_kernels::cpu::{SgdStep, sgd_update};
+use tapir_kernels::optim::{OptimStep, SgdStep};
 
 /// Hyper-parameters of SGD; `Default` gives PyTorch's (lr 1e-3).
 pub type SgdConfig = SgdStep;
@@ -29,10 +29,10 @@ pub struct SGD {
 
 impl SGD {
     pub fn new(params: Vec<Tensor>, cfg: SgdConfig) -> SGD {
-        SGD::with_groups(vec![ParamGroup::new(params)], cfg)
+        SGD::with_groups(vec![GroupSpec::new(params)], cfg)
     }
 
-    pub fn with_groups(groups: Vec<ParamGroup>, cfg: SgdConfig) -> SGD {
+    pub fn with_groups(groups: Vec<GroupSpec>, cfg: SgdConfig) -> SGD {
         assert!(
             cfg.momentum >= 0.0,
             "SGD: invalid momentum {}",
@@ -72,15 +72,7 @@ impl Optimizer for SGD {
             });
             st.step += 1;
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            let gpu = GpuStep::Sgd(h, first);
-            fused(
-                &p,
-                &g,
-                &bufs,
-                Some(gpu),
-                |pv, gv, s| sgd_update(pv, gv, s.first_mut().map(|x| &mut **x), first, &h),
-                |pv, gv, s| sgd_update(pv, gv, s.first_mut().map(|x| &mut **x), first, &h),
-            );
+            fused(&p, &g, &bufs, OptimStep::Sgd { h, first });
         }
     }
     fn param_groups(&self) -> &[ParamGroup] {

@@ -1,9 +1,10 @@
-//! CPU buffers: one `Vec` per dtype, and the kernel calls for each op.
+//! CPU buffers: one `Vec` per dtype, and the kernel calls for the
+//! elementwise ops, reductions and matmul (`cpu_nn.rs` has the rest).
 //! f16 and bf16 compute in f32 and round the result, as PyTorch does on CPU.
 
-use super::{BinaryFn, UnaryFn};
 use crate::dtype::{DType, Element};
 use half::{bf16, f16};
+use tapir_kernels::elementwise::{BinaryFn, Compare, UnaryFn};
 use tapir_kernels::{Layout, cpu};
 
 #[derive(Clone, Debug)]
@@ -31,6 +32,8 @@ macro_rules! with_vec {
         }
     };
 }
+
+pub(super) use with_vec;
 
 pub(crate) trait Wrap: Element {
     fn wrap(v: Vec<Self>) -> CpuBuffer;
@@ -160,36 +163,34 @@ impl CpuBuffer {
     }
 
     /// Elementwise comparison of two same-dtype views, to bool.
-    pub fn compare(
-        &self,
-        la: &Layout,
-        rhs: &CpuBuffer,
-        lb: &Layout,
-        cmp: fn(f64, f64) -> bool,
-    ) -> CpuBuffer {
+    pub fn compare(&self, la: &Layout, rhs: &CpuBuffer, lb: &Layout, cmp: Compare) -> CpuBuffer {
         use CpuBuffer::*;
         let out = match (self, rhs) {
-            (F32(a), F32(b)) => cpu::zip_map(a, la, b, lb, |x, y| cmp(x as f64, y as f64)),
-            (F64(a), F64(b)) => cpu::zip_map(a, la, b, lb, cmp),
-            (I64(a), I64(b)) => cpu::zip_map(a, la, b, lb, |x, y| cmp(x as f64, y as f64)),
+            (F32(a), F32(b)) => cpu::zip_map(a, la, b, lb, |x, y| cmp.apply(x, y)),
+            (F64(a), F64(b)) => cpu::zip_map(a, la, b, lb, |x, y| cmp.apply(x, y)),
+            (I64(a), I64(b)) => cpu::zip_map(a, la, b, lb, |x, y| cmp.apply(x, y)),
             (a, b) => {
                 let x: Vec<f64> = a.to_vec(la);
                 let y: Vec<f64> = b.to_vec(lb);
-                x.iter().zip(&y).map(|(&p, &q)| cmp(p, q)).collect()
+                x.iter().zip(&y).map(|(&p, &q)| cmp.apply(p, q)).collect()
             }
         };
         Bool(out)
     }
 
-    /// `cond ? a : b` over three views broadcast to one shape (a, b same dtype).
+    /// `cond ? a : b` over three views broadcast to one shape (`cond` bool;
+    /// a, b same dtype).
     pub fn select_where(
-        cond: &[bool],
+        cond: &CpuBuffer,
         lc: &Layout,
         a: &CpuBuffer,
         la: &Layout,
         b: &CpuBuffer,
         lb: &Layout,
     ) -> CpuBuffer {
+        let CpuBuffer::Bool(cond) = cond else {
+            unreachable!("where: the condition is bool, got {}", cond.dtype())
+        };
         let c = cpu::copy_strided(cond, lc);
         with_vec!(a, av => {
             let ac = cpu::copy_strided(av, la);
@@ -256,65 +257,6 @@ impl CpuBuffer {
             }
         }
     }
-
-    /// Applies a float kernel to a contiguous float copy of the view.
-    pub fn float_kernel(
-        &self,
-        l: &Layout,
-        k32: impl Fn(&[f32]) -> Vec<f32>,
-        k64: impl Fn(&[f64]) -> Vec<f64>,
-    ) -> CpuBuffer {
-        match self {
-            CpuBuffer::F64(v) => CpuBuffer::F64(k64(&contiguous(v, l))),
-            CpuBuffer::F32(v) => CpuBuffer::F32(k32(&contiguous(v, l))),
-            other => {
-                let x: Vec<f32> = other.to_vec(l);
-                let r = CpuBuffer::F32(k32(&x));
-                let n = r.len();
-                r.cast(&Layout::contiguous(&[n]), other.dtype().to_float())
-            }
-        }
-    }
-
-    /// Applies `f` to a contiguous copy of the view, whatever the dtype.
-    pub fn any_kernel(&self, l: &Layout, f: impl AnyKernel) -> CpuBuffer {
-        with_vec!(self, v => Wrap::wrap(f.run(&contiguous(v, l))))
-    }
-
-    /// In place: `self[l] = f(self[l], src[ls])` (src cast to this dtype).
-    pub fn zip_assign(
-        &mut self,
-        l: &Layout,
-        src: &CpuBuffer,
-        ls: &Layout,
-        f: impl Fn(f64, f64) -> f64 + Sync,
-    ) {
-        use CpuBuffer::*;
-        match (self, src) {
-            (F32(d), F32(s)) => {
-                cpu::zip_inplace(d, l, s, ls, |x, y| (f(x as f64, y as f64)) as f32)
-            }
-            (F64(d), F64(s)) => cpu::zip_inplace(d, l, s, ls, f),
-            (d, s) => {
-                let s = s.cast(ls, d.dtype());
-                let ls = Layout::contiguous(&ls.shape);
-                with_vec!(d, dv => {
-                    let sv = s.to_vec(&ls);
-                    cpu::zip_inplace(dv, l, &sv, &ls, |x, y: f64| Element::from_f64(f(x.to_f64(), y)))
-                })
-            }
-        }
-    }
-
-    /// In place: `self[l] = f(self[l])`.
-    pub fn map_assign(&mut self, l: &Layout, f: impl Fn(f64) -> f64 + Sync) {
-        match self {
-            CpuBuffer::F32(d) => cpu::map_inplace(d, l, |x| f(x as f64) as f32),
-            other => {
-                with_vec!(other, d => cpu::map_inplace(d, l, |x| Element::from_f64(f(x.to_f64()))))
-            }
-        }
-    }
 }
 
 pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default>(
@@ -325,9 +267,4 @@ pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default>(
         Some(o) => std::borrow::Cow::Borrowed(&v[o..o + l.numel()]),
         None => std::borrow::Cow::Owned(cpu::copy_strided(v, l)),
     }
-}
-
-/// A kernel generic over the element type (index ops work on every dtype).
-pub(crate) trait AnyKernel {
-    fn run<T: Element>(&self, x: &[T]) -> Vec<T>;
 }

@@ -1,13 +1,16 @@
-//! CUDA storage: a device buffer plus its dtype, and the ops that have CUDA
-//! kernels. Ops without one run on a host copy (see `Storage::map_host`).
+//! CUDA storage: a device buffer plus its dtype, and the CUDA arm of every
+//! seam primitive. A method returning `None` has no kernel for the dtype,
+//! and the seam runs the CPU kernel on a host copy instead.
 
-use super::{CpuBuffer, IndexGeom};
+use super::Along;
+use super::cpu::CpuBuffer;
 use crate::device::Device;
 use crate::dtype::DType;
 use half::{bf16, f16};
 use std::sync::Arc;
-use tapir_kernels::Layout;
 use tapir_kernels::cuda::{CudaBuffer, CudaDevice, launch};
+use tapir_kernels::optim::OptimStep;
+use tapir_kernels::{Conv2dGeometry, Layout};
 
 #[derive(Debug)]
 pub(crate) struct CudaStorage {
@@ -22,19 +25,20 @@ pub(crate) fn fail(op: &str, e: String) -> ! {
 }
 
 /// The launcher's description of a gather-like op's geometry.
-fn gathered(input: &Layout, g: IndexGeom) -> launch::Gathered<'_> {
+fn gathered(a: Along<'_>) -> launch::Gathered<'_> {
+    let d = a.dim;
     launch::Gathered {
-        input,
-        inner: g.inner,
-        len: g.len,
-        stride: g.stride,
-        size: g.size,
-        op: g.op,
+        input: a.view,
+        inner: a.view.shape[d + 1..].iter().product(),
+        len: a.view.shape[d],
+        stride: a.view.strides[d],
+        size: a.size,
+        op: a.op,
     }
 }
 
 /// The kernels' name for a float dtype with CUDA kernels.
-pub(crate) fn kernel_dtype(d: DType) -> Option<&'static str> {
+fn kernel_dtype(d: DType) -> Option<&'static str> {
     match d {
         DType::F32 => Some("f32"),
         DType::F16 => Some("f16"),
@@ -197,27 +201,65 @@ impl CudaStorage {
         Ok(CudaStorage::new(buf, a.dtype))
     }
 
-    /// LayerNorm over the last `n` elements of each row of this contiguous
-    /// storage, with an optional affine (weight, bias) of the same dtype:
-    /// the output and the per-row f32 mean and 1/std.
+    /// LayerNorm of the first `rows * n` elements (rows of `n`), with an
+    /// optional weight and bias of this dtype (a missing one is ones or
+    /// zeros): `[y, mean, rstd]`, the statistics in f32.
     pub fn layer_norm(
         &self,
-        affine: Option<(&CudaStorage, &CudaStorage)>,
+        rows: usize,
         n: usize,
+        weight: Option<&CudaStorage>,
+        bias: Option<&CudaStorage>,
         eps: f64,
-    ) -> Option<Result<(CudaStorage, CudaStorage, CudaStorage), String>> {
+    ) -> Option<Result<[CudaStorage; 3], String>> {
         let kd = kernel_dtype(self.dtype)?;
-        let rows = self.len() / n.max(1);
-        let affine = affine.map(|(w, b)| (&w.buf, &b.buf));
-        Some(
-            launch::layer_norm(&self.buf, affine, rows, n, eps as f32, kd).map(|(y, m, r)| {
-                (
-                    CudaStorage::new(y, self.dtype),
-                    CudaStorage::new(m, DType::F32),
-                    CudaStorage::new(r, DType::F32),
-                )
-            }),
-        )
+        Some((|| {
+            let ordinal = self.buf.device().ordinal();
+            let (ones, zeros);
+            let affine = match (weight, bias) {
+                (None, None) => None,
+                (w, b) => {
+                    let w = match w {
+                        Some(w) => w,
+                        None => {
+                            ones = CudaStorage::filled(ordinal, n, 1.0, self.dtype)?;
+                            &ones
+                        }
+                    };
+                    let b = match b {
+                        Some(b) => b,
+                        None => {
+                            zeros = CudaStorage::filled(ordinal, n, 0.0, self.dtype)?;
+                            &zeros
+                        }
+                    };
+                    Some((&w.buf, &b.buf))
+                }
+            };
+            let (y, m, r) = launch::layer_norm(&self.buf, affine, rows, n, eps as f32, kd)?;
+            Ok([
+                CudaStorage::new(y, self.dtype),
+                CudaStorage::new(m, DType::F32),
+                CudaStorage::new(r, DType::F32),
+            ])
+        })())
+    }
+
+    /// LayerNorm's gradients `[dx, dw, db]` (this dtype) for this dense input.
+    pub fn layer_norm_backward(
+        &self,
+        g: &CudaStorage,
+        mean: &CudaStorage,
+        rstd: &CudaStorage,
+        weight: Option<&CudaStorage>,
+        rows: usize,
+        n: usize,
+    ) -> Option<Result<[CudaStorage; 3], String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        let w = weight.map(|w| &w.buf);
+        let r =
+            launch::layer_norm_backward(&self.buf, &g.buf, &mean.buf, &rstd.buf, w, [rows, n], kd);
+        Some(r.map(|(dx, dw, db)| [dx, dw, db].map(|b| CudaStorage::new(b, self.dtype))))
     }
 
     /// Max (or min) over dim `dim` of the view, with the i64 index of the
@@ -243,41 +285,52 @@ impl CudaStorage {
         })())
     }
 
-    /// im2col of this dense f32 `[n, c, h, w]` storage.
+    /// im2col of the `[n, c, h, w]` view, computed in f32 (half types are
+    /// widened and the columns rounded back).
     pub fn im2col(
         &self,
-        g: &tapir_kernels::cpu::Conv2dGeometry,
-        pad: f32,
+        l: &Layout,
+        g: &Conv2dGeometry,
+        pad: f64,
     ) -> Option<Result<CudaStorage, String>> {
-        if self.dtype != DType::F32 {
-            return None;
-        }
+        kernel_dtype(self.dtype)?;
         let geom = launch::ConvGeom::new(g)?;
-        Some(launch::im2col_f32(&self.buf, geom, pad).map(|b| CudaStorage::new(b, DType::F32)))
+        Some((|| {
+            let x = self.cast(l, DType::F32)?;
+            let cols = launch::im2col_f32(&x.buf, geom, pad as f32)?;
+            CudaStorage::new(cols, DType::F32).into_dtype(self.dtype)
+        })())
     }
 
-    /// col2im of these dense f32 columns.
-    pub fn col2im(
-        &self,
-        g: &tapir_kernels::cpu::Conv2dGeometry,
-    ) -> Option<Result<CudaStorage, String>> {
-        if self.dtype != DType::F32 {
-            return None;
-        }
+    /// col2im of the `[n, c*kh*kw, oh*ow]` view, summed in f32.
+    pub fn col2im(&self, l: &Layout, g: &Conv2dGeometry) -> Option<Result<CudaStorage, String>> {
+        kernel_dtype(self.dtype)?;
         let geom = launch::ConvGeom::new(g)?;
-        Some(launch::col2im_f32(&self.buf, geom).map(|b| CudaStorage::new(b, DType::F32)))
+        Some((|| {
+            let cols = self.cast(l, DType::F32)?;
+            let x = launch::col2im_f32(&cols.buf, geom)?;
+            CudaStorage::new(x, DType::F32).into_dtype(self.dtype)
+        })())
+    }
+
+    /// This storage converted to `dtype` (itself when it has that dtype).
+    fn into_dtype(self, dtype: DType) -> Result<CudaStorage, String> {
+        if self.dtype == dtype {
+            Ok(self)
+        } else {
+            self.cast(&Layout::contiguous(&[self.len()]), dtype)
+        }
     }
 
     /// `torch.gather` / `index_select` (see `launch::gather`); `idx` is a
-    /// contiguous i64 storage, checked against `geom.size` by the kernel.
+    /// dense i64 storage, checked against `along.size` by the kernel.
     pub fn gather(
         &self,
-        view: &Layout,
-        geom: IndexGeom,
+        along: Along<'_>,
         idx: &CudaStorage,
         per_element: bool,
     ) -> Result<CudaStorage, String> {
-        let g = gathered(view, geom);
+        let g = gathered(along);
         let buf = launch::gather(
             &self.buf,
             g,
@@ -288,57 +341,129 @@ impl CudaStorage {
         Ok(CudaStorage::new(buf, self.dtype))
     }
 
-    /// Gather's adjoint into this contiguous f32 storage.
+    /// Gather's adjoint into this f32 storage.
     pub fn scatter_add(
         &mut self,
-        view: &Layout,
-        geom: IndexGeom,
+        along: Along<'_>,
         src: &CudaStorage,
         ls: &Layout,
         idx: &CudaStorage,
     ) -> Result<(), String> {
-        let g = gathered(view, geom);
+        let g = gathered(along);
         launch::scatter_add_f32(&mut self.buf, g, &src.buf, ls, &idx.buf)
     }
 
-    /// index_select's adjoint into this contiguous f32 `[outer, size, inner]` storage.
+    /// index_select's adjoint into this f32 `[outer, size, inner]` storage.
     pub fn index_add(
         &mut self,
-        geom: (usize, usize, usize),
+        [outer, size, inner]: [usize; 3],
         src: &CudaStorage,
         idx: &CudaStorage,
         len: usize,
     ) -> Result<(), String> {
-        launch::index_add_f32(&mut self.buf, geom, &src.buf, &idx.buf, len)
+        launch::index_add_f32(&mut self.buf, (outer, size, inner), &src.buf, &idx.buf, len)
     }
 
-    /// A unary kernel over the view (float dtypes only).
-    pub fn unary(
-        &self,
-        l: &Layout,
-        kernel: (&str, f32, f32),
-    ) -> Option<Result<CudaStorage, String>> {
+    /// The unary kernel `op` with parameters `p` over the view (float
+    /// dtypes only); contiguous result.
+    pub fn unary(&self, l: &Layout, op: &str, p: [f64; 2]) -> Option<Result<CudaStorage, String>> {
         let kd = kernel_dtype(self.dtype)?;
-        let (op, p0, p1) = kernel;
-        Some(launch::unary(&self.buf, l, op, kd, p0, p1).map(|b| CudaStorage::new(b, self.dtype)))
+        let r = launch::unary(&self.buf, l, op, kd, p[0] as f32, p[1] as f32);
+        Some(r.map(|b| CudaStorage::new(b, self.dtype)))
     }
 
-    /// A binary kernel over two same-dtype views broadcast to one shape.
+    /// The binary kernel `op` with parameter `p0` over two same-dtype views
+    /// broadcast to one shape; contiguous result.
     pub fn binary(
         &self,
         la: &Layout,
         rhs: &CudaStorage,
         lb: &Layout,
         op: &str,
+        p0: f64,
     ) -> Option<Result<CudaStorage, String>> {
         let kd = kernel_dtype(self.dtype)?;
         if rhs.dtype != self.dtype {
             return None;
         }
-        Some(
-            launch::binary(&self.buf, la, &rhs.buf, lb, op, kd)
-                .map(|b| CudaStorage::new(b, self.dtype)),
-        )
+        let r = launch::binary(&self.buf, la, &rhs.buf, lb, op, kd, p0 as f32);
+        Some(r.map(|b| CudaStorage::new(b, self.dtype)))
+    }
+
+    /// In place: `self[l] = op(self[l])`, as the out-of-place kernel
+    /// followed by a strided copy back into the view.
+    pub fn map_assign(&mut self, l: &Layout, op: &str, p: [f64; 2]) -> Option<Result<(), String>> {
+        let r = self.unary(l, op, p)?;
+        Some(r.and_then(|y| self.assign(l, &y, &Layout::contiguous(&l.shape))))
+    }
+
+    /// In place: `self[l] = op(self[l], src[ls])`, `src` converted to this
+    /// dtype first.
+    pub fn zip_assign(
+        &mut self,
+        l: &Layout,
+        src: &CudaStorage,
+        ls: &Layout,
+        op: &str,
+        p0: f64,
+    ) -> Option<Result<(), String>> {
+        kernel_dtype(self.dtype)?;
+        Some((|| {
+            let converted;
+            let (src, ls) = if src.dtype == self.dtype {
+                (src, ls)
+            } else {
+                converted = (src.cast(ls, self.dtype)?, Layout::contiguous(&ls.shape));
+                (&converted.0, &converted.1)
+            };
+            let y = self.binary(l, src, ls, op, p0).expect("a float dtype")?;
+            self.assign(l, &y, &Layout::contiguous(&l.shape))
+        })())
+    }
+
+    /// `self[l] = src[ls]` with `src` converted to this dtype first.
+    pub fn assign_converting(
+        &mut self,
+        l: &Layout,
+        src: &CudaStorage,
+        ls: &Layout,
+    ) -> Result<(), String> {
+        if src.dtype == self.dtype {
+            return self.assign(l, src, ls);
+        }
+        let c = src.cast(ls, self.dtype)?;
+        self.assign(l, &c, &Layout::contiguous(&ls.shape))
+    }
+
+    /// In place: the view set to `value`.
+    pub fn fill(&mut self, l: &Layout, value: f64) -> Result<(), String> {
+        let ordinal = self.buf.device().ordinal();
+        let v = CudaStorage::filled(ordinal, l.numel(), value, self.dtype)?;
+        self.assign(l, &v, &Layout::contiguous(&l.shape))
+    }
+
+    /// One fused optimizer update of this whole buffer (f32, f16, bf16;
+    /// `None` for other dtypes).
+    pub fn optim_step(
+        &mut self,
+        g: &CudaStorage,
+        state: &mut [&mut CudaStorage],
+        step: &OptimStep,
+    ) -> Option<Result<(), String>> {
+        let kd = kernel_dtype(self.dtype)?;
+        if g.dtype != self.dtype || state.iter().any(|s| s.dtype != self.dtype) {
+            return None;
+        }
+        let n = self.len();
+        let mut bufs: Vec<&mut CudaBuffer> = state.iter_mut().map(|s| &mut s.buf).collect();
+        Some(launch::optim_step(
+            &mut self.buf,
+            &g.buf,
+            &mut bufs,
+            n,
+            kd,
+            step,
+        ))
     }
 
     /// Sum over `dims`: the reduced dims are moved last and made contiguous,

@@ -1,18 +1,23 @@
 //! The device seam: the one place in the runtime that matches on where data
-//! lives. Ops call these methods; each routes to the CPU kernels or, with the
-//! `cuda` feature, to the CUDA kernels. An op that has no CUDA kernel yet runs
-//! on a host copy of its inputs ([`Storage::host`], [`Storage::on_device`]):
-//! correct on every device, and the path a GPU kernel replaces when a
-//! benchmark shows it matters. [`host_fallbacks`] counts those trips. The
-//! operations that exist only on a GPU live in `gpu.rs`.
+//! lives. Ops call `Storage` methods — one total method per kernel-backed
+//! primitive — and each routes to the CPU kernels or, with the `cuda`
+//! feature, to the CUDA kernels. Where a CUDA kernel does not take a dtype
+//! (f64, integers), the method runs the CPU kernel on a host copy, inside
+//! the seam and counted by [`host_fallbacks`]: correct on every device, and
+//! the path a GPU kernel replaces when a benchmark shows it matters. Ops,
+//! nn and optim never see a buffer type.
+//!
+//! `mod.rs` holds the storage itself and data movement; `compute.rs` the
+//! compute primitives; `cpu.rs` / `cpu_nn.rs` and `cuda.rs` their two arms.
 
+mod compute;
 mod cpu;
+mod cpu_nn;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub(crate) mod cuda;
-mod gpu;
 
-pub(crate) use cpu::{AnyKernel, CpuBuffer, contiguous};
-pub(crate) use gpu::{GpuStep, IndexGeom};
+pub(crate) use compute::Along;
+use cpu::CpuBuffer;
 
 use crate::device::Device;
 use crate::dtype::{DType, Element};
@@ -20,35 +25,7 @@ use crate::error::Result;
 use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
-use tapir_kernels::{Float, Layout};
-
-/// A scalar function a unary op applies elementwise, generic over the float
-/// type it computes in; `INT` ops also run on integers.
-pub(crate) trait UnaryFn: Sync {
-    const INT: bool = false;
-    fn f<T: Float>(&self, x: T) -> T;
-    fn i(&self, _x: i64) -> i64 {
-        unreachable!("integer path of a float-only op")
-    }
-    /// The CUDA kernel computing the same function, with its two scalar
-    /// parameters (`<op>` of `cu/elementwise.cu`), if there is one.
-    #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
-    fn cuda(&self) -> Option<(&'static str, f32, f32)> {
-        None
-    }
-}
-
-/// A scalar function of two operands.
-pub(crate) trait BinaryFn: Sync {
-    const INT: bool = false;
-    /// The CUDA kernel computing the same function, if there is one.
-    #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
-    const CUDA: Option<&'static str> = None;
-    fn f<T: Float>(&self, a: T, b: T) -> T;
-    fn i(&self, _a: i64, _b: i64) -> i64 {
-        unreachable!("integer path of a float-only op")
-    }
-}
+use tapir_kernels::Layout;
 
 static HOST_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 
@@ -68,7 +45,7 @@ pub(crate) enum Storage {
 
 /// The host view of a storage opened for writing: the buffer itself on the
 /// CPU; on a GPU a host copy that is written back when the guard drops.
-pub(crate) struct HostMut<'a> {
+struct HostMut<'a> {
     storage: &'a mut Storage,
     #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
     copy: Option<CpuBuffer>,
@@ -139,7 +116,7 @@ impl Storage {
 
     /// The buffer on the host: itself on the CPU, a copy from a GPU (which
     /// waits for the GPU; counted by [`host_fallbacks`]).
-    pub fn host(&self) -> Cow<'_, CpuBuffer> {
+    fn host(&self) -> Cow<'_, CpuBuffer> {
         match self {
             Storage::Cpu(b) => Cow::Borrowed(b),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
@@ -154,7 +131,7 @@ impl Storage {
     }
 
     /// The buffer on the host for writing; see [`HostMut`].
-    pub fn host_mut(&mut self) -> HostMut<'_> {
+    fn host_mut(&mut self) -> HostMut<'_> {
         let copy = match &*self {
             Storage::Cpu(_) => None,
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
@@ -174,7 +151,7 @@ impl Storage {
 
     /// A host-computed buffer placed on `device` (the result of an op that
     /// ran on the host for inputs on `device`).
-    pub fn on_device(buf: CpuBuffer, device: Device) -> Storage {
+    fn on_device(buf: CpuBuffer, device: Device) -> Storage {
         match device {
             Device::Cpu => Storage::Cpu(buf),
             Device::Cuda(i) => Storage::upload(&buf, i).unwrap_or_else(|e| panic!("{e}")),
@@ -201,7 +178,8 @@ impl Storage {
 
     /// Applies a host computation to this storage and puts the result back
     /// on its device.
-    pub fn map_host(&self, f: impl FnOnce(&CpuBuffer) -> CpuBuffer) -> Storage {
+    #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+    fn map_host(&self, f: impl FnOnce(&CpuBuffer) -> CpuBuffer) -> Storage {
         Storage::on_device(f(&self.host()), self.device())
     }
 
@@ -270,71 +248,6 @@ impl Storage {
         Storage::on_device(buf, device)
     }
 
-    /// `self[l] = src[ls]`: views of one shape, `src` converted to this dtype.
-    pub fn assign(&mut self, l: &Layout, src: &Storage, ls: &Layout) {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let (Storage::Cuda(d), Storage::Cuda(s)) = (&mut *self, src) {
-            let converted;
-            let (s, ls) = if s.dtype == d.dtype {
-                (s, ls)
-            } else {
-                converted = (s.cast(ls, d.dtype), Layout::contiguous(&ls.shape));
-                let c = converted
-                    .0
-                    .as_ref()
-                    .unwrap_or_else(|e| cuda::fail("copy_", e.clone()));
-                (c, &converted.1)
-            };
-            return d
-                .assign(l, s, ls)
-                .unwrap_or_else(|e| cuda::fail("copy_", e));
-        }
-        self.host_mut().zip_assign(l, &src.host(), ls, |_, y| y);
-    }
-
-    /// Elementwise comparison (`eq ne lt le gt ge`) of two same-dtype views, to bool.
-    pub fn compare(
-        &self,
-        la: &Layout,
-        rhs: &Storage,
-        lb: &Layout,
-        cmp: &str,
-        f: fn(f64, f64) -> bool,
-    ) -> Storage {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let (Storage::Cuda(a), Storage::Cuda(b)) = (self, rhs) {
-            return Storage::Cuda(
-                a.compare(la, b, lb, cmp)
-                    .unwrap_or_else(|e| cuda::fail(cmp, e)),
-            );
-        }
-        let _ = cmp;
-        let out = self.host().compare(la, &rhs.host(), lb, f);
-        Storage::on_device(out, self.device())
-    }
-
-    /// `cond ? a : b` over three views broadcast to one shape (a, b one dtype).
-    pub fn select_where(
-        cond: &Storage,
-        lc: &Layout,
-        a: &Storage,
-        la: &Layout,
-        b: &Storage,
-        lb: &Layout,
-    ) -> Storage {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let (Storage::Cuda(c), Storage::Cuda(x), Storage::Cuda(y)) = (cond, a, b) {
-            let r = cuda::CudaStorage::select_where(c, lc, x, la, y, lb);
-            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("where", e)));
-        }
-        let c = cond.host();
-        let CpuBuffer::Bool(cv) = &*c else {
-            unreachable!("where: the condition is bool")
-        };
-        let out = CpuBuffer::select_where(cv, lc, &a.host(), la, &b.host(), lb);
-        Storage::on_device(out, a.device())
-    }
-
     /// The view's elements as `T`, row-major (on the host).
     pub fn to_vec<T: Element>(&self, l: &Layout) -> Vec<T> {
         match self {
@@ -346,79 +259,6 @@ impl Storage {
                     .to_vec(&Layout::contiguous(&[l.numel()]))
             }
         }
-    }
-
-    /// Max (or min) over one dim: values (same dtype) and i64 indices of the
-    /// first extreme element; NaN wins, as in PyTorch.
-    pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (Storage, Storage) {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let Storage::Cuda(s) = self
-            && let Some(r) = s.extreme(l, dim, max)
-        {
-            let (v, i) = r.unwrap_or_else(|e| cuda::fail(if max { "max" } else { "min" }, e));
-            return (Storage::Cuda(v), Storage::Cuda(i));
-        }
-        let (vals, idx) = self.host().extreme(l, dim, max);
-        (
-            Storage::on_device(vals, self.device()),
-            Storage::on_device(CpuBuffer::I64(idx), self.device()),
-        )
-    }
-
-    pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> Storage {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let (Storage::Cuda(s), Some(k)) = (self, op.cuda())
-            && let Some(r) = s.unary(l, k)
-        {
-            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail(k.0, e)));
-        }
-        self.map_host(|b| b.unary(l, op))
-    }
-
-    /// `op(self[la], rhs[lb])` over two same-dtype views broadcast to one shape.
-    pub fn binary<F: BinaryFn>(&self, la: &Layout, rhs: &Storage, lb: &Layout, op: &F) -> Storage {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let (Storage::Cuda(a), Storage::Cuda(b), Some(k)) = (self, rhs, F::CUDA)
-            && let Some(r) = a.binary(la, b, lb, k)
-        {
-            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail(k, e)));
-        }
-        let out = self.host().binary(la, &rhs.host(), lb, op);
-        Storage::on_device(out, self.device())
-    }
-
-    /// Sum over `dims` (floats keep their dtype, integers and bool sum to i64).
-    pub fn sum(&self, l: &Layout, dims: &[usize]) -> Storage {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let Storage::Cuda(s) = self
-            && let Some(r) = s.sum(l, dims)
-        {
-            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("sum", e)));
-        }
-        self.map_host(|b| b.sum(l, dims))
-    }
-
-    /// Softmax (or log-softmax) over the last dim of the view, when a kernel
-    /// exists for this storage; `None` means: use the CPU path.
-    pub fn softmax_last(&self, _l: &Layout, _log: bool) -> Option<Storage> {
-        match self {
-            Storage::Cpu(_) => None,
-            #[cfg(any(feature = "cuda", feature = "cuda12"))]
-            Storage::Cuda(s) => s
-                .softmax(_l, _log)
-                .map(|r| Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("softmax", e)))),
-        }
-    }
-
-    pub fn matmul(&self, la: &Layout, rhs: &Storage, lb: &Layout) -> Storage {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let (Storage::Cuda(a), Storage::Cuda(b)) = (self, rhs)
-            && let Some(r) = a.matmul(la, b, lb)
-        {
-            return Storage::Cuda(r.unwrap_or_else(|e| cuda::fail("matmul", e)));
-        }
-        let out = self.host().matmul(la, &rhs.host(), lb);
-        Storage::on_device(out, self.device())
     }
 }
 

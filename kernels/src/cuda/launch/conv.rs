@@ -27,7 +27,7 @@ unsafe impl DeviceRepr for ConvGeom {}
 
 impl ConvGeom {
     /// From the CPU kernels' geometry (sizes checked to fit in i32).
-    pub fn new(g: &crate::cpu::Conv2dGeometry) -> Option<ConvGeom> {
+    pub fn new(g: &crate::Conv2dGeometry) -> Option<ConvGeom> {
         let (oh, ow) = g.out_hw()?;
         let i = |v: usize| i32::try_from(v).ok();
         Some(ConvGeom {

@@ -135,8 +135,8 @@ pub use blas::matmul;
 pub use conv::{ConvGeom, col2im_f32, im2col_f32};
 pub use index::{Gathered, gather, index_add_f32, scatter_add_f32};
 pub use movement::{cast, compare, fill, select_where, strided_assign, strided_copy};
-pub use optim::{adam, rmsprop, sgd};
-pub use rows::{extreme_last, layer_norm, softmax, sum_last};
+pub use optim::{adam, optim_step, rmsprop, sgd};
+pub use rows::{extreme_last, layer_norm, layer_norm_backward, softmax, sum_last};
 
 /// `y = op(x)` elementwise over the view `l` of `x`; contiguous result.
 pub fn unary(
@@ -169,7 +169,8 @@ pub fn unary(
     Ok(y)
 }
 
-/// `y = op(a, b)` over two views already broadcast to one shape.
+/// `y = op(a, b)` over two views already broadcast to one shape; `p0` is
+/// the op's scalar parameter (`alpha` of add_scaled), ignored by the others.
 pub fn binary(
     a: &CudaBuffer,
     la: &Layout,
@@ -177,9 +178,23 @@ pub fn binary(
     lb: &Layout,
     op: &str,
     dtype: &str,
+    p0: f32,
 ) -> CudaResult<CudaBuffer> {
     let w = width(dtype);
-    two_views(a, la, b, lb, format!("{op}_{dtype}"), w, w)
+    let kernel = format!("{op}_{dtype}");
+    assert_eq!(
+        la.shape, lb.shape,
+        "{kernel}: CUDA views must share a shape"
+    );
+    let n = la.numel();
+    let dev = a.device();
+    let y = dev.alloc(n * w)?;
+    if n > 0 {
+        let v = pack(&la.shape, &[&la.strides, &lb.strides], &kernel);
+        let (pa, pb, py) = (a.ptr(la.offset * w), b.ptr(lb.offset * w), y.ptr(0));
+        launch!(dev, kernel, elems(n), &n, &v[0], &v[1], &p0, &pa, &pb, &py)?;
+    }
+    Ok(y)
 }
 
 /// Launches `kernel(n, Strided a, Strided b, a, b, y)` over two views of one

@@ -3,7 +3,7 @@
 //! constants from them.
 
 use super::*;
-use crate::cpu::{AdamStep, RmspropStep, SgdStep};
+use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
 
 /// `AdamHyper` in `cu/optim.cu`, same field order and C layout.
 #[repr(C)]
@@ -208,4 +208,24 @@ pub fn rmsprop(
         &pbuf,
         &hyper
     )
+}
+
+/// One fused optimizer step of any kind on `n` elements of `dtype`: the
+/// CUDA twin of [`OptimStep::apply`], with `state` in the step's order.
+pub fn optim_step(
+    p: &mut CudaBuffer,
+    g: &CudaBuffer,
+    state: &mut [&mut CudaBuffer],
+    n: usize,
+    dtype: &str,
+    step: &OptimStep,
+) -> CudaResult<()> {
+    match step {
+        OptimStep::Adam(h) => adam(p, g, state, n, dtype, h),
+        OptimStep::Sgd { h, first } => {
+            let buf = state.first_mut().map(|b| &mut **b);
+            sgd(p, g, buf, n, dtype, h, *first)
+        }
+        OptimStep::Rmsprop(h) => rmsprop(p, g, state, n, dtype, h),
+    }
 }

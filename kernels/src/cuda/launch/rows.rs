@@ -107,3 +107,58 @@ pub fn layer_norm(
     }
     Ok((y, mean, rstd))
 }
+
+/// LayerNorm's gradients for a contiguous `[rows, n]` input `x` and upstream
+/// `g` (of `dtype`; `[rows, n]`), from the forward's f32 `mean` and `rstd` and the
+/// optional weight: `(dx, dw, db)`, `dw`/`db` summed over the rows (the CUDA
+/// twin of `cpu::layer_norm_backward_rows`).
+pub fn layer_norm_backward(
+    x: &CudaBuffer,
+    g: &CudaBuffer,
+    mean: &CudaBuffer,
+    rstd: &CudaBuffer,
+    weight: Option<&CudaBuffer>,
+    [rows, n]: [usize; 2],
+    dtype: &str,
+) -> CudaResult<(CudaBuffer, CudaBuffer, CudaBuffer)> {
+    let dev = x.device();
+    let w = width(dtype);
+    let dx = dev.alloc(rows * n * w)?;
+    let dw = dev.alloc(n * w)?;
+    let db = dev.alloc(n * w)?;
+    if n == 0 {
+        return Ok((dx, dw, db));
+    }
+    if rows == 0 {
+        return Ok((dx, fill(dev, n, dtype, 0.0)?, fill(dev, n, dtype, 0.0)?));
+    }
+    let (px, pg, pm, pr) = (x.ptr(0), g.ptr(0), mean.ptr(0), rstd.ptr(0));
+    let pw = weight.map_or(0u64, |b| b.ptr(0));
+    let (pdx, pdw, pdb) = (dx.ptr(0), dw.ptr(0), db.ptr(0));
+    launch!(
+        dev,
+        format!("layer_norm_backward_{dtype}"),
+        per_row(rows),
+        &n,
+        &px,
+        &pg,
+        &pm,
+        &pr,
+        &pw,
+        &pdx
+    )?;
+    launch!(
+        dev,
+        format!("layer_norm_param_grads_{dtype}"),
+        elems(n),
+        &rows,
+        &n,
+        &px,
+        &pg,
+        &pm,
+        &pr,
+        &pdw,
+        &pdb
+    )?;
+    Ok((dx, dw, db))
+}

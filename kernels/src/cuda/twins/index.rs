@@ -46,10 +46,9 @@ fn indexing_kernels_match_their_cpu_twins() {
     let mut want = vec![0.0f32; r * c];
     crate::cpu::scatter_add(
         &mut want,
-        &[r, c],
+        &view,
         1,
         &index,
-        &[r, 3],
         &src,
         &Layout::contiguous(&[r, 3]),
     );

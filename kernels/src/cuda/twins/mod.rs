@@ -11,6 +11,7 @@ mod optim;
 use super::launch;
 use super::{CudaBuffer, CudaDevice, device};
 use crate::Layout;
+use crate::elementwise::{BINARY_ROWS, Domain, UNARY_ROWS};
 use std::sync::Arc;
 
 fn gpu() -> Option<Arc<CudaDevice>> {
@@ -47,6 +48,15 @@ fn down(b: &CudaBuffer, n: usize) -> Vec<f32> {
     b.read::<f32>(n).unwrap()
 }
 
+/// The inputs a row's twin test draws from (`Domain`): `x` in `[-2, 2]`.
+fn in_domain(x: &[f32], d: Domain) -> Vec<f32> {
+    match d {
+        Domain::Any => x.to_vec(),
+        Domain::Positive => x.iter().map(|v| v.abs() + 0.5).collect(),
+        Domain::Wide => x.iter().map(|v| v * 3.0).collect(),
+    }
+}
+
 #[test]
 fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
     let Some(dev) = gpu() else { return };
@@ -54,100 +64,17 @@ fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
     let n = rows * cols;
     let a = inputs(n, 1);
     let b = inputs(cols, 7);
-    let (da, db) = (up(&dev, &a), up(&dev, &b));
     let la = Layout::contiguous(&[rows, cols]);
-    let erf = crate::float::Float::erf;
-    type Twin = Box<dyn Fn(f32) -> f32>;
-    let sig = |v: f32| 1.0 / (1.0 + (-v).exp());
-    let gelu = move |v: f32| 0.5 * v * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2));
-    // Every unary kernel (UNARY_OPS), on inputs in its domain.
-    let unary: Vec<(&str, f32, f32, Twin)> = vec![
-        ("neg", 0.0, 0.0, Box::new(|v: f32| -v)),
-        ("abs", 0.0, 0.0, Box::new(f32::abs)),
-        (
-            "sign",
-            0.0,
-            0.0,
-            Box::new(|v: f32| if v == 0.0 { 0.0 } else { v.signum() }),
-        ),
-        ("exp", 0.0, 0.0, Box::new(f32::exp)),
-        ("log", 0.0, 0.0, Box::new(|v: f32| v.abs().ln())),
-        ("log1p", 0.0, 0.0, Box::new(|v: f32| v.abs().ln_1p())),
-        ("sqrt", 0.0, 0.0, Box::new(|v: f32| v.abs().sqrt())),
-        (
-            "rsqrt",
-            0.0,
-            0.0,
-            Box::new(|v: f32| 1.0 / (v.abs() + 0.5).sqrt()),
-        ),
-        ("sin", 0.0, 0.0, Box::new(f32::sin)),
-        ("cos", 0.0, 0.0, Box::new(f32::cos)),
-        ("tanh", 0.0, 0.0, Box::new(f32::tanh)),
-        ("erf", 0.0, 0.0, Box::new(erf)),
-        ("sigmoid", 0.0, 0.0, Box::new(sig)),
-        ("relu", 0.0, 0.0, Box::new(|v: f32| v.max(0.0))),
-        (
-            "step",
-            0.0,
-            0.0,
-            Box::new(|v: f32| if v > 0.0 { 1.0 } else { 0.0 }),
-        ),
-        ("silu", 0.0, 0.0, Box::new(move |v: f32| v * sig(v))),
-        ("gelu", 0.0, 0.0, Box::new(gelu)),
-        (
-            "gelu_grad",
-            0.0,
-            0.0,
-            Box::new(move |v: f32| {
-                0.5 * (1.0 + erf(v * std::f32::consts::FRAC_1_SQRT_2))
-                    + v * (-0.5 * v * v).exp() * 0.398_942_3
-            }),
-        ),
-        ("pow_scalar", 3.0, 0.0, Box::new(|v: f32| v.powi(3))),
-        (
-            "leaky_relu",
-            0.1,
-            0.0,
-            Box::new(|v: f32| if v > 0.0 { v } else { 0.1 * v }),
-        ),
-        (
-            "leaky_step",
-            0.1,
-            0.0,
-            Box::new(|v: f32| if v > 0.0 { 1.0 } else { 0.1 }),
-        ),
-        ("clamp", -0.5, 0.25, Box::new(|v: f32| v.clamp(-0.5, 0.25))),
-        (
-            "clamp_mask",
-            -0.5,
-            0.25,
-            Box::new(|v: f32| if (-0.5..=0.25).contains(&v) { 1.0 } else { 0.0 }),
-        ),
-    ];
-    assert_eq!(
-        unary.len(),
-        super::modules::UNARY_OPS.len(),
-        "every unary kernel has a twin here"
-    );
-    // log, log1p and sqrt read |x|, rsqrt |x| + 0.5 (their twins above do the same).
-    let pos: Vec<f32> = a.iter().map(|v| v.abs()).collect();
-    let shifted: Vec<f32> = a.iter().map(|v| v.abs() + 0.5).collect();
-    let (dpos, dshift) = (up(&dev, &pos), up(&dev, &shifted));
-    for (op, p0, p1, f) in unary {
-        let x = match op {
-            "log" | "log1p" | "sqrt" => &dpos,
-            "rsqrt" => &dshift,
-            _ => &da,
-        };
-        let y = launch::unary(x, &la, op, "f32", p0, p1).unwrap();
-        close(
-            op,
-            &down(&y, n),
-            &a.iter().map(|&v| f(v)).collect::<Vec<_>>(),
-            1e-5,
-        );
+    // Every unary row, on inputs in its domain, against the row's CPU function.
+    for r in UNARY_ROWS {
+        let x = in_domain(&a, r.domain);
+        let (p0, p1) = (r.sample[0] as f32, r.sample[1] as f32);
+        let y = launch::unary(&up(&dev, &x), &la, r.name, "f32", p0, p1).unwrap();
+        let want: Vec<f32> = x.iter().map(|&v| (r.reference)(v, r.sample)).collect();
+        close(r.name, &down(&y, n), &want, 1e-5);
     }
     // A transposed view reads through its strides.
+    let da = up(&dev, &a);
     let t = la.transpose(0, 1);
     let y = launch::unary(&da, &t, "neg", "f32", 0.0, 0.0).unwrap();
     let want: Vec<f32> = crate::cpu::copy_strided(&a, &t)
@@ -155,21 +82,16 @@ fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
         .map(|v| -v)
         .collect();
     close("neg of a transpose", &down(&y, n), &want, 0.0);
+    // Every binary row against a broadcast row operand.
+    let db = up(&dev, &b);
     let lb = Layout::contiguous(&[cols]).broadcast_to(&[rows, cols]);
-    for (op, f) in [
-        ("add", (|u, v| u + v) as fn(f32, f32) -> f32),
-        ("sub", |u, v| u - v),
-        ("mul", |u, v| u * v),
-        ("div", |u, v| u / v),
-        ("maximum", f32::max),
-        ("minimum", f32::min),
-        ("pow", |u: f32, v: f32| u.abs().powf(v)),
-    ] {
-        // pow reads |a| so that fractional powers stay real.
-        let base = if op == "pow" { &dpos } else { &da };
-        let y = launch::binary(base, &la, &db, &lb, op, "f32").unwrap();
-        let want: Vec<f32> = (0..n).map(|i| f(a[i], b[i % cols])).collect();
-        close(op, &down(&y, n), &want, 1e-6);
+    for r in BINARY_ROWS {
+        let x = in_domain(&a, r.domain);
+        let y = launch::binary(&up(&dev, &x), &la, &db, &lb, r.name, "f32", r.sample as f32);
+        let want: Vec<f32> = (0..n)
+            .map(|i| (r.reference)(x[i], b[i % cols], r.sample))
+            .collect();
+        close(r.name, &down(&y.unwrap(), n), &want, 1e-6);
     }
     let c = launch::strided_copy(&da, &t, 4).unwrap();
     close(
@@ -209,7 +131,7 @@ fn half_types_round_once_like_the_cpu() {
             bits, want_bits,
             "cast f32 -> {dtype} rounds to nearest even"
         );
-        let y = launch::binary(&h, &l, &h, &l, "add", dtype).unwrap();
+        let y = launch::binary(&h, &l, &h, &l, "add", dtype, 0.0).unwrap();
         let got: Vec<f32> = y
             .read::<u16>(n)
             .unwrap()
@@ -248,6 +170,40 @@ fn row_kernels_match_their_cpu_twins() {
     close("layer_norm", &down(&y, rows * d), &cpu.y, 1e-4);
     close("layer_norm mean", &down(&mean, rows), &cpu.mean, 1e-5);
     close("layer_norm rstd", &down(&rstd, rows), &cpu.rstd, 1e-4);
+    // Backward, with and without the weight, from the GPU's statistics.
+    let g = inputs(rows * d, 17);
+    let dg = up(&dev, &g);
+    let (m, r) = (down(&mean, rows), down(&rstd, rows));
+    for weight in [Some(&w), None] {
+        let want = crate::cpu::layer_norm_backward_rows(&x, &g, d, &m, &r, weight.map(|w| &w[..]));
+        let dwt = weight.map(|w| up(&dev, w));
+        let (gx, gw, gb) =
+            launch::layer_norm_backward(&dx, &dg, &mean, &rstd, dwt.as_ref(), [rows, d], "f32")
+                .unwrap();
+        let with = if weight.is_some() {
+            "weighted"
+        } else {
+            "plain"
+        };
+        close(
+            &format!("layer_norm dx ({with})"),
+            &down(&gx, rows * d),
+            &want.0,
+            1e-4,
+        );
+        close(
+            &format!("layer_norm dw ({with})"),
+            &down(&gw, d),
+            &want.1,
+            1e-4,
+        );
+        close(
+            &format!("layer_norm db ({with})"),
+            &down(&gb, d),
+            &want.2,
+            1e-4,
+        );
+    }
 }
 
 #[test]
@@ -361,7 +317,7 @@ fn data_movement_casts_and_comparisons_match_the_cpu() {
 #[test]
 fn conv_and_extreme_kernels_match_their_cpu_twins() {
     let Some(dev) = gpu() else { return };
-    let g = crate::cpu::Conv2dGeometry {
+    let g = crate::Conv2dGeometry {
         n: 2,
         c: 3,
         h: 7,

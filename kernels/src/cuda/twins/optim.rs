@@ -1,7 +1,8 @@
 //! The fused optimizer kernels against `crate::cpu::{adam,sgd,rmsprop}_update`.
 
 use super::*;
-use crate::cpu::{AdamStep, RmspropStep, SgdStep, adam_update, rmsprop_update, sgd_update};
+use crate::cpu::{adam_update, rmsprop_update, sgd_update};
+use crate::optim::{AdamStep, RmspropStep, SgdStep};
 
 /// Rounds through `dtype` as a kernel stores it (f32 unchanged).
 fn round_through(dtype: &str, v: &mut [f32]) {

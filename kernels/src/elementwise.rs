@@ -1,0 +1,545 @@
+//! The elementwise primitives, one row each. A row names the primitive,
+//! gives its scalar function once in Rust (generic over the float type, and
+//! over i64 where integers are allowed) and once as a CUDA expression, and
+//! says which inputs its twin test draws from. From these rows come:
+//! - the CPU kernels (`cpu::map` / `cpu::zip_map` over the row's function),
+//! - the CUDA source of every `<name>_<dtype>` kernel ([`cuda_source`]),
+//! - the twin tests that compare the two on a GPU ([`UNARY_ROWS`],
+//!   [`BINARY_ROWS`] carry a reference function per row).
+//!
+//! Adding a primitive is adding its row here, plus the runtime method that
+//! records its backward.
+//!
+//! ```
+//! use tapir_kernels::elementwise::{Hardswish, UnaryFn};
+//! assert_eq!(Hardswish.f(1.0f32), 1.0 * 4.0 / 6.0);
+//! assert_eq!(Hardswish::NAME, "hardswish");
+//! ```
+
+use crate::Float;
+
+/// A scalar function applied elementwise, generic over the float type it
+/// computes in (f16/bf16 compute in f32); `INT` functions also run on i64.
+pub trait UnaryFn: Sync {
+    /// The kernel name: `<NAME>_<dtype>` in the CUDA source.
+    const NAME: &'static str;
+    /// Whether [`UnaryFn::i`] is defined (integer tensors may use it).
+    const INT: bool = false;
+    /// The function in float type `T`.
+    fn f<T: Float>(&self, x: T) -> T;
+    /// The function on integers (only when `INT`).
+    fn i(&self, _x: i64) -> i64 {
+        unreachable!("{}: integer path of a float-only op", Self::NAME)
+    }
+    /// The scalar parameters the CUDA kernel takes as `p0`, `p1`.
+    fn params(&self) -> [f64; 2] {
+        [0.0; 2]
+    }
+}
+
+/// A scalar function of two operands; see [`UnaryFn`].
+pub trait BinaryFn: Sync {
+    /// The kernel name: `<NAME>_<dtype>` in the CUDA source.
+    const NAME: &'static str;
+    /// Whether [`BinaryFn::i`] is defined.
+    const INT: bool = false;
+    /// The function in float type `T`.
+    fn f<T: Float>(&self, a: T, b: T) -> T;
+    /// The function on integers (only when `INT`).
+    fn i(&self, _a: i64, _b: i64) -> i64 {
+        unreachable!("{}: integer path of a float-only op", Self::NAME)
+    }
+    /// The scalar parameter the CUDA kernel takes as `p0`.
+    fn param(&self) -> f64 {
+        0.0
+    }
+}
+
+/// Which inputs a row's twin test draws from (outside them the function is
+/// not real, or f32 rounding makes CPU and GPU disagree legitimately).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// Any value in `[-2, 2]`.
+    Any,
+    /// `[0.5, 2.5]`: logs, roots and powers of fractional exponents.
+    Positive,
+    /// `[-6, 6]`: every piece of a piecewise function with breaks at ±3.
+    Wide,
+}
+
+/// One unary primitive as the CUDA side and the twin tests see it.
+#[derive(Clone, Copy, Debug)]
+pub struct UnaryRow {
+    /// The kernel name.
+    pub name: &'static str,
+    /// The CUDA expression of `v` (the input, as float) and `p0`, `p1`.
+    pub cuda: &'static str,
+    /// Parameters the twin test uses.
+    pub sample: [f64; 2],
+    /// Inputs the twin test uses.
+    pub domain: Domain,
+    /// The CPU function in f32 at parameters `p` (the twin's oracle).
+    pub reference: fn(f32, [f64; 2]) -> f32,
+}
+
+/// One binary primitive as the CUDA side and the twin tests see it.
+#[derive(Clone, Copy, Debug)]
+pub struct BinaryRow {
+    /// The kernel name.
+    pub name: &'static str,
+    /// The CUDA expression of `u`, `v` (the operands, as float) and `p0`.
+    pub cuda: &'static str,
+    /// The parameter the twin test uses.
+    pub sample: f64,
+    /// Inputs the twin test uses for the first operand.
+    pub domain: Domain,
+    /// The CPU function in f32 at parameter `p` (the twin's oracle).
+    pub reference: fn(f32, f32, f64) -> f32,
+}
+
+/// Declares one struct per unary row, its [`UnaryFn`] impl and [`UNARY_ROWS`].
+macro_rules! unary_rows {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident $({ $($p:ident),+ })? = $k:literal,
+            |$x:ident| $body:expr, cuda $cu:literal
+            $(, int |$xi:ident| $ib:expr)?
+            $(, sample [$($s:expr),+])?
+            $(, domain $dom:ident)? ;
+    )*) => {
+        $(
+            unary_rows!(@struct $(#[$doc])* $name $({ $($p),+ })?);
+            unary_rows!(@impl $name [$($($p),+)?] $k, |$x| $body, [$(|$xi| $ib)?]);
+        )*
+        /// Every unary primitive, in declaration order.
+        pub const UNARY_ROWS: &[UnaryRow] = &[$(
+            UnaryRow {
+                name: $k,
+                cuda: $cu,
+                sample: {
+                    #[allow(unused_mut)]
+                    let mut s = [0.0; 2];
+                    $(let v = [$($s),+]; let mut i = 0;
+                    while i < v.len() { s[i] = v[i]; i += 1; })?
+                    s
+                },
+                domain: unary_rows!(@domain $($dom)?),
+                reference: |x, p| {
+                    let _ = p;
+                    unary_rows!(@make $name p $({ $($p),+ })?).f(x)
+                },
+            },
+        )*];
+    };
+    (@struct $(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name;
+    };
+    (@struct $(#[$doc:meta])* $name:ident { $($p:ident),+ }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            $(#[doc = concat!("The `", stringify!($p), "` parameter.")] pub $p: f64,)+
+        }
+    };
+    (@impl $name:ident $params:tt $k:literal, |$x:ident| $body:expr, [$(|$xi:ident| $ib:expr)?]) => {
+        impl UnaryFn for $name {
+            const NAME: &'static str = $k;
+            $(const INT: bool = { let _ = stringify!($xi); true };)?
+            #[inline(always)]
+            fn f<T: Float>(&self, $x: T) -> T {
+                unary_rows!(@bind_t (*self) $name $params);
+                $body
+            }
+            $(
+            #[inline(always)]
+            fn i(&self, $xi: i64) -> i64 {
+                unary_rows!(@bind (*self) $name $params);
+                $ib
+            }
+            )?
+            fn params(&self) -> [f64; 2] {
+                unary_rows!(@params self $params)
+            }
+        }
+    };
+    (@params $s:ident []) => { [0.0; 2] };
+    (@params $s:ident [$p:ident]) => { [$s.$p, 0.0] };
+    (@params $s:ident [$p:ident, $q:ident]) => { [$s.$p, $s.$q] };
+    (@bind ($v:expr) $name:ident []) => {};
+    (@bind ($v:expr) $name:ident [$($p:ident),+]) => {
+        let $name { $($p),+ } = $v;
+    };
+    (@bind_t ($v:expr) $name:ident []) => {};
+    (@bind_t ($v:expr) $name:ident [$($p:ident),+]) => {
+        let $name { $($p),+ } = $v;
+        $(let $p: T = T::from_f64($p);)+
+    };
+    (@make $name:ident $p:ident) => { $name };
+    (@make $name:ident $pv:ident { $($p:ident),+ }) => {{
+        let mut it = $pv.into_iter();
+        $name { $($p: { let _ = stringify!($p); it.next().unwrap_or(0.0) }),+ }
+    }};
+    (@domain) => { Domain::Any };
+    (@domain $d:ident) => { Domain::$d };
+}
+
+/// Declares one struct per binary row, its [`BinaryFn`] impl and [`BINARY_ROWS`].
+macro_rules! binary_rows {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident $({ $p:ident })? = $k:literal,
+            |$a:ident, $b:ident| $body:expr, cuda $cu:literal
+            $(, int |$ai:ident, $bi:ident| $ib:expr)?
+            $(, sample $s:expr)?
+            $(, domain $dom:ident)? ;
+    )*) => {
+        $(
+            binary_rows!(@struct $(#[$doc])* $name $({ $p })?);
+            impl BinaryFn for $name {
+                const NAME: &'static str = $k;
+                $(const INT: bool = { let _ = stringify!($ai); true };)?
+                #[inline(always)]
+                fn f<T: Float>(&self, $a: T, $b: T) -> T {
+                    $(let $p: T = T::from_f64(self.$p);)?
+                    $body
+                }
+                $(
+                #[inline(always)]
+                fn i(&self, $ai: i64, $bi: i64) -> i64 {
+                    $ib
+                }
+                )?
+                fn param(&self) -> f64 {
+                    binary_rows!(@param self $($p)?)
+                }
+            }
+        )*
+        /// Every binary primitive, in declaration order.
+        pub const BINARY_ROWS: &[BinaryRow] = &[$(
+            BinaryRow {
+                name: $k,
+                cuda: $cu,
+                sample: binary_rows!(@sample $($s)?),
+                domain: unary_rows!(@domain $($dom)?),
+                reference: |a, b, p| {
+                    let _ = p;
+                    binary_rows!(@make $name p $({ $p })?).f(a, b)
+                },
+            },
+        )*];
+    };
+    (@struct $(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $name;
+    };
+    (@struct $(#[$doc:meta])* $name:ident { $p:ident }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            #[doc = concat!("The `", stringify!($p), "` parameter.")]
+            pub $p: f64,
+        }
+    };
+    (@make $name:ident $pv:ident) => { $name };
+    (@make $name:ident $pv:ident { $p:ident }) => { $name { $p: $pv } };
+    (@sample) => { 0.0 };
+    (@sample $s:expr) => { $s };
+    (@param $s:ident) => { 0.0 };
+    (@param $s:ident $p:ident) => { $s.$p };
+}
+
+fn c<T: Float>(v: f64) -> T {
+    T::from_f64(v)
+}
+
+fn sign<T: Float>(x: T) -> T {
+    if x > T::zero() {
+        T::one()
+    } else if x < T::zero() {
+        -T::one()
+    } else {
+        x
+    }
+}
+
+fn pow_scalar<T: Float>(x: T, e: T) -> T {
+    let e64 = e.to_f64();
+    if e64 == 2.0 {
+        x * x
+    } else if e64 == 1.0 {
+        x
+    } else if e64 == 0.5 {
+        x.sqrt()
+    } else if e64.fract() == 0.0 && e64.abs() < 64.0 {
+        x.powi(e64 as i32)
+    } else {
+        x.powf(e)
+    }
+}
+
+fn sigmoid<T: Float>(x: T) -> T {
+    T::one() / (T::one() + (-x).exp())
+}
+
+fn gelu_grad<T: Float>(x: T) -> T {
+    let cdf = c::<T>(0.5) * (T::one() + (x * c::<T>(std::f64::consts::FRAC_1_SQRT_2)).erf());
+    let pdf = (c::<T>(-0.5) * x * x).exp() * c::<T>(0.398_942_280_401_432_7);
+    cdf + x * pdf
+}
+
+fn clamp_int(x: i64, lo: f64, hi: f64) -> i64 {
+    let lo = if lo.is_finite() {
+        lo.ceil() as i64
+    } else {
+        i64::MIN
+    };
+    let hi = if hi.is_finite() {
+        hi.floor() as i64
+    } else {
+        i64::MAX
+    };
+    x.max(lo).min(hi)
+}
+
+unary_rows! {
+    /// `-x`.
+    Neg = "neg", |x| -x, cuda "-v", int |x| x.wrapping_neg();
+    /// `|x|`.
+    Abs = "abs", |x| x.abs(), cuda "fabsf(v)", int |x| x.wrapping_abs();
+    /// -1, 0 or 1 (NaN stays NaN).
+    Sign = "sign", |x| sign(x), cuda "sign_f(v)", int |x| x.signum();
+    /// `e^x`.
+    Exp = "exp", |x| x.exp(), cuda "expf(v)";
+    /// The natural logarithm.
+    Log = "log", |x| x.ln(), cuda "logf(v)", domain Positive;
+    /// `ln(1 + x)`.
+    Log1p = "log1p", |x| x.ln_1p(), cuda "log1pf(v)", domain Positive;
+    /// The square root.
+    Sqrt = "sqrt", |x| x.sqrt(), cuda "sqrtf(v)", domain Positive;
+    /// `1 / sqrt(x)`.
+    Rsqrt = "rsqrt", |x| x.sqrt().recip(), cuda "1.0f / sqrtf(v)", domain Positive;
+    /// The sine.
+    Sin = "sin", |x| x.sin(), cuda "sinf(v)";
+    /// The cosine.
+    Cos = "cos", |x| x.cos(), cuda "cosf(v)";
+    /// The hyperbolic tangent.
+    Tanh = "tanh", |x| x.tanh(), cuda "tanhf(v)";
+    /// The error function.
+    Erf = "erf", |x| x.erf(), cuda "erff(v)";
+    /// `1 / (1 + e^-x)`.
+    Sigmoid = "sigmoid", |x| sigmoid(x), cuda "1.0f / (1.0f + expf(-v))";
+    /// `max(x, 0)`, NaN kept.
+    Relu = "relu", |x| if x > T::zero() || x.is_nan() { x } else { T::zero() },
+        cuda "(v > 0.0f || v != v) ? v : 0.0f", int |x| x.max(0);
+    /// 1 where `x > 0` else 0: the derivative of relu.
+    Step = "step", |x| if x > T::zero() { T::one() } else { T::zero() },
+        cuda "v > 0.0f ? 1.0f : 0.0f";
+    /// `x * sigmoid(x)` (SiLU, swish).
+    Silu = "silu", |x| x * sigmoid(x), cuda "v / (1.0f + expf(-v))";
+    /// The derivative of SiLU: `s (1 + x (1 - s))` with `s = sigmoid(x)`.
+    SiluGrad = "silu_grad", |x| {
+        let s = sigmoid(x);
+        s * (T::one() + x * (T::one() - s))
+    }, cuda "silu_grad_f(v)";
+    /// The exact GELU, `x * Φ(x)`.
+    Gelu = "gelu", |x| c::<T>(0.5) * x * (T::one() + (x * c::<T>(std::f64::consts::FRAC_1_SQRT_2)).erf()),
+        cuda "0.5f * v * (1.0f + erff(v * 0.70710678118654752f))";
+    /// The derivative of the exact GELU: `Φ(x) + x φ(x)`.
+    GeluGrad = "gelu_grad", |x| gelu_grad(x), cuda "gelu_grad_f(v)";
+    /// `x * relu6(x + 3) / 6` (PyTorch's `hardswish`).
+    Hardswish = "hardswish", |x| x * (x + c(3.0)).max(T::zero()).min(c(6.0)) / c(6.0),
+        cuda "v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f", domain Wide;
+    /// The derivative of hardswish as PyTorch takes it: 0 below -3,
+    /// `x / 3 + 0.5` up to 3, 1 above.
+    HardswishGrad = "hardswish_grad",
+        |x| if x < c(-3.0) { T::zero() } else if x <= c(3.0) { x / c(3.0) + c(0.5) } else { T::one() },
+        cuda "v < -3.0f ? 0.0f : (v <= 3.0f ? v / 3.0f + 0.5f : 1.0f)", domain Wide;
+    /// `x ^ e` for a scalar exponent.
+    PowScalar { e } = "pow_scalar", |x| pow_scalar(x, e), cuda "pow_scalar_f(v, p0)", sample [3.0];
+    /// `x` above 0, `slope * x` otherwise.
+    LeakyRelu { slope } = "leaky_relu", |x| if x > T::zero() { x } else { x * slope },
+        cuda "v > 0.0f ? v : v * p0", sample [0.1];
+    /// 1 above 0, `slope` otherwise: the derivative of leaky relu.
+    LeakyStep { slope } = "leaky_step", |x| if x > T::zero() { T::one() } else { slope },
+        cuda "v > 0.0f ? 1.0f : p0", sample [0.1];
+    /// `x` limited to `[lo, hi]` (NaN kept).
+    Clamp { lo, hi } = "clamp", |x| if x.is_nan() { x } else { x.max(lo).min(hi) },
+        cuda "v != v ? v : fminf(fmaxf(v, p0), p1)", int |x| clamp_int(x, lo, hi), sample [-0.5, 0.25];
+    /// 1 inside `[lo, hi]` else 0: the derivative of clamp.
+    ClampMask { lo, hi } = "clamp_mask", |x| if x >= lo && x <= hi { T::one() } else { T::zero() },
+        cuda "(v >= p0 && v <= p1) ? 1.0f : 0.0f", sample [-0.5, 0.25];
+    /// `x * k` for a scalar `k` (in-place scaling).
+    MulScalar { k } = "mul_scalar", |x| x * k, cuda "v * p0", int |x| x.wrapping_mul(k as i64), sample [-1.5];
+    /// `x + k` for a scalar `k` (in-place shifts, counters).
+    AddScalar { k } = "add_scalar", |x| x + k, cuda "v + p0", int |x| x.wrapping_add(k as i64), sample [0.75];
+}
+
+binary_rows! {
+    /// `a + b`.
+    Add = "add", |a, b| a + b, cuda "u + v", int |a, b| a.wrapping_add(b);
+    /// `a - b`.
+    Sub = "sub", |a, b| a - b, cuda "u - v", int |a, b| a.wrapping_sub(b);
+    /// `a * b`.
+    Mul = "mul", |a, b| a * b, cuda "u * v", int |a, b| a.wrapping_mul(b);
+    /// `a / b` (true division).
+    Div = "div", |a, b| a / b, cuda "u / v";
+    /// `a ^ b`.
+    Pow = "pow", |a, b| a.powf(b), cuda "powf(u, v)", domain Positive;
+    /// The larger operand, NaN propagating (`torch.maximum`).
+    Maximum = "maximum", |a, b| if a.is_nan() || a > b { a } else { b },
+        cuda "(u != u || u > v) ? u : v", int |a, b| a.max(b);
+    /// The smaller operand, NaN propagating (`torch.minimum`).
+    Minimum = "minimum", |a, b| if a.is_nan() || a < b { a } else { b },
+        cuda "(u != u || u < v) ? u : v", int |a, b| a.min(b);
+    /// `a + alpha * b` (PyTorch's `add(.., alpha=)`).
+    AddScaled { alpha } = "add_scaled", |a, b| a + alpha * b, cuda "u + p0 * v", sample -0.5;
+    /// `b`: the second operand (an assignment, as `copy_`).
+    Second = "second", |a, b| { let _ = a; b }, cuda "v", int |a, b| { let _ = a; b };
+}
+
+/// An elementwise comparison, to bool (`<name>_<dtype>` kernels in `cu/copy.cu`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compare {
+    /// `a == b`.
+    Eq,
+    /// `a != b`.
+    Ne,
+    /// `a < b`.
+    Lt,
+    /// `a <= b`.
+    Le,
+    /// `a > b`.
+    Gt,
+    /// `a >= b`.
+    Ge,
+}
+
+impl Compare {
+    /// Every comparison.
+    pub const ALL: [Compare; 6] = [
+        Compare::Eq,
+        Compare::Ne,
+        Compare::Lt,
+        Compare::Le,
+        Compare::Gt,
+        Compare::Ge,
+    ];
+
+    /// The kernel (and PyTorch op) name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compare::Eq => "eq",
+            Compare::Ne => "ne",
+            Compare::Lt => "lt",
+            Compare::Le => "le",
+            Compare::Gt => "gt",
+            Compare::Ge => "ge",
+        }
+    }
+
+    /// The comparison of two values.
+    ///
+    /// ```
+    /// use tapir_kernels::elementwise::Compare;
+    /// assert!(Compare::Le.apply(1.0, 1.0) && !Compare::Ne.apply(2, 2));
+    /// ```
+    #[inline(always)]
+    pub fn apply<T: PartialOrd>(self, a: T, b: T) -> bool {
+        match self {
+            Compare::Eq => a == b,
+            Compare::Ne => a != b,
+            Compare::Lt => a < b,
+            Compare::Le => a <= b,
+            Compare::Gt => a > b,
+            Compare::Ge => a >= b,
+        }
+    }
+}
+
+/// CUDA helpers the rows' expressions call.
+const CUDA_HELPERS: &str = r#"
+__device__ __forceinline__ float sign_f(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); }
+__device__ __forceinline__ float pow_scalar_f(float v, float e) {
+    if (e == 2.0f) return v * v;
+    if (e == 1.0f) return v;
+    if (e == 0.5f) return sqrtf(v);
+    return powf(v, e);
+}
+__device__ __forceinline__ float gelu_grad_f(float v) {
+    float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+    float pdf = expf(-0.5f * v * v) * 0.3989422804014327f;
+    return cdf + v * pdf;
+}
+__device__ __forceinline__ float silu_grad_f(float v) {
+    float s = 1.0f / (1.0f + expf(-v));
+    return s * (1.0f + v * (1.0f - s));
+}
+"#;
+
+/// The CUDA source of every elementwise kernel: the `UNARY`/`BINARY`
+/// templates of `cu/elementwise.cu`, the helpers, and one instantiation
+/// per row, for f32, f16 and bf16.
+pub fn cuda_source(templates: &str) -> String {
+    let mut s = String::from(templates);
+    s.push_str(CUDA_HELPERS);
+    for r in UNARY_ROWS {
+        s.push_str(&format!("UNARY({}, {})\n", r.name, r.cuda));
+    }
+    for r in BINARY_ROWS {
+        s.push_str(&format!("BINARY({}, {})\n", r.name, r.cuda));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_have_unique_names_and_their_structs_agree() {
+        let mut names: Vec<&str> = UNARY_ROWS.iter().map(|r| r.name).collect();
+        names.extend(BINARY_ROWS.iter().map(|r| r.name));
+        let n = names.len();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), n, "kernel names are unique");
+        let clamp = Clamp { lo: -1.0, hi: 2.0 };
+        assert_eq!(clamp.params(), [-1.0, 2.0]);
+        assert_eq!(clamp.f(5.0f64), 2.0);
+        assert_eq!(clamp.i(-7), -1);
+        let row = UNARY_ROWS.iter().find(|r| r.name == "clamp").unwrap();
+        assert_eq!((row.reference)(5.0, [-1.0, 2.0]), 2.0);
+        assert_eq!(AddScaled { alpha: 2.0 }.f(1.0f32, 3.0), 7.0);
+        assert_eq!(AddScaled { alpha: 2.0 }.param(), 2.0);
+        const { assert!(Neg::INT && !Exp::INT && Second::INT && !Div::INT) };
+    }
+
+    #[test]
+    fn hardswish_and_its_gradient_follow_pytorch() {
+        // torch.nn.functional.hardswish at -4, -3, -1, 0, 1.5, 3, 4.
+        let xs = [-4.0f64, -3.0, -1.0, 0.0, 1.5, 3.0, 4.0];
+        let want = [0.0, 0.0, -1.0 / 3.0, 0.0, 1.125, 3.0, 4.0];
+        for (x, w) in xs.iter().zip(want) {
+            assert!((Hardswish.f(*x) - w).abs() < 1e-15, "hardswish({x})");
+        }
+        // torch's hardswish_backward: 0 below -3, x/3 + 0.5 on [-3, 3], 1 above.
+        let dwant = [0.0, -0.5, 1.0 / 6.0, 0.5, 1.0, 1.5, 1.0];
+        for (x, w) in xs.iter().zip(dwant) {
+            assert!((HardswishGrad.f(*x) - w).abs() < 1e-15, "hardswish'({x})");
+        }
+    }
+
+    #[test]
+    fn the_cuda_source_instantiates_every_row() {
+        let s = cuda_source("");
+        for r in UNARY_ROWS {
+            assert!(s.contains(&format!("UNARY({}, ", r.name)));
+        }
+        for r in BINARY_ROWS {
+            assert!(s.contains(&format!("BINARY({}, ", r.name)));
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! The compute primitives of the device seam: one total method per
+//! kernel-backed primitive, each with its CPU arm and its CUDA arm. A CUDA
+//! arm whose kernel does not take the dtype (f64, integers) runs the CPU
+//! kernel on a host copy, counted by [`super::host_fallbacks`].
+
+use super::Storage;
+use super::cpu::CpuBuffer;
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+use super::cuda::fail;
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+use crate::dtype::DType;
+use tapir_kernels::elementwise::{BinaryFn, Compare, Second, UnaryFn};
+use tapir_kernels::optim::OptimStep;
+use tapir_kernels::{Conv2dGeometry, Layout};
+
+/// How an index op walks the indexed tensor along `dim`: `view` is the
+/// tensor's strides and offset at the index's (or output's) shape, `size`
+/// the tensor's size along `dim`, which every index is checked against on
+/// either device (on a GPU by the kernel, reported at the next host read);
+/// errors name `op`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Along<'a> {
+    pub view: &'a Layout,
+    pub dim: usize,
+    pub size: usize,
+    pub op: &'static str,
+}
+
+/// `on_host!(x = a, y = b; expr)` runs `expr` on the host buffers `x`, `y` of
+/// storages `a`, `b` (a GPU storage is copied to
+/// the host, counted) and puts the result on the first one's device.
+macro_rules! on_host {
+    ($b0:ident = $s0:expr $(, $b:ident = $s:expr)*; $cpu:expr) => {{
+        let device = $s0.device();
+        let $b0 = $s0.host();
+        $(let $b = $s.host();)*
+        let out: CpuBuffer = $cpu;
+        Storage::on_device(out, device)
+    }};
+}
+
+impl Storage {
+    /// `op` elementwise over the view.
+    pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> Storage {
+        match self {
+            Storage::Cpu(b) => Storage::Cpu(b.unary(l, op)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match s.unary(l, F::NAME, op.params()) {
+                Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail(F::NAME, e))),
+                None => self.map_host(|b| b.unary(l, op)),
+            },
+        }
+    }
+
+    /// `op(self[la], rhs[lb])` over two same-dtype views broadcast to one shape.
+    pub fn binary<F: BinaryFn>(&self, la: &Layout, rhs: &Storage, lb: &Layout, op: &F) -> Storage {
+        #[allow(unreachable_patterns)]
+        match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.binary(la, b, lb, op)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(a), Storage::Cuda(b)) => {
+                match a.binary(la, b, lb, F::NAME, op.param()) {
+                    Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail(F::NAME, e))),
+                    None => on_host!(x = self, y = rhs; x.binary(la, &y, lb, op)),
+                }
+            }
+            _ => on_host!(x = self, y = rhs; x.binary(la, &y, lb, op)),
+        }
+    }
+
+    /// Elementwise comparison of two same-dtype views, to bool.
+    pub fn compare(&self, la: &Layout, rhs: &Storage, lb: &Layout, cmp: Compare) -> Storage {
+        #[allow(unreachable_patterns)]
+        match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.compare(la, b, lb, cmp)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(a), Storage::Cuda(b)) => Storage::Cuda(
+                a.compare(la, b, lb, cmp.name())
+                    .unwrap_or_else(|e| fail(cmp.name(), e)),
+            ),
+            _ => on_host!(x = self, y = rhs; x.compare(la, &y, lb, cmp)),
+        }
+    }
+
+    /// `cond ? a : b` over three views broadcast to one shape (a, b one dtype).
+    pub fn select_where(
+        cond: &Storage,
+        lc: &Layout,
+        a: &Storage,
+        la: &Layout,
+        b: &Storage,
+        lb: &Layout,
+    ) -> Storage {
+        #[allow(unreachable_patterns)]
+        match (cond, a, b) {
+            (Storage::Cpu(c), Storage::Cpu(x), Storage::Cpu(y)) => {
+                Storage::Cpu(CpuBuffer::select_where(c, lc, x, la, y, lb))
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(c), Storage::Cuda(x), Storage::Cuda(y)) => {
+                let r = super::cuda::CudaStorage::select_where(c, lc, x, la, y, lb);
+                Storage::Cuda(r.unwrap_or_else(|e| fail("where", e)))
+            }
+            _ => on_host!(x = a, c = cond, y = b; CpuBuffer::select_where(&c, lc, &x, la, &y, lb)),
+        }
+    }
+
+    /// Sum over `dims` (floats keep their dtype, integers and bool sum to i64).
+    pub fn sum(&self, l: &Layout, dims: &[usize]) -> Storage {
+        match self {
+            Storage::Cpu(b) => Storage::Cpu(b.sum(l, dims)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match s.sum(l, dims) {
+                Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("sum", e))),
+                None => self.map_host(|b| b.sum(l, dims)),
+            },
+        }
+    }
+
+    /// Max (or min) over one dim: values (same dtype) and i64 indices of the
+    /// first extreme element; NaN wins, as in PyTorch.
+    pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (Storage, Storage) {
+        let on_cpu = |b: &CpuBuffer| {
+            let (v, i) = b.extreme(l, dim, max);
+            (v, CpuBuffer::I64(i))
+        };
+        match self {
+            Storage::Cpu(b) => {
+                let (v, i) = on_cpu(b);
+                (Storage::Cpu(v), Storage::Cpu(i))
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match s.extreme(l, dim, max) {
+                Some(r) => {
+                    let (v, i) = r.unwrap_or_else(|e| fail(if max { "max" } else { "min" }, e));
+                    (Storage::Cuda(v), Storage::Cuda(i))
+                }
+                None => {
+                    let (v, i) = on_cpu(&self.host());
+                    let d = self.device();
+                    (Storage::on_device(v, d), Storage::on_device(i, d))
+                }
+            },
+        }
+    }
+
+    /// `a @ b` for views `[batch.., m, k]` and `[batch.., k, n]` already
+    /// broadcast to one batch shape.
+    pub fn matmul(&self, la: &Layout, rhs: &Storage, lb: &Layout) -> Storage {
+        #[allow(unreachable_patterns)]
+        match (self, rhs) {
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.matmul(la, b, lb)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(a), Storage::Cuda(b)) => match a.matmul(la, b, lb) {
+                Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("matmul", e))),
+                None => on_host!(x = self, y = rhs; x.matmul(la, &y, lb)),
+            },
+            _ => on_host!(x = self, y = rhs; x.matmul(la, &y, lb)),
+        }
+    }
+
+    /// Softmax (or log-softmax) over the last dim of the view; contiguous result.
+    pub fn softmax(&self, l: &Layout, log: bool) -> Storage {
+        match self {
+            Storage::Cpu(b) => Storage::Cpu(b.softmax(l, log)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match s.softmax(l, log) {
+                Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("softmax", e))),
+                None => self.map_host(|b| b.softmax(l, log)),
+            },
+        }
+    }
+
+    /// LayerNorm of the first `rows * n` elements (dense, rows of `n`), with
+    /// optional weight and bias of `n` elements, all of this dtype: the
+    /// output, and the per-row mean and 1/std the backward takes (f64 for
+    /// f64, f32 otherwise).
+    pub fn layer_norm(
+        &self,
+        rows: usize,
+        n: usize,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        eps: f64,
+    ) -> [Storage; 3] {
+        #[allow(unreachable_patterns)]
+        match (self, weight, bias) {
+            (Storage::Cpu(x), None | Some(Storage::Cpu(_)), None | Some(Storage::Cpu(_))) => {
+                let (w, b) = (weight.map(|s| s.host()), bias.map(|s| s.host()));
+                x.layer_norm(rows, n, w.as_deref(), b.as_deref(), eps)
+                    .map(Storage::Cpu)
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(x), _, _) => {
+                fn cuda(s: Option<&Storage>) -> Option<&super::cuda::CudaStorage> {
+                    match s {
+                        Some(Storage::Cuda(c)) => Some(c),
+                        _ => None,
+                    }
+                }
+                match x.layer_norm(rows, n, cuda(weight), cuda(bias), eps) {
+                    Some(r) => r
+                        .unwrap_or_else(|e| fail("layer_norm", e))
+                        .map(Storage::Cuda),
+                    None => self.layer_norm_on_host(rows, n, weight, bias, eps),
+                }
+            }
+            _ => self.layer_norm_on_host(rows, n, weight, bias, eps),
+        }
+    }
+
+    fn layer_norm_on_host(
+        &self,
+        rows: usize,
+        n: usize,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        eps: f64,
+    ) -> [Storage; 3] {
+        let (w, b) = (weight.map(|s| s.host()), bias.map(|s| s.host()));
+        let out = self
+            .host()
+            .layer_norm(rows, n, w.as_deref(), b.as_deref(), eps);
+        out.map(|o| Storage::on_device(o, self.device()))
+    }
+
+    /// LayerNorm's gradients `[dx, dw, db]` (this dtype; `dw`, `db` summed
+    /// over rows) for this dense input, the dense upstream `g`, the forward's
+    /// `mean` and `rstd`, and the optional weight.
+    pub fn layer_norm_backward(
+        &self,
+        g: &Storage,
+        mean: &Storage,
+        rstd: &Storage,
+        weight: Option<&Storage>,
+        rows: usize,
+        n: usize,
+    ) -> [Storage; 3] {
+        #[allow(unreachable_patterns)]
+        match (self, g, mean, rstd) {
+            (Storage::Cpu(x), Storage::Cpu(g), Storage::Cpu(m), Storage::Cpu(r)) => {
+                let w = weight.map(|s| s.host());
+                x.layer_norm_backward(g, m, r, w.as_deref(), rows, n)
+                    .map(Storage::Cpu)
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(x), Storage::Cuda(gs), Storage::Cuda(m), Storage::Cuda(r)) => {
+                let w = match weight {
+                    Some(Storage::Cuda(w)) => Some(w),
+                    _ => None,
+                };
+                match x.layer_norm_backward(gs, m, r, w, rows, n) {
+                    Some(out) => out
+                        .unwrap_or_else(|e| fail("layer_norm backward", e))
+                        .map(Storage::Cuda),
+                    None => self.layer_norm_backward_on_host(g, mean, rstd, weight, rows, n),
+                }
+            }
+            _ => self.layer_norm_backward_on_host(g, mean, rstd, weight, rows, n),
+        }
+    }
+
+    fn layer_norm_backward_on_host(
+        &self,
+        g: &Storage,
+        mean: &Storage,
+        rstd: &Storage,
+        weight: Option<&Storage>,
+        rows: usize,
+        n: usize,
+    ) -> [Storage; 3] {
+        let w = weight.map(|s| s.host());
+        let out = self.host().layer_norm_backward(
+            &g.host(),
+            &mean.host(),
+            &rstd.host(),
+            w.as_deref(),
+            rows,
+            n,
+        );
+        out.map(|o| Storage::on_device(o, self.device()))
+    }
+
+    /// im2col of the `[n, c, h, w]` view (`pad` for taps in the padding);
+    /// same dtype.
+    pub fn im2col(&self, l: &Layout, g: &Conv2dGeometry, pad: f64) -> Storage {
+        match self {
+            Storage::Cpu(b) => Storage::Cpu(b.im2col(l, g, pad)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match s.im2col(l, g, pad) {
+                Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("im2col", e))),
+                None => self.map_host(|b| b.im2col(l, g, pad)),
+            },
+        }
+    }
+
+    /// col2im (im2col's adjoint) of the `[n, c*kh*kw, oh*ow]` view; same dtype.
+    pub fn col2im(&self, l: &Layout, g: &Conv2dGeometry) -> Storage {
+        match self {
+            Storage::Cpu(b) => Storage::Cpu(b.col2im(l, g)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match s.col2im(l, g) {
+                Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("col2im", e))),
+                None => self.map_host(|b| b.col2im(l, g)),
+            },
+        }
+    }
+
+    /// `torch.gather` (`per_element`: one index per output element, a dense
+    /// i64 storage of the view's shape) or `index_select` (one index per
+    /// position along the dim, a dense i64 storage of that length), reading
+    /// this storage through `along`; contiguous output of the view's shape.
+    pub fn gather(&self, along: Along<'_>, idx: &Storage, per_element: bool) -> Storage {
+        #[allow(unreachable_patterns)]
+        match (self, idx) {
+            (Storage::Cpu(x), Storage::Cpu(i)) => Storage::Cpu(x.gather(along, i, per_element)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(x), Storage::Cuda(i)) => Storage::Cuda(
+                x.gather(along, i, per_element)
+                    .unwrap_or_else(|e| fail(along.op, e)),
+            ),
+            _ => on_host!(x = self, i = idx; x.gather(along, &i, per_element)),
+        }
+    }
+
+    /// Gather's adjoint, in place: adds `src` (its view at the index's shape)
+    /// into this f32 or f64 storage at the positions `along` and the dense
+    /// i64 index of that shape name.
+    pub fn scatter_add(&mut self, along: Along<'_>, src: &Storage, ls: &Layout, idx: &Storage) {
+        #[allow(unreachable_patterns)]
+        match (&mut *self, src, idx) {
+            (Storage::Cpu(d), Storage::Cpu(s), Storage::Cpu(i)) => d.scatter_add(along, s, ls, i),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.dtype == DType::F32 => d
+                .scatter_add(along, s, ls, i)
+                .unwrap_or_else(|e| fail(along.op, e)),
+            _ => {
+                let (s, i) = (src.host(), idx.host());
+                self.host_mut().scatter_add(along, &s, ls, &i)
+            }
+        }
+    }
+
+    /// index_select's adjoint, in place: adds the dense `[outer, len, inner]`
+    /// `src` into this f32 or f64 `[outer, size, inner]` storage at rows
+    /// `idx` (a dense i64 storage of `len` indices below `size`).
+    pub fn index_add(&mut self, shape: [usize; 3], src: &Storage, idx: &Storage, len: usize) {
+        #[allow(unreachable_patterns)]
+        match (&mut *self, src, idx) {
+            (Storage::Cpu(d), Storage::Cpu(s), Storage::Cpu(i)) => d.index_add(shape, s, i, len),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.dtype == DType::F32 => d
+                .index_add(shape, s, i, len)
+                .unwrap_or_else(|e| fail("index_select backward", e)),
+            _ => {
+                let (s, i) = (src.host(), idx.host());
+                self.host_mut().index_add(shape, &s, &i, len)
+            }
+        }
+    }
+
+    /// In place: `self[l] = op(self[l])`.
+    pub fn map_assign<F: UnaryFn>(&mut self, l: &Layout, op: &F) {
+        match self {
+            Storage::Cpu(b) => b.map_assign(l, op),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match s.map_assign(l, F::NAME, op.params()) {
+                Some(r) => r.unwrap_or_else(|e| fail(F::NAME, e)),
+                None => self.host_mut().map_assign(l, op),
+            },
+        }
+    }
+
+    /// In place: `self[l] = op(self[l], src[ls])`, `src` converted to this
+    /// dtype first (views of one shape; `src` must not share this buffer).
+    pub fn zip_assign<F: BinaryFn>(&mut self, l: &Layout, src: &Storage, ls: &Layout, op: &F) {
+        #[allow(unreachable_patterns)]
+        match (&mut *self, src) {
+            (Storage::Cpu(d), Storage::Cpu(s)) => d.zip_assign(l, s, ls, op),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(d), Storage::Cuda(s)) => {
+                match d.zip_assign(l, s, ls, F::NAME, op.param()) {
+                    Some(r) => r.unwrap_or_else(|e| fail(F::NAME, e)),
+                    None => {
+                        let s = src.host();
+                        self.host_mut().zip_assign(l, &s, ls, op)
+                    }
+                }
+            }
+            _ => {
+                let s = src.host();
+                self.host_mut().zip_assign(l, &s, ls, op)
+            }
+        }
+    }
+
+    /// In place: `self[l] = src[ls]` (views of one shape, `src` converted to
+    /// this dtype).
+    pub fn assign(&mut self, l: &Layout, src: &Storage, ls: &Layout) {
+        #[allow(unreachable_patterns)]
+        match (&mut *self, src) {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(d), Storage::Cuda(s)) => d
+                .assign_converting(l, s, ls)
+                .unwrap_or_else(|e| fail("copy_", e)),
+            _ => self.zip_assign(l, src, ls, &Second),
+        }
+    }
+
+    /// In place: every element of the view set to `value`.
+    pub fn fill(&mut self, l: &Layout, value: f64) {
+        match self {
+            Storage::Cpu(b) => b.fill(l, value),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => s.fill(l, value).unwrap_or_else(|e| fail("fill_", e)),
+        }
+    }
+
+    /// One fused optimizer update of `p` (dense, whole buffer) with gradient
+    /// `g` (dense, same dtype) and `state` (each dense, whole, same dtype) in
+    /// the step's order. f16/bf16 compute in f32 and round each stored
+    /// value once, as PyTorch's fused kernels.
+    pub fn optim_step(p: &mut Storage, g: &Storage, state: &mut [&mut Storage], step: &OptimStep) {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cuda(pc), Storage::Cuda(gc)) = (&mut *p, g) {
+            let n = state.len();
+            let mut bufs = Vec::with_capacity(n);
+            for s in state.iter_mut() {
+                if let Storage::Cuda(c) = &mut **s {
+                    bufs.push(c);
+                }
+            }
+            if bufs.len() == n
+                && let Some(r) = pc.optim_step(gc, &mut bufs, step)
+            {
+                return r.unwrap_or_else(|e| fail("optimizer step", e));
+            }
+        }
+        let gh = g.host();
+        let mut hosts: Vec<super::HostMut<'_>> = std::iter::once(p)
+            .chain(state.iter_mut().map(|s| &mut **s))
+            .map(|s| s.host_mut())
+            .collect();
+        let (ph, rest) = hosts.split_first_mut().expect("the parameter");
+        let mut rest: Vec<&mut CpuBuffer> = rest.iter_mut().map(|h| &mut **h).collect();
+        ph.optim_step(&gh, &mut rest, step);
+    }
+}

@@ -1,0 +1,367 @@
+//! The CPU arms of the seam's neural-network primitives: softmax, layer
+//! norm, im2col/col2im, indexing, in-place updates and optimizer steps.
+//! Float kernels compute in f64 for f64 and in f32 otherwise (f16/bf16 are
+//! widened, and each result rounded once), as PyTorch's CPU kernels do.
+
+use super::Along;
+use super::cpu::{CpuBuffer, Wrap, contiguous, with_vec};
+use crate::dtype::{DType, Element};
+use half::{bf16, f16};
+use std::borrow::Cow;
+use tapir_kernels::elementwise::{BinaryFn, UnaryFn};
+use tapir_kernels::optim::OptimStep;
+use tapir_kernels::{Conv2dGeometry, Layout, cpu};
+
+/// The first `n` elements as f32 (borrowed when they are f32 already).
+fn f32s(b: &CpuBuffer, n: usize) -> Cow<'_, [f32]> {
+    match b {
+        CpuBuffer::F32(v) => Cow::Borrowed(&v[..n]),
+        other => Cow::Owned(other.to_vec(&Layout::contiguous(&[n]))),
+    }
+}
+
+/// The first `n` elements as f64 (borrowed when they are f64 already).
+fn f64s(b: &CpuBuffer, n: usize) -> Cow<'_, [f64]> {
+    match b {
+        CpuBuffer::F64(v) => Cow::Borrowed(&v[..n]),
+        other => Cow::Owned(other.to_vec(&Layout::contiguous(&[n]))),
+    }
+}
+
+/// The first `n` indices of a dense i64 buffer, each checked against `size`.
+fn checked_indices(idx: &CpuBuffer, n: usize, size: usize, op: &str) -> Vec<usize> {
+    let CpuBuffer::I64(v) = idx else {
+        unreachable!("{op}: indices are int64, got {}", idx.dtype())
+    };
+    v[..n]
+        .iter()
+        .map(|&i| {
+            assert!(
+                i >= 0 && (i as usize) < size,
+                "{op}: index {i} is out of bounds for dim of size {size}"
+            );
+            i as usize
+        })
+        .collect()
+}
+
+impl CpuBuffer {
+    /// This buffer converted to `dtype` (itself when it has that dtype).
+    fn into_dtype(self, dtype: DType) -> CpuBuffer {
+        if self.dtype() == dtype {
+            self
+        } else {
+            self.cast(&Layout::contiguous(&[self.len()]), dtype)
+        }
+    }
+
+    /// A float kernel over a contiguous copy of the view (borrowed when
+    /// dense): in f64 for f64, in f32 otherwise; the result in this dtype.
+    fn float_kernel(
+        &self,
+        l: &Layout,
+        k32: impl Fn(&[f32]) -> Vec<f32>,
+        k64: impl Fn(&[f64]) -> Vec<f64>,
+    ) -> CpuBuffer {
+        match self {
+            CpuBuffer::F64(v) => CpuBuffer::F64(k64(&contiguous(v, l))),
+            CpuBuffer::F32(v) => CpuBuffer::F32(k32(&contiguous(v, l))),
+            other => {
+                let x: Vec<f32> = other.to_vec(l);
+                CpuBuffer::F32(k32(&x)).into_dtype(other.dtype().to_float())
+            }
+        }
+    }
+
+    /// Softmax (or log-softmax) over the last dim of the view.
+    pub fn softmax(&self, l: &Layout, log: bool) -> CpuBuffer {
+        let n = l.shape.last().copied().unwrap_or(1);
+        if log {
+            self.float_kernel(
+                l,
+                |x| cpu::log_softmax_rows(x, n),
+                |x| cpu::log_softmax_rows(x, n),
+            )
+        } else {
+            self.float_kernel(l, |x| cpu::softmax_rows(x, n), |x| cpu::softmax_rows(x, n))
+        }
+    }
+
+    /// LayerNorm of the first `rows * n` elements: `[y, mean, rstd]`.
+    pub fn layer_norm(
+        &self,
+        rows: usize,
+        n: usize,
+        w: Option<&CpuBuffer>,
+        b: Option<&CpuBuffer>,
+        eps: f64,
+    ) -> [CpuBuffer; 3] {
+        let len = rows * n;
+        if self.dtype() == DType::F64 {
+            let (w, b) = (w.map(|w| f64s(w, n)), b.map(|b| f64s(b, n)));
+            let f = cpu::layer_norm_rows(&f64s(self, len), n, w.as_deref(), b.as_deref(), eps);
+            return [
+                CpuBuffer::F64(f.y),
+                CpuBuffer::F64(f.mean),
+                CpuBuffer::F64(f.rstd),
+            ];
+        }
+        let (w, b) = (w.map(|w| f32s(w, n)), b.map(|b| f32s(b, n)));
+        let f = cpu::layer_norm_rows(&f32s(self, len), n, w.as_deref(), b.as_deref(), eps);
+        [
+            CpuBuffer::F32(f.y).into_dtype(self.dtype()),
+            CpuBuffer::F32(f.mean),
+            CpuBuffer::F32(f.rstd),
+        ]
+    }
+
+    /// LayerNorm's gradients `[dx, dw, db]` for this input (see `Storage`).
+    pub fn layer_norm_backward(
+        &self,
+        g: &CpuBuffer,
+        mean: &CpuBuffer,
+        rstd: &CpuBuffer,
+        w: Option<&CpuBuffer>,
+        rows: usize,
+        n: usize,
+    ) -> [CpuBuffer; 3] {
+        let len = rows * n;
+        if self.dtype() == DType::F64 {
+            let w = w.map(|w| f64s(w, n));
+            let (m, r) = (f64s(mean, rows), f64s(rstd, rows));
+            let (dx, dw, db) = cpu::layer_norm_backward_rows(
+                &f64s(self, len),
+                &f64s(g, len),
+                n,
+                &m,
+                &r,
+                w.as_deref(),
+            );
+            return [CpuBuffer::F64(dx), CpuBuffer::F64(dw), CpuBuffer::F64(db)];
+        }
+        let w = w.map(|w| f32s(w, n));
+        let (m, r) = (f32s(mean, rows), f32s(rstd, rows));
+        let (dx, dw, db) =
+            cpu::layer_norm_backward_rows(&f32s(self, len), &f32s(g, len), n, &m, &r, w.as_deref());
+        [dx, dw, db].map(|v| CpuBuffer::F32(v).into_dtype(self.dtype()))
+    }
+
+    /// im2col of the `[n, c, h, w]` view.
+    pub fn im2col(&self, l: &Layout, g: &Conv2dGeometry, pad: f64) -> CpuBuffer {
+        match self {
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::im2col(&contiguous(v, l), g, pad)),
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::im2col(&contiguous(v, l), g, pad as f32)),
+            other => {
+                let v: Vec<f32> = other.to_vec(l);
+                CpuBuffer::F32(cpu::im2col(&v, g, pad as f32)).into_dtype(other.dtype())
+            }
+        }
+    }
+
+    /// col2im of the `[n, c*kh*kw, oh*ow]` view.
+    pub fn col2im(&self, l: &Layout, g: &Conv2dGeometry) -> CpuBuffer {
+        match self {
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::col2im(&contiguous(v, l), g)),
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::col2im(&contiguous(v, l), g)),
+            other => {
+                let v: Vec<f32> = other.to_vec(l);
+                CpuBuffer::F32(cpu::col2im(&v, g)).into_dtype(other.dtype())
+            }
+        }
+    }
+
+    /// gather (`per_element`) or index_select through `along` (see `Storage::gather`).
+    pub fn gather(&self, along: Along<'_>, idx: &CpuBuffer, per_element: bool) -> CpuBuffer {
+        let (view, d) = (along.view, along.dim);
+        if per_element {
+            let ids = checked_indices(idx, view.numel(), along.size, along.op);
+            return with_vec!(self, v => Wrap::wrap(cpu::gather(v, view, d, &ids, &view.shape)));
+        }
+        let ids = checked_indices(idx, view.shape[d], along.size, along.op);
+        // The whole dim is read: the tensor's own view, made dense (borrowed if it is).
+        let mut input = view.clone();
+        input.shape[d] = along.size;
+        let outer: usize = input.shape[..d].iter().product();
+        let inner: usize = input.shape[d + 1..].iter().product();
+        with_vec!(self, v => Wrap::wrap(cpu::index_select(&contiguous(v, &input), outer, along.size, inner, &ids)))
+    }
+
+    /// Gather's adjoint into this f32/f64 buffer (see `Storage::scatter_add`).
+    pub fn scatter_add(&mut self, along: Along<'_>, src: &CpuBuffer, ls: &Layout, idx: &CpuBuffer) {
+        let ids = checked_indices(idx, along.view.numel(), along.size, along.op);
+        match (self, src) {
+            (CpuBuffer::F32(d), CpuBuffer::F32(s)) => {
+                cpu::scatter_add(d, along.view, along.dim, &ids, s, ls)
+            }
+            (CpuBuffer::F64(d), CpuBuffer::F64(s)) => {
+                cpu::scatter_add(d, along.view, along.dim, &ids, s, ls)
+            }
+            (d, s) => unreachable!(
+                "{}: adds {} into {} (the op adds in f32 or f64)",
+                along.op,
+                s.dtype(),
+                d.dtype()
+            ),
+        }
+    }
+
+    /// index_select's adjoint into this f32/f64 buffer (see `Storage::index_add`).
+    pub fn index_add(&mut self, shape: [usize; 3], src: &CpuBuffer, idx: &CpuBuffer, len: usize) {
+        let [outer, size, inner] = shape;
+        let ids = checked_indices(idx, len, size, "index_select");
+        let (nd, ns) = (outer * size * inner, outer * len * inner);
+        match (self, src) {
+            (CpuBuffer::F32(d), CpuBuffer::F32(s)) => {
+                cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], &ids)
+            }
+            (CpuBuffer::F64(d), CpuBuffer::F64(s)) => {
+                cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], &ids)
+            }
+            (d, s) => unreachable!(
+                "index_select backward: adds {} into {} (the op adds in f32 or f64)",
+                s.dtype(),
+                d.dtype()
+            ),
+        }
+    }
+
+    /// In place: `self[l] = op(self[l])`.
+    pub fn map_assign<F: UnaryFn>(&mut self, l: &Layout, op: &F) {
+        match self {
+            CpuBuffer::F32(d) => cpu::map_inplace(d, l, |x| op.f(x)),
+            CpuBuffer::F64(d) => cpu::map_inplace(d, l, |x| op.f(x)),
+            CpuBuffer::F16(d) => cpu::map_inplace(d, l, |x| f16::from_f32(op.f(x.to_f32()))),
+            CpuBuffer::BF16(d) => cpu::map_inplace(d, l, |x| bf16::from_f32(op.f(x.to_f32()))),
+            other if F::INT => {
+                with_vec!(other, d => cpu::map_inplace(d, l, |x| Element::from_i64(op.i(x.to_i64()))))
+            }
+            other => {
+                with_vec!(other, d => cpu::map_inplace(d, l, |x| Element::from_f64(op.f(x.to_f64()))))
+            }
+        }
+    }
+
+    /// In place: `self[l] = op(self[l], src[ls])`, `src` converted to this dtype.
+    pub fn zip_assign<F: BinaryFn>(&mut self, l: &Layout, src: &CpuBuffer, ls: &Layout, op: &F) {
+        use CpuBuffer::*;
+        let converted;
+        let (src, ls) = if src.dtype() == self.dtype() {
+            (src, ls)
+        } else {
+            converted = (src.cast(ls, self.dtype()), Layout::contiguous(&ls.shape));
+            (&converted.0, &converted.1)
+        };
+        match (self, src) {
+            (F32(d), F32(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| op.f(x, y)),
+            (F64(d), F64(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| op.f(x, y)),
+            (F16(d), F16(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| {
+                f16::from_f32(op.f(x.to_f32(), y.to_f32()))
+            }),
+            (BF16(d), BF16(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| {
+                bf16::from_f32(op.f(x.to_f32(), y.to_f32()))
+            }),
+            (d, s) if F::INT => {
+                let sv: Vec<i64> = s.to_vec(ls);
+                let lc = Layout::contiguous(&ls.shape);
+                with_vec!(d, dv => cpu::zip_inplace(dv, l, &sv, &lc, |x, y| Element::from_i64(op.i(x.to_i64(), y))))
+            }
+            (d, s) => {
+                let sv: Vec<f64> = s.to_vec(ls);
+                let lc = Layout::contiguous(&ls.shape);
+                with_vec!(d, dv => cpu::zip_inplace(dv, l, &sv, &lc, |x, y| Element::from_f64(op.f(x.to_f64(), y))))
+            }
+        }
+    }
+
+    /// In place: every element of the view set to `value`.
+    pub fn fill(&mut self, l: &Layout, value: f64) {
+        with_vec!(self, d => {
+            let v = Element::from_f64(value);
+            cpu::map_inplace(d, l, |_| v)
+        })
+    }
+
+    /// One fused optimizer update in place (see `Storage::optim_step`).
+    pub fn optim_step(&mut self, g: &CpuBuffer, state: &mut [&mut CpuBuffer], step: &OptimStep) {
+        let (n, dtype) = (self.len(), self.dtype());
+        for s in state.iter() {
+            assert_eq!(
+                s.dtype(),
+                dtype,
+                "optimizer: state buffer is {}, parameter is {dtype}",
+                s.dtype()
+            );
+        }
+        match (self, g) {
+            (CpuBuffer::F32(p), CpuBuffer::F32(g)) => {
+                let st = state.iter_mut().map(|s| as_slice_f32(s)).collect();
+                chunked(p, &g[..n], st, step)
+            }
+            (CpuBuffer::F64(p), CpuBuffer::F64(g)) => {
+                let st = state.iter_mut().map(|s| as_slice_f64(s)).collect();
+                chunked(p, &g[..n], st, step)
+            }
+            (p, g) if matches!(dtype, DType::F16 | DType::BF16) && g.dtype() == dtype => {
+                // PyTorch's fused kernels for reduced-precision parameters:
+                // the math in f32, the parameter and its state rounded once.
+                let mut p32 = f32s(p, n).into_owned();
+                let mut s32: Vec<Vec<f32>> =
+                    state.iter().map(|s| f32s(s, n).into_owned()).collect();
+                let st = s32.iter_mut().map(|s| s.as_mut_slice()).collect();
+                chunked(&mut p32, &f32s(g, n), st, step);
+                *p = CpuBuffer::F32(p32).into_dtype(dtype);
+                for (s, v) in state.iter_mut().zip(s32) {
+                    **s = CpuBuffer::F32(v).into_dtype(dtype);
+                }
+            }
+            (p, g) => panic!(
+                "optimizer: parameters must be floating point with a gradient of their dtype, got {} and {}",
+                p.dtype(),
+                g.dtype()
+            ),
+        }
+    }
+}
+
+fn as_slice_f32(b: &mut CpuBuffer) -> &mut [f32] {
+    match b {
+        CpuBuffer::F32(v) => v,
+        other => unreachable!("optimizer: state buffer is {}", other.dtype()),
+    }
+}
+
+fn as_slice_f64(b: &mut CpuBuffer) -> &mut [f64] {
+    match b {
+        CpuBuffer::F64(v) => v,
+        other => unreachable!("optimizer: state buffer is {}", other.dtype()),
+    }
+}
+
+/// Applies an optimizer step to aligned chunks of the parameter, its
+/// gradient and its state on all threads (updates are independent per element).
+fn chunked<T: tapir_kernels::Float>(p: &mut [T], g: &[T], mut st: Vec<&mut [T]>, step: &OptimStep) {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 14;
+    if !tapir_kernels::threads::parallel(p.len()) {
+        return step.apply(p, g, &mut st);
+    }
+    // Split every state buffer into the same chunks as the parameter.
+    let mut state_chunks: Vec<std::slice::ChunksMut<'_, T>> =
+        st.iter_mut().map(|s| s.chunks_mut(CHUNK)).collect();
+    type Work<'a, T> = (&'a mut [T], &'a [T], Vec<&'a mut [T]>);
+    let work: Vec<Work<'_, T>> = p
+        .chunks_mut(CHUNK)
+        .zip(g.chunks(CHUNK))
+        .map(|(pc, gc)| {
+            let sc = state_chunks
+                .iter_mut()
+                .map(|it| it.next().expect("state matches the parameter"))
+                .collect();
+            (pc, gc, sc)
+        })
+        .collect();
+    tapir_kernels::threads::install(|_| {
+        work.into_par_iter()
+            .for_each(|(pc, gc, mut sc)| step.apply(pc, gc, &mut sc))
+    });
+}
