@@ -136,3 +136,50 @@ fn thread_count_is_settable_and_results_do_not_depend_on_it() {
         assert!((x - y).abs() <= 1e-3 * y.abs().max(1.0));
     }
 }
+
+/// Sums of 2^24 values stay within 1e-6 (relative) of the f64 sum of the
+/// same values — a running f32 sum is off by ~1e-4 there — for `sum`, the
+/// sum of squares and `norm`. A bf16 result is itself bf16, so there the
+/// bound is the rounding of the exact value: at most one bf16 step from it.
+#[test]
+fn large_sums_are_accurate_in_f32_and_bf16() {
+    let n = 1 << 24;
+    let x = Tensor::rand_with(&[n], &Generator::new(3));
+    for dtype in [DType::F32, DType::BF16] {
+        let x = x.to_dtype(dtype);
+        let v: Vec<f64> = x.to_vec();
+        let exact_sum: f64 = v.iter().sum();
+        let exact_sq: f64 = v.iter().map(|a| a * a).sum();
+        let sq_vals: Vec<f64> = (&x * &x).to_vec();
+        let exact_sq_rounded: f64 = sq_vals.iter().sum();
+        let cases = [
+            ("sum", x.sum().item::<f64>(), exact_sum),
+            (
+                "sum of squares",
+                (&x * &x).sum().item::<f64>(),
+                exact_sq_rounded,
+            ),
+            ("norm", x.norm(2.0).item::<f64>(), exact_sq.sqrt()),
+        ];
+        for (what, got, want) in cases {
+            let rel = (got - want).abs() / want;
+            let bound = match dtype {
+                // One bf16 step is 2^-7 relative at most.
+                DType::BF16 => 1e-6 + 2f64.powi(-7),
+                _ => 1e-6,
+            };
+            assert!(
+                rel < bound,
+                "{what} ({dtype}): {got} vs {want}, relative error {rel:e}"
+            );
+            if dtype == DType::BF16 {
+                let nearest = Tensor::scalar(want).to_dtype(DType::BF16).item::<f64>();
+                let step = nearest * 2f64.powi(-7);
+                assert!(
+                    (got - nearest).abs() <= step,
+                    "{what} (bf16): {got}, nearest {nearest}"
+                );
+            }
+        }
+    }
+}

@@ -9,6 +9,7 @@ mod optim;
 mod reduce;
 mod softmax;
 mod strided;
+mod sum;
 
 pub use conv::{col2im, im2col};
 pub use elementwise::{copy_strided, map, map_inplace, zip_inplace, zip_map};
@@ -20,3 +21,4 @@ pub use reduce::reduce;
 pub use softmax::{log_softmax_rows, softmax_rows};
 pub use strided::coalesce;
 pub(crate) use strided::for_rows;
+pub use sum::sum;

@@ -202,16 +202,16 @@ impl CpuBuffer {
     /// Sum over `dims` (floats keep their dtype, integers and bool sum to i64).
     pub fn sum(&self, l: &Layout, dims: &[usize]) -> CpuBuffer {
         match self {
-            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::reduce(v, l, dims, 0.0f32, |a, x, _| a + x)),
-            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::reduce(v, l, dims, 0.0f64, |a, x, _| a + x)),
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::sum(v, l, dims, |x| x)),
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::sum(v, l, dims, |x| x)),
             CpuBuffer::F16(v) => CpuBuffer::F16(
-                cpu::reduce(v, l, dims, 0.0f32, |a, x, _| a + x.to_f32())
+                cpu::sum(v, l, dims, |x| x.to_f32())
                     .into_iter()
                     .map(f16::from_f32)
                     .collect(),
             ),
             CpuBuffer::BF16(v) => CpuBuffer::BF16(
-                cpu::reduce(v, l, dims, 0.0f32, |a, x, _| a + x.to_f32())
+                cpu::sum(v, l, dims, |x| x.to_f32())
                     .into_iter()
                     .map(bf16::from_f32)
                     .collect(),
