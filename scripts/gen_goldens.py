@@ -43,7 +43,7 @@ def run(op, a, x):
         "rsqrt": torch.rsqrt, "abs": torch.abs, "sign": torch.sign, "sin": torch.sin, "cos": torch.cos,
         "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "erf": torch.erf, "silu": F.silu,
         "softplus": F.softplus, "square": torch.square, "reciprocal": torch.reciprocal,
-        "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+        "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "hardswish": F.hardswish,
         "sum": torch.sum, "mean": torch.mean, "max": torch.max, "min": torch.min, "var": torch.var, "std": torch.std,
     }
     if op in u:
@@ -342,6 +342,12 @@ case("max_pool2d_pad", "max_pool2d", [randn(1, 2, 7, 7)], {"kernel": 3, "stride"
 case("max_pool2d_dil", "max_pool2d", [randn(1, 1, 7, 7)], {"kernel": 2, "stride": 1, "padding": 0, "dilation": 2})
 case("avg_pool2d", "avg_pool2d", [randn(2, 3, 6, 6)], {"kernel": 2, "stride": 2, "padding": 0})
 case("avg_pool2d_pad", "avg_pool2d", [randn(1, 2, 5, 5)], {"kernel": 3, "stride": 2, "padding": 1})
+
+# ---- added later: appended so that the cases above keep their random inputs ----------
+# hardswish on both sides of its breaks at -3 and 3 (and away from them, where
+# its piecewise gradient is smooth enough for finite differences).
+case("hardswish", "hardswish", [torch.tensor([[-5.0, -3.5, -2.9, -1.0], [0.0, 0.7, 2.5, 2.9], [3.2, 4.0, -0.3, 6.0]])])
+case("hardswish_randn", "hardswish", [randn(3, 4) * 3])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))
