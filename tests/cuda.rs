@@ -7,6 +7,7 @@
 mod common;
 
 use common::close;
+use tapir::Error;
 use tapir::nn::*;
 use tapir::optim::*;
 use tapir::prelude::*;
@@ -702,4 +703,31 @@ fn without_a_gpu_every_cuda_entry_point_is_an_error() {
     assert!(tapir::cuda::mem_get_info(Device::Cuda(0)).is_err());
     assert!(tapir::cuda::get_device_name(Device::Cpu).is_err());
     assert_eq!(Device::cuda_if_available(), Device::Cpu);
+}
+
+/// Asking for more than the GPU has is `Err(Error::OutOfMemory)` from a
+/// `try_` entry point, naming the device and the bytes, and the device
+/// works afterwards (PyTorch's `torch.cuda.OutOfMemoryError`).
+#[test]
+fn running_out_of_gpu_memory_is_an_error_naming_the_bytes() {
+    let Some(device) = gpu() else { return };
+    let x = Tensor::ones(&[1, 1])
+        .to(device)
+        .unwrap()
+        .expand(&[1 << 20, 1 << 20]);
+    match tapir::error::catch_out_of_memory(|| x.contiguous()) {
+        Err(Error::OutOfMemory {
+            device: d,
+            requested,
+            free,
+        }) => {
+            assert_eq!(d, "cuda:0");
+            assert!(requested >= 4 << 40, "asked for {requested} bytes");
+            assert!(free < requested, "{free} bytes free");
+        }
+        Err(e) => panic!("expected out of memory, got {e}"),
+        Ok(_) => panic!("a 4 TiB tensor fit on the GPU"),
+    }
+    let y = Tensor::ones(&[3]).to(device).unwrap();
+    assert_eq!(y.sum().item::<f32>(), 3.0);
 }

@@ -1,6 +1,7 @@
 //! Misuse panics with one message naming the op and its operands; run-time
 //! conditions (no device) are `Result`s.
 
+use tapir::Error;
 use tapir::prelude::*;
 
 fn panic_message(f: impl FnOnce()) -> String {
@@ -144,4 +145,29 @@ fn unavailable_cuda_is_a_result_not_a_crash() {
         Device::cuda_if_available(),
         Device::cuda(0).unwrap_or(Device::Cpu)
     );
+}
+
+/// Out of memory inside an op is a typed panic that `try_forward` turns
+/// into `Err(Error::OutOfMemory)`, also through a model nested in another
+/// (whose `forward` passes the typed payload on); other panics keep theirs.
+#[test]
+fn out_of_memory_reaches_the_outermost_try_forward() {
+    use tapir::error::catch_out_of_memory;
+    let oom = || Error::OutOfMemory {
+        device: "cuda:0".into(),
+        requested: 1 << 40,
+        free: 1 << 30,
+    };
+    let outer: Result<(), Error> = catch_out_of_memory(|| {
+        let inner: Result<(), Error> = catch_out_of_memory(|| std::panic::panic_any(oom()));
+        tapir::macro_support::forward_failed(inner.unwrap_err())
+    });
+    let msg = outer.unwrap_err().to_string();
+    assert_eq!(
+        msg,
+        "cuda:0: out of memory: tried to allocate 1099511627776 bytes with 1073741824 bytes free"
+    );
+    let other = std::panic::catch_unwind(|| catch_out_of_memory(|| panic!("add: shapes")));
+    let payload = other.unwrap_err();
+    assert_eq!(payload.downcast_ref::<&str>(), Some(&"add: shapes"));
 }

@@ -51,7 +51,7 @@ fn with_device<T>(
     match device {
         Device::Cuda(i) => crate::storage::cuda::device(i)
             .map(|d| f(&d))
-            .map_err(|e| crate::device::unavailable(device, e)),
+            .map_err(|e| crate::device::cuda_error(device, e)),
         Device::Cpu => Err(crate::device::unavailable(device, "not a CUDA device")),
     }
 }

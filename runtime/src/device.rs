@@ -51,10 +51,34 @@ pub(crate) fn unavailable(device: Device, why: impl Into<String>) -> Error {
     }
 }
 
-#[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
-pub(crate) fn cuda_error(device: Device, message: impl Into<String>) -> Error {
-    Error::Cuda {
-        device: device.to_string(),
-        message: message.into(),
+/// A CUDA failure on `device` as tapir's error: out of memory as
+/// [`Error::OutOfMemory`], a missing driver or device as
+/// [`Error::DeviceUnavailable`], anything else as [`Error::Cuda`].
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+pub(crate) fn cuda_error(device: Device, e: tapir_kernels::cuda::CudaError) -> Error {
+    use tapir_kernels::cuda::CudaError as E;
+    match e {
+        E::OutOfMemory {
+            requested, free, ..
+        } => Error::OutOfMemory {
+            device: device.to_string(),
+            requested,
+            free,
+        },
+        E::NoDriver | E::NoSuchDevice { .. } | E::MissingLibrary { .. } => {
+            unavailable(device, e.to_string())
+        }
+        E::Driver { what, detail, .. } => Error::Cuda {
+            device: device.to_string(),
+            message: format!("{what}: {detail}"),
+        },
+        E::Compile { message, .. } => Error::Cuda {
+            device: device.to_string(),
+            message,
+        },
+        E::Unsupported(message) => Error::Cuda {
+            device: device.to_string(),
+            message,
+        },
     }
 }

@@ -6,14 +6,37 @@
 pub enum Error {
     /// The device cannot be used on this machine.
     #[error("device {device} is unavailable: {reason}")]
-    DeviceUnavailable { device: String, reason: String },
-    /// A CUDA failure at run time: out of memory, a driver or library error.
+    DeviceUnavailable {
+        /// The device (`cuda:0`).
+        device: String,
+        /// Why it cannot be used.
+        reason: String,
+    },
+    /// A GPU ran out of memory, even after tapir emptied its block cache
+    /// (PyTorch's `torch.cuda.OutOfMemoryError`).
+    #[error("{device}: out of memory: tried to allocate {requested} bytes with {free} bytes free")]
+    OutOfMemory {
+        /// The device (`cuda:0`).
+        device: String,
+        /// Bytes asked for.
+        requested: usize,
+        /// Bytes the driver reported free.
+        free: usize,
+    },
+    /// A CUDA failure at run time: a driver or library error.
     #[error("{device}: {message}")]
-    Cuda { device: String, message: String },
+    Cuda {
+        /// The device (`cuda:0`).
+        device: String,
+        /// What failed.
+        message: String,
+    },
     /// An I/O failure, with the path involved.
     #[error("{path}: {source}")]
     Io {
+        /// The file or folder.
         path: String,
+        /// The operating system's error.
         source: std::io::Error,
     },
     /// A tensor given to a model does not have the shape its `forward` declares.
@@ -26,3 +49,26 @@ pub enum Error {
 
 /// `Result` with tapir's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Runs `f`, turning an out-of-memory failure inside it (an op panics with
+/// an [`Error::OutOfMemory`] payload, as PyTorch raises `OutOfMemoryError`)
+/// into `Err`; every other panic goes on unwinding. The `try_` entry points
+/// (`try_forward` of `model!` models) run the model through it.
+///
+/// ```
+/// use tapir_runtime::{Error, error::catch_out_of_memory};
+/// assert_eq!(catch_out_of_memory(|| 2 + 2).unwrap(), 4);
+/// let oom = Error::OutOfMemory { device: "cuda:0".into(), requested: 1 << 40, free: 1 << 30 };
+/// let r: Result<(), Error> = catch_out_of_memory(|| std::panic::panic_any(oom));
+/// assert!(matches!(r, Err(Error::OutOfMemory { requested, .. }) if requested == 1 << 40));
+/// ```
+pub fn catch_out_of_memory<T>(f: impl FnOnce() -> T) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(v) => Ok(v),
+        Err(payload) => match payload.downcast::<Error>() {
+            Ok(e) if matches!(*e, Error::OutOfMemory { .. }) => Err(*e),
+            Ok(e) => std::panic::resume_unwind(e),
+            Err(other) => std::panic::resume_unwind(other),
+        },
+    }
+}

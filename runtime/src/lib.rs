@@ -16,7 +16,7 @@ pub mod data;
 mod device;
 mod display;
 mod dtype;
-mod error;
+pub mod error;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod nn;

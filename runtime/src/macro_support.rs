@@ -20,3 +20,14 @@ pub fn unchecked_error(what: &str, pattern: &str, got: &[usize]) -> Error {
         "{what}: an `unchecked!` value must have shape {pattern}, got {got:?}"
     ))
 }
+
+/// `forward` failing where `try_forward` returned `e`: out of memory goes on
+/// as its typed payload (so an enclosing `try_forward` still returns it as
+/// an `Err`), any other error as its message.
+#[track_caller]
+pub fn forward_failed(e: Error) -> ! {
+    match e {
+        oom @ Error::OutOfMemory { .. } => std::panic::panic_any(oom),
+        other => panic!("{other}"),
+    }
+}

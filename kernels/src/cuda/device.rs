@@ -16,8 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-/// A CUDA error as the runtime reports it: one sentence naming the device.
-pub type CudaResult<T> = Result<T, String>;
+pub use super::error::{CudaError, CudaResult};
 
 /// Blocks are rounded up to this many bytes, as PyTorch's allocator does, so
 /// that slightly different sizes share cached blocks.
@@ -67,7 +66,7 @@ pub struct CudaDevice {
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     /// Each loaded kernel, with its parameters' sizes from the PTX.
     functions: Mutex<HashMap<String, Loaded>>,
-    blas: OnceLock<Result<CudaBlas, String>>,
+    blas: OnceLock<CudaResult<CudaBlas>>,
     pool: Mutex<Pool>,
     staging: Mutex<HashMap<usize, Vec<Staging>>>,
     allow_tf32: AtomicBool,
@@ -103,14 +102,19 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
         return Ok(d.clone());
     }
     super::device_check(ordinal)?;
-    let ctx = CudaContext::new(ordinal).map_err(|e| format!("cuda:{ordinal}: {e:?}"))?;
+    let driver = |what: &str, e: cudarc::driver::DriverError| CudaError::Driver {
+        device: ordinal,
+        what: what.to_string(),
+        detail: format!("{e:?}"),
+    };
+    let ctx = CudaContext::new(ordinal).map_err(|e| driver("creating the context", e))?;
     // SAFETY: tapir issues all work on the device's one stream, in order, so
     // no buffer is used or freed concurrently from another stream; the events
     // cudarc would otherwise record on every launch guard nothing here.
     unsafe { ctx.disable_event_tracking() };
     let (major, minor) = ctx
         .compute_capability()
-        .map_err(|e| format!("cuda:{ordinal}: {e:?}"))?;
+        .map_err(|e| driver("reading the compute capability", e))?;
     let arch = format!("sm_{major}{minor}");
     let capability = (major as u32, minor as u32);
     let stream = ctx.default_stream();
@@ -160,8 +164,12 @@ impl CudaDevice {
         &self.stream
     }
 
-    pub(crate) fn err(&self, what: &str, e: impl std::fmt::Debug) -> String {
-        format!("cuda:{}: {what}: {e:?}", self.ordinal)
+    pub(crate) fn err(&self, what: &str, e: impl std::fmt::Debug) -> CudaError {
+        CudaError::Driver {
+            device: self.ordinal,
+            what: what.to_string(),
+            detail: format!("{e:?}"),
+        }
     }
 
     /// The kernel `name` (`<op>_<dtype>`), compiled with NVRTC on first use of
@@ -183,7 +191,8 @@ impl CudaDevice {
             check(params);
             return Ok(f.clone());
         }
-        let m = module_of(name).ok_or_else(|| format!("no CUDA kernel named `{name}`"))?;
+        let m = module_of(name)
+            .ok_or_else(|| CudaError::Unsupported(format!("no CUDA kernel named `{name}`")))?;
         let code = self.compiled(&m)?;
         let params = param_sizes(&code.ptx, name);
         check(&params);
@@ -210,7 +219,10 @@ impl CudaDevice {
     /// PTX, which the driver compiles for the GPU when loading it.
     fn compiled(&self, module: &Module) -> CudaResult<Arc<Compiled>> {
         compiled(module, &self.arch).or_else(|exact| {
-            compiled(module, "sm_90").map_err(|_| format!("cuda:{}: {exact}", self.ordinal))
+            compiled(module, "sm_90").map_err(|_| CudaError::Compile {
+                device: self.ordinal,
+                message: exact,
+            })
         })
     }
 
@@ -240,10 +252,10 @@ impl CudaDevice {
                 // SAFETY: only tries to dlopen libcublas; cudarc panics on a
                 // missing library, so look before creating the handle.
                 if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-                    return Err(format!(
-                        "cuda:{}: the cuBLAS library (libcublas.so) was not found",
-                        self.ordinal
-                    ));
+                    return Err(CudaError::MissingLibrary {
+                        device: self.ordinal,
+                        library: "cuBLAS (libcublas.so)",
+                    });
                 }
                 CudaBlas::new(self.stream.clone()).map_err(|e| self.err("creating cuBLAS", e))
             })
@@ -310,13 +322,15 @@ impl CudaDevice {
                     Ok(s) => s,
                     Err(_) => {
                         self.empty_cache();
-                        fresh(self).map_err(|e| {
+                        fresh(self).map_err(|_| {
                             let st = self.memory_stats();
-                            format!(
-                                "CUDA out of memory on cuda:{}: tried to allocate {} bytes \
-                                 ({} allocated by tensors, {} reserved): {e:?}",
-                                self.ordinal, size, st.allocated, st.reserved
-                            )
+                            CudaError::OutOfMemory {
+                                device: self.ordinal,
+                                requested: size,
+                                free: self.ctx.mem_get_info().map_or(0, |(free, _)| free),
+                                allocated: st.allocated,
+                                reserved: st.reserved,
+                            }
                         })?
                     }
                 };

@@ -13,6 +13,7 @@ mod buffer;
 mod checks;
 pub mod device;
 mod disk_cache;
+mod error;
 pub mod launch;
 pub mod modules;
 mod nvrtc;
@@ -21,18 +22,25 @@ mod twins;
 
 pub use buffer::CudaBuffer;
 pub use device::{CudaDevice, MemoryStats, device};
+pub use error::{CudaError, CudaResult};
 
 /// Whether CUDA device `ordinal` can be used; `Err` says why not.
-pub fn device_check(ordinal: usize) -> Result<(), String> {
+pub fn device_check(ordinal: usize) -> Result<(), CudaError> {
     // SAFETY: `is_culib_present` only tries to dlopen the driver library; it
     // has no preconditions.
     let present = unsafe { cudarc::driver::sys::is_culib_present() };
     if !present {
-        return Err("the CUDA driver library (libcuda.so) was not found".into());
+        return Err(CudaError::NoDriver);
     }
-    let count = cudarc::driver::CudaContext::device_count().map_err(|e| format!("{e:?}"))?;
+    let count = cudarc::driver::CudaContext::device_count().map_err(|e| CudaError::Driver {
+        device: ordinal,
+        what: "counting devices".into(),
+        detail: format!("{e:?}"),
+    })?;
     if ordinal as i32 >= count {
-        return Err(format!("only {count} CUDA device(s) present"));
+        return Err(CudaError::NoSuchDevice {
+            count: count.max(0) as usize,
+        });
     }
     Ok(())
 }

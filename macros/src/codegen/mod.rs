@@ -412,15 +412,17 @@ pub fn model(m: &Model) -> TokenStream {
             pub fn forward(&self, #(#params),*) -> #ret {
                 match self.try_forward(#(#names),*) {
                     ::core::result::Result::Ok(v) => v,
-                    ::core::result::Result::Err(e) => ::core::panic!("{}", e),
+                    ::core::result::Result::Err(e) => ::tapir::macro_support::forward_failed(e),
                 }
             }
 
-            /// Checks the inputs' shapes against the declared ones once, then runs `forward`.
+            /// Checks the inputs' shapes against the declared ones once, then
+            /// runs `forward`; running out of GPU memory inside it is an
+            /// `Err(Error::OutOfMemory)`, as PyTorch raises `OutOfMemoryError`.
             #[allow(non_snake_case, unused_variables)]
             pub fn try_forward(&self, #(#params),*) -> ::tapir::Result<#ret> {
                 #boundary
-                ::core::result::Result::Ok(self.__tapir_forward(#(#names),*))
+                ::tapir::error::catch_out_of_memory(|| self.__tapir_forward(#(#names),*))
             }
 
             #[doc(hidden)]

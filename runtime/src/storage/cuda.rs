@@ -8,7 +8,7 @@ use crate::device::Device;
 use crate::dtype::DType;
 use half::{bf16, f16};
 use std::sync::Arc;
-use tapir_kernels::cuda::{CudaBuffer, CudaDevice, launch};
+use tapir_kernels::cuda::{CudaBuffer, CudaDevice, CudaError, CudaResult, launch};
 use tapir_kernels::optim::OptimStep;
 use tapir_kernels::{Conv2dGeometry, Layout};
 
@@ -19,9 +19,21 @@ pub(crate) struct CudaStorage {
 }
 
 /// A CUDA failure inside an op: ops panic on misuse and, as PyTorch raises,
-/// on device errors such as running out of memory mid-graph.
-pub(crate) fn fail(op: &str, e: String) -> ! {
-    panic!("{op}: {e}")
+/// on device errors. Out of memory panics with a typed payload
+/// ([`crate::Error::OutOfMemory`]) that the `try_` APIs turn back into an
+/// `Err` (see [`crate::error::catch_out_of_memory`]).
+pub(crate) fn fail(op: &str, e: CudaError) -> ! {
+    let device = match &e {
+        CudaError::OutOfMemory { device, .. }
+        | CudaError::Driver { device, .. }
+        | CudaError::Compile { device, .. }
+        | CudaError::MissingLibrary { device, .. } => Device::Cuda(*device),
+        _ => Device::Cuda(0),
+    };
+    match crate::device::cuda_error(device, e) {
+        oom @ crate::Error::OutOfMemory { .. } => std::panic::panic_any(oom),
+        other => panic!("{op}: {other}"),
+    }
 }
 
 /// The launcher's description of a gather-like op's geometry.
@@ -60,7 +72,7 @@ pub(crate) fn any_dtype(d: DType) -> &'static str {
     }
 }
 
-pub(crate) fn device(ordinal: usize) -> Result<Arc<CudaDevice>, String> {
+pub(crate) fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
     tapir_kernels::cuda::device(ordinal)
 }
 
@@ -79,7 +91,7 @@ impl CudaStorage {
     }
 
     /// Uploads a CPU buffer to device `ordinal`.
-    pub fn upload(ordinal: usize, host: &CpuBuffer) -> Result<CudaStorage, String> {
+    pub fn upload(ordinal: usize, host: &CpuBuffer) -> CudaResult<CudaStorage> {
         let dev = device(ordinal)?;
         let buf = match host {
             CpuBuffer::F32(v) => dev.upload(v),
@@ -94,7 +106,7 @@ impl CudaStorage {
     }
 
     /// The whole buffer on the host (waits for queued work).
-    pub fn download(&self) -> Result<CpuBuffer, String> {
+    pub fn download(&self) -> CudaResult<CpuBuffer> {
         let n = self.len();
         Ok(match self.dtype {
             DType::F32 => CpuBuffer::F32(self.buf.read::<f32>(n)?),
@@ -116,7 +128,7 @@ impl CudaStorage {
 
     /// The view's elements on the host, row-major: the buffer itself when
     /// the view is all of it, else a device-side copy of the view first.
-    pub fn download_view(&self, l: &Layout) -> Result<CpuBuffer, String> {
+    pub fn download_view(&self, l: &Layout) -> CudaResult<CpuBuffer> {
         if l.contiguous_offset() == Some(0) && l.numel() == self.len() {
             self.download()
         } else {
@@ -125,7 +137,7 @@ impl CudaStorage {
     }
 
     /// Overwrites the buffer with a same-dtype, same-length host buffer.
-    pub fn overwrite(&mut self, host: &CpuBuffer) -> Result<(), String> {
+    pub fn overwrite(&mut self, host: &CpuBuffer) -> CudaResult<()> {
         assert_eq!(
             (host.dtype(), host.len()),
             (self.dtype, self.len()),
@@ -143,31 +155,26 @@ impl CudaStorage {
     }
 
     /// A contiguous copy of the view, on the device.
-    pub fn copy(&self, l: &Layout) -> Result<CudaStorage, String> {
+    pub fn copy(&self, l: &Layout) -> CudaResult<CudaStorage> {
         let buf = launch::strided_copy(&self.buf, l, self.dtype.size_in_bytes())?;
         Ok(CudaStorage::new(buf, self.dtype))
     }
 
     /// A contiguous copy converted to `dtype`.
-    pub fn cast(&self, l: &Layout, dtype: DType) -> Result<CudaStorage, String> {
+    pub fn cast(&self, l: &Layout, dtype: DType) -> CudaResult<CudaStorage> {
         let (from, to) = (any_dtype(self.dtype), any_dtype(dtype));
         launch::cast(&self.buf, l, from, to).map(|b| CudaStorage::new(b, dtype))
     }
 
     /// `n` copies of `value` on device `ordinal`.
-    pub fn filled(
-        ordinal: usize,
-        n: usize,
-        value: f64,
-        dtype: DType,
-    ) -> Result<CudaStorage, String> {
+    pub fn filled(ordinal: usize, n: usize, value: f64, dtype: DType) -> CudaResult<CudaStorage> {
         let dev = device(ordinal)?;
         let buf = launch::fill(&dev, n, any_dtype(dtype), value)?;
         Ok(CudaStorage::new(buf, dtype))
     }
 
     /// `self[l] = src[ls]` (same dtype, views of one shape).
-    pub fn assign(&mut self, l: &Layout, src: &CudaStorage, ls: &Layout) -> Result<(), String> {
+    pub fn assign(&mut self, l: &Layout, src: &CudaStorage, ls: &Layout) -> CudaResult<()> {
         assert_eq!(self.dtype, src.dtype, "CUDA assign needs one dtype");
         launch::strided_assign(&mut self.buf, l, &src.buf, ls, self.dtype.size_in_bytes())
     }
@@ -179,7 +186,7 @@ impl CudaStorage {
         rhs: &CudaStorage,
         lb: &Layout,
         cmp: &str,
-    ) -> Result<CudaStorage, String> {
+    ) -> CudaResult<CudaStorage> {
         assert_eq!(self.dtype, rhs.dtype, "CUDA compare needs one dtype");
         let buf = launch::compare(&self.buf, la, &rhs.buf, lb, cmp, any_dtype(self.dtype))?;
         Ok(CudaStorage::new(buf, DType::Bool))
@@ -193,7 +200,7 @@ impl CudaStorage {
         la: &Layout,
         b: &CudaStorage,
         lb: &Layout,
-    ) -> Result<CudaStorage, String> {
+    ) -> CudaResult<CudaStorage> {
         assert_eq!(cond.dtype, DType::Bool, "CUDA where needs a bool condition");
         assert_eq!(a.dtype, b.dtype, "CUDA where needs one dtype");
         let w = a.dtype.size_in_bytes();
@@ -211,7 +218,7 @@ impl CudaStorage {
         weight: Option<&CudaStorage>,
         bias: Option<&CudaStorage>,
         eps: f64,
-    ) -> Option<Result<[CudaStorage; 3], String>> {
+    ) -> Option<CudaResult<[CudaStorage; 3]>> {
         let kd = kernel_dtype(self.dtype)?;
         Some((|| {
             let ordinal = self.buf.device().ordinal();
@@ -254,7 +261,7 @@ impl CudaStorage {
         weight: Option<&CudaStorage>,
         rows: usize,
         n: usize,
-    ) -> Option<Result<[CudaStorage; 3], String>> {
+    ) -> Option<CudaResult<[CudaStorage; 3]>> {
         let kd = kernel_dtype(self.dtype)?;
         let w = weight.map(|w| &w.buf);
         let r =
@@ -269,7 +276,7 @@ impl CudaStorage {
         l: &Layout,
         dim: usize,
         max: bool,
-    ) -> Option<Result<(CudaStorage, CudaStorage), String>> {
+    ) -> Option<CudaResult<(CudaStorage, CudaStorage)>> {
         let kd = kernel_dtype(self.dtype)?;
         let order: Vec<usize> = (0..l.ndim()).filter(|&d| d != dim).chain([dim]).collect();
         let moved = l.permute(&order);
@@ -292,7 +299,7 @@ impl CudaStorage {
         l: &Layout,
         g: &Conv2dGeometry,
         pad: f64,
-    ) -> Option<Result<CudaStorage, String>> {
+    ) -> Option<CudaResult<CudaStorage>> {
         kernel_dtype(self.dtype)?;
         let geom = launch::ConvGeom::new(g)?;
         Some((|| {
@@ -303,7 +310,7 @@ impl CudaStorage {
     }
 
     /// col2im of the `[n, c*kh*kw, oh*ow]` view, summed in f32.
-    pub fn col2im(&self, l: &Layout, g: &Conv2dGeometry) -> Option<Result<CudaStorage, String>> {
+    pub fn col2im(&self, l: &Layout, g: &Conv2dGeometry) -> Option<CudaResult<CudaStorage>> {
         kernel_dtype(self.dtype)?;
         let geom = launch::ConvGeom::new(g)?;
         Some((|| {
@@ -314,7 +321,7 @@ impl CudaStorage {
     }
 
     /// This storage converted to `dtype` (itself when it has that dtype).
-    fn into_dtype(self, dtype: DType) -> Result<CudaStorage, String> {
+    fn into_dtype(self, dtype: DType) -> CudaResult<CudaStorage> {
         if self.dtype == dtype {
             Ok(self)
         } else {
@@ -329,7 +336,7 @@ impl CudaStorage {
         along: Along<'_>,
         idx: &CudaStorage,
         per_element: bool,
-    ) -> Result<CudaStorage, String> {
+    ) -> CudaResult<CudaStorage> {
         let g = gathered(along);
         let buf = launch::gather(
             &self.buf,
@@ -348,7 +355,7 @@ impl CudaStorage {
         src: &CudaStorage,
         ls: &Layout,
         idx: &CudaStorage,
-    ) -> Result<(), String> {
+    ) -> CudaResult<()> {
         let g = gathered(along);
         launch::scatter_add_f32(&mut self.buf, g, &src.buf, ls, &idx.buf)
     }
@@ -360,13 +367,13 @@ impl CudaStorage {
         src: &CudaStorage,
         idx: &CudaStorage,
         len: usize,
-    ) -> Result<(), String> {
+    ) -> CudaResult<()> {
         launch::index_add_f32(&mut self.buf, (outer, size, inner), &src.buf, &idx.buf, len)
     }
 
     /// The unary kernel `op` with parameters `p` over the view (float
     /// dtypes only); contiguous result.
-    pub fn unary(&self, l: &Layout, op: &str, p: [f64; 2]) -> Option<Result<CudaStorage, String>> {
+    pub fn unary(&self, l: &Layout, op: &str, p: [f64; 2]) -> Option<CudaResult<CudaStorage>> {
         let kd = kernel_dtype(self.dtype)?;
         let r = launch::unary(&self.buf, l, op, kd, p[0] as f32, p[1] as f32);
         Some(r.map(|b| CudaStorage::new(b, self.dtype)))
@@ -381,7 +388,7 @@ impl CudaStorage {
         lb: &Layout,
         op: &str,
         p0: f64,
-    ) -> Option<Result<CudaStorage, String>> {
+    ) -> Option<CudaResult<CudaStorage>> {
         let kd = kernel_dtype(self.dtype)?;
         if rhs.dtype != self.dtype {
             return None;
@@ -392,7 +399,7 @@ impl CudaStorage {
 
     /// In place: `self[l] = op(self[l])`, as the out-of-place kernel
     /// followed by a strided copy back into the view.
-    pub fn map_assign(&mut self, l: &Layout, op: &str, p: [f64; 2]) -> Option<Result<(), String>> {
+    pub fn map_assign(&mut self, l: &Layout, op: &str, p: [f64; 2]) -> Option<CudaResult<()>> {
         let r = self.unary(l, op, p)?;
         Some(r.and_then(|y| self.assign(l, &y, &Layout::contiguous(&l.shape))))
     }
@@ -406,7 +413,7 @@ impl CudaStorage {
         ls: &Layout,
         op: &str,
         p0: f64,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<CudaResult<()>> {
         kernel_dtype(self.dtype)?;
         Some((|| {
             let converted;
@@ -427,7 +434,7 @@ impl CudaStorage {
         l: &Layout,
         src: &CudaStorage,
         ls: &Layout,
-    ) -> Result<(), String> {
+    ) -> CudaResult<()> {
         if src.dtype == self.dtype {
             return self.assign(l, src, ls);
         }
@@ -436,7 +443,7 @@ impl CudaStorage {
     }
 
     /// In place: the view set to `value`.
-    pub fn fill(&mut self, l: &Layout, value: f64) -> Result<(), String> {
+    pub fn fill(&mut self, l: &Layout, value: f64) -> CudaResult<()> {
         let ordinal = self.buf.device().ordinal();
         let v = CudaStorage::filled(ordinal, l.numel(), value, self.dtype)?;
         self.assign(l, &v, &Layout::contiguous(&l.shape))
@@ -449,7 +456,7 @@ impl CudaStorage {
         g: &CudaStorage,
         state: &mut [&mut CudaStorage],
         step: &OptimStep,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<CudaResult<()>> {
         let kd = kernel_dtype(self.dtype)?;
         if g.dtype != self.dtype || state.iter().any(|s| s.dtype != self.dtype) {
             return None;
@@ -468,7 +475,7 @@ impl CudaStorage {
 
     /// Sum over `dims`: the reduced dims are moved last and made contiguous,
     /// then each row is summed by one block.
-    pub fn sum(&self, l: &Layout, dims: &[usize]) -> Option<Result<CudaStorage, String>> {
+    pub fn sum(&self, l: &Layout, dims: &[usize]) -> Option<CudaResult<CudaStorage>> {
         let kd = kernel_dtype(self.dtype)?;
         let keep: Vec<usize> = (0..l.ndim()).filter(|d| !dims.contains(d)).collect();
         let order: Vec<usize> = keep.iter().chain(dims).copied().collect();
@@ -483,7 +490,7 @@ impl CudaStorage {
     }
 
     /// Row-wise softmax or log-softmax over the last dim of the view.
-    pub fn softmax(&self, l: &Layout, log: bool) -> Option<Result<CudaStorage, String>> {
+    pub fn softmax(&self, l: &Layout, log: bool) -> Option<CudaResult<CudaStorage>> {
         let kd = kernel_dtype(self.dtype)?;
         let n = *l.shape.last()?;
         let rows = l.numel() / n.max(1);
@@ -501,7 +508,7 @@ impl CudaStorage {
         la: &Layout,
         rhs: &CudaStorage,
         lb: &Layout,
-    ) -> Option<Result<CudaStorage, String>> {
+    ) -> Option<CudaResult<CudaStorage>> {
         let kd = kernel_dtype(self.dtype)?;
         if rhs.dtype != self.dtype {
             return None;
@@ -546,7 +553,7 @@ struct GemmOperand {
 
 /// A view qualifies as it is when its last two dims are dense (row-major or
 /// transposed) and its batch dims collapse to one stride (or all broadcast).
-fn gemm_operand(buf: &CudaBuffer, l: &Layout, width: usize) -> Result<GemmOperand, String> {
+fn gemm_operand(buf: &CudaBuffer, l: &Layout, width: usize) -> CudaResult<GemmOperand> {
     let nd = l.ndim();
     let (r, c) = (l.shape[nd - 2], l.shape[nd - 1]);
     let (sr, sc) = (l.strides[nd - 2], l.strides[nd - 1]);

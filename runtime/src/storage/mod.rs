@@ -310,6 +310,6 @@ pub(crate) fn cuda_device_check(ordinal: usize) -> Result<()> {
     #[cfg(any(feature = "cuda", feature = "cuda12"))]
     {
         tapir_kernels::cuda::device_check(ordinal)
-            .map_err(|why| crate::device::unavailable(device, why))
+            .map_err(|why| crate::device::cuda_error(device, why))
     }
 }

@@ -65,7 +65,11 @@ pub fn matmul(
         other => panic!("matmul: no cuBLAS path for {other}"),
     };
     let int = |v: usize| -> CudaResult<i32> {
-        i32::try_from(v).map_err(|_| format!("matmul: dimension {v} exceeds cuBLAS's 32-bit sizes"))
+        i32::try_from(v).map_err(|_| {
+            CudaError::Unsupported(format!(
+                "matmul: dimension {v} exceeds cuBLAS's 32-bit sizes"
+            ))
+        })
     };
     let (one, zero) = (1.0f32, 0.0f32);
     let (pa, pb, pc) = (a.ptr(a_offset * w), b.ptr(b_offset * w), c.ptr(0));

@@ -6,7 +6,7 @@
 //! launched is `<op>_<dtype>`, the same string as in the `.cu` source.
 
 use super::CudaBuffer;
-use super::device::{CudaDevice, CudaResult};
+use super::device::{CudaDevice, CudaError, CudaResult};
 use crate::Layout;
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
