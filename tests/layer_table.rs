@@ -26,6 +26,7 @@ model! {
         silu: SiLU,
         tanh: Tanh,
         sigmoid: Sigmoid,
+        hardswish: Hardswish,
         leaky: LeakyReLU<0.1>,
         softmax: Softmax<-1>,
         attn: MultiheadAttention<8, 2, batch_first = true>,
@@ -44,7 +45,7 @@ model! {
         [2, 5, 3], [2, 5, 4], [2, 5, 4], [2, 4], [2, 3, 11, 9], [2, 5, 4], [2, 3, 4],
         [2, 4, 5, 4], [2, 6, 5, 4], [2, 3, 6, 5], [2, 3, 5, 4], [2, 3, 3, 2], [2, 33, 9],
         [2, 5, 4], [2, 5, 4], [2, 5, 4], [2, 5, 4], [2, 5, 4], [2, 5, 4], [2, 5, 4],
-        [2, 3, 8], [2, 3, 5], [3, 2, 8], [2, 5, 2],
+        [2, 5, 4], [2, 3, 8], [2, 3, 5], [3, 2, 8], [2, 5, 2],
     ) {
         let (a, w) = self.attn(q, kv, kv);
         let (s, _) = self.attn_seq_first(q_seq, q_seq, q_seq);
@@ -68,6 +69,7 @@ model! {
             self.silu(x),
             self.tanh(x),
             self.sigmoid(x),
+            self.hardswish(x),
             self.leaky(x),
             self.softmax(x),
             a,
@@ -97,6 +99,7 @@ const COVERED: &[&str] = &[
     "SiLU",
     "Tanh",
     "Sigmoid",
+    "Hardswish",
     "LeakyReLU",
     "Softmax",
     "MultiheadAttention",
@@ -128,7 +131,7 @@ fn rules_match_the_runtime_layers() {
     let shapes: Vec<Vec<usize>> = [
         &out.0, &out.1, &out.2, &out.3, &out.4, &out.5, &out.6, &out.7, &out.8, &out.9, &out.10,
         &out.11, &out.12, &out.13, &out.14, &out.15, &out.16, &out.17, &out.18, &out.19, &out.20,
-        &out.21, &out.22, &out.23,
+        &out.21, &out.22, &out.23, &out.24,
     ]
     .iter()
     .map(|t| t.shape().to_vec())
@@ -147,6 +150,7 @@ fn rules_match_the_runtime_layers() {
         vec![2, 3, 5, 4],
         vec![2, 3, 3, 2],
         vec![2, 33, 9],
+        vec![2, 5, 4],
         vec![2, 5, 4],
         vec![2, 5, 4],
         vec![2, 5, 4],

@@ -72,7 +72,7 @@ fn layer_table_request(tokens: &TokenStream) -> Option<TokenStream> {
     if s.replace(' ', "") != "@layer_table" {
         return None;
     }
-    let rows = analyse::layers::ROWS;
+    let rows = analyse::layers::row_names();
     Some(quote!(&[#(#rows),*]))
 }
 

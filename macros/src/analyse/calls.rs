@@ -8,6 +8,7 @@ use super::ir::MArg;
 use super::ir::{CallHow, Callee, Ir};
 use super::layers::{Kind, Layer};
 use super::methods::{self, ArgKind, Out};
+use super::rows::Attention;
 use crate::shape::{Dim, Shape, SymKind, show};
 use proc_macro2::Span;
 use std::collections::HashMap;
@@ -271,7 +272,7 @@ impl Checker<'_> {
             }
         }
         match &layer.kind {
-            Kind::Mha { .. } => {
+            Kind::Row(r) if r.attention().is_some() => {
                 return self
                     .attention(layer, callee, field, tensors, irs, &opts, span)
                     .unwrap_or((Val::Poison, Ir::Tuple(vec![])));
@@ -492,14 +493,14 @@ impl Checker<'_> {
         opts: &[&syn::ExprAssign],
         span: Span,
     ) -> Option<(Val, Ir)> {
-        let Kind::Mha {
+        let Attention {
             e,
             heads,
             batch_first,
-        } = &layer.kind
-        else {
-            return None;
-        };
+        } = match &layer.kind {
+            Kind::Row(r) => r.attention(),
+            _ => None,
+        }?;
         let label = layer.label(field);
         if tensors.len() != 3 {
             return Some(self.error(

@@ -1,7 +1,9 @@
-//! The layer table: which field types `model!` knows, their parameters (in
-//! PyTorch's order and with PyTorch's names and defaults) and their shape rules.
+//! Field types: a row of the layer table (`rows/`), `Sequential<(..)>`, an
+//! array `[Layer; N]` (a ModuleList) or another model; and the binding of a
+//! row's written arguments to its parameters.
 
 use super::dims::{DimScope, dim_of_expr, int_lit};
+use super::rows::{Row, TABLE, find};
 use crate::shape::Dim;
 use proc_macro2::Span;
 use std::cell::RefCell;
@@ -9,30 +11,10 @@ use std::rc::Rc;
 use syn::spanned::Spanned;
 use syn::{Expr, GenericArgument, PathArguments, Type};
 
-/// Every row of the table, as written in a field type.
-pub const ROWS: &[&str] = &[
-    "Linear",
-    "LayerNorm",
-    "RMSNorm",
-    "BatchNorm1d",
-    "BatchNorm2d",
-    "Dropout",
-    "Embedding",
-    "Conv2d",
-    "MaxPool2d",
-    "AvgPool2d",
-    "AdaptiveAvgPool2d",
-    "Flatten",
-    "ReLU",
-    "GELU",
-    "SiLU",
-    "Tanh",
-    "Sigmoid",
-    "LeakyReLU",
-    "Softmax",
-    "MultiheadAttention",
-    "Sequential",
-];
+/// The names of the table's rows (`model!(@layer_table)`), with `Sequential`.
+pub fn row_names() -> Vec<&'static str> {
+    TABLE.iter().map(|r| r.name).chain(["Sequential"]).collect()
+}
 
 /// A dimension given in the type or left as `_` to be inferred at the first call.
 #[derive(Clone)]
@@ -50,77 +32,10 @@ impl Slot {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Act {
-    ReLU,
-    Gelu,
-    SiLU,
-    Tanh,
-    Sigmoid,
-    LeakyReLU,
-}
-
 #[derive(Clone)]
 pub enum Kind {
-    Linear {
-        inp: Slot,
-        out: Dim,
-        bias: Option<Expr>,
-    },
-    LayerNorm {
-        d: Slot,
-        eps: Option<Expr>,
-        affine: Option<Expr>,
-        rms: bool,
-    },
-    BatchNorm {
-        c: Slot,
-        two_d: bool,
-    },
-    Dropout {
-        p: Expr,
-    },
-    Embedding {
-        n: Dim,
-        d: Dim,
-        padding_idx: Option<Expr>,
-    },
-    Conv2d {
-        inp: Slot,
-        out: Dim,
-        k: Dim,
-        stride: Dim,
-        padding: Dim,
-        dilation: Dim,
-        groups: Dim,
-        bias: Option<Expr>,
-    },
-    Pool {
-        max: bool,
-        k: Dim,
-        stride: Dim,
-        padding: Dim,
-    },
-    AdaptiveAvgPool {
-        h: Dim,
-        w: Dim,
-    },
-    Flatten {
-        start: i64,
-        end: i64,
-    },
-    Act {
-        act: Act,
-        arg: Option<Expr>,
-    },
-    Softmax {
-        dim: i64,
-    },
-    Mha {
-        e: Slot,
-        heads: Dim,
-        batch_first: bool,
-    },
+    /// A row of the layer table.
+    Row(Rc<dyn Row>),
     Sequential(Vec<Layer>),
     List {
         elem: Box<Layer>,
@@ -130,7 +45,7 @@ pub enum Kind {
     Model {
         name: syn::Ident,
         args: Vec<Dim>,
-        ty: Type,
+        ty: Box<Type>,
     },
 }
 
@@ -147,7 +62,8 @@ enum ArgVal {
     Expr(Expr),
 }
 
-struct Args {
+/// A row's written arguments, bound to its parameters by position or name.
+pub struct Args {
     row: &'static str,
     params: &'static [&'static str],
     vals: Vec<Option<ArgVal>>,
@@ -160,7 +76,7 @@ impl Args {
         self.vals[i].take()
     }
 
-    fn expr(&mut self, name: &str) -> syn::Result<Option<Expr>> {
+    pub fn expr(&mut self, name: &str) -> syn::Result<Option<Expr>> {
         match self.take(name) {
             None => Ok(None),
             Some(ArgVal::Expr(e)) => Ok(Some(e)),
@@ -171,7 +87,7 @@ impl Args {
         }
     }
 
-    fn required(&mut self, name: &str) -> syn::Result<Expr> {
+    pub fn required(&mut self, name: &str) -> syn::Result<Expr> {
         self.expr(name)?.ok_or_else(|| {
             syn::Error::new(
                 self.span,
@@ -185,7 +101,12 @@ impl Args {
         })
     }
 
-    fn dim(&mut self, name: &str, scope: &mut DimScope, default: Option<Dim>) -> syn::Result<Dim> {
+    pub fn dim(
+        &mut self,
+        name: &str,
+        scope: &mut DimScope,
+        default: Option<Dim>,
+    ) -> syn::Result<Dim> {
         match (self.expr(name)?, default) {
             (Some(e), _) => dim_of_expr(&e, scope),
             (None, Some(d)) => Ok(d),
@@ -193,7 +114,7 @@ impl Args {
         }
     }
 
-    fn slot(&mut self, name: &str, scope: &mut DimScope) -> syn::Result<Slot> {
+    pub fn slot(&mut self, name: &str, scope: &mut DimScope) -> syn::Result<Slot> {
         match self.take(name) {
             Some(ArgVal::Infer(_)) => Ok(Slot::Infer(Rc::new(RefCell::new(None)))),
             Some(ArgVal::Expr(e)) => Ok(Slot::Known(dim_of_expr(&e, scope)?)),
@@ -201,7 +122,7 @@ impl Args {
         }
     }
 
-    fn int(&mut self, name: &str, default: i64) -> syn::Result<i64> {
+    pub fn int(&mut self, name: &str, default: i64) -> syn::Result<i64> {
         match self.expr(name)? {
             None => Ok(default),
             Some(e) => int_lit(&e).ok_or_else(|| {
@@ -213,7 +134,7 @@ impl Args {
         }
     }
 
-    fn bool_lit(&mut self, name: &str, default: bool) -> syn::Result<bool> {
+    pub fn bool_lit(&mut self, name: &str, default: bool) -> syn::Result<bool> {
         match self.expr(name)? {
             None => Ok(default),
             Some(Expr::Lit(syn::ExprLit {
@@ -356,8 +277,8 @@ fn distance(a: &str, b: &str) -> usize {
 /// The table row a misspelt name was probably meant to be.
 pub fn suggest(name: &str) -> Option<&'static str> {
     let lower = name.to_lowercase();
-    ROWS.iter()
-        .copied()
+    row_names()
+        .into_iter()
         .map(|r| (distance(&lower, &r.to_lowercase()), r))
         .filter(|(d, _)| *d <= 2)
         .min()
@@ -395,187 +316,15 @@ pub fn parse_layer(ty: &Type, scope: &mut DimScope) -> syn::Result<Layer> {
     };
     let name = seg.ident.to_string();
     let args = &seg.arguments;
-    let bind = |row, params| bind_args(row, params, args, span);
+    if let Some(spec) = find(&name) {
+        let mut a = bind_args(spec.name, spec.params, args, span)?;
+        return Ok(Layer {
+            kind: Kind::Row((spec.parse)(&mut a, scope)?),
+            span,
+            row: spec.name.to_string(),
+        });
+    }
     let kind = match name.as_str() {
-        "Linear" => {
-            let mut a = bind("Linear", &["in_features", "out_features", "bias"])?;
-            Kind::Linear {
-                inp: a.slot("in_features", scope)?,
-                out: a.dim("out_features", scope, None)?,
-                bias: a.expr("bias")?,
-            }
-        }
-        "LayerNorm" | "RMSNorm" => {
-            let row = if name == "LayerNorm" {
-                "LayerNorm"
-            } else {
-                "RMSNorm"
-            };
-            let mut a = bind(row, &["normalized_shape", "eps", "elementwise_affine"])?;
-            Kind::LayerNorm {
-                d: a.slot("normalized_shape", scope)?,
-                eps: a.expr("eps")?,
-                affine: a.expr("elementwise_affine")?,
-                rms: row == "RMSNorm",
-            }
-        }
-        "BatchNorm1d" | "BatchNorm2d" => {
-            let two_d = name == "BatchNorm2d";
-            let mut a = bind(
-                if two_d { "BatchNorm2d" } else { "BatchNorm1d" },
-                &["num_features"],
-            )?;
-            Kind::BatchNorm {
-                c: a.slot("num_features", scope)?,
-                two_d,
-            }
-        }
-        "Dropout" => {
-            let mut a = bind("Dropout", &["p"])?;
-            let p = a.expr("p")?.unwrap_or_else(|| syn::parse_quote!(0.5));
-            if let Expr::Lit(syn::ExprLit {
-                lit: syn::Lit::Float(f),
-                ..
-            }) = &p
-            {
-                let v: f64 = f.base10_parse()?;
-                if !(0.0..=1.0).contains(&v) {
-                    return Err(syn::Error::new(
-                        f.span(),
-                        format!("Dropout probability must be between 0 and 1, got {v}"),
-                    ));
-                }
-            }
-            Kind::Dropout { p }
-        }
-        "Embedding" => {
-            let mut a = bind(
-                "Embedding",
-                &["num_embeddings", "embedding_dim", "padding_idx"],
-            )?;
-            Kind::Embedding {
-                n: a.dim("num_embeddings", scope, None)?,
-                d: a.dim("embedding_dim", scope, None)?,
-                padding_idx: a.expr("padding_idx")?,
-            }
-        }
-        "Conv2d" => {
-            let mut a = bind(
-                "Conv2d",
-                &[
-                    "in_channels",
-                    "out_channels",
-                    "kernel_size",
-                    "stride",
-                    "padding",
-                    "dilation",
-                    "groups",
-                    "bias",
-                ],
-            )?;
-            Kind::Conv2d {
-                inp: a.slot("in_channels", scope)?,
-                out: a.dim("out_channels", scope, None)?,
-                k: a.dim("kernel_size", scope, None)?,
-                stride: a.dim("stride", scope, Some(Dim::lit(1)))?,
-                padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
-                dilation: a.dim("dilation", scope, Some(Dim::lit(1)))?,
-                groups: a.dim("groups", scope, Some(Dim::lit(1)))?,
-                bias: a.expr("bias")?,
-            }
-        }
-        "MaxPool2d" | "AvgPool2d" => {
-            let max = name == "MaxPool2d";
-            let mut a = bind(
-                if max { "MaxPool2d" } else { "AvgPool2d" },
-                &["kernel_size", "stride", "padding"],
-            )?;
-            let k = a.dim("kernel_size", scope, None)?;
-            let stride = a.dim("stride", scope, Some(k.clone()))?;
-            Kind::Pool {
-                max,
-                k,
-                stride,
-                padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
-            }
-        }
-        "AdaptiveAvgPool2d" => {
-            let mut a = bind("AdaptiveAvgPool2d", &["output_size", "output_width"])?;
-            let h = a.dim("output_size", scope, None)?;
-            let w = a.dim("output_width", scope, Some(h.clone()))?;
-            Kind::AdaptiveAvgPool { h, w }
-        }
-        "Flatten" => {
-            let mut a = bind("Flatten", &["start_dim", "end_dim"])?;
-            Kind::Flatten {
-                start: a.int("start_dim", 1)?,
-                end: a.int("end_dim", -1)?,
-            }
-        }
-        "ReLU" | "Relu" | "SiLU" | "Silu" | "Tanh" | "Sigmoid" => {
-            let act = match name.as_str() {
-                "ReLU" | "Relu" => Act::ReLU,
-                "SiLU" | "Silu" => Act::SiLU,
-                "Tanh" => Act::Tanh,
-                _ => Act::Sigmoid,
-            };
-            bind(
-                ROWS.iter()
-                    .find(|r| r.eq_ignore_ascii_case(&name))
-                    .copied()
-                    .unwrap_or("ReLU"),
-                &[],
-            )?;
-            Kind::Act { act, arg: None }
-        }
-        "GELU" | "Gelu" => {
-            let mut a = bind("GELU", &["approximate"])?;
-            let arg = a.expr("approximate")?;
-            if let Some(e) = &arg {
-                match e {
-                    Expr::Lit(syn::ExprLit {
-                        lit: syn::Lit::Str(s),
-                        ..
-                    }) if s.value() == "tanh" || s.value() == "none" => {}
-                    _ => {
-                        return Err(syn::Error::new(
-                            e.span(),
-                            "GELU's `approximate` is \"none\" or \"tanh\"",
-                        ));
-                    }
-                }
-            }
-            Kind::Act {
-                act: Act::Gelu,
-                arg,
-            }
-        }
-        "LeakyReLU" => {
-            let mut a = bind("LeakyReLU", &["negative_slope"])?;
-            Kind::Act {
-                act: Act::LeakyReLU,
-                arg: a.expr("negative_slope")?,
-            }
-        }
-        "Softmax" => {
-            let mut a = bind("Softmax", &["dim"])?;
-            let dim = a.required("dim")?;
-            let dim = int_lit(&dim).ok_or_else(|| {
-                syn::Error::new(dim.span(), "Softmax's `dim` must be an integer literal")
-            })?;
-            Kind::Softmax { dim }
-        }
-        "MultiheadAttention" => {
-            let mut a = bind(
-                "MultiheadAttention",
-                &["embed_dim", "num_heads", "batch_first"],
-            )?;
-            Kind::Mha {
-                e: a.slot("embed_dim", scope)?,
-                heads: a.dim("num_heads", scope, None)?,
-                batch_first: a.bool_lit("batch_first", false)?,
-            }
-        }
         "Sequential" => {
             let elems = match args {
                 PathArguments::AngleBracketed(a) if a.args.len() == 1 => match &a.args[0] {
@@ -629,17 +378,13 @@ pub fn parse_layer(ty: &Type, scope: &mut DimScope) -> syn::Result<Layer> {
             Kind::Model {
                 name: seg.ident.clone(),
                 args: dims,
-                ty: ty.clone(),
+                ty: Box::new(ty.clone()),
             }
         }
     };
     Ok(Layer {
         kind,
         span,
-        row: if let Some(r) = ROWS.iter().find(|r| r.eq_ignore_ascii_case(&name)) {
-            r.to_string()
-        } else {
-            name
-        },
+        row: name,
     })
 }

@@ -9,6 +9,7 @@ mod facts;
 pub mod ir;
 pub mod layers;
 mod methods;
+pub mod rows;
 pub mod rules;
 
 pub use body::Sig;
@@ -19,7 +20,7 @@ use crate::shape::{Dim, Shape, SymKind, show};
 use body::{Checker, Val};
 use dims::{DimScope, dim_of_expr};
 use ir::{IrBlock, RuntimeShape};
-use layers::{Kind, Layer, Slot, parse_layer};
+use layers::{Kind, Layer, parse_layer};
 use std::collections::HashMap;
 use syn::spanned::Spanned;
 use syn::{GenericParam, Ident, Type};
@@ -190,13 +191,8 @@ fn each_layer(l: &Layer, f: &mut dyn FnMut(&Layer)) {
 }
 
 fn unresolved(l: &Layer) -> Option<&'static str> {
-    let empty = |s: &Slot| s.get().is_none();
     match &l.kind {
-        Kind::Linear { inp, .. } if empty(inp) => Some("in_features"),
-        Kind::Conv2d { inp, .. } if empty(inp) => Some("in_channels"),
-        Kind::LayerNorm { d, .. } if empty(d) => Some("normalized_shape"),
-        Kind::BatchNorm { c, .. } if empty(c) => Some("num_features"),
-        Kind::Mha { e, .. } if empty(e) => Some("embed_dim"),
+        Kind::Row(r) => r.uninferred(),
         _ => None,
     }
 }

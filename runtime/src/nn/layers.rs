@@ -35,6 +35,8 @@ activation!(/// `nn.Tanh`.
     Tanh, "Tanh()", |x| x.tanh());
 activation!(/// `nn.Sigmoid`.
     Sigmoid, "Sigmoid()", |x| x.sigmoid());
+activation!(/// `nn.Hardswish`: `x * relu6(x + 3) / 6`.
+    Hardswish, "Hardswish()", |x| x.hardswish());
 
 /// `nn.GELU`; `tanh: true` is `approximate='tanh'`.
 #[derive(Debug, Default, Clone, Copy)]

@@ -13,8 +13,8 @@ mod norm;
 pub use attention::MultiheadAttention;
 pub use container::{ModuleList, Sequential};
 pub use layers::{
-    AdaptiveAvgPool2d, AvgPool2d, Conv2d, Dropout, Flatten, GELU, LeakyReLU, MaxPool2d, ReLU, SiLU,
-    Sigmoid, Softmax, Tanh,
+    AdaptiveAvgPool2d, AvgPool2d, Conv2d, Dropout, Flatten, GELU, Hardswish, LeakyReLU, MaxPool2d,
+    ReLU, SiLU, Sigmoid, Softmax, Tanh,
 };
 pub use linear::{Embedding, Linear};
 pub use loss::{

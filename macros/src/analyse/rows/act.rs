@@ -1,0 +1,115 @@
+//! Activations: same shape out as in.
+
+use super::{Row, RowSpec};
+use crate::analyse::rules::Facts;
+use crate::shape::Shape;
+use proc_macro2::{Span, TokenStream};
+use quote::quote;
+use std::rc::Rc;
+use syn::Expr;
+use syn::spanned::Spanned;
+
+/// A parameterless activation, built as `::tapir::nn::<name>`.
+struct Plain(&'static str);
+
+impl Row for Plain {
+    fn apply(&self, _: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        let ty = syn::Ident::new(self.0, Span::call_site());
+        quote!(::tapir::nn::#ty)
+    }
+    fn constructor(&self) -> TokenStream {
+        self.runtime_type()
+    }
+}
+
+macro_rules! plain {
+    ($konst:ident, $name:literal, [$($alias:literal),*]) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[$($alias),*],
+            params: &[],
+            parse: |_, _| Ok(Rc::new(Plain($name))),
+        };
+    };
+}
+
+plain!(RELU, "ReLU", ["Relu"]);
+plain!(SILU, "SiLU", ["Silu"]);
+plain!(TANH, "Tanh", []);
+plain!(SIGMOID, "Sigmoid", []);
+plain!(HARDSWISH, "Hardswish", []);
+
+/// `nn.GELU`, exact or with the tanh approximation.
+struct Gelu {
+    tanh: bool,
+}
+
+impl Row for Gelu {
+    fn apply(&self, _: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::GELU)
+    }
+    fn constructor(&self) -> TokenStream {
+        let tanh = self.tanh;
+        quote!(::tapir::nn::GELU { tanh: #tanh })
+    }
+}
+
+pub const GELU: RowSpec = RowSpec {
+    name: "GELU",
+    aliases: &["Gelu"],
+    params: &["approximate"],
+    parse: |a, _| {
+        let tanh = match a.expr("approximate")? {
+            None => false,
+            Some(Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Str(s),
+                ..
+            })) if s.value() == "tanh" || s.value() == "none" => s.value() == "tanh",
+            Some(e) => {
+                return Err(syn::Error::new(
+                    e.span(),
+                    "GELU's `approximate` is \"none\" or \"tanh\"",
+                ));
+            }
+        };
+        Ok(Rc::new(Gelu { tanh }))
+    },
+};
+
+/// `nn.LeakyReLU` (negative_slope 0.01).
+struct LeakyRelu {
+    slope: Option<Expr>,
+}
+
+impl Row for LeakyRelu {
+    fn apply(&self, _: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::LeakyReLU)
+    }
+    fn constructor(&self) -> TokenStream {
+        let s = match &self.slope {
+            Some(e) => quote!(#e),
+            None => quote!(0.01),
+        };
+        quote!(::tapir::nn::LeakyReLU { negative_slope: #s })
+    }
+}
+
+pub const LEAKY_RELU: RowSpec = RowSpec {
+    name: "LeakyReLU",
+    aliases: &[],
+    params: &["negative_slope"],
+    parse: |a, _| {
+        Ok(Rc::new(LeakyRelu {
+            slope: a.expr("negative_slope")?,
+        }))
+    },
+};

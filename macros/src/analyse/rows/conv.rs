@@ -1,0 +1,219 @@
+//! Sliding windows over `[N, C, H, W]`: Conv2d and pooling (PyTorch's
+//! output-size formula on each spatial dim).
+
+use super::{Row, RowSpec};
+use crate::analyse::layers::Slot;
+use crate::analyse::rules::{Facts, fill_slot, window};
+use crate::codegen::dim_usize;
+use crate::shape::{Dim, Shape, show};
+use proc_macro2::TokenStream;
+use quote::quote;
+use std::rc::Rc;
+use syn::Expr;
+
+/// `nn.Conv2d` with square kernels.
+struct Conv2d {
+    inp: Slot,
+    out: Dim,
+    k: Dim,
+    stride: Dim,
+    padding: Dim,
+    dilation: Dim,
+    groups: Dim,
+    bias: Option<Expr>,
+}
+
+impl Row for Conv2d {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        if x.len() != 4 {
+            return Err(format!(
+                "{label} expects input `[N, C, H, W]`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        let want = fill_slot(&self.inp, &x[1], "in_channels", label)?;
+        facts.equal(&x[1], &want, &|| {
+            format!(
+                "{label} expects input `[N, {want}, H, W]`, got `{}`{{from}}",
+                show(x)
+            )
+        })?;
+        let groups = &self.groups;
+        for (what, n) in [("in_channels", &want), ("out_channels", &self.out)] {
+            facts.divides(n, groups, &|| {
+                format!("{label}: {what} {n} is not divisible by groups {groups}")
+            })?;
+        }
+        let mut y = x.clone();
+        y[1] = self.out.clone();
+        for (ax, out) in y.iter_mut().enumerate().skip(2) {
+            *out = window(
+                label,
+                x,
+                ax,
+                &self.k,
+                &self.stride,
+                &self.padding,
+                &self.dilation,
+            )?;
+        }
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::Conv2d)
+    }
+    fn constructor(&self) -> TokenStream {
+        let i = dim_usize(&self.inp.get().unwrap_or_default());
+        let (o, k) = (dim_usize(&self.out), dim_usize(&self.k));
+        let (s, p, d, g) = (
+            dim_usize(&self.stride),
+            dim_usize(&self.padding),
+            dim_usize(&self.dilation),
+            dim_usize(&self.groups),
+        );
+        let b = match &self.bias {
+            Some(e) => quote!(#e),
+            None => quote!(true),
+        };
+        quote!(::tapir::nn::Conv2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, #b))
+    }
+    fn uninferred(&self) -> Option<&'static str> {
+        self.inp.get().is_none().then_some("in_channels")
+    }
+}
+
+pub const CONV2D: RowSpec = RowSpec {
+    name: "Conv2d",
+    aliases: &[],
+    params: &[
+        "in_channels",
+        "out_channels",
+        "kernel_size",
+        "stride",
+        "padding",
+        "dilation",
+        "groups",
+        "bias",
+    ],
+    parse: |a, scope| {
+        Ok(Rc::new(Conv2d {
+            inp: a.slot("in_channels", scope)?,
+            out: a.dim("out_channels", scope, None)?,
+            k: a.dim("kernel_size", scope, None)?,
+            stride: a.dim("stride", scope, Some(Dim::lit(1)))?,
+            padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
+            dilation: a.dim("dilation", scope, Some(Dim::lit(1)))?,
+            groups: a.dim("groups", scope, Some(Dim::lit(1)))?,
+            bias: a.expr("bias")?,
+        }))
+    },
+};
+
+/// `nn.MaxPool2d` / `nn.AvgPool2d` (stride defaults to the kernel size).
+struct Pool {
+    max: bool,
+    k: Dim,
+    stride: Dim,
+    padding: Dim,
+}
+
+impl Row for Pool {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        if x.len() != 4 && x.len() != 3 {
+            return Err(format!(
+                "{label} expects input `[N, C, H, W]`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        let mut y = x.clone();
+        let first = x.len() - 2;
+        for (ax, out) in y.iter_mut().enumerate().skip(first) {
+            *out = window(
+                label,
+                x,
+                ax,
+                &self.k,
+                &self.stride,
+                &self.padding,
+                &Dim::lit(1),
+            )?;
+        }
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        match self.max {
+            true => quote!(::tapir::nn::MaxPool2d),
+            false => quote!(::tapir::nn::AvgPool2d),
+        }
+    }
+    fn constructor(&self) -> TokenStream {
+        let ty = self.runtime_type();
+        let (k, s, p) = (
+            dim_usize(&self.k),
+            dim_usize(&self.stride),
+            dim_usize(&self.padding),
+        );
+        quote!({ let mut pool = #ty::new(#k); pool.stride = (#s, #s); pool.padding = (#p, #p); pool })
+    }
+}
+
+macro_rules! pool {
+    ($konst:ident, $name:literal, $max:literal) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["kernel_size", "stride", "padding"],
+            parse: |a, scope| {
+                let k = a.dim("kernel_size", scope, None)?;
+                Ok(Rc::new(Pool {
+                    max: $max,
+                    stride: a.dim("stride", scope, Some(k.clone()))?,
+                    padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
+                    k,
+                }))
+            },
+        };
+    };
+}
+
+pool!(MAX_POOL2D, "MaxPool2d", true);
+pool!(AVG_POOL2D, "AvgPool2d", false);
+
+/// `nn.AdaptiveAvgPool2d`: the spatial dims become the output size.
+struct AdaptiveAvgPool {
+    h: Dim,
+    w: Dim,
+}
+
+impl Row for AdaptiveAvgPool {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        if x.len() != 4 {
+            return Err(format!(
+                "{label} expects input `[N, C, H, W]`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        let mut y = x.clone();
+        y[2] = self.h.clone();
+        y[3] = self.w.clone();
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::AdaptiveAvgPool2d)
+    }
+    fn constructor(&self) -> TokenStream {
+        let (h, w) = (dim_usize(&self.h), dim_usize(&self.w));
+        quote!(::tapir::nn::AdaptiveAvgPool2d { output_size: (#h, #w) })
+    }
+}
+
+pub const ADAPTIVE_AVG_POOL2D: RowSpec = RowSpec {
+    name: "AdaptiveAvgPool2d",
+    aliases: &[],
+    params: &["output_size", "output_width"],
+    parse: |a, scope| {
+        let h = a.dim("output_size", scope, None)?;
+        let w = a.dim("output_width", scope, Some(h.clone()))?;
+        Ok(Rc::new(AdaptiveAvgPool { h, w }))
+    },
+};

@@ -1,0 +1,185 @@
+//! Linear and the normalisation layers: rules on the last dim or on channels.
+
+use super::{Row, RowSpec};
+use crate::analyse::layers::Slot;
+use crate::analyse::rules::{Facts, fill_slot, last_dim, rank_at_least};
+use crate::codegen::dim_usize;
+use crate::shape::{Dim, Shape, show};
+use proc_macro2::TokenStream;
+use quote::quote;
+use std::rc::Rc;
+use syn::Expr;
+
+fn slot_usize(s: &Slot) -> TokenStream {
+    dim_usize(&s.get().unwrap_or_default())
+}
+
+fn or_default(e: &Option<Expr>, default: TokenStream) -> TokenStream {
+    match e {
+        Some(e) => quote!(#e),
+        None => default,
+    }
+}
+
+/// `nn.Linear`: `[.., in_features]` -> `[.., out_features]`.
+struct Linear {
+    inp: Slot,
+    out: Dim,
+    bias: Option<Expr>,
+}
+
+impl Row for Linear {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        rank_at_least(label, x, 1, "[.., in_features]")?;
+        let want = fill_slot(&self.inp, &x[x.len() - 1], "in_features", label)?;
+        last_dim(label, x, &want, facts)?;
+        let mut y = x.clone();
+        *y.last_mut().expect("rank checked") = self.out.clone();
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::Linear)
+    }
+    fn constructor(&self) -> TokenStream {
+        let (i, o) = (slot_usize(&self.inp), dim_usize(&self.out));
+        let b = or_default(&self.bias, quote!(true));
+        quote!(::tapir::nn::Linear::new(#i, #o, #b))
+    }
+    fn uninferred(&self) -> Option<&'static str> {
+        self.inp.get().is_none().then_some("in_features")
+    }
+}
+
+pub const LINEAR: RowSpec = RowSpec {
+    name: "Linear",
+    aliases: &[],
+    params: &["in_features", "out_features", "bias"],
+    parse: |a, scope| {
+        Ok(Rc::new(Linear {
+            inp: a.slot("in_features", scope)?,
+            out: a.dim("out_features", scope, None)?,
+            bias: a.expr("bias")?,
+        }))
+    },
+};
+
+/// `nn.LayerNorm` and `nn.RMSNorm` over the last dim.
+struct Norm {
+    d: Slot,
+    eps: Option<Expr>,
+    affine: Option<Expr>,
+    rms: bool,
+}
+
+impl Row for Norm {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        rank_at_least(label, x, 1, "[.., normalized_shape]")?;
+        let want = fill_slot(&self.d, &x[x.len() - 1], "normalized_shape", label)?;
+        last_dim(label, x, &want, facts)?;
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        match self.rms {
+            false => quote!(::tapir::nn::LayerNorm),
+            true => quote!(::tapir::nn::RMSNorm),
+        }
+    }
+    fn constructor(&self) -> TokenStream {
+        let (d, a) = (slot_usize(&self.d), or_default(&self.affine, quote!(true)));
+        if self.rms {
+            let eps = match &self.eps {
+                Some(e) => quote!(::core::option::Option::Some(#e)),
+                None => quote!(::core::option::Option::None),
+            };
+            quote!(::tapir::nn::RMSNorm::new(&[#d], #eps, #a))
+        } else {
+            let eps = or_default(&self.eps, quote!(1e-5));
+            quote!(::tapir::nn::LayerNorm::new(&[#d], #eps, #a))
+        }
+    }
+    fn uninferred(&self) -> Option<&'static str> {
+        self.d.get().is_none().then_some("normalized_shape")
+    }
+}
+
+macro_rules! norm {
+    ($konst:ident, $name:literal, $rms:literal) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["normalized_shape", "eps", "elementwise_affine"],
+            parse: |a, scope| {
+                Ok(Rc::new(Norm {
+                    d: a.slot("normalized_shape", scope)?,
+                    eps: a.expr("eps")?,
+                    affine: a.expr("elementwise_affine")?,
+                    rms: $rms,
+                }))
+            },
+        };
+    };
+}
+
+norm!(LAYER_NORM, "LayerNorm", false);
+norm!(RMS_NORM, "RMSNorm", true);
+
+/// `nn.BatchNorm1d` / `nn.BatchNorm2d`: channels in dim 1.
+struct BatchNorm {
+    c: Slot,
+    two_d: bool,
+}
+
+impl Row for BatchNorm {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        let (pattern, ok_rank) = match self.two_d {
+            true => ("[N, C, H, W]", x.len() == 4),
+            false => ("[N, C] or [N, C, L]", x.len() == 2 || x.len() == 3),
+        };
+        if !ok_rank {
+            return Err(format!(
+                "{label} expects input `{pattern}`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        let want = fill_slot(&self.c, &x[1], "num_features", label)?;
+        facts.equal(&x[1], &want, &|| {
+            format!(
+                "{label} expects {want} channels in dim 1, got `{}`{{from}}",
+                show(x)
+            )
+        })?;
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::BatchNorm)
+    }
+    fn constructor(&self) -> TokenStream {
+        let c = slot_usize(&self.c);
+        match self.two_d {
+            true => quote!(::tapir::nn::BatchNorm::new_2d(#c)),
+            false => quote!(::tapir::nn::BatchNorm::new_1d(#c)),
+        }
+    }
+    fn uninferred(&self) -> Option<&'static str> {
+        self.c.get().is_none().then_some("num_features")
+    }
+}
+
+macro_rules! batch_norm {
+    ($konst:ident, $name:literal, $two_d:literal) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["num_features"],
+            parse: |a, scope| {
+                Ok(Rc::new(BatchNorm {
+                    c: a.slot("num_features", scope)?,
+                    two_d: $two_d,
+                }))
+            },
+        };
+    };
+}
+
+batch_norm!(BATCH_NORM_1D, "BatchNorm1d", false);
+batch_norm!(BATCH_NORM_2D, "BatchNorm2d", true);

@@ -1,0 +1,171 @@
+//! Dropout, Embedding, Flatten and Softmax.
+
+use super::{Row, RowSpec};
+use crate::analyse::dims::int_lit;
+use crate::analyse::rules::{Facts, flatten, normalize_dim};
+use crate::codegen::dim_usize;
+use crate::shape::{Dim, Shape, show};
+use proc_macro2::{Literal, TokenStream};
+use quote::quote;
+use std::rc::Rc;
+use syn::Expr;
+use syn::spanned::Spanned;
+
+/// `nn.Dropout(p)`: same shape.
+struct Dropout {
+    p: Expr,
+}
+
+impl Row for Dropout {
+    fn apply(&self, _: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::Dropout)
+    }
+    fn constructor(&self) -> TokenStream {
+        let p = &self.p;
+        quote!(::tapir::nn::Dropout::new(#p))
+    }
+}
+
+pub const DROPOUT: RowSpec = RowSpec {
+    name: "Dropout",
+    aliases: &[],
+    params: &["p"],
+    parse: |a, _| {
+        let p = a.expr("p")?.unwrap_or_else(|| syn::parse_quote!(0.5));
+        if let Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Float(f),
+            ..
+        }) = &p
+        {
+            let v: f64 = f.base10_parse()?;
+            if !(0.0..=1.0).contains(&v) {
+                return Err(syn::Error::new(
+                    f.span(),
+                    format!("Dropout probability must be between 0 and 1, got {v}"),
+                ));
+            }
+        }
+        Ok(Rc::new(Dropout { p }))
+    },
+};
+
+/// `nn.Embedding`: ids of any shape gain a trailing `embedding_dim`.
+struct Embedding {
+    n: Dim,
+    d: Dim,
+    padding_idx: Option<Expr>,
+}
+
+impl Row for Embedding {
+    fn apply(&self, _: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        let mut y = x.clone();
+        y.push(self.d.clone());
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::Embedding)
+    }
+    fn constructor(&self) -> TokenStream {
+        let (n, d) = (dim_usize(&self.n), dim_usize(&self.d));
+        let p = match &self.padding_idx {
+            Some(e) => quote!(::core::option::Option::Some(#e)),
+            None => quote!(::core::option::Option::None),
+        };
+        quote!(::tapir::nn::Embedding::new(#n, #d, #p))
+    }
+}
+
+pub const EMBEDDING: RowSpec = RowSpec {
+    name: "Embedding",
+    aliases: &[],
+    params: &["num_embeddings", "embedding_dim", "padding_idx"],
+    parse: |a, scope| {
+        Ok(Rc::new(Embedding {
+            n: a.dim("num_embeddings", scope, None)?,
+            d: a.dim("embedding_dim", scope, None)?,
+            padding_idx: a.expr("padding_idx")?,
+        }))
+    },
+};
+
+/// `nn.Flatten(start_dim=1, end_dim=-1)`.
+struct Flatten {
+    start: i64,
+    end: i64,
+}
+
+impl Row for Flatten {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        let (start, end) = (self.start, self.end);
+        match (normalize_dim(start, x.len()), normalize_dim(end, x.len())) {
+            (Some(s), Some(e)) if s <= e => Ok(flatten(x, s, e)),
+            _ => Err(format!(
+                "{label}: dims {start}..={end} are out of range for input `{}`{{from}}",
+                show(x)
+            )),
+        }
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::Flatten)
+    }
+    fn constructor(&self) -> TokenStream {
+        let (s, e) = (
+            Literal::i64_unsuffixed(self.start),
+            Literal::i64_unsuffixed(self.end),
+        );
+        quote!(::tapir::nn::Flatten { start_dim: #s, end_dim: #e })
+    }
+}
+
+pub const FLATTEN: RowSpec = RowSpec {
+    name: "Flatten",
+    aliases: &[],
+    params: &["start_dim", "end_dim"],
+    parse: |a, _| {
+        Ok(Rc::new(Flatten {
+            start: a.int("start_dim", 1)?,
+            end: a.int("end_dim", -1)?,
+        }))
+    },
+};
+
+/// `nn.Softmax(dim)`.
+struct Softmax {
+    dim: i64,
+}
+
+impl Row for Softmax {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        let dim = self.dim;
+        normalize_dim(dim, x.len()).ok_or_else(|| {
+            format!(
+                "{label}: dim {dim} is out of range for input `{}`{{from}}",
+                show(x)
+            )
+        })?;
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::Softmax)
+    }
+    fn constructor(&self) -> TokenStream {
+        let d = Literal::i64_unsuffixed(self.dim);
+        quote!(::tapir::nn::Softmax { dim: #d })
+    }
+}
+
+pub const SOFTMAX: RowSpec = RowSpec {
+    name: "Softmax",
+    aliases: &[],
+    params: &["dim"],
+    parse: |a, _| {
+        let dim = a.required("dim")?;
+        let dim = int_lit(&dim).ok_or_else(|| {
+            syn::Error::new(dim.span(), "Softmax's `dim` must be an integer literal")
+        })?;
+        Ok(Rc::new(Softmax { dim }))
+    },
+};

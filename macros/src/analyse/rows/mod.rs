@@ -1,0 +1,86 @@
+//! The layer table: one row per layer `model!` knows. A row is a struct
+//! holding the layer's parameters (in PyTorch's order, with PyTorch's names
+//! and defaults) and implementing [`Row`]: its shape rule and the code that
+//! builds it sit together, and its parser is its [`RowSpec`] in [`TABLE`].
+//! Adding a layer is adding a row here (and its runtime type in `tapir::nn`).
+
+mod act;
+mod attention;
+mod conv;
+mod linear;
+mod misc;
+
+pub use attention::Attention;
+
+use super::dims::DimScope;
+use super::layers::Args;
+use super::rules::Facts;
+use crate::shape::Shape;
+use proc_macro2::TokenStream;
+use std::rc::Rc;
+
+/// One layer of the table, parsed.
+pub trait Row {
+    /// The one-input shape rule: the output shape for input `x`, or a
+    /// message with a `{from}` placeholder (where the checker says where the
+    /// input came from). `label` names the layer ("Linear `head`").
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String>;
+    /// The field's runtime type (`::tapir::nn::Linear`).
+    fn runtime_type(&self) -> TokenStream;
+    /// The expression that builds the field on the CPU with PyTorch's defaults.
+    fn constructor(&self) -> TokenStream;
+    /// The parameter left as `_` that no call has filled in, if any.
+    fn uninferred(&self) -> Option<&'static str> {
+        None
+    }
+    /// Attention takes three inputs and options; its call rule is the
+    /// checker's (`calls.rs`), which reads the row through this.
+    fn attention(&self) -> Option<&Attention> {
+        None
+    }
+}
+
+/// How a row is written in a field type: its name (and accepted spellings),
+/// its parameters in order, and its parser.
+pub struct RowSpec {
+    /// The name as the table lists it (and errors say it).
+    pub name: &'static str,
+    /// Other spellings accepted (`Relu` for `ReLU`).
+    pub aliases: &'static [&'static str],
+    /// Parameters in PyTorch's order.
+    pub params: &'static [&'static str],
+    /// Builds the row from its bound arguments.
+    pub parse: fn(&mut Args, &mut DimScope) -> syn::Result<Rc<dyn Row>>,
+}
+
+/// Every row.
+pub const TABLE: &[RowSpec] = &[
+    linear::LINEAR,
+    linear::LAYER_NORM,
+    linear::RMS_NORM,
+    linear::BATCH_NORM_1D,
+    linear::BATCH_NORM_2D,
+    misc::DROPOUT,
+    misc::EMBEDDING,
+    conv::CONV2D,
+    conv::MAX_POOL2D,
+    conv::AVG_POOL2D,
+    conv::ADAPTIVE_AVG_POOL2D,
+    misc::FLATTEN,
+    act::RELU,
+    act::GELU,
+    act::SILU,
+    act::TANH,
+    act::SIGMOID,
+    act::HARDSWISH,
+    act::LEAKY_RELU,
+    misc::SOFTMAX,
+    attention::MULTIHEAD_ATTENTION,
+];
+
+/// The row written `name` (or one of its spellings).
+pub fn find(name: &str) -> Option<&'static RowSpec> {
+    TABLE
+        .iter()
+        .find(|r| r.name == name || r.aliases.contains(&name))
+}
