@@ -12,6 +12,8 @@
 //! assert_eq!(w.grad().unwrap().shape(), &[784, 10]);
 //! ```
 
+#![warn(missing_docs)]
+
 pub use tapir_macros::model;
 pub use tapir_runtime::*;
 

@@ -12,8 +12,11 @@
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// Size of each dim.
     pub shape: Vec<usize>,
+    /// Elements to step over per index of each dim (0 where broadcast).
     pub strides: Vec<usize>,
+    /// Position of the first element in the buffer.
     pub offset: usize,
 }
 
@@ -38,10 +41,12 @@ impl Layout {
         }
     }
 
+    /// Number of dims.
     pub fn ndim(&self) -> usize {
         self.shape.len()
     }
 
+    /// Number of elements (the product of the shape).
     pub fn numel(&self) -> usize {
         self.shape.iter().product()
     }
@@ -58,6 +63,7 @@ impl Layout {
         Some(self.offset)
     }
 
+    /// Whether the view is row-major and dense (any offset).
     pub fn is_contiguous(&self) -> bool {
         self.contiguous_offset().is_some()
     }

@@ -12,6 +12,8 @@
 //! assert_eq!(cpu::copy_strided(&a, &t), vec![1.0, 3.0, 2.0, 4.0]);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod cpu;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub mod cuda;

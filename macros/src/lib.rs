@@ -12,6 +12,8 @@
 //! The reference is `docs/model-macro.md` in the repository; use the macro
 //! through `tapir::model!`.
 
+#![warn(missing_docs)]
+
 mod analyse;
 mod codegen;
 mod parse;

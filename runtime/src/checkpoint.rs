@@ -210,11 +210,15 @@ pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
 /// ```
 #[derive(Clone, Default)]
 pub struct Checkpoint {
+    /// The model's `state_dict()`.
     pub model: StateDict,
+    /// The optimizer's `state_dict()`.
     pub optimizer: StateDict,
     /// The scheduler's `state_dict()`.
     pub scheduler: Vec<(String, f64)>,
+    /// Epochs completed.
     pub epoch: u64,
+    /// Optimizer steps taken.
     pub step: u64,
     /// The default generator's state (dropout, random init).
     pub rng: [u64; 4],
@@ -291,6 +295,7 @@ impl Checkpoint {
             .map_err(|e| Error::Format(format!("{}: {e}", path.display())))
     }
 
+    /// A checkpoint from the bytes of a checkpoint file (checked as `load` checks a file).
     pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint> {
         let (tensors, meta) = from_safetensors(bytes)?;
         let bad = |what: &str| Error::Format(format!("not a tapir checkpoint: {what}"));

@@ -12,8 +12,10 @@ use std::fmt;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Device {
+    /// The host CPU.
     #[default]
     Cpu,
+    /// CUDA GPU by ordinal (`cuda:0`).
     Cuda(usize),
 }
 
@@ -30,6 +32,7 @@ impl Device {
         Device::cuda(0).unwrap_or(Device::Cpu)
     }
 
+    /// Whether this is a CUDA device.
     pub fn is_cuda(&self) -> bool {
         matches!(self, Device::Cuda(_))
     }

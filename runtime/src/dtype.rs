@@ -12,12 +12,19 @@ use std::fmt;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// 32-bit float (the default).
     F32,
+    /// 64-bit float.
     F64,
+    /// IEEE half precision.
     F16,
+    /// bfloat16.
     BF16,
+    /// 64-bit signed integer (indices, class labels).
     I64,
+    /// 8-bit unsigned integer (images).
     U8,
+    /// Boolean (masks).
     Bool,
 }
 
@@ -35,10 +42,12 @@ impl DType {
         }
     }
 
+    /// Whether this is a floating-point dtype.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
     }
 
+    /// Bytes per element.
     pub fn size_in_bytes(self) -> usize {
         match self {
             DType::F64 | DType::I64 => 8,
@@ -88,10 +97,15 @@ impl fmt::Display for DType {
 
 /// A Rust type that can be a tensor element.
 pub trait Element: Copy + Send + Sync + Default + PartialOrd + fmt::Debug + 'static {
+    /// The dtype of this element type.
     const DTYPE: DType;
+    /// The value as f64 (exact for all but large i64).
     fn to_f64(self) -> f64;
+    /// The value from f64 (rounded, or truncated for integers).
     fn from_f64(v: f64) -> Self;
+    /// The value as i64 (floats truncated).
     fn to_i64(self) -> i64;
+    /// The value from i64.
     fn from_i64(v: i64) -> Self;
 }
 

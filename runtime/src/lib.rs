@@ -9,6 +9,8 @@
 //! assert_eq!(w.grad().unwrap().shape(), &[3, 2]);
 //! ```
 
+#![warn(missing_docs)]
+
 mod autograd;
 pub mod checkpoint;
 pub mod cuda;

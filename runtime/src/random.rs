@@ -35,6 +35,7 @@ fn seeded(seed: u64) -> [u64; 4] {
 }
 
 impl Generator {
+    /// A generator seeded with `seed` (the same seed gives the same draws).
     pub fn new(seed: u64) -> Generator {
         Generator {
             state: Mutex::new(seeded(seed)),
@@ -51,6 +52,7 @@ impl Generator {
         *self.state.lock().unwrap()
     }
 
+    /// Restores a state `get_state` returned.
     pub fn set_state(&self, s: [u64; 4]) {
         *self.state.lock().unwrap() = s;
     }

@@ -150,6 +150,7 @@ impl Tensor {
 
     // ---- metadata -----------------------------------------------------------
 
+    /// Size of each dim.
     pub fn shape(&self) -> &[usize] {
         &self.0.layout.shape
     }
@@ -159,26 +160,32 @@ impl Tensor {
         self.shape()[self.dim(d, "size")]
     }
 
+    /// Elements to step over per index of each dim (0 where broadcast).
     pub fn strides(&self) -> &[usize] {
         &self.0.layout.strides
     }
 
+    /// Number of dims.
     pub fn ndim(&self) -> usize {
         self.0.layout.ndim()
     }
 
+    /// Number of elements.
     pub fn numel(&self) -> usize {
         self.0.layout.numel()
     }
 
+    /// The element type.
     pub fn dtype(&self) -> DType {
         self.0.dtype
     }
 
+    /// Where the data lives.
     pub fn device(&self) -> Device {
         self.0.device
     }
 
+    /// Whether the view is row-major and dense.
     pub fn is_contiguous(&self) -> bool {
         self.0.layout.is_contiguous()
     }
@@ -199,6 +206,7 @@ impl Tensor {
 
     // ---- autograd -----------------------------------------------------------
 
+    /// Whether ops on this tensor are recorded for autograd.
     pub fn requires_grad(&self) -> bool {
         self.0.requires_grad.load(Ordering::Relaxed)
     }

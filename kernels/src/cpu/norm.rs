@@ -8,8 +8,11 @@ use rayon::prelude::*;
 
 /// Output, per-row mean and per-row 1/sqrt(var + eps) (biased variance, as PyTorch).
 pub struct LayerNormForward<T> {
+    /// The normalised (and affine) output.
     pub y: Vec<T>,
+    /// Each row's mean.
     pub mean: Vec<T>,
+    /// Each row's `1 / sqrt(var + eps)` (biased variance).
     pub rstd: Vec<T>,
 }
 

@@ -5,6 +5,7 @@ use super::device::{CudaDevice, CudaResult};
 use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr};
 use std::sync::Arc;
 
+/// A block of device memory from the caching allocator, returned to it on drop.
 pub struct CudaBuffer {
     dev: Arc<CudaDevice>,
     /// `None` only while dropping.
@@ -36,10 +37,12 @@ impl CudaBuffer {
         }
     }
 
+    /// The device the block lives on.
     pub fn device(&self) -> &Arc<CudaDevice> {
         &self.dev
     }
 
+    /// Bytes the buffer holds (its block may be larger).
     pub fn bytes(&self) -> usize {
         self.bytes
     }

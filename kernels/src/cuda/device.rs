@@ -56,6 +56,7 @@ pub struct MemoryStats {
 /// A loaded kernel and its parameters' sizes in bytes (from its PTX).
 type Loaded = (CudaFunction, Option<Vec<usize>>);
 
+/// One GPU: its context, stream, loaded kernels, cuBLAS handle and caching allocator.
 pub struct CudaDevice {
     ordinal: usize,
     ctx: Arc<CudaContext>,
@@ -136,6 +137,7 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
 }
 
 impl CudaDevice {
+    /// The device's ordinal (`cuda:N`).
     pub fn ordinal(&self) -> usize {
         self.ordinal
     }
@@ -277,6 +279,7 @@ impl CudaDevice {
         self.allow_tf32.store(on, Ordering::Relaxed);
     }
 
+    /// Whether f32 matmuls may use TF32.
     pub fn allow_tf32(&self) -> bool {
         self.allow_tf32.load(Ordering::Relaxed)
     }
@@ -366,6 +369,7 @@ impl CudaDevice {
         drop(blocks);
     }
 
+    /// The caching allocator's figures.
     pub fn memory_stats(&self) -> MemoryStats {
         let pool = lock(&self.pool);
         MemoryStats {

@@ -23,8 +23,11 @@ pub const ALL_DTYPES: &[&str] = &["f32", "f16", "bf16", "f64", "i64", "u8", "b8"
 
 /// One `.cu` file: its name, source, and the kernel names it defines.
 pub struct Module {
+    /// The file's name without `.cu`.
     pub name: &'static str,
+    /// The CUDA source (without `common.cuh`).
     pub source: Cow<'static, str>,
+    /// The kernels it defines, as launched (`<op>_<dtype>`).
     pub kernels: Vec<String>,
 }
 
@@ -45,6 +48,7 @@ fn per_dtype(ops: &[&str], dtypes: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// Every module, with its kernels.
 pub fn modules() -> Vec<Module> {
     let names: Vec<&str> = UNARY_ROWS
         .iter()

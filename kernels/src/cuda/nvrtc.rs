@@ -14,6 +14,7 @@ use std::ffi::{CStr, CString, c_char};
 /// What NVRTC made of one source for one architecture.
 #[derive(Debug)]
 pub struct Compiled {
+    /// The PTX text (the fallback a newer driver compiles itself).
     pub ptx: String,
     /// Machine code for a real architecture (`sm_XY`); `None` for a virtual one.
     pub cubin: Option<Vec<u8>>,

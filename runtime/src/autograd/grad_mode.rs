@@ -30,6 +30,7 @@ pub struct NoGradGuard {
 }
 
 impl NoGradGuard {
+    /// Stops recording until the guard drops.
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         NoGradGuard { prev: set(false) }
@@ -48,6 +49,7 @@ pub struct EnableGradGuard {
 }
 
 impl EnableGradGuard {
+    /// Records again until the guard drops.
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
         EnableGradGuard { prev: set(true) }

@@ -8,9 +8,13 @@ use crate::{DType, Tensor};
     "gradcheck: input {input}, element {index}: analytic {analytic:.8e} vs numeric {numeric:.8e}"
 )]
 pub struct GradcheckError {
+    /// Which input.
     pub input: usize,
+    /// Which element of it (row-major).
     pub index: usize,
+    /// The gradient autograd computed.
     pub analytic: f64,
+    /// The central finite difference.
     pub numeric: f64,
 }
 

@@ -16,9 +16,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// assert_eq!(ds.get(1)[0].to_vec::<i64>(), vec![2, 3]);
 /// ```
 pub trait Dataset: Send + Sync {
+    /// What `get` returns (a sample).
     type Item: Send + 'static;
+    /// Number of samples.
     fn len(&self) -> usize;
+    /// Sample `index` (below `len()`).
     fn get(&self, index: usize) -> Self::Item;
+    /// Whether there are no samples.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -41,7 +45,9 @@ impl<D: Dataset + ?Sized> Dataset for Arc<D> {
 
 /// A streaming source (`IterableDataset`): each pass calls `iter` afresh.
 pub trait IterableDataset: Send + Sync {
+    /// What the stream yields.
     type Item: Send + 'static;
+    /// A fresh pass over the stream.
     fn iter(&self) -> Box<dyn Iterator<Item = Self::Item> + Send + '_>;
 }
 
@@ -68,6 +74,7 @@ impl TensorDataset {
         TensorDataset { tensors }
     }
 
+    /// The tensors, each indexed along dim 0.
     pub fn tensors(&self) -> &[Tensor] {
         &self.tensors
     }
@@ -88,11 +95,14 @@ impl Dataset for TensorDataset {
 
 /// The items of `dataset` at `indices`, in that order (`Subset`).
 pub struct Subset<D> {
+    /// The dataset the subset draws from.
     pub dataset: Arc<D>,
+    /// The dataset indices it holds, in order.
     pub indices: Vec<usize>,
 }
 
 impl<D: Dataset> Subset<D> {
+    /// The samples of `dataset` at `indices`.
     pub fn new(dataset: Arc<D>, indices: Vec<usize>) -> Subset<D> {
         let n = dataset.len();
         if let Some(bad) = indices.iter().find(|&&i| i >= n) {
@@ -152,6 +162,7 @@ pub struct ConcatDataset<D> {
 }
 
 impl<D: Dataset> ConcatDataset<D> {
+    /// The datasets one after another.
     pub fn new(parts: Vec<D>) -> ConcatDataset<D> {
         ConcatDataset { parts }
     }
@@ -188,6 +199,7 @@ pub struct Transformed<D> {
 }
 
 impl<D> Transformed<D> {
+    /// `dataset` with `transform` applied to each sample, its randomness drawn from `seed`.
     pub fn new(dataset: D, transform: impl Transform + 'static, seed: u64) -> Transformed<D> {
         Transformed {
             dataset,

@@ -201,6 +201,7 @@ pub struct CharTokenizer {
 }
 
 impl CharTokenizer {
+    /// A tokenizer over the characters of `text` (sorted, as the vocabulary).
     pub fn from_text(text: &str) -> CharTokenizer {
         let mut chars: Vec<char> = text.chars().collect();
         chars.sort_unstable();
@@ -208,6 +209,7 @@ impl CharTokenizer {
         CharTokenizer { chars }
     }
 
+    /// Number of distinct characters.
     pub fn vocab_size(&self) -> usize {
         self.chars.len()
     }

@@ -15,7 +15,9 @@ use std::thread::JoinHandle;
 /// Turns a list of items into a batch (PyTorch's `default_collate`):
 /// tensors are stacked along a new first dim.
 pub trait Collate: Sized + Send + 'static {
+    /// What a batch of samples becomes.
     type Batch: Send + 'static;
+    /// Stacks samples into one batch.
     fn collate(items: Vec<Self>) -> Self::Batch;
 }
 
@@ -61,6 +63,7 @@ impl Collate for (Tensor, i64) {
 /// The loader's settings, with PyTorch's defaults.
 #[derive(Clone, Debug)]
 pub struct DataLoaderOptions {
+    /// Samples per batch.
     pub batch_size: usize,
     /// A fresh random order each epoch (seeded by `seed`).
     pub shuffle: bool,
@@ -164,6 +167,7 @@ impl<D: Dataset + 'static, B: Send + 'static> DataLoader<D, B> {
         self
     }
 
+    /// The dataset being loaded.
     pub fn dataset(&self) -> &D {
         &self.dataset
     }
@@ -178,6 +182,7 @@ impl<D: Dataset + 'static, B: Send + 'static> DataLoader<D, B> {
         }
     }
 
+    /// Whether an epoch yields no batch (more samples are needed than one batch with `drop_last`).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

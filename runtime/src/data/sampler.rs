@@ -6,9 +6,11 @@ use crate::Generator;
 
 /// The indices of one epoch.
 pub trait Sampler: Send + Sync {
+    /// The dataset indices of one epoch, in order.
     fn indices(&self, epoch: u64) -> Vec<usize>;
     /// How many indices an epoch yields.
     fn len(&self) -> usize;
+    /// Whether an epoch has no index.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -31,6 +33,7 @@ fn epoch_generator(seed: u64, epoch: u64) -> Generator {
 
 /// `0, 1, ..., n - 1` (`SequentialSampler`).
 pub struct SequentialSampler {
+    /// Dataset size.
     pub n: usize,
 }
 
@@ -57,13 +60,18 @@ impl Sampler for SequentialSampler {
 /// assert_eq!(sorted, vec![0, 1, 2, 3, 4]);
 /// ```
 pub struct RandomSampler {
+    /// Dataset size.
     pub n: usize,
+    /// Seed; each epoch draws a fresh order from it.
     pub seed: u64,
+    /// Draw with replacement.
     pub replacement: bool,
+    /// Indices per epoch.
     pub num_samples: usize,
 }
 
 impl RandomSampler {
+    /// A fresh permutation of `0..n` each epoch (without replacement).
     pub fn new(n: usize, seed: u64) -> RandomSampler {
         RandomSampler {
             n,
@@ -95,13 +103,18 @@ impl Sampler for RandomSampler {
 
 /// Draws index `i` with probability `weights[i] / sum` (`WeightedRandomSampler`).
 pub struct WeightedRandomSampler {
+    /// Relative weight of each index.
     pub weights: Vec<f64>,
+    /// Indices per epoch.
     pub num_samples: usize,
+    /// Draw with replacement.
     pub replacement: bool,
+    /// Seed; each epoch draws afresh from it.
     pub seed: u64,
 }
 
 impl WeightedRandomSampler {
+    /// Draws `num_samples` indices per epoch with probability proportional to `weights`.
     pub fn new(weights: Vec<f64>, num_samples: usize, replacement: bool, seed: u64) -> Self {
         assert!(
             weights.iter().all(|w| w.is_finite() && *w >= 0.0) && weights.iter().any(|w| *w > 0.0),
@@ -167,15 +180,22 @@ impl Sampler for WeightedRandomSampler {
 /// assert_eq!(shards, vec![vec![0, 3, 6], vec![1, 4, 0], vec![2, 5, 1]]);
 /// ```
 pub struct DistributedSampler {
+    /// Dataset size.
     pub n: usize,
+    /// Number of processes sharing the data.
     pub num_replicas: usize,
+    /// This process's rank (below `num_replicas`).
     pub rank: usize,
+    /// Shuffle (the same order on every rank) each epoch.
     pub shuffle: bool,
+    /// Seed of the shuffle.
     pub seed: u64,
+    /// Drop the tail that does not divide evenly instead of padding it.
     pub drop_last: bool,
 }
 
 impl DistributedSampler {
+    /// This rank's shard of `0..n` (PyTorch's `DistributedSampler`).
     pub fn new(
         n: usize,
         num_replicas: usize,

@@ -36,6 +36,7 @@ impl<D: IterableDataset + 'static> StreamLoader<D>
 where
     D::Item: Collate,
 {
+    /// Batches of `batch_size` from `dataset`, `prefetch` batches read ahead by a thread.
     pub fn new(dataset: D, batch_size: usize, drop_last: bool, prefetch: usize) -> Self {
         assert!(batch_size > 0, "StreamLoader: batch_size must be positive");
         StreamLoader {

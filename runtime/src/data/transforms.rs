@@ -5,11 +5,13 @@ use crate::{DType, Generator, Tensor, no_grad};
 
 /// A transform of one image.
 pub trait Transform: Send + Sync {
+    /// The transformed sample, drawing any randomness from `g`.
     fn apply(&self, x: &Tensor, g: &Generator) -> Tensor;
 }
 
 /// To float32, times `scale` (`ToTensor` is `scale = 1/255`).
 pub struct ToFloat {
+    /// The factor each value is multiplied by.
     pub scale: f64,
 }
 
@@ -21,7 +23,9 @@ impl Transform for ToFloat {
 
 /// `(x - mean[c]) / std[c]` per channel (`Normalize`); one value for `[H, W]`.
 pub struct Normalize {
+    /// Per-channel mean subtracted.
     pub mean: Vec<f64>,
+    /// Per-channel standard deviation divided by.
     pub std: Vec<f64>,
 }
 
@@ -48,7 +52,9 @@ impl Transform for Normalize {
 
 /// Zero-pads by `padding` on every side, then crops `size` at a random place (`RandomCrop`).
 pub struct RandomCrop {
+    /// Output height and width.
     pub size: (usize, usize),
+    /// Zeros added on each side before cropping.
     pub padding: usize,
 }
 
@@ -81,6 +87,7 @@ impl Transform for RandomCrop {
 
 /// Mirrors the image left-right with probability `p` (`RandomHorizontalFlip`).
 pub struct RandomHorizontalFlip {
+    /// Probability of a flip.
     pub p: f64,
 }
 

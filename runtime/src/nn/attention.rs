@@ -18,15 +18,22 @@ use crate::{DType, Tensor};
 /// assert_eq!(w.unwrap().shape(), &[3, 5, 5]);
 /// ```
 pub struct MultiheadAttention {
+    /// Query, key and value projections stacked: `[3 * embed_dim, embed_dim]`.
     pub in_proj_weight: Tensor,
+    /// Their biases: `[3 * embed_dim]`.
     pub in_proj_bias: Tensor,
+    /// The output projection.
     pub out_proj: Linear,
+    /// Model width.
     pub embed_dim: usize,
+    /// Number of heads (dividing `embed_dim`).
     pub num_heads: usize,
+    /// Inputs are `[N, L, E]` rather than `[L, N, E]`.
     pub batch_first: bool,
 }
 
 impl MultiheadAttention {
+    /// `nn.MultiheadAttention(embed_dim, num_heads, batch_first=...)` with PyTorch's initialisation.
     pub fn new(embed_dim: usize, num_heads: usize, batch_first: bool) -> MultiheadAttention {
         assert!(
             num_heads > 0 && embed_dim.is_multiple_of(num_heads),

@@ -15,10 +15,12 @@ use crate::Tensor;
 /// ```
 #[derive(Default)]
 pub struct Sequential {
+    /// The layers, applied in order.
     pub layers: Vec<Box<dyn Forward>>,
 }
 
 impl Sequential {
+    /// An empty sequence (add layers with `add`).
     pub fn new() -> Sequential {
         Sequential::default()
     }
@@ -30,10 +32,12 @@ impl Sequential {
         self
     }
 
+    /// Number of layers.
     pub fn len(&self) -> usize {
         self.layers.len()
     }
 
+    /// Whether there are no layers.
     pub fn is_empty(&self) -> bool {
         self.layers.is_empty()
     }
@@ -79,22 +83,27 @@ impl Module for Sequential {
 
 /// A list of modules of one type, indexed `0, 1, ...` (`nn.ModuleList`).
 pub struct ModuleList<M: Module> {
+    /// The modules.
     pub items: Vec<M>,
 }
 
 impl<M: Module> ModuleList<M> {
+    /// A list of `items`, named `0`, `1`, ... in state dicts.
     pub fn new(items: Vec<M>) -> Self {
         ModuleList { items }
     }
 
+    /// The modules in order.
     pub fn iter(&self) -> std::slice::Iter<'_, M> {
         self.items.iter()
     }
 
+    /// Number of modules.
     pub fn len(&self) -> usize {
         self.items.len()
     }
 
+    /// Whether there are no modules.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }

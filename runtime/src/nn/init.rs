@@ -37,26 +37,33 @@ pub fn calculate_gain(nonlinearity: &str, param: Option<f64>) -> f64 {
 /// Which fan Kaiming init scales by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FanMode {
+    /// Scale by the fan in (preserves the forward variance).
     FanIn,
+    /// Scale by the fan out (preserves the backward variance).
     FanOut,
 }
 
+/// Fills with draws from `U(low, high)` (`nn.init.uniform_`).
 pub fn uniform_(t: &Tensor, low: f64, high: f64) {
     no_grad(|| t.uniform_(low, high));
 }
 
+/// Fills with draws from `N(mean, std^2)` (`nn.init.normal_`).
 pub fn normal_(t: &Tensor, mean: f64, std: f64) {
     no_grad(|| t.normal_(mean, std));
 }
 
+/// Fills with `v` (`nn.init.constant_`).
 pub fn constant_(t: &Tensor, v: f64) {
     no_grad(|| t.fill_(v));
 }
 
+/// Fills with zeros.
 pub fn zeros_(t: &Tensor) {
     constant_(t, 0.0);
 }
 
+/// Fills with ones.
 pub fn ones_(t: &Tensor) {
     constant_(t, 1.0);
 }
@@ -86,6 +93,7 @@ pub fn kaiming_uniform_(t: &Tensor, a: f64, mode: FanMode, nonlinearity: &str) {
     uniform_(t, -bound, bound);
 }
 
+/// Kaiming (He) normal init (`nn.init.kaiming_normal_`).
 pub fn kaiming_normal_(t: &Tensor, a: f64, mode: FanMode, nonlinearity: &str) {
     normal_(t, 0.0, kaiming_std(t, a, mode, nonlinearity));
 }

@@ -41,6 +41,7 @@ activation!(/// `nn.Hardswish`: `x * relu6(x + 3) / 6`.
 /// `nn.GELU`; `tanh: true` is `approximate='tanh'`.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct GELU {
+    /// Use the tanh approximation (`approximate='tanh'`).
     pub tanh: bool,
 }
 
@@ -53,6 +54,7 @@ impl Forward for GELU {
 /// `nn.LeakyReLU(negative_slope)`.
 #[derive(Debug, Clone, Copy)]
 pub struct LeakyReLU {
+    /// Slope for negative inputs (PyTorch's default 0.01).
     pub negative_slope: f64,
 }
 
@@ -65,6 +67,7 @@ impl Forward for LeakyReLU {
 /// `nn.Softmax(dim)`.
 #[derive(Debug, Clone, Copy)]
 pub struct Softmax {
+    /// The dim softmax normalises over.
     pub dim: isize,
 }
 
@@ -77,7 +80,9 @@ impl Forward for Softmax {
 /// `nn.Flatten(start_dim=1, end_dim=-1)`.
 #[derive(Debug, Clone, Copy)]
 pub struct Flatten {
+    /// First dim flattened (PyTorch's default 1).
     pub start_dim: isize,
+    /// Last dim flattened (PyTorch's default -1).
     pub end_dim: isize,
 }
 
@@ -100,11 +105,13 @@ impl Forward for Flatten {
 /// by `1 / (1 - p)` in train mode; the identity in eval mode.
 #[derive(Debug)]
 pub struct Dropout {
+    /// Probability of zeroing an element in training.
     pub p: f64,
     training: TrainingFlag,
 }
 
 impl Dropout {
+    /// `nn.Dropout(p)`.
     pub fn new(p: f64) -> Dropout {
         assert!(
             (0.0..=1.0).contains(&p),
@@ -177,15 +184,22 @@ impl Module for Dropout {
 /// assert_eq!(c.forward(&Tensor::zeros(&[8, 1, 28, 28])).shape(), &[8, 32, 28, 28]);
 /// ```
 pub struct Conv2d {
+    /// `[out_channels, in_channels / groups, kh, kw]`.
     pub weight: Tensor,
+    /// `[out_channels]`, if any.
     pub bias: Option<Tensor>,
+    /// Input channels.
     pub in_channels: usize,
+    /// Output channels.
     pub out_channels: usize,
+    /// Kernel height and width.
     pub kernel: (usize, usize),
+    /// Stride, padding, dilation and groups.
     pub opts: Conv2dOptions,
 }
 
 impl Conv2d {
+    /// `nn.Conv2d` with PyTorch's initialisation.
     pub fn new(
         in_channels: usize,
         out_channels: usize,
@@ -256,9 +270,13 @@ impl Module for Conv2d {
 /// `nn.MaxPool2d`.
 #[derive(Debug, Clone, Copy)]
 pub struct MaxPool2d {
+    /// Window height and width.
     pub kernel: (usize, usize),
+    /// Step between windows (PyTorch's default: the kernel).
     pub stride: (usize, usize),
+    /// Implicit `-inf` padding on each side.
     pub padding: (usize, usize),
+    /// Spacing between window taps.
     pub dilation: (usize, usize),
 }
 
@@ -283,12 +301,16 @@ impl Forward for MaxPool2d {
 /// `nn.AvgPool2d` (count_include_pad = true).
 #[derive(Debug, Clone, Copy)]
 pub struct AvgPool2d {
+    /// Window height and width.
     pub kernel: (usize, usize),
+    /// Step between windows (PyTorch's default: the kernel).
     pub stride: (usize, usize),
+    /// Implicit zero padding on each side (counted in the average).
     pub padding: (usize, usize),
 }
 
 impl AvgPool2d {
+    /// `nn.AvgPool2d(kernel)` with stride = kernel, no padding.
     pub fn new(kernel: usize) -> AvgPool2d {
         AvgPool2d {
             kernel: (kernel, kernel),
@@ -308,6 +330,7 @@ impl Forward for AvgPool2d {
 /// `floor(i*H/oh) .. ceil((i+1)*H/oh)` (and likewise for columns).
 #[derive(Debug, Clone, Copy)]
 pub struct AdaptiveAvgPool2d {
+    /// Output height and width.
     pub output_size: (usize, usize),
 }
 

@@ -13,13 +13,18 @@ use crate::{DType, Tensor};
 /// assert_eq!(l.forward(&Tensor::zeros(&[32, 784])).shape(), &[32, 256]);
 /// ```
 pub struct Linear {
+    /// `[out_features, in_features]`.
     pub weight: Tensor,
+    /// `[out_features]`, if any.
     pub bias: Option<Tensor>,
+    /// Input width.
     pub in_features: usize,
+    /// Output width.
     pub out_features: usize,
 }
 
 impl Linear {
+    /// `nn.Linear(in_features, out_features, bias)` with PyTorch's initialisation.
     pub fn new(in_features: usize, out_features: usize, bias: bool) -> Linear {
         let weight = Tensor::zeros(&[out_features, in_features]);
         init::kaiming_uniform_(&weight, 5f64.sqrt(), init::FanMode::FanIn, "leaky_relu");
@@ -103,13 +108,18 @@ impl Module for Linear {
 /// A lookup table of `num_embeddings` vectors (`nn.Embedding`), N(0, 1)
 /// initialised; the `padding_idx` row starts at zero and gets no gradient.
 pub struct Embedding {
+    /// `[num_embeddings, embedding_dim]`.
     pub weight: Tensor,
+    /// Vocabulary size.
     pub num_embeddings: usize,
+    /// Vector width.
     pub embedding_dim: usize,
+    /// An index whose row stays zero and gets no gradient.
     pub padding_idx: Option<usize>,
 }
 
 impl Embedding {
+    /// `nn.Embedding` with PyTorch's initialisation (`N(0, 1)`, the padding row zeroed).
     pub fn new(
         num_embeddings: usize,
         embedding_dim: usize,

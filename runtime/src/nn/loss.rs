@@ -5,9 +5,12 @@ use crate::{DType, Tensor};
 /// How a loss reduces per-element values (PyTorch's `reduction=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Reduction {
+    /// One loss per element.
     None,
+    /// The mean (PyTorch's default).
     #[default]
     Mean,
+    /// The sum.
     Sum,
 }
 
@@ -22,9 +25,13 @@ fn reduce(l: Tensor, r: Reduction) -> Tensor {
 /// Options of [`cross_entropy_with`] and [`nll_loss_with`] (PyTorch's defaults).
 #[derive(Clone, Debug)]
 pub struct CrossEntropyOptions {
+    /// A weight per class.
     pub weight: Option<Tensor>,
+    /// A target class whose samples are left out (PyTorch's default -100).
     pub ignore_index: i64,
+    /// How per-sample losses are reduced.
     pub reduction: Reduction,
+    /// Mixes the target with the uniform distribution by this much.
     pub label_smoothing: f64,
 }
 
@@ -169,6 +176,7 @@ pub fn nll_loss(logp: &Tensor, target: &Tensor) -> Tensor {
     nll_loss_with(logp, target, &CrossEntropyOptions::default())
 }
 
+/// `F.nll_loss` on log-probabilities, with cross entropy's options.
 pub fn nll_loss_with(logp: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
     assert_eq!(
         target.dtype(),

@@ -8,7 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Whether a named tensor is a trainable parameter or a buffer (running stats).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TensorKind {
+    /// A trainable tensor (gets gradients, goes to the optimizer).
     Parameter,
+    /// State that is saved but not trained (running statistics).
     Buffer,
 }
 
@@ -19,12 +21,16 @@ pub type StateDict = Vec<(String, Tensor)>;
 /// keys the dict has but the module lacks, and shape mismatches.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct LoadReport {
+    /// Keys the module has and the dict lacks.
     pub missing: Vec<String>,
+    /// Keys the dict has and the module lacks.
     pub unexpected: Vec<String>,
+    /// Keys whose shapes differ (`name: dict [..] vs module [..]`).
     pub mismatched: Vec<String>,
 }
 
 impl LoadReport {
+    /// Whether every key matched.
     pub fn is_clean(&self) -> bool {
         self.missing.is_empty() && self.unexpected.is_empty() && self.mismatched.is_empty()
     }
@@ -72,14 +78,17 @@ pub trait Module: Send + Sync {
         true
     }
 
+    /// Training mode (dropout active, batch statistics).
     fn train(&self) {
         self.set_training(true);
     }
 
+    /// Evaluation mode (`train(false)`).
     fn eval(&self) {
         self.set_training(false);
     }
 
+    /// Every parameter with its dotted PyTorch name.
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
         let mut out = vec![];
         self.visit(&mut |n, t, k| {
@@ -90,6 +99,7 @@ pub trait Module: Send + Sync {
         out
     }
 
+    /// Every parameter.
     fn parameters(&self) -> Vec<Tensor> {
         self.named_parameters()
             .into_iter()
@@ -97,6 +107,7 @@ pub trait Module: Send + Sync {
             .collect()
     }
 
+    /// Every buffer with its dotted PyTorch name.
     fn named_buffers(&self) -> Vec<(String, Tensor)> {
         let mut out = vec![];
         self.visit(&mut |n, t, k| {
@@ -210,6 +221,7 @@ pub trait Module: Send + Sync {
 
 /// A module with one input and one output (what `Sequential` chains).
 pub trait Forward: Module {
+    /// The layer applied to `x`.
     fn forward(&self, x: &Tensor) -> Tensor;
 }
 
@@ -253,9 +265,11 @@ impl Default for TrainingFlag {
 }
 
 impl TrainingFlag {
+    /// Whether the module is in training mode.
     pub fn get(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
+    /// Sets training mode.
     pub fn set(&self, on: bool) {
         self.0.store(on, Ordering::Relaxed)
     }

@@ -12,13 +12,18 @@ use crate::{DType, Tensor, no_grad};
 /// assert!(y.mean_dim(-1, false).abs().max().item::<f32>() < 1e-6);
 /// ```
 pub struct LayerNorm {
+    /// Elementwise scale, if affine.
     pub weight: Option<Tensor>,
+    /// Elementwise shift, if affine.
     pub bias: Option<Tensor>,
+    /// The trailing dims normalised over.
     pub normalized_shape: Vec<usize>,
+    /// Added to the variance (PyTorch's default 1e-5).
     pub eps: f64,
 }
 
 impl LayerNorm {
+    /// `nn.LayerNorm(normalized_shape, eps, elementwise_affine)`.
     pub fn new(normalized_shape: &[usize], eps: f64, elementwise_affine: bool) -> LayerNorm {
         let (weight, bias) = if elementwise_affine {
             (
@@ -108,12 +113,16 @@ impl Module for LayerNorm {
 /// `nn.RMSNorm`: `x / sqrt(mean(x²) + eps) * weight` over the trailing dims;
 /// `eps = None` uses the dtype's machine epsilon, as PyTorch.
 pub struct RMSNorm {
+    /// Elementwise scale, if affine.
     pub weight: Option<Tensor>,
+    /// The trailing dims normalised over.
     pub normalized_shape: Vec<usize>,
+    /// Added to the mean square (`None`: the dtype's machine epsilon, as PyTorch).
     pub eps: Option<f64>,
 }
 
 impl RMSNorm {
+    /// `nn.RMSNorm(normalized_shape, eps, elementwise_affine)`.
     pub fn new(normalized_shape: &[usize], eps: Option<f64>, elementwise_affine: bool) -> RMSNorm {
         let weight =
             elementwise_affine.then(|| Tensor::ones(normalized_shape).requires_grad_(true));
@@ -173,13 +182,21 @@ impl Module for RMSNorm {
 /// `nn.BatchNorm1d` / `nn.BatchNorm2d`: batch statistics in train mode (and
 /// running averages updated with `momentum`), running statistics in eval mode.
 pub struct BatchNorm {
+    /// Per-channel scale.
     pub weight: Option<Tensor>,
+    /// Per-channel shift.
     pub bias: Option<Tensor>,
+    /// Running mean used in eval mode.
     pub running_mean: Tensor,
+    /// Running (unbiased) variance used in eval mode.
     pub running_var: Tensor,
+    /// Batches seen in training.
     pub num_batches_tracked: Tensor,
+    /// Channels (dim 1).
     pub num_features: usize,
+    /// Added to the variance (1e-5).
     pub eps: f64,
+    /// Weight of the current batch in the running statistics (0.1).
     pub momentum: f64,
     dims: usize,
     training: TrainingFlag,

@@ -94,6 +94,7 @@ pub(crate) fn scalar_for(x: &Tensor, value: f64) -> Tensor {
 }
 
 impl Tensor {
+    /// `self + other` with broadcasting and type promotion.
     pub fn add(&self, other: &Tensor) -> Tensor {
         binary(
             self,
@@ -106,6 +107,7 @@ impl Tensor {
         )
     }
 
+    /// `self - other` with broadcasting and type promotion.
     pub fn sub(&self, other: &Tensor) -> Tensor {
         binary(
             self,
@@ -118,6 +120,7 @@ impl Tensor {
         )
     }
 
+    /// `self * other` with broadcasting and type promotion.
     pub fn mul(&self, other: &Tensor) -> Tensor {
         binary(
             self,
@@ -188,6 +191,7 @@ impl Tensor {
         )
     }
 
+    /// Elementwise minimum; the gradient goes to the smaller input (split on ties).
     pub fn minimum(&self, other: &Tensor) -> Tensor {
         binary(
             self,
@@ -332,6 +336,7 @@ impl Tensor {
         }
     }
 
+    /// Elementwise logical and (nonzero is true), to bool.
     pub fn logical_and(&self, other: &Tensor) -> Tensor {
         let b = apply(
             &self.as_bool().to_dtype(DType::U8),
@@ -343,6 +348,7 @@ impl Tensor {
         b.to_dtype(DType::Bool)
     }
 
+    /// Elementwise logical or (nonzero is true), to bool.
     pub fn logical_or(&self, other: &Tensor) -> Tensor {
         let b = apply(
             &self.as_bool().to_dtype(DType::U8),
@@ -354,6 +360,7 @@ impl Tensor {
         b.to_dtype(DType::Bool)
     }
 
+    /// Elementwise logical not (zero is true), to bool.
     pub fn logical_not(&self) -> Tensor {
         self.as_bool().eq_scalar(0.0)
     }

@@ -8,9 +8,13 @@ use tapir_kernels::Conv2dGeometry;
 /// Options of a 2-D sliding window (PyTorch's defaults: stride 1, padding 0, dilation 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Conv2dOptions {
+    /// Step between windows, (height, width).
     pub stride: (usize, usize),
+    /// Implicit padding on each side.
     pub padding: (usize, usize),
+    /// Spacing between kernel taps.
     pub dilation: (usize, usize),
+    /// Channel groups (input and output channels must divide by it).
     pub groups: usize,
 }
 
@@ -26,18 +30,22 @@ impl Default for Conv2dOptions {
 }
 
 impl Conv2dOptions {
+    /// The same stride in both dims.
     pub fn stride(mut self, s: usize) -> Self {
         self.stride = (s, s);
         self
     }
+    /// The same padding in both dims.
     pub fn padding(mut self, p: usize) -> Self {
         self.padding = (p, p);
         self
     }
+    /// The same dilation in both dims.
     pub fn dilation(mut self, d: usize) -> Self {
         self.dilation = (d, d);
         self
     }
+    /// Channel groups.
     pub fn groups(mut self, g: usize) -> Self {
         self.groups = g;
         self

@@ -41,10 +41,12 @@ impl Tensor {
         filled(shape, 0.0, DType::F32)
     }
 
+    /// A tensor of ones (f32).
     pub fn ones(shape: &[usize]) -> Tensor {
         filled(shape, 1.0, DType::F32)
     }
 
+    /// A tensor of `value` (f32).
     pub fn full(shape: &[usize], value: f64) -> Tensor {
         filled(shape, value, DType::F32)
     }
@@ -59,10 +61,12 @@ impl Tensor {
         filled_on(t.shape(), 0.0, t.dtype(), t.device())
     }
 
+    /// Ones with `t`'s shape, dtype and device.
     pub fn ones_like(t: &Tensor) -> Tensor {
         ones_like(t)
     }
 
+    /// `value` with `t`'s shape, dtype and device.
     pub fn full_like(t: &Tensor, value: f64) -> Tensor {
         filled_on(t.shape(), value, t.dtype(), t.device())
     }
@@ -130,6 +134,7 @@ impl Tensor {
         Tensor::rand_with(shape, default_generator())
     }
 
+    /// As `rand`, drawing from `g`.
     pub fn rand_with(shape: &[usize], g: &Generator) -> Tensor {
         from_f64s(g.uniform(shape.iter().product()), shape, DType::F32)
     }
@@ -139,6 +144,7 @@ impl Tensor {
         Tensor::randn_with(shape, default_generator())
     }
 
+    /// As `randn`, drawing from `g`.
     pub fn randn_with(shape: &[usize], g: &Generator) -> Tensor {
         from_f64s(g.normal(shape.iter().product()), shape, DType::F32)
     }
@@ -165,6 +171,7 @@ impl Tensor {
         Tensor::randint_with(low, high, shape, default_generator())
     }
 
+    /// As `randint`, drawing from `g`.
     pub fn randint_with(low: i64, high: i64, shape: &[usize], g: &Generator) -> Tensor {
         assert!(
             low < high,
@@ -180,6 +187,7 @@ impl Tensor {
         self.bernoulli_with(default_generator())
     }
 
+    /// As `bernoulli`, drawing from `g`.
     pub fn bernoulli_with(&self, g: &Generator) -> Tensor {
         let p: Vec<f64> = self.to_vec();
         assert!(

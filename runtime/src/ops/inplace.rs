@@ -77,26 +77,31 @@ impl Tensor {
         self
     }
 
+    /// `self -= other` (broadcast to self's shape).
     pub fn sub_(&self, other: &Tensor) -> &Tensor {
         self.zip_assign_(other, "sub_", ew::Sub);
         self
     }
 
+    /// `self *= other` (broadcast to self's shape).
     pub fn mul_(&self, other: &Tensor) -> &Tensor {
         self.zip_assign_(other, "mul_", ew::Mul);
         self
     }
 
+    /// `self /= other` (broadcast to self's shape).
     pub fn div_(&self, other: &Tensor) -> &Tensor {
         self.zip_assign_(other, "div_", ew::Div);
         self
     }
 
+    /// `self *= v`.
     pub fn mul_scalar_(&self, v: f64) -> &Tensor {
         self.map_assign_("mul_", ew::MulScalar { k: v });
         self
     }
 
+    /// `self += v`.
     pub fn add_scalar_(&self, v: f64) -> &Tensor {
         self.map_assign_("add_", ew::AddScalar { k: v });
         self
@@ -122,16 +127,19 @@ impl Tensor {
         self
     }
 
+    /// Sets every element to `v`.
     pub fn fill_(&self, v: f64) -> &Tensor {
         self.check_inplace("fill_");
         self.write().fill(self.layout(), v);
         self
     }
 
+    /// Sets every element to 0.
     pub fn zero_(&self) -> &Tensor {
         self.fill_(0.0)
     }
 
+    /// Limits every element to `[min, max]`.
     pub fn clamp_(&self, min: f64, max: f64) -> &Tensor {
         assert!(
             min <= max,
@@ -146,6 +154,7 @@ impl Tensor {
         self.uniform_with_(low, high, default_generator())
     }
 
+    /// As `uniform_`, drawing from `g`.
     pub fn uniform_with_(&self, low: f64, high: f64, g: &Generator) -> &Tensor {
         let u = Tensor::from_vec(g.uniform(self.numel()), self.shape())
             .to(self.device())
@@ -160,6 +169,7 @@ impl Tensor {
         self.normal_with_(mean, std, default_generator())
     }
 
+    /// As `normal_`, drawing from `g`.
     pub fn normal_with_(&self, mean: f64, std: f64, g: &Generator) -> &Tensor {
         let z = Tensor::from_vec(g.normal(self.numel()), self.shape())
             .to(self.device())

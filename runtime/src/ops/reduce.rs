@@ -63,6 +63,7 @@ impl Tensor {
         })
     }
 
+    /// Sum over one dim.
     pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Tensor {
         self.sum_dims(&[dim], keepdim)
     }
@@ -73,6 +74,7 @@ impl Tensor {
         &self.to_dtype(self.dtype().to_float()).sum() / n
     }
 
+    /// Mean over `dims` (integers average as floats).
     pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
         let d = self.reduce_dims(dims, "mean");
         let n: usize = d.iter().map(|&i| self.shape()[i]).product();
@@ -82,6 +84,7 @@ impl Tensor {
             / n as f64
     }
 
+    /// Mean over one dim.
     pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Tensor {
         self.mean_dims(&[dim], keepdim)
     }
@@ -107,10 +110,12 @@ impl Tensor {
         self.var_dims(&all, 1, false)
     }
 
+    /// Standard deviation over `dims` with `correction` (1 = unbiased).
     pub fn std_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Tensor {
         self.var_dims(dims, correction, keepdim).sqrt()
     }
 
+    /// Standard deviation of all elements (unbiased).
     pub fn std(&self) -> Tensor {
         self.var().sqrt()
     }
@@ -143,6 +148,7 @@ impl Tensor {
         self.norm_dims(p, &all, false)
     }
 
+    /// The p-norm over `dims` (`p` = inf: the largest magnitude).
     pub fn norm_dims(&self, p: f64, dims: &[isize], keepdim: bool) -> Tensor {
         if p == f64::INFINITY {
             let a = self.abs();
@@ -208,6 +214,7 @@ impl Tensor {
         self.extreme_dim(dim, keepdim, true)
     }
 
+    /// Minimum over `dim` and the index of its first occurrence.
     pub fn min_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
         self.extreme_dim(dim, keepdim, false)
     }
@@ -230,14 +237,17 @@ impl Tensor {
         self.flatten_all().amax_dim(0, false)
     }
 
+    /// The smallest element.
     pub fn min(&self) -> Tensor {
         self.neg().max().neg()
     }
 
+    /// Index of the first maximum along `dim`.
     pub fn argmax(&self, dim: isize, keepdim: bool) -> Tensor {
         self.max_dim(dim, keepdim).1
     }
 
+    /// Index of the first minimum along `dim`.
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Tensor {
         self.min_dim(dim, keepdim).1
     }

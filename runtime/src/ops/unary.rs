@@ -47,6 +47,7 @@ pub(crate) fn unary<F: UnaryFn>(
 }
 
 impl Tensor {
+    /// `-x`.
     pub fn neg(&self) -> Tensor {
         unary(self, Neg, "NegBackward0", Save::Nothing, |_, g| g.neg())
     }
@@ -62,28 +63,33 @@ impl Tensor {
         unary(self, Exp, "ExpBackward0", Save::Output, |y, g| g * y)
     }
 
+    /// The natural logarithm.
     pub fn log(&self) -> Tensor {
         unary(self, Log, "LogBackward0", Save::Input, |x, g| g / x)
     }
 
+    /// `ln(1 + x)`, accurate near 0.
     pub fn log1p(&self) -> Tensor {
         unary(self, Log1p, "Log1PBackward0", Save::Input, |x, g| {
             g / &(x + 1.0)
         })
     }
 
+    /// The square root.
     pub fn sqrt(&self) -> Tensor {
         unary(self, Sqrt, "SqrtBackward0", Save::Output, |y, g| {
             g / &(y * 2.0)
         })
     }
 
+    /// `1 / sqrt(x)`.
     pub fn rsqrt(&self) -> Tensor {
         unary(self, Rsqrt, "RsqrtBackward0", Save::Output, |y, g| {
             &(g * &y.powf(3.0)) * -0.5
         })
     }
 
+    /// `|x|` (gradient `sign(x)`).
     pub fn abs(&self) -> Tensor {
         unary(self, Abs, "AbsBackward0", Save::Input, |x, g| {
             g * &map(x, &Sign)
@@ -97,36 +103,42 @@ impl Tensor {
         })
     }
 
+    /// The sine.
     pub fn sin(&self) -> Tensor {
         unary(self, Sin, "SinBackward0", Save::Input, |x, g| {
             g * &map(x, &Cos)
         })
     }
 
+    /// The cosine.
     pub fn cos(&self) -> Tensor {
         unary(self, Cos, "CosBackward0", Save::Input, |x, g| {
             &(g * &map(x, &Sin)) * -1.0
         })
     }
 
+    /// The hyperbolic tangent.
     pub fn tanh(&self) -> Tensor {
         unary(self, Tanh, "TanhBackward0", Save::Output, |y, g| {
             g * &(&(y * y) * -1.0 + 1.0)
         })
     }
 
+    /// `1 / (1 + e^-x)`.
     pub fn sigmoid(&self) -> Tensor {
         unary(self, Sigmoid, "SigmoidBackward0", Save::Output, |y, g| {
             g * &(y * &(&(y * -1.0) + 1.0))
         })
     }
 
+    /// The error function.
     pub fn erf(&self) -> Tensor {
         unary(self, Erf, "ErfBackward0", Save::Input, |x, g| {
             g * &(&(&(x * x) * -1.0).exp() * std::f64::consts::FRAC_2_SQRT_PI)
         })
     }
 
+    /// `max(x, 0)` (NaN kept).
     pub fn relu(&self) -> Tensor {
         unary(self, Relu, "ReluBackward0", Save::Output, |y, g| {
             g * &map(y, &Step)
@@ -224,18 +236,22 @@ impl Tensor {
         )
     }
 
+    /// Limits values from below.
     pub fn clamp_min(&self, min: f64) -> Tensor {
         self.clamp(min, f64::INFINITY)
     }
 
+    /// Limits values from above.
     pub fn clamp_max(&self, max: f64) -> Tensor {
         self.clamp(f64::NEG_INFINITY, max)
     }
 
+    /// `x * x`.
     pub fn square(&self) -> Tensor {
         self.powf(2.0)
     }
 
+    /// `1 / x`.
     pub fn reciprocal(&self) -> Tensor {
         self.powf(-1.0)
     }

@@ -10,6 +10,7 @@ use std::f64::consts::PI;
 pub trait LrScheduler {
     /// Sets the lr for `epoch` (PyTorch's `step(epoch)`).
     fn set_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64);
+    /// The epoch (or step) last set.
     fn last_epoch(&self) -> i64;
     /// The lrs it last set, one per group.
     fn get_last_lr(&self) -> Vec<f64>;
@@ -90,6 +91,7 @@ impl LrScheduler for ClosedForm {
 /// ```
 pub struct StepLR;
 impl StepLR {
+    /// Multiplies the lr by `gamma` every `step_size` epochs (`StepLR`).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(opt: &mut dyn Optimizer, step_size: i64, gamma: f64) -> ClosedForm {
         ClosedForm::new(opt, move |b, e| b * gamma.powi((e / step_size) as i32))
@@ -99,6 +101,7 @@ impl StepLR {
 /// Decays by `gamma` at each milestone.
 pub struct MultiStepLR;
 impl MultiStepLR {
+    /// Multiplies the lr by `gamma` at each milestone (`MultiStepLR`).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(opt: &mut dyn Optimizer, milestones: Vec<i64>, gamma: f64) -> ClosedForm {
         ClosedForm::new(opt, move |b, e| {
@@ -110,6 +113,7 @@ impl MultiStepLR {
 /// Decays by `gamma` every epoch.
 pub struct ExponentialLR;
 impl ExponentialLR {
+    /// Multiplies the lr by `gamma` every epoch (`ExponentialLR`).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> ClosedForm {
         ClosedForm::new(opt, move |b, e| b * gamma.powi(e as i32))
@@ -128,6 +132,7 @@ impl ExponentialLR {
 /// ```
 pub struct CosineAnnealingLR;
 impl CosineAnnealingLR {
+    /// Cosine from the initial lr down to `eta_min` over `t_max` epochs (`CosineAnnealingLR`).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(opt: &mut dyn Optimizer, t_max: i64, eta_min: f64) -> ClosedForm {
         ClosedForm::new(opt, move |b, e| {
@@ -140,6 +145,7 @@ impl CosineAnnealingLR {
 /// `total_iters` epochs (warmup; PyTorch defaults 1/3, 1.0, 5).
 pub struct LinearLR;
 impl LinearLR {
+    /// Scales the lr linearly from `start_factor` to `end_factor` over `total_iters` epochs (`LinearLR`).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(
         opt: &mut dyn Optimizer,
@@ -167,6 +173,7 @@ pub struct SequentialLR {
 }
 
 impl SequentialLR {
+    /// Runs `schedulers` in turn, switching at each of `milestones` (`SequentialLR`).
     pub fn new(
         opt: &mut dyn Optimizer,
         mut schedulers: Vec<Box<dyn LrScheduler>>,
@@ -245,6 +252,7 @@ pub struct CosineAnnealingWarmRestarts {
 }
 
 impl CosineAnnealingWarmRestarts {
+    /// Cosine annealing restarting after `t_0` epochs, periods growing by `t_mult` (`CosineAnnealingWarmRestarts`).
     pub fn new(
         opt: &mut dyn Optimizer,
         t_0: i64,
@@ -361,6 +369,7 @@ impl OneCycleLR {
         OneCycleLR::with(opt, max_lr, total_steps, 0.3, 25.0, 1e4)
     }
 
+    /// One cycle with PyTorch's options: warm-up share `pct_start`, `div_factor` (initial lr = max_lr / it) and `final_div_factor`.
     pub fn with(
         opt: &mut dyn Optimizer,
         max_lr: f64,
@@ -452,19 +461,28 @@ impl LrScheduler for OneCycleLR {
 /// Whether a lower or a higher metric is better.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PlateauMode {
+    /// Lower is better (a loss).
     Min,
+    /// Higher is better (an accuracy).
     Max,
 }
 
 /// Cuts the lr by `factor` when a metric has not improved (relative
 /// threshold) for `patience` epochs (PyTorch's defaults via `new`).
 pub struct ReduceLROnPlateau {
+    /// Whether lower or higher is better.
     pub mode: PlateauMode,
+    /// Multiplies the lr when it is cut (0.1).
     pub factor: f64,
+    /// Epochs without improvement tolerated (10).
     pub patience: usize,
+    /// Relative improvement that counts (1e-4).
     pub threshold: f64,
+    /// Epochs to wait after a cut (0).
     pub cooldown: usize,
+    /// The lr never goes below this (0).
     pub min_lr: f64,
+    /// Smaller changes of the lr are skipped (1e-8).
     pub eps: f64,
     best: f64,
     num_bad: usize,

@@ -84,17 +84,21 @@ pub struct ParamGroup {
 pub trait Optimizer {
     /// One update of every parameter that has a gradient.
     fn step(&mut self);
+    /// The parameter groups with their lr and weight decay.
     fn param_groups(&self) -> &[ParamGroup];
+    /// The same, to change (schedulers set `lr`).
     fn param_groups_mut(&mut self) -> &mut [ParamGroup];
     /// Optimizer state (per-parameter buffers and step counts, group
     /// hyper-parameters) as named tensors, keyed like PyTorch's
     /// (`state.0.exp_avg`, `param_groups.0.lr`).
     fn state_dict(&self) -> StateDict;
+    /// Restores the state `state_dict` saved (moved to each parameter's device).
     fn load_state_dict(&mut self, dict: &[(String, Tensor)]) -> Result<()>;
     /// The momentum-like coefficient OneCycleLR cycles (SGD momentum, Adam beta1).
     fn momentum(&self) -> Option<f64> {
         None
     }
+    /// Sets the momentum-like coefficient OneCycleLR cycles.
     fn set_momentum(&mut self, _m: f64) {}
 
     /// Sets every gradient to None (PyTorch's default `set_to_none=True`).

@@ -19,10 +19,12 @@ pub struct RMSprop {
 }
 
 impl RMSprop {
+    /// RMSprop over `params`.
     pub fn new(params: Vec<Tensor>, cfg: RMSpropConfig) -> RMSprop {
         RMSprop::with_groups(vec![GroupSpec::new(params)], cfg)
     }
 
+    /// RMSprop with parameter groups (each may set its own lr and weight decay).
     pub fn with_groups(groups: Vec<GroupSpec>, cfg: RMSpropConfig) -> RMSprop {
         assert!(
             cfg.alpha >= 0.0 && cfg.momentum >= 0.0,

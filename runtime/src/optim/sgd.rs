@@ -28,10 +28,12 @@ pub struct SGD {
 }
 
 impl SGD {
+    /// SGD over `params`.
     pub fn new(params: Vec<Tensor>, cfg: SgdConfig) -> SGD {
         SGD::with_groups(vec![GroupSpec::new(params)], cfg)
     }
 
+    /// SGD with parameter groups (each may set its own lr and weight decay).
     pub fn with_groups(groups: Vec<GroupSpec>, cfg: SgdConfig) -> SGD {
         assert!(
             cfg.momentum >= 0.0,

@@ -6,19 +6,33 @@ use super::*;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct ConvGeom {
+    /// Batch size.
     pub n: i32,
+    /// Channels.
     pub c: i32,
+    /// Input height.
     pub h: i32,
+    /// Input width.
     pub w: i32,
+    /// Kernel height.
     pub kh: i32,
+    /// Kernel width.
     pub kw: i32,
+    /// Vertical stride.
     pub sh: i32,
+    /// Horizontal stride.
     pub sw: i32,
+    /// Vertical padding.
     pub ph: i32,
+    /// Horizontal padding.
     pub pw: i32,
+    /// Vertical dilation.
     pub dh: i32,
+    /// Horizontal dilation.
     pub dw: i32,
+    /// Output height.
     pub oh: i32,
+    /// Output width.
     pub ow: i32,
 }
 

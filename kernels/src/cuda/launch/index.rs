@@ -8,11 +8,17 @@ use super::*;
 /// is the input's size along it, which every index is checked against on
 /// the device (an error names `op`; see `checks.rs`).
 pub struct Gathered<'a> {
+    /// The input's strides and offset at the output's (index's) shape.
     pub input: &'a Layout,
+    /// Product of the output's dims after the indexed one.
     pub inner: usize,
+    /// The output's size along the indexed dim.
     pub len: usize,
+    /// The input's stride along the indexed dim.
     pub stride: usize,
+    /// The input's size along it (indices are checked against it).
     pub size: usize,
+    /// The op an out-of-range index is reported as.
     pub op: &'static str,
 }
 
