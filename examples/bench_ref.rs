@@ -27,6 +27,31 @@ use std::time::Instant;
 use tapir::optim::{AdamW, AdamWConfig};
 use tapir::prelude::*;
 
+/// tapir's side of the PyTorch comparison (`benches/torch_ref.py`): one
+/// JSON line per workload variant.
+#[derive(clap::Parser, Debug)]
+#[command(name = "bench_ref", version)]
+struct Cli {
+    /// CPU threads for every kernel.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    threads: u64,
+    /// Comma-separated: matmul, mlp, transformer, inference, macro.
+    #[arg(long, default_value = "matmul", value_delimiter = ',')]
+    workloads: Vec<String>,
+    /// Multiplies every step count (0.3 for a quick run).
+    #[arg(long, default_value_t = 1.0)]
+    steps_scale: f64,
+    /// Seed for data and init.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Runs one `workload.variant` in this process (what each child does).
+    #[arg(long, hide = true)]
+    one: Option<String>,
+    /// cpu, or cuda (GPU 0; needs the `cuda` feature).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "cuda:0"])]
+    device: String,
+}
+
 struct Args {
     threads: usize,
     workloads: Vec<String>,
@@ -37,40 +62,25 @@ struct Args {
 }
 
 fn parse() -> Result<Args, String> {
-    let mut a = Args {
-        threads: 1,
-        workloads: vec!["matmul".into()],
-        steps_scale: 1.0,
-        seed: 0,
-        one: None,
-        device: Device::Cpu,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut val = || it.next().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--threads" => a.threads = val()?.parse().map_err(|e| format!("--threads: {e}"))?,
-            "--workloads" => a.workloads = val()?.split(',').map(str::to_string).collect(),
-            "--steps-scale" => {
-                a.steps_scale = val()?.parse().map_err(|e| format!("--steps-scale: {e}"))?
-            }
-            "--seed" => a.seed = val()?.parse().map_err(|e| format!("--seed: {e}"))?,
-            "--one" => a.one = Some(val()?),
-            "--device" => {
-                a.device = match val()?.as_str() {
-                    "cpu" => Device::Cpu,
-                    "cuda" | "cuda:0" => Device::cuda(0).map_err(|e| e.to_string())?,
-                    other => return Err(format!("--device: `{other}` is not cpu or cuda")),
-                }
-            }
-            other => {
-                return Err(format!(
-                    "unknown flag {other} (flags: --threads N --workloads LIST --steps-scale X --seed S --device cpu|cuda)"
-                ));
-            }
-        }
+    use clap::Parser;
+    let c = Cli::parse();
+    if !(c.steps_scale.is_finite() && c.steps_scale > 0.0) {
+        return Err(format!(
+            "--steps-scale {} is not a positive number",
+            c.steps_scale
+        ));
     }
-    Ok(a)
+    Ok(Args {
+        threads: c.threads as usize,
+        workloads: c.workloads,
+        steps_scale: c.steps_scale,
+        seed: c.seed,
+        one: c.one,
+        device: match c.device.as_str() {
+            "cpu" => Device::Cpu,
+            _ => Device::cuda(0).map_err(|e| format!("--device: {e}"))?,
+        },
+    })
 }
 
 fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {

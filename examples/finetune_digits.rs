@@ -14,7 +14,7 @@ mod digits;
 mod report;
 
 use digits::{load_data, loaders};
-use report::{Flags, die};
+use report::die;
 use std::path::PathBuf;
 use tapir::Checkpoint;
 use tapir::nn::Linear;
@@ -36,19 +36,25 @@ fn accuracy(model: &SeedMlp<64, 10>, loader: &mut digits::Loader) -> f64 {
     correct as f64 / n.max(1) as f64
 }
 
+/// Fine-tune the head of the digits model `train_digits` saved.
+#[derive(clap::Parser, Debug)]
+#[command(name = "finetune_digits", version)]
+struct Args {
+    /// The checkpoint to start from.
+    #[arg(long, default_value = "runs/digits/best.safetensors")]
+    checkpoint: PathBuf,
+    /// Epochs of head training.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    epochs: u64,
+    /// Learning rate of Adam.
+    #[arg(long, default_value_t = 1e-3, value_parser = report::positive)]
+    lr: f64,
+}
+
 fn main() {
-    let mut f = Flags::from_env("finetune_digits");
-    let parsed = (|| -> Result<(PathBuf, usize, f64), String> {
-        let ckpt = f.value(
-            "--checkpoint",
-            PathBuf::from("runs/digits/best.safetensors"),
-        )?;
-        let epochs = f.value("--epochs", 5)?;
-        let lr = f.value("--lr", 1e-3)?;
-        f.finish()?;
-        Ok((ckpt, epochs, lr))
-    })();
-    let (ckpt, epochs, lr) = parsed.unwrap_or_else(|e| die("finetune_digits", &e));
+    use clap::Parser;
+    let a = Args::parse();
+    let (ckpt, epochs, lr) = (a.checkpoint, a.epochs as usize, a.lr);
     let ck = Checkpoint::load(&ckpt).unwrap_or_else(|e| {
         die(
             "finetune_digits",

@@ -22,16 +22,30 @@ fn make_batches(n: usize, batch: usize, teacher: &Tensor, g: &Generator) -> Vec<
         .collect()
 }
 
+/// The seed's training loop, written by hand, on a synthetic teacher task.
+#[derive(clap::Parser, Debug)]
+#[command(name = "seed_loop", version)]
+struct Args {
+    /// Epochs to train.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(i64).range(1..))]
+    epochs: i64,
+    /// Seed for init and data.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
 fn main() {
-    manual_seed(0);
-    let g = Generator::new(0);
+    use clap::Parser;
+    let args = Args::parse();
+    manual_seed(args.seed);
+    let g = Generator::new(args.seed);
     let teacher = Tensor::randn_with(&[64, 10], &g);
     let train = make_batches(40, 64, &teacher, &g);
     let val = make_batches(8, 64, &teacher, &g);
 
     let model = seed::Mlp::new(64, 128, 10, 2);
     println!("{}\n{} parameters", model.repr(), model.num_parameters());
-    let num_epochs = 10;
+    let num_epochs = args.epochs;
     let mut opt = AdamW::new(
         model.parameters(),
         AdamWConfig {

@@ -48,9 +48,23 @@ fn generate(model: &Model, prompt: &str, n: usize, g: &Generator) -> String {
     ids.iter().map(|&b| b as u8 as char).collect()
 }
 
+/// Train a tiny character model (written with `model!`) on a built-in sentence.
+#[derive(clap::Parser, Debug)]
+#[command(name = "train_char_lm", version)]
+struct Args {
+    /// Optimizer steps.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Seed for init, batches and sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
 fn main() {
-    manual_seed(0);
-    let g = Generator::new(0);
+    use clap::Parser;
+    let args = Args::parse();
+    manual_seed(args.seed);
+    let g = Generator::new(args.seed);
     let data: Vec<i64> = TEXT.bytes().map(i64::from).collect();
     let model = Model::new(&Device::Cpu);
     println!("parameters: {}", model.num_parameters());
@@ -62,7 +76,7 @@ fn main() {
         },
     );
     let positions = Tensor::arange(CTX as i64);
-    for step in 1..=300 {
+    for step in 1..=args.steps {
         model.train();
         let (x, y) = windows(&data, 16, &g);
         opt.zero_grad();

@@ -43,10 +43,24 @@ fn strokes(n: usize, g: &Generator) -> (Tensor, Tensor) {
     )
 }
 
+/// Train a small CNN (written with `model!`) on generated stroke images.
+#[derive(clap::Parser, Debug)]
+#[command(name = "train_cnn", version)]
+struct Args {
+    /// Epochs to train.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    epochs: u64,
+    /// Seed for init and data.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
 fn main() {
-    manual_seed(0);
-    let (x, y) = strokes(768, &Generator::new(0));
-    let (x_val, y_val) = strokes(256, &Generator::new(1));
+    use clap::Parser;
+    let args = Args::parse();
+    manual_seed(args.seed);
+    let (x, y) = strokes(768, &Generator::new(args.seed));
+    let (x_val, y_val) = strokes(256, &Generator::new(args.seed + 1));
     let model = Cnn::<3>::new(&Device::Cpu);
     println!("{model}\nparameters: {}", model.num_parameters());
     let mut opt = Adam::new(
@@ -57,7 +71,7 @@ fn main() {
         },
     );
     let batch = 32;
-    for epoch in 0..5 {
+    for epoch in 0..args.epochs {
         model.train();
         let mut total = 0.0;
         for start in (0..x.size(0)).step_by(batch) {

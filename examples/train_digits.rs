@@ -8,6 +8,7 @@
 //! cargo run --release --example train_digits
 //! cargo run --release --example train_digits -- --epochs 40 --resume
 //! cargo run --release --example train_digits -- --data ~/mnist   # real MNIST IDX files
+//! cargo run --release --example train_digits -- --help
 //! ```
 
 #[path = "common/digits.rs"]
@@ -16,7 +17,7 @@ mod digits;
 mod report;
 
 use digits::{Loader, load_data, loaders};
-use report::{EpochMetrics, Flags, die, epoch_bar, from_csv, plot, to_csv};
+use report::{EpochMetrics, die, epoch_bar, from_csv, plot, to_csv};
 use std::path::PathBuf;
 use std::time::Instant;
 use tapir::optim::{
@@ -27,71 +28,62 @@ use tapir::{Checkpoint, Result};
 
 include!("models/seed.rs");
 
-const HELP: &str = "train_digits: train the seed MLP on handwritten digits
-
-flags:
-  --epochs N        epochs to train (default 30)
-  --lr X            peak learning rate of AdamW (default 1e-3)
-  --batch-size N    batch size (default 64)
-  --warmup N        warmup epochs, linear from lr/10 (default 2)
-  --seed N          seed for init, split and shuffling (default 0)
-  --out DIR         where checkpoints, metrics.csv and curves.png go (default runs/digits)
-  --workers N       DataLoader worker threads (default 2)
-  --data DIR        an IDX dataset on disk (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
-                    optional t10k-* for validation), e.g. MNIST; default: the shipped digits
-  --resume          continue from DIR/last.safetensors
-  --device D        cpu (default) or cuda (GPU 0; needs the `cuda` feature)";
-
+/// Train the seed MLP (written with `model!`) on handwritten digits.
+#[derive(clap::Parser, Debug)]
+#[command(name = "train_digits", version)]
 struct Config {
-    epochs: usize,
+    /// Epochs to train.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    epochs: u64,
+    /// Peak learning rate of AdamW.
+    #[arg(long, default_value_t = 1e-3, value_parser = report::positive)]
     lr: f64,
-    batch_size: usize,
+    /// Batch size.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_size: u64,
+    /// Warmup epochs, linear from lr/10.
+    #[arg(long, default_value_t = 2)]
     warmup: usize,
+    /// Seed for init, split and shuffling.
+    #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Where checkpoints, metrics.csv and curves.png go (a new run needs an
+    /// empty or new folder: see --resume and --overwrite).
+    #[arg(long, default_value = "runs/digits")]
     out: PathBuf,
+    /// DataLoader worker threads.
+    #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// An IDX dataset on disk (train-images-idx3-ubyte[.gz],
+    /// train-labels-idx1-ubyte[.gz], optional t10k-* for validation), e.g.
+    /// MNIST; by default the digits shipped with tapir.
+    #[arg(long)]
     data: Option<PathBuf>,
+    /// Continue from OUT/last.safetensors.
+    #[arg(long, conflicts_with = "overwrite")]
     resume: bool,
-    device: Device,
+    /// Start afresh in OUT even if it holds an earlier run's checkpoints.
+    #[arg(long)]
+    overwrite: bool,
+    /// cpu, or cuda (GPU 0; needs the `cuda` feature).
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "cuda:0"])]
+    device: String,
 }
 
-fn parse() -> std::result::Result<Config, String> {
-    let mut f = Flags::from_env("train_digits");
-    if f.switch("--help") || f.switch("-h") {
-        println!("{HELP}");
-        std::process::exit(0);
-    }
-    let c = Config {
-        epochs: f.value("--epochs", 30)?,
-        lr: f.value("--lr", 1e-3)?,
-        batch_size: f.value("--batch-size", 64)?,
-        warmup: f.value("--warmup", 2)?,
-        seed: f.value("--seed", 0)?,
-        out: f.value("--out", PathBuf::from("runs/digits"))?,
-        workers: f.value("--workers", 2)?,
-        data: f
-            .value::<String>("--data", String::new())
-            .map(|s| (!s.is_empty()).then(|| PathBuf::from(s)))?,
-        resume: f.switch("--resume"),
-        device: match f.value::<String>("--device", "cpu".into())?.as_str() {
-            "cpu" => Device::Cpu,
-            "cuda" | "cuda:0" => Device::cuda(0).map_err(|e| format!("--device: {e}"))?,
-            other => return Err(format!("--device: `{other}` is not cpu or cuda")),
-        },
-    };
-    f.finish()?;
-    if c.epochs == 0 || c.batch_size == 0 || c.lr.is_nan() || c.lr <= 0.0 {
-        return Err("--epochs, --batch-size and --lr must be positive".into());
-    }
-    Ok(c)
+/// What a new run would overwrite in `out`.
+fn earlier_run(out: &std::path::Path) -> Option<PathBuf> {
+    ["best.safetensors", "last.safetensors", "metrics.csv"]
+        .iter()
+        .map(|f| out.join(f))
+        .find(|p| p.exists())
 }
 
-fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Result<()> {
+fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loader) -> Result<()> {
     manual_seed(c.seed);
-    let dev = c.device;
     let mut model = SeedMlp::<IN, 10>::try_new(&dev)?;
     let steps_per_epoch = train.len();
-    let total = (c.epochs * steps_per_epoch) as i64;
+    let epochs = c.epochs as usize;
+    let total = (epochs * steps_per_epoch) as i64;
     let warmup = ((c.warmup * steps_per_epoch) as i64).min(total - 1).max(1);
     let mut opt = AdamW::new(
         model.parameters(),
@@ -145,10 +137,10 @@ fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Resul
         model.num_parameters()
     );
     let start = Instant::now();
-    for epoch in first_epoch..=c.epochs {
+    for epoch in first_epoch..=epochs {
         let t0 = Instant::now();
         model.train();
-        let pb = epoch_bar(epoch, c.epochs, steps_per_epoch);
+        let pb = epoch_bar(epoch, epochs, steps_per_epoch);
         let mut loss_sum = 0.0;
         let mut seen = 0;
         for batch in train.iter() {
@@ -160,6 +152,17 @@ fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Resul
             opt.step();
             sched.step(&mut opt);
             let l = loss.item::<f64>();
+            if !l.is_finite() {
+                pb.finish_and_clear();
+                let kept = match last_path.exists() {
+                    true => format!("{} is the last finite checkpoint", last_path.display()),
+                    false => "no checkpoint was written".to_string(),
+                };
+                return Err(tapir::Error::Format(format!(
+                    "the training loss became {l} in epoch {epoch}: lower --lr (now {}); {kept}",
+                    c.lr
+                )));
+            }
             loss_sum += l * y.size(0) as f64;
             seen += y.size(0);
             pb.set_message(format!("loss {l:.4}"));
@@ -189,7 +192,7 @@ fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Resul
         };
         println!(
             "epoch {epoch:>3}/{}: train_loss {:.4}  val_loss {:.4}  val_acc {:.2}%  lr {:.2e}  ({:.1} s)",
-            c.epochs,
+            epochs,
             m.train_loss,
             m.val_loss,
             100.0 * m.val_acc,
@@ -225,7 +228,25 @@ fn run<const IN: usize>(c: &Config, mut train: Loader, mut val: Loader) -> Resul
 }
 
 fn main() {
-    let c = parse().unwrap_or_else(|e| die("train_digits", &e));
+    use clap::Parser;
+    let c = Config::parse();
+    let dev = match c.device.as_str() {
+        "cpu" => Device::Cpu,
+        _ => Device::cuda(0).unwrap_or_else(|e| die("train_digits", &format!("--device: {e}"))),
+    };
+    if !c.resume
+        && !c.overwrite
+        && let Some(p) = earlier_run(&c.out)
+    {
+        die(
+            "train_digits",
+            &format!(
+                "{} holds an earlier run ({}); pass --resume to continue it, --overwrite to replace it, or --out DIR",
+                c.out.display(),
+                p.display()
+            ),
+        );
+    }
     set_num_threads(2);
     let (train, val) =
         load_data(c.data.as_deref()).unwrap_or_else(|e| die("train_digits", &e.to_string()));
@@ -240,10 +261,10 @@ fn main() {
             ),
         );
     }
-    let (tl, vl) = loaders(c.seed, c.batch_size, c.workers, train, val);
+    let (tl, vl) = loaders(c.seed, c.batch_size as usize, c.workers, train, val);
     let result = match pixels {
-        64 => run::<64>(&c, tl, vl),
-        784 => run::<784>(&c, tl, vl),
+        64 => run::<64>(&c, dev, tl, vl),
+        784 => run::<784>(&c, dev, tl, vl),
         other => die(
             "train_digits",
             &format!(

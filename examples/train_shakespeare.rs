@@ -5,6 +5,7 @@
 //! ```sh
 //! cargo run --release --example train_shakespeare
 //! cargo run --release --example train_shakespeare -- --steps 3000 --resume
+//! cargo run --release --example train_shakespeare -- --help
 //! ```
 
 #[path = "common/report.rs"]
@@ -12,7 +13,7 @@ mod report;
 #[path = "common/sample.rs"]
 mod sample;
 
-use report::{Flags, die};
+use report::die;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -63,26 +64,54 @@ fn loss_on(model: &Model, batch: &(Tensor, Tensor), positions: &Tensor) -> Tenso
     )
 }
 
+/// Train a character-level transformer (written with `model!`) on Shakespeare.
+#[derive(clap::Parser, Debug)]
+#[command(name = "train_shakespeare", version)]
+struct Args {
+    /// Optimizer steps.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Peak learning rate of AdamW (cosine decay to a tenth).
+    #[arg(long, default_value_t = 1e-3, value_parser = report::positive)]
+    lr: f64,
+    /// Windows per batch.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    batch_size: u64,
+    /// Seed for init, shuffling and sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Where the checkpoint goes.
+    #[arg(long, default_value = "runs/shakespeare")]
+    out: PathBuf,
+    /// Steps between validation and a generated sample.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    sample_every: u64,
+    /// Continue from OUT/last.safetensors.
+    #[arg(long)]
+    resume: bool,
+    /// The text to learn (ASCII); by default the one shipped with tapir.
+    #[arg(long)]
+    data: Option<PathBuf>,
+}
+
 fn main() {
-    let mut f = Flags::from_env("train_shakespeare");
-    let parsed = (|| -> Result<_, String> {
-        let c = (
-            f.value("--steps", 500usize)?,
-            f.value("--lr", 1e-3f64)?,
-            f.value("--batch-size", 32usize)?,
-            f.value("--seed", 0u64)?,
-            f.value("--out", PathBuf::from("runs/shakespeare"))?,
-            f.value("--sample-every", 100usize)?,
-            f.switch("--resume"),
-        );
-        f.finish()?;
-        Ok(c)
-    })();
-    let (steps, lr, batch_size, seed, out, sample_every, resume) =
-        parsed.unwrap_or_else(|e| die("train_shakespeare", &e));
+    use clap::Parser;
+    let a = Args::parse();
+    let (steps, lr, batch_size, seed, out, sample_every, resume) = (
+        a.steps as usize,
+        a.lr,
+        a.batch_size as usize,
+        a.seed,
+        a.out,
+        a.sample_every as usize,
+        a.resume,
+    );
     set_num_threads(2);
-    let text = std::fs::read_to_string("data/shakespeare.txt")
-        .unwrap_or_else(|e| die("train_shakespeare", &format!("data/shakespeare.txt: {e}")));
+    let path = a.data.unwrap_or_else(|| {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/shakespeare.txt")
+    });
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| die("train_shakespeare", &format!("{}: {e}", path.display())));
     let tok = CharTokenizer::from_text(&text);
     if tok.vocab_size() > VOCAB {
         die(
@@ -109,6 +138,19 @@ fn main() {
     };
     let mut train = DataLoader::new(Windows { tokens: train_ids }, opts(true));
     let mut val = DataLoader::new(Windows { tokens: val_ids }, opts(false));
+    // With drop_last a batch larger than the data gives empty epochs, and
+    // the step loop below would never end.
+    for (what, l) in [("training", &train), ("validation", &val)] {
+        if l.is_empty() {
+            die(
+                "train_shakespeare",
+                &format!(
+                    "--batch-size {batch_size} is larger than the {} windows of {CTX} characters in the {what} text",
+                    l.dataset().len()
+                ),
+            );
+        }
+    }
 
     manual_seed(seed);
     let mut model = Model::new(&Device::Cpu);
@@ -162,7 +204,15 @@ fn main() {
             opt.step();
             sched.step(&mut opt);
             step += 1;
-            pb.set_message(format!("loss {:.3}", loss.item::<f32>()));
+            let l = loss.item::<f32>();
+            if !l.is_finite() {
+                pb.finish_and_clear();
+                die(
+                    "train_shakespeare",
+                    &format!("the training loss became {l} at step {step}: lower --lr (now {lr})"),
+                );
+            }
+            pb.set_message(format!("loss {l:.3}"));
             pb.inc(1);
             if step.is_multiple_of(sample_every) || step == steps {
                 model.eval();

@@ -55,15 +55,29 @@ fn spirals(n: usize, g: &Generator) -> (Tensor, Tensor) {
     )
 }
 
+/// Train a `model!` MLP on two interleaved spirals.
+#[derive(clap::Parser, Debug)]
+#[command(name = "train_synthetic", version)]
+struct Args {
+    /// Epochs to train.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(i64).range(1..))]
+    epochs: i64,
+    /// Seed for init and data.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
 fn main() {
-    manual_seed(0);
-    let g = Generator::new(0);
+    use clap::Parser;
+    let args = Args::parse();
+    manual_seed(args.seed);
+    let g = Generator::new(args.seed);
     let (x, y) = spirals(300, &g);
-    let (x_val, y_val) = spirals(100, &Generator::new(1));
+    let (x_val, y_val) = spirals(100, &Generator::new(args.seed + 1));
 
     let model = SpiralNet::<64>::new(&Device::Cpu);
     println!("{model}");
-    let (epochs, batch) = (60, 64);
+    let (epochs, batch) = (args.epochs, 64);
     let mut opt = AdamW::new(
         model.parameters(),
         AdamWConfig {

@@ -26,6 +26,14 @@ fn find(dir: &Path, stem: &str) -> Option<PathBuf> {
 
 /// The shipped digits, or an IDX dataset from `--data`; with no separate
 /// validation files, a seeded 80/20 split.
+/// A data file shipped in the repository's `data/`, found from the crate's
+/// own folder so the examples run from any directory.
+pub fn shipped(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(name)
+}
+
 pub fn load_data(data: Option<&Path>) -> Result<(Split, Option<Split>)> {
     let read = |dir: &Path, kind: &str| -> Result<Option<Split>> {
         let (Some(i), Some(l)) = (
@@ -42,8 +50,8 @@ pub fn load_data(data: Option<&Path>) -> Result<(Split, Option<Split>)> {
     match data {
         None => Ok((
             Split {
-                images: read_idx("data/digits-images-idx3-ubyte")?,
-                labels: read_idx("data/digits-labels-idx1-ubyte")?,
+                images: read_idx(shipped("digits-images-idx3-ubyte"))?,
+                labels: read_idx(shipped("digits-labels-idx1-ubyte"))?,
             },
             None,
         )),

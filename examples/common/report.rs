@@ -1,5 +1,5 @@
 //! What the training examples share: a progress bar, the per-epoch metrics
-//! (printed, written as CSV, drawn as a PNG) and flag parsing.
+//! (printed, written as CSV, drawn as a PNG) and flag checks.
 #![allow(dead_code)] // each example uses a different part
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -130,47 +130,12 @@ pub fn plot(history: &[EpochMetrics], path: &Path, title: &str) -> Result<(), St
     Ok(())
 }
 
-/// `--flag value` pairs and bare `--switch`es; anything else is an error.
-pub struct Flags {
-    args: Vec<String>,
-    pub program: &'static str,
-}
-
-impl Flags {
-    pub fn from_env(program: &'static str) -> Flags {
-        Flags {
-            args: std::env::args().skip(1).collect(),
-            program,
-        }
-    }
-
-    /// Removes `--name` and returns whether it was there.
-    pub fn switch(&mut self, name: &str) -> bool {
-        let before = self.args.len();
-        self.args.retain(|a| a != name);
-        before != self.args.len()
-    }
-
-    /// Removes `--name VALUE` and parses VALUE, or gives `default`.
-    pub fn value<T: std::str::FromStr>(&mut self, name: &str, default: T) -> Result<T, String> {
-        let Some(i) = self.args.iter().position(|a| a == name) else {
-            return Ok(default);
-        };
-        if i + 1 >= self.args.len() {
-            return Err(format!("{name} needs a value"));
-        }
-        let v = self.args.remove(i + 1);
-        self.args.remove(i);
-        v.parse()
-            .map_err(|_| format!("{name}: `{v}` is not a valid value"))
-    }
-
-    /// Errors on anything not consumed.
-    pub fn finish(&self) -> Result<(), String> {
-        match self.args.first() {
-            Some(a) => Err(format!("unknown argument `{a}` (see --help)")),
-            None => Ok(()),
-        }
+/// A finite number above zero, as a clap value parser (`--lr`).
+pub fn positive(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a positive number")),
+        Err(e) => Err(e.to_string()),
     }
 }
 

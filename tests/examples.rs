@@ -1,0 +1,165 @@
+//! The examples as a person runs them: every one answers `--help`, rejects
+//! a bad flag or value with one line and exit status 2, and the main jobs
+//! refuse what would lose work or never end. `cargo test` builds the
+//! examples before it runs this; they are run from another folder, so the
+//! shipped data must be found from the crate, not the working directory.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const EXAMPLES: &[&str] = &[
+    "train_digits",
+    "finetune_digits",
+    "train_shakespeare",
+    "train_cnn",
+    "train_char_lm",
+    "seed_loop",
+    "train_synthetic",
+    "bench_ref",
+];
+
+/// The example binary `cargo test` built beside this test.
+fn example(name: &str) -> PathBuf {
+    let deps = std::env::current_exe().expect("own path");
+    let dir = deps
+        .parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>/deps");
+    let path = dir.join("examples").join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test` builds the examples (run the whole suite)",
+        path.display()
+    );
+    path
+}
+
+fn run(name: &str, args: &[&str]) -> Output {
+    Command::new(example(name))
+        .args(args)
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("the example starts")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn every_example_answers_help_and_rejects_a_bad_flag_in_one_line() {
+    for name in EXAMPLES {
+        let help = run(name, &["--help"]);
+        let out = text(&help.stdout);
+        assert_eq!(help.status.code(), Some(0), "{name} --help: {out}");
+        assert!(
+            out.contains("Usage:") && out.contains("--help"),
+            "{name} --help: {out}"
+        );
+        let bad = run(name, &["--no-such-flag"]);
+        let err = text(&bad.stderr);
+        assert_eq!(bad.status.code(), Some(2), "{name} --no-such-flag: {err}");
+        let first = err.lines().next().unwrap_or_default();
+        assert!(
+            first.contains("unexpected argument '--no-such-flag'"),
+            "{name}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+}
+
+#[test]
+fn bad_values_are_refused_before_any_work() {
+    for (name, args, says) in [
+        (
+            "train_digits",
+            &["--lr", "nan"][..],
+            "not a positive number",
+        ),
+        ("train_digits", &["--lr=-1"][..], "not a positive number"),
+        ("train_digits", &["--batch-size", "0"][..], "not in 1.."),
+        ("train_digits", &["--device", "tpu"][..], "possible values"),
+        (
+            "train_shakespeare",
+            &["--batch-size", "0"][..],
+            "not in 1..",
+        ),
+        (
+            "train_shakespeare",
+            &["--lr", "-1"][..],
+            "unexpected argument",
+        ),
+        ("finetune_digits", &["--epochs", "x"][..], "invalid digit"),
+    ] {
+        let o = run(name, args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {err}");
+        assert!(err.contains(says), "{name} {args:?}: {err}");
+        assert!(!err.contains("panicked"), "{name} {args:?}: {err}");
+    }
+}
+
+#[test]
+fn train_digits_refuses_to_overwrite_an_earlier_run() {
+    let dir = std::env::temp_dir().join(format!("tapir-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let best = dir.join("best.safetensors");
+    std::fs::write(&best, b"an earlier run's checkpoint").unwrap();
+    let o = run(
+        "train_digits",
+        &["--out", dir.to_str().unwrap(), "--epochs", "1"],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds an earlier run") && err.contains("--overwrite"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&best).unwrap(),
+        b"an earlier run's checkpoint",
+        "the earlier checkpoint is untouched"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn train_shakespeare_says_when_a_batch_is_larger_than_the_text() {
+    let o = run(
+        "train_shakespeare",
+        &["--batch-size", "14000", "--steps", "1"],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--batch-size 14000 is larger than the"),
+        "{err}"
+    );
+}
+
+#[test]
+fn train_digits_stops_when_the_loss_is_not_finite() {
+    let dir = std::env::temp_dir().join(format!("tapir-nan-{}", std::process::id()));
+    let o = run(
+        "train_digits",
+        &[
+            "--out",
+            dir.to_str().unwrap(),
+            "--epochs",
+            "2",
+            "--lr",
+            "1e9",
+        ],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the training loss became NaN in epoch 1: lower --lr"),
+        "{err}"
+    );
+    assert!(
+        !dir.join("best.safetensors").exists(),
+        "a non-finite model is never saved as best"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
