@@ -112,12 +112,28 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
     let mut first_epoch = 1;
     let mut best = 0.0;
     if c.resume {
-        let ck = Checkpoint::load(&last_path)?;
+        let ck = Checkpoint::load(&last_path).map_err(|e| {
+            let best = match Checkpoint::load(&best_path) {
+                Ok(_) => format!(
+                    "{} is intact: copy it over {} to resume from the best epoch",
+                    best_path.display(),
+                    last_path.display()
+                ),
+                Err(b) => format!("the best checkpoint cannot be used either ({b})"),
+            };
+            tapir::Error::Format(format!("cannot resume: {e}; {best}"))
+        })?;
         model.load_state_dict(&ck.model, true)?;
         opt.load_state_dict(&ck.optimizer)?;
         sched.load_state_dict(&mut opt, &ck.scheduler);
         ck.restore_rng();
-        history = from_csv(ck.extra.get("history").map(String::as_str).unwrap_or(""));
+        let Some(h) = ck.extra.get("history") else {
+            return Err(tapir::Error::Format(format!(
+                "{}: the checkpoint has no `history`; it was not written by train_digits",
+                last_path.display()
+            )));
+        };
+        history = from_csv(h);
         best = ck
             .extra
             .get("best_val_acc")

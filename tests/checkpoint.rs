@@ -233,13 +233,18 @@ fn corrupt_truncated_and_hostile_files_are_errors() {
             "cut at {cut}"
         );
     }
-    // Flipped bytes: errors or (in tensor data) different values; never a panic.
+    // A flipped bit anywhere, header or tensor data, is an error (the
+    // checksums cover every tensor and the metadata); never a panic.
     let g = Generator::new(1);
     let spots = Tensor::randint_with(0, bytes.len() as i64, &[3000], &g).to_vec::<i64>();
     for (i, &at) in spots.iter().enumerate() {
         let mut b = bytes.clone();
         b[at as usize] ^= 1 << (i % 8);
-        let _ = Checkpoint::from_bytes(&b);
+        assert!(
+            Checkpoint::from_bytes(&b).is_err(),
+            "bit {} of byte {at} flipped and the checkpoint still loaded",
+            i % 8
+        );
     }
     // A header length of 2^64 - 1, and a header whose tensor claims a huge shape.
     let mut huge = u64::MAX.to_le_bytes().to_vec();
@@ -258,4 +263,72 @@ fn corrupt_truncated_and_hostile_files_are_errors() {
         .unwrap()
         .to_string();
     assert!(missing.contains("nope.safetensors: "), "{missing}");
+}
+
+/// The damage a checksum catches and a plain safetensors file would not: a
+/// renamed metadata key (the run's history silently gone) and flipped bytes
+/// inside a tensor. Each is an error naming what is damaged.
+#[test]
+fn damaged_checkpoints_are_errors_naming_the_damage() {
+    let m = Tiny::new(&Device::Cpu);
+    let mut c = Checkpoint::new(
+        m.state_dict(),
+        vec![],
+        vec![("last_epoch".into(), 3.0)],
+        1,
+        2,
+    );
+    c.extra
+        .insert("history".into(), "epoch,loss\n1,0.5\n".into());
+    let path = scratch("damage.safetensors");
+    c.save(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let at = bytes
+        .windows(13)
+        .position(|w| w == b"extra.history")
+        .expect("the key is in the header");
+    let mut renamed = bytes.clone();
+    renamed[at + 1] = b'X';
+    let err = Checkpoint::from_bytes(&renamed).err().unwrap().to_string();
+    assert!(err.contains("the metadata is damaged"), "{err}");
+    let header = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let mut flipped = bytes.clone();
+    let last = flipped.len() - 1;
+    flipped[last] ^= 0x40;
+    assert!(last > 8 + header, "the last byte is tensor data");
+    let err = Checkpoint::from_bytes(&flipped).err().unwrap().to_string();
+    assert!(
+        err.contains("is damaged (its checksum does not match)"),
+        "{err}"
+    );
+    assert!(err.starts_with("tensor `model."), "{err}");
+    // A checkpoint with its required metadata missing is an error, not a default.
+    let mut meta = std::collections::BTreeMap::new();
+    meta.insert("format".to_string(), "tapir-checkpoint-1".to_string());
+    meta.insert("epoch".to_string(), "1".to_string());
+    meta.insert("step".to_string(), "2".to_string());
+    meta.insert("rng".to_string(), "1,2,3,4".to_string());
+    let b = checkpoint::to_safetensors(&[], &meta).unwrap();
+    let err = Checkpoint::from_bytes(&b).err().unwrap().to_string();
+    assert!(err.contains("the `scheduler` metadata is missing"), "{err}");
+}
+
+/// An interrupted save leaves `.NAME.tmp-PID`; the next save of that path
+/// removes it once its process is gone.
+#[test]
+fn stale_temporary_files_are_removed_by_the_next_save() {
+    let path = scratch("stale/model.safetensors");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // No process has pid 4000000000 (above any Linux pid_max).
+    let stale = path
+        .parent()
+        .unwrap()
+        .join(".model.safetensors.tmp-4000000000");
+    std::fs::write(&stale, b"half a checkpoint").unwrap();
+    tapir::save(&[("w".to_string(), Tensor::ones(&[2]))], &path).unwrap();
+    assert!(!stale.exists(), "the stale temporary is gone");
+    assert_eq!(
+        tapir::load(&path).unwrap()[0].1.to_vec::<f32>(),
+        vec![1.0, 1.0]
+    );
 }

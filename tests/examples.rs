@@ -163,3 +163,26 @@ fn train_digits_stops_when_the_loss_is_not_finite() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_damaged_checkpoint_stops_resume_and_says_whether_best_is_intact() {
+    let dir = std::env::temp_dir().join(format!("tapir-resume-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let first = run("train_digits", &["--out", out, "--epochs", "1"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let last = dir.join("last.safetensors");
+    let mut bytes = std::fs::read(&last).unwrap();
+    let n = bytes.len();
+    bytes[n - 5] ^= 0x10; // inside the last tensor's data
+    std::fs::write(&last, bytes).unwrap();
+    let o = run("train_digits", &["--out", out, "--epochs", "2", "--resume"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot resume:") && err.contains("is damaged"),
+        "{err}"
+    );
+    assert!(err.contains("best.safetensors is intact"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

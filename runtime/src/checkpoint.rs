@@ -1,7 +1,11 @@
 //! Checkpoints as safetensors: state dicts with PyTorch's keys (so files move
 //! between tapir and PyTorch both ways), and full training checkpoints
 //! (model, optimizer, scheduler, epoch/step, RNG). Writes are atomic; a
-//! corrupt, truncated or hostile file is an error, never a panic.
+//! corrupt, truncated or hostile file is an error, never a panic. Every file
+//! tapir writes carries a CRC-32 of each tensor's bytes and of the metadata
+//! (in the safetensors metadata, so the file stays one PyTorch loads), and
+//! loading checks them: flipped bytes or a damaged header are an error
+//! naming what is damaged.
 
 use crate::nn::StateDict;
 use crate::{DType, Error, Result, Tensor};
@@ -97,6 +101,51 @@ fn tensor_from_view(name: &str, v: &TensorView) -> std::result::Result<Tensor, S
     })
 }
 
+/// The metadata key holding the CRC-32 of tensor `name`'s bytes.
+fn crc_key(name: &str) -> String {
+    format!("crc32.{name}")
+}
+
+/// The metadata key holding the CRC-32 of all other metadata.
+const META_CRC: &str = "crc32.__metadata__";
+
+/// CRC-32 of the metadata as written (every key but `META_CRC`, sorted).
+fn metadata_crc(meta: &BTreeMap<String, String>) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for (k, v) in meta.iter().filter(|(k, _)| *k != META_CRC) {
+        h.update(k.as_bytes());
+        h.update(&[0]);
+        h.update(v.as_bytes());
+        h.update(&[0]);
+    }
+    h.finalize()
+}
+
+/// Removes temporary files an interrupted save of `path` left behind
+/// (`.NAME.tmp-PID` of a process that no longer runs).
+fn remove_stale_temporaries(dir: &Path, name: &str) {
+    // Without /proc there is no telling whether the writer still runs.
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = file.strip_prefix(&prefix) else {
+            continue;
+        };
+        let alive = pid
+            .parse::<u32>()
+            .is_ok_and(|p| p == std::process::id() || Path::new(&format!("/proc/{p}")).exists());
+        if !alive {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same
 /// directory, flushed to disk, then renamed over `path`. A crash leaves
 /// either the old file or the new one, never a torn one.
@@ -109,6 +158,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
+    remove_stale_temporaries(dir, &name);
     let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
     let write = || -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
@@ -142,13 +192,25 @@ pub fn to_safetensors(
             .map_err(|e| Error::Format(format!("cannot write tensor `{n}`: {e}")))?;
         views.push((n.clone(), v));
     }
-    let info: HashMap<String, String> = metadata.clone().into_iter().collect();
-    safetensors::serialize(views, (!info.is_empty()).then_some(info))
+    let mut meta = metadata.clone();
+    for (n, _, _, b) in &bytes {
+        meta.insert(crc_key(n), format!("{:08x}", crc32fast::hash(b)));
+    }
+    meta.insert(META_CRC.into(), format!("{:08x}", metadata_crc(&meta)));
+    let info: HashMap<String, String> = meta.into_iter().collect();
+    safetensors::serialize(views, Some(info))
         .map_err(|e| Error::Format(format!("cannot serialise safetensors: {e}")))
 }
 
-/// Reads safetensors bytes: the tensors (sorted by name) and the metadata.
+/// Reads safetensors bytes: the tensors (sorted by name) and the metadata
+/// (without tapir's checksums, which are checked when present: a file
+/// PyTorch wrote has none).
 pub fn from_safetensors(bytes: &[u8]) -> Result<(StateDict, BTreeMap<String, String>)> {
+    from_safetensors_checked(bytes).map(|(sd, meta, _)| (sd, meta))
+}
+
+/// [`from_safetensors`], also saying whether the file carried checksums.
+fn from_safetensors_checked(bytes: &[u8]) -> Result<(StateDict, BTreeMap<String, String>, bool)> {
     let st = SafeTensors::deserialize(bytes)
         .map_err(|e| Error::Format(format!("not a valid safetensors file: {e}")))?;
     let (_, meta) = SafeTensors::read_metadata(bytes)
@@ -159,13 +221,34 @@ pub fn from_safetensors(bytes: &[u8]) -> Result<(StateDict, BTreeMap<String, Str
         .unwrap_or_default()
         .into_iter()
         .collect();
+    // Any checksum key means tapir wrote the file: then all must be there.
+    let checked = metadata.keys().any(|k| k.starts_with("crc32."));
+    if checked && metadata.get(META_CRC) != Some(&format!("{:08x}", metadata_crc(&metadata))) {
+        return Err(Error::Format(
+            "the metadata is damaged (its checksum does not match)".into(),
+        ));
+    }
     let mut out = vec![];
     for (name, view) in st.tensors() {
+        if checked {
+            let want = metadata.get(&crc_key(&name)).ok_or_else(|| {
+                Error::Format(format!("tensor `{name}` has no checksum in the metadata"))
+            })?;
+            if *want != format!("{:08x}", crc32fast::hash(view.data())) {
+                return Err(Error::Format(format!(
+                    "tensor `{name}` is damaged (its checksum does not match)"
+                )));
+            }
+        }
         let t = tensor_from_view(&name, &view).map_err(Error::Format)?;
         out.push((name, t));
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok((out, metadata))
+    let metadata = metadata
+        .into_iter()
+        .filter(|(k, _)| !k.starts_with("crc32."))
+        .collect();
+    Ok((out, metadata, checked))
 }
 
 /// Saves a state dict (`torch.save(model.state_dict(), path)` with
@@ -227,6 +310,9 @@ pub struct Checkpoint {
 }
 
 const MODEL: &str = "model.";
+/// The format written now: version 2 carries checksums, which loading
+/// requires; version 1 files (without them) still load.
+const FORMAT: &str = "tapir-checkpoint-2";
 const OPTIM: &str = "optimizer.";
 
 impl Checkpoint {
@@ -263,7 +349,7 @@ impl Checkpoint {
                 .map(|(k, t)| (format!("{OPTIM}{k}"), t.clone())),
         );
         let mut meta = BTreeMap::new();
-        meta.insert("format".into(), "tapir-checkpoint-1".into());
+        meta.insert("format".into(), FORMAT.into());
         meta.insert("epoch".into(), self.epoch.to_string());
         meta.insert("step".into(), self.step.to_string());
         meta.insert(
@@ -297,10 +383,12 @@ impl Checkpoint {
 
     /// A checkpoint from the bytes of a checkpoint file (checked as `load` checks a file).
     pub fn from_bytes(bytes: &[u8]) -> Result<Checkpoint> {
-        let (tensors, meta) = from_safetensors(bytes)?;
+        let (tensors, meta, checked) = from_safetensors_checked(bytes)?;
         let bad = |what: &str| Error::Format(format!("not a tapir checkpoint: {what}"));
-        if meta.get("format").map(String::as_str) != Some("tapir-checkpoint-1") {
-            return Err(bad("the `format` metadata is missing"));
+        match meta.get("format").map(String::as_str) {
+            Some(FORMAT) if !checked => return Err(bad("its checksums are missing")),
+            Some(FORMAT) | Some("tapir-checkpoint-1") => {}
+            _ => return Err(bad("the `format` metadata is missing")),
         }
         let num = |k: &str| -> Result<u64> {
             meta.get(k)
@@ -313,13 +401,10 @@ impl Checkpoint {
             .unwrap_or_default();
         let rng: [u64; 4] = rng.try_into().map_err(|_| bad("bad `rng`"))?;
         let mut scheduler = vec![];
-        for part in meta
+        let sched = meta
             .get("scheduler")
-            .map(String::as_str)
-            .unwrap_or("")
-            .split(';')
-            .filter(|p| !p.is_empty())
-        {
+            .ok_or_else(|| bad("the `scheduler` metadata is missing"))?;
+        for part in sched.split(';').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').ok_or_else(|| bad("bad `scheduler`"))?;
             scheduler.push((
                 k.to_string(),
