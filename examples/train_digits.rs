@@ -6,7 +6,7 @@
 //!
 //! ```sh
 //! cargo run --release --example train_digits
-//! cargo run --release --example train_digits -- --epochs 40 --resume
+//! cargo run --release --example train_digits -- --epochs 40 --resume --allow-changes
 //! cargo run --release --example train_digits -- --data ~/mnist   # real MNIST IDX files
 //! cargo run --release --example train_digits -- --help
 //! ```
@@ -16,7 +16,7 @@ mod digits;
 #[path = "common/report.rs"]
 mod report;
 
-use digits::{Loader, load_data, loaders};
+use digits::{Loader, check_data, load_data, loaders};
 use report::{EpochMetrics, die, epoch_bar, from_csv, plot, to_csv};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -65,9 +65,41 @@ struct Config {
     /// Start afresh in OUT even if it holds an earlier run's checkpoints.
     #[arg(long)]
     overwrite: bool,
+    /// With --resume: accept epochs, lr, batch size, warmup or seed other
+    /// than the run's (the learning-rate schedule then changes shape).
+    #[arg(long, requires = "resume")]
+    allow_changes: bool,
     /// cpu, or cuda (GPU 0; needs the `cuda` feature).
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "cuda:0"])]
     device: String,
+}
+
+/// The settings a run's schedule and data order depend on, as stored in its
+/// checkpoints: `name=value` pairs.
+fn run_settings(c: &Config) -> Vec<(&'static str, String)> {
+    vec![
+        ("epochs", c.epochs.to_string()),
+        ("lr", format!("{:?}", c.lr)),
+        ("batch-size", c.batch_size.to_string()),
+        ("warmup", c.warmup.to_string()),
+        ("seed", c.seed.to_string()),
+    ]
+}
+
+/// The flags of this invocation that differ from the stored run's.
+fn changed_settings(c: &Config, stored: &str) -> Vec<String> {
+    let stored: Vec<(&str, &str)> = stored
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .collect();
+    run_settings(c)
+        .into_iter()
+        .filter_map(|(k, v)| match stored.iter().find(|(sk, _)| *sk == k) {
+            Some((_, sv)) if *sv == v => None,
+            Some((_, sv)) => Some(format!("--{k} {v} (the run used {sv})")),
+            None => Some(format!("--{k} {v} (the run did not record it)")),
+        })
+        .collect()
 }
 
 /// What a new run would overwrite in `out`.
@@ -127,6 +159,14 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
         opt.load_state_dict(&ck.optimizer)?;
         sched.load_state_dict(&mut opt, &ck.scheduler);
         ck.restore_rng();
+        let stored = ck.extra.get("settings").map(String::as_str).unwrap_or("");
+        let changed = changed_settings(c, stored);
+        if !changed.is_empty() && !c.allow_changes {
+            return Err(tapir::Error::Format(format!(
+                "--resume with other settings than the run's: {}; pass --allow-changes to resume with them anyway",
+                changed.join(", ")
+            )));
+        }
         let Some(h) = ck.extra.get("history") else {
             return Err(tapir::Error::Format(format!(
                 "{}: the checkpoint has no `history`; it was not written by train_digits",
@@ -224,6 +264,11 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             (epoch * steps_per_epoch) as u64,
         );
         ck.extra.insert("history".into(), to_csv(&history));
+        let settings: Vec<String> = run_settings(c)
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        ck.extra.insert("settings".into(), settings.join(","));
         if m.val_acc > best {
             best = m.val_acc;
             ck.extra.insert("best_val_acc".into(), best.to_string());
@@ -266,17 +311,14 @@ fn main() {
     set_num_threads(2);
     let (train, val) =
         load_data(c.data.as_deref()).unwrap_or_else(|e| die("train_digits", &e.to_string()));
-    let pixels: usize = train.images.shape()[1..].iter().product();
-    if train.images.ndim() != 3 || train.labels.shape() != [train.images.size(0)] {
-        die(
-            "train_digits",
-            &format!(
-                "images {:?} and labels {:?} do not match",
-                train.images.shape(),
-                train.labels.shape()
-            ),
-        );
+    if let Err(e) = check_data(&train, val.as_ref()) {
+        let from = c
+            .data
+            .as_deref()
+            .map_or("the shipped digits".into(), |d| d.display().to_string());
+        die("train_digits", &format!("{from}: {e}"));
     }
+    let pixels: usize = train.images.shape()[1..].iter().product();
     let (tl, vl) = loaders(c.seed, c.batch_size as usize, c.workers, train, val);
     let result = match pixels {
         64 => run::<64>(&c, dev, tl, vl),

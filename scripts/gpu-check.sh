@@ -69,8 +69,8 @@ check() {
 # the kernel twins with synchronous launches, so a faulting kernel is named
 # by its own launch rather than by a later read.
 export RUST_BACKTRACE=1
-wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests" cuda:: --nocapture --test-threads 1
-wanted device && check device-tests "$bins/cuda" --nocapture --test-threads 1 --skip without_a_gpu
+wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests" cuda:: --include-ignored --nocapture --test-threads 1
+wanted device && check device-tests "$bins/cuda" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 if wanted goldens; then
     for suite in goldens nn_goldens training; do
         check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/$suite" --test-threads 1
@@ -78,7 +78,7 @@ if wanted goldens; then
 fi
 
 if wanted digits; then
-    check train-digits "$bins/train_digits" --device cuda --epochs 10 --out "$out/digits"
+    check train-digits "$bins/train_digits" --device cuda --epochs 10 --overwrite --out "$out/digits"
     grep "val_acc" "$out/train-digits.log" | tail -n 1
 fi
 

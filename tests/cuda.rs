@@ -220,6 +220,7 @@ fn check(c: &Case, device: Device) -> Result<(), String> {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn every_op_and_its_gradient_match_the_cpu() {
     let Some(device) = gpu() else { return };
     let failures: Vec<String> = cases()
@@ -290,6 +291,7 @@ fn train(device: Device) -> (Vec<f64>, SeedMlp<48, 10>) {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn seed_mlp_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
     let Some(device) = gpu() else { return };
     let (want, cpu_model) = train(Device::Cpu);
@@ -356,6 +358,7 @@ fn train_char_lm(device: Device) -> Vec<f64> {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn a_char_transformer_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips() {
     let Some(device) = gpu() else { return };
     let want = train_char_lm(Device::Cpu);
@@ -378,6 +381,7 @@ fn a_char_transformer_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips()
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn a_gpu_checkpoint_loads_on_the_cpu_and_back() {
     let Some(device) = gpu() else { return };
     let (_, model) = train(device);
@@ -408,6 +412,7 @@ fn a_gpu_checkpoint_loads_on_the_cpu_and_back() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn optimizer_state_from_a_cpu_checkpoint_resumes_on_the_gpu() {
     let Some(device) = gpu() else { return };
     let (x, y) = batch(1);
@@ -544,6 +549,7 @@ fn optimizer_cases_agree(device: Device) -> Result<(), String> {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn fused_optimizers_step_on_the_gpu_in_every_float_dtype() {
     let Some(device) = gpu() else { return };
     let before = tapir::cuda::host_fallbacks();
@@ -559,6 +565,7 @@ fn optimizer_cases_agree_cpu_against_cpu() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn moving_between_devices_keeps_values_and_gradients() {
     let Some(device) = gpu() else { return };
     for dtype in [
@@ -586,6 +593,7 @@ fn moving_between_devices_keeps_values_and_gradients() {
 /// a bad one is reported (a panic naming the op) where the host next reads,
 /// and the device stays usable.
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
     let Some(device) = gpu() else { return };
     let on = |t: Tensor| t.to(device).unwrap();
@@ -632,6 +640,7 @@ fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn the_gpu_names_itself() {
     let Some(device) = gpu() else { return };
     let name = tapir::cuda::get_device_name(device).unwrap();
@@ -647,6 +656,7 @@ fn the_gpu_names_itself() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn mixing_devices_in_one_op_names_both() {
     let Some(device) = gpu() else { return };
     let a = Tensor::ones(&[2, 2]);
@@ -660,6 +670,7 @@ fn mixing_devices_in_one_op_names_both() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn the_caching_allocator_reuses_blocks_and_reports_them() {
     let Some(device) = gpu() else { return };
     tapir::cuda::empty_cache(device).unwrap();
@@ -709,6 +720,7 @@ fn without_a_gpu_every_cuda_entry_point_is_an_error() {
 /// `try_` entry point, naming the device and the bytes, and the device
 /// works afterwards (PyTorch's `torch.cuda.OutOfMemoryError`).
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn running_out_of_gpu_memory_is_an_error_naming_the_bytes() {
     let Some(device) = gpu() else { return };
     let x = Tensor::ones(&[1, 1])

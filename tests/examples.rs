@@ -186,3 +186,94 @@ fn a_damaged_checkpoint_stops_resume_and_says_whether_best_is_intact() {
     assert!(err.contains("best.safetensors is intact"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn resume_refuses_other_settings_unless_allowed() {
+    let dir = std::env::temp_dir().join(format!("tapir-settings-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let first = run("train_digits", &["--out", out, "--epochs", "1"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let o = run(
+        "train_digits",
+        &[
+            "--out",
+            out,
+            "--epochs",
+            "2",
+            "--batch-size",
+            "32",
+            "--resume",
+        ],
+    );
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--epochs 2 (the run used 1), --batch-size 32 (the run used 64)"),
+        "{err}"
+    );
+    let o = run(
+        "train_digits",
+        &["--out", out, "--epochs", "2", "--resume", "--allow-changes"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains("resumed from"),
+        "{}",
+        text(&o.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Writes an IDX file (big-endian dims, u8 data) as MNIST's are.
+fn idx(path: &std::path::Path, dims: &[u32], data: &[u8]) {
+    let mut b = vec![0, 0, 0x08, dims.len() as u8];
+    for d in dims {
+        b.extend_from_slice(&d.to_be_bytes());
+    }
+    b.extend_from_slice(data);
+    std::fs::write(path, b).unwrap();
+}
+
+#[test]
+fn bad_data_is_named_before_training() {
+    let dir = std::env::temp_dir().join(format!("tapir-data-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let images: Vec<u8> = (0..20 * 64).map(|i| (i * 7 % 251) as u8).collect();
+    let mut labels: Vec<u8> = (0..20).map(|i| i % 10).collect();
+    let case = |imgs: &[u8], n: u32, labs: &[u8], says: &str| {
+        idx(&dir.join("train-images-idx3-ubyte"), &[n, 8, 8], imgs);
+        idx(&dir.join("train-labels-idx1-ubyte"), &[n], labs);
+        let o = run(
+            "train_digits",
+            &[
+                "--data",
+                dir.to_str().unwrap(),
+                "--epochs",
+                "1",
+                "--overwrite",
+                "--out",
+                dir.join("run").to_str().unwrap(),
+            ],
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{says}: {err}");
+        assert!(err.contains(says), "{err}");
+    };
+    labels[13] = 200;
+    case(&images, 20, &labels, "label 200 (image 13) is not a class");
+    labels[13] = 3;
+    case(
+        &images[..64],
+        1,
+        &labels[..1],
+        "1 training images: at least 5 are needed",
+    );
+    case(
+        &vec![7u8; 20 * 64],
+        20,
+        &labels,
+        "every pixel of every training image has the same value",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

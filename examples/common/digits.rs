@@ -67,6 +67,59 @@ pub fn load_data(data: Option<&Path>) -> Result<(Split, Option<Split>)> {
     }
 }
 
+/// What would make training meaningless or crash later, said up front:
+/// too few images, labels that are not classes 0-9, validation images of
+/// another size, or images with no variation at all.
+pub fn check_data(train: &Split, val: Option<&Split>) -> std::result::Result<(), String> {
+    let mut parts = vec![("training", train)];
+    parts.extend(val.map(|v| ("validation", v)));
+    for (what, s) in &parts {
+        let n = s.images.shape().first().copied().unwrap_or(0);
+        if s.images.ndim() != 3 || s.labels.shape() != [n] {
+            return Err(format!(
+                "{what} images {:?} and labels {:?} do not match",
+                s.images.shape(),
+                s.labels.shape()
+            ));
+        }
+        let labels: Vec<i64> = s.labels.to_dtype(DType::I64).to_vec();
+        if let Some((i, l)) = labels
+            .iter()
+            .enumerate()
+            .find(|(_, l)| !(0..10).contains(*l))
+        {
+            return Err(format!(
+                "{what} label {l} (image {i}) is not a class: this example has 10 classes, 0-9"
+            ));
+        }
+    }
+    let n = train.images.size(0);
+    match val {
+        None if n < 5 => {
+            return Err(format!(
+                "{n} training images: at least 5 are needed to hold a fifth out for validation"
+            ));
+        }
+        Some(v) if v.images.shape()[1..] != train.images.shape()[1..] => {
+            return Err(format!(
+                "validation images are {:?}, training images {:?}",
+                &v.images.shape()[1..],
+                &train.images.shape()[1..]
+            ));
+        }
+        Some(v) if v.images.size(0) == 0 || n == 0 => {
+            return Err("the training or validation set has no images".into());
+        }
+        _ => {}
+    }
+    if train.images.max().item::<f64>() == train.images.min().item::<f64>() {
+        return Err(
+            "every pixel of every training image has the same value: nothing to learn".into(),
+        );
+    }
+    Ok(())
+}
+
 pub type Loader = DataLoader<Transformed<tapir::data::Subset<TensorDataset>>, Vec<Tensor>>;
 
 pub fn loaders(

@@ -234,11 +234,25 @@ impl Tensor {
 
     /// Max of all elements; the gradient is shared evenly between ties.
     pub fn max(&self) -> Tensor {
+        if !self.dtype().is_float() {
+            // No gradient to share: the element itself, in its own dtype.
+            return self.flatten_all().max_dim(0, false).0;
+        }
         self.flatten_all().amax_dim(0, false)
     }
 
     /// The smallest element.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![9u8, 0, 200], &[3]);
+    /// assert_eq!((x.min().item::<u8>(), x.max().item::<u8>()), (0, 200));
+    /// ```
     pub fn min(&self) -> Tensor {
+        if !self.dtype().is_float() {
+            // Negating would wrap unsigned values around.
+            return self.flatten_all().min_dim(0, false).0;
+        }
         self.neg().max().neg()
     }
 

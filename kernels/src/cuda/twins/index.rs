@@ -4,6 +4,7 @@
 use super::*;
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn indexing_kernels_match_their_cpu_twins() {
     let Some(dev) = gpu() else { return };
     let (r, c) = (4, 6);
@@ -86,6 +87,7 @@ fn indexing_kernels_match_their_cpu_twins() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn out_of_range_indices_touch_nothing_and_are_reported_at_the_next_read() {
     let Some(dev) = gpu() else { return };
     let (r, c) = (2, 5);

@@ -58,6 +58,7 @@ fn in_domain(x: &[f32], d: Domain) -> Vec<f32> {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
     let Some(dev) = gpu() else { return };
     let (rows, cols) = (33, 70);
@@ -105,6 +106,7 @@ fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn half_types_round_once_like_the_cpu() {
     let Some(dev) = gpu() else { return };
     let n = 1000;
@@ -147,6 +149,7 @@ fn half_types_round_once_like_the_cpu() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn row_kernels_match_their_cpu_twins() {
     let Some(dev) = gpu() else { return };
     let (rows, d) = (17, 300);
@@ -207,6 +210,7 @@ fn row_kernels_match_their_cpu_twins() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn matmul_matches_the_cpu_gemm_with_transposes_and_batches() {
     let Some(dev) = gpu() else { return };
     let (batch, m, k, n) = (3, 37, 29, 41);
@@ -243,6 +247,7 @@ fn matmul_matches_the_cpu_gemm_with_transposes_and_batches() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn the_allocator_reuses_freed_blocks_and_empties_its_cache() {
     let Some(dev) = gpu() else { return };
     dev.empty_cache();
@@ -267,6 +272,7 @@ fn the_allocator_reuses_freed_blocks_and_empties_its_cache() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn data_movement_casts_and_comparisons_match_the_cpu() {
     let Some(dev) = gpu() else { return };
     let (r, c) = (5, 7);
@@ -315,6 +321,7 @@ fn data_movement_casts_and_comparisons_match_the_cpu() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn conv_and_extreme_kernels_match_their_cpu_twins() {
     let Some(dev) = gpu() else { return };
     let g = crate::Conv2dGeometry {
@@ -353,6 +360,7 @@ fn conv_and_extreme_kernels_match_their_cpu_twins() {
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn uploads_through_reused_pinned_staging_keep_every_value() {
     let Some(dev) = gpu() else { return };
     // Same-size uploads back to back reuse one staging block; each must land

@@ -80,6 +80,7 @@ fn three_steps(
 }
 
 #[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
     let Some(dev) = gpu() else { return };
     let n = 5000;
