@@ -621,7 +621,7 @@ fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
         loss.item::<f32>();
     });
     assert!(
-        msg.starts_with("nll_loss: index 9 is out of bounds for dim of size 5"),
+        msg.starts_with("cross_entropy: index 9 is out of bounds for dim of size 5"),
         "{msg}"
     );
     let ids = on(Tensor::from_vec(vec![4i64], &[1]));

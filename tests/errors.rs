@@ -171,3 +171,27 @@ fn out_of_memory_reaches_the_outermost_try_forward() {
     let payload = other.unwrap_err();
     assert_eq!(payload.downcast_ref::<&str>(), Some(&"add: shapes"));
 }
+
+/// Messages name the op the user called and hold no `left:`/`right:` noise.
+#[test]
+fn messages_name_the_op_the_user_called() {
+    let logits = Tensor::zeros(&[2, 5]);
+    let msg = panic_message(|| {
+        tapir::nn::cross_entropy(&logits, &Tensor::from_vec(vec![1i64, 200], &[2]));
+    });
+    assert_eq!(
+        msg,
+        "cross_entropy: index 200 is out of bounds for dim of size 5"
+    );
+    let msg = panic_message(|| {
+        Tensor::ones(&[4, 6])
+            .requires_grad_(true)
+            .sum_dim(0, false)
+            .backward()
+    });
+    assert!(
+        msg.starts_with("backward: grad can be implicitly created only for scalar outputs"),
+        "{msg}"
+    );
+    assert!(!msg.contains("left") && !msg.contains("right"), "{msg}");
+}

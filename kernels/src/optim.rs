@@ -133,9 +133,8 @@ impl OptimStep {
     /// The update in place on the CPU, over aligned slices of the parameter,
     /// the gradient and each state buffer.
     pub fn apply<T: Float>(&self, p: &mut [T], g: &[T], state: &mut [&mut [T]]) {
-        assert_eq!(
-            state.len(),
-            self.state_len(),
+        assert!(
+            state.len() == self.state_len(),
             "optimizer step: {} state buffers for {self:?}",
             state.len()
         );

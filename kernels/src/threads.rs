@@ -124,3 +124,23 @@ unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
 unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
+
+/// Says once, on stderr, when tapir's kernels were compiled without
+/// optimisation: a plain debug build of an app that uses tapir trains ~40x
+/// slower (gemm alone runs at 0.4 GFLOP/s there), and nothing else says why.
+/// The fix is a profile override in the app's `Cargo.toml`:
+/// `[profile.dev.package."*"] opt-level = 3`. `TAPIR_QUIET_DEBUG=1` silences it.
+pub fn warn_if_unoptimised() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if cfg!(debug_assertions) {
+        ONCE.call_once(|| {
+            if std::env::var_os("TAPIR_QUIET_DEBUG").is_none() {
+                eprintln!(
+                    "tapir: the kernels were compiled without optimisation (a debug build), so training \
+                     runs ~40x slower; add `[profile.dev.package.\"*\"] opt-level = 3` to your \
+                     Cargo.toml, or build with --release (TAPIR_QUIET_DEBUG=1 hides this)"
+                );
+            }
+        });
+    }
+}

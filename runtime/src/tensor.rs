@@ -129,9 +129,8 @@ impl Tensor {
     /// ```
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Tensor {
         let n: usize = shape.iter().product();
-        assert_eq!(
-            data.len(),
-            n,
+        assert!(
+            data.len() == n,
             "from_vec: {} elements cannot have shape {shape:?} ({n} elements)",
             data.len()
         );
@@ -247,9 +246,8 @@ impl Tensor {
     /// Replaces the gradient (`None` frees it, as `zero_grad(set_to_none=True)`).
     pub fn set_grad(&self, grad: Option<Tensor>) {
         if let Some(g) = &grad {
-            assert_eq!(
-                g.shape(),
-                self.shape(),
+            assert!(
+                g.shape() == self.shape(),
                 "set_grad: gradient shape {:?} differs from tensor shape {:?}",
                 g.shape(),
                 self.shape()
@@ -278,9 +276,8 @@ impl Tensor {
     /// Backpropagates from this scalar, accumulating into leaves' `.grad` and
     /// freeing the graph's saved tensors.
     pub fn backward(&self) {
-        assert_eq!(
-            self.numel(),
-            1,
+        assert!(
+            self.numel() == 1,
             "backward: grad can be implicitly created only for scalar outputs; this tensor has shape {:?} — pass a \
              gradient with backward_with",
             self.shape()
@@ -304,9 +301,8 @@ impl Tensor {
             "backward: this tensor does not require grad and has no grad_fn (was it computed under no_grad, or from \
              tensors that do not require grad?)"
         );
-        assert_eq!(
-            grad.shape(),
-            self.shape(),
+        assert!(
+            grad.shape() == self.shape(),
             "backward: gradient shape {:?} differs from output shape {:?}",
             grad.shape(),
             self.shape()
@@ -344,9 +340,8 @@ impl Tensor {
 
     /// The value of a one-element tensor.
     pub fn item<T: Element>(&self) -> T {
-        assert_eq!(
-            self.numel(),
-            1,
+        assert!(
+            self.numel() == 1,
             "item: a tensor with {} elements cannot be converted to a scalar (shape {:?})",
             self.numel(),
             self.shape()

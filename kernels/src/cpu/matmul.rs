@@ -17,6 +17,7 @@ use rayon::prelude::*;
 /// assert_eq!(cpu::matmul(&a, &l, &a, &l.transpose(0, 1)), vec![5.0, 11.0, 11.0, 25.0]);
 /// ```
 pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
+    crate::threads::warn_if_unoptimised();
     let nd = la.ndim();
     assert!(
         nd >= 2 && lb.ndim() == nd,
@@ -25,7 +26,7 @@ pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
         lb.ndim()
     );
     let (m, k, n) = (la.shape[nd - 2], la.shape[nd - 1], lb.shape[nd - 1]);
-    assert_eq!(k, lb.shape[nd - 2], "matmul kernel: inner dims");
+    assert!(k == lb.shape[nd - 2], "matmul kernel: inner dims");
     let batch_layout = |l: &Layout| Layout {
         shape: l.shape[..nd - 2].to_vec(),
         strides: l.strides[..nd - 2].to_vec(),

@@ -181,9 +181,8 @@ impl CudaDevice {
     pub(crate) fn function(&self, name: &str, arg_sizes: &[usize]) -> CudaResult<CudaFunction> {
         let check = |params: &Option<Vec<usize>>| {
             if let Some(params) = params {
-                assert_eq!(
-                    params.as_slice(),
-                    arg_sizes,
+                assert!(
+                    params.as_slice() == arg_sizes,
                     "launching {name}: the kernel's parameters (left, bytes, from its PTX) \
                      differ from the launcher's arguments (right)"
                 );

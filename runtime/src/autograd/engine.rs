@@ -142,9 +142,8 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
         } else {
             vec![None; n.edges.len()]
         };
-        assert_eq!(
-            input_grads.len(),
-            n.edges.len(),
+        assert!(
+            input_grads.len() == n.edges.len(),
             "{}: backward returned the wrong number of gradients",
             n.name
         );
@@ -153,7 +152,7 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
                 Edge::None => {}
                 Edge::Leaf(t) => {
                     if let Some(ig) = ig {
-                        debug_assert_eq!(ig.shape(), t.shape(), "{}: gradient shape", n.name);
+                        debug_assert!(ig.shape() == t.shape(), "{}: gradient shape", n.name);
                         accumulate_leaf(t, ig)
                     }
                 }

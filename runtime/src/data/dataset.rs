@@ -138,9 +138,8 @@ impl<D: Dataset> Dataset for Subset<D> {
 /// ```
 pub fn random_split<D: Dataset>(dataset: Arc<D>, lengths: &[usize], seed: u64) -> Vec<Subset<D>> {
     let total: usize = lengths.iter().sum();
-    assert_eq!(
-        total,
-        dataset.len(),
+    assert!(
+        total == dataset.len(),
         "random_split: the lengths {lengths:?} add up to {total}, but the dataset has {} items",
         dataset.len()
     );

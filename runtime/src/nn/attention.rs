@@ -104,9 +104,8 @@ impl MultiheadAttention {
             scores = scores.masked_fill(&future, f64::NEG_INFINITY);
         }
         if let Some(m) = attn_mask {
-            assert_eq!(
-                m.shape(),
-                &[l, s],
+            assert!(
+                m.shape() == [l, s],
                 "MultiheadAttention: attn_mask must have shape [{l}, {s}], got {:?}",
                 m.shape()
             );
@@ -117,9 +116,8 @@ impl MultiheadAttention {
             };
         }
         if let Some(m) = key_padding_mask {
-            assert_eq!(
-                m.shape(),
-                &[b, s],
+            assert!(
+                m.shape() == [b, s],
                 "MultiheadAttention: key_padding_mask must have shape [{b}, {s}], got {:?}",
                 m.shape()
             );

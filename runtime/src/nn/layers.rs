@@ -336,9 +336,8 @@ pub struct AdaptiveAvgPool2d {
 
 impl Forward for AdaptiveAvgPool2d {
     fn forward(&self, x: &Tensor) -> Tensor {
-        assert_eq!(
-            x.ndim(),
-            4,
+        assert!(
+            x.ndim() == 4,
             "AdaptiveAvgPool2d: expects [N, C, H, W], got shape {:?}",
             x.shape()
         );

@@ -147,9 +147,8 @@ impl Embedding {
 
 impl Forward for Embedding {
     fn forward(&self, ids: &Tensor) -> Tensor {
-        assert_eq!(
-            ids.dtype(),
-            DType::I64,
+        assert!(
+            ids.dtype() == DType::I64,
             "Embedding: ids must be int64, got {}",
             ids.dtype()
         );

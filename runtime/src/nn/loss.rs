@@ -82,9 +82,8 @@ pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOpti
         .map(|d| if d == class_dim { c as isize } else { 1 })
         .collect();
     let w = o.weight.as_ref().map(|w| {
-        assert_eq!(
-            w.shape(),
-            &[c],
+        assert!(
+            w.shape() == [c],
             "cross_entropy: weight must have shape [{c}], got {:?}",
             w.shape()
         );
@@ -96,9 +95,8 @@ pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOpti
         "cross_entropy: label_smoothing must be in [0, 1], got {eps}"
     );
     if target.dtype().is_float() {
-        assert_eq!(
-            target.shape(),
-            logits.shape(),
+        assert!(
+            target.shape() == logits.shape(),
             "cross_entropy: probability targets {:?} must match logits {:?}",
             target.shape(),
             logits.shape()
@@ -115,13 +113,14 @@ pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOpti
         let l = per.sum_dim(class_dim as isize, false).neg();
         return reduce(l, o.reduction);
     }
-    let nll = nll_loss_with(
+    let nll = nll_loss_as(
         &logp,
         target,
         &CrossEntropyOptions {
             label_smoothing: 0.0,
             ..o.clone()
         },
+        "cross_entropy",
     );
     if eps == 0.0 {
         return nll;
@@ -178,19 +177,27 @@ pub fn nll_loss(logp: &Tensor, target: &Tensor) -> Tensor {
 
 /// `F.nll_loss` on log-probabilities, with cross entropy's options.
 pub fn nll_loss_with(logp: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
-    assert_eq!(
-        target.dtype(),
-        DType::I64,
-        "nll_loss: target must be int64 class indices, got {}",
+    nll_loss_as(logp, target, o, "nll_loss")
+}
+
+/// `nll_loss_with` whose errors name `op`, the function the user called.
+fn nll_loss_as(
+    logp: &Tensor,
+    target: &Tensor,
+    o: &CrossEntropyOptions,
+    op: &'static str,
+) -> Tensor {
+    assert!(
+        target.dtype() == DType::I64,
+        "{op}: target must be int64 class indices (or float class probabilities for cross_entropy), got {}",
         target.dtype()
     );
     let class_dim = if logp.ndim() == 1 { 0 } else { 1 };
     let mut expect: Vec<usize> = logp.shape().to_vec();
     expect.remove(class_dim);
-    assert_eq!(
-        target.shape(),
-        expect.as_slice(),
-        "nll_loss: target of shape {:?} does not match input {:?}",
+    assert!(
+        target.shape() == expect.as_slice(),
+        "{op}: target of shape {:?} does not match input {:?} (expected {expect:?})",
         target.shape(),
         logp.shape()
     );
@@ -198,13 +205,9 @@ pub fn nll_loss_with(logp: &Tensor, target: &Tensor, o: &CrossEntropyOptions) ->
     let safe = Tensor::where_(&valid, target, &Tensor::zeros_like(target));
     // The gather checks every target against the class count on either
     // device (on a GPU without making the host wait: the error comes at the
-    // next host read), and names nll_loss.
+    // next host read), and names the op the user called.
     let picked = logp
-        .gather_as(
-            class_dim as isize,
-            &safe.unsqueeze(class_dim as isize),
-            "nll_loss",
-        )
+        .gather_as(class_dim as isize, &safe.unsqueeze(class_dim as isize), op)
         .squeeze_dim(class_dim as isize);
     let w = o.weight.as_ref().map(|w| {
         let shape: Vec<isize> = target.shape().iter().map(|&s| s as isize).collect();
@@ -226,9 +229,8 @@ pub fn nll_loss_with(logp: &Tensor, target: &Tensor, o: &CrossEntropyOptions) ->
 }
 
 fn check_same(op: &str, a: &Tensor, b: &Tensor) {
-    assert_eq!(
-        a.shape(),
-        b.shape(),
+    assert!(
+        a.shape() == b.shape(),
         "{op}: input of shape {:?} and target of shape {:?} differ",
         a.shape(),
         b.shape()

@@ -256,16 +256,14 @@ impl Tensor {
 
     /// Fills positions where `mask` is true with `value`.
     pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Tensor {
-        assert_eq!(
-            mask.dtype(),
-            DType::Bool,
+        assert!(
+            mask.dtype() == DType::Bool,
             "masked_fill: mask must be bool, got {}",
             mask.dtype()
         );
         let shape = broadcast_shapes(self.shape(), mask.shape(), "masked_fill");
-        assert_eq!(
-            shape,
-            self.shape(),
+        assert!(
+            shape == self.shape(),
             "masked_fill: mask of shape {:?} does not broadcast to {:?}",
             mask.shape(),
             self.shape()

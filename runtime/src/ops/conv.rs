@@ -53,9 +53,8 @@ impl Conv2dOptions {
 }
 
 fn geometry(x: &Tensor, kernel: (usize, usize), o: &Conv2dOptions, op: &str) -> Conv2dGeometry {
-    assert_eq!(
-        x.ndim(),
-        4,
+    assert!(
+        x.ndim() == 4,
         "{op}: expects a 4-D [N, C, H, W] input, got shape {:?}",
         x.shape()
     );
@@ -127,15 +126,13 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()[5], 9.0);
     /// ```
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: Conv2dOptions) -> Tensor {
-        assert_eq!(
-            weight.ndim(),
-            4,
+        assert!(
+            weight.ndim() == 4,
             "conv2d: weight must be 4-D [OC, C/groups, kh, kw], got shape {:?}",
             weight.shape()
         );
-        assert_eq!(
-            self.ndim(),
-            4,
+        assert!(
+            self.ndim() == 4,
             "conv2d: expects a 4-D [N, C, H, W] input, got shape {:?}",
             self.shape()
         );
@@ -150,9 +147,8 @@ impl Tensor {
             groups > 0 && oc % groups == 0,
             "conv2d: out channels {oc} are not divisible by groups {groups}"
         );
-        assert_eq!(
-            self.shape()[1],
-            cg * groups,
+        assert!(
+            self.shape()[1] == cg * groups,
             "conv2d: input {:?} has {} channels, but weight {:?} with groups={groups} expects {}",
             self.shape(),
             self.shape()[1],
@@ -170,9 +166,8 @@ impl Tensor {
             .matmul(&cols)
             .reshape(&[n, oc as isize, oh as isize, ow as isize]);
         if let Some(b) = bias {
-            assert_eq!(
-                b.shape(),
-                &[oc],
+            assert!(
+                b.shape() == [oc],
                 "conv2d: bias must have shape [{oc}], got {:?}",
                 b.shape()
             );
@@ -215,9 +210,8 @@ impl Tensor {
         max: bool,
     ) -> Tensor {
         let op = if max { "max_pool2d" } else { "avg_pool2d" };
-        assert_eq!(
-            self.ndim(),
-            4,
+        assert!(
+            self.ndim() == 4,
             "{op}: expects a 4-D [N, C, H, W] input, got shape {:?}",
             self.shape()
         );

@@ -228,9 +228,8 @@ impl Tensor {
 
     /// The tensor as one `Element` type's Vec, checked to be that dtype.
     pub fn to_vec_exact<T: Element>(&self) -> Vec<T> {
-        assert_eq!(
-            self.dtype(),
-            T::DTYPE,
+        assert!(
+            self.dtype() == T::DTYPE,
             "to_vec_exact: tensor is {}, asked for {}",
             self.dtype(),
             T::DTYPE

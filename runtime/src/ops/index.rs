@@ -7,9 +7,8 @@ use crate::{DType, Tensor};
 use tapir_kernels::Layout;
 
 fn index_dtype(idx: &Tensor, op: &str) {
-    assert_eq!(
-        idx.dtype(),
-        DType::I64,
+    assert!(
+        idx.dtype() == DType::I64,
         "{op}: index must be int64, got {}",
         idx.dtype()
     );
@@ -91,9 +90,8 @@ impl Tensor {
     /// `gather` whose out-of-range indices are reported as `op`'s.
     pub(crate) fn gather_as(&self, dim: isize, index: &Tensor, op: &'static str) -> Tensor {
         let d = self.dim(dim, "gather");
-        assert_eq!(
-            index.ndim(),
-            self.ndim(),
+        assert!(
+            index.ndim() == self.ndim(),
             "gather: index has {} dims, input of shape {:?} has {}",
             index.ndim(),
             self.shape(),
@@ -133,9 +131,8 @@ impl Tensor {
     /// `self` with `src` added at `index` along `dim` (`Tensor.scatter_add`).
     pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
         let d = self.dim(dim, "scatter_add");
-        assert_eq!(
-            index.ndim(),
-            self.ndim(),
+        assert!(
+            index.ndim() == self.ndim(),
             "scatter_add: index has {} dims, self of shape {:?} has {}",
             index.ndim(),
             self.shape(),
@@ -196,9 +193,8 @@ impl Tensor {
     /// Rows of `self` (the `[num, dim]` weight) for every id in `ids`:
     /// output shape `ids.shape + [dim]` (`F.embedding`).
     pub fn embedding(&self, ids: &Tensor) -> Tensor {
-        assert_eq!(
-            self.ndim(),
-            2,
+        assert!(
+            self.ndim() == 2,
             "embedding: weight must be 2-D, got shape {:?}",
             self.shape()
         );

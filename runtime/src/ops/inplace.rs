@@ -35,9 +35,8 @@ impl Tensor {
         self.check_inplace(op);
         super::same_device(self, src, op);
         let shape = super::broadcast_shapes(self.shape(), src.shape(), op);
-        assert_eq!(
-            shape,
-            self.shape(),
+        assert!(
+            shape == self.shape(),
             "{op}: source of shape {:?} does not broadcast to {:?}",
             src.shape(),
             self.shape()

@@ -32,15 +32,13 @@ impl Tensor {
         for (what, t) in [("weight", weight), ("bias", bias)] {
             if let Some(t) = t {
                 super::same_device(self, t, "layer_norm");
-                assert_eq!(
-                    t.shape(),
-                    normalized,
+                assert!(
+                    t.shape() == normalized,
                     "layer_norm: {what} has shape {:?}, expected {normalized:?}",
                     t.shape()
                 );
-                assert_eq!(
-                    t.dtype(),
-                    self.dtype(),
+                assert!(
+                    t.dtype() == self.dtype(),
                     "layer_norm: {what} is {}, input is {}",
                     t.dtype(),
                     self.dtype()

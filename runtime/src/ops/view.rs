@@ -53,9 +53,8 @@ impl Tensor {
                 }
             })
             .collect();
-        assert_eq!(
-            out.iter().product::<usize>(),
-            self.numel(),
+        assert!(
+            out.iter().product::<usize>() == self.numel(),
             "{op}: shape {shape:?} is invalid for input of shape {:?} ({} elements)",
             self.shape(),
             self.numel()
@@ -156,9 +155,8 @@ impl Tensor {
     /// assert_eq!(x.permute(&[2, 0, 1]).shape(), &[4, 2, 3]);
     /// ```
     pub fn permute(&self, perm: &[isize]) -> Tensor {
-        assert_eq!(
-            perm.len(),
-            self.ndim(),
+        assert!(
+            perm.len() == self.ndim(),
             "permute: {perm:?} has {} dims, tensor of shape {:?} has {}",
             perm.len(),
             self.shape(),
@@ -172,7 +170,7 @@ impl Tensor {
         let mut seen = p.clone();
         seen.sort_unstable();
         seen.dedup();
-        assert_eq!(seen.len(), p.len(), "permute: repeated dim in {perm:?}");
+        assert!(seen.len() == p.len(), "permute: repeated dim in {perm:?}");
         self.view_op(self.layout().permute(&p), "PermuteBackward0", move |g| {
             g.permute(&inv)
         })
@@ -336,9 +334,8 @@ impl Tensor {
                 }
             })
             .collect();
-        assert_eq!(
-            sizes.iter().product::<isize>(),
-            self.shape()[d] as isize,
+        assert!(
+            sizes.iter().product::<isize>() == self.shape()[d] as isize,
             "unflatten: sizes {sizes:?} do not multiply to dim {dim} of shape {:?}",
             self.shape()
         );
@@ -411,9 +408,8 @@ impl Tensor {
             "stack: expected a non-empty list of tensors"
         );
         for t in tensors {
-            assert_eq!(
-                t.shape(),
-                tensors[0].shape(),
+            assert!(
+                t.shape() == tensors[0].shape(),
                 "stack: expects each tensor to be equal size, got {:?} and {:?}",
                 tensors[0].shape(),
                 t.shape()

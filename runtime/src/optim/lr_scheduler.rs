@@ -179,9 +179,8 @@ impl SequentialLR {
         mut schedulers: Vec<Box<dyn LrScheduler>>,
         milestones: Vec<i64>,
     ) -> SequentialLR {
-        assert_eq!(
-            schedulers.len(),
-            milestones.len() + 1,
+        assert!(
+            schedulers.len() == milestones.len() + 1,
             "SequentialLR: expects one more scheduler than milestones, got {} schedulers and {} milestones",
             schedulers.len(),
             milestones.len()

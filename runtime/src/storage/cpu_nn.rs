@@ -285,9 +285,8 @@ impl CpuBuffer {
     pub fn optim_step(&mut self, g: &CpuBuffer, state: &mut [&mut CpuBuffer], step: &OptimStep) {
         let (n, dtype) = (self.len(), self.dtype());
         for s in state.iter() {
-            assert_eq!(
-                s.dtype(),
-                dtype,
+            assert!(
+                s.dtype() == dtype,
                 "optimizer: state buffer is {}, parameter is {dtype}",
                 s.dtype()
             );

@@ -138,9 +138,8 @@ impl CudaStorage {
 
     /// Overwrites the buffer with a same-dtype, same-length host buffer.
     pub fn overwrite(&mut self, host: &CpuBuffer) -> CudaResult<()> {
-        assert_eq!(
-            (host.dtype(), host.len()),
-            (self.dtype, self.len()),
+        assert!(
+            (host.dtype(), host.len()) == (self.dtype, self.len()),
             "CUDA write-back must keep dtype and length"
         );
         match host {
@@ -175,7 +174,7 @@ impl CudaStorage {
 
     /// `self[l] = src[ls]` (same dtype, views of one shape).
     pub fn assign(&mut self, l: &Layout, src: &CudaStorage, ls: &Layout) -> CudaResult<()> {
-        assert_eq!(self.dtype, src.dtype, "CUDA assign needs one dtype");
+        assert!(self.dtype == src.dtype, "CUDA assign needs one dtype");
         launch::strided_assign(&mut self.buf, l, &src.buf, ls, self.dtype.size_in_bytes())
     }
 
@@ -187,7 +186,7 @@ impl CudaStorage {
         lb: &Layout,
         cmp: &str,
     ) -> CudaResult<CudaStorage> {
-        assert_eq!(self.dtype, rhs.dtype, "CUDA compare needs one dtype");
+        assert!(self.dtype == rhs.dtype, "CUDA compare needs one dtype");
         let buf = launch::compare(&self.buf, la, &rhs.buf, lb, cmp, any_dtype(self.dtype))?;
         Ok(CudaStorage::new(buf, DType::Bool))
     }
@@ -201,8 +200,11 @@ impl CudaStorage {
         b: &CudaStorage,
         lb: &Layout,
     ) -> CudaResult<CudaStorage> {
-        assert_eq!(cond.dtype, DType::Bool, "CUDA where needs a bool condition");
-        assert_eq!(a.dtype, b.dtype, "CUDA where needs one dtype");
+        assert!(
+            cond.dtype == DType::Bool,
+            "CUDA where needs a bool condition"
+        );
+        assert!(a.dtype == b.dtype, "CUDA where needs one dtype");
         let w = a.dtype.size_in_bytes();
         let buf = launch::select_where(&cond.buf, lc, &a.buf, la, &b.buf, lb, w)?;
         Ok(CudaStorage::new(buf, a.dtype))

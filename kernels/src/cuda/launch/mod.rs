@@ -182,8 +182,8 @@ pub fn binary(
 ) -> CudaResult<CudaBuffer> {
     let w = width(dtype);
     let kernel = format!("{op}_{dtype}");
-    assert_eq!(
-        la.shape, lb.shape,
+    assert!(
+        la.shape == lb.shape,
         "{kernel}: CUDA views must share a shape"
     );
     let n = la.numel();
@@ -209,8 +209,8 @@ fn two_views(
     in_width: usize,
     out_width: usize,
 ) -> CudaResult<CudaBuffer> {
-    assert_eq!(
-        la.shape, lb.shape,
+    assert!(
+        la.shape == lb.shape,
         "{kernel}: CUDA views must share a shape"
     );
     let n = la.numel();

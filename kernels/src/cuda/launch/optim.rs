@@ -50,9 +50,8 @@ pub fn adam(
     dtype: &str,
     h: &AdamStep,
 ) -> CudaResult<()> {
-    assert_eq!(
-        state.len(),
-        2 + h.amsgrad as usize,
+    assert!(
+        state.len() == 2 + h.amsgrad as usize,
         "adam: expected {} state buffers (amsgrad {})",
         2 + h.amsgrad as usize,
         h.amsgrad
@@ -169,9 +168,8 @@ pub fn rmsprop(
     h: &RmspropStep,
 ) -> CudaResult<()> {
     let has_mom = h.momentum > 0.0;
-    assert_eq!(
-        state.len(),
-        1 + has_mom as usize + h.centered as usize,
+    assert!(
+        state.len() == 1 + has_mom as usize + h.centered as usize,
         "rmsprop: state buffers for momentum {} and centered {}",
         h.momentum,
         h.centered
