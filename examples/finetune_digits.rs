@@ -14,7 +14,7 @@ mod digits;
 mod report;
 
 use digits::{load_data, loaders};
-use report::die;
+use report::{die, say};
 use std::path::PathBuf;
 use tapir::Checkpoint;
 use tapir::nn::Linear;
@@ -68,7 +68,7 @@ fn main() {
         .unwrap_or_else(|e| die("finetune_digits", &e.to_string()));
     let (train, val) = load_data(None).unwrap_or_else(|e| die("finetune_digits", &e.to_string()));
     let (mut train, mut val) = loaders(0, 64, 2, train, val);
-    println!(
+    say!(
         "loaded {}: val acc {:.2}%",
         ckpt.display(),
         100.0 * accuracy(&model, &mut val)
@@ -77,7 +77,7 @@ fn main() {
     // Freeze everything, then replace the head (a new head is trainable).
     model.requires_grad_(false);
     model.head = Linear::new(256, 10, true);
-    println!(
+    say!(
         "fresh head: val acc {:.2}%",
         100.0 * accuracy(&model, &mut val)
     );
@@ -86,7 +86,7 @@ fn main() {
         .into_iter()
         .filter(|p| p.requires_grad())
         .count();
-    println!(
+    say!(
         "trainable tensors: {trainable} (head.weight, head.bias) of {}",
         model.parameters().len()
     );
@@ -106,7 +106,7 @@ fn main() {
             loss.backward();
             opt.step();
         }
-        println!(
+        say!(
             "epoch {epoch}/{epochs}: val acc {:.2}%",
             100.0 * accuracy(&model, &mut val)
         );
@@ -120,5 +120,5 @@ fn main() {
         model.stem.weight.grad().is_none(),
         "no gradient was computed for the frozen stem"
     );
-    println!("the stem and the blocks stayed frozen; only the head was trained");
+    say!("the stem and the blocks stayed frozen; only the head was trained");
 }

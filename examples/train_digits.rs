@@ -17,7 +17,7 @@ mod digits;
 mod report;
 
 use digits::{Loader, check_data, load_data, loaders};
-use report::{EpochMetrics, die, epoch_bar, from_csv, plot, to_csv};
+use report::{EpochMetrics, die, epoch_bar, from_csv, plot, say, to_csv};
 use std::path::PathBuf;
 use std::time::Instant;
 use tapir::optim::{
@@ -181,14 +181,14 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             .unwrap_or(0.0);
         first_epoch = ck.epoch as usize + 1;
         train.set_epoch(ck.epoch);
-        println!(
+        say!(
             "resumed from {} at epoch {} (best val acc {:.2}%)",
             last_path.display(),
             ck.epoch,
             best * 100.0
         );
     }
-    println!(
+    say!(
         "{model}\nparameters: {}, train batches per epoch: {steps_per_epoch}",
         model.num_parameters()
     );
@@ -246,7 +246,7 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             val_acc: correct as f64 / n.max(1) as f64,
             lr: sched.get_last_lr()[0],
         };
-        println!(
+        say!(
             "epoch {epoch:>3}/{}: train_loss {:.4}  val_loss {:.4}  val_acc {:.2}%  lr {:.2e}  ({:.1} s)",
             epochs,
             m.train_loss,
@@ -279,7 +279,7 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
         tapir::checkpoint::write_atomic(&c.out.join("metrics.csv"), to_csv(&history).as_bytes())?;
         plot(&history, &c.out.join("curves.png"), "digits").map_err(tapir::Error::Format)?;
     }
-    println!(
+    say!(
         "done in {:.1} s: best val acc {:.2}%; checkpoints, metrics.csv and curves.png are in {}",
         start.elapsed().as_secs_f64(),
         best * 100.0,

@@ -13,7 +13,7 @@ mod report;
 #[path = "common/sample.rs"]
 mod sample;
 
-use report::die;
+use report::{die, say};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -179,9 +179,9 @@ fn main() {
         ck.restore_rng();
         step = ck.step as usize;
         train.set_epoch(ck.epoch);
-        println!("resumed at step {step}");
+        say!("resumed at step {step}");
     }
-    println!(
+    say!(
         "{} characters, vocabulary {}, {} parameters, {} windows of {CTX} per epoch",
         text.len(),
         tok.vocab_size(),
@@ -227,9 +227,7 @@ fn main() {
                 let sample = generate(&model, &tok, "KING LEAR.\n", 160, &g);
                 let secs = start.elapsed().as_secs_f64();
                 pb.suspend(|| {
-                    println!(
-                        "step {step}: val loss {val_loss:.3} ({secs:.0} s)\n---\n{sample}\n---"
-                    )
+                    say!("step {step}: val loss {val_loss:.3} ({secs:.0} s)\n---\n{sample}\n---")
                 });
                 let ck = Checkpoint::new(
                     model.state_dict(),
@@ -247,7 +245,7 @@ fn main() {
         }
     }
     pb.finish_and_clear();
-    println!(
+    say!(
         "done: {step} steps in {:.0} s; checkpoint in {}",
         start.elapsed().as_secs_f64(),
         last.display()

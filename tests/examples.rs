@@ -277,3 +277,25 @@ fn bad_data_is_named_before_training() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_closed_stdout_ends_train_digits_quietly() {
+    use std::io::Read;
+    let dir = std::env::temp_dir().join(format!("tapir-pipe-{}", std::process::id()));
+    let mut child = Command::new(example("train_digits"))
+        .args(["--out", dir.to_str().unwrap(), "--epochs", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, then close the pipe, as `| head -1` does.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut byte = [0u8; 1];
+    while stdout.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {}
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

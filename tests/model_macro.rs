@@ -69,7 +69,7 @@ fn forward_checks_the_input_once_at_the_boundary() {
         .to_string();
     assert_eq!(
         err,
-        "Mlp::forward: input `x` must have shape [B, IN], got [3, 100]"
+        "Mlp::forward: input `x` must have shape [B, IN] = [B, 784], got [3, 100]"
     );
     let err = m
         .try_forward(&Tensor::zeros(&[784]))
@@ -77,15 +77,32 @@ fn forward_checks_the_input_once_at_the_boundary() {
         .to_string();
     assert_eq!(
         err,
-        "Mlp::forward: input `x` must have shape [B, IN], got [784]"
+        "Mlp::forward: input `x` must have shape [B, IN] = [B, 784], got [784]"
     );
+    // The panic is reported where `forward` was called, not inside the model.
+    let at = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = at.clone();
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if let Some(l) = info.location() {
+            *seen.lock().unwrap() = Some((l.file().to_string(), l.line()));
+        }
+    }));
+    let line = line!() + 2;
     let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         m.forward(&Tensor::zeros(&[2, 3]))
     }));
+    std::panic::set_hook(previous);
     let msg = panic.unwrap_err().downcast::<String>().unwrap();
     assert_eq!(
         *msg,
-        "Mlp::forward: input `x` must have shape [B, IN], got [2, 3]"
+        "Mlp::forward: input `x` must have shape [B, IN] = [B, 784], got [2, 3]"
+    );
+    let (file, l) = at.lock().unwrap().clone().expect("a location");
+    assert_eq!(
+        (file.as_str(), l),
+        ("tests/model_macro.rs", line),
+        "the caller's line"
     );
 }
 
@@ -184,6 +201,6 @@ fn unchecked_values_are_checked_at_run_time() {
     let msg = err.unwrap_err().downcast::<String>().unwrap();
     assert_eq!(
         *msg,
-        "Halves::forward: an `unchecked!` value must have shape [B, 4], got [3, 5]"
+        "Halves::forward: an `unchecked!` value must have shape [B, 4] = [3, 4], got [3, 5]"
     );
 }

@@ -60,7 +60,23 @@ pub fn epoch_bar(epoch: usize, epochs: usize, batches: usize) -> ProgressBar {
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
-/// Draws the loss curves and the validation accuracy side by side as a PNG.
+/// The runs of consecutive finite points: a NaN or infinite value is a gap
+/// in the curve, never a point at 0.
+fn segments(points: impl Iterator<Item = (f64, f64)>) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = vec![vec![]];
+    for (x, y) in points {
+        if y.is_finite() && y > 0.0 {
+            out.last_mut().expect("one run at least").push((x, y));
+        } else if !out.last().expect("one run at least").is_empty() {
+            out.push(vec![]);
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Draws the loss curves (log scale) and the validation accuracy (scaled to
+/// its range) side by side as a PNG; epochs are whole numbers on both.
 pub fn plot(history: &[EpochMetrics], path: &Path, title: &str) -> Result<(), String> {
     let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
     let err = |e: &dyn std::fmt::Display| format!("{}: cannot draw the plot: {e}", path.display());
@@ -68,22 +84,32 @@ pub fn plot(history: &[EpochMetrics], path: &Path, title: &str) -> Result<(), St
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let (left, right) = root.split_horizontally(500);
     let n = history.len().max(2) as f64;
-    let max_loss = history
+    let epoch_label = |x: &f64| format!("{x:.0}");
+    let ticks = history.len().clamp(2, 10);
+    let losses: Vec<f64> = history
         .iter()
         .flat_map(|m| [m.train_loss, m.val_loss])
-        .fold(0.0f64, f64::max)
-        .max(1e-3);
+        .filter(|l| l.is_finite() && *l > 0.0)
+        .collect();
+    let lo = losses
+        .iter()
+        .copied()
+        .fold(f64::INFINITY, f64::min)
+        .min(1.0);
+    let hi = losses.iter().copied().fold(0.0f64, f64::max).max(lo * 10.0);
     let mut chart = ChartBuilder::on(&left)
         .caption(format!("{title}: loss"), ("sans-serif", 20))
         .margin(10)
         .x_label_area_size(35)
-        .y_label_area_size(50)
-        .build_cartesian_2d(1.0..n, 0.0..max_loss * 1.05)
+        .y_label_area_size(60)
+        .build_cartesian_2d(1.0..n, (lo * 0.8..hi * 1.25).log_scale())
         .map_err(|e| err(&e))?;
     chart
         .configure_mesh()
         .x_desc("epoch")
-        .y_desc("cross entropy")
+        .y_desc("cross entropy (log scale)")
+        .x_labels(ticks)
+        .x_label_formatter(&epoch_label)
         .draw()
         .map_err(|e| err(&e))?;
     for (name, color, f) in [
@@ -94,14 +120,19 @@ pub fn plot(history: &[EpochMetrics], path: &Path, title: &str) -> Result<(), St
         ),
         ("validation", RED, |m: &EpochMetrics| m.val_loss),
     ] {
-        chart
-            .draw_series(LineSeries::new(
-                history.iter().map(|m| (m.epoch as f64, f(m))),
-                color.stroke_width(2),
-            ))
-            .map_err(|e| err(&e))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        for (k, seg) in segments(history.iter().map(|m| (m.epoch as f64, f(m))))
+            .into_iter()
+            .enumerate()
+        {
+            let drawn = chart
+                .draw_series(LineSeries::new(seg, color.stroke_width(2)))
+                .map_err(|e| err(&e))?;
+            if k == 0 {
+                drawn
+                    .label(name)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            }
+        }
     }
     chart
         .configure_series_labels()
@@ -109,26 +140,46 @@ pub fn plot(history: &[EpochMetrics], path: &Path, title: &str) -> Result<(), St
         .border_style(BLACK)
         .draw()
         .map_err(|e| err(&e))?;
+    let accs: Vec<f64> = history
+        .iter()
+        .map(|m| 100.0 * m.val_acc)
+        .filter(|a| a.is_finite())
+        .collect();
+    let acc_lo = accs.iter().copied().fold(100.0f64, f64::min);
+    let acc_lo = (acc_lo - (100.0 - acc_lo) * 0.2 - 0.5).floor().max(0.0);
     let mut acc = ChartBuilder::on(&right)
         .caption(format!("{title}: validation accuracy"), ("sans-serif", 20))
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(50)
-        .build_cartesian_2d(1.0..n, 0.0..100.0)
+        .build_cartesian_2d(1.0..n, acc_lo..100.0)
         .map_err(|e| err(&e))?;
     acc.configure_mesh()
         .x_desc("epoch")
         .y_desc("%")
+        .x_labels(ticks)
+        .x_label_formatter(&epoch_label)
         .draw()
         .map_err(|e| err(&e))?;
-    acc.draw_series(LineSeries::new(
-        history.iter().map(|m| (m.epoch as f64, 100.0 * m.val_acc)),
-        GREEN.stroke_width(2),
-    ))
-    .map_err(|e| err(&e))?;
+    for seg in segments(history.iter().map(|m| (m.epoch as f64, 100.0 * m.val_acc))) {
+        acc.draw_series(LineSeries::new(seg, GREEN.stroke_width(2)))
+            .map_err(|e| err(&e))?;
+    }
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }
+
+/// `println!` for a command-line tool: when stdout is closed (`| head -2`)
+/// the program ends quietly instead of panicking on a broken pipe.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+pub(crate) use say;
 
 /// A finite number above zero, as a clap value parser (`--lr`).
 pub fn positive(s: &str) -> Result<f64, String> {

@@ -7,17 +7,36 @@ pub fn scalar(v: impl Into<f64>) -> f64 {
     v.into()
 }
 
+/// `[B, IN] = [B, 20]`: the declared pattern, then its known values when
+/// they say more.
+fn with_values(pattern: &str, values: &[String]) -> String {
+    let known = format!("[{}]", values.join(", "));
+    if known == pattern {
+        pattern.to_string()
+    } else {
+        format!("{pattern} = {known}")
+    }
+}
+
 /// The error for an input whose shape is not the declared one.
-pub fn shape_error(what: &str, arg: &str, pattern: &str, got: &[usize]) -> Error {
+pub fn shape_error(
+    what: &str,
+    arg: &str,
+    pattern: &str,
+    values: Vec<String>,
+    got: &[usize],
+) -> Error {
     Error::Shape(format!(
-        "{what}: input `{arg}` must have shape {pattern}, got {got:?}"
+        "{what}: input `{arg}` must have shape {}, got {got:?}",
+        with_values(pattern, &values)
     ))
 }
 
 /// The panic message for an `unchecked!` value of the wrong shape.
-pub fn unchecked_error(what: &str, pattern: &str, got: &[usize]) -> Error {
+pub fn unchecked_error(what: &str, pattern: &str, values: Vec<String>, got: &[usize]) -> Error {
     Error::Shape(format!(
-        "{what}: an `unchecked!` value must have shape {pattern}, got {got:?}"
+        "{what}: an `unchecked!` value must have shape {}, got {got:?}",
+        with_values(pattern, &values)
     ))
 }
 

@@ -94,11 +94,20 @@ pub(crate) fn runtime_check(
 ) -> TokenStream {
     let rank = rs.dims.len();
     let (what, pattern) = (&rs.what, &rs.pattern);
+    // The pattern with every dim known here as its value (`[B, IN]` -> `[B, 20]`).
+    let values = rs.dims.iter().map(|(d, fresh)| match fresh {
+        Some(name) => quote!(::std::string::String::from(#name)),
+        None => {
+            let v = dim_usize(d);
+            quote!(::std::string::ToString::to_string(&(#v)))
+        }
+    });
+    let expected = quote!(::std::vec![#(#values),*]);
     // An empty `arg` is an `unchecked!` value; `what` is then the model's forward.
     let err = if arg.is_empty() {
-        quote!(::tapir::macro_support::unchecked_error(#what, #pattern, #value.shape()))
+        quote!(::tapir::macro_support::unchecked_error(#what, #pattern, #expected, #value.shape()))
     } else {
-        quote!(::tapir::macro_support::shape_error(#what, #arg, #pattern, #value.shape()))
+        quote!(::tapir::macro_support::shape_error(#what, #arg, #pattern, #expected, #value.shape()))
     };
     let on_fail = fail(err);
     let mut out = quote! {
@@ -408,7 +417,8 @@ pub fn model(m: &Model) -> TokenStream {
 
             #(#fwd_attrs)*
             /// Panics with the same message `try_forward` returns when an
-            /// input does not have the declared shape.
+            /// input does not have the declared shape (reported at the caller).
+            #[track_caller]
             pub fn forward(&self, #(#params),*) -> #ret {
                 match self.try_forward(#(#names),*) {
                     ::core::result::Result::Ok(v) => v,
