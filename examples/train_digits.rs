@@ -295,6 +295,15 @@ fn main() {
         "cpu" => Device::Cpu,
         _ => Device::cuda(0).unwrap_or_else(|e| die("train_digits", &format!("--device: {e}"))),
     };
+    if c.out.exists() && !c.out.is_dir() {
+        die(
+            "train_digits",
+            &format!(
+                "--out {} is a file; it names the folder for the run",
+                c.out.display()
+            ),
+        );
+    }
     if !c.resume
         && !c.overwrite
         && let Some(p) = earlier_run(&c.out)

@@ -106,6 +106,15 @@ fn main() {
         a.sample_every as usize,
         a.resume,
     );
+    if out.exists() && !out.is_dir() {
+        die(
+            "train_shakespeare",
+            &format!(
+                "--out {} is a file; it names the folder for the run",
+                out.display()
+            ),
+        );
+    }
     set_num_threads(2);
     let path = a.data.unwrap_or_else(|| {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/shakespeare.txt")

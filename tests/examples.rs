@@ -299,3 +299,19 @@ fn a_closed_stdout_ends_train_digits_quietly() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_out_that_is_a_file_is_named() {
+    let file = std::env::temp_dir().join(format!("tapir-out-file-{}", std::process::id()));
+    std::fs::write(&file, b"not a folder").unwrap();
+    for name in ["train_digits", "train_shakespeare"] {
+        let o = run(name, &["--out", file.to_str().unwrap()]);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        assert!(
+            err.contains("is a file; it names the folder for the run"),
+            "{name}: {err}"
+        );
+    }
+    std::fs::remove_file(&file).unwrap();
+}
