@@ -36,6 +36,7 @@ pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use ops::conv::Conv2dOptions;
+pub use ops::creation::ArangeArgs;
 pub use random::{Generator, default_generator, manual_seed};
 pub use tensor::Tensor;
 

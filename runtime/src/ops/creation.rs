@@ -71,15 +71,20 @@ impl Tensor {
         filled_on(t.shape(), value, t.dtype(), t.device())
     }
 
-    /// `0, 1, ..., end - 1` as int64 (`torch.arange(end)`).
+    /// Evenly spaced int64 values, as PyTorch's `torch.arange` overloads
+    /// as far as Rust allows: `arange(end)`, `arange(start..end)` and
+    /// `arange((start..end, step))`.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
     /// assert_eq!(Tensor::arange(4).to_vec::<i64>(), vec![0, 1, 2, 3]);
+    /// assert_eq!(Tensor::arange(2..5).to_vec::<i64>(), vec![2, 3, 4]);
+    /// assert_eq!(Tensor::arange((10..0, -3)).to_vec::<i64>(), vec![10, 7, 4, 1]);
     /// assert_eq!(Tensor::arange_f(0.0, 1.0, 0.25).to_vec::<f32>(), vec![0.0, 0.25, 0.5, 0.75]);
     /// ```
-    pub fn arange(end: i64) -> Tensor {
-        Tensor::arange_step(0, end, 1)
+    pub fn arange(range: impl ArangeArgs) -> Tensor {
+        let (start, end, step) = range.start_end_step();
+        Tensor::arange_step(start, end, step)
     }
 
     /// `start, start + step, ...` below `end`, as int64.
@@ -237,3 +242,32 @@ impl Tensor {
         self.to_vec()
     }
 }
+
+/// What [`Tensor::arange`] takes: an end (`5`), a range (`2..5`), or a
+/// range and a step (`(10..0, -3)`), in any integer type.
+pub trait ArangeArgs {
+    /// `(start, end, step)`.
+    fn start_end_step(self) -> (i64, i64, i64);
+}
+
+macro_rules! arange_args {
+    ($($t:ty),*) => {$(
+        impl ArangeArgs for $t {
+            fn start_end_step(self) -> (i64, i64, i64) {
+                (0, self as i64, 1)
+            }
+        }
+        impl ArangeArgs for std::ops::Range<$t> {
+            fn start_end_step(self) -> (i64, i64, i64) {
+                (self.start as i64, self.end as i64, 1)
+            }
+        }
+        impl ArangeArgs for (std::ops::Range<$t>, $t) {
+            fn start_end_step(self) -> (i64, i64, i64) {
+                (self.0.start as i64, self.0.end as i64, self.1 as i64)
+            }
+        }
+    )*};
+}
+
+arange_args!(i32, i64, usize);
