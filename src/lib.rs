@@ -14,6 +14,45 @@
 
 #![warn(missing_docs)]
 
+/// Defines a model: layers as fields, `forward` with shapes, every shape
+/// checked while the crate compiles. [`model_macro_reference`] has the
+/// grammar, the shape rules, the layer table and every error.
+///
+/// ```
+/// use tapir::{model, Device, Tensor};
+///
+/// model! {
+///     /// The seed's residual block.
+///     pub struct ResBlock<const D: usize> {
+///         net: Sequential<(Linear<D, D>, LayerNorm<D>, GELU, Linear<D, D>)>,
+///     }
+///     fn forward(&self, x: [B, D]) -> [B, D] {
+///         x + self.net(x)
+///     }
+/// }
+///
+/// model! {
+///     pub struct Mlp<const IN: usize, const OUT: usize> {
+///         stem: Linear<IN, 256>,
+///         blocks: [ResBlock<256>; 4],
+///         head: Linear<256, OUT>, // `Linear<128, OUT>` would not compile
+///     }
+///     fn forward(&self, x: [B, IN]) -> [B, OUT] {
+///         let mut h = self.stem(x);
+///         for block in &self.blocks {
+///             h = block(h);
+///         }
+///         self.head(h)
+///     }
+/// }
+///
+/// let model = Mlp::<784, 10>::new(&Device::Cpu); // PyTorch's default init
+/// let logits = model.forward(&Tensor::randn(&[32, 784]));
+/// assert_eq!(logits.shape(), &[32, 10]);
+/// // A wrong input is an error naming the dims' values.
+/// let err = model.try_forward(&Tensor::randn(&[32, 100])).unwrap_err();
+/// assert!(err.to_string().contains("[B, IN] = [B, 784], got [32, 100]"));
+/// ```
 pub use tapir_macros::model;
 pub use tapir_runtime::*;
 

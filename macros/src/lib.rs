@@ -22,8 +22,10 @@ mod shape;
 use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 
-/// Defines a model: layers as fields, `forward` with shapes. See the crate
-/// `tapir` for examples and `docs/model-macro.md` for the grammar.
+/// Defines a model: layers as fields, `forward` with shapes, every shape
+/// checked while the crate compiles. Use it through `tapir::model`, whose
+/// documentation has a worked example; `tapir::model_macro_reference` has
+/// the grammar, the shape rules, the layer table and every error.
 #[proc_macro]
 pub fn model(input: proc_macro::TokenStream) -> proc_macro::TokenStream {
     expand(input.into()).into()
