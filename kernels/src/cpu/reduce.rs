@@ -27,75 +27,119 @@ where
     T: Copy + Send + Sync,
     A: Copy + Send + Sync,
 {
-    let nd = l.ndim();
-    let mut is_reduced = vec![false; nd];
-    for &d in dims {
-        is_reduced[d] = true;
-    }
-    let kept: Vec<usize> = (0..nd).filter(|&d| !is_reduced[d]).collect();
-    let reduced: Vec<usize> = (0..nd).filter(|&d| is_reduced[d]).collect();
-    let outer: usize = kept.iter().map(|&d| l.shape[d]).product();
-    let inner: usize = reduced.iter().map(|&d| l.shape[d]).product();
-
-    // Column reduction (e.g. a bias gradient: sum over the batch of [B, D]):
-    // reduced dims lead and the buffer is contiguous, so fold whole rows.
-    let leading = reduced.iter().enumerate().all(|(i, &d)| i == d);
-    if let (true, Some(off)) = (leading && !kept.is_empty(), l.contiguous_offset()) {
+    let plan = Plan::new(l, dims);
+    if let Some(off) = plan.columns {
+        let (outer, inner) = (plan.outer, plan.inner);
         return reduce_columns(&src[off..off + outer * inner], outer, inner, init, &fold);
     }
-
-    let kept_layout = Layout {
-        shape: kept.iter().map(|&d| l.shape[d]).collect(),
-        strides: kept.iter().map(|&d| l.strides[d]).collect(),
-        offset: l.offset,
-    };
-    let inner_shape: Vec<usize> = reduced.iter().map(|&d| l.shape[d]).collect();
-    let inner_strides: Vec<usize> = reduced.iter().map(|&d| l.strides[d]).collect();
-    let (ishape, istrides) = coalesce(&inner_shape, &[&inner_strides]);
-    let irows = row_count(&ishape);
-    let fold_group = |base: usize| {
+    plan.map_groups(|base| {
         simd(
             #[inline(always)]
             || {
                 let mut acc = init;
                 let mut pos = 0;
-                for_rows(
-                    &ishape,
-                    [&istrides[0]],
-                    [base],
-                    0,
-                    irows,
-                    |[b], len, [s]| {
-                        if s == 1 {
-                            for (i, &v) in src[b..b + len].iter().enumerate() {
-                                acc = fold(acc, v, pos + i);
-                            }
-                        } else {
-                            for i in 0..len {
-                                acc = fold(acc, src[b + i * s], pos + i);
-                            }
+                plan.runs(base, |b, len, s| {
+                    if s == 1 {
+                        for (i, &v) in src[b..b + len].iter().enumerate() {
+                            acc = fold(acc, v, pos + i);
                         }
-                        pos += len;
-                    },
-                );
+                    } else {
+                        for i in 0..len {
+                            acc = fold(acc, src[b + i * s], pos + i);
+                        }
+                    }
+                    pos += len;
+                });
                 acc
             },
         )
-    };
-    let mut bases = Vec::with_capacity(outer);
-    kept_layout.for_each_offset(|o| bases.push(o));
-    if !parallel(outer * inner) || outer < 2 {
-        return bases.iter().map(|&b| fold_group(b)).collect();
-    }
-    install(|_| {
-        let mut out = Vec::with_capacity(outer);
-        bases
-            .par_iter()
-            .with_min_len((PARALLEL_GRAIN / inner.max(1)).max(1))
-            .map(|&b| fold_group(b))
-            .collect_into_vec(&mut out);
-        out
     })
+}
+
+/// How a reduction over some dims walks a view; shared by [`reduce`] and
+/// `cpu::sum`.
+pub(crate) struct Plan {
+    /// Output elements (one per combination of kept dims).
+    pub outer: usize,
+    /// Elements folded into each.
+    pub inner: usize,
+    /// The view's offset when the reduced dims lead a contiguous view, so
+    /// that whole rows can be folded column-wise (a bias gradient).
+    pub columns: Option<usize>,
+    /// Where each group starts (empty with `columns`).
+    bases: Vec<usize>,
+    ishape: Vec<usize>,
+    istrides: Vec<usize>,
+    irows: usize,
+}
+
+impl Plan {
+    pub fn new(l: &Layout, dims: &[usize]) -> Plan {
+        let nd = l.ndim();
+        let kept: Vec<usize> = (0..nd).filter(|d| !dims.contains(d)).collect();
+        let reduced: Vec<usize> = (0..nd).filter(|d| dims.contains(d)).collect();
+        let outer: usize = kept.iter().map(|&d| l.shape[d]).product();
+        let inner: usize = reduced.iter().map(|&d| l.shape[d]).product();
+        let leading = reduced.iter().enumerate().all(|(i, &d)| i == d);
+        let columns = l
+            .contiguous_offset()
+            .filter(|_| leading && !kept.is_empty());
+        let mut plan = Plan {
+            outer,
+            inner,
+            columns,
+            bases: vec![],
+            ishape: vec![],
+            istrides: vec![],
+            irows: 0,
+        };
+        if columns.is_none() {
+            let kept_layout = Layout {
+                shape: kept.iter().map(|&d| l.shape[d]).collect(),
+                strides: kept.iter().map(|&d| l.strides[d]).collect(),
+                offset: l.offset,
+            };
+            let inner_shape: Vec<usize> = reduced.iter().map(|&d| l.shape[d]).collect();
+            let inner_strides: Vec<usize> = reduced.iter().map(|&d| l.strides[d]).collect();
+            let (ishape, mut istrides) = coalesce(&inner_shape, &[&inner_strides]);
+            plan.irows = row_count(&ishape);
+            plan.ishape = ishape;
+            plan.istrides = istrides.swap_remove(0);
+            plan.bases.reserve(outer);
+            kept_layout.for_each_offset(|o| plan.bases.push(o));
+        }
+        plan
+    }
+
+    /// Calls `f(start, len, stride)` for each run of the group at `base`, in order.
+    #[inline(always)]
+    pub fn runs(&self, base: usize, mut f: impl FnMut(usize, usize, usize)) {
+        for_rows(
+            &self.ishape,
+            [&self.istrides],
+            [base],
+            0,
+            self.irows,
+            |[b], len, [s]| f(b, len, s),
+        );
+    }
+
+    /// `group(base)` for every group, in output order, on all threads when it pays.
+    pub fn map_groups<A: Send>(&self, group: impl Fn(usize) -> A + Sync) -> Vec<A> {
+        let (outer, inner) = (self.outer, self.inner);
+        if !parallel(outer * inner) || outer < 2 {
+            return self.bases.iter().map(|&b| group(b)).collect();
+        }
+        install(|_| {
+            let mut out = Vec::with_capacity(outer);
+            self.bases
+                .par_iter()
+                .with_min_len((PARALLEL_GRAIN / inner.max(1)).max(1))
+                .map(|&b| group(b))
+                .collect_into_vec(&mut out);
+            out
+        })
+    }
 }
 
 fn reduce_columns<T, A>(
@@ -123,8 +167,20 @@ where
         )
     };
     let mut out = vec![init; cols];
+    by_columns(&mut out, rows, fill);
+    out
+}
+
+/// Runs `fill(first_column, columns)` over `out` (one entry per column of
+/// a `[rows, out.len()]` buffer) in column chunks, on all threads when it pays.
+pub(crate) fn by_columns<A: Send>(
+    out: &mut [A],
+    rows: usize,
+    fill: impl Fn(usize, &mut [A]) + Sync,
+) {
+    let cols = out.len();
     if !parallel(cols * rows) || cols < 64 {
-        fill(0, &mut out);
+        fill(0, out);
     } else {
         install(|threads| {
             let per = cols.div_ceil(threads).max(16);
@@ -133,5 +189,4 @@ where
                 .for_each(|(i, chunk)| fill(i * per, chunk));
         });
     }
-    out
 }

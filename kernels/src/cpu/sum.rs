@@ -6,8 +6,8 @@
 //! pairwise through a binary counter of partial sums, so the error grows
 //! with log(n / BLOCK).
 
-use super::strided::{coalesce, for_rows, row_count};
-use crate::threads::{PARALLEL_GRAIN, install, parallel, simd};
+use super::reduce::{Plan, by_columns};
+use crate::threads::{install, parallel, simd};
 use crate::{Float, Layout};
 use rayon::prelude::*;
 
@@ -112,69 +112,35 @@ where
     T: Copy + Send + Sync,
     A: Float,
 {
-    let nd = l.ndim();
-    let is_reduced = |d: usize| dims.contains(&d);
-    let kept: Vec<usize> = (0..nd).filter(|&d| !is_reduced(d)).collect();
-    let reduced: Vec<usize> = (0..nd).filter(|&d| is_reduced(d)).collect();
-    let outer: usize = kept.iter().map(|&d| l.shape[d]).product();
-    let inner: usize = reduced.iter().map(|&d| l.shape[d]).product();
-
+    let plan = Plan::new(l, dims);
+    let (outer, inner) = (plan.outer, plan.inner);
     // Column sums (a bias gradient: [B, D] over B): whole rows at a time.
-    let leading = reduced.iter().enumerate().all(|(i, &d)| i == d);
-    if let (true, Some(off)) = (leading && !kept.is_empty(), l.contiguous_offset()) {
+    if let Some(off) = plan.columns {
         return sum_columns(&src[off..off + outer * inner], outer, inner, &to);
     }
-
-    let kept_layout = Layout {
-        shape: kept.iter().map(|&d| l.shape[d]).collect(),
-        strides: kept.iter().map(|&d| l.strides[d]).collect(),
-        offset: l.offset,
-    };
-    let inner_shape: Vec<usize> = reduced.iter().map(|&d| l.shape[d]).collect();
-    let inner_strides: Vec<usize> = reduced.iter().map(|&d| l.strides[d]).collect();
-    let (ishape, istrides) = coalesce(&inner_shape, &[&inner_strides]);
-    let irows = row_count(&ishape);
-    let group = |base: usize| {
+    if outer == 1
+        && inner > CHUNK
+        && let Some(off) = l.contiguous_offset()
+    {
+        return vec![sum_chunked(&src[off..off + inner], &to)];
+    }
+    plan.map_groups(|base| {
         simd(
             #[inline(always)]
             || {
                 let mut acc = Cascade::new();
-                for_rows(
-                    &ishape,
-                    [&istrides[0]],
-                    [base],
-                    0,
-                    irows,
-                    |[b], len, [s]| {
-                        if s == 1 {
-                            acc.push_slice(&src[b..b + len], &to);
-                        } else {
-                            for i in 0..len {
-                                acc.push(to(src[b + i * s]));
-                            }
+                plan.runs(base, |b, len, s| {
+                    if s == 1 {
+                        acc.push_slice(&src[b..b + len], &to);
+                    } else {
+                        for i in 0..len {
+                            acc.push(to(src[b + i * s]));
                         }
-                    },
-                );
+                    }
+                });
                 acc.finish()
             },
         )
-    };
-    let mut bases = Vec::with_capacity(outer);
-    kept_layout.for_each_offset(|o| bases.push(o));
-    if outer == 1 && inner > CHUNK && l.contiguous_offset().is_some() {
-        return vec![sum_chunked(&src[l.offset..l.offset + inner], &to)];
-    }
-    if !parallel(outer * inner) || outer < 2 {
-        return bases.iter().map(|&b| group(b)).collect();
-    }
-    install(|_| {
-        let mut out = Vec::with_capacity(outer);
-        bases
-            .par_iter()
-            .with_min_len((PARALLEL_GRAIN / inner.max(1)).max(1))
-            .map(|&b| group(b))
-            .collect_into_vec(&mut out);
-        out
     })
 }
 
@@ -264,16 +230,7 @@ where
         )
     };
     let mut out = vec![A::zero(); cols];
-    if !parallel(cols * rows) || cols < 64 {
-        fill(0, &mut out);
-    } else {
-        install(|threads| {
-            let per = cols.div_ceil(threads).max(16);
-            out.par_chunks_mut(per)
-                .enumerate()
-                .for_each(|(i, chunk)| fill(i * per, chunk));
-        });
-    }
+    by_columns(&mut out, rows, fill);
     out
 }
 
