@@ -39,6 +39,16 @@ macro_rules! on_host {
     }};
 }
 
+/// The CUDA storage of an optional operand (the ops have checked that all
+/// operands share the device).
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+fn cuda(s: Option<&Storage>) -> Option<&super::cuda::CudaStorage> {
+    match s {
+        Some(Storage::Cuda(c)) => Some(c),
+        _ => None,
+    }
+}
+
 impl Storage {
     /// `op` elementwise over the view.
     pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> Storage {
@@ -183,40 +193,15 @@ impl Storage {
         bias: Option<&Storage>,
         eps: f64,
     ) -> [Storage; 3] {
-        #[allow(unreachable_patterns)]
-        match (self, weight, bias) {
-            (Storage::Cpu(x), None | Some(Storage::Cpu(_)), None | Some(Storage::Cpu(_))) => {
-                let (w, b) = (weight.map(|s| s.host()), bias.map(|s| s.host()));
-                x.layer_norm(rows, n, w.as_deref(), b.as_deref(), eps)
-                    .map(Storage::Cpu)
-            }
-            #[cfg(any(feature = "cuda", feature = "cuda12"))]
-            (Storage::Cuda(x), _, _) => {
-                fn cuda(s: Option<&Storage>) -> Option<&super::cuda::CudaStorage> {
-                    match s {
-                        Some(Storage::Cuda(c)) => Some(c),
-                        _ => None,
-                    }
-                }
-                match x.layer_norm(rows, n, cuda(weight), cuda(bias), eps) {
-                    Some(r) => r
-                        .unwrap_or_else(|e| fail("layer_norm", e))
-                        .map(Storage::Cuda),
-                    None => self.layer_norm_on_host(rows, n, weight, bias, eps),
-                }
-            }
-            _ => self.layer_norm_on_host(rows, n, weight, bias, eps),
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Storage::Cuda(x) = self
+            && let Some(r) = x.layer_norm(rows, n, cuda(weight), cuda(bias), eps)
+        {
+            return r
+                .unwrap_or_else(|e| fail("layer_norm", e))
+                .map(Storage::Cuda);
         }
-    }
-
-    fn layer_norm_on_host(
-        &self,
-        rows: usize,
-        n: usize,
-        weight: Option<&Storage>,
-        bias: Option<&Storage>,
-        eps: f64,
-    ) -> [Storage; 3] {
+        // The CPU kernel, on the buffers themselves or on host copies.
         let (w, b) = (weight.map(|s| s.host()), bias.map(|s| s.host()));
         let out = self
             .host()
@@ -236,39 +221,16 @@ impl Storage {
         rows: usize,
         n: usize,
     ) -> [Storage; 3] {
-        #[allow(unreachable_patterns)]
-        match (self, g, mean, rstd) {
-            (Storage::Cpu(x), Storage::Cpu(g), Storage::Cpu(m), Storage::Cpu(r)) => {
-                let w = weight.map(|s| s.host());
-                x.layer_norm_backward(g, m, r, w.as_deref(), rows, n)
-                    .map(Storage::Cpu)
-            }
-            #[cfg(any(feature = "cuda", feature = "cuda12"))]
-            (Storage::Cuda(x), Storage::Cuda(gs), Storage::Cuda(m), Storage::Cuda(r)) => {
-                let w = match weight {
-                    Some(Storage::Cuda(w)) => Some(w),
-                    _ => None,
-                };
-                match x.layer_norm_backward(gs, m, r, w, rows, n) {
-                    Some(out) => out
-                        .unwrap_or_else(|e| fail("layer_norm backward", e))
-                        .map(Storage::Cuda),
-                    None => self.layer_norm_backward_on_host(g, mean, rstd, weight, rows, n),
-                }
-            }
-            _ => self.layer_norm_backward_on_host(g, mean, rstd, weight, rows, n),
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cuda(x), Storage::Cuda(gs), Storage::Cuda(m), Storage::Cuda(r)) =
+            (self, g, mean, rstd)
+            && let Some(out) = x.layer_norm_backward(gs, m, r, cuda(weight), rows, n)
+        {
+            return out
+                .unwrap_or_else(|e| fail("layer_norm backward", e))
+                .map(Storage::Cuda);
         }
-    }
-
-    fn layer_norm_backward_on_host(
-        &self,
-        g: &Storage,
-        mean: &Storage,
-        rstd: &Storage,
-        weight: Option<&Storage>,
-        rows: usize,
-        n: usize,
-    ) -> [Storage; 3] {
+        // The CPU kernel, on the buffers themselves or on host copies.
         let w = weight.map(|s| s.host());
         let out = self.host().layer_norm_backward(
             &g.host(),

@@ -305,7 +305,8 @@ impl CudaStorage {
         kernel_dtype(self.dtype)?;
         let geom = launch::ConvGeom::new(g)?;
         Some((|| {
-            let x = self.cast(l, DType::F32)?;
+            let copy = self.dense_f32(l)?;
+            let x = copy.as_ref().unwrap_or(self);
             let cols = launch::im2col_f32(&x.buf, geom, pad as f32)?;
             CudaStorage::new(cols, DType::F32).into_dtype(self.dtype)
         })())
@@ -316,10 +317,21 @@ impl CudaStorage {
         kernel_dtype(self.dtype)?;
         let geom = launch::ConvGeom::new(g)?;
         Some((|| {
-            let cols = self.cast(l, DType::F32)?;
+            let copy = self.dense_f32(l)?;
+            let cols = copy.as_ref().unwrap_or(self);
             let x = launch::col2im_f32(&cols.buf, geom)?;
             CudaStorage::new(x, DType::F32).into_dtype(self.dtype)
         })())
+    }
+
+    /// The view as a dense f32 buffer from offset 0, which the conv kernels
+    /// read: `None` when this storage already is one, else a converted copy.
+    fn dense_f32(&self, l: &Layout) -> CudaResult<Option<CudaStorage>> {
+        if self.dtype == DType::F32 && l.contiguous_offset() == Some(0) {
+            Ok(None)
+        } else {
+            self.cast(l, DType::F32).map(Some)
+        }
     }
 
     /// This storage converted to `dtype` (itself when it has that dtype).
