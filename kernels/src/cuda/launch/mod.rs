@@ -181,33 +181,21 @@ pub fn binary(
     p0: f32,
 ) -> CudaResult<CudaBuffer> {
     let w = width(dtype);
-    let kernel = format!("{op}_{dtype}");
-    assert!(
-        la.shape == lb.shape,
-        "{kernel}: CUDA views must share a shape"
-    );
-    let n = la.numel();
-    let dev = a.device();
-    let y = dev.alloc(n * w)?;
-    if n > 0 {
-        let v = pack(&la.shape, &[&la.strides, &lb.strides], &kernel);
-        let (pa, pb, py) = (a.ptr(la.offset * w), b.ptr(lb.offset * w), y.ptr(0));
-        launch!(dev, kernel, elems(n), &n, &v[0], &v[1], &p0, &pa, &pb, &py)?;
-    }
-    Ok(y)
+    two_views(a, la, b, lb, format!("{op}_{dtype}"), (w, w), Some(p0))
 }
 
-/// Launches `kernel(n, Strided a, Strided b, a, b, y)` over two views of one
-/// shape (elements of `in_width` bytes) into a contiguous output of
-/// `out_width`-byte elements.
+/// Launches `kernel(n, Strided a, Strided b, [p0,] a, b, y)` over two views
+/// of one shape (elements of `in_width` bytes) into a contiguous output of
+/// `out_width`-byte elements; `p0` is the scalar parameter of the kernels
+/// that take one (the binary ops).
 fn two_views(
     a: &CudaBuffer,
     la: &Layout,
     b: &CudaBuffer,
     lb: &Layout,
     kernel: String,
-    in_width: usize,
-    out_width: usize,
+    (in_width, out_width): (usize, usize),
+    p0: Option<f32>,
 ) -> CudaResult<CudaBuffer> {
     assert!(
         la.shape == lb.shape,
@@ -223,7 +211,10 @@ fn two_views(
             b.ptr(lb.offset * in_width),
             y.ptr(0),
         );
-        launch!(dev, kernel, elems(n), &n, &v[0], &v[1], &pa, &pb, &py)?;
+        match p0 {
+            Some(p0) => launch!(dev, kernel, elems(n), &n, &v[0], &v[1], &p0, &pa, &pb, &py)?,
+            None => launch!(dev, kernel, elems(n), &n, &v[0], &v[1], &pa, &pb, &py)?,
+        }
     }
     Ok(y)
 }

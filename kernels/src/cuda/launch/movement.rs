@@ -103,5 +103,13 @@ pub fn compare(
     cmp: &str,
     dtype: &str,
 ) -> CudaResult<CudaBuffer> {
-    two_views(a, la, b, lb, format!("{cmp}_{dtype}"), width(dtype), 1)
+    two_views(
+        a,
+        la,
+        b,
+        lb,
+        format!("{cmp}_{dtype}"),
+        (width(dtype), 1),
+        None,
+    )
 }
