@@ -42,6 +42,15 @@ fn run(name: &str, args: &[&str]) -> Output {
         .expect("the example starts")
 }
 
+/// Runs an example that must refuse its input: exit status 2 (a usage
+/// error, not a panic); returns what it said on stderr.
+fn refused(name: &str, args: &[&str]) -> String {
+    let o = run(name, args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {err}");
+    err
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -91,9 +100,7 @@ fn bad_values_are_refused_before_any_work() {
         ),
         ("finetune_digits", &["--epochs", "x"][..], "invalid digit"),
     ] {
-        let o = run(name, args);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{name} {args:?}: {err}");
+        let err = refused(name, args);
         assert!(err.contains(says), "{name} {args:?}: {err}");
         assert!(!err.contains("panicked"), "{name} {args:?}: {err}");
     }
@@ -105,12 +112,10 @@ fn train_digits_refuses_to_overwrite_an_earlier_run() {
     std::fs::create_dir_all(&dir).unwrap();
     let best = dir.join("best.safetensors");
     std::fs::write(&best, b"an earlier run's checkpoint").unwrap();
-    let o = run(
+    let err = refused(
         "train_digits",
         &["--out", dir.to_str().unwrap(), "--epochs", "1"],
     );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("holds an earlier run") && err.contains("--overwrite"),
         "{err}"
@@ -125,12 +130,10 @@ fn train_digits_refuses_to_overwrite_an_earlier_run() {
 
 #[test]
 fn train_shakespeare_says_when_a_batch_is_larger_than_the_text() {
-    let o = run(
+    let err = refused(
         "train_shakespeare",
         &["--batch-size", "14000", "--steps", "1"],
     );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("--batch-size 14000 is larger than the"),
         "{err}"
@@ -140,7 +143,7 @@ fn train_shakespeare_says_when_a_batch_is_larger_than_the_text() {
 #[test]
 fn train_digits_stops_when_the_loss_is_not_finite() {
     let dir = std::env::temp_dir().join(format!("tapir-nan-{}", std::process::id()));
-    let o = run(
+    let err = refused(
         "train_digits",
         &[
             "--out",
@@ -151,8 +154,6 @@ fn train_digits_stops_when_the_loss_is_not_finite() {
             "1e9",
         ],
     );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("the training loss became NaN in epoch 1: lower --lr"),
         "{err}"
@@ -176,9 +177,7 @@ fn a_damaged_checkpoint_stops_resume_and_says_whether_best_is_intact() {
     let n = bytes.len();
     bytes[n - 5] ^= 0x10; // inside the last tensor's data
     std::fs::write(&last, bytes).unwrap();
-    let o = run("train_digits", &["--out", out, "--epochs", "2", "--resume"]);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
+    let err = refused("train_digits", &["--out", out, "--epochs", "2", "--resume"]);
     assert!(
         err.contains("cannot resume:") && err.contains("is damaged"),
         "{err}"
@@ -194,7 +193,7 @@ fn resume_refuses_other_settings_unless_allowed() {
     let out = dir.to_str().unwrap();
     let first = run("train_digits", &["--out", out, "--epochs", "1"]);
     assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
-    let o = run(
+    let err = refused(
         "train_digits",
         &[
             "--out",
@@ -206,8 +205,6 @@ fn resume_refuses_other_settings_unless_allowed() {
             "--resume",
         ],
     );
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("--epochs 2 (the run used 1), --batch-size 32 (the run used 64)"),
         "{err}"
@@ -244,7 +241,7 @@ fn bad_data_is_named_before_training() {
     let case = |imgs: &[u8], n: u32, labs: &[u8], says: &str| {
         idx(&dir.join("train-images-idx3-ubyte"), &[n, 8, 8], imgs);
         idx(&dir.join("train-labels-idx1-ubyte"), &[n], labs);
-        let o = run(
+        let err = refused(
             "train_digits",
             &[
                 "--data",
@@ -256,8 +253,6 @@ fn bad_data_is_named_before_training() {
                 dir.join("run").to_str().unwrap(),
             ],
         );
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{says}: {err}");
         assert!(err.contains(says), "{err}");
     };
     labels[13] = 200;
@@ -305,9 +300,7 @@ fn an_out_that_is_a_file_is_named() {
     let file = std::env::temp_dir().join(format!("tapir-out-file-{}", std::process::id()));
     std::fs::write(&file, b"not a folder").unwrap();
     for name in ["train_digits", "train_shakespeare"] {
-        let o = run(name, &["--out", file.to_str().unwrap()]);
-        let err = text(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+        let err = refused(name, &["--out", file.to_str().unwrap()]);
         assert!(
             err.contains("is a file; it names the folder for the run"),
             "{name}: {err}"

@@ -18,12 +18,7 @@ const F32_TOL: (f64, f64) = (2e-4, 2e-4);
 fn check_case(st: &SafeTensors, c: &Value, dtype: DType, tol: (f64, f64)) -> Result<(), String> {
     let name = c["name"].as_str().unwrap();
     let n_in = c["n_in"].as_u64().unwrap() as usize;
-    let grads: Vec<bool> = c["grads"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g.as_bool().unwrap())
-        .collect();
+    let grads = core_ops::grads(c);
     let leaves: Vec<Tensor> = (0..n_in)
         .map(|k| {
             let t = load(st, &format!("{name}.in{k}"));
@@ -79,12 +74,8 @@ fn check_case(st: &SafeTensors, c: &Value, dtype: DType, tol: (f64, f64)) -> Res
 }
 
 fn replay(dtype: DType, tol: (f64, f64)) {
-    let dir = common::goldens_dir();
-    let bytes = std::fs::read(format!("{dir}/core.safetensors")).unwrap();
+    let (bytes, manifest) = core_ops::core_goldens();
     let st = SafeTensors::deserialize(&bytes).unwrap();
-    let manifest: Value =
-        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/core.json")).unwrap())
-            .unwrap();
     let cases = manifest["cases"].as_array().unwrap();
     let failures: Vec<String> = cases
         .iter()

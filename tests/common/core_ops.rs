@@ -6,6 +6,27 @@
 use serde_json::Value;
 use tapir::prelude::*;
 
+/// The core goldens: the safetensors bytes (deserialise them with
+/// `SafeTensors::deserialize`) and the JSON manifest of cases.
+pub fn core_goldens() -> (Vec<u8>, Value) {
+    let dir = crate::common::goldens_dir();
+    let bytes = std::fs::read(format!("{dir}/core.safetensors")).unwrap();
+    let manifest =
+        serde_json::from_str(&std::fs::read_to_string(format!("{dir}/core.json")).unwrap())
+            .unwrap();
+    (bytes, manifest)
+}
+
+/// Which of a case's inputs PyTorch computed a gradient for.
+pub fn grads(case: &Value) -> Vec<bool> {
+    case["grads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g.as_bool().unwrap())
+        .collect()
+}
+
 pub fn view(t: &Tensor, recipe: &Value) -> Tensor {
     match recipe.as_str() {
         None => t.clone(),
