@@ -263,6 +263,44 @@ for name, fn in [("norm2", lambda ps: torch.nn.utils.clip_grad_norm_(ps, 1.0)),
         put(f"clip.{name}.grad{j}", p.grad)
     M["clip"].append({"name": name})
 
+# ---- layers added later (their own seed, so the cases above keep their inputs) ----------
+torch.manual_seed(2)
+r = torch.randn
+
+
+def flat(*ts):
+    """Every output of a multi-output layer as one vector (the replay does the same)."""
+    return torch.cat([t.flatten() for t in ts])
+
+
+def gru_all(m, xs):
+    out, h = m(*xs)
+    return flat(out, h)
+
+
+def lstm_all(m, xs):
+    out, (h, c) = m(xs[0], tuple(xs[1:]) if len(xs) > 1 else None)
+    return flat(out, h, c)
+
+
+layer("conv1d", nn.Conv1d(3, 4, 3, padding=1), [r(2, 3, 7)])
+layer("conv1d_stride_groups", nn.Conv1d(4, 6, 3, stride=2, dilation=2, groups=2, bias=False), [r(2, 4, 11)])
+layer("conv1d_unbatched", nn.Conv1d(2, 3, 2), [r(2, 6)])
+layer("gru", nn.GRU(3, 4), [r(5, 2, 3)], extra=gru_all)
+layer("gru_2l_bi_batch_first", nn.GRU(3, 4, num_layers=2, bidirectional=True, batch_first=True),
+      [r(2, 5, 3), r(4, 2, 4)], extra=gru_all)
+layer("lstm", nn.LSTM(3, 4, batch_first=True), [r(2, 5, 3)], extra=lstm_all)
+layer("lstm_2l_nobias_state", nn.LSTM(3, 4, num_layers=2, bias=False), [r(5, 2, 3), r(2, 2, 4), r(2, 2, 4)],
+      extra=lstm_all)
+layer("lstm_bi_unbatched", nn.LSTM(3, 4, bidirectional=True), [r(5, 3)], extra=lstm_all)
+layer("transformer_post", nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True),
+      [r(2, 5, 8)])
+layer("transformer_pre_gelu_masks",
+      nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, activation="gelu", norm_first=True),
+      [r(5, 2, 8)],
+      extra=lambda m, xs: m(xs[0], src_mask=torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
+                            src_key_padding_mask=torch.tensor([[False] * 5, [False, False, False, False, True]])))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -195,3 +195,45 @@ fn messages_name_the_op_the_user_called() {
     );
     assert!(!msg.contains("left") && !msg.contains("right"), "{msg}");
 }
+
+#[test]
+fn sequence_layers_name_themselves_and_the_shapes() {
+    use tapir::nn::*;
+    let gru = GRU::new(3, 4, RnnOptions::default());
+    let msg = panic_message(|| {
+        gru.forward(&Tensor::zeros(&[5, 2, 7]), None);
+    });
+    assert_eq!(
+        msg,
+        "GRU: expected input [L, N, 3] or [L, 3], got [5, 2, 7]"
+    );
+    let lstm = LSTM::new(
+        3,
+        4,
+        RnnOptions {
+            num_layers: 2,
+            ..Default::default()
+        },
+    );
+    let msg = panic_message(|| {
+        let h = Tensor::zeros(&[1, 2, 4]);
+        lstm.forward(&Tensor::zeros(&[5, 2, 3]), Some((&h, &h)));
+    });
+    assert_eq!(msg, "LSTM: expected h0 of shape [2, 2, 4], got [1, 2, 4]");
+    let conv = Conv1d::new(3, 4, 3, Conv1dOptions::default(), true);
+    let msg = panic_message(|| {
+        conv.forward(&Tensor::zeros(&[2, 5, 9]));
+    });
+    assert_eq!(
+        msg,
+        "Conv1d: expected input [N, 3, L] or [3, L], got [2, 5, 9]"
+    );
+    let enc = TransformerEncoderLayer::new(8, 2, TransformerEncoderLayerOptions::default());
+    let msg = panic_message(|| {
+        enc.forward(&Tensor::zeros(&[5, 2, 6]));
+    });
+    assert_eq!(
+        msg,
+        "TransformerEncoderLayer: expected src [L, N, 8], got [5, 2, 6]"
+    );
+}

@@ -12,6 +12,12 @@ use tapir::prelude::*;
 
 fn build(name: &str) -> Box<dyn Forward> {
     let conv = Conv2dOptions::default();
+    let c1 = |padding, stride, dilation, groups| Conv1dOptions {
+        stride,
+        padding,
+        dilation,
+        groups,
+    };
     match name {
         "linear" => Box::new(Linear::new(5, 3, true)),
         "linear_nobias_3d" => Box::new(Linear::new(5, 3, false)),
@@ -22,6 +28,9 @@ fn build(name: &str) -> Box<dyn Forward> {
         "batchnorm2d_train" => Box::new(BatchNorm::new_2d(2)),
         "embedding_pad" => Box::new(Embedding::new(7, 3, Some(2))),
         "conv2d" => Box::new(Conv2d::new(2, 4, (3, 3), conv.padding(1), true)),
+        "conv1d" => Box::new(Conv1d::new(3, 4, 3, c1(1, 1, 1, 1), true)),
+        "conv1d_stride_groups" => Box::new(Conv1d::new(4, 6, 3, c1(0, 2, 2, 2), false)),
+        "conv1d_unbatched" => Box::new(Conv1d::new(2, 3, 2, c1(0, 1, 1, 1), true)),
         "conv2d_groups" => Box::new(Conv2d::new(
             4,
             6,
@@ -57,6 +66,131 @@ fn build(name: &str) -> Box<dyn Forward> {
     }
 }
 
+/// Loads PyTorch's state dict into `m` (in `dtype`, on the test device).
+fn loaded<M: Module + ?Sized>(
+    mut m: Box<M>,
+    sd: &StateDict,
+    dtype: DType,
+) -> Result<Box<M>, String> {
+    m.to_dtype(dtype);
+    m.to_device(test_device()).unwrap();
+    m.load_state_dict(sd, true).map_err(|e| e.to_string())?;
+    Ok(m)
+}
+
+/// Every output of a multi-output layer as one vector, as the script's `flat`.
+fn flat(ts: &[&Tensor]) -> Tensor {
+    let flat: Vec<Tensor> = ts.iter().map(|t| t.reshape(&[-1])).collect();
+    Tensor::cat(&flat.iter().collect::<Vec<_>>(), 0)
+}
+
+/// Builds the case's layer from PyTorch's state dict and runs it as the
+/// script did: the output, and the module (for gradients and buffers).
+fn run_layer(
+    name: &str,
+    inputs: &[Tensor],
+    sd: &StateDict,
+    dtype: DType,
+    train: bool,
+) -> Result<(Tensor, Box<dyn Module>), String> {
+    let x = &inputs[0];
+    let rnn = |layers, bidirectional, batch_first, bias| RnnOptions {
+        num_layers: layers,
+        bidirectional,
+        batch_first,
+        bias,
+        ..Default::default()
+    };
+    let causal = || dev(Tensor::ones(&[5, 5]).triu(1).gt_scalar(0.0));
+    let pad = |last: &[bool]| {
+        let mut v = vec![false; 5];
+        v.extend_from_slice(last);
+        dev(Tensor::from_vec(v, &[2, 5]))
+    };
+    Ok(match name {
+        "mha_self" | "mha_causal_pad" | "mha_seq_first" => {
+            let seq_first = name == "mha_seq_first";
+            let m = loaded(
+                Box::new(MultiheadAttention::new(
+                    8,
+                    if seq_first { 4 } else { 2 },
+                    !seq_first,
+                )),
+                sd,
+                dtype,
+            )?;
+            let out = match name {
+                "mha_self" => m.forward(x, x, x, None, None, false, false).0,
+                "mha_causal_pad" => {
+                    let pad = pad(&[false, false, false, true, true]);
+                    m.forward(x, x, x, Some(&pad), Some(&causal()), false, false)
+                        .0
+                }
+                _ => {
+                    m.forward(x, &inputs[1], &inputs[1], None, None, false, false)
+                        .0
+                }
+            };
+            (out, m)
+        }
+        "gru" | "gru_2l_bi_batch_first" => {
+            let two = name != "gru";
+            let m = loaded(
+                Box::new(GRU::new(3, 4, rnn(1 + two as usize, two, two, true))),
+                sd,
+                dtype,
+            )?;
+            let (out, h) = m.forward(x, inputs.get(1));
+            (flat(&[&out, &h]), m)
+        }
+        "lstm" | "lstm_2l_nobias_state" | "lstm_bi_unbatched" => {
+            let opts = match name {
+                "lstm" => rnn(1, false, true, true),
+                "lstm_2l_nobias_state" => rnn(2, false, false, false),
+                _ => rnn(1, true, false, true),
+            };
+            let m = loaded(Box::new(LSTM::new(3, 4, opts)), sd, dtype)?;
+            let state = (inputs.len() == 3).then(|| (&inputs[1], &inputs[2]));
+            let (out, (h, c)) = m.forward(x, state);
+            (flat(&[&out, &h, &c]), m)
+        }
+        "transformer_post" | "transformer_pre_gelu_masks" => {
+            let post = name == "transformer_post";
+            let opts = TransformerEncoderLayerOptions {
+                dim_feedforward: 16,
+                dropout: 0.0,
+                batch_first: post,
+                norm_first: !post,
+                activation: if post {
+                    Activation::Relu
+                } else {
+                    Activation::Gelu
+                },
+                ..Default::default()
+            };
+            let m = loaded(
+                Box::new(TransformerEncoderLayer::new(8, 2, opts)),
+                sd,
+                dtype,
+            )?;
+            let out = if post {
+                m.forward(x)
+            } else {
+                let pad = pad(&[false, false, false, false, true]);
+                m.forward_with(x, Some(&causal()), Some(&pad), false)
+            };
+            (out, m)
+        }
+        _ => {
+            let m = loaded(build(name), sd, dtype)?;
+            if !train {
+                m.eval();
+            }
+            (m.forward(x), m)
+        }
+    })
+}
+
 fn check_layer(st: &SafeTensors, c: &Value, dtype: DType, tol: f64) -> Result<(), String> {
     let name = c["name"].as_str().unwrap();
     let sd: Vec<(String, Tensor)> = st
@@ -88,45 +222,7 @@ fn check_layer(st: &SafeTensors, c: &Value, dtype: DType, tol: f64) -> Result<()
             }
         })
         .collect();
-    let (out, module): (Tensor, Box<dyn Module>) = if name.starts_with("mha") {
-        let mut m = MultiheadAttention::new(
-            8,
-            if name == "mha_seq_first" { 4 } else { 2 },
-            name != "mha_seq_first",
-        );
-        m.to_dtype(dtype);
-        m.to_device(test_device()).unwrap();
-        m.load_state_dict(&sd, true).map_err(|e| e.to_string())?;
-        let x = &inputs[0];
-        let out = match name {
-            "mha_self" => m.forward(x, x, x, None, None, false, false).0,
-            "mha_causal_pad" => {
-                let pad = dev(Tensor::from_vec(
-                    vec![
-                        false, false, false, false, false, false, false, false, true, true,
-                    ],
-                    &[2, 5],
-                ));
-                let causal = dev(Tensor::ones(&[5, 5]).triu(1).gt_scalar(0.0));
-                m.forward(x, x, x, Some(&pad), Some(&causal), false, false)
-                    .0
-            }
-            _ => {
-                m.forward(x, &inputs[1], &inputs[1], None, None, false, false)
-                    .0
-            }
-        };
-        (out, Box::new(m))
-    } else {
-        let mut m = build(name);
-        m.to_dtype(dtype);
-        m.to_device(test_device()).unwrap();
-        m.load_state_dict(&sd, true).map_err(|e| e.to_string())?;
-        if !c["train"].as_bool().unwrap() {
-            m.eval();
-        }
-        (m.forward(&inputs[0]), m)
-    };
+    let (out, module) = run_layer(name, &inputs, &sd, dtype, c["train"].as_bool().unwrap())?;
     close(
         &format!("{name} ({dtype}) out"),
         &out,
@@ -189,7 +285,7 @@ fn layers_match_pytorch() {
     let (bytes, m) = read_goldens("nn");
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let cases = m["layers"].as_array().unwrap();
-    assert!(cases.len() >= 28);
+    assert!(cases.len() >= 38);
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F64, 1e-9));
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F32, 2e-4));
 }
@@ -659,4 +755,43 @@ fn scheduler_state_restores_the_schedule() {
     r.step(&mut w);
     r2.step(&mut w2);
     assert_eq!(w.lr(), w2.lr());
+}
+
+#[test]
+fn sequence_layers_drop_out_only_in_training() {
+    let opts = TransformerEncoderLayerOptions {
+        dim_feedforward: 16,
+        ..Default::default()
+    };
+    let enc = TransformerEncoderLayer::new(8, 2, opts);
+    let gru = GRU::new(
+        8,
+        8,
+        RnnOptions {
+            num_layers: 2,
+            dropout: 0.5,
+            ..Default::default()
+        },
+    );
+    let x = Tensor::randn(&[6, 3, 8]);
+    let runs = |m: &dyn Fn() -> Tensor| (m(), m());
+    for (name, f) in [
+        (
+            "TransformerEncoderLayer",
+            &(|| enc.forward(&x)) as &dyn Fn() -> Tensor,
+        ),
+        ("GRU", &|| gru.forward(&x, None).0),
+    ] {
+        let (a, b) = runs(f);
+        assert!(
+            !a.equal(&b),
+            "{name}: two training runs agree, so nothing was dropped"
+        );
+        enc.eval();
+        gru.eval();
+        let (a, b) = runs(f);
+        assert!(a.equal(&b), "{name}: eval runs differ");
+        enc.train();
+        gru.train();
+    }
 }

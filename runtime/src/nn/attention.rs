@@ -1,8 +1,9 @@
 //! `nn.MultiheadAttention`, written with plain ops (q·kᵀ/√d, masks, softmax, ·v).
 
 use super::init;
+use super::layers::dropout;
 use super::linear::Linear;
-use super::module::{Module, TensorKind, visit_child, visit_child_mut};
+use super::module::{Module, TensorKind, TrainingFlag, visit_child, visit_child_mut};
 use crate::{DType, Tensor};
 
 /// Multi-head attention with PyTorch's parameters and init: a packed
@@ -30,6 +31,10 @@ pub struct MultiheadAttention {
     pub num_heads: usize,
     /// Inputs are `[N, L, E]` rather than `[L, N, E]`.
     pub batch_first: bool,
+    /// Dropout on the attention weights in training (PyTorch's `dropout`,
+    /// default 0).
+    pub dropout: f64,
+    training: TrainingFlag,
 }
 
 impl MultiheadAttention {
@@ -50,6 +55,8 @@ impl MultiheadAttention {
             embed_dim,
             num_heads,
             batch_first,
+            dropout: 0.0,
+            training: TrainingFlag::default(),
         }
     }
 
@@ -128,7 +135,7 @@ impl MultiheadAttention {
                 &scores + &m
             };
         }
-        let attn = scores.softmax(-1);
+        let attn = dropout(&scores.softmax(-1), self.dropout, self.training.get());
         let ctx = attn
             .matmul(&vh)
             .transpose(1, 2)
@@ -165,6 +172,12 @@ impl Module for MultiheadAttention {
             TensorKind::Parameter,
         );
         visit_child_mut("out_proj", &mut self.out_proj, f);
+    }
+    fn set_training(&self, on: bool) {
+        self.training.set(on);
+    }
+    fn is_training(&self) -> bool {
+        self.training.get()
     }
     fn repr(&self) -> String {
         format!(

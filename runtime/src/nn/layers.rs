@@ -1,9 +1,7 @@
-//! Stateless and convolutional layers: activations, Dropout, Flatten,
-//! Conv2d and pooling.
+//! Stateless layers: activations, Dropout, Flatten and pooling.
 
-use super::init;
 use super::module::{Forward, Module, TensorKind, TrainingFlag};
-use crate::{Conv2dOptions, Tensor};
+use crate::Tensor;
 
 /// Declares a parameterless module whose forward is one tensor method.
 macro_rules! activation {
@@ -126,15 +124,22 @@ impl Dropout {
 
 impl Forward for Dropout {
     fn forward(&self, x: &Tensor) -> Tensor {
-        if !self.training.get() || self.p == 0.0 {
-            return x.clone();
-        }
-        if self.p == 1.0 {
-            return x * 0.0;
-        }
-        let keep = Tensor::full_like(x, 1.0 - self.p).bernoulli();
-        &(x * &keep) * (1.0 / (1.0 - self.p))
+        dropout(x, self.p, self.training.get())
     }
+}
+
+/// `F.dropout(x, p, training)`: what [`Dropout`] applies, for layers that
+/// drop inside their forward (attention weights, recurrent and transformer
+/// layers).
+pub(crate) fn dropout(x: &Tensor, p: f64, training: bool) -> Tensor {
+    if !training || p == 0.0 {
+        return x.clone();
+    }
+    if p == 1.0 {
+        return x * 0.0;
+    }
+    let keep = Tensor::full_like(x, 1.0 - p).bernoulli();
+    &(x * &keep) * (1.0 / (1.0 - p))
 }
 
 macro_rules! stateless_module {
@@ -172,98 +177,6 @@ impl Module for Dropout {
     }
     fn is_training(&self) -> bool {
         self.training.get()
-    }
-}
-
-/// `nn.Conv2d` with PyTorch's default init (kaiming-uniform a = √5, bias
-/// U(±1/√fan_in)).
-///
-/// ```
-/// use tapir_runtime::{nn::{Conv2d, Forward}, Conv2dOptions, Tensor};
-/// let c = Conv2d::new(1, 32, (3, 3), Conv2dOptions::default().padding(1), true);
-/// assert_eq!(c.forward(&Tensor::zeros(&[8, 1, 28, 28])).shape(), &[8, 32, 28, 28]);
-/// ```
-pub struct Conv2d {
-    /// `[out_channels, in_channels / groups, kh, kw]`.
-    pub weight: Tensor,
-    /// `[out_channels]`, if any.
-    pub bias: Option<Tensor>,
-    /// Input channels.
-    pub in_channels: usize,
-    /// Output channels.
-    pub out_channels: usize,
-    /// Kernel height and width.
-    pub kernel: (usize, usize),
-    /// Stride, padding, dilation and groups.
-    pub opts: Conv2dOptions,
-}
-
-impl Conv2d {
-    /// `nn.Conv2d` with PyTorch's initialisation.
-    pub fn new(
-        in_channels: usize,
-        out_channels: usize,
-        kernel: (usize, usize),
-        opts: Conv2dOptions,
-        bias: bool,
-    ) -> Conv2d {
-        let g = opts.groups;
-        assert!(
-            g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
-            "Conv2d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
-        );
-        let weight = Tensor::zeros(&[out_channels, in_channels / g, kernel.0, kernel.1]);
-        init::kaiming_uniform_(&weight, 5f64.sqrt(), init::FanMode::FanIn, "leaky_relu");
-        let bias = bias.then(|| {
-            let (fan_in, _) = init::fans(&weight);
-            let bound = 1.0 / (fan_in as f64).sqrt();
-            let b = Tensor::zeros(&[out_channels]);
-            init::uniform_(&b, -bound, bound);
-            b.requires_grad_(true)
-        });
-        Conv2d {
-            weight: weight.requires_grad_(true),
-            bias,
-            in_channels,
-            out_channels,
-            kernel,
-            opts,
-        }
-    }
-}
-
-impl Forward for Conv2d {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        x.conv2d(&self.weight, self.bias.as_ref(), self.opts)
-    }
-}
-
-impl Module for Conv2d {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
-    }
-    fn repr(&self) -> String {
-        let o = &self.opts;
-        let mut s = format!(
-            "Conv2d({}, {}, kernel_size={:?}, stride={:?}",
-            self.in_channels, self.out_channels, self.kernel, o.stride
-        );
-        if o.padding != (0, 0) {
-            s.push_str(&format!(", padding={:?}", o.padding));
-        }
-        if o.dilation != (1, 1) {
-            s.push_str(&format!(", dilation={:?}", o.dilation));
-        }
-        if o.groups != 1 {
-            s.push_str(&format!(", groups={}", o.groups));
-        }
-        if self.bias.is_none() {
-            s.push_str(", bias=False");
-        }
-        s + ")"
     }
 }
 

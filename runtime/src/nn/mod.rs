@@ -3,18 +3,22 @@
 
 mod attention;
 mod container;
+mod conv;
 pub mod init;
 mod layers;
 mod linear;
 mod loss;
 mod module;
 mod norm;
+mod recurrent;
+mod transformer;
 
 pub use attention::MultiheadAttention;
 pub use container::{ModuleList, Sequential};
+pub use conv::{Conv1d, Conv1dOptions, Conv2d};
 pub use layers::{
-    AdaptiveAvgPool2d, AvgPool2d, Conv2d, Dropout, Flatten, GELU, Hardswish, LeakyReLU, MaxPool2d,
-    ReLU, SiLU, Sigmoid, Softmax, Tanh,
+    AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardswish, LeakyReLU, MaxPool2d, ReLU,
+    SiLU, Sigmoid, Softmax, Tanh,
 };
 pub use linear::{Embedding, Linear};
 pub use loss::{
@@ -26,3 +30,5 @@ pub use module::{
     visit_child_mut,
 };
 pub use norm::{BatchNorm, LayerNorm, RMSNorm};
+pub use recurrent::{GRU, LSTM, RnnOptions};
+pub use transformer::{Activation, TransformerEncoderLayer, TransformerEncoderLayerOptions};

@@ -276,6 +276,36 @@ impl Tensor {
         v.iter().all(|x| x.is_finite())
     }
 
+    /// `torch.allclose`: same shape and `|self - other| <= atol + rtol * |other|`
+    /// everywhere (NaNs never equal). A test's question, answered on the host.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
+    /// assert!(a.allclose(&(&a + 1e-6), 1e-5, 1e-8));
+    /// assert!(!a.allclose(&(&a + 1.0), 1e-5, 1e-8));
+    /// ```
+    pub fn allclose(&self, other: &Tensor, rtol: f64, atol: f64) -> bool {
+        if self.shape() != other.shape() {
+            return false;
+        }
+        let (a, b): (Vec<f64>, Vec<f64>) = (self.to_vec(), other.to_vec());
+        a.iter()
+            .zip(&b)
+            .all(|(x, y)| (x - y).abs() <= atol + rtol * y.abs())
+    }
+
+    /// `torch.equal`: same shape and the same values.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// assert!(Tensor::ones(&[2, 3]).equal(&Tensor::full(&[2, 3], 1.0)));
+    /// assert!(!Tensor::ones(&[2, 3]).equal(&Tensor::ones(&[3, 2])));
+    /// ```
+    pub fn equal(&self, other: &Tensor) -> bool {
+        self.allclose(other, 0.0, 0.0)
+    }
+
     /// Count of `true` (or nonzero) elements.
     pub fn count_nonzero(&self) -> usize {
         self.ne_scalar(0.0).to_dtype(DType::I64).sum().item::<i64>() as usize

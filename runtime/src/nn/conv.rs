@@ -1,0 +1,254 @@
+//! Convolutions: `Conv1d` (a `Conv2d` over a height-1 image) and `Conv2d`,
+//! with PyTorch's parameters, names and initialisation.
+
+use super::init;
+use super::module::{Forward, Module, TensorKind};
+use crate::{Conv2dOptions, Tensor};
+
+/// `nn.Conv1d`'s stride, padding, dilation and groups (PyTorch's defaults:
+/// 1, 0, 1, 1).
+///
+/// ```
+/// use tapir_runtime::nn::Conv1dOptions;
+/// let o = Conv1dOptions { padding: 2, ..Default::default() };
+/// assert_eq!((o.stride, o.padding, o.dilation, o.groups), (1, 2, 1, 1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv1dOptions {
+    /// Step between windows.
+    pub stride: usize,
+    /// Implicit zero padding on each side.
+    pub padding: usize,
+    /// Spacing between kernel taps.
+    pub dilation: usize,
+    /// Channel groups (input and output channels must divide by it).
+    pub groups: usize,
+}
+
+impl Default for Conv1dOptions {
+    fn default() -> Self {
+        Conv1dOptions {
+            stride: 1,
+            padding: 0,
+            dilation: 1,
+            groups: 1,
+        }
+    }
+}
+
+/// `nn.Conv1d` over `[N, C, L]` (or unbatched `[C, L]`), with PyTorch's
+/// init (kaiming-uniform a = √5, bias U(±1/√fan_in)). Computed as a
+/// `Conv2d` over `[N, C, 1, L]`, so it shares that kernel and its backward.
+///
+/// ```
+/// use tapir_runtime::{nn::{Conv1d, Conv1dOptions, Forward}, Tensor};
+/// let c = Conv1d::new(4, 8, 3, Conv1dOptions { padding: 1, ..Default::default() }, true);
+/// assert_eq!(c.weight.shape(), &[8, 4, 3]);
+/// assert_eq!(c.forward(&Tensor::zeros(&[2, 4, 10])).shape(), &[2, 8, 10]);
+/// ```
+pub struct Conv1d {
+    /// `[out_channels, in_channels / groups, kernel_size]`.
+    pub weight: Tensor,
+    /// `[out_channels]`, if any.
+    pub bias: Option<Tensor>,
+    /// Input channels.
+    pub in_channels: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel width.
+    pub kernel_size: usize,
+    /// Stride, padding, dilation and groups.
+    pub opts: Conv1dOptions,
+}
+
+impl Conv1d {
+    /// `nn.Conv1d(in_channels, out_channels, kernel_size, ..)` with PyTorch's initialisation.
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        opts: Conv1dOptions,
+        bias: bool,
+    ) -> Conv1d {
+        let g = opts.groups;
+        assert!(
+            g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
+            "Conv1d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
+        );
+        assert!(
+            opts.stride > 0 && opts.dilation > 0,
+            "Conv1d: stride ({}) and dilation ({}) must be positive",
+            opts.stride,
+            opts.dilation
+        );
+        let (weight, bias) = conv_params(&[out_channels, in_channels / g, kernel_size], bias);
+        Conv1d {
+            weight,
+            bias,
+            in_channels,
+            out_channels,
+            kernel_size,
+            opts,
+        }
+    }
+}
+
+impl Forward for Conv1d {
+    #[track_caller]
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let batched = x.ndim() == 3;
+        assert!(
+            (batched || x.ndim() == 2) && x.size(-2) == self.in_channels,
+            "Conv1d: expected input [N, {c}, L] or [{c}, L], got {:?}",
+            x.shape(),
+            c = self.in_channels
+        );
+        let x4 = if batched {
+            x.unsqueeze(2)
+        } else {
+            x.unsqueeze(0).unsqueeze(2)
+        };
+        let o = self.opts;
+        let opts = Conv2dOptions {
+            stride: (1, o.stride),
+            padding: (0, o.padding),
+            dilation: (1, o.dilation),
+            groups: o.groups,
+        };
+        let y = x4
+            .conv2d(&self.weight.unsqueeze(2), self.bias.as_ref(), opts)
+            .squeeze_dim(2);
+        if batched { y } else { y.squeeze_dim(0) }
+    }
+}
+
+impl Module for Conv1d {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
+    }
+    fn repr(&self) -> String {
+        let o = &self.opts;
+        let mut s = format!(
+            "Conv1d({}, {}, kernel_size=({},), stride=({},)",
+            self.in_channels, self.out_channels, self.kernel_size, o.stride
+        );
+        if o.padding != 0 {
+            s.push_str(&format!(", padding=({},)", o.padding));
+        }
+        if o.dilation != 1 {
+            s.push_str(&format!(", dilation=({},)", o.dilation));
+        }
+        if o.groups != 1 {
+            s.push_str(&format!(", groups={}", o.groups));
+        }
+        if self.bias.is_none() {
+            s.push_str(", bias=False");
+        }
+        s + ")"
+    }
+}
+
+/// A convolution's weight of `shape` `[out, in / groups, ..kernel]` and
+/// optional bias, initialised as PyTorch's `_ConvNd.reset_parameters`.
+fn conv_params(shape: &[usize], bias: bool) -> (Tensor, Option<Tensor>) {
+    let weight = Tensor::zeros(shape);
+    init::kaiming_uniform_(&weight, 5f64.sqrt(), init::FanMode::FanIn, "leaky_relu");
+    let bias = bias.then(|| {
+        let (fan_in, _) = init::fans(&weight);
+        let bound = 1.0 / (fan_in as f64).sqrt();
+        let b = Tensor::zeros(&[shape[0]]);
+        init::uniform_(&b, -bound, bound);
+        b.requires_grad_(true)
+    });
+    (weight.requires_grad_(true), bias)
+}
+
+/// `nn.Conv2d` with PyTorch's default init (kaiming-uniform a = √5, bias
+/// U(±1/√fan_in)).
+///
+/// ```
+/// use tapir_runtime::{nn::{Conv2d, Forward}, Conv2dOptions, Tensor};
+/// let c = Conv2d::new(1, 32, (3, 3), Conv2dOptions::default().padding(1), true);
+/// assert_eq!(c.forward(&Tensor::zeros(&[8, 1, 28, 28])).shape(), &[8, 32, 28, 28]);
+/// ```
+pub struct Conv2d {
+    /// `[out_channels, in_channels / groups, kh, kw]`.
+    pub weight: Tensor,
+    /// `[out_channels]`, if any.
+    pub bias: Option<Tensor>,
+    /// Input channels.
+    pub in_channels: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel height and width.
+    pub kernel: (usize, usize),
+    /// Stride, padding, dilation and groups.
+    pub opts: Conv2dOptions,
+}
+
+impl Conv2d {
+    /// `nn.Conv2d` with PyTorch's initialisation.
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: (usize, usize),
+        opts: Conv2dOptions,
+        bias: bool,
+    ) -> Conv2d {
+        let g = opts.groups;
+        assert!(
+            g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
+            "Conv2d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
+        );
+        let (weight, bias) =
+            conv_params(&[out_channels, in_channels / g, kernel.0, kernel.1], bias);
+        Conv2d {
+            weight,
+            bias,
+            in_channels,
+            out_channels,
+            kernel,
+            opts,
+        }
+    }
+}
+
+impl Forward for Conv2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.conv2d(&self.weight, self.bias.as_ref(), self.opts)
+    }
+}
+
+impl Module for Conv2d {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
+    }
+    fn repr(&self) -> String {
+        let o = &self.opts;
+        let mut s = format!(
+            "Conv2d({}, {}, kernel_size={:?}, stride={:?}",
+            self.in_channels, self.out_channels, self.kernel, o.stride
+        );
+        if o.padding != (0, 0) {
+            s.push_str(&format!(", padding={:?}", o.padding));
+        }
+        if o.dilation != (1, 1) {
+            s.push_str(&format!(", dilation={:?}", o.dilation));
+        }
+        if o.groups != 1 {
+            s.push_str(&format!(", groups={}", o.groups));
+        }
+        if self.bias.is_none() {
+            s.push_str(", bias=False");
+        }
+        s + ")"
+    }
+}
+
+crate::display_as_repr!(Conv1d, Conv2d);

@@ -1,0 +1,436 @@
+//! `nn.GRU` and `nn.LSTM`: stacked, optionally bidirectional recurrent
+//! layers written with plain ops (one matmul for the inputs of a whole
+//! sequence, then one small matmul and the gate arithmetic per step), so
+//! autograd and every device come for free.
+
+use super::init;
+use super::layers::dropout;
+use super::module::{Module, TensorKind, TrainingFlag};
+use crate::Tensor;
+
+/// The options PyTorch's recurrent layers share (and its defaults:
+/// one layer, biases, `[L, N, H_in]` inputs, no dropout, one direction).
+///
+/// ```
+/// use tapir_runtime::nn::RnnOptions;
+/// let o = RnnOptions { num_layers: 2, batch_first: true, ..Default::default() };
+/// assert!(o.bias && !o.bidirectional && o.dropout == 0.0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RnnOptions {
+    /// Stacked layers; each after the first reads the one below's output.
+    pub num_layers: usize,
+    /// Whether the layers have `bias_ih` / `bias_hh`.
+    pub bias: bool,
+    /// Inputs and outputs are `[N, L, ..]` rather than `[L, N, ..]`.
+    pub batch_first: bool,
+    /// Dropout on the outputs of every layer but the last, in training.
+    pub dropout: f64,
+    /// A second pass over the sequence in reverse, concatenated.
+    pub bidirectional: bool,
+}
+
+impl Default for RnnOptions {
+    fn default() -> Self {
+        RnnOptions {
+            num_layers: 1,
+            bias: true,
+            batch_first: false,
+            dropout: 0.0,
+            bidirectional: false,
+        }
+    }
+}
+
+/// One layer in one direction: `weight_ih_l{k}[_reverse]` and friends.
+struct Cell {
+    suffix: String,
+    weight_ih: Tensor,
+    weight_hh: Tensor,
+    bias_ih: Option<Tensor>,
+    bias_hh: Option<Tensor>,
+}
+
+/// The stack of cells both layers share; `gates` is 3 (GRU) or 4 (LSTM).
+struct Stack {
+    name: &'static str,
+    gates: usize,
+    input_size: usize,
+    hidden_size: usize,
+    opts: RnnOptions,
+    cells: Vec<Cell>,
+    training: TrainingFlag,
+}
+
+/// The recurrent state one step carries: `h`, and `c` for an LSTM.
+type Carry = (Tensor, Option<Tensor>);
+
+impl Stack {
+    fn new(
+        name: &'static str,
+        gates: usize,
+        input_size: usize,
+        hidden_size: usize,
+        opts: RnnOptions,
+    ) -> Stack {
+        assert!(
+            hidden_size > 0 && opts.num_layers > 0,
+            "{name}: hidden_size ({hidden_size}) and num_layers ({}) must be positive",
+            opts.num_layers
+        );
+        assert!(
+            (0.0..=1.0).contains(&opts.dropout),
+            "{name}: dropout should be a number in range [0, 1], got {}",
+            opts.dropout
+        );
+        // PyTorch's reset_parameters: every tensor U(-1/√H, 1/√H).
+        let bound = 1.0 / (hidden_size as f64).sqrt();
+        let param = |shape: &[usize]| {
+            let t = Tensor::zeros(shape);
+            init::uniform_(&t, -bound, bound);
+            t.requires_grad_(true)
+        };
+        let dirs = if opts.bidirectional { 2 } else { 1 };
+        let mut cells = vec![];
+        for layer in 0..opts.num_layers {
+            let width = if layer == 0 {
+                input_size
+            } else {
+                hidden_size * dirs
+            };
+            for dir in 0..dirs {
+                let rev = if dir == 1 { "_reverse" } else { "" };
+                cells.push(Cell {
+                    suffix: format!("l{layer}{rev}"),
+                    weight_ih: param(&[gates * hidden_size, width]),
+                    weight_hh: param(&[gates * hidden_size, hidden_size]),
+                    bias_ih: opts.bias.then(|| param(&[gates * hidden_size])),
+                    bias_hh: opts.bias.then(|| param(&[gates * hidden_size])),
+                });
+            }
+        }
+        Stack {
+            name,
+            gates,
+            input_size,
+            hidden_size,
+            opts,
+            cells,
+            training: TrainingFlag::default(),
+        }
+    }
+
+    fn dirs(&self) -> usize {
+        if self.opts.bidirectional { 2 } else { 1 }
+    }
+
+    /// Checks `x` and returns it as `[L, N, H_in]` with whether it was batched.
+    #[track_caller]
+    fn sequence_first(&self, x: &Tensor) -> (Tensor, bool) {
+        let (name, h_in) = (self.name, self.input_size);
+        assert!(
+            (x.ndim() == 3 || x.ndim() == 2) && x.size(-1) == h_in,
+            "{name}: expected input [{}, {h_in}] or [L, {h_in}], got {:?}",
+            if self.opts.batch_first {
+                "N, L"
+            } else {
+                "L, N"
+            },
+            x.shape()
+        );
+        match (x.ndim(), self.opts.batch_first) {
+            (2, _) => (x.unsqueeze(1), false),
+            (_, true) => (x.transpose(0, 1), true),
+            _ => (x.clone(), true),
+        }
+    }
+
+    /// Checks an initial state `[layers * dirs, N, H]` (or `[layers * dirs,
+    /// H]` unbatched) and returns it batched.
+    #[track_caller]
+    fn initial(
+        &self,
+        what: &str,
+        t: Option<&Tensor>,
+        n: usize,
+        batched: bool,
+        like: &Tensor,
+    ) -> Tensor {
+        let (name, h) = (self.name, self.hidden_size);
+        let ld = self.opts.num_layers * self.dirs();
+        let Some(t) = t else {
+            return Tensor::full_dtype(&[ld, n, h], 0.0, like.dtype())
+                .to(like.device())
+                .expect("the input's device is in use");
+        };
+        let want: Vec<usize> = if batched { vec![ld, n, h] } else { vec![ld, h] };
+        assert!(
+            t.shape() == want.as_slice(),
+            "{name}: expected {what} of shape {want:?}, got {:?}",
+            t.shape()
+        );
+        if batched { t.clone() } else { t.unsqueeze(1) }
+    }
+
+    /// Runs every layer; returns the output `[L, N, dirs * H]` and the final
+    /// states in PyTorch's order (layer-major, forward before reverse).
+    fn run(&self, x: &Tensor, h0: &Tensor, c0: Option<&Tensor>) -> (Tensor, Vec<Carry>) {
+        let mut input = x.clone();
+        let mut finals = vec![];
+        let dirs = self.dirs();
+        for layer in 0..self.opts.num_layers {
+            let mut outs = vec![];
+            for dir in 0..dirs {
+                let i = layer * dirs + dir;
+                let start = (
+                    h0.select(0, i as isize),
+                    c0.map(|c| c.select(0, i as isize)),
+                );
+                let (out, last) = self.direction(&self.cells[i], &input, start, dir == 1);
+                outs.push(out);
+                finals.push(last);
+            }
+            let refs: Vec<&Tensor> = outs.iter().collect();
+            input = Tensor::cat(&refs, -1);
+            if layer + 1 < self.opts.num_layers {
+                input = dropout(&input, self.opts.dropout, self.training.get());
+            }
+        }
+        (input, finals)
+    }
+
+    /// One cell over the whole sequence (backwards when `reverse`).
+    fn direction(
+        &self,
+        cell: &Cell,
+        x: &Tensor,
+        mut carry: Carry,
+        reverse: bool,
+    ) -> (Tensor, Carry) {
+        let affine = |x: &Tensor, w: &Tensor, b: &Option<Tensor>| {
+            let y = x.matmul(&w.t());
+            match b {
+                Some(b) => &y + b,
+                None => y,
+            }
+        };
+        // The input half of every gate for every step, in one matmul.
+        let gi = affine(x, &cell.weight_ih, &cell.bias_ih);
+        let len = x.size(0);
+        let mut outs = vec![None; len];
+        for step in 0..len {
+            let t = if reverse { len - 1 - step } else { step };
+            let gh = affine(&carry.0, &cell.weight_hh, &cell.bias_hh);
+            carry = self.step(&gi.select(0, t as isize), &gh, carry);
+            outs[t] = Some(carry.0.clone());
+        }
+        let outs: Vec<Tensor> = outs.into_iter().flatten().collect();
+        let refs: Vec<&Tensor> = outs.iter().collect();
+        (Tensor::stack(&refs, 0), carry)
+    }
+
+    /// PyTorch's gate equations (GRU: r, z, n; LSTM: i, f, g, o).
+    fn step(&self, gi: &Tensor, gh: &Tensor, (h, c): Carry) -> Carry {
+        if self.gates == 3 {
+            let (i, hh) = (gi.chunk(3, -1), gh.chunk(3, -1));
+            let r = (&i[0] + &hh[0]).sigmoid();
+            let z = (&i[1] + &hh[1]).sigmoid();
+            let n = (&i[2] + &(&r * &hh[2])).tanh();
+            // (1 - z) * n + z * h
+            let h = &n + &(&z * &(&h - &n));
+            (h, None)
+        } else {
+            let g = (gi + gh).chunk(4, -1);
+            let (i, f, cand, o) = (g[0].sigmoid(), g[1].sigmoid(), g[2].tanh(), g[3].sigmoid());
+            let c = &(&f * &c.expect("an LSTM step carries c")) + &(&i * &cand);
+            let h = &o * &c.tanh();
+            (h, Some(c))
+        }
+    }
+
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        for c in &self.cells {
+            let s = &c.suffix;
+            f(
+                &format!("weight_ih_{s}"),
+                &c.weight_ih,
+                TensorKind::Parameter,
+            );
+            f(
+                &format!("weight_hh_{s}"),
+                &c.weight_hh,
+                TensorKind::Parameter,
+            );
+            if let (Some(bi), Some(bh)) = (&c.bias_ih, &c.bias_hh) {
+                f(&format!("bias_ih_{s}"), bi, TensorKind::Parameter);
+                f(&format!("bias_hh_{s}"), bh, TensorKind::Parameter);
+            }
+        }
+    }
+
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        for c in &mut self.cells {
+            let s = &c.suffix;
+            f(
+                &format!("weight_ih_{s}"),
+                &mut c.weight_ih,
+                TensorKind::Parameter,
+            );
+            f(
+                &format!("weight_hh_{s}"),
+                &mut c.weight_hh,
+                TensorKind::Parameter,
+            );
+            if let (Some(bi), Some(bh)) = (&mut c.bias_ih, &mut c.bias_hh) {
+                f(&format!("bias_ih_{s}"), bi, TensorKind::Parameter);
+                f(&format!("bias_hh_{s}"), bh, TensorKind::Parameter);
+            }
+        }
+    }
+
+    fn repr(&self) -> String {
+        let o = &self.opts;
+        let mut s = format!("{}({}, {}", self.name, self.input_size, self.hidden_size);
+        if o.num_layers != 1 {
+            s.push_str(&format!(", num_layers={}", o.num_layers));
+        }
+        if !o.bias {
+            s.push_str(", bias=False");
+        }
+        if o.batch_first {
+            s.push_str(", batch_first=True");
+        }
+        if o.dropout != 0.0 {
+            s.push_str(&format!(", dropout={}", o.dropout));
+        }
+        if o.bidirectional {
+            s.push_str(", bidirectional=True");
+        }
+        s + ")"
+    }
+
+    /// Back to the caller's layout: `[N, L, ..]` when batch-first, no batch
+    /// dim when the input had none; states `[layers * dirs, (N,) H]`.
+    fn finish(&self, out: Tensor, states: Vec<Tensor>, batched: bool) -> (Tensor, Tensor) {
+        let refs: Vec<&Tensor> = states.iter().collect();
+        let state = Tensor::stack(&refs, 0);
+        match (batched, self.opts.batch_first) {
+            (false, _) => (out.squeeze_dim(1), state.squeeze_dim(1)),
+            (true, true) => (out.transpose(0, 1), state),
+            (true, false) => (out, state),
+        }
+    }
+}
+
+macro_rules! module_for_stack {
+    ($($t:ident),*) => {$(
+        impl Module for $t {
+            fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+                self.0.visit(f)
+            }
+            fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+                self.0.visit_mut(f)
+            }
+            fn repr(&self) -> String {
+                self.0.repr()
+            }
+            fn set_training(&self, on: bool) {
+                self.0.training.set(on)
+            }
+            fn is_training(&self) -> bool {
+                self.0.training.get()
+            }
+        }
+        crate::display_as_repr!($t);
+    )*};
+}
+
+/// `nn.GRU`: `r = σ(W_ir x + b_ir + W_hr h + b_hr)`, `z` likewise,
+/// `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, `h' = (1 - z) ⊙ n + z ⊙ h`,
+/// with PyTorch's parameter names (`weight_ih_l0`, ..) and init.
+///
+/// ```
+/// use tapir_runtime::{nn::{GRU, RnnOptions}, Tensor};
+/// let gru = GRU::new(4, 6, RnnOptions { batch_first: true, ..Default::default() });
+/// let (out, h_n) = gru.forward(&Tensor::randn(&[2, 5, 4]), None);
+/// assert_eq!(out.shape(), &[2, 5, 6]);
+/// assert_eq!(h_n.shape(), &[1, 2, 6]);
+/// ```
+pub struct GRU(Stack);
+
+impl GRU {
+    /// `nn.GRU(input_size, hidden_size, ..)` with PyTorch's initialisation.
+    pub fn new(input_size: usize, hidden_size: usize, opts: RnnOptions) -> GRU {
+        GRU(Stack::new("GRU", 3, input_size, hidden_size, opts))
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> RnnOptions {
+        self.0.opts
+    }
+
+    /// The outputs of the last layer for every step, `[L, N, D * H]`
+    /// (`[N, L, D * H]` batch-first), and the final hidden state of every
+    /// layer and direction, `[num_layers * D, N, H]`; `h0` (same shape)
+    /// defaults to zeros.
+    #[track_caller]
+    pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
+        let (seq, batched) = self.0.sequence_first(x);
+        let h0 = self.0.initial("h0", h0, seq.size(1), batched, &seq);
+        let (out, finals) = self.0.run(&seq, &h0, None);
+        let hs = finals.into_iter().map(|(h, _)| h).collect();
+        self.0.finish(out, hs, batched)
+    }
+}
+
+/// `nn.LSTM`: `i, f, o = σ(..)`, `g = tanh(..)` from `W_i* x + b_i* + W_h* h + b_h*`,
+/// `c' = f ⊙ c + i ⊙ g`, `h' = o ⊙ tanh(c')`, with PyTorch's parameter
+/// names (`weight_ih_l0`, ..), gate order (i, f, g, o) and init.
+///
+/// ```
+/// use tapir_runtime::{nn::{LSTM, RnnOptions}, Tensor};
+/// let lstm = LSTM::new(4, 6, RnnOptions { num_layers: 2, ..Default::default() });
+/// let (out, (h_n, c_n)) = lstm.forward(&Tensor::randn(&[5, 2, 4]), None);
+/// assert_eq!(out.shape(), &[5, 2, 6]);
+/// assert_eq!((h_n.shape(), c_n.shape()), (&[2, 2, 6][..], &[2, 2, 6][..]));
+/// ```
+pub struct LSTM(Stack);
+
+impl LSTM {
+    /// `nn.LSTM(input_size, hidden_size, ..)` with PyTorch's initialisation.
+    pub fn new(input_size: usize, hidden_size: usize, opts: RnnOptions) -> LSTM {
+        LSTM(Stack::new("LSTM", 4, input_size, hidden_size, opts))
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> RnnOptions {
+        self.0.opts
+    }
+
+    /// The outputs of the last layer for every step, `[L, N, D * H]`
+    /// (`[N, L, D * H]` batch-first), and the final `(h_n, c_n)`, each
+    /// `[num_layers * D, N, H]`; the initial `(h0, c0)` default to zeros.
+    #[track_caller]
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        state: Option<(&Tensor, &Tensor)>,
+    ) -> (Tensor, (Tensor, Tensor)) {
+        let (seq, batched) = self.0.sequence_first(x);
+        let n = seq.size(1);
+        let h0 = self.0.initial("h0", state.map(|s| s.0), n, batched, &seq);
+        let c0 = self.0.initial("c0", state.map(|s| s.1), n, batched, &seq);
+        let (out, finals) = self.0.run(&seq, &h0, Some(&c0));
+        let (hs, cs): (Vec<Tensor>, Vec<Tensor>) = finals
+            .into_iter()
+            .map(|(h, c)| (h, c.expect("an LSTM step carries c")))
+            .unzip();
+        let (out, h) = self.0.finish(out, hs, batched);
+        let refs: Vec<&Tensor> = cs.iter().collect();
+        let c = Tensor::stack(&refs, 0);
+        let c = if batched { c } else { c.squeeze_dim(1) };
+        (out, (h, c))
+    }
+}
+
+module_for_stack!(GRU, LSTM);
