@@ -104,6 +104,10 @@ const COVERED: &[&str] = &[
     "Softmax",
     "MultiheadAttention",
     "Sequential",
+    "Conv1d",
+    "GRU",
+    "LSTM",
+    "TransformerEncoderLayer",
 ];
 
 #[test]
@@ -165,6 +169,75 @@ fn rules_match_the_runtime_layers() {
     ];
     assert_eq!(shapes, declared);
     assert_eq!(out.6.dtype(), DType::F32);
+}
+
+model! {
+    /// The sequence rows: Conv1d, GRU and LSTM (with their final states), and
+    /// TransformerEncoderLayer, in the layouts PyTorch accepts.
+    pub struct SequenceTable {
+        conv1d: Conv1d<4, 6, 3, stride = 2, padding = 1>,
+        gru: GRU<4, 5>,
+        gru_bi: GRU<4, 5, num_layers = 2, batch_first = true, bidirectional = true>,
+        lstm: LSTM<4, 3, num_layers = 2>,
+        lstm_lazy: LSTM<_, 3, bidirectional = true>,
+        encoder: TransformerEncoderLayer<4, 2, dim_feedforward = 8, batch_first = true>,
+        encoder_pre: TransformerEncoderLayer<4, 1, 16, 0.0, "gelu", norm_first = true>,
+    }
+    fn forward(&self, x: [2, 5, 4], seq: [7, 4]) -> (
+        [2, 6, 3], [2, 5, 5], [1, 5, 5], [2, 5, 10], [4, 2, 5], [2, 5, 3], [2, 5, 3],
+        [2, 5, 3], [7, 6], [2, 3], [2, 5, 4], [2, 5, 4],
+    ) {
+        let (g, h) = self.gru(x);
+        let (gb, hb) = self.gru_bi(x);
+        let (l, (lh, lc)) = self.lstm(x);
+        let (u, (uh, _)) = self.lstm_lazy(seq);
+        (
+            self.conv1d(x.transpose(1, 2)),
+            g, h, gb, hb, l, lh, lc, u, uh,
+            self.encoder(x),
+            self.encoder_pre(x),
+        )
+    }
+}
+
+#[test]
+fn sequence_rules_match_the_runtime_layers() {
+    let t = SequenceTable::new(&Device::Cpu);
+    let o = t.forward(&Tensor::randn(&[2, 5, 4]), &Tensor::randn(&[7, 4]));
+    let shapes: Vec<Vec<usize>> = [
+        &o.0, &o.1, &o.2, &o.3, &o.4, &o.5, &o.6, &o.7, &o.8, &o.9, &o.10, &o.11,
+    ]
+    .iter()
+    .map(|t| t.shape().to_vec())
+    .collect();
+    let declared: Vec<Vec<usize>> = vec![
+        vec![2, 6, 3],
+        vec![2, 5, 5],
+        vec![1, 5, 5],
+        vec![2, 5, 10],
+        vec![4, 2, 5],
+        vec![2, 5, 3],
+        vec![2, 5, 3],
+        vec![2, 5, 3],
+        vec![7, 6],
+        vec![2, 3],
+        vec![2, 5, 4],
+        vec![2, 5, 4],
+    ];
+    assert_eq!(shapes, declared);
+    let names: Vec<String> = tapir::nn::Module::named_parameters(&t)
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| n.starts_with("lstm.") || n.starts_with("encoder."))
+        .collect();
+    assert!(
+        names.contains(&"lstm.weight_hh_l1".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"encoder.self_attn.in_proj_weight".to_string()),
+        "{names:?}"
+    );
 }
 
 model! {

@@ -4,7 +4,7 @@
 
 use super::dims::{DimScope, dim_of_expr};
 use super::facts::{Assertion, FactSink};
-use super::ir::{Callee, Ir, IrBlock, IrStmt, RuntimeShape};
+use super::ir::{Callee, Ir, IrBlock, IrStmt, LetPat, RuntimeShape};
 use super::layers::{Kind, Layer};
 use super::methods;
 use crate::parse::ShapeSyntax;
@@ -204,51 +204,54 @@ impl<'a> Checker<'a> {
             }
             pat = &t.pat;
         }
-        let (pats, tuple): (Vec<&Pat>, bool) = match pat {
-            Pat::Tuple(t) => (t.elems.iter().collect(), true),
-            p => (vec![p], false),
-        };
-        let vals: Vec<Val> = match (&val, tuple) {
-            (Val::Tuple(vs), true) if vs.len() == pats.len() => vs.clone(),
-            (Val::Poison, true) | (Val::Scalar, true) => vec![val.clone(); pats.len()],
-            (_, true) => {
-                self.error(
-                    pat.span(),
-                    format!(
-                        "this pattern takes {} values, but the right side gives {}",
-                        pats.len(),
-                        describe(&val)
-                    ),
-                );
-                vec![Val::Poison; pats.len()]
+        let pat = self.bind(pat, val)?;
+        Some(IrStmt::Let { pat, init: ir })
+    }
+
+    /// Binds the names of `pat` (plain names, `_`, and tuples of them,
+    /// nested) to the parts of `val`.
+    fn bind(&mut self, pat: &Pat, val: Val) -> Option<LetPat> {
+        match pat {
+            Pat::Ident(id) if id.by_ref.is_none() && id.subpat.is_none() => {
+                let mutable = id.mutability.is_some();
+                self.env
+                    .last_mut()?
+                    .insert(id.ident.to_string(), Binding { val, mutable });
+                Some(LetPat::Name(id.ident.clone(), mutable))
             }
-            (_, false) => vec![val],
-        };
-        let mut names = vec![];
-        for (p, v) in pats.into_iter().zip(vals) {
-            match p {
-                Pat::Ident(id) if id.by_ref.is_none() && id.subpat.is_none() => {
-                    let mutable = id.mutability.is_some();
-                    self.env
-                        .last_mut()?
-                        .insert(id.ident.to_string(), Binding { val: v, mutable });
-                    names.push(Some((id.ident.clone(), mutable)));
-                }
-                Pat::Wild(_) => names.push(None),
-                other => {
-                    self.error(
-                        other.span(),
-                        "`forward` binds plain names, `_` or tuples of them",
-                    );
-                    names.push(None);
-                }
+            Pat::Wild(_) => Some(LetPat::Wild),
+            Pat::Tuple(t) => {
+                let n = t.elems.len();
+                let vals = match val {
+                    Val::Tuple(vs) if vs.len() == n => vs,
+                    Val::Poison | Val::Scalar => vec![val; n],
+                    other => {
+                        self.error(
+                            pat.span(),
+                            format!(
+                                "this pattern takes {n} values, but the right side gives {}",
+                                describe(&other)
+                            ),
+                        );
+                        vec![Val::Poison; n]
+                    }
+                };
+                let parts = t
+                    .elems
+                    .iter()
+                    .zip(vals)
+                    .map(|(p, v)| self.bind(p, v))
+                    .collect::<Option<Vec<_>>>()?;
+                Some(LetPat::Tuple(parts))
+            }
+            other => {
+                self.error(
+                    other.span(),
+                    "`forward` binds plain names, `_` or tuples of them",
+                );
+                Some(LetPat::Wild)
             }
         }
-        Some(IrStmt::Let {
-            names,
-            tuple,
-            init: ir,
-        })
     }
 
     fn assign(&mut self, a: &syn::ExprAssign) -> Option<IrStmt> {

@@ -8,7 +8,7 @@ use super::ir::MArg;
 use super::ir::{CallHow, Callee, Ir};
 use super::layers::{Kind, Layer};
 use super::methods::{self, ArgKind, Out};
-use super::rows::Attention;
+use super::rows::{Attention, Outputs};
 use crate::shape::{Dim, Shape, SymKind, show};
 use proc_macro2::Span;
 use std::collections::HashMap;
@@ -304,6 +304,20 @@ impl Checker<'_> {
         }
         let (x, origin, _) = tensors.remove(0);
         let poison = (Val::Poison, Ir::Tuple(vec![]));
+        if let Kind::Row(r) = &layer.kind
+            && r.multi_output()
+        {
+            let label = layer.label(field);
+            let Some(out) = self.rule(span, &origin, |f| r.outputs(&label, &x, f)) else {
+                return poison;
+            };
+            let ir = Ir::Call {
+                callee,
+                how: CallHow::WithState,
+                args: irs,
+            };
+            return (value_of(out, &format!("`self.{field}`")), ir);
+        }
         let ir = Ir::Call {
             callee,
             how: CallHow::Forward,
@@ -636,5 +650,13 @@ impl Checker<'_> {
                 args: irs,
             },
         ))
+    }
+}
+
+/// The value a multi-output layer call gives, every tensor from `origin`.
+fn value_of(out: Outputs, origin: &str) -> Val {
+    match out {
+        Outputs::Tensor(s) => Val::Tensor(s, origin.to_string()),
+        Outputs::Tuple(xs) => Val::Tuple(xs.into_iter().map(|x| value_of(x, origin)).collect()),
     }
 }

@@ -11,6 +11,9 @@ pub enum CallHow {
     Forward,
     /// Another `model!` model (its unchecked forward).
     Model,
+    /// A layer whose inherent `forward(x, None)` also takes and returns a
+    /// state (GRU, LSTM), started from zeros.
+    WithState,
     /// `MultiheadAttention`: (query, key, value) and options.
     Attention {
         key_padding_mask: Option<Box<Ir>>,
@@ -94,8 +97,7 @@ pub struct RuntimeShape {
 #[derive(Clone)]
 pub enum IrStmt {
     Let {
-        names: Vec<Option<(Ident, bool)>>,
-        tuple: bool,
+        pat: LetPat,
         init: Ir,
     },
     Assign {
@@ -108,6 +110,14 @@ pub enum IrStmt {
         body: IrBlock,
     },
     Expr(Ir),
+}
+
+/// What a `let` binds: a name (and whether it is `mut`), `_`, or a tuple.
+#[derive(Clone)]
+pub enum LetPat {
+    Name(Ident, bool),
+    Wild,
+    Tuple(Vec<LetPat>),
 }
 
 #[derive(Clone, Default)]

@@ -2,7 +2,7 @@
 //! borrows, owned values where a binding takes them).
 
 use super::{dim_isize, dim_usize, runtime_check};
-use crate::analyse::ir::{CallHow, Callee, Ir, IrBlock, IrStmt, MArg, RuntimeShape};
+use crate::analyse::ir::{CallHow, Callee, Ir, IrBlock, IrStmt, LetPat, MArg, RuntimeShape};
 use proc_macro2::{Literal, TokenStream};
 use quote::quote;
 
@@ -37,6 +37,9 @@ impl Gen {
                 match how {
                     CallHow::Forward => quote!(::tapir::nn::Forward::forward(&#target, #(#refs),*)),
                     CallHow::Model => quote!(#target.__tapir_forward(#(#refs),*)),
+                    CallHow::WithState => {
+                        quote!(#target.forward(#(#refs),*, ::core::option::Option::None))
+                    }
                     CallHow::Attention {
                         key_padding_mask,
                         attn_mask,
@@ -160,20 +163,9 @@ impl Gen {
 
     fn stmt(&self, s: &IrStmt) -> TokenStream {
         match s {
-            IrStmt::Let { names, tuple, init } => {
-                let pats: Vec<TokenStream> = names
-                    .iter()
-                    .map(|n| match n {
-                        Some((id, true)) => quote!(mut #id),
-                        Some((id, false)) => quote!(#id),
-                        None => quote!(_),
-                    })
-                    .collect();
-                let pat = if *tuple {
-                    quote!((#(#pats),*))
-                } else {
-                    quote!(#(#pats)*)
-                };
+            IrStmt::Let { pat, init } => {
+                let tuple = matches!(pat, LetPat::Tuple(_));
+                let pat = let_pattern(pat);
                 // An unchecked value's fresh run-time dims must outlive the statement.
                 if let (Ir::Unchecked { code, check }, false) = (init, tuple) {
                     let (v, c) = self.unchecked_check(check);
@@ -194,6 +186,19 @@ impl Gen {
                 let v = self.value(e);
                 quote!(let _ = #v;)
             }
+        }
+    }
+}
+
+/// A `let` pattern as Rust.
+fn let_pattern(p: &LetPat) -> TokenStream {
+    match p {
+        LetPat::Name(id, true) => quote!(mut #id),
+        LetPat::Name(id, false) => quote!(#id),
+        LetPat::Wild => quote!(_),
+        LetPat::Tuple(ps) => {
+            let ps = ps.iter().map(let_pattern);
+            quote!((#(#ps,)*))
         }
     }
 }

@@ -1,5 +1,5 @@
-//! Sliding windows over `[N, C, H, W]`: Conv2d and pooling (PyTorch's
-//! output-size formula on each spatial dim).
+//! Sliding windows over `[N, C, L]` and `[N, C, H, W]`: Conv1d, Conv2d and
+//! pooling (PyTorch's output-size formula on each spatial dim).
 
 use super::{Row, RowSpec};
 use crate::analyse::layers::Slot;
@@ -11,8 +11,10 @@ use quote::quote;
 use std::rc::Rc;
 use syn::Expr;
 
-/// `nn.Conv2d` with square kernels.
-struct Conv2d {
+/// `nn.Conv1d`, or `nn.Conv2d` with square kernels.
+struct Conv {
+    /// 1 (`[N, C, L]`) or 2 (`[N, C, H, W]`).
+    spatial: usize,
     inp: Slot,
     out: Dim,
     k: Dim,
@@ -23,18 +25,29 @@ struct Conv2d {
     bias: Option<Expr>,
 }
 
-impl Row for Conv2d {
+impl Conv {
+    fn pattern(&self, channels: &str) -> String {
+        match self.spatial {
+            1 => format!("[N, {channels}, L]"),
+            _ => format!("[N, {channels}, H, W]"),
+        }
+    }
+}
+
+impl Row for Conv {
     fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
-        if x.len() != 4 {
+        if x.len() != 2 + self.spatial {
             return Err(format!(
-                "{label} expects input `[N, C, H, W]`, got `{}`{{from}}",
+                "{label} expects input `{}`, got `{}`{{from}}",
+                self.pattern("C"),
                 show(x)
             ));
         }
         let want = fill_slot(&self.inp, &x[1], "in_channels", label)?;
         facts.equal(&x[1], &want, &|| {
             format!(
-                "{label} expects input `[N, {want}, H, W]`, got `{}`{{from}}",
+                "{label} expects input `{}`, got `{}`{{from}}",
+                self.pattern(&want.to_string()),
                 show(x)
             )
         })?;
@@ -60,7 +73,10 @@ impl Row for Conv2d {
         Ok(y)
     }
     fn runtime_type(&self) -> TokenStream {
-        quote!(::tapir::nn::Conv2d)
+        match self.spatial {
+            1 => quote!(::tapir::nn::Conv1d),
+            _ => quote!(::tapir::nn::Conv2d),
+        }
     }
     fn constructor(&self) -> TokenStream {
         let i = dim_usize(&self.inp.get().unwrap_or_default());
@@ -75,39 +91,54 @@ impl Row for Conv2d {
             Some(e) => quote!(#e),
             None => quote!(true),
         };
-        quote!(::tapir::nn::Conv2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, #b))
+        match self.spatial {
+            1 => {
+                quote!(::tapir::nn::Conv1d::new(#i, #o, #k, ::tapir::nn::Conv1dOptions { stride: #s, padding: #p, dilation: #d, groups: #g }, #b))
+            }
+            _ => {
+                quote!(::tapir::nn::Conv2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, #b))
+            }
+        }
     }
     fn uninferred(&self) -> Option<&'static str> {
         self.inp.get().is_none().then_some("in_channels")
     }
 }
 
-pub const CONV2D: RowSpec = RowSpec {
-    name: "Conv2d",
-    aliases: &[],
-    params: &[
-        "in_channels",
-        "out_channels",
-        "kernel_size",
-        "stride",
-        "padding",
-        "dilation",
-        "groups",
-        "bias",
-    ],
-    parse: |a, scope| {
-        Ok(Rc::new(Conv2d {
-            inp: a.slot("in_channels", scope)?,
-            out: a.dim("out_channels", scope, None)?,
-            k: a.dim("kernel_size", scope, None)?,
-            stride: a.dim("stride", scope, Some(Dim::lit(1)))?,
-            padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
-            dilation: a.dim("dilation", scope, Some(Dim::lit(1)))?,
-            groups: a.dim("groups", scope, Some(Dim::lit(1)))?,
-            bias: a.expr("bias")?,
-        }))
-    },
-};
+macro_rules! conv {
+    ($konst:ident, $name:literal, $spatial:literal) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &[
+                "in_channels",
+                "out_channels",
+                "kernel_size",
+                "stride",
+                "padding",
+                "dilation",
+                "groups",
+                "bias",
+            ],
+            parse: |a, scope| {
+                Ok(Rc::new(Conv {
+                    spatial: $spatial,
+                    inp: a.slot("in_channels", scope)?,
+                    out: a.dim("out_channels", scope, None)?,
+                    k: a.dim("kernel_size", scope, None)?,
+                    stride: a.dim("stride", scope, Some(Dim::lit(1)))?,
+                    padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
+                    dilation: a.dim("dilation", scope, Some(Dim::lit(1)))?,
+                    groups: a.dim("groups", scope, Some(Dim::lit(1)))?,
+                    bias: a.expr("bias")?,
+                }))
+            },
+        };
+    };
+}
+
+conv!(CONV1D, "Conv1d", 1);
+conv!(CONV2D, "Conv2d", 2);
 
 /// `nn.MaxPool2d` / `nn.AvgPool2d` (stride defaults to the kernel size).
 struct Pool {

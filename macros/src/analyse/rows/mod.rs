@@ -9,6 +9,7 @@ mod attention;
 mod conv;
 mod linear;
 mod misc;
+mod sequence;
 
 pub use attention::Attention;
 
@@ -33,11 +34,28 @@ pub trait Row {
     fn uninferred(&self) -> Option<&'static str> {
         None
     }
+    /// Whether a call returns more than one tensor (GRU, LSTM); such a
+    /// row's shape rule is [`Row::outputs`].
+    fn multi_output(&self) -> bool {
+        false
+    }
+    /// The shapes a call returns, nested as the runtime's tuple.
+    fn outputs(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Outputs, String> {
+        self.apply(label, x, facts).map(Outputs::Tensor)
+    }
     /// Attention takes three inputs and options; its call rule is the
     /// checker's (`calls.rs`), which reads the row through this.
     fn attention(&self) -> Option<&Attention> {
         None
     }
+}
+
+/// What a layer call returns: one tensor, or a tuple (`(output, h_n)`).
+pub enum Outputs {
+    /// One tensor of this shape.
+    Tensor(Shape),
+    /// A tuple of outputs.
+    Tuple(Vec<Outputs>),
 }
 
 /// How a row is written in a field type: its name (and accepted spellings),
@@ -62,6 +80,7 @@ pub const TABLE: &[RowSpec] = &[
     linear::BATCH_NORM_2D,
     misc::DROPOUT,
     misc::EMBEDDING,
+    conv::CONV1D,
     conv::CONV2D,
     conv::MAX_POOL2D,
     conv::AVG_POOL2D,
@@ -76,6 +95,9 @@ pub const TABLE: &[RowSpec] = &[
     act::LEAKY_RELU,
     misc::SOFTMAX,
     attention::MULTIHEAD_ATTENTION,
+    sequence::TRANSFORMER_ENCODER_LAYER,
+    sequence::GRU,
+    sequence::LSTM,
 ];
 
 /// The row written `name` (or one of its spellings).
