@@ -50,3 +50,84 @@ pub fn forward_failed(e: Error) -> ! {
         other => panic!("{other}"),
     }
 }
+
+/// A message assembled during constant evaluation, where `format!` cannot
+/// run: the compile-time shape checks of a generic model name the
+/// instantiation and its values with it (`.. (in `Encoder<E = 64, H = 5>`)`).
+///
+/// ```
+/// use tapir_runtime::macro_support::ConstMessage;
+/// const M: ConstMessage = ConstMessage::new().push("H = ").push_int(-5);
+/// assert_eq!(M.as_str(), "H = -5");
+/// ```
+pub struct ConstMessage {
+    buf: [u8; 1024],
+    len: usize,
+}
+
+impl Default for ConstMessage {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ConstMessage {
+    /// An empty message.
+    pub const fn new() -> Self {
+        ConstMessage {
+            buf: [0; 1024],
+            len: 0,
+        }
+    }
+
+    /// Appends `s` whole, or nothing when it does not fit (so the text stays UTF-8).
+    pub const fn push(mut self, s: &str) -> Self {
+        let bytes = s.as_bytes();
+        if self.len + bytes.len() > self.buf.len() {
+            return self;
+        }
+        let mut i = 0;
+        while i < bytes.len() {
+            self.buf[self.len + i] = bytes[i];
+            i += 1;
+        }
+        self.len += bytes.len();
+        self
+    }
+
+    /// Appends `n` in decimal.
+    pub const fn push_int(mut self, n: i128) -> Self {
+        let mut digits = [0u8; 40];
+        let mut at = digits.len();
+        let mut v = n.unsigned_abs();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        if n < 0 {
+            at -= 1;
+            digits[at] = b'-';
+        }
+        if self.len + digits.len() - at > self.buf.len() {
+            return self;
+        }
+        while at < digits.len() {
+            self.buf[self.len] = digits[at];
+            self.len += 1;
+            at += 1;
+        }
+        self
+    }
+
+    /// The message so far.
+    pub const fn as_str(&self) -> &str {
+        match core::str::from_utf8(self.buf.split_at(self.len).0) {
+            Ok(s) => s,
+            Err(_) => "",
+        }
+    }
+}

@@ -3,17 +3,18 @@
 //! assertions, and the `macro_rules!` that tells later blocks the signature.
 
 mod body;
+mod checks;
 mod fields;
 
 use crate::analyse::ir::RuntimeShape;
 use crate::analyse::layers::Layer;
-use crate::analyse::{AssertKind, InputKind, Model};
+use crate::analyse::{InputKind, Model};
 use crate::parse::{ModelDef, ParamType};
 use crate::shape::{Atom, Dim, SymKind};
 use body::Gen;
 use fields::{constructor, runtime_type};
 use proc_macro2::{Literal, Span, TokenStream};
-use quote::{ToTokens, format_ident, quote, quote_spanned};
+use quote::{ToTokens, format_ident, quote};
 use syn::Ident;
 
 /// A dim as an `i64` expression (const generics by name, run-time dims as `__dim_X`).
@@ -126,10 +127,6 @@ pub(crate) fn runtime_check(
         }
     }
     out
-}
-
-fn escape_braces(s: &str) -> String {
-    s.replace('{', "{{").replace('}', "}}")
 }
 
 /// The `forward` signature pieces: parameters and the return type.
@@ -307,6 +304,8 @@ pub fn stub(def: &ModelDef, fields: &[(Ident, Layer)]) -> TokenStream {
         #s
         #[allow(unused_variables, unreachable_code, dead_code)]
         impl #impl_g #name #ty_g #where_c {
+            #[doc(hidden)]
+            pub const __TAPIR_SHAPE_CHECKS: () = ();
             pub fn new(device: &::tapir::Device) -> Self { ::core::unreachable!() }
             pub fn try_new(device: &::tapir::Device) -> ::tapir::Result<Self> { ::core::unreachable!() }
             #[doc(hidden)]
@@ -337,20 +336,7 @@ pub fn model(m: &Model) -> TokenStream {
         let c = constructor(l);
         quote!(#n: #c)
     });
-    let asserts = m.assertions.iter().map(|a| {
-        let msg = escape_braces(&a.msg);
-        let cond = match &a.kind {
-            AssertKind::Equal(x, y) => {
-                let (x, y) = (dim_i64(x), dim_i64(y));
-                quote!(#x == #y)
-            }
-            AssertKind::Divides(n, d) => {
-                let (n, d) = (dim_i64(n), dim_i64(d));
-                quote!(#d != 0 && #n % #d == 0)
-            }
-        };
-        quote_spanned!(a.span=> ::core::assert!(#cond, #msg);)
-    });
+    let (asserts, child_checks) = checks::shape_checks(m);
     let (params, names, ret) = fn_params(def);
     let f = def.forward.as_ref();
     let fwd_attrs = f.map(|f| f.attrs.as_slice()).unwrap_or_default();
@@ -387,9 +373,10 @@ pub fn model(m: &Model) -> TokenStream {
     let sig = signature_macro(def);
     quote! {
         #s
+        #child_checks
         impl #impl_g #name #ty_g #where_c {
             #[doc(hidden)]
-            const __TAPIR_SHAPE_CHECKS: () = { #(#asserts)* };
+            pub const __TAPIR_SHAPE_CHECKS: () = { #asserts };
 
             /// Builds the model on `device` with PyTorch's default initialisation.
             /// Panics when the device cannot be used; see `try_new`.
