@@ -322,9 +322,84 @@ impl fmt::Display for Atom {
     }
 }
 
+impl Dim {
+    /// `self` as `(X + c) * q` for an atom `X` it is linear in, when it
+    /// factors so: how a flattened `[C, H', W']` reads as the user wrote it,
+    /// `C * (H' + 1) * (W' + 1)`, rather than expanded into four terms.
+    fn split_factor(&self) -> Option<(Dim, Dim)> {
+        if self.terms.len() < 2 {
+            return None;
+        }
+        let mut atoms: Vec<&Atom> = self.atoms();
+        atoms.sort();
+        atoms.dedup();
+        for x in atoms {
+            let (mut q, mut rest) = (Dim::default(), Dim::default());
+            let mut linear = true;
+            for (m, c) in &self.terms {
+                match m.iter().filter(|a| *a == x).count() {
+                    0 => {
+                        rest.terms.insert(m.clone(), *c);
+                    }
+                    1 => {
+                        let without: Vec<Atom> = m.iter().filter(|a| *a != x).cloned().collect();
+                        q.terms.insert(without, *c);
+                    }
+                    _ => linear = false,
+                }
+            }
+            if !linear || q.terms.is_empty() || (rest.terms.is_empty() && q.terms.len() < 2) {
+                continue;
+            }
+            // rest = k * q for a whole k: then self = (x + k) * q.
+            let (m0, c0) = q.terms.iter().next().expect("q has a term");
+            let r0 = rest.terms.get(m0).copied().unwrap_or(0);
+            if r0 % c0 != 0 {
+                continue;
+            }
+            let k = r0 / c0;
+            if q.mul(&Dim::lit(k)) == rest {
+                return Some((Dim::atom(x.clone()).add(&Dim::lit(k)), q));
+            }
+        }
+        None
+    }
+
+    /// The factors `split_factor` finds, repeatedly; the last is what is left.
+    fn factors(&self) -> Vec<Dim> {
+        let mut out = vec![];
+        let mut d = self.clone();
+        while let Some((factor, rest)) = d.split_factor() {
+            // `3 - D` stays a sum: only a product of sums is worth showing so.
+            if out.is_empty() && rest.as_const().is_some() {
+                break;
+            }
+            out.push(factor);
+            d = rest;
+        }
+        if out.is_empty() || d != Dim::lit(1) {
+            out.push(d);
+        }
+        out
+    }
+}
+
 impl fmt::Display for Dim {
-    /// Highest-degree terms first, the constant last: `IN * 2 + 1`, `B`, `(H - 1) / 2 + 1`.
+    /// Highest-degree terms first, the constant last: `IN * 2 + 1`, `B`,
+    /// `(H - 1) / 2 + 1`; a product of sums stays a product:
+    /// `((H - 4) / 2 + 1) * ((W - 4) / 2 + 1) * 16`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let factors = self.factors();
+        if factors.len() > 1 {
+            let shown: Vec<String> = factors
+                .iter()
+                .map(|d| match d.terms.len() {
+                    1 => d.to_string(),
+                    _ => format!("({d})"),
+                })
+                .collect();
+            return write!(f, "{}", shown.join(" * "));
+        }
         if self.terms.is_empty() {
             return write!(f, "0");
         }
@@ -387,6 +462,30 @@ mod tests {
     }
     fn r(n: &str) -> Dim {
         Dim::sym(n, SymKind::Runtime)
+    }
+
+    #[test]
+    fn products_of_sums_are_shown_factored() {
+        let h = r("H").sub(&Dim::lit(4)).floor_div(&Dim::lit(2)).unwrap();
+        let w = r("W").sub(&Dim::lit(4)).floor_div(&Dim::lit(2)).unwrap();
+        let flat = h
+            .add(&Dim::lit(1))
+            .mul(&w.add(&Dim::lit(1)))
+            .mul(&Dim::lit(16));
+        assert_eq!(
+            flat.to_string(),
+            "((H - 4) / 2 + 1) * ((W - 4) / 2 + 1) * 16"
+        );
+        assert_eq!(
+            c("D").mul(&Dim::lit(2)).add(&Dim::lit(1)).to_string(),
+            "D * 2 + 1"
+        );
+        let not_a_product = c("A").mul(&c("B")).add(&c("A")).add(&Dim::lit(1));
+        assert_eq!(not_a_product.to_string(), "A * B + A + 1");
+        assert_eq!(
+            c("A").mul(&c("B")).add(&c("A").mul(&c("C"))).to_string(),
+            "A * (B + C)"
+        );
     }
 
     #[test]

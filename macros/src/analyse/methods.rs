@@ -314,6 +314,23 @@ fn matmul(a: &Shape, b: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> 
     let (sa, sb) = (show(a), show(b));
     let inner_a = &a[a.len() - 1];
     let inner_b = if b.len() == 1 { &b[0] } else { &b[b.len() - 2] };
+    // `q @ k` for `q @ k.T`: the plain mistake comes first, before any
+    // run-time-dim hint could suggest `unchecked!`.
+    if inner_a.decide_eq(inner_b) != Decision::Equal && a.len() >= 2 && b.len() >= 2 {
+        let (last_b, rows_a) = (&b[b.len() - 1], &a[a.len() - 2]);
+        let side = if inner_a.decide_eq(last_b) == Decision::Equal {
+            Some("right")
+        } else if rows_a.decide_eq(inner_b) == Decision::Equal {
+            Some("left")
+        } else {
+            None
+        };
+        if let Some(side) = side {
+            return Err(format!(
+                "matmul of `{sa}` and `{sb}`: inner dims differ ({inner_a} vs {inner_b}); did you mean to transpose the {side} side (`.transpose(-2, -1)`)?{{from}}"
+            ));
+        }
+    }
     facts.equal(inner_a, inner_b, &|| {
         format!("matmul of `{sa}` and `{sb}`: inner dims differ ({inner_a} vs {inner_b}){{from}}")
     })?;
