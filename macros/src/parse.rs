@@ -40,6 +40,9 @@ pub struct FieldDef {
     pub vis: Visibility,
     pub name: Ident,
     pub ty: Type,
+    /// `#[module]` / `#[module(init)]`: a hand-written module, built by
+    /// `init` (or `Default::default()`), whose calls go through `unchecked!`.
+    pub module: Option<Option<Expr>>,
 }
 
 pub struct ForwardDef {
@@ -128,15 +131,28 @@ fn parse_struct(input: ParseStream) -> syn::Result<ModelDef> {
         Fields::Named(named) => named
             .named
             .into_iter()
-            .filter_map(|f| {
-                Some(FieldDef {
-                    attrs: f.attrs,
+            .map(|f| {
+                let (module, attrs): (Vec<Attribute>, Vec<Attribute>) = f
+                    .attrs
+                    .into_iter()
+                    .partition(|a| a.path().is_ident("module"));
+                let module = match module.first() {
+                    None => None,
+                    Some(a) => Some(match &a.meta {
+                        syn::Meta::Path(_) => None,
+                        _ => Some(a.parse_args::<Expr>()?),
+                    }),
+                };
+                Ok(f.ident.map(|name| FieldDef {
+                    attrs,
                     vis: f.vis,
-                    name: f.ident?,
+                    name,
                     ty: f.ty,
-                })
+                    module,
+                }))
             })
-            .collect(),
+            .filter_map(Result::transpose)
+            .collect::<syn::Result<Vec<_>>>()?,
         Fields::Unit => vec![],
         Fields::Unnamed(u) => {
             return Err(syn::Error::new(

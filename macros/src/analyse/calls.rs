@@ -287,6 +287,9 @@ impl Checker<'_> {
             Kind::List { .. } => {
                 return self.error(span, format!("`self.{field}` is an array of layers: loop over it with `for layer in &self.{field}`"));
             }
+            Kind::Custom { .. } => {
+                return self.error(span, format!("`self.{field}` is a hand-written module, whose shapes the checker does not know: call it as `unchecked!(::tapir::nn::Forward::forward(&self.{field}, &x) => [..])` with the shape it returns"));
+            }
             _ => {}
         }
         if let Some(o) = opts.first() {

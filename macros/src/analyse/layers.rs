@@ -41,6 +41,12 @@ pub enum Kind {
         elem: Box<Layer>,
         n: Dim,
     },
+    /// A hand-written module (`#[module(init)]`): built by `init`, called
+    /// through `unchecked!` since its shapes are unknown here.
+    Custom {
+        ty: Box<Type>,
+        init: Option<syn::Expr>,
+    },
     /// Another `model!` model; its signature is looked up by name.
     Model {
         name: syn::Ident,

@@ -245,6 +245,18 @@ pub fn analyse(input: &Input) -> Analysis<'_> {
         let mut broken = vec![];
         let mut scope = DimScope::consts(&consts);
         for f in &def.fields {
+            if let Some(init) = &f.module {
+                let kind = Kind::Custom {
+                    ty: Box::new(f.ty.clone()),
+                    init: init.clone(),
+                };
+                let row = quote::ToTokens::to_token_stream(&f.ty)
+                    .to_string()
+                    .replace(" ", "");
+                let span = f.ty.span();
+                fields.push((f.name.clone(), Layer { kind, span, row }));
+                continue;
+            }
             match parse_layer(&f.ty, &mut scope) {
                 Ok(l) => fields.push((f.name.clone(), l)),
                 Err(e) => {

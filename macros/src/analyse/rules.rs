@@ -66,7 +66,7 @@ impl Layer {
         let label = self.label(field);
         match &self.kind {
             Kind::Row(r) => r.apply(&label, x, facts),
-            Kind::Sequential(_) | Kind::List { .. } | Kind::Model { .. } => {
+            Kind::Sequential(_) | Kind::List { .. } | Kind::Model { .. } | Kind::Custom { .. } => {
                 Err(format!("{label} is not a one-input layer"))
             }
         }

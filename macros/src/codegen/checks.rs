@@ -75,6 +75,6 @@ fn model_types(layer: &Layer, out: &mut Vec<(syn::Type, Span)>) {
         Kind::Model { ty, .. } => out.push(((**ty).clone(), ty.span())),
         Kind::List { elem, .. } => model_types(elem, out),
         Kind::Sequential(ls) => ls.iter().for_each(|l| model_types(l, out)),
-        Kind::Row(_) => {}
+        Kind::Row(_) | Kind::Custom { .. } => {}
     }
 }

@@ -17,7 +17,7 @@ pub fn runtime_type(l: &Layer) -> TokenStream {
             let e = runtime_type(elem);
             quote!(#nn::ModuleList<#e>)
         }
-        Kind::Model { ty, .. } => quote!(#ty),
+        Kind::Model { ty, .. } | Kind::Custom { ty, .. } => quote!(#ty),
     }
 }
 
@@ -35,5 +35,7 @@ pub fn constructor(l: &Layer) -> TokenStream {
             quote!(#nn::ModuleList::new((0..#n).map(|_| #e).collect()))
         }
         Kind::Model { ty, .. } => quote!(<#ty>::__tapir_new_cpu()),
+        Kind::Custom { init: Some(e), .. } => quote!(#e),
+        Kind::Custom { ty, init: None } => quote!(<#ty as ::core::default::Default>::default()),
     }
 }
