@@ -25,7 +25,7 @@ copy() {
 }
 cargo test --release -p tapir-kernels --features cuda --lib --no-run --message-format=json 2>/dev/null \
     | executables | sed 's/^tapir_kernels /kernels-tests /' | copy
-cargo test --release --features cuda --test cuda --test goldens --test nn_goldens --test training \
+cargo test --release --features cuda --test cuda --test suite \
     --no-run --message-format=json 2>/dev/null | executables | copy
 cargo build --release --features cuda --example bench_ref --example train_digits \
     --message-format=json 2>/dev/null \

@@ -37,7 +37,7 @@ def view(base, recipe):
 
 
 def run(op, a, x):
-    """The op table; tests/goldens.rs mirrors it name for name."""
+    """The op table; tests/suite/goldens.rs mirrors it name for name."""
     u = {
         "neg": torch.neg, "exp": torch.exp, "log": torch.log, "log1p": torch.log1p, "sqrt": torch.sqrt,
         "rsqrt": torch.rsqrt, "abs": torch.abs, "sign": torch.sign, "sin": torch.sin, "cos": torch.cos,

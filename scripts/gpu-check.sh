@@ -73,7 +73,8 @@ wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests"
 wanted device && check device-tests "$bins/cuda" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 if wanted goldens; then
     for suite in goldens nn_goldens training; do
-        check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/$suite" --test-threads 1
+        # The golden suites are modules of the `suite` test binary.
+        check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/suite" "$suite::" --test-threads 1
     done
 fi
 

@@ -1,6 +1,6 @@
 //! The core ops as the PyTorch goldens name them (`scripts/gen_goldens.py`):
-//! one table that the golden replay (`tests/goldens.rs`) and the
-//! finite-difference gradchecks (`tests/autograd.rs`) both walk, so a new op
+//! one table that the golden replay (`tests/suite/goldens.rs`) and the
+//! finite-difference gradchecks (`tests/suite/autograd.rs`) both walk, so a new op
 //! gets both checks from one golden case.
 
 use serde_json::Value;

@@ -2,9 +2,8 @@
 //! `tests/goldens/`): every case's outputs and input gradients, in f64 and
 //! again in f32, with the tolerances stated below.
 
-mod common;
-#[path = "common/core_ops.rs"]
-mod core_ops;
+use crate::common;
+use crate::core_ops;
 
 use common::{close, load};
 use core_ops::{run, view};

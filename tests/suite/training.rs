@@ -1,8 +1,8 @@
 //! The training loop end to end: the seed MLP's trajectory against PyTorch,
 //! gradient accumulation, freezing, train/eval semantics, state dicts.
 
-mod common;
-#[path = "../examples/common/seed.rs"]
+use crate::common;
+#[path = "../../examples/common/seed.rs"]
 mod seed;
 
 use common::*;
@@ -13,7 +13,7 @@ use tapir::optim::*;
 use tapir::prelude::*;
 
 // The seed MLP written with `model!`: it must train exactly as PyTorch too.
-include!("../examples/models/seed.rs");
+include!("../../examples/models/seed.rs");
 
 fn trajectory_batches() -> (Vec<Tensor>, Vec<Tensor>) {
     let (b, d) = (64usize, 784usize);

@@ -2,7 +2,7 @@
 //! from PyTorch's weights (train and eval), every loss and reduction, 5 steps
 //! of every optimizer configuration, 25 steps of every scheduler, clipping.
 
-mod common;
+use crate::common;
 use common::*;
 use safetensors::SafeTensors;
 use serde_json::Value;

@@ -2,9 +2,8 @@
 //! freezing, memory release, and finite-difference gradchecks of every
 //! differentiable golden op in f64.
 
-mod common;
-#[path = "common/core_ops.rs"]
-mod core_ops;
+use crate::common;
+use crate::core_ops;
 
 use safetensors::SafeTensors;
 use tapir::gradcheck;
@@ -231,7 +230,7 @@ fn hooks_see_and_replace_gradients() {
 fn frozen_inputs_get_no_gradient_work() {
     // A weight that does not require grad stays without one while the input
     // gets its gradient. (That its GEMM is skipped is shown by counting
-    // launches in tests/training.rs.)
+    // launches in tests/suite/training.rs.)
     let x = Tensor::randn(&[4, 3]).requires_grad_(true);
     let w = Tensor::randn(&[3, 2]);
     x.matmul(&w).sum().backward();

@@ -2,7 +2,7 @@
 //! hand-written ones (names, repr, outputs), boundary checks, inference of
 //! sizes, and calls across blocks.
 
-#[path = "../examples/common/seed.rs"]
+#[path = "../../examples/common/seed.rs"]
 mod seed;
 
 use tapir::nn::{Forward, Module};
@@ -101,7 +101,7 @@ fn forward_checks_the_input_once_at_the_boundary() {
     let (file, l) = at.lock().unwrap().clone().expect("a location");
     assert_eq!(
         (file.as_str(), l),
-        ("tests/model_macro.rs", line),
+        ("tests/suite/model_macro.rs", line),
         "the caller's line"
     );
 }

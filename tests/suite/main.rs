@@ -1,0 +1,21 @@
+//! Most integration tests, as modules of one test binary (one link and one
+//! ~100 MB executable instead of nine). Tests that need a process of their
+//! own stay apart: `memory` (resident size), `cuda` (process-wide device
+//! counters), `data`, `resume` and `tensor` (they replay the global
+//! generator, which tests running beside them would draw from), `examples`
+//! (runs the example programs) and `ui` (trybuild).
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../common/core_ops.rs"]
+mod core_ops;
+
+mod autograd;
+mod checkpoint;
+mod errors;
+mod goldens;
+mod init;
+mod layer_table;
+mod model_macro;
+mod nn_goldens;
+mod training;
