@@ -9,6 +9,9 @@
 mod common;
 #[path = "../common/core_ops.rs"]
 mod core_ops;
+/// The seed MLP written by hand (the examples' copy).
+#[path = "../../examples/common/seed.rs"]
+mod seed;
 
 mod autograd;
 mod checkpoint;

@@ -2,8 +2,7 @@
 //! hand-written ones (names, repr, outputs), boundary checks, inference of
 //! sizes, and calls across blocks.
 
-#[path = "../../examples/common/seed.rs"]
-mod seed;
+use crate::seed;
 
 use tapir::nn::{Forward, Module};
 use tapir::{Device, Tensor, model};

@@ -2,8 +2,7 @@
 //! gradient accumulation, freezing, train/eval semantics, state dicts.
 
 use crate::common;
-#[path = "../../examples/common/seed.rs"]
-mod seed;
+use crate::seed;
 
 use common::*;
 use safetensors::SafeTensors;
