@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod amp;
 mod autograd;
 pub mod checkpoint;
 pub mod cuda;

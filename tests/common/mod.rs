@@ -63,7 +63,8 @@ pub fn has(st: &SafeTensors, key: &str) -> bool {
     st.tensor(key).is_ok()
 }
 
-/// PyTorch's `torch.linspace(-1, 1.5, n)` in f64, the loss weights of every golden.
+/// PyTorch's `torch.linspace(-1, 1.5, n)` in f64 (`[-1]` for one element),
+/// the loss weights of every golden.
 pub fn loss_weights(shape: &[usize], dtype: DType) -> Tensor {
     let n: usize = shape.iter().product();
     let (start, end) = (-1.0f64, 1.5f64);
@@ -74,7 +75,7 @@ pub fn loss_weights(shape: &[usize], dtype: DType) -> Tensor {
     };
     let v: Vec<f64> = (0..n)
         .map(|i| {
-            if i < n / 2 {
+            if i < n / 2 || n == 1 {
                 start + step * i as f64
             } else {
                 end - step * (n - 1 - i) as f64

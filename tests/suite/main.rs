@@ -13,6 +13,7 @@ mod core_ops;
 #[path = "../../examples/common/seed.rs"]
 mod seed;
 
+mod amp;
 mod autograd;
 mod checkpoint;
 mod errors;

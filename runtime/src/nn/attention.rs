@@ -96,7 +96,7 @@ impl MultiheadAttention {
         let w = self.in_proj_weight.chunk(3, 0);
         let bias = self.in_proj_bias.chunk(3, 0);
         let heads = |x: &Tensor, i: usize, n: usize| {
-            (&x.matmul(&w[i].t()) + &bias[i])
+            super::linear::linear(x, &w[i], Some(&bias[i]))
                 .reshape(&[b as isize, n as isize, h as isize, hd as isize])
                 .transpose(1, 2)
         };

@@ -57,11 +57,27 @@ impl Forward for Linear {
             x.shape(),
             self.in_features
         );
-        let y = x.matmul(&self.weight.t());
-        match &self.bias {
-            Some(b) => &y + b,
-            None => y,
-        }
+        linear(x, &self.weight, self.bias.as_ref())
+    }
+}
+
+/// `F.linear(x, weight, bias)`: `x Wᵀ + b`. Inside an autocast region all
+/// three are cast to its dtype, so the output is in it too (as PyTorch's
+/// `linear` is on its lower-precision list).
+///
+/// ```
+/// use tapir_runtime::{nn::linear, Tensor};
+/// let y = linear(&Tensor::ones(&[2, 3]), &Tensor::ones(&[4, 3]), Some(&Tensor::ones(&[4])));
+/// assert_eq!(y.to_vec::<f32>(), vec![4.0; 8]);
+/// ```
+pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
+    if let Some((x, w, b)) = crate::amp::cast_affine(x, weight, bias) {
+        return linear(&x, &w, b.as_ref());
+    }
+    let y = x.matmul(&weight.t());
+    match bias {
+        Some(b) => &y + b,
+        None => y,
     }
 }
 

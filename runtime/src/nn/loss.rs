@@ -2,6 +2,18 @@
 
 use crate::{DType, Tensor};
 
+/// Inside an autocast region a loss runs in f32 (PyTorch's fp32 list): its
+/// floating inputs are cast and the loss is called again.
+macro_rules! in_f32 {
+    ($f:ident($($t:ident),+) $(, $rest:expr)*) => {
+        if let Some(v) = crate::amp::cast(crate::amp::Policy::Fp32, &[$($t),+]) {
+            let mut v = v.into_iter();
+            $(let $t = &v.next().expect("one cast per input");)+
+            return $f($($t),+ $(, $rest)*);
+        }
+    };
+}
+
 /// How a loss reduces per-element values (PyTorch's `reduction=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Reduction {
@@ -70,6 +82,7 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
 /// assert!((cross_entropy_with(&logits, &y, &o).item::<f32>() - 4f32.ln()).abs() < 1e-6);
 /// ```
 pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
+    in_f32!(cross_entropy_with(logits, target), o);
     assert!(
         logits.ndim() >= 1,
         "cross_entropy: logits need a class dim, got shape {:?}",
@@ -177,6 +190,7 @@ pub fn nll_loss(logp: &Tensor, target: &Tensor) -> Tensor {
 
 /// `F.nll_loss` on log-probabilities, with cross entropy's options.
 pub fn nll_loss_with(logp: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
+    in_f32!(nll_loss_with(logp, target), o);
     nll_loss_as(logp, target, o, "nll_loss")
 }
 
@@ -239,6 +253,7 @@ fn check_same(op: &str, a: &Tensor, b: &Tensor) {
 
 /// Mean squared error.
 pub fn mse_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
+    in_f32!(mse_loss(input, target), r);
     check_same("mse_loss", input, target);
     let d = input - target;
     reduce(&d * &d, r)
@@ -246,12 +261,14 @@ pub fn mse_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
 
 /// Mean absolute error.
 pub fn l1_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
+    in_f32!(l1_loss(input, target), r);
     check_same("l1_loss", input, target);
     reduce((input - target).abs(), r)
 }
 
 /// `0.5 d² / beta` where `|d| < beta`, else `|d| - 0.5 beta`.
 pub fn smooth_l1_loss(input: &Tensor, target: &Tensor, r: Reduction, beta: f64) -> Tensor {
+    in_f32!(smooth_l1_loss(input, target), r, beta);
     check_same("smooth_l1_loss", input, target);
     let d = (input - target).abs();
     if beta == 0.0 {
@@ -264,6 +281,7 @@ pub fn smooth_l1_loss(input: &Tensor, target: &Tensor, r: Reduction, beta: f64) 
 
 /// `0.5 d²` where `|d| <= delta`, else `delta (|d| - 0.5 delta)`.
 pub fn huber_loss(input: &Tensor, target: &Tensor, r: Reduction, delta: f64) -> Tensor {
+    in_f32!(huber_loss(input, target), r, delta);
     check_same("huber_loss", input, target);
     let d = (input - target).abs();
     let quad = &(&d * &d) * 0.5;
@@ -280,6 +298,12 @@ pub fn binary_cross_entropy_with_logits(
     pos_weight: Option<&Tensor>,
     r: Reduction,
 ) -> Tensor {
+    in_f32!(
+        binary_cross_entropy_with_logits(input, target),
+        weight,
+        pos_weight,
+        r
+    );
     check_same("binary_cross_entropy_with_logits", input, target);
     // log(1 + e^{-x}) computed as log1p(e^{-|x|}) + max(-x, 0)
     let softplus_neg = &input.abs().neg().exp().log1p() + &input.neg().clamp_min(0.0);

@@ -20,7 +20,7 @@ pub use layers::{
     AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardswish, LeakyReLU, MaxPool2d, ReLU,
     SiLU, Sigmoid, Softmax, Tanh,
 };
-pub use linear::{Embedding, Linear};
+pub use linear::{Embedding, Linear, linear};
 pub use loss::{
     CrossEntropyOptions, Reduction, binary_cross_entropy_with_logits, cross_entropy,
     cross_entropy_with, huber_loss, l1_loss, mse_loss, nll_loss, nll_loss_with, smooth_l1_loss,

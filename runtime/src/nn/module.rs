@@ -201,6 +201,21 @@ pub trait Module: Send + Sync {
         });
     }
 
+    /// `module.half()`: floating parameters and buffers to f16.
+    fn half(&mut self) {
+        self.to_dtype(DType::F16)
+    }
+
+    /// `module.bfloat16()`: floating parameters and buffers to bf16.
+    fn bfloat16(&mut self) {
+        self.to_dtype(DType::BF16)
+    }
+
+    /// `module.float()`: floating parameters and buffers to f32.
+    fn float(&mut self) {
+        self.to_dtype(DType::F32)
+    }
+
     /// Moves every parameter and buffer to `device`.
     fn to_device(&mut self, device: Device) -> Result<()> {
         let mut err = None;

@@ -207,13 +207,8 @@ impl Stack {
         mut carry: Carry,
         reverse: bool,
     ) -> (Tensor, Carry) {
-        let affine = |x: &Tensor, w: &Tensor, b: &Option<Tensor>| {
-            let y = x.matmul(&w.t());
-            match b {
-                Some(b) => &y + b,
-                None => y,
-            }
-        };
+        let affine =
+            |x: &Tensor, w: &Tensor, b: &Option<Tensor>| super::linear::linear(x, w, b.as_ref());
         // The input half of every gate for every step, in one matmul.
         let gi = affine(x, &cell.weight_ih, &cell.bias_ih);
         let len = x.size(0);

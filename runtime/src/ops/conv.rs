@@ -126,6 +126,9 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()[5], 9.0);
     /// ```
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: Conv2dOptions) -> Tensor {
+        if let Some((x, w, b)) = crate::amp::cast_affine(self, weight, bias) {
+            return x.conv2d(&w, b.as_ref(), opts);
+        }
         assert!(
             weight.ndim() == 4,
             "conv2d: weight must be 4-D [OC, C/groups, kh, kw], got shape {:?}",

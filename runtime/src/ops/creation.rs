@@ -231,6 +231,28 @@ impl Tensor {
         })
     }
 
+    /// `tensor.half()`: to f16 (differentiable, like every cast).
+    ///
+    /// ```
+    /// use tapir_runtime::{DType, Tensor};
+    /// let x = Tensor::ones(&[2]);
+    /// assert_eq!(x.half().dtype(), DType::F16);
+    /// assert_eq!(x.bfloat16().float().dtype(), DType::F32);
+    /// ```
+    pub fn half(&self) -> Tensor {
+        self.to_dtype(DType::F16)
+    }
+
+    /// `tensor.bfloat16()`: to bf16.
+    pub fn bfloat16(&self) -> Tensor {
+        self.to_dtype(DType::BF16)
+    }
+
+    /// `tensor.float()`: to f32.
+    pub fn float(&self) -> Tensor {
+        self.to_dtype(DType::F32)
+    }
+
     /// The tensor as one `Element` type's Vec, checked to be that dtype.
     pub fn to_vec_exact<T: Element>(&self) -> Vec<T> {
         assert!(

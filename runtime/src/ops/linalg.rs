@@ -14,6 +14,9 @@ impl Tensor {
     /// assert_eq!(a.matmul(&b).shape(), &[4, 2, 5]);
     /// ```
     pub fn matmul(&self, other: &Tensor) -> Tensor {
+        if let Some((a, b)) = crate::amp::cast2(crate::amp::Policy::Lower, self, other) {
+            return a.matmul(&b);
+        }
         let (a, b) = (self, other);
         let describe = || format!("{:?} @ {:?}", a.shape(), b.shape());
         assert!(

@@ -4,7 +4,7 @@
 //! and by finite differences.
 
 use super::dense0;
-use crate::Tensor;
+use crate::{DType, Tensor};
 
 impl Tensor {
     /// `F.layer_norm` over the trailing `normalized` dims, with optional
@@ -23,6 +23,13 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f64,
     ) -> Tensor {
+        let mut all = vec![self];
+        all.extend(weight);
+        all.extend(bias);
+        if let Some(v) = crate::amp::cast(crate::amp::Policy::Fp32OnCuda, &all) {
+            let (w, b) = (weight.map(|_| &v[1]), bias.map(|_| &v[v.len() - 1]));
+            return v[0].layer_norm(normalized, w, b, eps);
+        }
         let nd = self.ndim();
         assert!(
             normalized.len() <= nd && self.shape()[nd - normalized.len()..] == *normalized,
@@ -37,13 +44,26 @@ impl Tensor {
                     "layer_norm: {what} has shape {:?}, expected {normalized:?}",
                     t.shape()
                 );
+                let mixed =
+                    matches!(self.dtype(), DType::F16 | DType::BF16) && t.dtype() == DType::F32;
                 assert!(
-                    t.dtype() == self.dtype(),
+                    t.dtype() == self.dtype() || mixed,
                     "layer_norm: {what} is {}, input is {}",
                     t.dtype(),
                     self.dtype()
                 );
             }
+        }
+        // PyTorch's mixed case (a half input, f32 affine parameters, as a
+        // Linear under autocast feeds a LayerNorm): the parameters follow
+        // the input's dtype, differentiably.
+        let lower = |t: Option<&Tensor>| {
+            t.filter(|t| t.dtype() != self.dtype())
+                .map(|t| t.to_dtype(self.dtype()))
+        };
+        let (w, b) = (lower(weight), lower(bias));
+        if w.is_some() || b.is_some() {
+            return self.layer_norm(normalized, w.as_ref().or(weight), b.as_ref().or(bias), eps);
         }
         assert!(
             self.dtype().is_float(),

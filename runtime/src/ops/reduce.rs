@@ -46,6 +46,9 @@ impl Tensor {
 
     /// Sum over `dims`, keeping them as size 1 when `keepdim`.
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.sum_dims(dims, keepdim);
+        }
         let d = self.reduce_dims(dims, "sum");
         let storage = self.read().sum(self.layout(), &d);
         let out = Tensor::from_storage(storage, &self.reduced_shape(&d, keepdim));

@@ -39,6 +39,9 @@ impl Tensor {
     /// assert_eq!(p.to_vec::<f32>(), vec![0.5; 4]);
     /// ```
     pub fn softmax(&self, dim: isize) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.softmax(dim);
+        }
         let (out, d) = self.rowwise(dim, "softmax", false);
         Tensor::record(out.detach(), "SoftmaxBackward0", &[self], || {
             let y = out;
@@ -51,6 +54,9 @@ impl Tensor {
 
     /// `x - logsumexp(x)` along `dim`.
     pub fn log_softmax(&self, dim: isize) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.log_softmax(dim);
+        }
         let (out, d) = self.rowwise(dim, "log_softmax", true);
         Tensor::record(out.detach(), "LogSoftmaxBackward0", &[self], || {
             let y = out;

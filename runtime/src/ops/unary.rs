@@ -60,16 +60,25 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>(), vec![1.0]);
     /// ```
     pub fn exp(&self) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.exp();
+        }
         unary(self, Exp, "ExpBackward0", Save::Output, |y, g| g * y)
     }
 
     /// The natural logarithm.
     pub fn log(&self) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.log();
+        }
         unary(self, Log, "LogBackward0", Save::Input, |x, g| g / x)
     }
 
     /// `ln(1 + x)`, accurate near 0.
     pub fn log1p(&self) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.log1p();
+        }
         unary(self, Log1p, "Log1PBackward0", Save::Input, |x, g| {
             g / &(x + 1.0)
         })
@@ -84,6 +93,9 @@ impl Tensor {
 
     /// `1 / sqrt(x)`.
     pub fn rsqrt(&self) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.rsqrt();
+        }
         unary(self, Rsqrt, "RsqrtBackward0", Save::Output, |y, g| {
             &(g * &y.powf(3.0)) * -0.5
         })
@@ -203,12 +215,18 @@ impl Tensor {
 
     /// `log(1 + e^x)`, linear above `threshold` (PyTorch: beta 1, threshold 20).
     pub fn softplus(&self) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.softplus();
+        }
         let big = self.gt_scalar(20.0);
         Tensor::where_(&big, self, &self.exp().log1p())
     }
 
     /// `x ^ e` for a scalar exponent.
     pub fn powf(&self, e: f64) -> Tensor {
+        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+            return x.powf(e);
+        }
         unary(
             self,
             PowScalar { e },
