@@ -305,6 +305,8 @@ pub struct Checkpoint {
     pub step: u64,
     /// The default generator's state (dropout, random init).
     pub rng: [u64; 4],
+    /// The `GradScaler`'s `state_dict()` when training with one (empty otherwise).
+    pub grad_scaler: Vec<(String, f64)>,
     /// Anything else worth keeping (best accuracy, flags).
     pub extra: BTreeMap<String, String>,
 }
@@ -331,6 +333,7 @@ impl Checkpoint {
             epoch,
             step,
             rng: crate::default_generator().get_state(),
+            grad_scaler: vec![],
             extra: BTreeMap::new(),
         }
     }
@@ -367,6 +370,9 @@ impl Checkpoint {
             .map(|(k, v)| format!("{k}={v:?}"))
             .collect();
         meta.insert("scheduler".into(), sched.join(";"));
+        if !self.grad_scaler.is_empty() {
+            meta.insert("grad_scaler".into(), pairs(&self.grad_scaler));
+        }
         for (k, v) in &self.extra {
             meta.insert(format!("extra.{k}"), v.clone());
         }
@@ -411,6 +417,11 @@ impl Checkpoint {
                 v.parse().map_err(|_| bad("bad `scheduler`"))?,
             ));
         }
+        // Absent when the run had no scaler; present, it must parse.
+        let grad_scaler = match meta.get("grad_scaler") {
+            None => vec![],
+            Some(s) => parse_pairs(s).ok_or_else(|| bad("bad `grad_scaler`"))?,
+        };
         let (mut model, mut optimizer) = (vec![], vec![]);
         for (k, t) in tensors {
             if let Some(n) = k.strip_prefix(MODEL) {
@@ -430,6 +441,7 @@ impl Checkpoint {
             epoch: num("epoch")?,
             step: num("step")?,
             rng,
+            grad_scaler,
             extra,
         })
     }
@@ -438,4 +450,23 @@ impl Checkpoint {
     pub fn restore_rng(&self) {
         crate::default_generator().set_state(self.rng);
     }
+}
+
+/// `k=v;k=v` with each f64 written by `{:?}`, which round-trips exactly.
+fn pairs(kv: &[(String, f64)]) -> String {
+    kv.iter()
+        .map(|(k, v)| format!("{k}={v:?}"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+/// The inverse of [`pairs`]; `None` on a malformed part.
+fn parse_pairs(s: &str) -> Option<Vec<(String, f64)>> {
+    s.split(';')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
 }

@@ -311,6 +311,32 @@ fn damaged_checkpoints_are_errors_naming_the_damage() {
     let b = checkpoint::to_safetensors(&[], &meta).unwrap();
     let err = Checkpoint::from_bytes(&b).err().unwrap().to_string();
     assert!(err.contains("the `scheduler` metadata is missing"), "{err}");
+    // A scaler's state, when there is one, comes back exactly; garbled, it is an error.
+    meta.insert("scheduler".to_string(), String::new());
+    meta.insert("grad_scaler".to_string(), "scale=oops".to_string());
+    let b = checkpoint::to_safetensors(&[], &meta).unwrap();
+    let err = Checkpoint::from_bytes(&b).err().unwrap().to_string();
+    assert!(err.contains("bad `grad_scaler`"), "{err}");
+}
+
+#[test]
+fn checkpoints_keep_the_grad_scaler() {
+    let mut scaler = tapir::amp::GradScaler::new(tapir::amp::GradScalerConfig {
+        init_scale: 512.0,
+        growth_interval: 7,
+        ..Default::default()
+    });
+    let mut c = Checkpoint::new(vec![], vec![], vec![], 1, 2);
+    c.grad_scaler = scaler.state_dict();
+    let path = scratch("scaler/last.safetensors");
+    c.save(&path).unwrap();
+    let back = Checkpoint::load(&path).unwrap();
+    assert_eq!(back.grad_scaler, c.grad_scaler);
+    scaler.load_state_dict(&back.grad_scaler).unwrap();
+    assert_eq!(scaler.get_scale(), 512.0);
+    let plain = Checkpoint::new(vec![], vec![], vec![], 1, 2);
+    plain.save(&path).unwrap();
+    assert!(Checkpoint::load(&path).unwrap().grad_scaler.is_empty());
 }
 
 /// An interrupted save leaves `.NAME.tmp-PID`; the next save of that path
