@@ -22,6 +22,7 @@ mod dtype;
 pub mod error;
 #[doc(hidden)]
 pub mod macro_support;
+pub mod memory;
 pub mod nn;
 mod ops;
 pub mod optim;
@@ -30,7 +31,8 @@ mod storage;
 mod tensor;
 
 pub use autograd::{
-    EnableGradGuard, GradcheckError, NoGradGuard, enable_grad, gradcheck, is_grad_enabled, no_grad,
+    EnableGradGuard, GradcheckError, NoGradGuard, Region, checkpoint, checkpoint_sequential,
+    checkpoint_with, enable_grad, gradcheck, is_grad_enabled, no_grad,
 };
 pub use checkpoint::{Checkpoint, load, save};
 pub use device::Device;

@@ -5,10 +5,12 @@
 mod engine;
 mod grad_mode;
 mod gradcheck;
+mod recompute;
 
 pub(crate) use engine::{Edge, Node, run_backward};
 pub use grad_mode::{EnableGradGuard, NoGradGuard, enable_grad, is_grad_enabled, no_grad};
 pub use gradcheck::{GradcheckError, gradcheck};
+pub use recompute::{Region, checkpoint, checkpoint_sequential, checkpoint_with};
 
 use crate::Tensor;
 

@@ -53,7 +53,7 @@ impl Storage {
     /// `op` elementwise over the view.
     pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> Storage {
         match self {
-            Storage::Cpu(b) => Storage::Cpu(b.unary(l, op)),
+            Storage::Cpu(b) => Storage::cpu(b.unary(l, op)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => match s.unary(l, F::NAME, op.params()) {
                 Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail(F::NAME, e))),
@@ -66,7 +66,7 @@ impl Storage {
     pub fn binary<F: BinaryFn>(&self, la: &Layout, rhs: &Storage, lb: &Layout, op: &F) -> Storage {
         #[allow(unreachable_patterns)]
         match (self, rhs) {
-            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.binary(la, b, lb, op)),
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::cpu(a.binary(la, b, lb, op)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(a), Storage::Cuda(b)) => {
                 match a.binary(la, b, lb, F::NAME, op.param()) {
@@ -82,7 +82,7 @@ impl Storage {
     pub fn compare(&self, la: &Layout, rhs: &Storage, lb: &Layout, cmp: Compare) -> Storage {
         #[allow(unreachable_patterns)]
         match (self, rhs) {
-            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.compare(la, b, lb, cmp)),
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::cpu(a.compare(la, b, lb, cmp)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(a), Storage::Cuda(b)) => Storage::Cuda(
                 a.compare(la, b, lb, cmp.name())
@@ -104,7 +104,7 @@ impl Storage {
         #[allow(unreachable_patterns)]
         match (cond, a, b) {
             (Storage::Cpu(c), Storage::Cpu(x), Storage::Cpu(y)) => {
-                Storage::Cpu(CpuBuffer::select_where(c, lc, x, la, y, lb))
+                Storage::cpu(CpuBuffer::select_where(c, lc, x, la, y, lb))
             }
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(c), Storage::Cuda(x), Storage::Cuda(y)) => {
@@ -118,7 +118,7 @@ impl Storage {
     /// Sum over `dims` (floats keep their dtype, integers and bool sum to i64).
     pub fn sum(&self, l: &Layout, dims: &[usize]) -> Storage {
         match self {
-            Storage::Cpu(b) => Storage::Cpu(b.sum(l, dims)),
+            Storage::Cpu(b) => Storage::cpu(b.sum(l, dims)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => match s.sum(l, dims) {
                 Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("sum", e))),
@@ -137,7 +137,7 @@ impl Storage {
         match self {
             Storage::Cpu(b) => {
                 let (v, i) = on_cpu(b);
-                (Storage::Cpu(v), Storage::Cpu(i))
+                (Storage::cpu(v), Storage::cpu(i))
             }
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => match s.extreme(l, dim, max) {
@@ -159,7 +159,7 @@ impl Storage {
     pub fn matmul(&self, la: &Layout, rhs: &Storage, lb: &Layout) -> Storage {
         #[allow(unreachable_patterns)]
         match (self, rhs) {
-            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::Cpu(a.matmul(la, b, lb)),
+            (Storage::Cpu(a), Storage::Cpu(b)) => Storage::cpu(a.matmul(la, b, lb)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(a), Storage::Cuda(b)) => match a.matmul(la, b, lb) {
                 Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("matmul", e))),
@@ -172,7 +172,7 @@ impl Storage {
     /// Softmax (or log-softmax) over the last dim of the view; contiguous result.
     pub fn softmax(&self, l: &Layout, log: bool) -> Storage {
         match self {
-            Storage::Cpu(b) => Storage::Cpu(b.softmax(l, log)),
+            Storage::Cpu(b) => Storage::cpu(b.softmax(l, log)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => match s.softmax(l, log) {
                 Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("softmax", e))),
@@ -247,7 +247,7 @@ impl Storage {
     /// same dtype.
     pub fn im2col(&self, l: &Layout, g: &Conv2dGeometry, pad: f64) -> Storage {
         match self {
-            Storage::Cpu(b) => Storage::Cpu(b.im2col(l, g, pad)),
+            Storage::Cpu(b) => Storage::cpu(b.im2col(l, g, pad)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => match s.im2col(l, g, pad) {
                 Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("im2col", e))),
@@ -259,7 +259,7 @@ impl Storage {
     /// col2im (im2col's adjoint) of the `[n, c*kh*kw, oh*ow]` view; same dtype.
     pub fn col2im(&self, l: &Layout, g: &Conv2dGeometry) -> Storage {
         match self {
-            Storage::Cpu(b) => Storage::Cpu(b.col2im(l, g)),
+            Storage::Cpu(b) => Storage::cpu(b.col2im(l, g)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => match s.col2im(l, g) {
                 Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("col2im", e))),
@@ -275,7 +275,7 @@ impl Storage {
     pub fn gather(&self, along: Along<'_>, idx: &Storage, per_element: bool) -> Storage {
         #[allow(unreachable_patterns)]
         match (self, idx) {
-            (Storage::Cpu(x), Storage::Cpu(i)) => Storage::Cpu(x.gather(along, i, per_element)),
+            (Storage::Cpu(x), Storage::Cpu(i)) => Storage::cpu(x.gather(along, i, per_element)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(x), Storage::Cuda(i)) => Storage::Cuda(
                 x.gather(along, i, per_element)

@@ -84,6 +84,11 @@ impl CpuBuffer {
         with_vec!(self, v => v.len())
     }
 
+    /// Bytes of the elements.
+    pub fn nbytes(&self) -> usize {
+        with_vec!(self, v => std::mem::size_of_val(v.as_slice()))
+    }
+
     /// A row-major copy of the view, converted to `dtype`.
     pub fn cast(&self, l: &Layout, dtype: DType) -> CpuBuffer {
         with_vec!(self, v => match dtype {

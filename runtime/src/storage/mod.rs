@@ -24,7 +24,7 @@ use crate::dtype::{DType, Element};
 use crate::error::Result;
 use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tapir_kernels::Layout;
 
 static HOST_FALLBACKS: AtomicU64 = AtomicU64::new(0);
@@ -38,9 +38,58 @@ pub fn host_fallbacks() -> u64 {
 /// A tensor's buffer on its device.
 #[derive(Debug)]
 pub(crate) enum Storage {
-    Cpu(CpuBuffer),
+    Cpu(Tracked),
     #[cfg(any(feature = "cuda", feature = "cuda12"))]
     Cuda(cuda::CudaStorage),
+}
+
+/// Bytes held by live CPU storages, and their peak (`tapir::memory`).
+static CPU_ALLOCATED: AtomicUsize = AtomicUsize::new(0);
+static CPU_PEAK: AtomicUsize = AtomicUsize::new(0);
+
+/// (bytes held by live CPU storages, their peak since the last reset).
+pub(crate) fn cpu_memory() -> (usize, usize) {
+    (
+        CPU_ALLOCATED.load(Ordering::Relaxed),
+        CPU_PEAK.load(Ordering::Relaxed),
+    )
+}
+
+/// Starts the CPU peak again from the current figure.
+pub(crate) fn reset_cpu_peak() {
+    CPU_PEAK.store(CPU_ALLOCATED.load(Ordering::Relaxed), Ordering::Relaxed);
+}
+
+/// A CPU storage's buffer, whose bytes are counted while it lives (the
+/// CPU side of `memory_allocated`). Reads and writes go through `Deref`.
+#[derive(Debug)]
+pub(crate) struct Tracked(CpuBuffer);
+
+impl Tracked {
+    fn new(b: CpuBuffer) -> Tracked {
+        let now = CPU_ALLOCATED.fetch_add(b.nbytes(), Ordering::Relaxed) + b.nbytes();
+        CPU_PEAK.fetch_max(now, Ordering::Relaxed);
+        Tracked(b)
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        CPU_ALLOCATED.fetch_sub(self.0.nbytes(), Ordering::Relaxed);
+    }
+}
+
+impl Deref for Tracked {
+    type Target = CpuBuffer;
+    fn deref(&self) -> &CpuBuffer {
+        &self.0
+    }
+}
+
+impl DerefMut for Tracked {
+    fn deref_mut(&mut self) -> &mut CpuBuffer {
+        &mut self.0
+    }
 }
 
 /// The host view of a storage opened for writing: the buffer itself on the
@@ -86,7 +135,12 @@ impl Drop for HostMut<'_> {
 
 impl Storage {
     pub fn from_vec<T: Element>(v: Vec<T>) -> Storage {
-        Storage::Cpu(cpu_from_vec(v))
+        Storage::cpu(cpu_from_vec(v))
+    }
+
+    /// A host buffer as storage, counted in the CPU memory statistics.
+    pub fn cpu(b: CpuBuffer) -> Storage {
+        Storage::Cpu(Tracked::new(b))
     }
 
     pub fn device(&self) -> Device {
@@ -153,7 +207,7 @@ impl Storage {
     /// ran on the host for inputs on `device`).
     fn on_device(buf: CpuBuffer, device: Device) -> Storage {
         match device {
-            Device::Cpu => Storage::Cpu(buf),
+            Device::Cpu => Storage::cpu(buf),
             Device::Cuda(i) => Storage::upload(&buf, i).unwrap_or_else(|e| panic!("{e}")),
         }
     }
@@ -189,12 +243,12 @@ impl Storage {
             cuda_device_check(i)?;
         }
         match (self, device) {
-            (Storage::Cpu(b), Device::Cpu) => Ok(Storage::Cpu(b.copy(l))),
+            (Storage::Cpu(b), Device::Cpu) => Ok(Storage::cpu(b.copy(l))),
             (Storage::Cpu(b), Device::Cuda(i)) => Storage::upload(&b.copy(l), i),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(s), Device::Cpu) => {
                 let copy = s.download_view(l);
-                copy.map(Storage::Cpu)
+                copy.map(Storage::cpu)
                     .map_err(|e| crate::device::cuda_error(device, e))
             }
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
@@ -211,7 +265,7 @@ impl Storage {
     /// A contiguous copy of the view.
     pub fn copy(&self, l: &Layout) -> Storage {
         match self {
-            Storage::Cpu(b) => Storage::Cpu(b.copy(l)),
+            Storage::Cpu(b) => Storage::cpu(b.copy(l)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => Storage::Cuda(s.copy(l).unwrap_or_else(|e| cuda::fail("copy", e))),
         }
@@ -220,7 +274,7 @@ impl Storage {
     /// A contiguous copy converted to `dtype`.
     pub fn cast(&self, l: &Layout, dtype: DType) -> Storage {
         match self {
-            Storage::Cpu(b) => Storage::Cpu(b.cast(l, dtype)),
+            Storage::Cpu(b) => Storage::cpu(b.cast(l, dtype)),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => Storage::Cuda(
                 s.cast(l, dtype)
