@@ -20,6 +20,7 @@ use digits::{Loader, check_data, load_data, loaders};
 use report::{EpochMetrics, die, epoch_bar, from_csv, plot, say, to_csv};
 use std::path::PathBuf;
 use std::time::Instant;
+use tapir::amp::{self, DeviceType, GradScaler, GradScalerConfig};
 use tapir::optim::{
     AdamW, AdamWConfig, CosineAnnealingLR, LinearLR, LrScheduler, Optimizer, SequentialLR,
 };
@@ -72,6 +73,10 @@ struct Config {
     /// cpu, or cuda (GPU 0; needs the `cuda` feature).
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "cuda:0"])]
     device: String,
+    /// Mixed precision: autocast to bf16 or f16 (f16 adds a GradScaler);
+    /// the weights and the optimizer stay f32.
+    #[arg(long, value_parser = ["bf16", "f16"])]
+    amp: Option<String>,
 }
 
 /// The settings a run's schedule and data order depend on, as stored in its
@@ -83,6 +88,7 @@ fn run_settings(c: &Config) -> Vec<(&'static str, String)> {
         ("batch-size", c.batch_size.to_string()),
         ("warmup", c.warmup.to_string()),
         ("seed", c.seed.to_string()),
+        ("amp", c.amp.clone().unwrap_or_else(|| "none".into())),
     ]
 }
 
@@ -97,6 +103,8 @@ fn changed_settings(c: &Config, stored: &str) -> Vec<String> {
         .filter_map(|(k, v)| match stored.iter().find(|(sk, _)| *sk == k) {
             Some((_, sv)) if *sv == v => None,
             Some((_, sv)) => Some(format!("--{k} {v} (the run used {sv})")),
+            // Runs from before a setting existed used its default.
+            None if v == "none" => None,
             None => Some(format!("--{k} {v} (the run did not record it)")),
         })
         .collect()
@@ -125,6 +133,18 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             ..AdamWConfig::default()
         },
     );
+    let (device_type, amp_dtype) = (
+        DeviceType::from(dev),
+        c.amp.as_deref().map(|a| match a {
+            "f16" => DType::F16,
+            _ => DType::BF16,
+        }),
+    );
+    // Loss scaling is for f16's narrow range; bf16 has f32's exponent.
+    let mut scaler = GradScaler::new(GradScalerConfig {
+        enabled: amp_dtype == Some(DType::F16),
+        ..Default::default()
+    });
     let warm = LinearLR::new(&mut opt, 0.1, 1.0, warmup);
     let cosine = CosineAnnealingLR::new(&mut opt, total - warmup, c.lr * 1e-2);
     let mut sched = SequentialLR::new(
@@ -159,6 +179,9 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
         opt.load_state_dict(&ck.optimizer)?;
         sched.load_state_dict(&mut opt, &ck.scheduler);
         ck.restore_rng();
+        if scaler.is_enabled() && !ck.grad_scaler.is_empty() {
+            scaler.load_state_dict(&ck.grad_scaler)?;
+        }
         let stored = ck.extra.get("settings").map(String::as_str).unwrap_or("");
         let changed = changed_settings(c, stored);
         if !changed.is_empty() && !c.allow_changes {
@@ -202,10 +225,14 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
         for batch in train.iter() {
             let (x, y) = (batch[0].flatten(1, -1).to(dev)?, &batch[1].to(dev)?);
             opt.zero_grad();
-            let loss = cross_entropy(&model.forward(&x), y);
-            loss.backward();
+            let loss = amp::autocast(device_type, amp_dtype, amp_dtype.is_some(), || {
+                cross_entropy(&model.forward(&x), y)
+            });
+            scaler.scale(&loss).backward();
+            scaler.unscale_(&mut opt);
             clip_grad_norm_(&model.parameters(), 1.0);
-            opt.step();
+            scaler.step(&mut opt);
+            scaler.update();
             sched.step(&mut opt);
             let l = loss.item::<f64>();
             if !l.is_finite() {
@@ -233,7 +260,9 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
                     batch[0].flatten(1, -1).to(dev).expect("device in use"),
                     &batch[1].to(dev).expect("device in use"),
                 );
-                let logits = model.forward(&x);
+                let logits = amp::autocast(device_type, amp_dtype, amp_dtype.is_some(), || {
+                    model.forward(&x)
+                });
                 val_loss += cross_entropy(&logits, y).item::<f64>() * y.size(0) as f64;
                 correct += logits.argmax(-1, false).eq(y).count_nonzero();
                 n += y.size(0);
@@ -264,6 +293,9 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             (epoch * steps_per_epoch) as u64,
         );
         ck.extra.insert("history".into(), to_csv(&history));
+        if scaler.is_enabled() {
+            ck.grad_scaler = scaler.state_dict();
+        }
         let settings: Vec<String> = run_settings(c)
             .iter()
             .map(|(k, v)| format!("{k}={v}"))

@@ -222,6 +222,27 @@ fn resume_refuses_other_settings_unless_allowed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn train_digits_trains_in_mixed_precision_and_keeps_the_scaler() {
+    let dir = std::env::temp_dir().join(format!("tapir-amp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let first = run(
+        "train_digits",
+        &["--out", out, "--epochs", "2", "--amp", "f16"],
+    );
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let ck = tapir::Checkpoint::load(dir.join("last.safetensors")).unwrap();
+    let scale = ck.grad_scaler.iter().find(|(k, _)| k == "scale");
+    assert!(scale.is_some_and(|(_, v)| *v > 0.0), "{:?}", ck.grad_scaler);
+    let err = refused(
+        "train_digits",
+        &["--out", out, "--epochs", "3", "--resume", "--amp", "bf16"],
+    );
+    assert!(err.contains("--amp bf16 (the run used f16)"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Writes an IDX file (big-endian dims, u8 data) as MNIST's are.
 fn idx(path: &std::path::Path, dims: &[u32], data: &[u8]) {
     let mut b = vec![0, 0, 0x08, dims.len() as u8];
