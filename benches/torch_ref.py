@@ -479,7 +479,15 @@ def run_in_process(workload, variant, args):
     torch.set_num_threads(args.threads)
     baseline = peak_rss_mib()  # peak RSS after `import torch`, before the workload
     fn, _ = BENCHES[workload]
-    rec = fn(args, variant)
+    if args.amp:
+        # The whole step under autocast, as the AMP recipe runs its forward
+        # (backward and the optimizer are unaffected by the region).
+        dtype = torch.bfloat16 if args.amp == "bf16" else torch.float16
+        with torch.autocast(args.device, dtype=dtype):
+            rec = fn(args, variant)
+    else:
+        rec = fn(args, variant)
+    rec["amp"] = args.amp
     rec["baseline_rss_mib"] = round(baseline, 1)
     return rec
 
@@ -490,6 +498,8 @@ def run_isolated(workload, variant, args):
            "--unit", f"{workload}:{variant}",
            "--threads", str(args.threads), "--seed", str(args.seed),
            "--steps-scale", str(args.steps_scale), "--device", args.device]
+    if args.amp:
+        cmd += ["--amp", args.amp]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, check=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     return json.loads(lines[-1])
@@ -543,6 +553,8 @@ def parse_args(argv=None):
                         "cpu_util is kept (default 3)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                    help="where the workloads run (default cpu)")
+    p.add_argument("--amp", default=None, choices=["bf16", "f16"],
+                   help="run each step under torch.autocast to this dtype (tapir: bench_ref --amp)")
     p.add_argument("--unit", default=None, help=argparse.SUPPRESS)  # internal: child mode
     args = p.parse_args(argv)
     global DEVICE

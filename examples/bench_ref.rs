@@ -50,6 +50,10 @@ struct Cli {
     /// cpu, or cuda (GPU 0; needs the `cuda` feature).
     #[arg(long, default_value = "cpu", value_parser = ["cpu", "cuda", "cuda:0"])]
     device: String,
+    /// Run the mlp and transformer forward under autocast to bf16 or f16
+    /// (PyTorch's side: `benches/torch_amp_ref.py`).
+    #[arg(long, value_parser = ["bf16", "f16"])]
+    amp: Option<String>,
 }
 
 struct Args {
@@ -59,6 +63,25 @@ struct Args {
     seed: u64,
     one: Option<String>,
     device: Device,
+    amp: Option<DType>,
+}
+
+impl Args {
+    /// `f` under the autocast region `--amp` asks for (none without it).
+    fn autocast<R>(&self, f: impl FnOnce() -> R) -> R {
+        let device_type = tapir::amp::DeviceType::from(self.device);
+        tapir::amp::autocast(device_type, self.amp, self.amp.is_some(), f)
+    }
+
+    /// The record's `amp` field.
+    fn amp_field(&self) -> (&'static str, String) {
+        let name = match self.amp {
+            Some(DType::F16) => "\"f16\"",
+            Some(_) => "\"bf16\"",
+            None => "null",
+        };
+        ("amp", name.to_string())
+    }
 }
 
 fn parse() -> Result<Args, String> {
@@ -80,6 +103,10 @@ fn parse() -> Result<Args, String> {
             "cpu" => Device::Cpu,
             _ => Device::cuda(0).map_err(|e| format!("--device: {e}"))?,
         },
+        amp: c.amp.as_deref().map(|a| match a {
+            "f16" => DType::F16,
+            _ => DType::BF16,
+        }),
     })
 }
 
@@ -312,7 +339,7 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
         let i = it % N_DATA_BATCHES;
         it += 1;
         opt.zero_grad();
-        let loss = cross_entropy(&model.forward(&xs[i]), &ys[i]);
+        let loss = args.autocast(|| cross_entropy(&model.forward(&xs[i]), &ys[i]));
         loss.backward();
         clip_grad_norm_(&params, 1.0);
         opt.step();
@@ -342,6 +369,7 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
             ("batch", batch.to_string()),
             ("params", model.num_parameters().to_string()),
             ("final_loss", format!("{final_loss:.4}")),
+            args.amp_field(),
         ],
     )
 }
@@ -447,8 +475,10 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
         let (x, y) = &data[it % N_DATA_BATCHES];
         it += 1;
         opt.zero_grad();
-        let logits = model.forward(x, &positions);
-        let loss = cross_entropy(&logits.reshape(&[-1, V as isize]), y);
+        let loss = args.autocast(|| {
+            let logits = model.forward(x, &positions);
+            cross_entropy(&logits.reshape(&[-1, V as isize]), y)
+        });
         loss.backward();
         clip_grad_norm_(&params, 1.0);
         opt.step();
@@ -467,6 +497,7 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
             ("context", CTX.to_string()),
             ("params", model.num_parameters().to_string()),
             ("tokens_per_s", format!("{:.1}", sps * (batch * CTX) as f64)),
+            args.amp_field(),
         ],
     )
 }
@@ -516,6 +547,11 @@ fn main() {
                     "--device",
                     if args.device.is_cuda() { "cuda" } else { "cpu" },
                 ])
+                .args(match args.amp {
+                    Some(DType::F16) => vec!["--amp", "f16"],
+                    Some(_) => vec!["--amp", "bf16"],
+                    None => vec![],
+                })
                 .output()
                 .expect("spawn bench child");
             print!("{}", String::from_utf8_lossy(&out.stdout));
