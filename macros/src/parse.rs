@@ -43,6 +43,8 @@ pub struct FieldDef {
     /// `#[module]` / `#[module(init)]`: a hand-written module, built by
     /// `init` (or `Default::default()`), whose calls go through `unchecked!`.
     pub module: Option<Option<Expr>>,
+    /// `#[checkpoint]`: calls of this layer are gradient-checkpointed.
+    pub checkpoint: bool,
 }
 
 pub struct ForwardDef {
@@ -136,6 +138,18 @@ fn parse_struct(input: ParseStream) -> syn::Result<ModelDef> {
                     .attrs
                     .into_iter()
                     .partition(|a| a.path().is_ident("module"));
+                let (checkpoint, attrs): (Vec<Attribute>, Vec<Attribute>) = attrs
+                    .into_iter()
+                    .partition(|a| a.path().is_ident("checkpoint"));
+                if let Some(a) = checkpoint
+                    .iter()
+                    .find(|a| !matches!(a.meta, syn::Meta::Path(_)))
+                {
+                    return Err(syn::Error::new_spanned(
+                        a,
+                        "`#[checkpoint]` takes no arguments",
+                    ));
+                }
                 let module = match module.first() {
                     None => None,
                     Some(a) => Some(match &a.meta {
@@ -149,6 +163,7 @@ fn parse_struct(input: ParseStream) -> syn::Result<ModelDef> {
                     name,
                     ty: f.ty,
                     module,
+                    checkpoint: !checkpoint.is_empty(),
                 }))
             })
             .filter_map(Result::transpose)

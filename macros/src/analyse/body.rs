@@ -49,6 +49,8 @@ pub struct Checker<'a> {
     pub assertions: Vec<Assertion>,
     /// Fields whose type had an error (already reported).
     pub broken: Vec<String>,
+    /// `#[checkpoint]` fields: their calls are recomputed in backward.
+    pub checkpointed: Vec<String>,
 }
 
 pub(super) fn from(origin: &str) -> String {
@@ -73,6 +75,7 @@ impl<'a> Checker<'a> {
             errors: vec![],
             assertions: vec![],
             broken: vec![],
+            checkpointed: vec![],
         }
     }
 

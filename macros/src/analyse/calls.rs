@@ -323,7 +323,9 @@ impl Checker<'_> {
         }
         let ir = Ir::Call {
             callee,
-            how: CallHow::Forward,
+            how: CallHow::Forward {
+                checkpoint: self.checkpointed.iter().any(|f| f == field),
+            },
             args: irs,
         };
         // A Sequential applies its layers in turn (models through their signatures).
@@ -488,7 +490,9 @@ impl Checker<'_> {
         span: Span,
     ) -> Option<(Val, Ir)> {
         let val = self.apply_model(name, margs, label, field, &tensors, span)?;
-        let how = CallHow::Model;
+        let how = CallHow::Model {
+            checkpoint: self.checkpointed.iter().any(|f| f == field),
+        };
         Some((
             val,
             Ir::Call {

@@ -7,10 +7,11 @@ use syn::{Expr, Ident};
 /// How a layer is called.
 #[derive(Clone)]
 pub enum CallHow {
-    /// A table layer with one input and one output (`Forward::forward`).
-    Forward,
+    /// A table layer with one input and one output (`Forward::forward`);
+    /// `checkpoint` when its field is `#[checkpoint]`.
+    Forward { checkpoint: bool },
     /// Another `model!` model (its unchecked forward).
-    Model,
+    Model { checkpoint: bool },
     /// A layer whose inherent `forward(x, None)` also takes and returns a
     /// state (GRU, LSTM), started from zeros.
     WithState,

@@ -292,12 +292,12 @@ pub fn suggest(name: &str) -> Option<&'static str> {
 }
 
 /// Reads a field type: a table row, a `Sequential<(..)>`, an array `[L; N]`
-/// (a ModuleList) or another model.
-pub fn parse_layer(ty: &Type, scope: &mut DimScope) -> syn::Result<Layer> {
+/// (a ModuleList) or another model (`models`: the names known to be models).
+pub fn parse_layer(ty: &Type, scope: &mut DimScope, models: &[String]) -> syn::Result<Layer> {
     let span = ty.span();
     let path = match ty {
         Type::Array(a) => {
-            let elem = parse_layer(&a.elem, scope)?;
+            let elem = parse_layer(&a.elem, scope, models)?;
             let n = dim_of_expr(&a.len, scope)?;
             return Ok(Layer {
                 kind: Kind::List {
@@ -308,7 +308,7 @@ pub fn parse_layer(ty: &Type, scope: &mut DimScope) -> syn::Result<Layer> {
                 row: "ModuleList".into(),
             });
         }
-        Type::Paren(p) => return parse_layer(&p.elem, scope),
+        Type::Paren(p) => return parse_layer(&p.elem, scope, models),
         Type::Path(p) if p.qself.is_none() => &p.path,
         _ => {
             return Err(syn::Error::new(
@@ -352,12 +352,14 @@ pub fn parse_layer(ty: &Type, scope: &mut DimScope) -> syn::Result<Layer> {
             };
             let mut layers = vec![];
             for t in elems {
-                layers.push(parse_layer(t, scope)?);
+                layers.push(parse_layer(t, scope, models)?);
             }
             Kind::Sequential(layers)
         }
         _ => {
-            if let Some(s) = suggest(&name) {
+            // A model of this block (or one whose signature is known) is
+            // not a misspelt row, however close its name is to one.
+            if let Some(s) = suggest(&name).filter(|_| !models.contains(&name)) {
                 return Err(syn::Error::new(
                     seg.ident.span(),
                     format!("unknown layer `{name}`; did you mean `{s}`?"),

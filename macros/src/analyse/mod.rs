@@ -232,6 +232,12 @@ pub fn analyse(input: &Input) -> Analysis<'_> {
         }
     }
     let mut models = vec![];
+    let model_names: Vec<String> = input
+        .models
+        .iter()
+        .map(|d| d.name.to_string())
+        .chain(sigs.keys().cloned())
+        .collect();
     for def in &input.models {
         let consts = const_generics(def, &mut errors);
         let (sig, inputs, runtime_dims) = match signature_of(def, &consts, &mut errors) {
@@ -257,7 +263,7 @@ pub fn analyse(input: &Input) -> Analysis<'_> {
                 fields.push((f.name.clone(), Layer { kind, span, row }));
                 continue;
             }
-            match parse_layer(&f.ty, &mut scope) {
+            match parse_layer(&f.ty, &mut scope, &model_names) {
                 Ok(l) => fields.push((f.name.clone(), l)),
                 Err(e) => {
                     errors.push(e);
@@ -319,6 +325,13 @@ fn check_body(m: &mut Model, sigs: &HashMap<String, Sig>, errors: &mut Vec<syn::
     };
     let mut checker = Checker::new(&m.fields, sigs, scope);
     checker.broken = m.broken.clone();
+    checker.checkpointed = m
+        .def
+        .fields
+        .iter()
+        .filter(|f| f.checkpoint)
+        .map(|f| f.name.to_string())
+        .collect();
     let mut shapes = sig.inputs.iter();
     for p in &f.params {
         let val = match &p.ty {

@@ -35,8 +35,29 @@ impl Gen {
                 };
                 let refs: Vec<TokenStream> = args.iter().map(|a| self.by_ref(a)).collect();
                 match how {
-                    CallHow::Forward => quote!(::tapir::nn::Forward::forward(&#target, #(#refs),*)),
-                    CallHow::Model => quote!(#target.__tapir_forward(#(#refs),*)),
+                    CallHow::Forward { checkpoint: false } => {
+                        quote!(::tapir::nn::Forward::forward(&#target, #(#refs),*))
+                    }
+                    CallHow::Model { checkpoint: false } => {
+                        quote!(#target.__tapir_forward(#(#refs),*))
+                    }
+                    CallHow::Forward { checkpoint: true } | CallHow::Model { checkpoint: true } => {
+                        // The layer is an `Arc` field: the recompute owns a handle.
+                        let xs = (0..refs.len()).map(|i| quote!(&__tapir_xs[#i]));
+                        let call = match how {
+                            CallHow::Model { .. } => {
+                                quote!(__tapir_layer.__tapir_forward(#(#xs),*))
+                            }
+                            _ => quote!(::tapir::nn::Forward::forward(&*__tapir_layer, #(#xs),*)),
+                        };
+                        quote!({
+                            let __tapir_layer = ::std::sync::Arc::clone(&#target);
+                            ::tapir::checkpoint(
+                                move |__tapir_xs: &[::tapir::Tensor]| #call,
+                                &[#(::core::clone::Clone::clone(#refs)),*],
+                            )
+                        })
+                    }
                     CallHow::WithState => {
                         quote!(#target.forward(#(#refs),*, ::core::option::Option::None))
                     }

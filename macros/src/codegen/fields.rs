@@ -21,6 +21,35 @@ pub fn runtime_type(l: &Layer) -> TokenStream {
     }
 }
 
+/// A `#[checkpoint]` field's type: its layers behind `Arc`s (a list's
+/// elements each), so a recompute can own a handle to the layer it calls.
+pub fn checkpointed_type(l: &Layer) -> TokenStream {
+    match &l.kind {
+        Kind::List { elem, .. } => {
+            let e = runtime_type(elem);
+            quote!(::tapir::nn::ModuleList<::std::sync::Arc<#e>>)
+        }
+        _ => {
+            let t = runtime_type(l);
+            quote!(::std::sync::Arc<#t>)
+        }
+    }
+}
+
+/// The expression that builds a `#[checkpoint]` field.
+pub fn checkpointed_constructor(l: &Layer) -> TokenStream {
+    match &l.kind {
+        Kind::List { elem, n } => {
+            let (e, n) = (constructor(elem), dim_usize(n));
+            quote!(::tapir::nn::ModuleList::new((0..#n).map(|_| ::std::sync::Arc::new(#e)).collect()))
+        }
+        _ => {
+            let c = constructor(l);
+            quote!(::std::sync::Arc::new(#c))
+        }
+    }
+}
+
 /// The expression that builds a field on the CPU with PyTorch's defaults.
 pub fn constructor(l: &Layer) -> TokenStream {
     let nn = quote!(::tapir::nn);

@@ -12,7 +12,7 @@ use crate::analyse::{InputKind, Model};
 use crate::parse::{ModelDef, ParamType};
 use crate::shape::{Atom, Dim, SymKind};
 use body::Gen;
-use fields::{constructor, runtime_type};
+use fields::{checkpointed_constructor, checkpointed_type, constructor, runtime_type};
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{ToTokens, format_ident, quote};
 use syn::Ident;
@@ -292,7 +292,7 @@ pub fn stub(def: &ModelDef, fields: &[(Ident, Layer)]) -> TokenStream {
     };
     let fields: Vec<(Ident, TokenStream)> = fields
         .iter()
-        .map(|(n, l)| (n.clone(), runtime_type(l)))
+        .map(|(n, l)| (n.clone(), field_type(def, n, l)))
         .collect();
     let name = &def.name;
     let (impl_g, ty_g, where_c) = def.generics.split_for_impl();
@@ -330,10 +330,13 @@ pub fn model(m: &Model) -> TokenStream {
     let fields: Vec<(Ident, TokenStream)> = m
         .fields
         .iter()
-        .map(|(n, l)| (n.clone(), runtime_type(l)))
+        .map(|(n, l)| (n.clone(), field_type(def, n, l)))
         .collect();
     let ctors = m.fields.iter().map(|(n, l)| {
-        let c = constructor(l);
+        let c = match is_checkpointed(def, n) {
+            true => checkpointed_constructor(l),
+            false => constructor(l),
+        };
         quote!(#n: #c)
     });
     let (asserts, child_checks) = checks::shape_checks(m);
@@ -436,5 +439,18 @@ pub fn model(m: &Model) -> TokenStream {
         }
         #common
         #sig
+    }
+}
+
+/// Whether the field `name` is marked `#[checkpoint]`.
+fn is_checkpointed(def: &ModelDef, name: &Ident) -> bool {
+    def.fields.iter().any(|f| f.name == *name && f.checkpoint)
+}
+
+/// A field's type in the generated struct.
+fn field_type(def: &ModelDef, name: &Ident, l: &Layer) -> TokenStream {
+    match is_checkpointed(def, name) {
+        true => checkpointed_type(l),
+        false => runtime_type(l),
     }
 }

@@ -240,6 +240,36 @@ pub trait Forward: Module {
     fn forward(&self, x: &Tensor) -> Tensor;
 }
 
+/// A shared module (what a `#[checkpoint]` field of a `model!` holds, so
+/// that a recompute can own a handle to it). Changing its tensors (device
+/// or dtype moves, loading) needs the only handle: a graph that still holds
+/// one must be backpropagated or dropped first.
+impl<M: Module> Module for std::sync::Arc<M> {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        (**self).visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        std::sync::Arc::get_mut(self)
+            .expect("a checkpointed module cannot be changed while a graph that will recompute it is alive: run backward (or drop the output) first")
+            .visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        (**self).repr()
+    }
+    fn set_training(&self, on: bool) {
+        (**self).set_training(on)
+    }
+    fn is_training(&self) -> bool {
+        (**self).is_training()
+    }
+}
+
+impl<M: Forward> Forward for std::sync::Arc<M> {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        (**self).forward(x)
+    }
+}
+
 /// Visits a child's tensors under `name.` — the building block of a
 /// composite module's `visit`.
 pub fn visit_child(name: &str, child: &dyn Module, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
