@@ -743,3 +743,35 @@ fn running_out_of_gpu_memory_is_an_error_naming_the_bytes() {
     let y = Tensor::ones(&[3]).to(device).unwrap();
     assert_eq!(y.sum().item::<f32>(), 3.0);
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn autocast_on_the_gpu_follows_the_cuda_lists_and_the_scaler_steps() {
+    use tapir::amp::{self, DeviceType, GradScaler, GradScalerConfig};
+    let Some(device) = gpu() else { return };
+    let (x, y) = batch(1);
+    let cpu = SeedMlp::<48, 10>::new(&Device::Cpu);
+    let mut model = SeedMlp::<48, 10>::new(&Device::Cpu);
+    model.load_state_dict(&cpu.state_dict(), true).unwrap();
+    model.to_device(device).unwrap();
+    let (xd, yd) = (x.to(device).unwrap(), y.to(device).unwrap());
+    let (logits, probs, loss) = amp::autocast(DeviceType::Cuda, None, true, || {
+        let logits = model.forward(&xd);
+        (logits.clone(), logits.softmax(-1), cross_entropy(&logits, &yd))
+    });
+    // f16 matmuls; softmax and the loss in f32 on CUDA (CPU autocast keeps softmax in bf16).
+    assert_eq!(
+        (logits.dtype(), probs.dtype(), loss.dtype()),
+        (DType::F16, DType::F32, DType::F32)
+    );
+    let want = cpu.forward(&x);
+    close("f16 logits", &logits.to_dtype(DType::F32), &want, 2e-2, 2e-2).unwrap();
+    let mut opt = tapir::optim::SGD::new(model.parameters(), Default::default());
+    let mut scaler = GradScaler::new(GradScalerConfig::default());
+    scaler.scale(&loss).backward();
+    assert!(scaler.step(&mut opt), "finite gradients step");
+    scaler.update();
+    for p in model.parameters() {
+        assert_eq!((p.dtype(), p.grad().unwrap().dtype()), (DType::F32, DType::F32));
+    }
+}
