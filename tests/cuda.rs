@@ -757,7 +757,11 @@ fn autocast_on_the_gpu_follows_the_cuda_lists_and_the_scaler_steps() {
     let (xd, yd) = (x.to(device).unwrap(), y.to(device).unwrap());
     let (logits, probs, loss) = amp::autocast(DeviceType::Cuda, None, true, || {
         let logits = model.forward(&xd);
-        (logits.clone(), logits.softmax(-1), cross_entropy(&logits, &yd))
+        (
+            logits.clone(),
+            logits.softmax(-1),
+            cross_entropy(&logits, &yd),
+        )
     });
     // f16 matmuls; softmax and the loss in f32 on CUDA (CPU autocast keeps softmax in bf16).
     assert_eq!(
@@ -765,13 +769,23 @@ fn autocast_on_the_gpu_follows_the_cuda_lists_and_the_scaler_steps() {
         (DType::F16, DType::F32, DType::F32)
     );
     let want = cpu.forward(&x);
-    close("f16 logits", &logits.to_dtype(DType::F32), &want, 2e-2, 2e-2).unwrap();
+    close(
+        "f16 logits",
+        &logits.to_dtype(DType::F32),
+        &want,
+        2e-2,
+        2e-2,
+    )
+    .unwrap();
     let mut opt = tapir::optim::SGD::new(model.parameters(), Default::default());
     let mut scaler = GradScaler::new(GradScalerConfig::default());
     scaler.scale(&loss).backward();
     assert!(scaler.step(&mut opt), "finite gradients step");
     scaler.update();
     for p in model.parameters() {
-        assert_eq!((p.dtype(), p.grad().unwrap().dtype()), (DType::F32, DType::F32));
+        assert_eq!(
+            (p.dtype(), p.grad().unwrap().dtype()),
+            (DType::F32, DType::F32)
+        );
     }
 }

@@ -269,5 +269,8 @@ fn per_block_checkpointing_halves_the_peak_memory_of_the_char_transformer() {
         b as f64 / 1048576.0
     );
     assert!(ratio <= 0.5, "checkpointing kept {ratio:.2}x of the peak");
-    assert!(grads(&plain) == grads(&ckpt), "gradients differ under #[checkpoint]");
+    assert!(
+        grads(&plain) == grads(&ckpt),
+        "gradients differ under #[checkpoint]"
+    );
 }
