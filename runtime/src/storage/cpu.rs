@@ -91,6 +91,11 @@ impl CpuBuffer {
 
     /// A row-major copy of the view, converted to `dtype`.
     pub fn cast(&self, l: &Layout, dtype: DType) -> CpuBuffer {
+        if let Some(o) = l.contiguous_offset()
+            && let Some(fast) = self.cast_dense(o..o + l.numel(), dtype)
+        {
+            return fast;
+        }
         with_vec!(self, v => match dtype {
             DType::F32 => CpuBuffer::F32(cast_vec(v, l)),
             DType::F64 => CpuBuffer::F64(cast_vec(v, l)),
@@ -99,6 +104,18 @@ impl CpuBuffer {
             DType::I64 => CpuBuffer::I64(cast_vec(v, l)),
             DType::U8 => CpuBuffer::U8(cast_vec(v, l)),
             DType::Bool => CpuBuffer::Bool(cast_vec(v, l)),
+        })
+    }
+
+    /// The conversions mixed precision lives on (f32 to and from bf16/f16)
+    /// over a dense range, through the vectorised kernels.
+    fn cast_dense(&self, r: std::ops::Range<usize>, dtype: DType) -> Option<CpuBuffer> {
+        Some(match (self, dtype) {
+            (CpuBuffer::BF16(v), DType::F32) => CpuBuffer::F32(cpu::bf16_to_f32(&v[r])),
+            (CpuBuffer::F16(v), DType::F32) => CpuBuffer::F32(cpu::f16_to_f32(&v[r])),
+            (CpuBuffer::F32(v), DType::BF16) => CpuBuffer::BF16(cpu::f32_to_bf16(&v[r])),
+            (CpuBuffer::F32(v), DType::F16) => CpuBuffer::F16(cpu::f32_to_f16(&v[r])),
+            _ => return None,
         })
     }
 
@@ -242,6 +259,18 @@ impl CpuBuffer {
         })
     }
 
+    /// A GEMM operand in f32 with the layout to read it by: a view that
+    /// covers its whole buffer (a transposed weight) is converted densely
+    /// and keeps its strides; a smaller view is gathered.
+    fn as_f32_operand(&self, l: &Layout) -> (Vec<f32>, Layout) {
+        if l.numel() == self.len()
+            && let Some(CpuBuffer::F32(v)) = self.cast_dense(0..self.len(), DType::F32)
+        {
+            return (v, l.clone());
+        }
+        (self.to_vec(l), Layout::contiguous(&l.shape))
+    }
+
     pub fn matmul(&self, la: &Layout, rhs: &CpuBuffer, lb: &Layout) -> CpuBuffer {
         use CpuBuffer::*;
         match (self, rhs) {
@@ -249,14 +278,9 @@ impl CpuBuffer {
             (F64(a), F64(b)) => F64(cpu::matmul(a, la, b, lb)),
             (a, b) => {
                 // f16/bf16: multiply in f32 and round once, as PyTorch's CPU path.
-                let x: Vec<f32> = a.to_vec(la);
-                let y: Vec<f32> = b.to_vec(lb);
-                let r = cpu::matmul(
-                    &x,
-                    &Layout::contiguous(&la.shape),
-                    &y,
-                    &Layout::contiguous(&lb.shape),
-                );
+                let (x, lx) = a.as_f32_operand(la);
+                let (y, ly) = b.as_f32_operand(lb);
+                let r = cpu::matmul(&x, &lx, &y, &ly);
                 let n = r.len();
                 F32(r).cast(&Layout::contiguous(&[n]), a.dtype())
             }
