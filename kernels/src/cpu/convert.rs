@@ -29,14 +29,17 @@ pub fn bf16_to_f32(v: &[bf16]) -> Vec<f32> {
 /// assert_eq!(b[2], bf16::from_f32(3.0e38));
 /// ```
 pub fn f32_to_bf16(v: &[f32]) -> Vec<bf16> {
-    v.iter()
-        .map(|&x| {
-            let b = x.to_bits();
-            let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16;
-            let quiet_nan = (b >> 16) | 0x40;
-            bf16::from_bits(if x.is_nan() { quiet_nan } else { rounded } as u16)
-        })
-        .collect()
+    v.iter().map(|&x| bf16_from_f32(x)).collect()
+}
+
+/// One f32 to bf16 as `bf16::from_f32` rounds it, without a branch, so
+/// loops of it (the bf16 arms of every elementwise kernel) vectorise.
+#[inline(always)]
+pub fn bf16_from_f32(x: f32) -> bf16 {
+    let b = x.to_bits();
+    let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16;
+    let quiet_nan = (b >> 16) | 0x40;
+    bf16::from_bits(if x.is_nan() { quiet_nan } else { rounded } as u16)
 }
 
 /// f16 to f32, exactly.

@@ -13,7 +13,7 @@ mod strided;
 mod sum;
 
 pub use conv::{col2im, im2col};
-pub use convert::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+pub use convert::{bf16_from_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use elementwise::{copy_strided, map, map_inplace, zip_inplace, zip_map};
 pub use index::{gather, index_add_rows, index_select, scatter_add};
 pub use matmul::matmul;

@@ -136,7 +136,7 @@ impl CpuBuffer {
                 CpuBuffer::F16(cpu::map(v, l, |x| f16::from_f32(op.f(x.to_f32()))))
             }
             CpuBuffer::BF16(v) => {
-                CpuBuffer::BF16(cpu::map(v, l, |x| bf16::from_f32(op.f(x.to_f32()))))
+                CpuBuffer::BF16(cpu::map(v, l, |x| cpu::bf16_from_f32(op.f(x.to_f32()))))
             }
             other if F::INT => {
                 let r = other.cast(l, DType::I64);
@@ -167,7 +167,7 @@ impl CpuBuffer {
                 f16::from_f32(op.f(x.to_f32(), y.to_f32()))
             })),
             (BF16(a), BF16(b)) => BF16(cpu::zip_map(a, la, b, lb, |x, y| {
-                bf16::from_f32(op.f(x.to_f32(), y.to_f32()))
+                cpu::bf16_from_f32(op.f(x.to_f32(), y.to_f32()))
             })),
             (a, b) if F::INT => {
                 let (I64(x), I64(y)) = (a.cast(la, DType::I64), b.cast(lb, DType::I64)) else {

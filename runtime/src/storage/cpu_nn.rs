@@ -6,7 +6,7 @@
 use super::Along;
 use super::cpu::{CpuBuffer, Wrap, contiguous, with_vec};
 use crate::dtype::{DType, Element};
-use half::{bf16, f16};
+use half::f16;
 use std::borrow::Cow;
 use tapir_kernels::elementwise::{BinaryFn, UnaryFn};
 use tapir_kernels::optim::OptimStep;
@@ -231,7 +231,7 @@ impl CpuBuffer {
             CpuBuffer::F32(d) => cpu::map_inplace(d, l, |x| op.f(x)),
             CpuBuffer::F64(d) => cpu::map_inplace(d, l, |x| op.f(x)),
             CpuBuffer::F16(d) => cpu::map_inplace(d, l, |x| f16::from_f32(op.f(x.to_f32()))),
-            CpuBuffer::BF16(d) => cpu::map_inplace(d, l, |x| bf16::from_f32(op.f(x.to_f32()))),
+            CpuBuffer::BF16(d) => cpu::map_inplace(d, l, |x| cpu::bf16_from_f32(op.f(x.to_f32()))),
             other if F::INT => {
                 with_vec!(other, d => cpu::map_inplace(d, l, |x| Element::from_i64(op.i(x.to_i64()))))
             }
@@ -258,7 +258,7 @@ impl CpuBuffer {
                 f16::from_f32(op.f(x.to_f32(), y.to_f32()))
             }),
             (BF16(d), BF16(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| {
-                bf16::from_f32(op.f(x.to_f32(), y.to_f32()))
+                cpu::bf16_from_f32(op.f(x.to_f32(), y.to_f32()))
             }),
             (d, s) if F::INT => {
                 let sv: Vec<i64> = s.to_vec(ls);
