@@ -53,6 +53,8 @@ CASES = {
     "cat_with_f32": ([a, b, c], lambda a, b, c: torch.cat([a @ b, c], 0)),
     "exp_sum_of_matmul": ([a, b], lambda a, b: (a @ b * 0.1).exp().sum()),
     "add_f32_residual": ([a, b, c], lambda a, b, c: a @ b + c),
+    "sdpa": ([a.reshape(2, 2, 6), c.reshape(2, 2, 5)[..., :4].repeat(1, 1, 1) @ torch.ones(4, 6) * 0.1, c.reshape(2, 2, 5)],
+             lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
 }
 
 for dtype in [torch.bfloat16, torch.float16]:

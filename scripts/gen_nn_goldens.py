@@ -301,6 +301,18 @@ layer("transformer_pre_gelu_masks",
       extra=lambda m, xs: m(xs[0], src_mask=torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
                             src_key_padding_mask=torch.tensor([[False] * 5, [False, False, False, False, True]])))
 
+# ---- scaled_dot_product_attention (added later, its own seed) -------------------------
+torch.manual_seed(3)
+r = torch.randn
+allowed = torch.rand(3, 6) > 0.4
+allowed[:, 0] = True  # every query may attend somewhere
+layer("sdpa_causal", nn.Identity(), [r(2, 2, 5, 4), r(2, 2, 5, 4), r(2, 2, 5, 4)],
+      extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], is_causal=True))
+layer("sdpa_bool_mask_scale", nn.Identity(), [r(2, 3, 4), r(2, 6, 4), r(2, 6, 5), allowed],
+      extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], attn_mask=xs[3], scale=0.3))
+layer("sdpa_float_mask", nn.Identity(), [r(3, 4), r(6, 4), r(6, 4), r(3, 6)],
+      extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], attn_mask=xs[3]))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -55,6 +55,7 @@ pub fn load_cpu(st: &SafeTensors, key: &str) -> Tensor {
                 .collect(),
             &shape,
         ),
+        Dtype::BOOL => Tensor::from_vec(d.iter().map(|&b| b != 0).collect::<Vec<bool>>(), &shape),
         other => panic!("unexpected golden dtype {other:?}"),
     }
 }

@@ -38,6 +38,7 @@ fn run(name: &str, x: &[Tensor]) -> Tensor {
         "cat_with_f32" => Tensor::cat(&[&x[0].matmul(&x[1]), &x[2]], 0),
         "exp_sum_of_matmul" => (&x[0].matmul(&x[1]) * 0.1).exp().sum(),
         "add_f32_residual" => &x[0].matmul(&x[1]) + &x[2],
+        "sdpa" => nn::scaled_dot_product_attention(&x[0], &x[1], &x[2], None, 0.0, true, None),
         other => panic!("no amp case {other}"),
     }
 }
@@ -113,7 +114,7 @@ fn ops_under_autocast_match_pytorch_in_bf16_and_f16() {
     let (bytes, m) = read_goldens("amp");
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let cases = m["ops"].as_array().unwrap();
-    assert!(run_all(cases.iter(), |c| check_op(&st, c)) >= 22);
+    assert!(run_all(cases.iter(), |c| check_op(&st, c)) >= 24);
 }
 
 #[test]

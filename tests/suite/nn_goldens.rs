@@ -181,6 +181,16 @@ fn run_layer(
             };
             (out, m)
         }
+        "sdpa_causal" | "sdpa_bool_mask_scale" | "sdpa_float_mask" => {
+            let (mask, causal, scale) = match name {
+                "sdpa_causal" => (None, true, None),
+                "sdpa_bool_mask_scale" => (Some(&inputs[3]), false, Some(0.3)),
+                _ => (Some(&inputs[3]), false, None),
+            };
+            let out =
+                scaled_dot_product_attention(x, &inputs[1], &inputs[2], mask, 0.0, causal, scale);
+            (out, loaded(Box::new(Identity), sd, dtype)?)
+        }
         _ => {
             let m = loaded(build(name), sd, dtype)?;
             if !train {
@@ -285,7 +295,7 @@ fn layers_match_pytorch() {
     let (bytes, m) = read_goldens("nn");
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let cases = m["layers"].as_array().unwrap();
-    assert!(cases.len() >= 38);
+    assert!(cases.len() >= 41);
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F64, 1e-9));
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F32, 2e-4));
 }
@@ -793,5 +803,16 @@ fn sequence_layers_drop_out_only_in_training() {
         assert!(a.equal(&b), "{name}: eval runs differ");
         enc.train();
         gru.train();
+    }
+}
+
+/// `nn.Identity` for the functional cases (no parameters).
+struct Identity;
+
+impl Module for Identity {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        "Identity()".into()
     }
 }

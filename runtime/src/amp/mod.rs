@@ -6,8 +6,8 @@
 //! enabled for a device type, each op that has a policy casts its floating
 //! inputs before it runs, following PyTorch's lists:
 //! - **lower precision** (the region's dtype): matmul / mm / bmm, linear,
-//!   conv1d / conv2d (and so the attention, recurrent and transformer
-//!   projections);
+//!   conv1d / conv2d, scaled_dot_product_attention (and so the attention,
+//!   recurrent and transformer projections);
 //! - **f32 everywhere**: cross_entropy, nll_loss, mse_loss, l1_loss,
 //!   smooth_l1_loss, huber_loss, binary_cross_entropy_with_logits;
 //! - **f32 on CUDA** (on the CPU they run in the low dtype, as PyTorch's

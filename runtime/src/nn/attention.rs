@@ -188,3 +188,66 @@ impl Module for MultiheadAttention {
 }
 
 crate::display_as_repr!(MultiheadAttention);
+
+/// `F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+/// is_causal, scale)`: `softmax(q kᵀ · scale + mask) v` over the last two
+/// dims (`[.., L, E]` queries, `[.., S, E]` keys, `[.., S, Ev]` values),
+/// `scale` defaulting to `1/√E`. A bool `attn_mask` marks the allowed
+/// positions (true = attend), as PyTorch's does; a float one is added. Under
+/// autocast it runs in the low dtype (it is on PyTorch's list).
+///
+/// ```
+/// use tapir_runtime::{nn::scaled_dot_product_attention, Tensor};
+/// let q = Tensor::randn(&[2, 4, 5, 8]);
+/// let y = scaled_dot_product_attention(&q, &q, &q, None, 0.0, true, None);
+/// assert_eq!(y.shape(), &[2, 4, 5, 8]);
+/// ```
+#[track_caller]
+pub fn scaled_dot_product_attention(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    attn_mask: Option<&Tensor>,
+    dropout_p: f64,
+    is_causal: bool,
+    scale: Option<f64>,
+) -> Tensor {
+    if let Some(v) = crate::amp::cast(crate::amp::Policy::Lower, &[query, key, value]) {
+        return scaled_dot_product_attention(
+            &v[0], &v[1], &v[2], attn_mask, dropout_p, is_causal, scale,
+        );
+    }
+    let (q, k) = (query, key);
+    assert!(
+        q.ndim() >= 2
+            && k.ndim() >= 2
+            && value.ndim() >= 2
+            && q.size(-1) == k.size(-1)
+            && k.size(-2) == value.size(-2),
+        "scaled_dot_product_attention: query {:?}, key {:?} and value {:?} must be [.., L, E], [.., S, E] and [.., S, Ev]",
+        q.shape(),
+        k.shape(),
+        value.shape()
+    );
+    let (l, s) = (q.size(-2), k.size(-2));
+    let scale = scale.unwrap_or(1.0 / (q.size(-1) as f64).sqrt());
+    let mut scores = &q.matmul(&k.transpose(-2, -1)) * scale;
+    if is_causal {
+        let future = Tensor::ones(&[l, s])
+            .triu(1)
+            .gt_scalar(0.0)
+            .to(scores.device())
+            .expect("the scores' device is in use");
+        scores = scores.masked_fill(&future, f64::NEG_INFINITY);
+    }
+    if let Some(m) = attn_mask {
+        scores = if m.dtype() == DType::Bool {
+            // PyTorch's bool mask says where attention is allowed.
+            let blocked = m.eq_scalar(0.0);
+            scores.masked_fill(&blocked, f64::NEG_INFINITY)
+        } else {
+            &scores + m
+        };
+    }
+    dropout(&scores.softmax(-1), dropout_p, true).matmul(value)
+}

@@ -13,7 +13,7 @@ mod norm;
 mod recurrent;
 mod transformer;
 
-pub use attention::MultiheadAttention;
+pub use attention::{MultiheadAttention, scaled_dot_product_attention};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d};
 pub use layers::{
