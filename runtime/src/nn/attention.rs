@@ -103,12 +103,7 @@ impl MultiheadAttention {
         let (qh, kh, vh) = (heads(&q, 0, l), heads(&k, 1, s), heads(&v, 2, s));
         let mut scores = &qh.matmul(&kh.transpose(-1, -2)) * (1.0 / (hd as f64).sqrt()); // [B, H, L, S]
         if is_causal {
-            let future = Tensor::ones(&[l, s])
-                .triu(1)
-                .gt_scalar(0.0)
-                .to(scores.device())
-                .expect("the scores' device is in use");
-            scores = scores.masked_fill(&future, f64::NEG_INFINITY);
+            scores = mask_future(&scores);
         }
         if let Some(m) = attn_mask {
             assert!(
@@ -229,16 +224,10 @@ pub fn scaled_dot_product_attention(
         k.shape(),
         value.shape()
     );
-    let (l, s) = (q.size(-2), k.size(-2));
     let scale = scale.unwrap_or(1.0 / (q.size(-1) as f64).sqrt());
     let mut scores = &q.matmul(&k.transpose(-2, -1)) * scale;
     if is_causal {
-        let future = Tensor::ones(&[l, s])
-            .triu(1)
-            .gt_scalar(0.0)
-            .to(scores.device())
-            .expect("the scores' device is in use");
-        scores = scores.masked_fill(&future, f64::NEG_INFINITY);
+        scores = mask_future(&scores);
     }
     if let Some(m) = attn_mask {
         scores = if m.dtype() == DType::Bool {
@@ -250,4 +239,16 @@ pub fn scaled_dot_product_attention(
         };
     }
     dropout(&scores.softmax(-1), dropout_p, true).matmul(value)
+}
+
+/// Scores `[.., L, S]` with every key after its query (the causal mask's
+/// blocked positions) set to -inf.
+fn mask_future(scores: &Tensor) -> Tensor {
+    let (l, s) = (scores.size(-2), scores.size(-1));
+    let future = Tensor::ones(&[l, s])
+        .triu(1)
+        .gt_scalar(0.0)
+        .to(scores.device())
+        .expect("the scores' device is in use");
+    scores.masked_fill(&future, f64::NEG_INFINITY)
 }

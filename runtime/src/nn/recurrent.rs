@@ -5,6 +5,7 @@
 
 use super::init;
 use super::layers::dropout;
+use super::linear::linear;
 use super::module::{Module, TensorKind, TrainingFlag};
 use crate::Tensor;
 
@@ -207,15 +208,13 @@ impl Stack {
         mut carry: Carry,
         reverse: bool,
     ) -> (Tensor, Carry) {
-        let affine =
-            |x: &Tensor, w: &Tensor, b: &Option<Tensor>| super::linear::linear(x, w, b.as_ref());
         // The input half of every gate for every step, in one matmul.
-        let gi = affine(x, &cell.weight_ih, &cell.bias_ih);
+        let gi = linear(x, &cell.weight_ih, cell.bias_ih.as_ref());
         let len = x.size(0);
         let mut outs = vec![None; len];
         for step in 0..len {
             let t = if reverse { len - 1 - step } else { step };
-            let gh = affine(&carry.0, &cell.weight_hh, &cell.bias_hh);
+            let gh = linear(&carry.0, &cell.weight_hh, cell.bias_hh.as_ref());
             carry = self.step(&gi.select(0, t as isize), &gh, carry);
             outs[t] = Some(carry.0.clone());
         }

@@ -3,9 +3,11 @@
 //! pre-norm with `norm_first`), composed from existing layers.
 
 use super::attention::MultiheadAttention;
-use super::layers::dropout;
+use super::layers::{Dropout, dropout};
 use super::linear::Linear;
-use super::module::{Forward, Module, TensorKind, TrainingFlag, visit_child, visit_child_mut};
+use super::module::{
+    Forward, Module, TensorKind, TrainingFlag, repr_children, visit_child, visit_child_mut,
+};
 use super::norm::LayerNorm;
 use crate::Tensor;
 
@@ -191,23 +193,22 @@ impl Module for TransformerEncoderLayer {
         self.training.get()
     }
     fn repr(&self) -> String {
-        let p = self.opts.dropout;
-        let drop = format!("Dropout(p={p}, inplace=False)");
-        let children = [
-            ("self_attn", self.self_attn.repr()),
-            ("linear1", self.linear1.repr()),
-            ("dropout", drop.clone()),
-            ("linear2", self.linear2.repr()),
-            ("norm1", self.norm1.repr()),
-            ("norm2", self.norm2.repr()),
-            ("dropout1", drop.clone()),
-            ("dropout2", drop),
-        ];
-        let mut s = String::from("TransformerEncoderLayer(\n");
-        for (n, r) in children {
-            s.push_str(&format!("  ({n}): {}\n", r.replace('\n', "\n  ")));
-        }
-        s + ")"
+        // PyTorch's layer holds three Dropout modules; this one applies the
+        // function, so they exist only to be printed.
+        let drop = Dropout::new(self.opts.dropout);
+        repr_children(
+            "TransformerEncoderLayer",
+            &[
+                ("self_attn", &self.self_attn),
+                ("linear1", &self.linear1),
+                ("dropout", &drop),
+                ("linear2", &self.linear2),
+                ("norm1", &self.norm1),
+                ("norm2", &self.norm2),
+                ("dropout1", &drop),
+                ("dropout2", &drop),
+            ],
+        )
     }
 }
 

@@ -80,7 +80,7 @@ impl Tensor {
         let summed = if dims.is_empty() {
             self.clone()
         } else {
-            self.sum_dims(&dims, true)
+            self.sum_over(&dims, true)
         };
         let kept: Vec<isize> = summed.shape()[lead..].iter().map(|&d| d as isize).collect();
         summed.reshape(&kept)

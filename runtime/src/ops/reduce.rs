@@ -46,9 +46,16 @@ impl Tensor {
 
     /// Sum over `dims`, keeping them as size 1 when `keepdim`.
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
+        // The user's sum is on autocast's CUDA f32 list; the sums inside
+        // mean, var and gradient reduction are not (PyTorch's mean keeps its dtype).
         if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.sum_dims(dims, keepdim);
+            return x.sum_over(dims, keepdim);
         }
+        self.sum_over(dims, keepdim)
+    }
+
+    /// [`Tensor::sum_dims`] without autocast's policy: the sum other ops build on.
+    pub(crate) fn sum_over(&self, dims: &[isize], keepdim: bool) -> Tensor {
         let d = self.reduce_dims(dims, "sum");
         let storage = self.read().sum(self.layout(), &d);
         let out = Tensor::from_storage(storage, &self.reduced_shape(&d, keepdim));
@@ -73,7 +80,8 @@ impl Tensor {
     /// Mean of all elements.
     pub fn mean(&self) -> Tensor {
         let n = self.numel() as f64;
-        &self.to_dtype(self.dtype().to_float()).sum() / n
+        let all: Vec<isize> = (0..self.ndim() as isize).collect();
+        &self.to_dtype(self.dtype().to_float()).sum_over(&all, false) / n
     }
 
     /// Mean over `dims` (integers average as floats).
@@ -82,7 +90,7 @@ impl Tensor {
         let n: usize = d.iter().map(|&i| self.shape()[i]).product();
         &self
             .to_dtype(self.dtype().to_float())
-            .sum_dims(dims, keepdim)
+            .sum_over(dims, keepdim)
             / n as f64
     }
 
@@ -103,7 +111,7 @@ impl Tensor {
         let d = self.reduce_dims(dims, "var");
         let n: usize = d.iter().map(|&i| self.shape()[i]).product();
         let centered = self - &self.mean_dims(dims, true);
-        &(&centered * &centered).sum_dims(dims, keepdim) / (n as f64 - correction as f64).max(0.0)
+        &(&centered * &centered).sum_over(dims, keepdim) / (n as f64 - correction as f64).max(0.0)
     }
 
     /// Variance of all elements (unbiased).
