@@ -45,6 +45,10 @@ pub enum Error {
     /// A file or buffer that does not hold what it should.
     #[error("{0}")]
     Format(String),
+    /// A distributed run-time failure: the engine is missing or stopped, or
+    /// the ranks disagree (different models, different tensor sizes).
+    #[error("{0}")]
+    Distributed(String),
 }
 
 /// `Result` with tapir's [`Error`].

@@ -18,6 +18,7 @@ pub mod cuda;
 pub mod data;
 mod device;
 mod display;
+pub mod distributed;
 mod dtype;
 pub mod error;
 #[doc(hidden)]

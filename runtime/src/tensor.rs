@@ -1,6 +1,6 @@
 //! The tensor: shared storage, a layout into it, and its place in the graph.
 
-use crate::autograd::{self, BackwardFn, Edge, GradHook, Node};
+use crate::autograd::{self, BackwardFn, Edge, GradHook, Node, PostAccumulateHook};
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::Result;
@@ -31,6 +31,9 @@ pub(crate) struct Inner {
     pub grad: Mutex<Option<Tensor>>,
     pub grad_fn: Option<Arc<Node>>,
     pub hooks: Mutex<Vec<GradHook>>,
+    /// Leaves only: called once a backward has accumulated everything it
+    /// will into `.grad` (data parallel's bucket trigger).
+    pub post_accumulate_hooks: Mutex<Vec<PostAccumulateHook>>,
 }
 
 impl Tensor {
@@ -60,6 +63,7 @@ impl Tensor {
             grad: Mutex::new(None),
             grad_fn: None,
             hooks: Mutex::new(Vec::new()),
+            post_accumulate_hooks: Mutex::new(Vec::new()),
         }))
     }
 
@@ -329,6 +333,43 @@ impl Tensor {
             Some(n) => n.hooks.lock().unwrap().push(Box::new(hook)),
             None => self.0.hooks.lock().unwrap().push(Box::new(hook)),
         }
+    }
+
+    /// Registers a hook on a leaf that runs after each backward has finished
+    /// accumulating into its `.grad` (PyTorch's
+    /// `register_post_accumulate_grad_hook`): once per backward, however many
+    /// times the leaf was used. Data parallel training all-reduces gradient
+    /// buckets from it while the rest of backward runs.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use tapir_runtime::Tensor;
+    /// let w = Tensor::ones(&[2]).requires_grad_(true);
+    /// let seen = Arc::new(Mutex::new(vec![]));
+    /// let log = seen.clone();
+    /// w.register_post_accumulate_grad_hook(move |p| log.lock().unwrap().push(p.grad().unwrap().to_vec::<f32>()));
+    /// (&w * &w + &w).sum().backward(); // w is used three times, the hook runs once
+    /// assert_eq!(*seen.lock().unwrap(), vec![vec![3.0f32, 3.0]]);
+    /// ```
+    pub fn register_post_accumulate_grad_hook(
+        &self,
+        hook: impl Fn(&Tensor) + Send + Sync + 'static,
+    ) {
+        assert!(
+            self.is_leaf() && self.requires_grad(),
+            "register_post_accumulate_grad_hook: only a leaf that requires grad accumulates a gradient; this tensor \
+             {}",
+            if self.requires_grad() {
+                "is not a leaf"
+            } else {
+                "does not require grad"
+            }
+        );
+        self.0
+            .post_accumulate_hooks
+            .lock()
+            .unwrap()
+            .push(Arc::new(hook));
     }
 
     // ---- data out -----------------------------------------------------------

@@ -3,6 +3,7 @@
 
 use super::{BackwardFn, GradHook, NoGradGuard};
 use crate::Tensor;
+use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,6 +63,56 @@ fn key(n: &Arc<Node>) -> *const Node {
     Arc::as_ptr(n)
 }
 
+/// One running backward on this thread (a checkpoint's recompute nests a
+/// second one inside the first).
+struct Frame {
+    /// The leaves this backward's graph reaches.
+    reached: HashSet<*const crate::tensor::Inner>,
+    /// What runs when the outermost backward has finished.
+    callbacks: Vec<Box<dyn FnOnce()>>,
+}
+
+thread_local! {
+    static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Pops its frame however the backward ends (a panic discards the callbacks).
+struct FrameGuard;
+impl Drop for FrameGuard {
+    fn drop(&mut self) {
+        FRAMES.with(|f| f.borrow_mut().pop());
+    }
+}
+
+/// Runs `f` when the outermost backward running on this thread finishes
+/// (PyTorch's `Variable._execution_engine.queue_callback`): data parallel
+/// waits for its last all-reduce there.
+pub(crate) fn queue_callback(f: impl FnOnce() + 'static) {
+    FRAMES.with(|frames| match frames.borrow_mut().first_mut() {
+        Some(outer) => outer.callbacks.push(Box::new(f)),
+        None => panic!("queue_callback: no backward is running on this thread"),
+    })
+}
+
+/// Whether the outermost running backward's graph reaches the leaf `t`;
+/// `None` outside backward.
+pub(crate) fn reached_by_current_backward(t: &Tensor) -> Option<bool> {
+    FRAMES.with(|f| {
+        f.borrow()
+            .first()
+            .map(|outer| outer.reached.contains(&Arc::as_ptr(&t.0)))
+    })
+}
+
+/// Runs the leaf's post-accumulate hooks (outside its lock: a hook may read
+/// the gradient or touch other leaves).
+fn run_post_accumulate_hooks(leaf: &Tensor) {
+    let hooks: Vec<_> = leaf.0.post_accumulate_hooks.lock().unwrap().clone();
+    for h in hooks {
+        h(leaf);
+    }
+}
+
 fn apply_hooks(hooks: &[GradHook], mut grad: Tensor) -> Tensor {
     for h in hooks {
         if let Some(g) = h(&grad) {
@@ -96,26 +147,63 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
         None => {
             // backward() on a leaf accumulates into the leaf itself.
             accumulate_leaf(root, grad);
+            run_post_accumulate_hooks(root);
             return;
         }
         Some(n) => n.clone(),
     };
 
-    // Count, for every node reachable from the root, how many edges feed it.
+    // Count, for every node reachable from the root, how many edges feed it,
+    // and for every leaf how many edges reach it (its hooks run at zero).
     let mut deps: HashMap<*const Node, usize> = HashMap::new();
+    let mut leaf_uses: HashMap<*const crate::tensor::Inner, usize> = HashMap::new();
     let mut stack = vec![node.clone()];
     let mut seen: HashSet<*const Node> = HashSet::from([key(&node)]);
     while let Some(n) = stack.pop() {
         for e in &n.edges {
-            if let Edge::Node(m) = e {
-                *deps.entry(key(m)).or_insert(0) += 1;
-                if seen.insert(key(m)) {
-                    stack.push(m.clone());
+            match e {
+                Edge::Node(m) => {
+                    *deps.entry(key(m)).or_insert(0) += 1;
+                    if seen.insert(key(m)) {
+                        stack.push(m.clone());
+                    }
                 }
+                Edge::Leaf(t) => *leaf_uses.entry(Arc::as_ptr(&t.0)).or_insert(0) += 1,
+                Edge::None => {}
             }
         }
     }
+    let reached = leaf_uses.keys().copied().collect();
+    FRAMES.with(|f| {
+        f.borrow_mut().push(Frame {
+            reached,
+            callbacks: vec![],
+        })
+    });
+    let frame = FrameGuard;
+    walk(node, grad, retain_graph, &mut deps, &mut leaf_uses);
+    // The outermost backward runs the queued callbacks (which may queue more).
+    if FRAMES.with(|f| f.borrow().len() == 1) {
+        loop {
+            let queued = FRAMES.with(|f| std::mem::take(&mut f.borrow_mut()[0].callbacks));
+            if queued.is_empty() {
+                break;
+            }
+            queued.into_iter().for_each(|c| c());
+        }
+    }
+    drop(frame);
+}
 
+/// Runs the nodes from `node` in reverse creation order, each once all its
+/// consumers have fed it.
+fn walk(
+    node: Arc<Node>,
+    grad: Tensor,
+    retain_graph: bool,
+    deps: &mut HashMap<*const Node, usize>,
+    leaf_uses: &mut HashMap<*const crate::tensor::Inner, usize>,
+) {
     let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
     grads.insert(key(&node), grad);
     let mut ready = BinaryHeap::new();
@@ -154,6 +242,13 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
                     if let Some(ig) = ig {
                         debug_assert!(ig.shape() == t.shape(), "{}: gradient shape", n.name);
                         accumulate_leaf(t, ig)
+                    }
+                    let uses = leaf_uses
+                        .get_mut(&Arc::as_ptr(&t.0))
+                        .expect("counted above");
+                    *uses -= 1;
+                    if *uses == 0 {
+                        run_post_accumulate_hooks(t);
                     }
                 }
                 Edge::Node(m) => {

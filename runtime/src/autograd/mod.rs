@@ -7,7 +7,7 @@ mod grad_mode;
 mod gradcheck;
 mod recompute;
 
-pub(crate) use engine::{Edge, Node, run_backward};
+pub(crate) use engine::{Edge, Node, queue_callback, reached_by_current_backward, run_backward};
 pub use grad_mode::{EnableGradGuard, NoGradGuard, enable_grad, is_grad_enabled, no_grad};
 pub use gradcheck::{GradcheckError, gradcheck};
 pub use recompute::{Region, checkpoint, checkpoint_sequential, checkpoint_with};
@@ -21,3 +21,6 @@ pub(crate) type BackwardFn = Box<dyn FnMut(&Tensor, &[bool]) -> Vec<Option<Tenso
 
 /// A gradient hook: sees the gradient flowing into a tensor and may replace it.
 pub type GradHook = Box<dyn Fn(&Tensor) -> Option<Tensor> + Send + Sync>;
+
+/// A hook run after a backward has accumulated into a leaf's `.grad`.
+pub type PostAccumulateHook = std::sync::Arc<dyn Fn(&Tensor) + Send + Sync>;

@@ -1,0 +1,497 @@
+//! Data parallel over MPI, for real: each `#[test]` without `worker_` starts
+//! this test binary under `mpirun -np N`, running one `worker_` test (ignored
+//! when run plainly) in every rank, and checks how the job ended.
+//!
+//! Needs `--features distributed` and Open MPI (`mpirun` on the PATH).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tapir::Tensor;
+use tapir::distributed::{
+    self, Backend, DdpOptions, DistributedDataParallel, ProcessGroup, ReduceOp,
+};
+use tapir::nn::{self, Forward, Module};
+use tapir::optim::{AdamW, AdamWConfig, Optimizer};
+
+/// What `mpirun` left: exit status, output, and how long it took.
+struct Job {
+    ok: bool,
+    output: String,
+    took: Duration,
+}
+
+/// Runs the worker test `worker` in `np` ranks; kills the job after `limit`.
+fn mpirun(np: usize, worker: &str, limit: Duration) -> Job {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let log = std::env::temp_dir().join(format!("tapir-mpi-{worker}-{}.log", std::process::id()));
+    let file = std::fs::File::create(&log).expect("a log file in the temp dir");
+    let start = Instant::now();
+    let mut child = Command::new("mpirun")
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            &np.to_string(),
+        ])
+        .arg(&exe)
+        .args([
+            worker,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env("TAPIR_NUM_THREADS", "1")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("cannot start mpirun ({e}): install Open MPI (apt-get install openmpi-bin)")
+        });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "mpirun -np {np} {worker} still ran after {limit:?}: a rank hangs\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let output = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    Job {
+        ok: status.success(),
+        output,
+        took: start.elapsed(),
+    }
+}
+
+fn expect_success(np: usize, worker: &str) -> String {
+    let job = mpirun(np, worker, Duration::from_secs(240));
+    assert!(job.ok, "mpirun -np {np} {worker} failed:\n{}", job.output);
+    // Every rank ran the worker (a filter typo would run nothing and pass).
+    let passed = job.output.matches("1 passed").count();
+    assert_eq!(
+        passed, np,
+        "expected {np} ranks to pass {worker}:\n{}",
+        job.output
+    );
+    job.output
+}
+
+/// The lines the ranks printed after `tag` (rank output interleaves).
+fn tagged<'a>(out: &'a str, tag: &str) -> Vec<&'a str> {
+    out.lines()
+        .filter_map(|l| l.find(tag).map(|at| &l[at..]))
+        .collect()
+}
+
+#[test]
+fn collectives_on_two_and_four_ranks() {
+    expect_success(2, "worker_collectives");
+    expect_success(4, "worker_collectives");
+}
+
+#[test]
+fn ddp_on_two_and_four_ranks_equals_one_process_on_the_whole_batch() {
+    for np in [2, 4] {
+        let out = expect_success(np, "worker_ddp_matches_full_batch");
+        let lines = tagged(&out, "equivalence:");
+        assert_eq!(lines.len(), np, "{out}");
+        println!("{}", lines.join("\n"));
+    }
+}
+
+#[test]
+fn no_sync_accumulation_equals_one_big_batch() {
+    expect_success(2, "worker_no_sync_accumulation");
+}
+
+#[test]
+fn first_bucket_is_reduced_while_backward_runs() {
+    let out = expect_success(2, "worker_overlap");
+    let lines = tagged(&out, "overlap:");
+    assert_eq!(lines.len(), 2, "{out}");
+    println!("{}", lines.join("\n"));
+}
+
+#[test]
+fn unused_parameters_with_and_without_find_unused() {
+    expect_success(2, "worker_unused_parameters");
+}
+
+#[test]
+fn a_rank_with_another_model_is_an_error_on_every_rank() {
+    let out = expect_success(2, "worker_model_mismatch");
+    assert!(
+        out.contains("rank 1's model differs from rank 0's"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_rank_that_panics_mid_step_ends_the_whole_job() {
+    let job = mpirun(2, "worker_panics_mid_step", Duration::from_secs(120));
+    assert!(
+        !job.ok,
+        "the job should fail when a rank panics:\n{}",
+        job.output
+    );
+    assert!(
+        job.output.contains("rank 1 gives up at step 3"),
+        "{}",
+        job.output
+    );
+    assert!(job.took < Duration::from_secs(120), "took {:?}", job.took);
+}
+
+// ---- the workers: run in every rank by the tests above ----------------------
+
+fn init() -> ProcessGroup {
+    distributed::init_process_group(Backend::Mpi).expect("MPI starts")
+}
+
+#[test]
+#[ignore = "a rank of collectives_on_two_and_four_ranks"]
+fn worker_collectives() {
+    let pg = init();
+    let (rank, world) = (distributed::get_rank(), distributed::get_world_size());
+    let r = rank as f32;
+    let t = Tensor::from_vec(vec![r, 10.0 + r, -r], &[3]);
+    distributed::all_reduce(&t, ReduceOp::Sum).unwrap();
+    let s: f32 = (0..world).map(|q| q as f32).sum();
+    assert_eq!(t.to_vec::<f32>(), vec![s, 10.0 * world as f32 + s, -s]);
+
+    let t = Tensor::from_vec(vec![r, 2.0 * r], &[2]);
+    distributed::all_reduce(&t, ReduceOp::Avg).unwrap();
+    let mean = s / world as f32;
+    assert_eq!(t.to_vec::<f32>(), vec![mean, 2.0 * mean]);
+    for (op, want) in [(ReduceOp::Max, (world - 1) as i64), (ReduceOp::Min, 0)] {
+        let t = Tensor::from_vec(vec![rank as i64], &[1]);
+        distributed::all_reduce(&t, op).unwrap();
+        assert_eq!(t.to_vec::<i64>(), vec![want]);
+    }
+
+    // async: queued work proceeds while this thread goes on
+    let a = Tensor::full(&[4], 1.0);
+    let work = distributed::all_reduce_async(&a, ReduceOp::Sum).unwrap();
+    assert_eq!(
+        a.to_vec::<f32>(),
+        vec![1.0; 4],
+        "the result lands at wait()"
+    );
+    work.wait().unwrap();
+    assert_eq!(a.to_vec::<f32>(), vec![world as f32; 4]);
+
+    let b = Tensor::from_vec(vec![r + 1.0; 2], &[2]).to_dtype(tapir::DType::F64);
+    distributed::broadcast(&b, world - 1).unwrap();
+    assert_eq!(b.to_vec::<f64>(), vec![world as f64; 2]);
+
+    let g = distributed::all_gather(&Tensor::from_vec(vec![r, r], &[1, 2])).unwrap();
+    assert_eq!(g.len(), world);
+    for (q, t) in g.iter().enumerate() {
+        assert_eq!(t.shape(), &[1, 2]);
+        assert_eq!(t.to_vec::<f32>(), vec![q as f32; 2]);
+    }
+    // A shape that differs on one rank is an error on every rank.
+    let odd = Tensor::zeros(&[if rank == 1 { 3 } else { 2 }]);
+    let err = distributed::all_gather(&odd).unwrap_err().to_string();
+    assert!(
+        err.contains("all_gather: rank 1 passed a tensor of [3]"),
+        "{err}"
+    );
+
+    // reduce_scatter: input q on every rank is [q + rank]; rank q gets the sum.
+    let inputs: Vec<Tensor> = (0..world)
+        .map(|q| Tensor::from_vec(vec![(q + rank) as f32], &[1]))
+        .collect();
+    let out = distributed::reduce_scatter(&inputs, ReduceOp::Sum).unwrap();
+    assert_eq!(out.to_vec::<f32>(), vec![(world * rank) as f32 + s]);
+    distributed::barrier().unwrap();
+    pg.destroy();
+}
+
+/// The seed MLP (stem, residual-free Linear/LayerNorm/ReLU blocks, head).
+fn seed_mlp(in_dim: usize, hidden: usize, blocks: usize, classes: usize) -> nn::Sequential {
+    let mut s = nn::Sequential::new()
+        .add(nn::Linear::new(in_dim, hidden, true))
+        .add(nn::ReLU);
+    for _ in 0..blocks {
+        s = s
+            .add(nn::Linear::new(hidden, hidden, true))
+            .add(nn::LayerNorm::new(&[hidden], 1e-5, true))
+            .add(nn::ReLU);
+    }
+    s.add(nn::Linear::new(hidden, classes, true))
+}
+
+/// The whole batch: the same on every rank.
+fn batch(n: usize, in_dim: usize, classes: usize, seed: u64) -> (Tensor, Tensor) {
+    tapir::manual_seed(seed);
+    let x = Tensor::randn(&[n, in_dim]);
+    let y = Tensor::randint(0, classes as i64, &[n]);
+    (x, y)
+}
+
+/// Largest |a - b| over the largest |b|, over every tensor.
+fn max_relative_difference(a: &[Tensor], b: &[Tensor]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let (x, y) = (x.to_vec::<f32>(), y.to_vec::<f32>());
+            let diff = x
+                .iter()
+                .zip(&y)
+                .map(|(p, q)| (p - q).abs())
+                .fold(0f32, f32::max);
+            let scale = y.iter().map(|q| q.abs()).fold(1e-12f32, f32::max);
+            (diff / scale) as f64
+        })
+        .fold(0.0, f64::max)
+}
+
+fn rows(t: &Tensor, rank: usize, world: usize) -> Tensor {
+    let per = t.shape()[0] / world;
+    t.narrow(0, rank * per, per)
+}
+
+#[test]
+#[ignore = "a rank of ddp_on_two_and_four_ranks_equals_one_process_on_the_whole_batch"]
+fn worker_ddp_matches_full_batch() {
+    let pg = init();
+    let (rank, world) = (distributed::get_rank(), distributed::get_world_size());
+    tapir::manual_seed(100 + rank as u64); // different inits: DDP must broadcast rank 0's
+    let ddp = DistributedDataParallel::new(seed_mlp(20, 32, 4, 5), DdpOptions::default()).unwrap();
+    let mut alone = seed_mlp(20, 32, 4, 5);
+    alone
+        .load_state_dict(&ddp.module().state_dict(), true)
+        .unwrap();
+    let mut opt = AdamW::new(
+        ddp.module().parameters(),
+        AdamWConfig {
+            lr: 1e-2,
+            ..Default::default()
+        },
+    );
+    let mut opt_alone = AdamW::new(
+        alone.parameters(),
+        AdamWConfig {
+            lr: 1e-2,
+            ..Default::default()
+        },
+    );
+    for step in 0..6 {
+        let (x, y) = batch(64, 20, 5, step);
+        opt.zero_grad();
+        nn::cross_entropy(&ddp.forward(&rows(&x, rank, world)), &rows(&y, rank, world)).backward();
+        opt.step();
+        opt_alone.zero_grad();
+        nn::cross_entropy(&alone.forward(&x), &y).backward();
+        opt_alone.step();
+    }
+    let diff = max_relative_difference(&ddp.module().parameters(), &alone.parameters());
+    println!("equivalence: rank {rank}/{world}: max relative difference to one process {diff:.2e}");
+    assert!(
+        diff <= 1e-6,
+        "DDP drifted from one-process training: {diff:e}"
+    );
+    // identical across ranks, bit for bit
+    for p in ddp.module().parameters() {
+        let all = distributed::all_gather(&p).unwrap();
+        assert!(
+            all.iter()
+                .all(|q| q.to_vec::<f32>() == all[0].to_vec::<f32>()),
+            "ranks differ"
+        );
+    }
+    drop(ddp);
+    pg.destroy();
+}
+
+#[test]
+#[ignore = "a rank of no_sync_accumulation_equals_one_big_batch"]
+fn worker_no_sync_accumulation() {
+    let pg = init();
+    let (rank, world) = (distributed::get_rank(), distributed::get_world_size());
+    let ddp = DistributedDataParallel::new(seed_mlp(12, 16, 2, 3), DdpOptions::default()).unwrap();
+    let mut alone = seed_mlp(12, 16, 2, 3);
+    alone
+        .load_state_dict(&ddp.module().state_dict(), true)
+        .unwrap();
+    let (x, y) = batch(32, 12, 3, 7);
+    let (mx, my) = (rows(&x, rank, world), rows(&y, rank, world));
+    let half = mx.shape()[0] / 2;
+    {
+        let _local = ddp.no_sync();
+        (nn::cross_entropy(&ddp.forward(&mx.narrow(0, 0, half)), &my.narrow(0, 0, half)) * 0.5)
+            .backward();
+    }
+    let local: Vec<Vec<f32>> = ddp
+        .module()
+        .parameters()
+        .iter()
+        .map(|p| p.grad().unwrap().to_vec())
+        .collect();
+    (nn::cross_entropy(
+        &ddp.forward(&mx.narrow(0, half, half)),
+        &my.narrow(0, half, half),
+    ) * 0.5)
+        .backward();
+    nn::cross_entropy(&alone.forward(&x), &y).backward();
+    let grads = |m: &nn::Sequential| {
+        m.parameters()
+            .iter()
+            .map(|p| p.grad().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let diff = max_relative_difference(&grads(ddp.module()), &grads(&alone));
+    println!("rank {rank}: no_sync accumulation vs one batch {diff:.2e}");
+    assert!(diff <= 1e-6, "{diff:e}");
+    // Under no_sync nothing was averaged: the local gradient differs from the global one.
+    let global: Vec<Vec<f32>> = grads(ddp.module()).iter().map(|g| g.to_vec()).collect();
+    assert_ne!(local, global);
+    drop(ddp);
+    pg.destroy();
+}
+
+#[test]
+#[ignore = "a rank of first_bucket_is_reduced_while_backward_runs"]
+fn worker_overlap() {
+    let pg = init();
+    let opts = DdpOptions {
+        bucket_cap_mb: 0.25,
+        ..Default::default()
+    };
+    let ddp = DistributedDataParallel::new(seed_mlp(256, 256, 8, 10), opts).unwrap();
+    assert!(ddp.buckets().len() >= 4, "{:?}", ddp.buckets());
+    let last = ddp.module().named_parameters().pop().unwrap().0;
+    assert_eq!(
+        ddp.buckets()[0][0],
+        last,
+        "the last parameter (backward's first) comes first"
+    );
+    let (x, y) = batch(512, 256, 10, 1);
+    for _ in 0..3 {
+        ddp.module().zero_grad();
+        nn::cross_entropy(&ddp.forward(&x), &y).backward();
+    }
+    let t = ddp.last_sync_timeline().unwrap();
+    let first = &t.buckets[0];
+    let before = t
+        .buckets
+        .iter()
+        .filter(|b| b.started_at < t.backward_end)
+        .count();
+    println!(
+        "overlap: first bucket started {:?} before backward ended; {before} of {} buckets started during backward",
+        t.backward_end.duration_since(first.started_at),
+        t.buckets.len()
+    );
+    assert!(
+        first.started_at < t.backward_end,
+        "the first all-reduce waited for the end of backward"
+    );
+    drop(ddp);
+    pg.destroy();
+}
+
+/// Two heads; only the first is used.
+struct TwoHeads {
+    used: nn::Linear,
+    unused: nn::Linear,
+}
+
+impl Module for TwoHeads {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, nn::TensorKind)) {
+        nn::visit_child("used", &self.used, f);
+        nn::visit_child("unused", &self.unused, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, nn::TensorKind)) {
+        nn::visit_child_mut("used", &mut self.used, f);
+        nn::visit_child_mut("unused", &mut self.unused, f);
+    }
+    fn repr(&self) -> String {
+        "TwoHeads".into()
+    }
+}
+
+impl Forward for TwoHeads {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.used.forward(x)
+    }
+}
+
+#[test]
+#[ignore = "a rank of unused_parameters_with_and_without_find_unused"]
+fn worker_unused_parameters() {
+    let pg = init();
+    let rank = distributed::get_rank();
+    for find_unused_parameters in [false, true] {
+        let model = TwoHeads {
+            used: nn::Linear::new(3, 2, true),
+            unused: nn::Linear::new(3, 2, true),
+        };
+        let opts = DdpOptions {
+            find_unused_parameters,
+            bucket_cap_mb: 1e-6,
+            ..Default::default()
+        };
+        let ddp = DistributedDataParallel::new(model, opts).unwrap();
+        for _ in 0..2 {
+            ddp.module().zero_grad();
+            let x = Tensor::full(&[2, 3], 1.0 + rank as f64);
+            ddp.forward(&x).sum().backward();
+            // d(sum)/dW = sum of x rows; the mean over ranks of 2 * (1 + rank)
+            let g = ddp.module().used.weight.grad().unwrap().to_vec::<f32>();
+            assert_eq!(
+                g,
+                vec![3.0; 6],
+                "find_unused_parameters = {find_unused_parameters}"
+            );
+            let z = ddp.module().unused.weight.grad().unwrap().to_vec::<f32>();
+            assert_eq!(z, vec![0.0; 6]);
+        }
+    }
+    pg.destroy();
+}
+
+#[test]
+#[ignore = "a rank of a_rank_with_another_model_is_an_error_on_every_rank"]
+fn worker_model_mismatch() {
+    let pg = init();
+    let rank = distributed::get_rank();
+    let out = if rank == 1 { 3 } else { 2 };
+    let err = DistributedDataParallel::new(nn::Linear::new(4, out, true), DdpOptions::default())
+        .err()
+        .unwrap();
+    let msg = err.to_string();
+    println!("rank {rank}: {msg}");
+    assert!(
+        msg.contains("parameter `weight` of shape [3, 4]") && msg.contains("[2, 4]"),
+        "{msg}"
+    );
+    pg.destroy();
+}
+
+#[test]
+#[ignore = "a rank of a_rank_that_panics_mid_step_ends_the_whole_job"]
+fn worker_panics_mid_step() {
+    let _pg = init();
+    let rank = distributed::get_rank();
+    let ddp = DistributedDataParallel::new(seed_mlp(8, 8, 1, 2), DdpOptions::default()).unwrap();
+    let (x, y) = batch(16, 8, 2, 0);
+    for step in 0.. {
+        if rank == 1 && step == 3 {
+            panic!("rank 1 gives up at step 3");
+        }
+        // rank 0 goes on into the next all-reduce, which rank 1 never joins
+        nn::cross_entropy(&ddp.forward(&x), &y).backward();
+    }
+}
