@@ -14,6 +14,7 @@ const EXAMPLES: &[&str] = &[
     "train_cnn",
     "train_char_lm",
     "seed_loop",
+    "ddp_digits",
     "train_synthetic",
     "bench_ref",
 ];
@@ -104,6 +105,16 @@ fn bad_values_are_refused_before_any_work() {
         assert!(err.contains(says), "{name} {args:?}: {err}");
         assert!(!err.contains("panicked"), "{name} {args:?}: {err}");
     }
+}
+
+#[test]
+fn ddp_digits_built_without_mpi_says_how_to_build_it() {
+    let err = refused("ddp_digits", &[]);
+    assert!(
+        err.contains("built without MPI") && err.contains("--features distributed"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

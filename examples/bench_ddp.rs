@@ -1,0 +1,107 @@
+//! Data-parallel scaling: `bench_ref`'s `mlp` train step (the seed MLP,
+//! batch 256, AdamW + clip) under `DistributedDataParallel`, each of the
+//! processes on its share of the 256 rows. Rank 0 prints one JSON line.
+//!
+//! ```sh
+//! cargo build --release --features distributed --example bench_ddp
+//! target/release/examples/bench_ddp                                  # 1 process
+//! mpirun --allow-run-as-root -np 2 target/release/examples/bench_ddp  # 2 processes
+//! ```
+
+#[path = "common/seed.rs"]
+mod seed;
+
+use std::time::Instant;
+use tapir::distributed::{self, Backend, DdpOptions, DistributedDataParallel};
+use tapir::optim::{AdamW, AdamWConfig, Optimizer};
+use tapir::prelude::*;
+
+/// Samples/s of the seed MLP's train step under data parallelism.
+#[derive(clap::Parser, Debug)]
+#[command(name = "bench_ddp", version)]
+struct Cli {
+    /// CPU threads per process.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    threads: u64,
+    /// Global batch, split evenly over the processes.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    batch: u64,
+    /// Timed steps (after 10 untimed).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
+    /// Gradient bucket size in MiB.
+    #[arg(long, default_value_t = 25.0)]
+    bucket_cap_mb: f64,
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("bench_ddp: {msg}");
+    std::process::exit(2)
+}
+
+fn main() {
+    use clap::Parser;
+    let cli = Cli::parse();
+    let group =
+        distributed::init_process_group(Backend::Mpi).unwrap_or_else(|e| die(&e.to_string()));
+    let (rank, world) = (distributed::get_rank(), distributed::get_world_size());
+    let batch = cli.batch as usize;
+    if batch % world != 0 {
+        die(&format!(
+            "--batch {batch} does not split evenly over {world} processes"
+        ));
+    }
+    set_num_threads(cli.threads as usize);
+    let g = Generator::new(rank as u64);
+    let xs: Vec<Tensor> = (0..4)
+        .map(|_| Tensor::randn_with(&[batch / world, 784], &g))
+        .collect();
+    let ys: Vec<Tensor> = (0..4)
+        .map(|_| Tensor::randint_with(0, 10, &[batch / world], &g))
+        .collect();
+    manual_seed(0);
+    let options = DdpOptions {
+        bucket_cap_mb: cli.bucket_cap_mb,
+        ..Default::default()
+    };
+    let ddp = DistributedDataParallel::new(seed::Mlp::seed(), options)
+        .unwrap_or_else(|e| die(&e.to_string()));
+    let params = ddp.module().parameters();
+    let config = AdamWConfig {
+        lr: 3e-4,
+        weight_decay: 1e-2,
+        ..Default::default()
+    };
+    let mut opt = AdamW::new(params.clone(), config);
+    let mut step = |i: usize| {
+        opt.zero_grad();
+        cross_entropy(&ddp.module().forward(&xs[i % 4]), &ys[i % 4]).backward();
+        clip_grad_norm_(&params, 1.0);
+        opt.step();
+    };
+    (0..10).for_each(&mut step);
+    distributed::barrier().unwrap_or_else(|e| die(&e.to_string()));
+    let t0 = Instant::now();
+    (0..cli.steps as usize).for_each(&mut step);
+    distributed::barrier().unwrap_or_else(|e| die(&e.to_string()));
+    let seconds = t0.elapsed().as_secs_f64();
+    if rank == 0 {
+        let timeline = ddp.last_sync_timeline();
+        let overlap_ms = timeline.map_or(0.0, |t| {
+            t.backward_end
+                .saturating_duration_since(t.buckets[0].started_at)
+                .as_secs_f64()
+                * 1e3
+        });
+        println!(
+            "{{\"workload\": \"ddp_mlp\", \"processes\": {world}, \"threads\": {}, \"batch\": {batch}, \"steps\": {}, \
+             \"seconds\": {seconds:.4}, \"samples_per_s\": {:.2}, \"buckets\": {}, \"first_bucket_lead_ms\": {overlap_ms:.3}}}",
+            cli.threads,
+            cli.steps,
+            (cli.steps as usize * batch) as f64 / seconds,
+            ddp.buckets().len()
+        );
+    }
+    drop(ddp);
+    group.destroy();
+}
