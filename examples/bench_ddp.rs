@@ -46,7 +46,7 @@ fn main() {
         distributed::init_process_group(Backend::Mpi).unwrap_or_else(|e| die(&e.to_string()));
     let (rank, world) = (distributed::get_rank(), distributed::get_world_size());
     let batch = cli.batch as usize;
-    if batch % world != 0 {
+    if !batch.is_multiple_of(world) {
         die(&format!(
             "--batch {batch} does not split evenly over {world} processes"
         ));
