@@ -22,6 +22,11 @@ struct Job {
 
 /// Runs the worker test `worker` in `np` ranks; kills the job after `limit`.
 fn mpirun(np: usize, worker: &str, limit: Duration) -> Job {
+    mpirun_with(np, worker, limit, &[])
+}
+
+/// [`mpirun`] with extra environment variables for the ranks.
+fn mpirun_with(np: usize, worker: &str, limit: Duration, env: &[(&str, String)]) -> Job {
     let exe = std::env::current_exe().expect("the test binary's path");
     let log = std::env::temp_dir().join(format!("tapir-mpi-{worker}-{}.log", std::process::id()));
     let file = std::fs::File::create(&log).expect("a log file in the temp dir");
@@ -43,6 +48,7 @@ fn mpirun(np: usize, worker: &str, limit: Duration) -> Job {
             "1",
         ])
         .env("TAPIR_NUM_THREADS", "1")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdout(file.try_clone().unwrap())
         .stderr(file)
         .stdin(Stdio::null())
@@ -74,7 +80,11 @@ fn mpirun(np: usize, worker: &str, limit: Duration) -> Job {
 }
 
 fn expect_success(np: usize, worker: &str) -> String {
-    let job = mpirun(np, worker, Duration::from_secs(240));
+    expect_success_with(np, worker, &[])
+}
+
+fn expect_success_with(np: usize, worker: &str, env: &[(&str, String)]) -> String {
+    let job = mpirun_with(np, worker, Duration::from_secs(240), env);
     assert!(job.ok, "mpirun -np {np} {worker} failed:\n{}", job.output);
     // Every rank ran the worker (a filter typo would run nothing and pass).
     let passed = job.output.matches("1 passed").count();
@@ -112,6 +122,16 @@ fn ddp_on_two_and_four_ranks_equals_one_process_on_the_whole_batch() {
 #[test]
 fn no_sync_accumulation_equals_one_big_batch() {
     expect_success(2, "worker_no_sync_accumulation");
+}
+
+#[test]
+fn rank_zero_checkpoints_and_every_rank_resumes_exactly() {
+    let dir = std::env::temp_dir().join(format!("tapir-ddp-resume-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // The ranks find the folder through the environment mpirun passes on.
+    let env = [("TAPIR_DDP_TEST_DIR", dir.display().to_string())];
+    expect_success_with(2, "worker_checkpoint_resume", &env);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -357,6 +377,74 @@ fn worker_no_sync_accumulation() {
     // Under no_sync nothing was averaged: the local gradient differs from the global one.
     let global: Vec<Vec<f32>> = grads(ddp.module()).iter().map(|g| g.to_vec()).collect();
     assert_ne!(local, global);
+    drop(ddp);
+    pg.destroy();
+}
+
+/// `steps` AdamW steps of `ddp` on this rank's rows of batches `from..`.
+fn train_steps(
+    ddp: &DistributedDataParallel<nn::Sequential>,
+    opt: &mut AdamW,
+    from: u64,
+    steps: u64,
+) {
+    let (rank, world) = (distributed::get_rank(), distributed::get_world_size());
+    for step in from..from + steps {
+        let (x, y) = batch(32, 10, 4, step);
+        opt.zero_grad();
+        nn::cross_entropy(&ddp.forward(&rows(&x, rank, world)), &rows(&y, rank, world)).backward();
+        opt.step();
+    }
+}
+
+#[test]
+#[ignore = "a rank of rank_zero_checkpoints_and_every_rank_resumes_exactly"]
+fn worker_checkpoint_resume() {
+    let pg = init();
+    let rank = distributed::get_rank();
+    let path = std::path::PathBuf::from(std::env::var("TAPIR_DDP_TEST_DIR").unwrap())
+        .join("last.safetensors");
+    let config = || AdamWConfig {
+        lr: 1e-2,
+        ..Default::default()
+    };
+    tapir::manual_seed(5);
+    let ddp = DistributedDataParallel::new(seed_mlp(10, 16, 2, 4), DdpOptions::default()).unwrap();
+    let mut opt = AdamW::new(ddp.module().parameters(), config());
+    train_steps(&ddp, &mut opt, 0, 4);
+    if rank == 0 {
+        tapir::Checkpoint::new(ddp.module().state_dict(), opt.state_dict(), vec![], 0, 4)
+            .save(&path)
+            .unwrap();
+    }
+    distributed::barrier().unwrap(); // nobody reads before rank 0 has written
+    train_steps(&ddp, &mut opt, 4, 3);
+    let straight: Vec<Vec<f32>> = ddp
+        .module()
+        .parameters()
+        .iter()
+        .map(|p| p.to_vec())
+        .collect();
+    drop(ddp);
+
+    tapir::manual_seed(99 + rank as u64); // a fresh process would start elsewhere
+    let mut model = seed_mlp(10, 16, 2, 4);
+    let ck = tapir::Checkpoint::load(&path).unwrap();
+    model.load_state_dict(&ck.model, true).unwrap();
+    let ddp = DistributedDataParallel::new(model, DdpOptions::default()).unwrap();
+    let mut opt = AdamW::new(ddp.module().parameters(), config());
+    opt.load_state_dict(&ck.optimizer).unwrap();
+    train_steps(&ddp, &mut opt, 4, 3);
+    let resumed: Vec<Vec<f32>> = ddp
+        .module()
+        .parameters()
+        .iter()
+        .map(|p| p.to_vec())
+        .collect();
+    assert!(
+        straight == resumed,
+        "resumed training differs from training straight through"
+    );
     drop(ddp);
     pg.destroy();
 }
