@@ -259,3 +259,54 @@ fn inplace_ops_update_views_and_broadcast() {
     base.mul_(&base.clone());
     assert_eq!(base.to_vec::<f32>()[5], 100.0);
 }
+
+#[test]
+fn linear_with_bias_is_one_fused_op_that_gradchecks_and_matches_the_composition() {
+    // nn::linear with a bias runs addmm (the bias starts the GEMM): check it
+    // by finite differences, and against matmul + add, for 2-D, 3-D and
+    // transposed inputs and for a batch of one row (the GEMV path).
+    for (shape, transposed) in [
+        (&[5usize, 3][..], false),
+        (&[2, 4, 3][..], false),
+        (&[5, 3][..], true),
+        (&[1, 3][..], false),
+    ] {
+        let x = if transposed {
+            let mut s = shape.to_vec();
+            s.reverse();
+            rnd(&s, 1).t().requires_grad_(true)
+        } else {
+            rnd(shape, 1).requires_grad_(true)
+        };
+        let (w, b) = (
+            rnd(&[2, 3], 2).requires_grad_(true),
+            rnd(&[2], 3).requires_grad_(true),
+        );
+        let y = nn::linear(&x, &w, Some(&b));
+        assert_eq!(
+            y.grad_fn_name(),
+            Some(if shape.len() == 2 {
+                "AddmmBackward0"
+            } else {
+                "ViewBackward0"
+            })
+        );
+        let composed = &x.matmul(&w.t()) + &b;
+        let diff = (&y - &composed).abs().max().item::<f64>();
+        assert!(
+            diff < 1e-12,
+            "{shape:?}: fused and composed differ by {diff}"
+        );
+        let f = |t: &[Tensor]| nn::linear(&t[0], &t[1], Some(&t[2])).sum();
+        gradcheck(f, &[x, w, b], 1e-6, 1e-6, 1e-5).unwrap_or_else(|e| panic!("{shape:?}: {e}"));
+    }
+    // In f32 and bf16 the fused result equals PyTorch's addmm: the bias
+    // joins the f32 sum and a bf16 result is rounded once.
+    let x = Tensor::from_vec(vec![1.0f32, 1.0 / 256.0], &[1, 2]);
+    let w = Tensor::from_vec(vec![1.0f32, 1.0], &[1, 2]);
+    let b = Tensor::from_vec(vec![1.0f32 / 256.0], &[1]);
+    let y = nn::linear(&x.bfloat16(), &w.bfloat16(), Some(&b.bfloat16()));
+    // 1 + 1/256 + 1/256 = 1.0078125 is a bf16 value; rounding after the
+    // matmul (1.00390625 -> 1.0) and again after the add would give 1.0.
+    assert_eq!(y.float().to_vec::<f32>(), vec![1.0078125]);
+}

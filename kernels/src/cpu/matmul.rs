@@ -17,6 +17,49 @@ use rayon::prelude::*;
 /// assert_eq!(cpu::matmul(&a, &l, &a, &l.transpose(0, 1)), vec![5.0, 11.0, 11.0, 25.0]);
 /// ```
 pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
+    let nd = la.ndim();
+    let rows: usize = la.shape[..nd.saturating_sub(1)].iter().product();
+    let mut out = vec![T::zero(); rows * lb.shape.last().copied().unwrap_or(0)];
+    matmul_into(a, la, b, lb, &mut out, false);
+    out
+}
+
+/// `a @ b + bias` for a 2-D `a` `[m, k]`, `b` `[k, n]` and a contiguous
+/// `bias` of `n`: the bias is the GEMM's starting value, so it costs no
+/// pass of its own (PyTorch's `addmm`).
+///
+/// ```
+/// use tapir_kernels::{cpu, Layout};
+/// let a = [1.0f32, 2.0, 3.0, 4.0];
+/// let l = Layout::contiguous(&[2, 2]);
+/// assert_eq!(cpu::matmul_bias(&a, &l, &a, &l, &[10.0, 20.0]), vec![17.0, 30.0, 25.0, 42.0]);
+/// ```
+pub fn matmul_bias<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout, bias: &[T]) -> Vec<T> {
+    assert!(
+        la.ndim() == 2 && lb.ndim() == 2 && bias.len() == lb.shape[1],
+        "matmul_bias kernel: {:?} @ {:?} + [{}]",
+        la.shape,
+        lb.shape,
+        bias.len()
+    );
+    let mut out: Vec<T> = Vec::with_capacity(la.shape[0] * bias.len());
+    for _ in 0..la.shape[0] {
+        out.extend_from_slice(bias);
+    }
+    matmul_into(a, la, b, lb, &mut out, true);
+    out
+}
+
+/// The batched product into `out` (row-major `[..batch, m, n]`), added to
+/// what `out` holds when `accumulate`, else overwriting it.
+fn matmul_into<T: Float>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    out: &mut [T],
+    accumulate: bool,
+) {
     crate::threads::warn_if_unoptimised();
     let nd = la.ndim();
     assert!(
@@ -37,9 +80,13 @@ pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
     batch_layout(lb).for_each_offset(|o| b_off.push(o));
     let batch = a_off.len();
     crate::stats::count_matmul(batch);
-    let mut out = vec![T::zero(); batch * m * n];
+    assert!(
+        out.len() == batch * m * n,
+        "matmul kernel: output of {} for {batch} x {m} x {n}",
+        out.len()
+    );
     if m * n == 0 {
-        return out;
+        return;
     }
     let (ars, acs) = (la.strides[nd - 2] as isize, la.strides[nd - 1] as isize);
     let (brs, bcs) = (lb.strides[nd - 2] as isize, lb.strides[nd - 1] as isize);
@@ -50,7 +97,16 @@ pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
         if m == 1 && acs == 1 && (brs == 1 || bcs == 1) {
             // A row vector times a matrix (batch-1 layers): gemm's m = 1 path
             // runs at ~15% of peak, a vectorised GEMV near memory speed.
-            return row_times_matrix(&a[ao..ao + k], b, bo, brs as usize, bcs as usize, k, dst);
+            return row_times_matrix(
+                &a[ao..ao + k],
+                b,
+                bo,
+                brs as usize,
+                bcs as usize,
+                k,
+                dst,
+                accumulate,
+            );
         }
         // Highest offset each operand touches, so the pointers below stay in bounds.
         let a_end = ao + (m - 1) * ars as usize + (k - 1) * acs as usize;
@@ -59,7 +115,8 @@ pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
         // SAFETY: gemm reads `m x k` elements of `a` from `ao` with strides
         // (ars, acs) and `k x n` of `b` from `bo` with (brs, bcs) — both bounded
         // by the assert above — and writes the `m x n` row-major `dst`, whose
-        // length was checked too. `read_dst = false`, so `dst` is only written.
+        // length was checked too; with `read_dst` it is read first, and it is
+        // initialised either way.
         unsafe {
             gemm::gemm(
                 m,
@@ -68,14 +125,14 @@ pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
                 dst.as_mut_ptr(),
                 1,
                 n as isize,
-                false,
+                accumulate,
                 a.as_ptr().add(ao),
                 acs,
                 ars,
                 b.as_ptr().add(bo),
                 bcs,
                 brs,
-                T::zero(),
+                if accumulate { T::one() } else { T::zero() },
                 T::one(),
                 false,
                 false,
@@ -108,11 +165,11 @@ pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
             one(dst, ao, bo, Parallelism::None);
         }
     }
-    out
 }
 
-/// `dst[j] = sum_i x[i] * b[bo + i*brs + j*bcs]` where either the columns
-/// (`brs == 1`) or the rows (`bcs == 1`) of `b` are contiguous.
+/// `dst[j] (+)= sum_i x[i] * b[bo + i*brs + j*bcs]` where either the
+/// columns (`brs == 1`) or the rows (`bcs == 1`) of `b` are contiguous.
+#[allow(clippy::too_many_arguments)]
 fn row_times_matrix<T: Float>(
     x: &[T],
     b: &[T],
@@ -121,6 +178,7 @@ fn row_times_matrix<T: Float>(
     bcs: usize,
     k: usize,
     dst: &mut [T],
+    accumulate: bool,
 ) {
     let n = dst.len();
     simd(
@@ -128,10 +186,13 @@ fn row_times_matrix<T: Float>(
         || {
             if brs == 1 {
                 for (j, d) in dst.iter_mut().enumerate() {
-                    *d = dot(x, &b[bo + j * bcs..bo + j * bcs + k]);
+                    let v = dot(x, &b[bo + j * bcs..bo + j * bcs + k]);
+                    *d = if accumulate { *d + v } else { v };
                 }
             } else {
-                dst.iter_mut().for_each(|d| *d = T::zero());
+                if !accumulate {
+                    dst.iter_mut().for_each(|d| *d = T::zero());
+                }
                 for (i, &xi) in x.iter().enumerate() {
                     let row = &b[bo + i * brs..bo + i * brs + n];
                     for (d, &v) in dst.iter_mut().zip(row) {

@@ -74,10 +74,26 @@ pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
     if let Some((x, w, b)) = crate::amp::cast_affine(x, weight, bias) {
         return linear(&x, &w, b.as_ref());
     }
-    let y = x.matmul(&weight.t());
     match bias {
-        Some(b) => &y + b,
-        None => y,
+        // The bias joins the GEMM (one pass, one rounding): rows folded to 2-D.
+        Some(b)
+            if x.ndim() >= 2
+                && weight.ndim() == 2
+                && b.ndim() == 1
+                && x.shape()[x.ndim() - 1] == weight.shape()[1] =>
+        {
+            if x.ndim() == 2 {
+                return x.addmm_bias(&weight.t(), b);
+            }
+            let k = weight.shape()[1] as isize;
+            let mut shape: Vec<isize> = x.shape().iter().map(|&s| s as isize).collect();
+            *shape.last_mut().expect("ndim >= 2") = weight.shape()[0] as isize;
+            x.reshape(&[-1, k])
+                .addmm_bias(&weight.t(), b)
+                .reshape(&shape)
+        }
+        Some(b) => &x.matmul(&weight.t()) + b,
+        None => x.matmul(&weight.t()),
     }
 }
 

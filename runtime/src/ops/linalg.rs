@@ -116,3 +116,42 @@ impl Tensor {
         })
     }
 }
+
+impl Tensor {
+    /// `self @ w + bias` for a 2-D `self` `[m, k]`, `w` `[k, n]` and `bias`
+    /// `[n]` (PyTorch's `addmm`, what `F.linear` runs): on the CPU one kernel
+    /// starts the GEMM from the bias, so the sum costs no pass and a half
+    /// result is rounded once; elsewhere matmul then add.
+    pub(crate) fn addmm_bias(&self, w: &Tensor, bias: &Tensor) -> Tensor {
+        let (x, m, k, n) = (self, self.shape()[0], w.shape()[0], w.shape()[1]);
+        assert!(
+            x.ndim() == 2 && w.ndim() == 2 && x.shape()[1] == k && bias.shape() == [n],
+            "addmm: {:?} @ {:?} + {:?}",
+            x.shape(),
+            w.shape(),
+            bias.shape()
+        );
+        same_device(x, w, "linear");
+        same_device(x, bias, "linear");
+        let fused = (x.dtype() == w.dtype() && x.dtype() == bias.dtype() && x.dtype().is_float())
+            .then(|| {
+                let (xs, ws, bs) = (x.read(), w.read(), bias.read());
+                xs.matmul_bias(x.layout(), &ws, w.layout(), &bs, bias.layout())
+            })
+            .flatten();
+        let Some(storage) = fused else {
+            return &x.matmul(w) + bias;
+        };
+        let out = Tensor::from_storage(storage, &[m, n]);
+        Tensor::record(out, "AddmmBackward0", &[bias, x, w], || {
+            let (x, w) = (x.detach(), w.detach());
+            move |g: &Tensor, needs: &[bool]| {
+                vec![
+                    needs[0].then(|| g.sum_to(&[n])),
+                    needs[1].then(|| g.mm_nd(&w.transpose(-1, -2))),
+                    needs[2].then(|| x.transpose(-1, -2).mm_nd(g)),
+                ]
+            }
+        })
+    }
+}

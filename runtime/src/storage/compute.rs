@@ -169,6 +169,26 @@ impl Storage {
         }
     }
 
+    /// `a @ b + bias` in one pass for 2-D views and a 1-D bias, where the
+    /// device has such a kernel (the CPU); `None` elsewhere, and the caller
+    /// composes matmul and add.
+    pub fn matmul_bias(
+        &self,
+        la: &Layout,
+        rhs: &Storage,
+        lb: &Layout,
+        bias: &Storage,
+        lbias: &Layout,
+    ) -> Option<Storage> {
+        match (self, rhs, bias) {
+            (Storage::Cpu(a), Storage::Cpu(b), Storage::Cpu(c)) => {
+                Some(Storage::cpu(a.matmul_bias(la, b, lb, c, lbias)))
+            }
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
     /// Softmax (or log-softmax) over the last dim of the view; contiguous result.
     pub fn softmax(&self, l: &Layout, log: bool) -> Storage {
         match self {

@@ -291,6 +291,35 @@ impl CpuBuffer {
     }
 }
 
+impl CpuBuffer {
+    /// `a @ b + bias` for 2-D views and a 1-D bias in one kernel; f16/bf16
+    /// accumulate in f32 with the bias and round once (PyTorch's addmm).
+    pub fn matmul_bias(
+        &self,
+        la: &Layout,
+        rhs: &CpuBuffer,
+        lb: &Layout,
+        bias: &CpuBuffer,
+        lbias: &Layout,
+    ) -> CpuBuffer {
+        use CpuBuffer::*;
+        match (self, rhs, bias) {
+            (F32(a), F32(b), F32(c)) => F32(cpu::matmul_bias(a, la, b, lb, &contiguous(c, lbias))),
+            (F64(a), F64(b), F64(c)) => F64(cpu::matmul_bias(a, la, b, lb, &contiguous(c, lbias))),
+            (a, b, c) => {
+                let (x, lx) = a.as_f32_operand(la);
+                let (y, ly) = b.as_f32_operand(lb);
+                let CpuBuffer::F32(z) = c.cast(lbias, DType::F32) else {
+                    unreachable!("cast to f32 gives f32")
+                };
+                let r = cpu::matmul_bias(&x, &lx, &y, &ly, &z);
+                let n = r.len();
+                F32(r).cast(&Layout::contiguous(&[n]), a.dtype())
+            }
+        }
+    }
+}
+
 pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default>(
     v: &'a [T],
     l: &Layout,
