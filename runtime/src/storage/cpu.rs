@@ -96,6 +96,13 @@ impl CpuBuffer {
         {
             return fast;
         }
+        if l.contiguous_offset().is_none() && self.cast_dense(0..0, dtype).is_some() {
+            // A strided f32 <-> half view (a transposed weight's gradient):
+            // gather it in its own dtype, then convert densely — not element
+            // by element through f64.
+            let dense = self.copy(l);
+            return dense.cast(&Layout::contiguous(&l.shape), dtype);
+        }
         with_vec!(self, v => match dtype {
             DType::F32 => CpuBuffer::F32(cast_vec(v, l)),
             DType::F64 => CpuBuffer::F64(cast_vec(v, l)),
