@@ -41,6 +41,39 @@ fn half_precision_rounds_like_pytorch() {
 }
 
 #[test]
+fn strided_half_casts_equal_contiguous_ones() {
+    // A transposed, a sliced and a broadcast view, cast between f32 and
+    // bf16/f16 both ways: the same values as casting a contiguous copy.
+    let x = Tensor::randn(&[6, 5]);
+    for d in [DType::BF16, DType::F16] {
+        let h = x.to_dtype(d);
+        for (name, f32_view, half_view) in [
+            ("t", x.t(), h.t()),
+            ("slice", x.narrow(1, 1, 3), h.narrow(1, 1, 3)),
+            (
+                "expand",
+                x.narrow(0, 0, 1).expand(&[4, 5]),
+                h.narrow(0, 0, 1).expand(&[4, 5]),
+            ),
+        ] {
+            let down = f32_view.to_dtype(d).to_vec::<f64>();
+            assert_eq!(
+                down,
+                f32_view.contiguous().to_dtype(d).to_vec::<f64>(),
+                "{d} {name}"
+            );
+            let up = half_view.to_dtype(DType::F32);
+            assert_eq!(up.shape(), half_view.shape());
+            assert_eq!(
+                up.to_vec::<f64>(),
+                half_view.contiguous().to_dtype(DType::F32).to_vec::<f64>(),
+                "{d} {name}"
+            );
+        }
+    }
+}
+
+#[test]
 fn creation_functions() {
     assert_eq!(Tensor::eye(2).to_vec::<f32>(), vec![1.0, 0.0, 0.0, 1.0]);
     assert_eq!(
