@@ -110,7 +110,10 @@ impl Tensor {
             move |g: &Tensor, needs: &[bool]| {
                 vec![
                     needs[0].then(|| g.mm_nd(&b.transpose(-1, -2)).sum_to(&a_shape)),
-                    needs[1].then(|| a.transpose(-1, -2).mm_nd(g).sum_to(&b_shape)),
+                    needs[1].then(|| match a.ndim() {
+                        2 => weight_grad(&a, g, &b),
+                        _ => a.transpose(-1, -2).mm_nd(g).sum_to(&b_shape),
+                    }),
                 ]
             }
         })
@@ -149,9 +152,22 @@ impl Tensor {
                 vec![
                     needs[0].then(|| g.sum_to(&[n])),
                     needs[1].then(|| g.mm_nd(&w.transpose(-1, -2))),
-                    needs[2].then(|| x.transpose(-1, -2).mm_nd(g)),
+                    needs[2].then(|| weight_grad(&x, g, &w)),
                 ]
             }
         })
+    }
+}
+
+/// `x^T @ g`, the gradient of `w` in `x @ w`, laid out as `w` is: for a
+/// transposed weight (`linear`'s `weight.t()`) computed as `(g^T @ x)^T`,
+/// so the weight's own gradient arrives contiguous — no gather, no copy,
+/// no strided cast under autocast.
+fn weight_grad(x: &Tensor, g: &Tensor, w: &Tensor) -> Tensor {
+    let s = w.strides();
+    if w.ndim() == 2 && s[0] == 1 && s[1] == w.shape()[0] && w.shape()[0] > 1 {
+        g.transpose(-1, -2).mm_nd(x).transpose(-1, -2)
+    } else {
+        x.transpose(-1, -2).mm_nd(g)
     }
 }

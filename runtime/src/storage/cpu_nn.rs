@@ -16,7 +16,11 @@ use tapir_kernels::{Conv2dGeometry, Layout, cpu};
 fn f32s(b: &CpuBuffer, n: usize) -> Cow<'_, [f32]> {
     match b {
         CpuBuffer::F32(v) => Cow::Borrowed(&v[..n]),
-        other => Cow::Owned(other.to_vec(&Layout::contiguous(&[n]))),
+        // bf16/f16 (LayerNorm under autocast) through the vectorised conversion.
+        other => match other.cast(&Layout::contiguous(&[n]), DType::F32) {
+            CpuBuffer::F32(v) => Cow::Owned(v),
+            _ => unreachable!("cast to f32 gives f32"),
+        },
     }
 }
 
