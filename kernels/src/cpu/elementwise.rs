@@ -221,10 +221,25 @@ pub fn zip_inplace<T, B>(
         [l.offset, ls.offset],
         0,
         row_count(&shape),
-        |[bd, bs], len, [sd, ss]| {
-            for i in 0..len {
-                let o = bd + i * sd;
-                dst[o] = f(dst[o], src[bs + i * ss]);
+        |[bd, bs], len, [sd, ss]| match (sd, ss) {
+            // Unit-stride rows against a broadcast scalar (`g.mul_(&coef)`
+            // in gradient clipping) or a unit-stride row: slice loops that
+            // vectorise.
+            (1, 0) => {
+                let y = src[bs];
+                dst[bd..bd + len].iter_mut().for_each(|x| *x = f(*x, y));
+            }
+            (1, 1) => {
+                let d = &mut dst[bd..bd + len];
+                d.iter_mut()
+                    .zip(&src[bs..bs + len])
+                    .for_each(|(x, &y)| *x = f(*x, y));
+            }
+            _ => {
+                for i in 0..len {
+                    let o = bd + i * sd;
+                    dst[o] = f(dst[o], src[bs + i * ss]);
+                }
             }
         },
     );
