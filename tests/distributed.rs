@@ -235,6 +235,17 @@ fn worker_collectives() {
     let out = distributed::reduce_scatter(&inputs, ReduceOp::Sum).unwrap();
     assert_eq!(out.to_vec::<f32>(), vec![(world * rank) as f32 + s]);
     distributed::barrier().unwrap();
+
+    // backward() called on a parameter itself still averages through DDP.
+    let ddp =
+        DistributedDataParallel::new(nn::Linear::new(2, 2, false), DdpOptions::default()).unwrap();
+    let w = ddp.module().weight.clone();
+    w.backward_with(&Tensor::full(&[2, 2], 1.0 + rank as f64), false);
+    assert_eq!(
+        w.grad().unwrap().to_vec::<f32>(),
+        vec![1.0 + s / world as f32; 4]
+    );
+    drop(ddp);
     pg.destroy();
 }
 

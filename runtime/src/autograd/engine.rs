@@ -143,14 +143,13 @@ pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor) {
 /// Backpropagates `grad` from `root` through its graph.
 pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
     let _no_grad = NoGradGuard::new();
-    let node = match &root.0.grad_fn {
-        None => {
-            // backward() on a leaf accumulates into the leaf itself.
+    let Some(node) = root.0.grad_fn.clone() else {
+        // backward() on a leaf accumulates into the leaf itself.
+        in_frame(HashSet::from([Arc::as_ptr(&root.0)]), || {
             accumulate_leaf(root, grad);
             run_post_accumulate_hooks(root);
-            return;
-        }
-        Some(n) => n.clone(),
+        });
+        return;
     };
 
     // Count, for every node reachable from the root, how many edges feed it,
@@ -174,6 +173,14 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
         }
     }
     let reached = leaf_uses.keys().copied().collect();
+    in_frame(reached, || {
+        walk(node, grad, retain_graph, &mut deps, &mut leaf_uses)
+    });
+}
+
+/// Runs one backward's `body` in its frame; the outermost then runs the
+/// queued callbacks.
+fn in_frame(reached: HashSet<*const crate::tensor::Inner>, body: impl FnOnce()) {
     FRAMES.with(|f| {
         f.borrow_mut().push(Frame {
             reached,
@@ -181,7 +188,7 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
         })
     });
     let frame = FrameGuard;
-    walk(node, grad, retain_graph, &mut deps, &mut leaf_uses);
+    body();
     // The outermost backward runs the queued callbacks (which may queue more).
     if FRAMES.with(|f| f.borrow().len() == 1) {
         loop {
