@@ -66,8 +66,9 @@ fn key(n: &Arc<Node>) -> *const Node {
 /// One running backward on this thread (a checkpoint's recompute nests a
 /// second one inside the first).
 struct Frame {
-    /// The leaves this backward's graph reaches.
-    reached: HashSet<*const crate::tensor::Inner>,
+    /// Every leaf this backward's graph reaches, with the edges into it not
+    /// yet run (its post-accumulate hooks run at zero).
+    leaf_uses: HashMap<*const crate::tensor::Inner, usize>,
     /// What runs when the outermost backward has finished.
     callbacks: Vec<Box<dyn FnOnce()>>,
 }
@@ -100,7 +101,7 @@ pub(crate) fn reached_by_current_backward(t: &Tensor) -> Option<bool> {
     FRAMES.with(|f| {
         f.borrow()
             .first()
-            .map(|outer| outer.reached.contains(&Arc::as_ptr(&t.0)))
+            .map(|outer| outer.leaf_uses.contains_key(&Arc::as_ptr(&t.0)))
     })
 }
 
@@ -145,7 +146,7 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
     let _no_grad = NoGradGuard::new();
     let Some(node) = root.0.grad_fn.clone() else {
         // backward() on a leaf accumulates into the leaf itself.
-        in_frame(HashSet::from([Arc::as_ptr(&root.0)]), || {
+        in_frame(HashMap::from([(Arc::as_ptr(&root.0), 1)]), || {
             accumulate_leaf(root, grad);
             run_post_accumulate_hooks(root);
         });
@@ -172,18 +173,15 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
             }
         }
     }
-    let reached = leaf_uses.keys().copied().collect();
-    in_frame(reached, || {
-        walk(node, grad, retain_graph, &mut deps, &mut leaf_uses)
-    });
+    in_frame(leaf_uses, || walk(node, grad, retain_graph, &mut deps));
 }
 
 /// Runs one backward's `body` in its frame; the outermost then runs the
 /// queued callbacks.
-fn in_frame(reached: HashSet<*const crate::tensor::Inner>, body: impl FnOnce()) {
+fn in_frame(leaf_uses: HashMap<*const crate::tensor::Inner, usize>, body: impl FnOnce()) {
     FRAMES.with(|f| {
         f.borrow_mut().push(Frame {
-            reached,
+            leaf_uses,
             callbacks: vec![],
         })
     });
@@ -204,13 +202,7 @@ fn in_frame(reached: HashSet<*const crate::tensor::Inner>, body: impl FnOnce()) 
 
 /// Runs the nodes from `node` in reverse creation order, each once all its
 /// consumers have fed it.
-fn walk(
-    node: Arc<Node>,
-    grad: Tensor,
-    retain_graph: bool,
-    deps: &mut HashMap<*const Node, usize>,
-    leaf_uses: &mut HashMap<*const crate::tensor::Inner, usize>,
-) {
+fn walk(node: Arc<Node>, grad: Tensor, retain_graph: bool, deps: &mut HashMap<*const Node, usize>) {
     let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
     grads.insert(key(&node), grad);
     let mut ready = BinaryHeap::new();
@@ -250,11 +242,17 @@ fn walk(
                         debug_assert!(ig.shape() == t.shape(), "{}: gradient shape", n.name);
                         accumulate_leaf(t, ig)
                     }
-                    let uses = leaf_uses
-                        .get_mut(&Arc::as_ptr(&t.0))
-                        .expect("counted above");
-                    *uses -= 1;
-                    if *uses == 0 {
+                    let last_use = FRAMES.with(|f| {
+                        let mut frames = f.borrow_mut();
+                        let frame = frames.last_mut().expect("walk runs in its frame");
+                        let uses = frame
+                            .leaf_uses
+                            .get_mut(&Arc::as_ptr(&t.0))
+                            .expect("counted above");
+                        *uses -= 1;
+                        *uses == 0
+                    });
+                    if last_use {
                         run_post_accumulate_hooks(t);
                     }
                 }

@@ -4,7 +4,7 @@
 //! gradient in it (a post-accumulate hook on each parameter), so the
 //! communication of the last layers overlaps the backward of the first.
 
-use super::{Buf, Pending, all_gather_bytes, all_reduce_buf, broadcast_async, group};
+use super::{Buf, Pending, ReduceOp, all_gather_bytes, all_reduce_buf, broadcast_async, group};
 use crate::nn::{Forward, Module, TensorKind};
 use crate::{Error, Result, Tensor};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -168,8 +168,8 @@ impl Reducer {
                 }
             }
             let flat = flat.expect("buckets are never empty");
-            let pending =
-                all_reduce_buf("DistributedDataParallel", flat).unwrap_or_else(|e| panic!("{e}"));
+            let pending = all_reduce_buf("DistributedDataParallel", flat, ReduceOp::Sum)
+                .unwrap_or_else(|e| panic!("{e}"));
             step.launched.push((pending, Instant::now()));
             step.next_launch += 1;
         }

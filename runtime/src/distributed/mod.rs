@@ -311,11 +311,7 @@ pub fn all_reduce(t: &Tensor, op: ReduceOp) -> Result<()> {
 /// [`all_reduce`] without waiting: the result lands in `t` at `wait()`.
 pub fn all_reduce_async(t: &Tensor, op: ReduceOp) -> Result<Work> {
     check_avg(t, op, "all_reduce");
-    let mut buf = Buf::of(t, "all_reduce");
-    let pending = launch("all_reduce", move |w| {
-        mpi_comm::all_reduce(w, &mut buf, op);
-        buf
-    })?;
+    let pending = all_reduce_buf("all_reduce", Buf::of(t, "all_reduce"), op)?;
     let t = t.clone();
     Ok(Work {
         started: pending.started.clone(),
@@ -434,10 +430,11 @@ fn all_gather_bytes(op: &str, bytes: Vec<u8>) -> Result<Vec<Vec<u8>>> {
     launch(op, move |w| mpi_comm::all_gather_bytes(w, &bytes))?.wait()
 }
 
-/// A flat buffer all-reduced (sum) on the engine: DDP's bucket.
-fn all_reduce_buf(op: &str, mut buf: Buf) -> Result<Pending<Buf>> {
-    launch(op, move |w| {
-        mpi_comm::all_reduce(w, &mut buf, ReduceOp::Sum);
+/// A flat buffer all-reduced on the engine (a tensor's elements, or DDP's
+/// bucket); `Avg` is left to the caller (MPI only sums).
+fn all_reduce_buf(name: &str, mut buf: Buf, op: ReduceOp) -> Result<Pending<Buf>> {
+    launch(name, move |w| {
+        mpi_comm::all_reduce(w, &mut buf, op);
         buf
     })
 }

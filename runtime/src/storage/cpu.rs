@@ -91,17 +91,18 @@ impl CpuBuffer {
 
     /// A row-major copy of the view, converted to `dtype`.
     pub fn cast(&self, l: &Layout, dtype: DType) -> CpuBuffer {
-        if let Some(o) = l.contiguous_offset()
-            && let Some(fast) = self.cast_dense(o..o + l.numel(), dtype)
-        {
+        // The f32 <-> half pairs convert densely; a strided view of them is
+        // gathered in its own dtype first, not converted element by element
+        // through f64 (an empty range asks whether the pair has a kernel).
+        let fast = match l.contiguous_offset() {
+            Some(o) => self.cast_dense(o..o + l.numel(), dtype),
+            None if self.cast_dense(0..0, dtype).is_some() => {
+                self.copy(l).cast_dense(0..l.numel(), dtype)
+            }
+            None => None,
+        };
+        if let Some(fast) = fast {
             return fast;
-        }
-        if l.contiguous_offset().is_none() && self.cast_dense(0..0, dtype).is_some() {
-            // A strided f32 <-> half view (a transposed weight's gradient):
-            // gather it in its own dtype, then convert densely — not element
-            // by element through f64.
-            let dense = self.copy(l);
-            return dense.cast(&Layout::contiguous(&l.shape), dtype);
         }
         with_vec!(self, v => match dtype {
             DType::F32 => CpuBuffer::F32(cast_vec(v, l)),
@@ -282,25 +283,11 @@ impl CpuBuffer {
     }
 
     pub fn matmul(&self, la: &Layout, rhs: &CpuBuffer, lb: &Layout) -> CpuBuffer {
-        use CpuBuffer::*;
-        match (self, rhs) {
-            (F32(a), F32(b)) => F32(cpu::matmul(a, la, b, lb)),
-            (F64(a), F64(b)) => F64(cpu::matmul(a, la, b, lb)),
-            (a, b) => {
-                // f16/bf16: multiply in f32 and round once, as PyTorch's CPU path.
-                let (x, lx) = a.as_f32_operand(la);
-                let (y, ly) = b.as_f32_operand(lb);
-                let r = cpu::matmul(&x, &lx, &y, &ly);
-                let n = r.len();
-                F32(r).cast(&Layout::contiguous(&[n]), a.dtype())
-            }
-        }
+        self.gemm(la, rhs, lb, None)
     }
-}
 
-impl CpuBuffer {
-    /// `a @ b + bias` for 2-D views and a 1-D bias in one kernel; f16/bf16
-    /// accumulate in f32 with the bias and round once (PyTorch's addmm).
+    /// `a @ b + bias` for 2-D views and a 1-D bias in one kernel (PyTorch's
+    /// addmm).
     pub fn matmul_bias(
         &self,
         la: &Layout,
@@ -309,17 +296,45 @@ impl CpuBuffer {
         bias: &CpuBuffer,
         lbias: &Layout,
     ) -> CpuBuffer {
+        self.gemm(la, rhs, lb, Some((bias, lbias)))
+    }
+
+    /// `a @ b`, plus `bias` when given. f16/bf16 multiply (and add the bias)
+    /// in f32 and round once, as PyTorch's CPU path.
+    fn gemm(
+        &self,
+        la: &Layout,
+        rhs: &CpuBuffer,
+        lb: &Layout,
+        bias: Option<(&CpuBuffer, &Layout)>,
+    ) -> CpuBuffer {
         use CpuBuffer::*;
+        use std::borrow::Cow;
+        fn run<T: tapir_kernels::Float>(
+            a: &[T],
+            la: &Layout,
+            b: &[T],
+            lb: &Layout,
+            bias: Option<Cow<'_, [T]>>,
+        ) -> Vec<T> {
+            match bias {
+                None => cpu::matmul(a, la, b, lb),
+                Some(c) => cpu::matmul_bias(a, la, b, lb, &c),
+            }
+        }
         match (self, rhs, bias) {
-            (F32(a), F32(b), F32(c)) => F32(cpu::matmul_bias(a, la, b, lb, &contiguous(c, lbias))),
-            (F64(a), F64(b), F64(c)) => F64(cpu::matmul_bias(a, la, b, lb, &contiguous(c, lbias))),
-            (a, b, c) => {
+            (F32(a), F32(b), None) => F32(run(a, la, b, lb, None)),
+            (F32(a), F32(b), Some((F32(c), lc))) => F32(run(a, la, b, lb, Some(contiguous(c, lc)))),
+            (F64(a), F64(b), None) => F64(run(a, la, b, lb, None)),
+            (F64(a), F64(b), Some((F64(c), lc))) => F64(run(a, la, b, lb, Some(contiguous(c, lc)))),
+            (a, b, bias) => {
                 let (x, lx) = a.as_f32_operand(la);
                 let (y, ly) = b.as_f32_operand(lb);
-                let CpuBuffer::F32(z) = c.cast(lbias, DType::F32) else {
-                    unreachable!("cast to f32 gives f32")
-                };
-                let r = cpu::matmul_bias(&x, &lx, &y, &ly, &z);
+                let z = bias.map(|(c, lc)| match c.cast(lc, DType::F32) {
+                    F32(z) => Cow::Owned(z),
+                    _ => unreachable!("cast to f32 gives f32"),
+                });
+                let r = run(&x, &lx, &y, &ly, z);
                 let n = r.len();
                 F32(r).cast(&Layout::contiguous(&[n]), a.dtype())
             }
