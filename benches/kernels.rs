@@ -1,6 +1,6 @@
 //! Criterion benches of the core kernels: matmul (elements = FLOPs, so the
 //! throughput column reads as FLOP/s), elementwise add and gelu (bytes moved),
-//! softmax and sum.
+//! softmax and sum, and the small CNN's pooling and convolutions.
 //!
 //! ```sh
 //! cargo bench --bench kernels
@@ -58,5 +58,29 @@ fn rows(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, matmul, elementwise, rows);
+/// The small CNN's layers at batch 128 (`bench_ref`'s `cnn` workload):
+/// max pooling forward and the two convolutions.
+fn cnn_layers(c: &mut Criterion) {
+    let mut g = c.benchmark_group("cnn_b128");
+    g.sample_size(10);
+    set_num_threads(1);
+    let x = Tensor::randn(&[128, 32, 28, 28]);
+    g.bench_function("max_pool2d_32x28x28", |bench| {
+        bench.iter(|| black_box(x.max_pool2d((2, 2), (2, 2), (0, 0), (1, 1))))
+    });
+    let img = Tensor::randn(&[128, 1, 28, 28]);
+    let w1 = Tensor::randn(&[32, 1, 3, 3]);
+    let opts = Conv2dOptions::default().padding(1);
+    g.bench_function("conv2d_1to32", |bench| {
+        bench.iter(|| black_box(img.conv2d(&w1, None, opts)))
+    });
+    let h = Tensor::randn(&[128, 32, 14, 14]);
+    let w2 = Tensor::randn(&[64, 32, 3, 3]);
+    g.bench_function("conv2d_32to64", |bench| {
+        bench.iter(|| black_box(h.conv2d(&w2, None, opts)))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, matmul, elementwise, rows, cnn_layers);
 criterion_main!(benches);

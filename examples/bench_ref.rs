@@ -7,7 +7,8 @@
 //! ```
 //! Workloads: `matmul` (n1024, n2048), `mlp` (train_b256), `transformer`
 //! (manual_attn: the char transformer, attention from plain ops) and
-//! `inference` (b1_latency, b256_throughput); cnn comes later. `macro`
+//! `inference` (b1_latency, b256_throughput) and `cnn` (train_b128: the
+//! small CNN, SGD momentum 0.9). `macro`
 //! (tapir only) runs the `mlp` and `inference` steps on the seed MLP written
 //! by hand and written with `model!`, to show the macro costs nothing.
 //!
@@ -22,9 +23,10 @@ mod seed;
 // the char transformer (for `transformer`).
 include!("models/seed.rs");
 include!("models/transformer.rs");
+include!("models/small_cnn.rs");
 
 use std::time::Instant;
-use tapir::optim::{AdamW, AdamWConfig};
+use tapir::optim::{AdamW, AdamWConfig, SGD, SgdConfig};
 use tapir::prelude::*;
 
 /// tapir's side of the PyTorch comparison (`benches/torch_ref.py`): one
@@ -35,7 +37,7 @@ struct Cli {
     /// CPU threads for every kernel.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
-    /// Comma-separated: matmul, mlp, transformer, inference, macro.
+    /// Comma-separated: matmul, mlp, transformer, inference, cnn, macro.
     #[arg(long, default_value = "matmul", value_delimiter = ',')]
     workloads: Vec<String>,
     /// Multiplies every step count (0.3 for a quick run).
@@ -116,6 +118,7 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
         "matmul" => Some(&["n1024", "n2048"]),
         "transformer" => Some(&["manual_attn"]),
         "mlp" => Some(&["train_b256"]),
+        "cnn" => Some(&["train_b128"]),
         "inference" => Some(&["b1_latency", "b256_throughput"]),
         "macro" => Some(&[
             "hand_train_b256",
@@ -134,6 +137,7 @@ fn default_steps(key: &str) -> (usize, usize) {
         "matmul.n4096" => (3, 20),
         "transformer" => (2, 8),
         "mlp" => (10, 100),
+        "cnn" => (5, 40),
         "inference.b1" => (200, 2000),
         "inference.b256" => (10, 200),
         _ => unreachable!(),
@@ -502,6 +506,63 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
     )
 }
 
+/// The small CNN train step (PyTorch's `SmallCNN`): zero_grad, forward,
+/// cross entropy, backward, SGD(lr 0.01, momentum 0.9); batch 128.
+fn bench_cnn(args: &Args, variant: &str) -> String {
+    let batch = 128;
+    let dev = args.device;
+    let g = Generator::new(args.seed);
+    let xs: Vec<Tensor> = (0..N_DATA_BATCHES)
+        .map(|_| Tensor::randn_with(&[batch, 1, 28, 28], &g).to(dev).unwrap())
+        .collect();
+    let ys: Vec<Tensor> = (0..N_DATA_BATCHES)
+        .map(|_| Tensor::randint_with(0, 10, &[batch], &g).to(dev).unwrap())
+        .collect();
+    manual_seed(args.seed);
+    let model = SmallCnn::new(&dev);
+    let mut opt = SGD::new(
+        model.parameters(),
+        SgdConfig {
+            lr: 0.01,
+            momentum: 0.9,
+            ..SgdConfig::default()
+        },
+    );
+    let mut it = 0;
+    let mut step = || {
+        let i = it % N_DATA_BATCHES;
+        it += 1;
+        opt.zero_grad();
+        let loss = args.autocast(|| cross_entropy(&model.forward(&xs[i]), &ys[i]));
+        loss.backward();
+        opt.step();
+        loss
+    };
+    let (warm, steps) = scaled(args, "cnn");
+    let t = time_loop(
+        dev,
+        || {
+            step();
+        },
+        warm,
+        steps,
+    );
+    let final_loss = step().item::<f64>();
+    record(
+        "cnn",
+        variant,
+        warm,
+        &t,
+        batch as f64,
+        &[
+            ("batch", batch.to_string()),
+            ("params", model.num_parameters().to_string()),
+            ("final_loss", format!("{final_loss:.4}")),
+            args.amp_field(),
+        ],
+    )
+}
+
 fn main() {
     let args = match parse() {
         Ok(a) => a,
@@ -517,6 +578,7 @@ fn main() {
             "matmul" => bench_matmul(&args, v),
             "mlp" => bench_mlp(&args, v),
             "transformer" => bench_transformer(&args, v),
+            "cnn" => bench_cnn(&args, v),
             "inference" => bench_inference(&args, v),
             "macro" if v.contains("train") => bench_mlp(&args, v),
             "macro" => bench_inference(&args, v),

@@ -92,7 +92,12 @@ pub fn modules() -> Vec<Module> {
         Module {
             name: "conv",
             source: Cow::Borrowed(include_str!("cu/conv.cu")),
-            kernels: vec!["im2col_f32".to_string(), "col2im_f32".to_string()],
+            kernels: vec![
+                "im2col_f32".to_string(),
+                "col2im_f32".to_string(),
+                "max_pool2d_f32".to_string(),
+                "max_pool2d_backward_f32".to_string(),
+            ],
         },
         Module {
             name: "norm",
@@ -270,8 +275,9 @@ mod tests {
         let index = 2 * 4 + 2;
         assert_eq!(
             count,
-            // conv 2; per float dtype: softmax 2, rows 2, layer norm 3, optimizers 3.
-            2 * (elementwise + copy + index + 2 + 3 * (2 + 2 + 3 + 3))
+            // conv 4 (im2col, col2im, max pool and its backward); per float
+            // dtype: softmax 2, rows 2, layer norm 3, optimizers 3.
+            2 * (elementwise + copy + index + 4 + 3 * (2 + 2 + 3 + 3))
         );
     }
 

@@ -1,6 +1,7 @@
-//! Convolution and pooling, lowered to `unfold` (im2col) plus GEMM or a
-//! reduction; `unfold`'s backward is `fold` (col2im), so everything else gets
-//! its gradient for free.
+//! Convolution and average pooling, lowered to `unfold` (im2col) plus GEMM
+//! or a mean; `unfold`'s backward is `fold` (col2im), so they get their
+//! gradient for free. Max pooling has its own kernel (it was 41% of a small
+//! CNN's train step as unfold + max).
 
 use crate::Tensor;
 use tapir_kernels::Conv2dGeometry;
@@ -187,11 +188,66 @@ impl Tensor {
         padding: (usize, usize),
         dilation: (usize, usize),
     ) -> Tensor {
+        self.max_pool2d_with_indices(kernel, stride, padding, dilation)
+            .0
+    }
+
+    /// 2-D max pooling with each maximum's flat index `ih * W + iw` in its
+    /// `[H, W]` plane (`F.max_pool2d(..., return_indices=True)`). A NaN in a
+    /// window wins it; ties keep the first tap. Computed from the image
+    /// directly (no im2col); the backward adds each gradient at its index.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 4.0, 3.0, 2.0], &[1, 1, 2, 2]);
+    /// let (v, i) = x.max_pool2d_with_indices((2, 2), (2, 2), (0, 0), (1, 1));
+    /// assert_eq!((v.to_vec::<f32>(), i.to_vec::<i64>()), (vec![4.0], vec![1]));
+    /// ```
+    pub fn max_pool2d_with_indices(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+    ) -> (Tensor, Tensor) {
+        let op = "max_pool2d";
+        assert!(
+            self.dtype().is_float(),
+            "{op}: expects a float input, got {}",
+            self.dtype()
+        );
+        assert!(
+            kernel.0 > 0 && kernel.1 > 0,
+            "{op}: kernel {kernel:?} must be positive"
+        );
         assert!(
             padding.0 * 2 <= kernel.0 && padding.1 * 2 <= kernel.1,
-            "max_pool2d: padding {padding:?} should be at most half of kernel {kernel:?}"
+            "{op}: padding {padding:?} should be at most half of kernel {kernel:?}"
         );
-        self.pool(kernel, stride, padding, dilation, true)
+        let opts = Conv2dOptions {
+            stride,
+            padding,
+            dilation,
+            groups: 1,
+        };
+        let g = geometry(self, kernel, &opts, op);
+        let (oh, ow) = g.out_hw().unwrap();
+        let out_shape = [g.n, g.c, oh, ow];
+        let (vals, idx) = self.read().max_pool2d(self.layout(), &g);
+        let indices = Tensor::from_storage(idx, &out_shape);
+        let saved = indices.clone();
+        let in_shape = self.shape().to_vec();
+        let out = Tensor::record(
+            Tensor::from_storage(vals, &out_shape),
+            "MaxPool2DWithIndicesBackward0",
+            &[self],
+            move || {
+                move |grad: &Tensor, _: &[bool]| {
+                    vec![Some(max_pool2d_scatter(grad, &saved, &g, &in_shape))]
+                }
+            },
+        );
+        (out, indices)
     }
 
     /// 2-D average pooling (`F.avg_pool2d`, count_include_pad = true).
@@ -201,18 +257,16 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
-        self.pool(kernel, stride, padding, (1, 1), false)
+        self.avg_pool(kernel, stride, padding)
     }
 
-    fn pool(
+    fn avg_pool(
         &self,
         kernel: (usize, usize),
         stride: (usize, usize),
         padding: (usize, usize),
-        dilation: (usize, usize),
-        max: bool,
     ) -> Tensor {
-        let op = if max { "max_pool2d" } else { "avg_pool2d" };
+        let op = "avg_pool2d";
         assert!(
             self.ndim() == 4,
             "{op}: expects a 4-D [N, C, H, W] input, got shape {:?}",
@@ -222,19 +276,28 @@ impl Tensor {
         let opts = Conv2dOptions {
             stride,
             padding,
-            dilation,
-            groups: 1,
+            ..Conv2dOptions::default()
         };
         let planes = self.reshape(&[(s[0] * s[1]) as isize, 1, s[2] as isize, s[3] as isize]);
         let g = geometry(&planes, kernel, &opts, op);
         let (oh, ow) = g.out_hw().unwrap();
-        let pad = if max { f64::NEG_INFINITY } else { 0.0 };
-        let cols = planes.unfold_padded(kernel, opts, pad, op); // [N*C, kh*kw, L]
-        let pooled = if max {
-            cols.max_dim(1, false).0
-        } else {
-            cols.mean_dim(1, false)
-        };
-        pooled.reshape(&[s[0] as isize, s[1] as isize, oh as isize, ow as isize])
+        let cols = planes.unfold_padded(kernel, opts, 0.0, op); // [N*C, kh*kw, L]
+        cols.mean_dim(1, false)
+            .reshape(&[s[0] as isize, s[1] as isize, oh as isize, ow as isize])
     }
+}
+
+/// max pooling's gradient: `grad` added at the forward's `idx` in a zeroed
+/// image of `in_shape`.
+fn max_pool2d_scatter(
+    grad: &Tensor,
+    idx: &Tensor,
+    g: &Conv2dGeometry,
+    in_shape: &[usize],
+) -> Tensor {
+    Tensor::from_storage(
+        grad.read()
+            .max_pool2d_backward(grad.layout(), &idx.read(), g),
+        in_shape,
+    )
 }

@@ -288,6 +288,48 @@ impl Storage {
         }
     }
 
+    /// Max pooling of the `[n, c, h, w]` view: the `[n, c, oh, ow]` maxima
+    /// (same dtype) and each one's flat argmax `ih * w + iw` in its plane (i64).
+    pub fn max_pool2d(&self, l: &Layout, g: &Conv2dGeometry) -> (Storage, Storage) {
+        let on_cpu = |b: &CpuBuffer| {
+            let (v, i) = b.max_pool2d(l, g);
+            (v, CpuBuffer::I64(i))
+        };
+        match self {
+            Storage::Cpu(b) => {
+                let (v, i) = on_cpu(b);
+                (Storage::cpu(v), Storage::cpu(i))
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match s.max_pool2d(l, g) {
+                Some(r) => {
+                    let (v, i) = r.unwrap_or_else(|e| fail("max_pool2d", e));
+                    (Storage::Cuda(v), Storage::Cuda(i))
+                }
+                None => {
+                    let (v, i) = on_cpu(&self.host());
+                    let d = self.device();
+                    (Storage::on_device(v, d), Storage::on_device(i, d))
+                }
+            },
+        }
+    }
+
+    /// The gradient of [`Storage::max_pool2d`] from this `[n, c, oh, ow]`
+    /// gradient view and the forward's dense indices: an `[n, c, h, w]` image.
+    pub fn max_pool2d_backward(&self, l: &Layout, idx: &Storage, g: &Conv2dGeometry) -> Storage {
+        #[allow(unreachable_patterns)]
+        match (self, idx) {
+            (Storage::Cpu(b), Storage::Cpu(i)) => Storage::cpu(b.max_pool2d_backward(l, i, g)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            (Storage::Cuda(s), Storage::Cuda(i)) => match s.max_pool2d_backward(l, i, g) {
+                Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("max_pool2d backward", e))),
+                None => self.map_host(|b| b.max_pool2d_backward(l, &idx.host(), g)),
+            },
+            _ => unreachable!("max_pool2d backward: gradient and indices share a device"),
+        }
+    }
+
     /// `torch.gather` (`per_element`: one index per output element, a dense
     /// i64 storage of the view's shape) or `index_select` (one index per
     /// position along the dim, a dense i64 storage of that length), reading

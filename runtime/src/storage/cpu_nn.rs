@@ -1,5 +1,5 @@
 //! The CPU arms of the seam's neural-network primitives: softmax, layer
-//! norm, im2col/col2im, indexing, in-place updates and optimizer steps.
+//! norm, im2col/col2im, max pooling, indexing, in-place updates and optimizer steps.
 //! Float kernels compute in f64 for f64 and in f32 otherwise (f16/bf16 are
 //! widened, and each result rounded once), as PyTorch's CPU kernels do.
 
@@ -170,6 +170,59 @@ impl CpuBuffer {
             other => {
                 let v: Vec<f32> = other.to_vec(l);
                 CpuBuffer::F32(cpu::col2im(&v, g)).into_dtype(other.dtype())
+            }
+        }
+    }
+
+    /// Max pooling of the `[n, c, h, w]` view: maxima and flat plane argmaxes
+    /// (half types compare in f32, which is exact).
+    pub fn max_pool2d(&self, l: &Layout, g: &Conv2dGeometry) -> (CpuBuffer, Vec<i64>) {
+        match self {
+            CpuBuffer::F64(v) => {
+                let (v, i) = cpu::max_pool2d(&contiguous(v, l), g);
+                (CpuBuffer::F64(v), i)
+            }
+            CpuBuffer::F32(v) => {
+                let (v, i) = cpu::max_pool2d(&contiguous(v, l), g);
+                (CpuBuffer::F32(v), i)
+            }
+            other => {
+                let x: Vec<f32> = other.to_vec(l);
+                let (v, i) = cpu::max_pool2d(&x, g);
+                (CpuBuffer::F32(v).into_dtype(other.dtype()), i)
+            }
+        }
+    }
+
+    /// The gradient of `max_pool2d` from the `[n, c, oh, ow]` gradient view
+    /// and the forward's dense i64 indices.
+    pub fn max_pool2d_backward(
+        &self,
+        l: &Layout,
+        idx: &CpuBuffer,
+        g: &Conv2dGeometry,
+    ) -> CpuBuffer {
+        let CpuBuffer::I64(idx) = idx else {
+            unreachable!("max_pool2d indices are i64")
+        };
+        let (planes, plane) = (g.n * g.c, g.h * g.w);
+        match self {
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::max_pool2d_backward(
+                &contiguous(v, l),
+                idx,
+                planes,
+                plane,
+            )),
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::max_pool2d_backward(
+                &contiguous(v, l),
+                idx,
+                planes,
+                plane,
+            )),
+            other => {
+                let gv: Vec<f32> = other.to_vec(l);
+                CpuBuffer::F32(cpu::max_pool2d_backward(&gv, idx, planes, plane))
+                    .into_dtype(other.dtype())
             }
         }
     }

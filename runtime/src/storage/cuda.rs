@@ -324,6 +324,44 @@ impl CudaStorage {
         })())
     }
 
+    /// Max pooling of the `[n, c, h, w]` view, compared in f32 (exact for
+    /// half types): the maxima and their i64 plane argmaxes.
+    pub fn max_pool2d(
+        &self,
+        l: &Layout,
+        g: &Conv2dGeometry,
+    ) -> Option<CudaResult<(CudaStorage, CudaStorage)>> {
+        kernel_dtype(self.dtype)?;
+        let geom = launch::ConvGeom::new(g)?;
+        Some((|| {
+            let copy = self.dense_f32(l)?;
+            let x = copy.as_ref().unwrap_or(self);
+            let (v, i) = launch::max_pool2d_f32(&x.buf, geom)?;
+            Ok((
+                CudaStorage::new(v, DType::F32).into_dtype(self.dtype)?,
+                CudaStorage::new(i, DType::I64),
+            ))
+        })())
+    }
+
+    /// The gradient of `max_pool2d` from the gradient view and the dense
+    /// indices, summed in f32.
+    pub fn max_pool2d_backward(
+        &self,
+        l: &Layout,
+        idx: &CudaStorage,
+        g: &Conv2dGeometry,
+    ) -> Option<CudaResult<CudaStorage>> {
+        kernel_dtype(self.dtype)?;
+        let geom = launch::ConvGeom::new(g)?;
+        Some((|| {
+            let copy = self.dense_f32(l)?;
+            let grad = copy.as_ref().unwrap_or(self);
+            let x = launch::max_pool2d_backward_f32(&grad.buf, &idx.buf, geom)?;
+            CudaStorage::new(x, DType::F32).into_dtype(self.dtype)
+        })())
+    }
+
     /// The view as a dense f32 buffer from offset 0, which the conv kernels
     /// read: `None` when this storage already is one, else a converted copy.
     fn dense_f32(&self, l: &Layout) -> CudaResult<Option<CudaStorage>> {

@@ -1,4 +1,4 @@
-//! im2col / col2im for convolution and pooling.
+//! im2col / col2im for convolution, and max pooling.
 
 use super::*;
 
@@ -103,6 +103,57 @@ pub fn col2im_f32(cols: &CudaBuffer, g: ConvGeom) -> CudaResult<CudaBuffer> {
             &total,
             &g,
             &pc,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// Max pooling of a contiguous f32 `[n, c, h, w]` buffer: the `[n, c, oh, ow]`
+/// maxima and their flat i64 argmax within each plane (CPU twin
+/// [`crate::cpu::max_pool2d`]).
+pub fn max_pool2d_f32(x: &CudaBuffer, g: ConvGeom) -> CudaResult<(CudaBuffer, CudaBuffer)> {
+    let total = g.count(&[g.n, g.c, g.oh, g.ow]);
+    let dev = x.device();
+    let vals = dev.alloc(total * 4)?;
+    let idx = dev.alloc(total * 8)?;
+    if total > 0 {
+        let (px, pv, pi) = (x.ptr(0), vals.ptr(0), idx.ptr(0));
+        launch!(
+            dev,
+            "max_pool2d_f32".to_string(),
+            elems(total),
+            &total,
+            &g,
+            &px,
+            &pv,
+            &pi
+        )?;
+    }
+    Ok((vals, idx))
+}
+
+/// The gradient of [`max_pool2d_f32`] from contiguous f32 `[n, c, oh, ow]`
+/// gradients and its indices: an `[n, c, h, w]` image (CPU twin
+/// [`crate::cpu::max_pool2d_backward`]).
+pub fn max_pool2d_backward_f32(
+    grad: &CudaBuffer,
+    idx: &CudaBuffer,
+    g: ConvGeom,
+) -> CudaResult<CudaBuffer> {
+    let total = g.count(&[g.n, g.c, g.h, g.w]);
+    let dev = grad.device();
+    let y = dev.alloc(total * 4)?;
+    if total > 0 {
+        let (pg, pi, py) = (grad.ptr(0), idx.ptr(0), y.ptr(0));
+        launch!(
+            dev,
+            "max_pool2d_backward_f32".to_string(),
+            elems(total),
+            &total,
+            &g,
+            &pg,
+            &pi,
             &py
         )?;
     }

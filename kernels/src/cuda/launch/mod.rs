@@ -132,7 +132,7 @@ mod optim;
 mod rows;
 
 pub use blas::matmul;
-pub use conv::{ConvGeom, col2im_f32, im2col_f32};
+pub use conv::{ConvGeom, col2im_f32, im2col_f32, max_pool2d_backward_f32, max_pool2d_f32};
 pub use index::{Gathered, gather, index_add_f32, scatter_add_f32};
 pub use movement::{cast, compare, fill, select_where, strided_assign, strided_copy};
 pub use optim::{adam, optim_step, rmsprop, sgd};

@@ -342,6 +342,26 @@ fn conv_and_extreme_kernels_match_their_cpu_twins() {
     let back = launch::col2im_f32(&up(&dev, &want), geom).unwrap();
     let want_back = crate::cpu::col2im(&want, &g);
     close("col2im", &down(&back, x.len()), &want_back, 1e-5);
+    let mut px = x.clone();
+    px[5] = f32::NAN; // NaN wins its windows
+    let (pv, pi) = launch::max_pool2d_f32(&up(&dev, &px), geom).unwrap();
+    let (want_v, want_i) = crate::cpu::max_pool2d(&px, &g);
+    let got_v = down(&pv, want_v.len());
+    for (k, (a, b)) in got_v.iter().zip(&want_v).enumerate() {
+        assert!(
+            a == b || (a.is_nan() && b.is_nan()),
+            "max_pool2d value {k}: {a} vs {b}"
+        );
+    }
+    assert_eq!(
+        pi.read::<i64>(want_i.len()).unwrap(),
+        want_i,
+        "max_pool2d indices"
+    );
+    let grad = inputs(want_v.len(), 71);
+    let gx = launch::max_pool2d_backward_f32(&up(&dev, &grad), &pi, geom).unwrap();
+    let want_gx = crate::cpu::max_pool2d_backward(&grad, &want_i, g.n * g.c, g.h * g.w);
+    close("max_pool2d_backward", &down(&gx, x.len()), &want_gx, 1e-6);
     let (rows, n) = (13, 9);
     let mut v = inputs(rows * n, 67);
     v[4] = f32::NAN; // NaN wins its row

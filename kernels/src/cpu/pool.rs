@@ -1,0 +1,273 @@
+//! Max pooling with the argmax of each window (PyTorch's
+//! `max_pool2d_with_indices`), read straight from the image: lowering it to
+//! im2col plus a max over the window dim wrote and re-read every tap and was
+//! 41% of the small CNN's train step.
+
+use crate::threads::{install, parallel, simd};
+use crate::{Conv2dGeometry, Float};
+use rayon::prelude::*;
+
+/// For each output along one axis: its first input coordinate (may be in
+/// the padding) and the range `[lo, hi)` of its taps that land inside the
+/// input. Computed once per call, so the window loop does no bounds math.
+fn tap_ranges(
+    outs: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    dil: usize,
+    size: usize,
+) -> Vec<(isize, usize, usize)> {
+    (0..outs)
+        .map(|o| {
+            let start = (o * stride) as isize - pad as isize;
+            let inside = |t: usize| {
+                let at = start + (t * dil) as isize;
+                at >= 0 && at < size as isize
+            };
+            let lo = (0..k).find(|&t| inside(t)).unwrap_or(k);
+            let hi = (lo..k).rfind(|&t| inside(t)).map_or(lo, |t| t + 1);
+            (start, lo, hi)
+        })
+        .collect()
+}
+
+/// Max pooling of a contiguous `[n, c, h, w]` input: the `[n, c, oh, ow]`
+/// maxima and, for each, the flat index `ih * w + iw` of the winning tap
+/// within its plane. A NaN in a window wins (the last one, as PyTorch's CPU
+/// kernel: `val > max || isnan(val)`); ties keep the first tap.
+///
+/// ```
+/// use tapir_kernels::{Conv2dGeometry, cpu::max_pool2d};
+/// let g = Conv2dGeometry { n: 1, c: 1, h: 2, w: 2, kernel: (2, 2), stride: (2, 2), padding: (0, 0), dilation: (1, 1) };
+/// let (v, i) = max_pool2d(&[1.0f32, 4.0, 3.0, 2.0], &g);
+/// assert_eq!((v, i), (vec![4.0], vec![1]));
+/// ```
+pub fn max_pool2d<T: Float>(x: &[T], g: &Conv2dGeometry) -> (Vec<T>, Vec<i64>) {
+    let (oh, ow) = g.out_hw().expect("pool geometry checked by the caller");
+    let (plane_in, plane_out) = (g.h * g.w, oh * ow);
+    assert!(
+        plane_in <= i32::MAX as usize,
+        "max_pool2d: an input plane of {}x{} is over 2^31 elements",
+        g.h,
+        g.w
+    );
+    let mut vals = vec![T::zero(); g.n * g.c * plane_out];
+    let mut idx = vec![0i64; vals.len()];
+    if plane_out == 0 {
+        return (vals, idx);
+    }
+    let rows = tap_ranges(oh, g.kernel.0, g.stride.0, g.padding.0, g.dilation.0, g.h);
+    let cols = tap_ranges(ow, g.kernel.1, g.stride.1, g.padding.1, g.dilation.1, g.w);
+    // For each tap kj, the outputs [lo, hi) whose tap lands inside the row
+    // (contiguous, as the window start grows with oj).
+    let inside = |kj: usize, oj: usize| cols[oj].1 <= kj && kj < cols[oj].2;
+    let cols_lo: Vec<usize> = (0..g.kernel.1)
+        .map(|kj| (0..ow).find(|&oj| inside(kj, oj)).unwrap_or(ow))
+        .collect();
+    let cols_hi: Vec<usize> = (0..g.kernel.1)
+        .map(|kj| {
+            (0..ow)
+                .rfind(|&oj| inside(kj, oj))
+                .map_or(cols_lo[kj], |o| o + 1)
+        })
+        .collect();
+    let (dh, dw) = g.dilation;
+    // Tap by tap over a whole output row, in window order (row by row), so
+    // ties keep the first tap and the last NaN wins, as PyTorch's CPU
+    // kernel. Each tap's inputs are first copied to a unit-stride scratch
+    // row, and positions are kept as i32 beside the values: the update is
+    // then a branch-free select over independent outputs that vectorises
+    // (as compares on random data, half of them mispredicted).
+    let fill = |p: usize, vals: &mut [T], idx: &mut [i64]| {
+        let src = &x[p * plane_in..(p + 1) * plane_in];
+        let mut tap = vec![T::zero(); ow];
+        let mut at = vec![0i32; ow];
+        simd(
+            #[inline(always)]
+            || {
+                for (oi, &(r0, rlo, rhi)) in rows.iter().enumerate() {
+                    let best = &mut vals[oi * ow..(oi + 1) * ow];
+                    best.fill(T::neg_infinity());
+                    at.fill(-1);
+                    for ki in rlo..rhi {
+                        let row_at = (r0 + (ki * dh) as isize) as usize * g.w;
+                        let row = &src[row_at..row_at + g.w];
+                        for kj in 0..g.kernel.1 {
+                            let (lo, hi) = (cols_lo[kj], cols_hi[kj]);
+                            if lo >= hi {
+                                continue;
+                            }
+                            // Input column of output `oj`'s tap kj: first + oj * stride.
+                            let first =
+                                (cols[lo].0 + (kj * dw) as isize) as usize - lo * g.stride.1;
+                            for (oj, t) in (lo..hi).zip(&mut tap[lo..hi]) {
+                                *t = row[first + oj * g.stride.1];
+                            }
+                            let base = (row_at + first) as i32;
+                            let step = g.stride.1 as i32;
+                            let lanes = best[lo..hi]
+                                .iter_mut()
+                                .zip(&mut at[lo..hi])
+                                .zip(&tap[lo..hi]);
+                            for (oj, ((b, a), &v)) in (lo as i32..).zip(lanes) {
+                                let take = (*a < 0) | (v > *b) | v.is_nan();
+                                *b = if take { v } else { *b };
+                                *a = if take { base + oj * step } else { *a };
+                            }
+                        }
+                    }
+                    for (d, &a) in idx[oi * ow..(oi + 1) * ow].iter_mut().zip(at.iter()) {
+                        *d = a as i64;
+                    }
+                }
+            },
+        )
+    };
+    if parallel(x.len()) {
+        install(|_| {
+            vals.par_chunks_mut(plane_out)
+                .zip(idx.par_chunks_mut(plane_out))
+                .enumerate()
+                .for_each(|(p, (v, i))| fill(p, v, i))
+        });
+    } else {
+        vals.chunks_mut(plane_out)
+            .zip(idx.chunks_mut(plane_out))
+            .enumerate()
+            .for_each(|(p, (v, i))| fill(p, v, i));
+    }
+    (vals, idx)
+}
+
+/// The gradient of [`max_pool2d`]: each output's gradient added at its
+/// argmax in a zeroed `[planes, plane_in]` image (`grad` and `idx` are
+/// contiguous `[planes, plane_out]`). Indices come from [`max_pool2d`]; one
+/// outside the plane panics.
+///
+/// ```
+/// use tapir_kernels::cpu::max_pool2d_backward;
+/// let gi = max_pool2d_backward(&[1.0f32, 2.0], &[3, 3], 1, 4);
+/// assert_eq!(gi, vec![0.0, 0.0, 0.0, 3.0]);
+/// ```
+pub fn max_pool2d_backward<T: Float>(
+    grad: &[T],
+    idx: &[i64],
+    planes: usize,
+    plane_in: usize,
+) -> Vec<T> {
+    let mut out = vec![T::zero(); planes * plane_in];
+    if planes == 0 || plane_in == 0 {
+        return out;
+    }
+    let plane_out = grad.len() / planes;
+    let fill = |p: usize, dst: &mut [T]| {
+        let g = &grad[p * plane_out..(p + 1) * plane_out];
+        let i = &idx[p * plane_out..(p + 1) * plane_out];
+        for (&gv, &at) in g.iter().zip(i) {
+            dst[at as usize] = dst[at as usize] + gv;
+        }
+    };
+    if parallel(out.len()) {
+        install(|_| {
+            out.par_chunks_mut(plane_in)
+                .enumerate()
+                .for_each(|(p, d)| fill(p, d))
+        });
+    } else {
+        out.chunks_mut(plane_in)
+            .enumerate()
+            .for_each(|(p, d)| fill(p, d));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn geom(h: usize, w: usize, k: usize, s: usize, p: usize, d: usize) -> Conv2dGeometry {
+        Conv2dGeometry {
+            n: 1,
+            c: 1,
+            h,
+            w,
+            kernel: (k, k),
+            stride: (s, s),
+            padding: (p, p),
+            dilation: (d, d),
+        }
+    }
+
+    /// The window maximum by brute force over every tap, padding as -inf.
+    fn naive(x: &[f64], g: &Conv2dGeometry) -> (Vec<f64>, Vec<i64>) {
+        let (oh, ow) = g.out_hw().unwrap();
+        let (mut v, mut ix) = (vec![], vec![]);
+        for oi in 0..oh {
+            for oj in 0..ow {
+                let (mut best, mut at) = (f64::NEG_INFINITY, -1i64);
+                for ki in 0..g.kernel.0 {
+                    for kj in 0..g.kernel.1 {
+                        let ih =
+                            (oi * g.stride.0 + ki * g.dilation.0) as isize - g.padding.0 as isize;
+                        let iw =
+                            (oj * g.stride.1 + kj * g.dilation.1) as isize - g.padding.1 as isize;
+                        if ih < 0 || iw < 0 || ih >= g.h as isize || iw >= g.w as isize {
+                            continue;
+                        }
+                        let p = ih as usize * g.w + iw as usize;
+                        if at < 0 || x[p] > best {
+                            (best, at) = (x[p], p as i64);
+                        }
+                    }
+                }
+                v.push(best);
+                ix.push(at);
+            }
+        }
+        (v, ix)
+    }
+
+    #[test]
+    fn matches_brute_force_over_strides_padding_and_dilation() {
+        let x: Vec<f64> = (0..7 * 9).map(|i| ((i * 37) % 23) as f64 - 11.0).collect();
+        for (k, s, p, d) in [
+            (2, 2, 0, 1),
+            (3, 2, 1, 1),
+            (3, 1, 1, 2),
+            (2, 1, 0, 3),
+            (3, 3, 1, 1),
+        ] {
+            let g = geom(7, 9, k, s, p, d);
+            assert_eq!(max_pool2d(&x, &g), naive(&x, &g), "k{k} s{s} p{p} d{d}");
+        }
+    }
+
+    #[test]
+    fn nan_wins_its_window() {
+        let g = geom(2, 2, 2, 2, 0, 1);
+        let (v, i) = max_pool2d(&[1.0f32, f32::NAN, 5.0, 2.0], &g);
+        assert!(v[0].is_nan());
+        assert_eq!(i, vec![1]);
+    }
+
+    #[test]
+    fn backward_adds_overlapping_windows() {
+        // Stride 1, kernel 2 on [0, 9, 1]: both windows pick position 1.
+        let g = Conv2dGeometry {
+            n: 1,
+            c: 1,
+            h: 1,
+            w: 3,
+            kernel: (1, 2),
+            stride: (1, 1),
+            padding: (0, 0),
+            dilation: (1, 1),
+        };
+        let (_, i) = max_pool2d(&[0.0f64, 9.0, 1.0], &g);
+        assert_eq!(
+            max_pool2d_backward(&[1.5, 2.0], &i, 1, 3),
+            vec![0.0, 3.5, 0.0]
+        );
+    }
+}
