@@ -1,7 +1,13 @@
-//! Graph lifetime, measured alone in its own test binary so that resident
-//! memory reflects only this test.
+//! Graph lifetime and the CPU caching allocator, measured alone in their
+//! own test binary so that resident memory and the allocator's counters
+//! reflect only these tests (which take turns through `ALONE`).
 
+use std::sync::Mutex;
+use tapir::memory;
+use tapir::optim::{AdamW, AdamWConfig};
 use tapir::prelude::*;
+
+static ALONE: Mutex<()> = Mutex::new(());
 
 /// Resident set size in KiB (Linux).
 fn rss_kib() -> usize {
@@ -16,6 +22,7 @@ fn rss_kib() -> usize {
 
 #[test]
 fn graphs_are_freed_without_backward_and_after_backward() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
     let w = Tensor::randn(&[256, 256]).requires_grad_(true);
     let x = Tensor::randn(&[64, 256]);
     // Warm up allocator pools, then 1000 forwards that are never backpropagated.
@@ -41,4 +48,53 @@ fn graphs_are_freed_without_backward_and_after_backward() {
     loss.backward();
     let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loss.backward()));
     assert!(again.is_err(), "saved tensors must be gone after backward");
+}
+
+/// A steady-state training step takes no new buffer from the system: every
+/// output comes from the caching allocator's free lists (PyTorch's
+/// `num_device_alloc` stays flat), and `empty_cache` gives them back.
+#[test]
+fn a_steady_state_step_allocates_nothing_new_from_the_system() {
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    tapir::manual_seed(0);
+    let model = nn::Sequential::new()
+        .add(nn::Linear::new(784, 256, true))
+        .add(nn::LayerNorm::new(&[256], 1e-5, true))
+        .add(nn::GELU::default())
+        .add(nn::Linear::new(256, 10, true));
+    let params = model.parameters();
+    let mut opt = AdamW::new(params.clone(), AdamWConfig::default());
+    let x = Tensor::randn(&[128, 784]);
+    let y = Tensor::randint(0, 10, &[128]);
+    let mut step = || {
+        opt.zero_grad();
+        let loss = nn::cross_entropy(&model.forward(&x), &y);
+        loss.backward();
+        clip_grad_norm_(&params, 1.0);
+        opt.step();
+    };
+    for _ in 0..3 {
+        step();
+    }
+    let warm = memory::memory_stats(Device::Cpu).unwrap();
+    for _ in 0..5 {
+        step();
+    }
+    let after = memory::memory_stats(Device::Cpu).unwrap();
+    assert_eq!(
+        after.num_device_alloc,
+        warm.num_device_alloc,
+        "5 steady-state steps took {} new buffers from the system",
+        after.num_device_alloc - warm.num_device_alloc
+    );
+    // The freed activations are cached, not returned...
+    assert!(after.reserved > after.allocated, "{after:?}");
+    // ...until empty_cache.
+    memory::empty_cache(Device::Cpu).unwrap();
+    let emptied = memory::memory_stats(Device::Cpu).unwrap();
+    assert_eq!(emptied.reserved, emptied.allocated, "{emptied:?}");
+    // And the next step refills the cache from the system.
+    step();
+    let refilled = memory::memory_stats(Device::Cpu).unwrap();
+    assert!(refilled.num_device_alloc > after.num_device_alloc);
 }

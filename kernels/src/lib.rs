@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod cpu;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub mod cuda;

@@ -32,16 +32,7 @@ pub fn device_count() -> usize {
     }
 }
 
-/// Memory figures of one CUDA device, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryStats {
-    /// Held by live tensors (`torch.cuda.memory_allocated`).
-    pub allocated: usize,
-    /// The most held at once since the last reset (`max_memory_allocated`).
-    pub peak_allocated: usize,
-    /// Taken from the driver, cached free blocks included (`memory_reserved`).
-    pub reserved: usize,
-}
+pub use crate::memory::MemoryStats;
 
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 fn with_device<T>(
@@ -74,6 +65,7 @@ pub fn memory_stats(device: Device) -> Result<MemoryStats> {
                 allocated: s.allocated,
                 peak_allocated: s.peak_allocated,
                 reserved: s.reserved,
+                num_device_alloc: s.num_device_alloc,
             }
         }
         #[cfg(not(any(feature = "cuda", feature = "cuda12")))]

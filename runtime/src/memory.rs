@@ -1,8 +1,10 @@
 //! Memory held by tensors, on the CPU and on a GPU, with a resettable peak
 //! (PyTorch's `torch.cuda.memory_allocated` family, for every device).
 //!
-//! On the CPU the figure is the bytes of every live tensor storage (views
-//! share theirs); on a GPU it is the caching allocator's `allocated`.
+//! On the CPU, `allocated` is the bytes of every live tensor storage (views
+//! share theirs) and `reserved` adds the buffers the caching allocator
+//! keeps for reuse (`tapir_kernels::alloc`); on a GPU both are the CUDA
+//! caching allocator's.
 //!
 //! ```
 //! use tapir_runtime::{memory, Device, Tensor};
@@ -10,24 +12,75 @@
 //! let before = memory::memory_allocated(Device::Cpu).unwrap();
 //! let t = Tensor::zeros(&[1024, 1024]); // 4 MiB of f32
 //! assert!(memory::max_memory_allocated(Device::Cpu).unwrap() >= before + (4 << 20));
-//! drop(t);
+//! drop(t); // its buffer is cached for the next tensor of its size
+//! assert!(memory::memory_reserved(Device::Cpu).unwrap() >= 4 << 20);
+//! memory::empty_cache(Device::Cpu).unwrap();
 //! ```
 
 use crate::{Device, Result};
 
+/// Memory figures of one device, in bytes (`torch.cuda.memory_stats`, reduced).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Held by live tensors (`memory_allocated`).
+    pub allocated: usize,
+    /// The most held at once since the last reset (`max_memory_allocated`).
+    pub peak_allocated: usize,
+    /// Held by live tensors plus cached free buffers (`memory_reserved`).
+    pub reserved: usize,
+    /// Buffers taken from the system (CPU) or the driver (GPU) because the
+    /// cache had none to reuse, since the process started (PyTorch's
+    /// `num_device_alloc`): flat across steady-state training steps.
+    pub num_device_alloc: u64,
+}
+
+/// The memory figures of `device`.
+///
+/// ```
+/// use tapir_runtime::{memory, Device, Tensor};
+/// let s = memory::memory_stats(Device::Cpu).unwrap();
+/// assert!(s.reserved >= s.allocated);
+/// ```
+pub fn memory_stats(device: Device) -> Result<MemoryStats> {
+    match device {
+        Device::Cpu => {
+            let (allocated, peak_allocated) = crate::storage::cpu_memory();
+            let cache = tapir_kernels::alloc::stats();
+            Ok(MemoryStats {
+                allocated,
+                peak_allocated,
+                reserved: allocated + cache.cached_bytes,
+                num_device_alloc: cache.system_allocs,
+            })
+        }
+        Device::Cuda(_) => crate::cuda::memory_stats(device),
+    }
+}
+
 /// Bytes held by live tensors on `device`.
 pub fn memory_allocated(device: Device) -> Result<usize> {
-    match device {
-        Device::Cpu => Ok(crate::storage::cpu_memory().0),
-        Device::Cuda(_) => crate::cuda::memory_allocated(device),
-    }
+    memory_stats(device).map(|s| s.allocated)
 }
 
 /// The peak of [`memory_allocated`] since the last reset (or the start).
 pub fn max_memory_allocated(device: Device) -> Result<usize> {
+    memory_stats(device).map(|s| s.peak_allocated)
+}
+
+/// Bytes held by live tensors plus the caching allocator's free buffers.
+pub fn memory_reserved(device: Device) -> Result<usize> {
+    memory_stats(device).map(|s| s.reserved)
+}
+
+/// Frees the caching allocator's free buffers (`torch.cuda.empty_cache`);
+/// live tensors are untouched.
+pub fn empty_cache(device: Device) -> Result<()> {
     match device {
-        Device::Cpu => Ok(crate::storage::cpu_memory().1),
-        Device::Cuda(_) => crate::cuda::max_memory_allocated(device),
+        Device::Cpu => {
+            tapir_kernels::alloc::empty_cache();
+            Ok(())
+        }
+        Device::Cuda(_) => crate::cuda::empty_cache(device),
     }
 }
 

@@ -7,12 +7,12 @@ use rayon::prelude::*;
 /// Unfolds a contiguous `[n, c, h, w]` input into `[n, c*kh*kw, oh*ow]`
 /// columns; out-of-bounds taps read `pad` (0 for convolution, -inf for max
 /// pooling).
-pub fn im2col<T: Copy + Send + Sync>(x: &[T], g: &Conv2dGeometry, pad: T) -> Vec<T> {
+pub fn im2col<T: Copy + Send + Sync + 'static>(x: &[T], g: &Conv2dGeometry, pad: T) -> Vec<T> {
     let (oh, ow) = g.out_hw().expect("conv geometry checked by the caller");
     let (kh, kw) = g.kernel;
     let l = oh * ow;
     let plane = kh * kw * l;
-    let mut out = vec![pad; g.n * g.c * plane];
+    let mut out = crate::alloc::filled(g.n * g.c * plane, pad);
     let fill = |nc: usize, dst: &mut [T]| {
         let src = &x[nc * g.h * g.w..(nc + 1) * g.h * g.w];
         for ki in 0..kh {
@@ -46,7 +46,7 @@ pub fn col2im<T: crate::Float>(cols: &[T], g: &Conv2dGeometry) -> Vec<T> {
     let (oh, ow) = g.out_hw().expect("conv geometry checked by the caller");
     let (kh, kw) = g.kernel;
     let l = g.plane_cols();
-    let mut out = vec![T::zero(); g.n * g.c * g.h * g.w];
+    let mut out = crate::alloc::filled(g.n * g.c * g.h * g.w, T::zero());
     let fill = |nc: usize, dst: &mut [T]| {
         let src = &cols[nc * kh * kw * l..(nc + 1) * kh * kw * l];
         for ki in 0..kh {

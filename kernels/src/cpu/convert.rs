@@ -13,9 +13,11 @@ use half::{bf16, f16};
 /// assert_eq!(tapir_kernels::cpu::bf16_to_f32(&v), vec![1.5, -2.0]);
 /// ```
 pub fn bf16_to_f32(v: &[bf16]) -> Vec<f32> {
-    v.iter()
-        .map(|x| f32::from_bits(u32::from(x.to_bits()) << 16))
-        .collect()
+    crate::alloc::collect(
+        v.len(),
+        v.iter()
+            .map(|x| f32::from_bits(u32::from(x.to_bits()) << 16)),
+    )
 }
 
 /// f32 to bf16, rounding to nearest even (NaN stays NaN), as `bf16::from_f32`.
@@ -29,7 +31,7 @@ pub fn bf16_to_f32(v: &[bf16]) -> Vec<f32> {
 /// assert_eq!(b[2], bf16::from_f32(3.0e38));
 /// ```
 pub fn f32_to_bf16(v: &[f32]) -> Vec<bf16> {
-    v.iter().map(|&x| bf16_from_f32(x)).collect()
+    crate::alloc::collect(v.len(), v.iter().map(|&x| bf16_from_f32(x)))
 }
 
 /// One f32 to bf16 as `bf16::from_f32` rounds it, without a branch, so
@@ -44,14 +46,14 @@ pub fn bf16_from_f32(x: f32) -> bf16 {
 
 /// f16 to f32, exactly.
 pub fn f16_to_f32(v: &[f16]) -> Vec<f32> {
-    let mut out = vec![0.0; v.len()];
+    let mut out = crate::alloc::filled(v.len(), 0.0);
     v.convert_to_f32_slice(&mut out);
     out
 }
 
 /// f32 to f16, rounding to nearest even.
 pub fn f32_to_f16(v: &[f32]) -> Vec<f16> {
-    let mut out = vec![f16::ZERO; v.len()];
+    let mut out = crate::alloc::filled(v.len(), f16::ZERO);
     out.convert_from_f32_slice(v);
     out
 }

@@ -2,11 +2,12 @@
 
 use super::strided::{coalesce, for_rows, row_count};
 use crate::Layout;
+use crate::alloc;
 use crate::threads::{PARALLEL_GRAIN, install, parallel, simd};
 use rayon::prelude::*;
 
 /// Copies a strided view into a fresh row-major buffer.
-pub fn copy_strided<T: Copy + Send + Sync + Default>(src: &[T], l: &Layout) -> Vec<T> {
+pub fn copy_strided<T: Copy + Send + Sync + Default + 'static>(src: &[T], l: &Layout) -> Vec<T> {
     map(src, l, |x| x)
 }
 
@@ -14,16 +15,16 @@ pub fn copy_strided<T: Copy + Send + Sync + Default>(src: &[T], l: &Layout) -> V
 pub fn map<T, U>(src: &[T], l: &Layout, f: impl Fn(T) -> U + Sync) -> Vec<U>
 where
     T: Copy + Send + Sync,
-    U: Copy + Send + Sync + Default,
+    U: Copy + Send + Sync + Default + 'static,
 {
     let n = l.numel();
     if let Some(off) = l.contiguous_offset() {
         let s = &src[off..off + n];
         if !parallel(n) {
-            return s.iter().map(|&x| f(x)).collect();
+            return alloc::collect(n, s.iter().map(|&x| f(x)));
         }
         return install(|_| {
-            let mut out = Vec::with_capacity(n);
+            let mut out = alloc::with_capacity(n);
             s.par_iter()
                 .with_min_len(PARALLEL_GRAIN / 4)
                 .map(|&x| f(x))
@@ -32,7 +33,7 @@ where
         });
     }
     let (shape, strides) = coalesce(&l.shape, &[&l.strides]);
-    let mut out = vec![U::default(); n];
+    let mut out = alloc::filled(n, U::default());
     let rows = row_count(&shape);
     let len = n / rows.max(1);
     let fill = |start: usize, chunk: &mut [U]| {
@@ -66,7 +67,7 @@ pub fn zip_map<A, B, O>(
 where
     A: Copy + Send + Sync,
     B: Copy + Send + Sync,
-    O: Copy + Send + Sync + Default,
+    O: Copy + Send + Sync + Default + 'static,
 {
     debug_assert_eq!(la.shape, lb.shape);
     let n = la.numel();
@@ -75,10 +76,10 @@ where
         if !parallel(n) {
             return simd(
                 #[inline(always)]
-                || sa.iter().zip(sb).map(|(&x, &y)| f(x, y)).collect(),
+                || alloc::collect(n, sa.iter().zip(sb).map(|(&x, &y)| f(x, y))),
             );
         }
-        let mut out = vec![O::default(); n];
+        let mut out = alloc::filled(n, O::default());
         const C: usize = PARALLEL_GRAIN / 4;
         install(|_| {
             out.par_chunks_mut(C)
@@ -98,7 +99,7 @@ where
         return out;
     }
     let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
-    let mut out = vec![O::default(); n];
+    let mut out = alloc::filled(n, O::default());
     let rows = row_count(&shape);
     let len = n / rows.max(1);
     let fill = |start: usize, chunk: &mut [O]| {

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 pub fn matmul<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout) -> Vec<T> {
     let nd = la.ndim();
     let rows: usize = la.shape[..nd.saturating_sub(1)].iter().product();
-    let mut out = vec![T::zero(); rows * lb.shape.last().copied().unwrap_or(0)];
+    let mut out = crate::alloc::filled(rows * lb.shape.last().copied().unwrap_or(0), T::zero());
     matmul_into(a, la, b, lb, &mut out, false);
     out
 }
@@ -42,7 +42,7 @@ pub fn matmul_bias<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout, bias: &
         lb.shape,
         bias.len()
     );
-    let mut out: Vec<T> = Vec::with_capacity(la.shape[0] * bias.len());
+    let mut out: Vec<T> = crate::alloc::with_capacity(la.shape[0] * bias.len());
     for _ in 0..la.shape[0] {
         out.extend_from_slice(bias);
     }

@@ -31,7 +31,7 @@ pub fn layer_norm_rows<T: Float>(
     eps: f64,
 ) -> LayerNormForward<T> {
     let rows = x.len() / d.max(1);
-    let mut y = vec![T::zero(); x.len()];
+    let mut y = crate::alloc::filled(x.len(), T::zero());
     let mut mean = vec![T::zero(); rows];
     let mut rstd = vec![T::zero(); rows];
     let eps = T::from_f64(eps);
@@ -100,7 +100,7 @@ pub fn layer_norm_backward_rows<T: Float>(
     rstd: &[T],
     w: Option<&[T]>,
 ) -> (Vec<T>, Vec<T>, Vec<T>) {
-    let mut dx = vec![T::zero(); x.len()];
+    let mut dx = crate::alloc::filled(x.len(), T::zero());
     if d == 0 {
         return (dx, vec![], vec![]);
     }

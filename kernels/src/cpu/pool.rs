@@ -4,7 +4,7 @@
 //! 41% of the small CNN's train step.
 
 use crate::threads::{install, parallel, simd};
-use crate::{Conv2dGeometry, Float};
+use crate::{Conv2dGeometry, Float, alloc};
 use rayon::prelude::*;
 
 /// For each output along one axis: its first input coordinate (may be in
@@ -52,8 +52,8 @@ pub fn max_pool2d<T: Float>(x: &[T], g: &Conv2dGeometry) -> (Vec<T>, Vec<i64>) {
         g.h,
         g.w
     );
-    let mut vals = vec![T::zero(); g.n * g.c * plane_out];
-    let mut idx = vec![0i64; vals.len()];
+    let mut vals = alloc::filled(g.n * g.c * plane_out, T::zero());
+    let mut idx = alloc::filled(vals.len(), 0i64);
     if plane_out == 0 {
         return (vals, idx);
     }
@@ -156,7 +156,7 @@ pub fn max_pool2d_backward<T: Float>(
     planes: usize,
     plane_in: usize,
 ) -> Vec<T> {
-    let mut out = vec![T::zero(); planes * plane_in];
+    let mut out = alloc::filled(planes * plane_in, T::zero());
     if planes == 0 || plane_in == 0 {
         return out;
     }

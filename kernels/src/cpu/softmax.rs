@@ -45,7 +45,7 @@ fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(&[T], &mut [T]) + Sync) -> Vec
             || f(s, d),
         )
     };
-    let mut out = vec![T::zero(); x.len()];
+    let mut out = crate::alloc::filled(x.len(), T::zero());
     if len == 0 {
         return out;
     }

@@ -40,6 +40,7 @@ struct Pool {
     allocated: usize,
     peak: usize,
     reserved: usize,
+    device_allocs: u64,
 }
 
 /// Memory figures of one device, in bytes (`torch.cuda.memory_allocated` etc.).
@@ -51,6 +52,8 @@ pub struct MemoryStats {
     pub peak_allocated: usize,
     /// Obtained from the driver: allocated plus cached free blocks.
     pub reserved: usize,
+    /// Blocks obtained from the driver (cache misses), since the start.
+    pub num_device_alloc: u64,
 }
 
 /// A loaded kernel and its parameters' sizes in bytes (from its PTX).
@@ -337,6 +340,7 @@ impl CudaDevice {
                     }
                 };
                 let mut pool = lock(&self.pool);
+                pool.device_allocs += 1;
                 pool.reserved += size;
                 pool.allocated += size;
                 pool.peak = pool.peak.max(pool.allocated);
@@ -375,6 +379,7 @@ impl CudaDevice {
             allocated: pool.allocated,
             peak_allocated: pool.peak,
             reserved: pool.reserved,
+            num_device_alloc: pool.device_allocs,
         }
     }
 

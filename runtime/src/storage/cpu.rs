@@ -342,7 +342,7 @@ impl CpuBuffer {
     }
 }
 
-pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default>(
+pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default + 'static>(
     v: &'a [T],
     l: &Layout,
 ) -> std::borrow::Cow<'a, [T]> {

@@ -17,7 +17,7 @@ mod cpu_nn;
 pub(crate) mod cuda;
 
 pub(crate) use compute::Along;
-use cpu::CpuBuffer;
+use cpu::{CpuBuffer, with_vec};
 
 use crate::device::Device;
 use crate::dtype::{DType, Element};
@@ -26,6 +26,7 @@ use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use tapir_kernels::Layout;
+use tapir_kernels::alloc::{self, filled};
 
 static HOST_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 
@@ -76,6 +77,11 @@ impl Tracked {
 impl Drop for Tracked {
     fn drop(&mut self) {
         CPU_ALLOCATED.fetch_sub(self.0.nbytes(), Ordering::Relaxed);
+        // The buffer goes to the caching allocator for the next op's output.
+        let buf = std::mem::replace(&mut self.0, CpuBuffer::U8(Vec::new()));
+        with_vec!(buf, v => {
+            alloc::recycle(v);
+        });
     }
 }
 
@@ -291,13 +297,13 @@ impl Storage {
             return Storage::Cuda(s.unwrap_or_else(|e| cuda::fail("full", e)));
         }
         let buf = match dtype {
-            DType::F32 => CpuBuffer::F32(vec![value as f32; n]),
-            DType::F64 => CpuBuffer::F64(vec![value; n]),
-            DType::F16 => CpuBuffer::F16(vec![half::f16::from_f64(value); n]),
-            DType::BF16 => CpuBuffer::BF16(vec![half::bf16::from_f64(value); n]),
-            DType::I64 => CpuBuffer::I64(vec![value as i64; n]),
-            DType::U8 => CpuBuffer::U8(vec![value as u8; n]),
-            DType::Bool => CpuBuffer::Bool(vec![value != 0.0; n]),
+            DType::F32 => CpuBuffer::F32(filled(n, value as f32)),
+            DType::F64 => CpuBuffer::F64(filled(n, value)),
+            DType::F16 => CpuBuffer::F16(filled(n, half::f16::from_f64(value))),
+            DType::BF16 => CpuBuffer::BF16(filled(n, half::bf16::from_f64(value))),
+            DType::I64 => CpuBuffer::I64(filled(n, value as i64)),
+            DType::U8 => CpuBuffer::U8(filled(n, value as u8)),
+            DType::Bool => CpuBuffer::Bool(filled(n, value != 0.0)),
         };
         Storage::on_device(buf, device)
     }
