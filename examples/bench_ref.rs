@@ -144,6 +144,13 @@ fn default_steps(key: &str) -> (usize, usize) {
     }
 }
 
+/// Resident memory when the process started, before any workload data
+/// (PyTorch's side reports it after `import torch`, as `baseline_rss_mib`).
+fn baseline_rss_mib() -> f64 {
+    static AT_START: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *AT_START.get_or_init(|| proc_field("/proc/self/status", "VmRSS:").unwrap_or(0.0) / 1024.0)
+}
+
 fn proc_field(path: &str, key: &str) -> Option<f64> {
     let s = std::fs::read_to_string(path).ok()?;
     let line = s.lines().find(|l| l.starts_with(key))?;
@@ -234,6 +241,7 @@ fn record(
         "\"peak_rss_mib\": {:.1}",
         proc_field("/proc/self/status", "VmHWM:").unwrap_or(0.0) / 1024.0
     ));
+    fields.push(format!("\"baseline_rss_mib\": {:.1}", baseline_rss_mib()));
     fields.push(format!("\"device\": \"{}\"", t.device));
     if let Ok(name) = tapir::cuda::get_device_name(t.device) {
         fields.push(format!("\"gpu\": \"{name}\""));
@@ -571,6 +579,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    baseline_rss_mib();
     set_num_threads(args.threads);
     if let Some(one) = &args.one {
         let (w, v) = one.split_once('.').expect("--one takes workload.variant");

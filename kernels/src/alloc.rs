@@ -143,9 +143,16 @@ pub fn with_capacity<T: Send + 'static>(n: usize) -> Vec<T> {
 }
 
 /// `n` copies of `value` in a (possibly cached) buffer: `vec![value; n]`.
-pub fn filled<T: Copy + Send + 'static>(n: usize, value: T) -> Vec<T> {
+/// Large fills are split across the pool's threads: on the calling thread
+/// alone they were 8% of a 2-thread CNN step, with the other core idle.
+pub fn filled<T: Copy + Send + Sync + 'static>(n: usize, value: T) -> Vec<T> {
+    use rayon::prelude::*;
     let mut v = with_capacity(n);
-    v.resize(n, value);
+    if crate::threads::parallel(n / 4) {
+        crate::threads::install(|_| v.par_extend(rayon::iter::repeat_n(value, n)));
+    } else {
+        v.resize(n, value);
+    }
     v
 }
 
