@@ -5,6 +5,7 @@ use crate::Layout;
 use crate::alloc;
 use crate::threads::{PARALLEL_GRAIN, install, parallel, simd};
 use rayon::prelude::*;
+use std::mem::MaybeUninit;
 
 /// Copies a strided view into a fresh row-major buffer.
 pub fn copy_strided<T: Copy + Send + Sync + Default + 'static>(src: &[T], l: &Layout) -> Vec<T> {
@@ -19,18 +20,7 @@ where
 {
     let n = l.numel();
     if let Some(off) = l.contiguous_offset() {
-        let s = &src[off..off + n];
-        if !parallel(n) {
-            return alloc::collect(n, s.iter().map(|&x| f(x)));
-        }
-        return install(|_| {
-            let mut out = alloc::with_capacity(n);
-            s.par_iter()
-                .with_min_len(PARALLEL_GRAIN / 4)
-                .map(|&x| f(x))
-                .collect_into_vec(&mut out);
-            out
-        });
+        return map_dense(&src[off..off + n], f);
     }
     let (shape, strides) = coalesce(&l.shape, &[&l.strides]);
     let mut out = alloc::filled(n, U::default());
@@ -56,6 +46,45 @@ where
     out
 }
 
+/// `f` over a dense slice into a fresh buffer: vectorised (inside `simd`),
+/// written straight into the buffer's spare capacity (no zero-fill first),
+/// split across threads when large. The parallel path collected through
+/// rayon item by item before, unvectorised: 13% of a 2-thread inference.
+fn map_dense<T, U>(s: &[T], f: impl Fn(T) -> U + Sync) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync + 'static,
+{
+    let n = s.len();
+    let mut out = alloc::with_capacity(n);
+    let spare = &mut out.spare_capacity_mut()[..n];
+    let run = |o: &mut [MaybeUninit<U>], x: &[T]| {
+        simd(
+            #[inline(always)]
+            || {
+                for (o, &x) in o.iter_mut().zip(x) {
+                    o.write(f(x));
+                }
+            },
+        )
+    };
+    if parallel(n) {
+        const C: usize = PARALLEL_GRAIN / 4;
+        install(|_| {
+            spare
+                .par_chunks_mut(C)
+                .zip(s.par_chunks(C))
+                .for_each(|(o, x)| run(o, x))
+        });
+    } else {
+        run(spare, s);
+    }
+    // SAFETY: `spare` is the first `n` slots of `out`'s spare capacity (`out`
+    // was empty), and the loops above wrote every one of them.
+    unsafe { out.set_len(n) };
+    out
+}
+
 /// `f(a, b)` over two views already broadcast to one shape; output row-major.
 pub fn zip_map<A, B, O>(
     a: &[A],
@@ -73,29 +102,32 @@ where
     let n = la.numel();
     if let (Some(oa), Some(ob)) = (la.contiguous_offset(), lb.contiguous_offset()) {
         let (sa, sb) = (&a[oa..oa + n], &b[ob..ob + n]);
-        if !parallel(n) {
-            return simd(
+        let mut out = alloc::with_capacity(n);
+        let spare = &mut out.spare_capacity_mut()[..n];
+        let run = |o: &mut [MaybeUninit<O>], x: &[A], y: &[B]| {
+            simd(
                 #[inline(always)]
-                || alloc::collect(n, sa.iter().zip(sb).map(|(&x, &y)| f(x, y))),
-            );
+                || {
+                    for ((o, &x), &y) in o.iter_mut().zip(x).zip(y) {
+                        o.write(f(x, y));
+                    }
+                },
+            )
+        };
+        if parallel(n) {
+            const C: usize = PARALLEL_GRAIN / 4;
+            install(|_| {
+                spare
+                    .par_chunks_mut(C)
+                    .zip(sa.par_chunks(C).zip(sb.par_chunks(C)))
+                    .for_each(|(o, (x, y))| run(o, x, y))
+            });
+        } else {
+            run(spare, sa, sb);
         }
-        let mut out = alloc::filled(n, O::default());
-        const C: usize = PARALLEL_GRAIN / 4;
-        install(|_| {
-            out.par_chunks_mut(C)
-                .zip(sa.par_chunks(C).zip(sb.par_chunks(C)))
-                .for_each(|(o, (x, y))| {
-                    simd(
-                        #[inline(always)]
-                        || {
-                            o.iter_mut()
-                                .zip(x)
-                                .zip(y)
-                                .for_each(|((o, &x), &y)| *o = f(x, y))
-                        },
-                    )
-                })
-        });
+        // SAFETY: `spare` is the first `n` slots of `out`'s spare capacity
+        // (`out` was empty), and the loops above wrote every one of them.
+        unsafe { out.set_len(n) };
         return out;
     }
     let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);

@@ -90,7 +90,7 @@ fn matmul_into<T: Float>(
     }
     let (ars, acs) = (la.strides[nd - 2] as isize, la.strides[nd - 1] as isize);
     let (brs, bcs) = (lb.strides[nd - 2] as isize, lb.strides[nd - 1] as isize);
-    let one = |dst: &mut [T], ao: usize, bo: usize, par: Parallelism| {
+    let one = |dst: &mut [T], ao: usize, bo: usize, m: usize, par: Parallelism| {
         if k == 0 {
             return; // the sum over an empty inner dim is zero
         }
@@ -152,17 +152,31 @@ fn matmul_into<T: Float>(
         install(|_| {
             out.par_chunks_mut(m * n)
                 .zip(a_off.par_iter().zip(b_off.par_iter()))
-                .for_each(|(dst, (&ao, &bo))| one(dst, ao, bo, Parallelism::None))
+                .for_each(|(dst, (&ao, &bo))| one(dst, ao, bo, m, Parallelism::None))
+        });
+    } else if split && m >= 64 * threads && flops < 8 * BIG {
+        // Mid-size products (a 256-row batch through a 256-wide layer):
+        // each thread takes a block of rows as its own single-threaded
+        // GEMM. gemm's own split of such sizes gave a second core nothing
+        // (the seed MLP's b256 inference ran at the same speed on 1 and 2).
+        install(|threads| {
+            let rows = m.div_ceil(threads).next_multiple_of(8).min(m);
+            for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
+                dst.par_chunks_mut(rows * n).enumerate().for_each(|(i, d)| {
+                    let a0 = ao + i * rows * ars as usize;
+                    one(d, a0, bo, d.len() / n, Parallelism::None)
+                });
+            }
         });
     } else if split {
         install(|threads| {
             for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
-                one(dst, ao, bo, Parallelism::Rayon(threads));
+                one(dst, ao, bo, m, Parallelism::Rayon(threads));
             }
         });
     } else {
         for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
-            one(dst, ao, bo, Parallelism::None);
+            one(dst, ao, bo, m, Parallelism::None);
         }
     }
 }
