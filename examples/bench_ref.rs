@@ -319,22 +319,46 @@ fn seed_mlp(variant: &str, device: Device) -> Box<dyn Forward> {
     m
 }
 
-/// The seed MLP train step: zero_grad, forward, cross entropy, backward,
-/// clip_grad_norm_(1.0), AdamW(3e-4, wd 1e-2); batch 256.
-fn bench_mlp(args: &Args, variant: &str) -> String {
-    let (batch, classes) = (256, 10);
+/// `N_DATA_BATCHES` batches of standard-normal inputs of `shape` (batch
+/// first) and integer labels below `classes`, on the bench device, drawn
+/// in PyTorch's side's order (all inputs, then all labels).
+fn labelled_batches(args: &Args, shape: &[usize], classes: i64) -> (Vec<Tensor>, Vec<Tensor>) {
     let g = Generator::new(args.seed);
     let dev = args.device;
-    let xs: Vec<Tensor> = (0..N_DATA_BATCHES)
-        .map(|_| Tensor::randn_with(&[batch, 784], &g).to(dev).unwrap())
+    let xs = (0..N_DATA_BATCHES)
+        .map(|_| Tensor::randn_with(shape, &g).to(dev).unwrap())
         .collect();
-    let ys: Vec<Tensor> = (0..N_DATA_BATCHES)
+    let ys = (0..N_DATA_BATCHES)
         .map(|_| {
-            Tensor::randint_with(0, classes, &[batch], &g)
+            Tensor::randint_with(0, classes, &shape[..1], &g)
                 .to(dev)
                 .unwrap()
         })
         .collect();
+    (xs, ys)
+}
+
+/// Times a train `step` (returning its loss) with `key`'s step counts, then
+/// runs it once more for the final loss: (timing, warm-up steps, loss).
+fn time_train(args: &Args, key: &str, mut step: impl FnMut() -> Tensor) -> (Timing, usize, f64) {
+    let (warm, steps) = scaled(args, key);
+    let t = time_loop(
+        args.device,
+        || {
+            step();
+        },
+        warm,
+        steps,
+    );
+    (t, warm, step().item::<f64>())
+}
+
+/// The seed MLP train step: zero_grad, forward, cross entropy, backward,
+/// clip_grad_norm_(1.0), AdamW(3e-4, wd 1e-2); batch 256.
+fn bench_mlp(args: &Args, variant: &str) -> String {
+    let (batch, classes) = (256, 10);
+    let dev = args.device;
+    let (xs, ys) = labelled_batches(args, &[batch, 784], classes);
     manual_seed(args.seed);
     let model = seed_mlp(variant, dev);
     let params = model.parameters();
@@ -347,7 +371,7 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
         },
     );
     let mut it = 0;
-    let mut step = || {
+    let step = || {
         let i = it % N_DATA_BATCHES;
         it += 1;
         opt.zero_grad();
@@ -357,16 +381,7 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
         opt.step();
         loss
     };
-    let (warm, steps) = scaled(args, "mlp");
-    let t = time_loop(
-        dev,
-        || {
-            step();
-        },
-        warm,
-        steps,
-    );
-    let final_loss = step().item::<f64>();
+    let (t, warm, final_loss) = time_train(args, "mlp", step);
     record(
         if variant == "train_b256" {
             "mlp"
@@ -519,13 +534,7 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
 fn bench_cnn(args: &Args, variant: &str) -> String {
     let batch = 128;
     let dev = args.device;
-    let g = Generator::new(args.seed);
-    let xs: Vec<Tensor> = (0..N_DATA_BATCHES)
-        .map(|_| Tensor::randn_with(&[batch, 1, 28, 28], &g).to(dev).unwrap())
-        .collect();
-    let ys: Vec<Tensor> = (0..N_DATA_BATCHES)
-        .map(|_| Tensor::randint_with(0, 10, &[batch], &g).to(dev).unwrap())
-        .collect();
+    let (xs, ys) = labelled_batches(args, &[batch, 1, 28, 28], 10);
     manual_seed(args.seed);
     let model = SmallCnn::new(&dev);
     let mut opt = SGD::new(
@@ -537,7 +546,7 @@ fn bench_cnn(args: &Args, variant: &str) -> String {
         },
     );
     let mut it = 0;
-    let mut step = || {
+    let step = || {
         let i = it % N_DATA_BATCHES;
         it += 1;
         opt.zero_grad();
@@ -546,16 +555,7 @@ fn bench_cnn(args: &Args, variant: &str) -> String {
         opt.step();
         loss
     };
-    let (warm, steps) = scaled(args, "cnn");
-    let t = time_loop(
-        dev,
-        || {
-            step();
-        },
-        warm,
-        steps,
-    );
-    let final_loss = step().item::<f64>();
+    let (t, warm, final_loss) = time_train(args, "cnn", step);
     record(
         "cnn",
         variant,

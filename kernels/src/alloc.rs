@@ -148,6 +148,7 @@ pub fn with_capacity<T: Send + 'static>(n: usize) -> Vec<T> {
 pub fn filled<T: Copy + Send + Sync + 'static>(n: usize, value: T) -> Vec<T> {
     use rayon::prelude::*;
     let mut v = with_capacity(n);
+    // Fills of at least four parallel grains: smaller ones are cheaper alone.
     if crate::threads::parallel(n / 4) {
         crate::threads::install(|_| v.par_extend(rayon::iter::repeat_n(value, n)));
     } else {

@@ -1,4 +1,5 @@
-//! im2col / col2im: convolution and pooling lowered to GEMM and reductions.
+//! im2col / col2im: convolution and average pooling lowered to GEMM and
+//! reductions.
 
 use crate::Conv2dGeometry;
 use crate::threads::{install, parallel};
@@ -7,7 +8,7 @@ use rayon::prelude::*;
 /// For kernel column `kj`, the outputs `[lo, hi)` along the width whose tap
 /// lands inside the input (`oj * stride + kj * dilation - padding` in
 /// `[0, w)`), and the input column of output `lo`'s tap.
-fn valid_cols(g: &Conv2dGeometry, ow: usize, kj: usize) -> (usize, usize, usize) {
+pub(super) fn valid_cols(g: &Conv2dGeometry, ow: usize, kj: usize) -> (usize, usize, usize) {
     let (s, p, d) = (g.stride.1, g.padding.1, g.dilation.1);
     let off = kj * d;
     let lo = p.saturating_sub(off).div_ceil(s).min(ow);

@@ -3,34 +3,10 @@
 //! im2col plus a max over the window dim wrote and re-read every tap and was
 //! 41% of the small CNN's train step.
 
+use super::conv::valid_cols;
 use crate::threads::{install, parallel, simd};
 use crate::{Conv2dGeometry, Float, alloc};
 use rayon::prelude::*;
-
-/// For each output along one axis: its first input coordinate (may be in
-/// the padding) and the range `[lo, hi)` of its taps that land inside the
-/// input. Computed once per call, so the window loop does no bounds math.
-fn tap_ranges(
-    outs: usize,
-    k: usize,
-    stride: usize,
-    pad: usize,
-    dil: usize,
-    size: usize,
-) -> Vec<(isize, usize, usize)> {
-    (0..outs)
-        .map(|o| {
-            let start = (o * stride) as isize - pad as isize;
-            let inside = |t: usize| {
-                let at = start + (t * dil) as isize;
-                at >= 0 && at < size as isize
-            };
-            let lo = (0..k).find(|&t| inside(t)).unwrap_or(k);
-            let hi = (lo..k).rfind(|&t| inside(t)).map_or(lo, |t| t + 1);
-            (start, lo, hi)
-        })
-        .collect()
-}
 
 /// Max pooling of a contiguous `[n, c, h, w]` input: the `[n, c, oh, ow]`
 /// maxima and, for each, the flat index `ih * w + iw` of the winning tap
@@ -57,63 +33,48 @@ pub fn max_pool2d<T: Float>(x: &[T], g: &Conv2dGeometry) -> (Vec<T>, Vec<i64>) {
     if plane_out == 0 {
         return (vals, idx);
     }
-    let rows = tap_ranges(oh, g.kernel.0, g.stride.0, g.padding.0, g.dilation.0, g.h);
-    let cols = tap_ranges(ow, g.kernel.1, g.stride.1, g.padding.1, g.dilation.1, g.w);
-    // For each tap kj, the outputs [lo, hi) whose tap lands inside the row
-    // (contiguous, as the window start grows with oj).
-    let inside = |kj: usize, oj: usize| cols[oj].1 <= kj && kj < cols[oj].2;
-    let cols_lo: Vec<usize> = (0..g.kernel.1)
-        .map(|kj| (0..ow).find(|&oj| inside(kj, oj)).unwrap_or(ow))
-        .collect();
-    let cols_hi: Vec<usize> = (0..g.kernel.1)
-        .map(|kj| {
-            (0..ow)
-                .rfind(|&oj| inside(kj, oj))
-                .map_or(cols_lo[kj], |o| o + 1)
-        })
-        .collect();
-    let (dh, dw) = g.dilation;
+    // For each kernel column: the outputs [lo, hi) whose tap lands inside
+    // the row, and the input column of output lo's tap.
+    let cols: Vec<(usize, usize, usize)> =
+        (0..g.kernel.1).map(|kj| valid_cols(g, ow, kj)).collect();
     // Tap by tap over a whole output row, in window order (row by row), so
     // ties keep the first tap and the last NaN wins, as PyTorch's CPU
     // kernel. Each tap's inputs are first copied to a unit-stride scratch
-    // row, and positions are kept as i32 beside the values: the update is
-    // then a branch-free select over independent outputs that vectorises
-    // (as compares on random data, half of them mispredicted).
-    let fill = |p: usize, vals: &mut [T], idx: &mut [i64]| {
+    // row (`tap`), and positions are kept as i32 beside the values (`at`):
+    // the update is then a branch-free select over independent outputs that
+    // vectorises (as compares on random data, half of them mispredicted).
+    let scratch = || (vec![T::zero(); ow], vec![0i32; ow]);
+    let fill = |(tap, at): &mut (Vec<T>, Vec<i32>), p: usize, vals: &mut [T], idx: &mut [i64]| {
         let src = &x[p * plane_in..(p + 1) * plane_in];
-        let mut tap = vec![T::zero(); ow];
-        let mut at = vec![0i32; ow];
         simd(
             #[inline(always)]
             || {
-                for (oi, &(r0, rlo, rhi)) in rows.iter().enumerate() {
+                for oi in 0..oh {
                     let best = &mut vals[oi * ow..(oi + 1) * ow];
                     best.fill(T::neg_infinity());
                     at.fill(-1);
-                    for ki in rlo..rhi {
-                        let row_at = (r0 + (ki * dh) as isize) as usize * g.w;
+                    for ki in 0..g.kernel.0 {
+                        let ih =
+                            (oi * g.stride.0 + ki * g.dilation.0) as isize - g.padding.0 as isize;
+                        if ih < 0 || ih >= g.h as isize {
+                            continue;
+                        }
+                        let row_at = ih as usize * g.w;
                         let row = &src[row_at..row_at + g.w];
-                        for kj in 0..g.kernel.1 {
-                            let (lo, hi) = (cols_lo[kj], cols_hi[kj]);
-                            if lo >= hi {
-                                continue;
+                        for &(lo, hi, iw0) in &cols {
+                            let step = g.stride.1;
+                            for (t, iw) in tap[lo..hi].iter_mut().zip((iw0..).step_by(step)) {
+                                *t = row[iw];
                             }
-                            // Input column of output `oj`'s tap kj: first + oj * stride.
-                            let first =
-                                (cols[lo].0 + (kj * dw) as isize) as usize - lo * g.stride.1;
-                            for (oj, t) in (lo..hi).zip(&mut tap[lo..hi]) {
-                                *t = row[first + oj * g.stride.1];
-                            }
-                            let base = (row_at + first) as i32;
-                            let step = g.stride.1 as i32;
                             let lanes = best[lo..hi]
                                 .iter_mut()
                                 .zip(&mut at[lo..hi])
                                 .zip(&tap[lo..hi]);
-                            for (oj, ((b, a), &v)) in (lo as i32..).zip(lanes) {
+                            let (base, step) = ((row_at + iw0) as i32, step as i32);
+                            for (k, ((b, a), &v)) in (0..).zip(lanes) {
                                 let take = (*a < 0) | (v > *b) | v.is_nan();
                                 *b = if take { v } else { *b };
-                                *a = if take { base + oj * step } else { *a };
+                                *a = if take { base + k * step } else { *a };
                             }
                         }
                     }
@@ -129,13 +90,14 @@ pub fn max_pool2d<T: Float>(x: &[T], g: &Conv2dGeometry) -> (Vec<T>, Vec<i64>) {
             vals.par_chunks_mut(plane_out)
                 .zip(idx.par_chunks_mut(plane_out))
                 .enumerate()
-                .for_each(|(p, (v, i))| fill(p, v, i))
+                .for_each_init(scratch, |s, (p, (v, i))| fill(s, p, v, i))
         });
     } else {
+        let mut s = scratch();
         vals.chunks_mut(plane_out)
             .zip(idx.chunks_mut(plane_out))
             .enumerate()
-            .for_each(|(p, (v, i))| fill(p, v, i));
+            .for_each(|(p, (v, i))| fill(&mut s, p, v, i));
     }
     (vals, idx)
 }

@@ -243,7 +243,10 @@ impl Tensor {
             &[self],
             move || {
                 move |grad: &Tensor, _: &[bool]| {
-                    vec![Some(max_pool2d_scatter(grad, &saved, &g, &in_shape))]
+                    let gi = grad
+                        .read()
+                        .max_pool2d_backward(grad.layout(), &saved.read(), &g);
+                    vec![Some(Tensor::from_storage(gi, &in_shape))]
                 }
             },
         );
@@ -285,19 +288,4 @@ impl Tensor {
         cols.mean_dim(1, false)
             .reshape(&[s[0] as isize, s[1] as isize, oh as isize, ow as isize])
     }
-}
-
-/// max pooling's gradient: `grad` added at the forward's `idx` in a zeroed
-/// image of `in_shape`.
-fn max_pool2d_scatter(
-    grad: &Tensor,
-    idx: &Tensor,
-    g: &Conv2dGeometry,
-    in_shape: &[usize],
-) -> Tensor {
-    Tensor::from_storage(
-        grad.read()
-            .max_pool2d_backward(grad.layout(), &idx.read(), g),
-        in_shape,
-    )
 }

@@ -1,6 +1,7 @@
 // im2col / col2im for convolution, and max pooling, in f32 (the runtime lowers
-// other float dtypes to f32 for convolution, as on the CPU). Both are
-// written as gathers, so col2im needs no atomics and is deterministic.
+// other float dtypes to f32 for convolution, as on the CPU). The adjoints
+// (col2im, max pooling's backward) are written as gathers, so they need no
+// atomics and are deterministic.
 // CPU twins: kernels/src/cpu/conv.rs and pool.rs.
 
 // Mirrors `ConvGeom` in kernels/src/cuda/launch.rs.
