@@ -25,6 +25,7 @@ use tapir::optim::{
     AdamW, AdamWConfig, CosineAnnealingLR, LinearLR, LrScheduler, Optimizer, SequentialLR,
 };
 use tapir::prelude::*;
+use tapir::profiler::{Profile, Profiler, ProfilerOptions, SortBy};
 use tapir::{Checkpoint, Result};
 
 include!("models/seed.rs");
@@ -77,6 +78,11 @@ struct Config {
     /// the weights and the optimizer stay f32.
     #[arg(long, value_parser = ["bf16", "f16"])]
     amp: Option<String>,
+    /// Profile five training steps (after one warm-up step), print the
+    /// table of op times and write OUT/trace.json (Chrome trace format),
+    /// then stop without writing checkpoints.
+    #[arg(long, conflicts_with = "resume")]
+    profile: bool,
 }
 
 /// The settings a run's schedule and data order depend on, as stored in its
@@ -216,13 +222,25 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
         model.num_parameters()
     );
     let start = Instant::now();
+    let mut profiling = None;
     for epoch in first_epoch..=epochs {
         let t0 = Instant::now();
         model.train();
         let pb = epoch_bar(epoch, epochs, steps_per_epoch);
         let mut loss_sum = 0.0;
         let mut seen = 0;
-        for batch in train.iter() {
+        for (step, batch) in train.iter().enumerate() {
+            if c.profile && step == PROFILE_FROM {
+                profiling = Some(Profiler::start(ProfilerOptions {
+                    record_shapes: true,
+                    profile_memory: true,
+                    cuda: dev != Device::Cpu,
+                }));
+            }
+            if let Some(p) = profiling.take_if(|_| step == PROFILE_FROM + PROFILE_STEPS) {
+                pb.finish_and_clear();
+                return report_profile(p.stop(), &c.out);
+            }
             let (x, y) = (batch[0].flatten(1, -1).to(dev)?, &batch[1].to(dev)?);
             opt.zero_grad();
             let loss = amp::autocast(device_type, amp_dtype, amp_dtype.is_some(), || {
@@ -320,6 +338,29 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
     Ok(())
 }
 
+/// `--profile`: the first step warms up, the next ones are profiled.
+const PROFILE_FROM: usize = 1;
+const PROFILE_STEPS: usize = 5;
+
+/// Prints the profile's table and writes its Chrome trace into `out`.
+fn report_profile(prof: Profile, out: &std::path::Path) -> Result<()> {
+    println!(
+        "{}",
+        prof.key_averages().table(SortBy::SelfCpuTimeTotal, 25)
+    );
+    std::fs::create_dir_all(out).map_err(|source| tapir::Error::Io {
+        path: out.display().to_string(),
+        source,
+    })?;
+    let trace = out.join("trace.json");
+    prof.export_chrome_trace(&trace)?;
+    say!(
+        "profiled {PROFILE_STEPS} steps; open {} in https://ui.perfetto.dev",
+        trace.display()
+    );
+    Ok(())
+}
+
 fn main() {
     use clap::Parser;
     let c = Config::parse();
@@ -338,6 +379,7 @@ fn main() {
     }
     if !c.resume
         && !c.overwrite
+        && !c.profile
         && let Some(p) = earlier_run(&c.out)
     {
         die(

@@ -49,6 +49,10 @@ pub enum Error {
     /// the ranks disagree (different models, different tensor sizes).
     #[error("{0}")]
     Distributed(String),
+    /// A model that cannot be exported as asked (an op with no ONNX
+    /// mapping, a shape that depends on a dynamic dim in an unsupported way).
+    #[error("{0}")]
+    Export(String),
 }
 
 /// `Result` with tapir's [`Error`].

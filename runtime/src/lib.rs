@@ -27,9 +27,11 @@ pub mod memory;
 pub mod nn;
 mod ops;
 pub mod optim;
+pub mod profiler;
 mod random;
 mod storage;
 mod tensor;
+mod trace;
 
 pub use autograd::{
     EnableGradGuard, GradcheckError, NoGradGuard, Region, checkpoint, checkpoint_sequential,
@@ -43,11 +45,6 @@ pub use ops::conv::Conv2dOptions;
 pub use ops::creation::ArangeArgs;
 pub use random::{Generator, default_generator, manual_seed};
 pub use tensor::Tensor;
-
-/// Counters of kernel launches (for tests and profiling).
-pub mod profiler {
-    pub use tapir_kernels::stats::matmul_launches;
-}
 
 /// Sets the number of CPU threads every kernel uses (`torch.set_num_threads`).
 pub fn set_num_threads(n: usize) {

@@ -131,3 +131,10 @@ impl ConstMessage {
         }
     }
 }
+
+/// A layer call inside a `model!` forward: a scope the profiler shows and
+/// export errors name.
+#[inline(always)]
+pub fn in_module<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    crate::trace::module(name, f)
+}

@@ -274,7 +274,9 @@ impl Tensor {
     /// assert!(!d.requires_grad() && d.is_leaf());
     /// ```
     pub fn detach(&self) -> Tensor {
-        self.view_with(self.0.layout.clone())
+        crate::trace::op("detach", [self], Vec::new, || {
+            self.view_with(self.0.layout.clone())
+        })
     }
 
     /// Backpropagates from this scalar, accumulating into leaves' `.grad` and

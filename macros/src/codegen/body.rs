@@ -23,66 +23,78 @@ impl Gen {
         }
     }
 
+    /// A layer or model call, as the expression that makes its output.
+    fn call(&self, callee: &Callee, how: &CallHow, args: &[Ir]) -> TokenStream {
+        let target = match callee {
+            Callee::Field(f) => quote!(self.#f),
+            Callee::Var(v) => quote!((*#v)),
+        };
+        let refs: Vec<TokenStream> = args.iter().map(|a| self.by_ref(a)).collect();
+        match how {
+            CallHow::Forward { checkpoint: false } => {
+                quote!(::tapir::nn::Forward::forward(&#target, #(#refs),*))
+            }
+            CallHow::Model { checkpoint: false } => {
+                quote!(#target.__tapir_forward(#(#refs),*))
+            }
+            CallHow::Forward { checkpoint: true } | CallHow::Model { checkpoint: true } => {
+                // The layer is an `Arc` field: the recompute owns a handle.
+                let xs = (0..refs.len()).map(|i| quote!(&__tapir_xs[#i]));
+                let call = match how {
+                    CallHow::Model { .. } => {
+                        quote!(__tapir_layer.__tapir_forward(#(#xs),*))
+                    }
+                    _ => quote!(::tapir::nn::Forward::forward(&*__tapir_layer, #(#xs),*)),
+                };
+                quote!({
+                    let __tapir_layer = ::std::sync::Arc::clone(&#target);
+                    ::tapir::checkpoint(
+                        move |__tapir_xs: &[::tapir::Tensor]| #call,
+                        &[#(::core::clone::Clone::clone(#refs)),*],
+                    )
+                })
+            }
+            CallHow::WithState => {
+                quote!(#target.forward(#(#refs),*, ::core::option::Option::None))
+            }
+            CallHow::Attention {
+                key_padding_mask,
+                attn_mask,
+                need_weights,
+                is_causal,
+            } => {
+                let opt = |m: &Option<Box<Ir>>| match m {
+                    Some(ir) => {
+                        let r = self.by_ref(ir);
+                        quote!(::core::option::Option::Some(#r))
+                    }
+                    None => quote!(::core::option::Option::None),
+                };
+                let (kpm, am) = (opt(key_padding_mask), opt(attn_mask));
+                let call =
+                    quote!(#target.forward(#(#refs),*, #kpm, #am, #need_weights, #is_causal));
+                if *need_weights {
+                    quote!({ let (out, weights) = #call; (out, weights.expect("MultiheadAttention returns weights when need_weights is true")) })
+                } else {
+                    quote!(#call.0)
+                }
+            }
+        }
+    }
+
     /// An owned value (`Tensor`, a tuple, or a scalar).
     fn value(&self, ir: &Ir) -> TokenStream {
         match ir {
             Ir::Var(id) => quote!(::core::clone::Clone::clone(&#id)),
             Ir::Scalar(e) => quote!(#e),
             Ir::Call { callee, how, args } => {
-                let target = match callee {
-                    Callee::Field(f) => quote!(self.#f),
-                    Callee::Var(v) => quote!((*#v)),
+                // Named for the profiler and for export errors (`fc1`, `block`).
+                let label = match callee {
+                    Callee::Field(f) => f.to_string(),
+                    Callee::Var(v) => v.to_string(),
                 };
-                let refs: Vec<TokenStream> = args.iter().map(|a| self.by_ref(a)).collect();
-                match how {
-                    CallHow::Forward { checkpoint: false } => {
-                        quote!(::tapir::nn::Forward::forward(&#target, #(#refs),*))
-                    }
-                    CallHow::Model { checkpoint: false } => {
-                        quote!(#target.__tapir_forward(#(#refs),*))
-                    }
-                    CallHow::Forward { checkpoint: true } | CallHow::Model { checkpoint: true } => {
-                        // The layer is an `Arc` field: the recompute owns a handle.
-                        let xs = (0..refs.len()).map(|i| quote!(&__tapir_xs[#i]));
-                        let call = match how {
-                            CallHow::Model { .. } => {
-                                quote!(__tapir_layer.__tapir_forward(#(#xs),*))
-                            }
-                            _ => quote!(::tapir::nn::Forward::forward(&*__tapir_layer, #(#xs),*)),
-                        };
-                        quote!({
-                            let __tapir_layer = ::std::sync::Arc::clone(&#target);
-                            ::tapir::checkpoint(
-                                move |__tapir_xs: &[::tapir::Tensor]| #call,
-                                &[#(::core::clone::Clone::clone(#refs)),*],
-                            )
-                        })
-                    }
-                    CallHow::WithState => {
-                        quote!(#target.forward(#(#refs),*, ::core::option::Option::None))
-                    }
-                    CallHow::Attention {
-                        key_padding_mask,
-                        attn_mask,
-                        need_weights,
-                        is_causal,
-                    } => {
-                        let opt = |m: &Option<Box<Ir>>| match m {
-                            Some(ir) => {
-                                let r = self.by_ref(ir);
-                                quote!(::core::option::Option::Some(#r))
-                            }
-                            None => quote!(::core::option::Option::None),
-                        };
-                        let (kpm, am) = (opt(key_padding_mask), opt(attn_mask));
-                        let call = quote!(#target.forward(#(#refs),*, #kpm, #am, #need_weights, #is_causal));
-                        if *need_weights {
-                            quote!({ let (out, weights) = #call; (out, weights.expect("MultiheadAttention returns weights when need_weights is true")) })
-                        } else {
-                            quote!(#call.0)
-                        }
-                    }
-                }
+                let call = self.call(callee, how, args);
+                quote!(::tapir::macro_support::in_module(#label, || #call))
             }
             Ir::Method { recv, name, args } => {
                 let r = self.by_ref(recv);

@@ -221,7 +221,9 @@ fn walk(node: Arc<Node>, grad: Tensor, retain_graph: bool, deps: &mut HashMap<*c
                     n.name
                 )
             });
+            let timed = crate::profiler::scope(n.name, "autograd");
             let out = f(&g, &needs);
+            drop(timed);
             if !retain_graph {
                 *slot = None; // release saved activations now
             }

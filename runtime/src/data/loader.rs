@@ -396,6 +396,7 @@ impl<B: Send + 'static> Iterator for EpochIter<B> {
             return None;
         }
         self.next += 1;
+        let _p = crate::profiler::scope("enumerate(DataLoader)#next", "dataloader");
         if let Some(load) = &self.inline {
             return Some(load(&self.batches[k]));
         }

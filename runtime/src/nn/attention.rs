@@ -244,11 +244,13 @@ pub fn scaled_dot_product_attention(
 /// Scores `[.., L, S]` with every key after its query (the causal mask's
 /// blocked positions) set to -inf.
 fn mask_future(scores: &Tensor) -> Tensor {
-    let (l, s) = (scores.size(-2), scores.size(-1));
-    let future = Tensor::ones(&[l, s])
-        .triu(1)
-        .gt_scalar(0.0)
-        .to(scores.device())
-        .expect("the scores' device is in use");
-    scores.masked_fill(&future, f64::NEG_INFINITY)
+    crate::trace::op("causal_mask", [scores], Vec::new, || {
+        let (l, s) = (scores.size(-2), scores.size(-1));
+        let future = Tensor::ones(&[l, s])
+            .triu(1)
+            .gt_scalar(0.0)
+            .to(scores.device())
+            .expect("the scores' device is in use");
+        scores.masked_fill(&future, f64::NEG_INFINITY)
+    })
 }

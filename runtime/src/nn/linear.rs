@@ -71,6 +71,12 @@ impl Forward for Linear {
 /// assert_eq!(y.to_vec::<f32>(), vec![4.0; 8]);
 /// ```
 pub fn linear(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
+    crate::trace::op("linear", [Some(x), Some(weight), bias], Vec::new, || {
+        linear_untraced(x, weight, bias)
+    })
+}
+
+fn linear_untraced(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> Tensor {
     if let Some((x, w, b)) = crate::amp::cast_affine(x, weight, bias) {
         return linear(&x, &w, b.as_ref());
     }

@@ -82,6 +82,12 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
 /// assert!((cross_entropy_with(&logits, &y, &o).item::<f32>() - 4f32.ln()).abs() < 1e-6);
 /// ```
 pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
+    crate::trace::op("cross_entropy", [logits, target], Vec::new, || {
+        cross_entropy_untraced(logits, target, o)
+    })
+}
+
+fn cross_entropy_untraced(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
     in_f32!(cross_entropy_with(logits, target), o);
     assert!(
         logits.ndim() >= 1,
@@ -253,10 +259,12 @@ fn check_same(op: &str, a: &Tensor, b: &Tensor) {
 
 /// Mean squared error.
 pub fn mse_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
-    in_f32!(mse_loss(input, target), r);
-    check_same("mse_loss", input, target);
-    let d = input - target;
-    reduce(&d * &d, r)
+    crate::trace::op("mse_loss", [input, target], Vec::new, || {
+        in_f32!(mse_loss(input, target), r);
+        check_same("mse_loss", input, target);
+        let d = input - target;
+        reduce(&d * &d, r)
+    })
 }
 
 /// Mean absolute error.

@@ -3,6 +3,7 @@
 
 use super::{broadcast_shapes, same_device};
 use crate::storage::Storage;
+use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
 use tapir_kernels::elementwise::{self as ew, BinaryFn, Compare};
 
@@ -96,112 +97,126 @@ pub(crate) fn scalar_for(x: &Tensor, value: f64) -> Tensor {
 impl Tensor {
     /// `self + other` with broadcasting and type promotion.
     pub fn add(&self, other: &Tensor) -> Tensor {
-        binary(
-            self,
-            other,
-            ew::Add,
-            "AddBackward0",
-            false,
-            false,
-            |_, g, n| [n[0].then(|| g.clone()), n[1].then(|| g.clone())],
-        )
+        trace::op("add", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Add,
+                "AddBackward0",
+                false,
+                false,
+                |_, g, n| [n[0].then(|| g.clone()), n[1].then(|| g.clone())],
+            )
+        })
     }
 
     /// `self - other` with broadcasting and type promotion.
     pub fn sub(&self, other: &Tensor) -> Tensor {
-        binary(
-            self,
-            other,
-            ew::Sub,
-            "SubBackward0",
-            false,
-            false,
-            |_, g, n| [n[0].then(|| g.clone()), n[1].then(|| g.neg())],
-        )
+        trace::op("sub", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Sub,
+                "SubBackward0",
+                false,
+                false,
+                |_, g, n| [n[0].then(|| g.clone()), n[1].then(|| g.neg())],
+            )
+        })
     }
 
     /// `self * other` with broadcasting and type promotion.
     pub fn mul(&self, other: &Tensor) -> Tensor {
-        binary(
-            self,
-            other,
-            ew::Mul,
-            "MulBackward0",
-            false,
-            true,
-            |s, g, n| {
-                let (a, b) = s.unwrap();
-                [n[0].then(|| g * b), n[1].then(|| g * a)]
-            },
-        )
+        trace::op("mul", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Mul,
+                "MulBackward0",
+                false,
+                true,
+                |s, g, n| {
+                    let (a, b) = s.unwrap();
+                    [n[0].then(|| g * b), n[1].then(|| g * a)]
+                },
+            )
+        })
     }
 
     /// True division (integers divide as floats, as in PyTorch).
     pub fn div(&self, other: &Tensor) -> Tensor {
-        binary(
-            self,
-            other,
-            ew::Div,
-            "DivBackward0",
-            true,
-            true,
-            |s, g, n| {
-                let (a, b) = s.unwrap();
-                [
-                    n[0].then(|| g / b),
-                    n[1].then(|| &(&(g * a) / &(b * b)) * -1.0),
-                ]
-            },
-        )
+        trace::op("div", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Div,
+                "DivBackward0",
+                true,
+                true,
+                |s, g, n| {
+                    let (a, b) = s.unwrap();
+                    [
+                        n[0].then(|| g / b),
+                        n[1].then(|| &(&(g * a) / &(b * b)) * -1.0),
+                    ]
+                },
+            )
+        })
     }
 
     /// `self ^ other` elementwise.
     pub fn pow(&self, other: &Tensor) -> Tensor {
-        binary(
-            self,
-            other,
-            ew::Pow,
-            "PowBackward1",
-            true,
-            true,
-            |s, g, n| {
-                let (a, b) = s.unwrap();
-                let ga = n[0].then(|| g * &(b * &a.pow(&(b - 1.0))));
-                // d/db a^b = a^b ln a, taken as 0 where a == 0 (PyTorch's convention).
-                let gb = n[1].then(|| {
-                    let y = a.pow(b);
-                    let term = &y * &a.log();
-                    g * &Tensor::where_(&a.eq_scalar(0.0), &Tensor::zeros_like(&term), &term)
-                });
-                [ga, gb]
-            },
-        )
+        trace::op("pow", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Pow,
+                "PowBackward1",
+                true,
+                true,
+                |s, g, n| {
+                    let (a, b) = s.unwrap();
+                    let ga = n[0].then(|| g * &(b * &a.pow(&(b - 1.0))));
+                    // d/db a^b = a^b ln a, taken as 0 where a == 0 (PyTorch's convention).
+                    let gb = n[1].then(|| {
+                        let y = a.pow(b);
+                        let term = &y * &a.log();
+                        g * &Tensor::where_(&a.eq_scalar(0.0), &Tensor::zeros_like(&term), &term)
+                    });
+                    [ga, gb]
+                },
+            )
+        })
     }
 
     /// Elementwise maximum; the gradient goes to the larger input (split on ties).
     pub fn maximum(&self, other: &Tensor) -> Tensor {
-        binary(
-            self,
-            other,
-            ew::Maximum,
-            "MaximumBackward0",
-            false,
-            true,
-            |s, g, n| extreme_grads(s.unwrap(), g, n, true),
-        )
+        trace::op("maximum", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Maximum,
+                "MaximumBackward0",
+                false,
+                true,
+                |s, g, n| extreme_grads(s.unwrap(), g, n, true),
+            )
+        })
     }
 
     /// Elementwise minimum; the gradient goes to the smaller input (split on ties).
     pub fn minimum(&self, other: &Tensor) -> Tensor {
-        binary(
-            self,
-            other,
-            ew::Minimum,
-            "MinimumBackward0",
-            false,
-            true,
-            |s, g, n| extreme_grads(s.unwrap(), g, n, false),
-        )
+        trace::op("minimum", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Minimum,
+                "MinimumBackward0",
+                false,
+                true,
+                |s, g, n| extreme_grads(s.unwrap(), g, n, false),
+            )
+        })
     }
 
     /// `cond ? x : y` with broadcasting (`torch.where`).
@@ -213,62 +228,71 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>(), vec![1.0, 0.0, 3.0]);
     /// ```
     pub fn where_(cond: &Tensor, x: &Tensor, y: &Tensor) -> Tensor {
-        same_device(x, y, "where");
-        same_device(cond, x, "where");
-        let cond_b = if cond.dtype() == DType::Bool {
-            cond.clone()
-        } else {
-            cond.ne_scalar(0.0)
-        };
-        let xy = broadcast_shapes(x.shape(), y.shape(), "where");
-        let shape = broadcast_shapes(cond.shape(), &xy, "where");
-        let dtype = DType::promote(x.dtype(), y.dtype());
-        let (xc, yc) = (x.to_dtype(dtype).detach(), y.to_dtype(dtype).detach());
-        let storage = {
-            // x and y may share a buffer (where_(c, t, t)): take its lock once.
-            let (cs, xs) = (cond_b.read(), xc.read());
-            let ys = (!yc.same_storage(&xc)).then(|| yc.read());
-            Storage::select_where(
-                &cs,
-                &cond_b.layout().broadcast_to(&shape),
-                &xs,
-                &xc.layout().broadcast_to(&shape),
-                ys.as_deref().unwrap_or(&xs),
-                &yc.layout().broadcast_to(&shape),
-            )
-        };
-        let out = Tensor::from_storage(storage, &shape);
-        let metas = [
-            (x.shape().to_vec(), x.dtype()),
-            (y.shape().to_vec(), y.dtype()),
-        ];
-        Tensor::record(out, "WhereBackward0", &[x, y], || {
-            let cond = cond_b.detach();
-            move |g: &Tensor, n: &[bool]| {
-                let z = Tensor::zeros_like(g);
-                vec![
-                    n[0].then(|| fit(Tensor::where_(&cond, g, &z), &metas[0])),
-                    n[1].then(|| fit(Tensor::where_(&cond, &z, g), &metas[1])),
-                ]
-            }
+        trace::op("where_", [cond, x, y], Vec::new, || {
+            same_device(x, y, "where");
+            same_device(cond, x, "where");
+            let cond_b = if cond.dtype() == DType::Bool {
+                cond.clone()
+            } else {
+                cond.ne_scalar(0.0)
+            };
+            let xy = broadcast_shapes(x.shape(), y.shape(), "where");
+            let shape = broadcast_shapes(cond.shape(), &xy, "where");
+            let dtype = DType::promote(x.dtype(), y.dtype());
+            let (xc, yc) = (x.to_dtype(dtype).detach(), y.to_dtype(dtype).detach());
+            let storage = {
+                // x and y may share a buffer (where_(c, t, t)): take its lock once.
+                let (cs, xs) = (cond_b.read(), xc.read());
+                let ys = (!yc.same_storage(&xc)).then(|| yc.read());
+                Storage::select_where(
+                    &cs,
+                    &cond_b.layout().broadcast_to(&shape),
+                    &xs,
+                    &xc.layout().broadcast_to(&shape),
+                    ys.as_deref().unwrap_or(&xs),
+                    &yc.layout().broadcast_to(&shape),
+                )
+            };
+            let out = Tensor::from_storage(storage, &shape);
+            let metas = [
+                (x.shape().to_vec(), x.dtype()),
+                (y.shape().to_vec(), y.dtype()),
+            ];
+            Tensor::record(out, "WhereBackward0", &[x, y], || {
+                let cond = cond_b.detach();
+                move |g: &Tensor, n: &[bool]| {
+                    let z = Tensor::zeros_like(g);
+                    vec![
+                        n[0].then(|| fit(Tensor::where_(&cond, g, &z), &metas[0])),
+                        n[1].then(|| fit(Tensor::where_(&cond, &z, g), &metas[1])),
+                    ]
+                }
+            })
         })
     }
 
     /// Fills positions where `mask` is true with `value`.
     pub fn masked_fill(&self, mask: &Tensor, value: f64) -> Tensor {
-        assert!(
-            mask.dtype() == DType::Bool,
-            "masked_fill: mask must be bool, got {}",
-            mask.dtype()
-        );
-        let shape = broadcast_shapes(self.shape(), mask.shape(), "masked_fill");
-        assert!(
-            shape == self.shape(),
-            "masked_fill: mask of shape {:?} does not broadcast to {:?}",
-            mask.shape(),
-            self.shape()
-        );
-        Tensor::where_(mask, &scalar_for(self, value), self)
+        trace::op(
+            "masked_fill",
+            [self, mask],
+            || vec![("value", Attr::Float(value))],
+            || {
+                assert!(
+                    mask.dtype() == DType::Bool,
+                    "masked_fill: mask must be bool, got {}",
+                    mask.dtype()
+                );
+                let shape = broadcast_shapes(self.shape(), mask.shape(), "masked_fill");
+                assert!(
+                    shape == self.shape(),
+                    "masked_fill: mask of shape {:?} does not broadcast to {:?}",
+                    mask.shape(),
+                    self.shape()
+                );
+                Tensor::where_(mask, &scalar_for(self, value), self)
+            },
+        )
     }
 }
 
@@ -296,15 +320,17 @@ macro_rules! comparisons {
             $(
                 #[doc = $doc]
                 pub fn $name(&self, other: &Tensor) -> Tensor {
-                    let (a, b, shape) = prepare(self, other, stringify!($name), false);
-                    let (la, lb) = (a.layout().broadcast_to(&shape), b.layout().broadcast_to(&shape));
-                    let storage = if a.same_storage(&b) {
-                        let s = a.read();
-                        s.compare(&la, &s, &lb, Compare::$cmp)
-                    } else {
-                        a.read().compare(&la, &b.read(), &lb, Compare::$cmp)
-                    };
-                    Tensor::from_storage(storage, &shape)
+                    trace::op(stringify!($name), [self, other], Vec::new, || {
+                        let (a, b, shape) = prepare(self, other, stringify!($name), false);
+                        let (la, lb) = (a.layout().broadcast_to(&shape), b.layout().broadcast_to(&shape));
+                        let storage = if a.same_storage(&b) {
+                            let s = a.read();
+                            s.compare(&la, &s, &lb, Compare::$cmp)
+                        } else {
+                            a.read().compare(&la, &b.read(), &lb, Compare::$cmp)
+                        };
+                        Tensor::from_storage(storage, &shape)
+                    })
                 }
 
                 #[doc = $doc]
@@ -336,31 +362,37 @@ impl Tensor {
 
     /// Elementwise logical and (nonzero is true), to bool.
     pub fn logical_and(&self, other: &Tensor) -> Tensor {
-        let b = apply(
-            &self.as_bool().to_dtype(DType::U8),
-            &other.as_bool().to_dtype(DType::U8),
-            &ew::Minimum,
-            "logical_and",
-            false,
-        );
-        b.to_dtype(DType::Bool)
+        trace::op("logical_and", [self, other], Vec::new, || {
+            let b = apply(
+                &self.as_bool().to_dtype(DType::U8),
+                &other.as_bool().to_dtype(DType::U8),
+                &ew::Minimum,
+                "logical_and",
+                false,
+            );
+            b.to_dtype(DType::Bool)
+        })
     }
 
     /// Elementwise logical or (nonzero is true), to bool.
     pub fn logical_or(&self, other: &Tensor) -> Tensor {
-        let b = apply(
-            &self.as_bool().to_dtype(DType::U8),
-            &other.as_bool().to_dtype(DType::U8),
-            &ew::Maximum,
-            "logical_or",
-            false,
-        );
-        b.to_dtype(DType::Bool)
+        trace::op("logical_or", [self, other], Vec::new, || {
+            let b = apply(
+                &self.as_bool().to_dtype(DType::U8),
+                &other.as_bool().to_dtype(DType::U8),
+                &ew::Maximum,
+                "logical_or",
+                false,
+            );
+            b.to_dtype(DType::Bool)
+        })
     }
 
     /// Elementwise logical not (zero is true), to bool.
     pub fn logical_not(&self) -> Tensor {
-        self.as_bool().eq_scalar(0.0)
+        trace::op("logical_not", [self], Vec::new, || {
+            self.as_bool().eq_scalar(0.0)
+        })
     }
 }
 

@@ -4,6 +4,7 @@
 //! CNN's train step as unfold + max).
 
 use crate::Tensor;
+use crate::trace::{self, Attr};
 use tapir_kernels::Conv2dGeometry;
 
 /// Options of a 2-D sliding window (PyTorch's defaults: stride 1, padding 0, dilation 1).
@@ -87,7 +88,9 @@ fn geometry(x: &Tensor, kernel: (usize, usize), o: &Conv2dOptions, op: &str) -> 
 impl Tensor {
     /// Sliding local blocks: `[N, C, H, W]` -> `[N, C*kh*kw, L]` (`F.unfold`).
     pub fn unfold2d(&self, kernel: (usize, usize), opts: Conv2dOptions) -> Tensor {
-        self.unfold_padded(kernel, opts, 0.0, "unfold")
+        trace::op("unfold2d", [self], Vec::new, || {
+            self.unfold_padded(kernel, opts, 0.0, "unfold")
+        })
     }
 
     fn unfold_padded(
@@ -127,57 +130,80 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>()[5], 9.0);
     /// ```
     pub fn conv2d(&self, weight: &Tensor, bias: Option<&Tensor>, opts: Conv2dOptions) -> Tensor {
-        if let Some((x, w, b)) = crate::amp::cast_affine(self, weight, bias) {
-            return x.conv2d(&w, b.as_ref(), opts);
-        }
-        assert!(
-            weight.ndim() == 4,
-            "conv2d: weight must be 4-D [OC, C/groups, kh, kw], got shape {:?}",
-            weight.shape()
-        );
-        assert!(
-            self.ndim() == 4,
-            "conv2d: expects a 4-D [N, C, H, W] input, got shape {:?}",
-            self.shape()
-        );
-        let (oc, cg, kh, kw) = (
-            weight.shape()[0],
-            weight.shape()[1],
-            weight.shape()[2],
-            weight.shape()[3],
-        );
-        let groups = opts.groups;
-        assert!(
-            groups > 0 && oc % groups == 0,
-            "conv2d: out channels {oc} are not divisible by groups {groups}"
-        );
-        assert!(
-            self.shape()[1] == cg * groups,
-            "conv2d: input {:?} has {} channels, but weight {:?} with groups={groups} expects {}",
-            self.shape(),
-            self.shape()[1],
-            weight.shape(),
-            cg * groups
-        );
-        let g = geometry(self, (kh, kw), &opts, "conv2d");
-        let (oh, ow) = g.out_hw().unwrap();
-        let n = self.shape()[0] as isize;
-        let gi = groups as isize;
-        let cols = self.unfold2d((kh, kw), opts); // [N, C*kh*kw, L]
-        let cols = cols.reshape(&[n, gi, (cg * kh * kw) as isize, (oh * ow) as isize]);
-        let w = weight.reshape(&[gi, (oc / groups) as isize, (cg * kh * kw) as isize]);
-        let mut y = w
-            .matmul(&cols)
-            .reshape(&[n, oc as isize, oh as isize, ow as isize]);
-        if let Some(b) = bias {
-            assert!(
-                b.shape() == [oc],
-                "conv2d: bias must have shape [{oc}], got {:?}",
-                b.shape()
-            );
-            y = &y + &b.reshape(&[1, oc as isize, 1, 1]);
-        }
-        y
+        trace::op(
+            "conv2d",
+            [Some(self), Some(weight), bias],
+            || {
+                vec![
+                    (
+                        "stride",
+                        Attr::Ints(vec![opts.stride.0 as i64, opts.stride.1 as i64]),
+                    ),
+                    (
+                        "padding",
+                        Attr::Ints(vec![opts.padding.0 as i64, opts.padding.1 as i64]),
+                    ),
+                    (
+                        "dilation",
+                        Attr::Ints(vec![opts.dilation.0 as i64, opts.dilation.1 as i64]),
+                    ),
+                    ("groups", Attr::Int(opts.groups as i64)),
+                ]
+            },
+            || {
+                if let Some((x, w, b)) = crate::amp::cast_affine(self, weight, bias) {
+                    return x.conv2d(&w, b.as_ref(), opts);
+                }
+                assert!(
+                    weight.ndim() == 4,
+                    "conv2d: weight must be 4-D [OC, C/groups, kh, kw], got shape {:?}",
+                    weight.shape()
+                );
+                assert!(
+                    self.ndim() == 4,
+                    "conv2d: expects a 4-D [N, C, H, W] input, got shape {:?}",
+                    self.shape()
+                );
+                let (oc, cg, kh, kw) = (
+                    weight.shape()[0],
+                    weight.shape()[1],
+                    weight.shape()[2],
+                    weight.shape()[3],
+                );
+                let groups = opts.groups;
+                assert!(
+                    groups > 0 && oc % groups == 0,
+                    "conv2d: out channels {oc} are not divisible by groups {groups}"
+                );
+                assert!(
+                    self.shape()[1] == cg * groups,
+                    "conv2d: input {:?} has {} channels, but weight {:?} with groups={groups} expects {}",
+                    self.shape(),
+                    self.shape()[1],
+                    weight.shape(),
+                    cg * groups
+                );
+                let g = geometry(self, (kh, kw), &opts, "conv2d");
+                let (oh, ow) = g.out_hw().unwrap();
+                let n = self.shape()[0] as isize;
+                let gi = groups as isize;
+                let cols = self.unfold2d((kh, kw), opts); // [N, C*kh*kw, L]
+                let cols = cols.reshape(&[n, gi, (cg * kh * kw) as isize, (oh * ow) as isize]);
+                let w = weight.reshape(&[gi, (oc / groups) as isize, (cg * kh * kw) as isize]);
+                let mut y = w
+                    .matmul(&cols)
+                    .reshape(&[n, oc as isize, oh as isize, ow as isize]);
+                if let Some(b) = bias {
+                    assert!(
+                        b.shape() == [oc],
+                        "conv2d: bias must have shape [{oc}], got {:?}",
+                        b.shape()
+                    );
+                    y = &y + &b.reshape(&[1, oc as isize, 1, 1]);
+                }
+                y
+            },
+        )
     }
 
     /// 2-D max pooling (`F.max_pool2d`); `stride` defaults to the kernel in PyTorch — pass it explicitly.
@@ -188,8 +214,15 @@ impl Tensor {
         padding: (usize, usize),
         dilation: (usize, usize),
     ) -> Tensor {
-        self.max_pool2d_with_indices(kernel, stride, padding, dilation)
-            .0
+        trace::op(
+            "max_pool2d",
+            [self],
+            || pool_attrs(kernel, stride, padding, dilation),
+            || {
+                self.max_pool2d_with_indices(kernel, stride, padding, dilation)
+                    .0
+            },
+        )
     }
 
     /// 2-D max pooling with each maximum's flat index `ih * W + iw` in its
@@ -210,47 +243,54 @@ impl Tensor {
         padding: (usize, usize),
         dilation: (usize, usize),
     ) -> (Tensor, Tensor) {
-        let op = "max_pool2d";
-        assert!(
-            self.dtype().is_float(),
-            "{op}: expects a float input, got {}",
-            self.dtype()
-        );
-        assert!(
-            kernel.0 > 0 && kernel.1 > 0,
-            "{op}: kernel {kernel:?} must be positive"
-        );
-        assert!(
-            padding.0 * 2 <= kernel.0 && padding.1 * 2 <= kernel.1,
-            "{op}: padding {padding:?} should be at most half of kernel {kernel:?}"
-        );
-        let opts = Conv2dOptions {
-            stride,
-            padding,
-            dilation,
-            groups: 1,
-        };
-        let g = geometry(self, kernel, &opts, op);
-        let (oh, ow) = g.out_hw().unwrap();
-        let out_shape = [g.n, g.c, oh, ow];
-        let (vals, idx) = self.read().max_pool2d(self.layout(), &g);
-        let indices = Tensor::from_storage(idx, &out_shape);
-        let saved = indices.clone();
-        let in_shape = self.shape().to_vec();
-        let out = Tensor::record(
-            Tensor::from_storage(vals, &out_shape),
-            "MaxPool2DWithIndicesBackward0",
-            &[self],
-            move || {
-                move |grad: &Tensor, _: &[bool]| {
-                    let gi = grad
-                        .read()
-                        .max_pool2d_backward(grad.layout(), &saved.read(), &g);
-                    vec![Some(Tensor::from_storage(gi, &in_shape))]
-                }
+        trace::op(
+            "max_pool2d_with_indices",
+            [self],
+            || pool_attrs(kernel, stride, padding, dilation),
+            || {
+                let op = "max_pool2d";
+                assert!(
+                    self.dtype().is_float(),
+                    "{op}: expects a float input, got {}",
+                    self.dtype()
+                );
+                assert!(
+                    kernel.0 > 0 && kernel.1 > 0,
+                    "{op}: kernel {kernel:?} must be positive"
+                );
+                assert!(
+                    padding.0 * 2 <= kernel.0 && padding.1 * 2 <= kernel.1,
+                    "{op}: padding {padding:?} should be at most half of kernel {kernel:?}"
+                );
+                let opts = Conv2dOptions {
+                    stride,
+                    padding,
+                    dilation,
+                    groups: 1,
+                };
+                let g = geometry(self, kernel, &opts, op);
+                let (oh, ow) = g.out_hw().unwrap();
+                let out_shape = [g.n, g.c, oh, ow];
+                let (vals, idx) = self.read().max_pool2d(self.layout(), &g);
+                let indices = Tensor::from_storage(idx, &out_shape);
+                let saved = indices.clone();
+                let in_shape = self.shape().to_vec();
+                let out = Tensor::record(
+                    Tensor::from_storage(vals, &out_shape),
+                    "MaxPool2DWithIndicesBackward0",
+                    &[self],
+                    move || {
+                        move |grad: &Tensor, _: &[bool]| {
+                            let gi =
+                                grad.read()
+                                    .max_pool2d_backward(grad.layout(), &saved.read(), &g);
+                            vec![Some(Tensor::from_storage(gi, &in_shape))]
+                        }
+                    },
+                );
+                (out, indices)
             },
-        );
-        (out, indices)
+        )
     }
 
     /// 2-D average pooling (`F.avg_pool2d`, count_include_pad = true).
@@ -260,7 +300,12 @@ impl Tensor {
         stride: (usize, usize),
         padding: (usize, usize),
     ) -> Tensor {
-        self.avg_pool(kernel, stride, padding)
+        trace::op(
+            "avg_pool2d",
+            [self],
+            || pool_attrs(kernel, stride, padding, (1, 1)),
+            || self.avg_pool(kernel, stride, padding),
+        )
     }
 
     fn avg_pool(
@@ -288,4 +333,20 @@ impl Tensor {
         cols.mean_dim(1, false)
             .reshape(&[s[0] as isize, s[1] as isize, oh as isize, ow as isize])
     }
+}
+
+/// A pooling op's attributes for export.
+fn pool_attrs(
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+    dilation: (usize, usize),
+) -> trace::Attrs {
+    let pair = |p: (usize, usize)| Attr::Ints(vec![p.0 as i64, p.1 as i64]);
+    vec![
+        ("kernel", pair(kernel)),
+        ("stride", pair(stride)),
+        ("padding", pair(padding)),
+        ("dilation", pair(dilation)),
+    ]
 }

@@ -2,6 +2,7 @@
 
 use crate::random::{Generator, default_generator};
 use crate::storage::Storage;
+use crate::trace::{self, Attr};
 use crate::{DType, Device, Element, Tensor};
 
 /// A tensor of `shape` filled with `value` in `dtype`, on the CPU.
@@ -38,37 +39,55 @@ impl Tensor {
     /// assert_eq!(Tensor::full_dtype(&[2], 7.0, DType::I64).to_vec::<i64>(), vec![7, 7]);
     /// ```
     pub fn zeros(shape: &[usize]) -> Tensor {
-        filled(shape, 0.0, DType::F32)
+        trace::op("zeros", trace::NO_INPUTS, Vec::new, || {
+            filled(shape, 0.0, DType::F32)
+        })
     }
 
     /// A tensor of ones (f32).
     pub fn ones(shape: &[usize]) -> Tensor {
-        filled(shape, 1.0, DType::F32)
+        trace::op("ones", trace::NO_INPUTS, Vec::new, || {
+            filled(shape, 1.0, DType::F32)
+        })
     }
 
     /// A tensor of `value` (f32).
     pub fn full(shape: &[usize], value: f64) -> Tensor {
-        filled(shape, value, DType::F32)
+        trace::op(
+            "full",
+            trace::NO_INPUTS,
+            || vec![("value", Attr::Float(value))],
+            || filled(shape, value, DType::F32),
+        )
     }
 
     /// As [`Tensor::full`] with an explicit dtype.
     pub fn full_dtype(shape: &[usize], value: f64, dtype: DType) -> Tensor {
-        filled(shape, value, dtype)
+        trace::op("full_dtype", trace::NO_INPUTS, Vec::new, || {
+            filled(shape, value, dtype)
+        })
     }
 
     /// Zeros with `t`'s shape, dtype and device.
     pub fn zeros_like(t: &Tensor) -> Tensor {
-        filled_on(t.shape(), 0.0, t.dtype(), t.device())
+        trace::op("zeros_like", [t], Vec::new, || {
+            filled_on(t.shape(), 0.0, t.dtype(), t.device())
+        })
     }
 
     /// Ones with `t`'s shape, dtype and device.
     pub fn ones_like(t: &Tensor) -> Tensor {
-        ones_like(t)
+        trace::op("ones_like", [t], Vec::new, || ones_like(t))
     }
 
     /// `value` with `t`'s shape, dtype and device.
     pub fn full_like(t: &Tensor, value: f64) -> Tensor {
-        filled_on(t.shape(), value, t.dtype(), t.device())
+        trace::op(
+            "full_like",
+            [t],
+            || vec![("value", Attr::Float(value))],
+            || filled_on(t.shape(), value, t.dtype(), t.device()),
+        )
     }
 
     /// Evenly spaced int64 values, as PyTorch's `torch.arange` overloads
@@ -83,86 +102,108 @@ impl Tensor {
     /// assert_eq!(Tensor::arange_f(0.0, 1.0, 0.25).to_vec::<f32>(), vec![0.0, 0.25, 0.5, 0.75]);
     /// ```
     pub fn arange(range: impl ArangeArgs) -> Tensor {
-        let (start, end, step) = range.start_end_step();
-        Tensor::arange_step(start, end, step)
+        trace::op("arange", trace::NO_INPUTS, Vec::new, || {
+            let (start, end, step) = range.start_end_step();
+            Tensor::arange_step(start, end, step)
+        })
     }
 
     /// `start, start + step, ...` below `end`, as int64.
     pub fn arange_step(start: i64, end: i64, step: i64) -> Tensor {
-        assert!(step != 0, "arange: step must be nonzero");
-        let n = ((end - start) as f64 / step as f64).ceil().max(0.0) as usize;
-        Tensor::from_vec((0..n as i64).map(|i| start + i * step).collect(), &[n])
+        trace::op("arange_step", trace::NO_INPUTS, Vec::new, || {
+            assert!(step != 0, "arange: step must be nonzero");
+            let n = ((end - start) as f64 / step as f64).ceil().max(0.0) as usize;
+            Tensor::from_vec((0..n as i64).map(|i| start + i * step).collect(), &[n])
+        })
     }
 
     /// Float range (`torch.arange(start, end, step)` with float arguments), float32.
     pub fn arange_f(start: f64, end: f64, step: f64) -> Tensor {
-        assert!(step != 0.0, "arange: step must be nonzero");
-        let n = ((end - start) / step).ceil().max(0.0) as usize;
-        from_f64s(
-            (0..n).map(|i| start + i as f64 * step).collect(),
-            &[n],
-            DType::F32,
-        )
+        trace::op("arange_f", trace::NO_INPUTS, Vec::new, || {
+            assert!(step != 0.0, "arange: step must be nonzero");
+            let n = ((end - start) / step).ceil().max(0.0) as usize;
+            from_f64s(
+                (0..n).map(|i| start + i as f64 * step).collect(),
+                &[n],
+                DType::F32,
+            )
+        })
     }
 
     /// `steps` evenly spaced values from `start` to `end` inclusive, float32.
     pub fn linspace(start: f64, end: f64, steps: usize) -> Tensor {
-        let step = if steps > 1 {
-            (end - start) / (steps - 1) as f64
-        } else {
-            0.0
-        };
-        // PyTorch fills the second half backwards from `end` for symmetry.
-        let v = (0..steps)
-            .map(|i| {
-                if i < steps / 2 {
-                    start + step * i as f64
-                } else {
-                    end - step * (steps - 1 - i) as f64
-                }
-            })
-            .collect();
-        from_f64s(v, &[steps], DType::F32)
+        trace::op("linspace", trace::NO_INPUTS, Vec::new, || {
+            let step = if steps > 1 {
+                (end - start) / (steps - 1) as f64
+            } else {
+                0.0
+            };
+            // PyTorch fills the second half backwards from `end` for symmetry.
+            let v = (0..steps)
+                .map(|i| {
+                    if i < steps / 2 {
+                        start + step * i as f64
+                    } else {
+                        end - step * (steps - 1 - i) as f64
+                    }
+                })
+                .collect();
+            from_f64s(v, &[steps], DType::F32)
+        })
     }
 
     /// The `n x n` identity, float32.
     pub fn eye(n: usize) -> Tensor {
-        let mut v = vec![0.0f32; n * n];
-        for i in 0..n {
-            v[i * n + i] = 1.0;
-        }
-        Tensor::from_vec(v, &[n, n])
+        trace::op("eye", trace::NO_INPUTS, Vec::new, || {
+            let mut v = vec![0.0f32; n * n];
+            for i in 0..n {
+                v[i * n + i] = 1.0;
+            }
+            Tensor::from_vec(v, &[n, n])
+        })
     }
 
     /// Uniform [0, 1) draws from the global generator, float32.
     pub fn rand(shape: &[usize]) -> Tensor {
-        Tensor::rand_with(shape, default_generator())
+        trace::op("rand", trace::NO_INPUTS, Vec::new, || {
+            Tensor::rand_with(shape, default_generator())
+        })
     }
 
     /// As `rand`, drawing from `g`.
     pub fn rand_with(shape: &[usize], g: &Generator) -> Tensor {
-        from_f64s(g.uniform(shape.iter().product()), shape, DType::F32)
+        trace::op("rand_with", trace::NO_INPUTS, Vec::new, || {
+            from_f64s(g.uniform(shape.iter().product()), shape, DType::F32)
+        })
     }
 
     /// Standard normal draws from the global generator, float32.
     pub fn randn(shape: &[usize]) -> Tensor {
-        Tensor::randn_with(shape, default_generator())
+        trace::op("randn", trace::NO_INPUTS, Vec::new, || {
+            Tensor::randn_with(shape, default_generator())
+        })
     }
 
     /// As `randn`, drawing from `g`.
     pub fn randn_with(shape: &[usize], g: &Generator) -> Tensor {
-        from_f64s(g.normal(shape.iter().product()), shape, DType::F32)
+        trace::op("randn_with", trace::NO_INPUTS, Vec::new, || {
+            from_f64s(g.normal(shape.iter().product()), shape, DType::F32)
+        })
     }
 
     /// Uniform draws shaped like `t`, on its device. The draws come from
     /// the host generator, so a GPU run sees the same numbers as a CPU run.
     pub fn rand_like(t: &Tensor) -> Tensor {
-        on_device_of(Tensor::rand(t.shape()).to_dtype(t.dtype().to_float()), t)
+        trace::op("rand_like", [t], Vec::new, || {
+            on_device_of(Tensor::rand(t.shape()).to_dtype(t.dtype().to_float()), t)
+        })
     }
 
     /// Normal draws shaped like `t`, on its device.
     pub fn randn_like(t: &Tensor) -> Tensor {
-        on_device_of(Tensor::randn(t.shape()).to_dtype(t.dtype().to_float()), t)
+        trace::op("randn_like", [t], Vec::new, || {
+            on_device_of(Tensor::randn(t.shape()).to_dtype(t.dtype().to_float()), t)
+        })
     }
 
     /// Integers uniform in `[low, high)`, int64.
@@ -173,39 +214,47 @@ impl Tensor {
     /// assert!(t.to_vec::<i64>().iter().all(|&v| v == 3 || v == 4));
     /// ```
     pub fn randint(low: i64, high: i64, shape: &[usize]) -> Tensor {
-        Tensor::randint_with(low, high, shape, default_generator())
+        trace::op("randint", trace::NO_INPUTS, Vec::new, || {
+            Tensor::randint_with(low, high, shape, default_generator())
+        })
     }
 
     /// As `randint`, drawing from `g`.
     pub fn randint_with(low: i64, high: i64, shape: &[usize], g: &Generator) -> Tensor {
-        assert!(
-            low < high,
-            "randint: low ({low}) must be below high ({high})"
-        );
-        let span = (high - low) as u64;
-        let v = g.fill(shape.iter().product(), |next| low + (next() % span) as i64);
-        Tensor::from_vec(v, shape)
+        trace::op("randint_with", trace::NO_INPUTS, Vec::new, || {
+            assert!(
+                low < high,
+                "randint: low ({low}) must be below high ({high})"
+            );
+            let span = (high - low) as u64;
+            let v = g.fill(shape.iter().product(), |next| low + (next() % span) as i64);
+            Tensor::from_vec(v, shape)
+        })
     }
 
     /// 0/1 draws with the probabilities held in `self` (same dtype).
     pub fn bernoulli(&self) -> Tensor {
-        self.bernoulli_with(default_generator())
+        trace::op("bernoulli", [self], Vec::new, || {
+            self.bernoulli_with(default_generator())
+        })
     }
 
     /// As `bernoulli`, drawing from `g`.
     pub fn bernoulli_with(&self, g: &Generator) -> Tensor {
-        let p: Vec<f64> = self.to_vec();
-        assert!(
-            p.iter().all(|&x| (0.0..=1.0).contains(&x)),
-            "bernoulli: probabilities must lie in [0, 1]"
-        );
-        let u = g.uniform(p.len());
-        let v = p
-            .iter()
-            .zip(&u)
-            .map(|(&p, &u)| if u < p { 1.0 } else { 0.0 })
-            .collect();
-        on_device_of(from_f64s(v, self.shape(), self.dtype().to_float()), self)
+        trace::op("bernoulli_with", [self], Vec::new, || {
+            let p: Vec<f64> = self.to_vec();
+            assert!(
+                p.iter().all(|&x| (0.0..=1.0).contains(&x)),
+                "bernoulli: probabilities must lie in [0, 1]"
+            );
+            let u = g.uniform(p.len());
+            let v = p
+                .iter()
+                .zip(&u)
+                .map(|(&p, &u)| if u < p { 1.0 } else { 0.0 })
+                .collect();
+            on_device_of(from_f64s(v, self.shape(), self.dtype().to_float()), self)
+        })
     }
 
     /// This tensor converted to `dtype` (a copy when it changes; gradients
@@ -217,18 +266,25 @@ impl Tensor {
     /// assert_eq!(h.to_vec::<f64>(), vec![0.333984375]);
     /// ```
     pub fn to_dtype(&self, dtype: DType) -> Tensor {
-        if dtype == self.dtype() {
-            return self.clone();
-        }
-        let storage = self.read().cast(self.layout(), dtype);
-        let out = Tensor::from_storage(storage, self.shape());
-        let src = self.dtype();
-        if !dtype.is_float() {
-            return out;
-        }
-        Tensor::record(out, "ToCopyBackward0", &[self], move || {
-            move |g: &Tensor, _: &[bool]| vec![Some(g.to_dtype(src))]
-        })
+        trace::op(
+            "to_dtype",
+            [self],
+            || vec![("dtype", Attr::Int(dtype as i64))],
+            || {
+                if dtype == self.dtype() {
+                    return self.clone();
+                }
+                let storage = self.read().cast(self.layout(), dtype);
+                let out = Tensor::from_storage(storage, self.shape());
+                let src = self.dtype();
+                if !dtype.is_float() {
+                    return out;
+                }
+                Tensor::record(out, "ToCopyBackward0", &[self], move || {
+                    move |g: &Tensor, _: &[bool]| vec![Some(g.to_dtype(src))]
+                })
+            },
+        )
     }
 
     /// `tensor.half()`: to f16 (differentiable, like every cast).
@@ -240,17 +296,17 @@ impl Tensor {
     /// assert_eq!(x.bfloat16().float().dtype(), DType::F32);
     /// ```
     pub fn half(&self) -> Tensor {
-        self.to_dtype(DType::F16)
+        trace::op("half", [self], Vec::new, || self.to_dtype(DType::F16))
     }
 
     /// `tensor.bfloat16()`: to bf16.
     pub fn bfloat16(&self) -> Tensor {
-        self.to_dtype(DType::BF16)
+        trace::op("bfloat16", [self], Vec::new, || self.to_dtype(DType::BF16))
     }
 
     /// `tensor.float()`: to f32.
     pub fn float(&self) -> Tensor {
-        self.to_dtype(DType::F32)
+        trace::op("float", [self], Vec::new, || self.to_dtype(DType::F32))
     }
 
     /// The tensor as one `Element` type's Vec, checked to be that dtype.

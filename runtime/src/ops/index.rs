@@ -3,6 +3,7 @@
 use super::creation::filled_on;
 use super::dense0;
 use crate::storage::Along;
+use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
 use tapir_kernels::Layout;
 
@@ -34,45 +35,53 @@ impl Tensor {
     /// assert_eq!(r.to_vec::<i64>(), vec![4, 5, 0, 1]);
     /// ```
     pub fn index_select(&self, dim: isize, index: &Tensor) -> Tensor {
-        let d = self.dim(dim, "index_select");
-        assert!(
-            index.ndim() <= 1,
-            "index_select: index must be 1-D, got shape {:?}",
-            index.shape()
-        );
-        super::same_device(self, index, "index_select");
-        index_dtype(index, "index_select");
-        let size = self.shape()[d];
-        let len = index.numel();
-        let outer: usize = self.shape()[..d].iter().product();
-        let inner: usize = self.shape()[d + 1..].iter().product();
-        let mut shape = self.shape().to_vec();
-        shape[d] = len;
-        let idx = dense0(index);
-        let view = view_at(self, &shape);
-        let along = Along {
-            view: &view,
-            dim: d,
-            size,
-            op: "index_select",
-        };
-        let out = Tensor::from_storage(self.read().gather(along, &idx.read(), false), &shape);
-        let in_shape = self.shape().to_vec();
-        Tensor::record(out, "IndexSelectBackward0", &[self], move || {
-            move |g: &Tensor, _: &[bool]| {
-                // Rows add up in f32 (f64 for f64), then round once.
-                let acc = if g.dtype() == DType::F64 {
-                    DType::F64
-                } else {
-                    DType::F32
+        trace::op(
+            "index_select",
+            [self, index],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                let d = self.dim(dim, "index_select");
+                assert!(
+                    index.ndim() <= 1,
+                    "index_select: index must be 1-D, got shape {:?}",
+                    index.shape()
+                );
+                super::same_device(self, index, "index_select");
+                index_dtype(index, "index_select");
+                let size = self.shape()[d];
+                let len = index.numel();
+                let outer: usize = self.shape()[..d].iter().product();
+                let inner: usize = self.shape()[d + 1..].iter().product();
+                let mut shape = self.shape().to_vec();
+                shape[d] = len;
+                let idx = dense0(index);
+                let view = view_at(self, &shape);
+                let along = Along {
+                    view: &view,
+                    dim: d,
+                    size,
+                    op: "index_select",
                 };
-                let src = dense0(&g.to_dtype(acc));
-                let dst = filled_on(&in_shape, 0.0, acc, g.device());
-                dst.write()
-                    .index_add([outer, size, inner], &src.read(), &idx.read(), len);
-                vec![Some(dst.to_dtype(g.dtype()))]
-            }
-        })
+                let out =
+                    Tensor::from_storage(self.read().gather(along, &idx.read(), false), &shape);
+                let in_shape = self.shape().to_vec();
+                Tensor::record(out, "IndexSelectBackward0", &[self], move || {
+                    move |g: &Tensor, _: &[bool]| {
+                        // Rows add up in f32 (f64 for f64), then round once.
+                        let acc = if g.dtype() == DType::F64 {
+                            DType::F64
+                        } else {
+                            DType::F32
+                        };
+                        let src = dense0(&g.to_dtype(acc));
+                        let dst = filled_on(&in_shape, 0.0, acc, g.device());
+                        dst.write()
+                            .index_add([outer, size, inner], &src.read(), &idx.read(), len);
+                        vec![Some(dst.to_dtype(g.dtype()))]
+                    }
+                })
+            },
+        )
     }
 
     /// `out[i][j] = self[index[i][j]][j]` for dim 0, and so on (`torch.gather`).
@@ -84,7 +93,12 @@ impl Tensor {
     /// assert_eq!(x.gather(1, &i).to_vec::<f32>(), vec![2.0, 3.0]);
     /// ```
     pub fn gather(&self, dim: isize, index: &Tensor) -> Tensor {
-        self.gather_as(dim, index, "gather")
+        trace::op(
+            "gather",
+            [self, index],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || self.gather_as(dim, index, "gather"),
+        )
     }
 
     /// `gather` whose out-of-range indices are reported as `op`'s.
@@ -130,76 +144,80 @@ impl Tensor {
 
     /// `self` with `src` added at `index` along `dim` (`Tensor.scatter_add`).
     pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
-        let d = self.dim(dim, "scatter_add");
-        assert!(
-            index.ndim() == self.ndim(),
-            "scatter_add: index has {} dims, self of shape {:?} has {}",
-            index.ndim(),
-            self.shape(),
-            self.ndim()
-        );
-        assert!(
-            self.dtype().is_float(),
-            "scatter_add: only float tensors are supported, got {}",
-            self.dtype()
-        );
-        for k in 0..self.ndim() {
+        trace::op("scatter_add", [self, index, src], Vec::new, || {
+            let d = self.dim(dim, "scatter_add");
             assert!(
-                index.shape()[k] <= src.shape()[k]
-                    && (k == d || index.shape()[k] <= self.shape()[k]),
-                "scatter_add: index shape {:?} exceeds src {:?} or self {:?} at dim {k}",
-                index.shape(),
-                src.shape(),
-                self.shape()
+                index.ndim() == self.ndim(),
+                "scatter_add: index has {} dims, self of shape {:?} has {}",
+                index.ndim(),
+                self.shape(),
+                self.ndim()
             );
-        }
-        super::same_device(self, index, "scatter_add");
-        super::same_device(self, src, "scatter_add");
-        if !matches!(self.dtype(), DType::F32 | DType::F64) {
-            // Half types add in f32 and round once, on either device (a
-            // composition, so autograd comes with it).
-            return self
-                .to_dtype(DType::F32)
-                .scatter_add(dim, index, &src.to_dtype(DType::F32))
-                .to_dtype(self.dtype());
-        }
-        index_dtype(index, "scatter_add");
-        let dst = self.contiguous_copy();
-        let src_d = src.to_dtype(self.dtype()).detach();
-        {
-            let view = view_at(&dst, index.shape());
-            let along = Along {
-                view: &view,
-                dim: d,
-                size: self.shape()[d],
-                op: "scatter_add",
-            };
-            let ls = view_at(&src_d, index.shape());
-            let idx = dense0(index);
-            let (s, i) = (src_d.read(), idx.read());
-            dst.write().scatter_add(along, &s, &ls, &i);
-        }
-        let index = index.detach();
-        Tensor::record(dst, "ScatterAddBackward0", &[self, src], move || {
-            move |g: &Tensor, n: &[bool]| {
-                vec![
-                    n[0].then(|| g.clone()),
-                    n[1].then(|| g.gather(d as isize, &index)),
-                ]
+            assert!(
+                self.dtype().is_float(),
+                "scatter_add: only float tensors are supported, got {}",
+                self.dtype()
+            );
+            for k in 0..self.ndim() {
+                assert!(
+                    index.shape()[k] <= src.shape()[k]
+                        && (k == d || index.shape()[k] <= self.shape()[k]),
+                    "scatter_add: index shape {:?} exceeds src {:?} or self {:?} at dim {k}",
+                    index.shape(),
+                    src.shape(),
+                    self.shape()
+                );
             }
+            super::same_device(self, index, "scatter_add");
+            super::same_device(self, src, "scatter_add");
+            if !matches!(self.dtype(), DType::F32 | DType::F64) {
+                // Half types add in f32 and round once, on either device (a
+                // composition, so autograd comes with it).
+                return self
+                    .to_dtype(DType::F32)
+                    .scatter_add(dim, index, &src.to_dtype(DType::F32))
+                    .to_dtype(self.dtype());
+            }
+            index_dtype(index, "scatter_add");
+            let dst = self.contiguous_copy();
+            let src_d = src.to_dtype(self.dtype()).detach();
+            {
+                let view = view_at(&dst, index.shape());
+                let along = Along {
+                    view: &view,
+                    dim: d,
+                    size: self.shape()[d],
+                    op: "scatter_add",
+                };
+                let ls = view_at(&src_d, index.shape());
+                let idx = dense0(index);
+                let (s, i) = (src_d.read(), idx.read());
+                dst.write().scatter_add(along, &s, &ls, &i);
+            }
+            let index = index.detach();
+            Tensor::record(dst, "ScatterAddBackward0", &[self, src], move || {
+                move |g: &Tensor, n: &[bool]| {
+                    vec![
+                        n[0].then(|| g.clone()),
+                        n[1].then(|| g.gather(d as isize, &index)),
+                    ]
+                }
+            })
         })
     }
 
     /// Rows of `self` (the `[num, dim]` weight) for every id in `ids`:
     /// output shape `ids.shape + [dim]` (`F.embedding`).
     pub fn embedding(&self, ids: &Tensor) -> Tensor {
-        assert!(
-            self.ndim() == 2,
-            "embedding: weight must be 2-D, got shape {:?}",
-            self.shape()
-        );
-        let mut shape: Vec<isize> = ids.shape().iter().map(|&s| s as isize).collect();
-        shape.push(self.shape()[1] as isize);
-        self.index_select(0, &ids.flatten_all()).reshape(&shape)
+        trace::op("embedding", [self, ids], Vec::new, || {
+            assert!(
+                self.ndim() == 2,
+                "embedding: weight must be 2-D, got shape {:?}",
+                self.shape()
+            );
+            let mut shape: Vec<isize> = ids.shape().iter().map(|&s| s as isize).collect();
+            shape.push(self.shape()[1] as isize);
+            self.index_select(0, &ids.flatten_all()).reshape(&shape)
+        })
     }
 }

@@ -5,6 +5,7 @@
 
 use crate::Tensor;
 use crate::random::{Generator, default_generator};
+use crate::trace;
 use tapir_kernels::elementwise::{self as ew, BinaryFn, UnaryFn};
 
 impl Tensor {
@@ -66,115 +67,143 @@ impl Tensor {
     /// assert_eq!(p.to_vec::<f32>(), vec![0.5, 0.5]);
     /// ```
     pub fn add_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "add_", ew::Add);
-        self
+        trace::op("add_", [self, other], Vec::new, || {
+            self.zip_assign_(other, "add_", ew::Add);
+            self
+        })
     }
 
     /// `self += alpha * other` (PyTorch's `add_(other, alpha=...)`).
     pub fn add_scaled_(&self, other: &Tensor, alpha: f64) -> &Tensor {
-        self.zip_assign_(other, "add_", ew::AddScaled { alpha });
-        self
+        trace::op("add_scaled_", [self, other], Vec::new, || {
+            self.zip_assign_(other, "add_", ew::AddScaled { alpha });
+            self
+        })
     }
 
     /// `self -= other` (broadcast to self's shape).
     pub fn sub_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "sub_", ew::Sub);
-        self
+        trace::op("sub_", [self, other], Vec::new, || {
+            self.zip_assign_(other, "sub_", ew::Sub);
+            self
+        })
     }
 
     /// `self *= other` (broadcast to self's shape).
     pub fn mul_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "mul_", ew::Mul);
-        self
+        trace::op("mul_", [self, other], Vec::new, || {
+            self.zip_assign_(other, "mul_", ew::Mul);
+            self
+        })
     }
 
     /// `self /= other` (broadcast to self's shape).
     pub fn div_(&self, other: &Tensor) -> &Tensor {
-        self.zip_assign_(other, "div_", ew::Div);
-        self
+        trace::op("div_", [self, other], Vec::new, || {
+            self.zip_assign_(other, "div_", ew::Div);
+            self
+        })
     }
 
     /// `self *= v`.
     pub fn mul_scalar_(&self, v: f64) -> &Tensor {
-        self.map_assign_("mul_", ew::MulScalar { k: v });
-        self
+        trace::op("mul_scalar_", [self], Vec::new, || {
+            self.map_assign_("mul_", ew::MulScalar { k: v });
+            self
+        })
     }
 
     /// `self += v`.
     pub fn add_scalar_(&self, v: f64) -> &Tensor {
-        self.map_assign_("add_", ew::AddScalar { k: v });
-        self
+        trace::op("add_scalar_", [self], Vec::new, || {
+            self.map_assign_("add_", ew::AddScalar { k: v });
+            self
+        })
     }
 
     /// Copies `src` (broadcast, converted to this dtype) into `self`; as in
     /// PyTorch, `src` may live on another device (this is how a CPU
     /// checkpoint loads into a model on a GPU).
     pub fn copy_(&self, src: &Tensor) -> &Tensor {
-        let moved;
-        let src = if src.device() == self.device() {
-            src
-        } else {
-            moved = src
-                .detach()
-                .to(self.device())
-                .unwrap_or_else(|e| panic!("copy_: {e}"));
-            &moved
-        };
-        let (src, ls) = self.inplace_source(src, "copy_");
-        let s = src.read();
-        self.write().assign(self.layout(), &s, &ls);
-        self
+        trace::op("copy_", [self, src], Vec::new, || {
+            let moved;
+            let src = if src.device() == self.device() {
+                src
+            } else {
+                moved = src
+                    .detach()
+                    .to(self.device())
+                    .unwrap_or_else(|e| panic!("copy_: {e}"));
+                &moved
+            };
+            let (src, ls) = self.inplace_source(src, "copy_");
+            let s = src.read();
+            self.write().assign(self.layout(), &s, &ls);
+            self
+        })
     }
 
     /// Sets every element to `v`.
     pub fn fill_(&self, v: f64) -> &Tensor {
-        self.check_inplace("fill_");
-        self.write().fill(self.layout(), v);
-        self
+        trace::op("fill_", [self], Vec::new, || {
+            self.check_inplace("fill_");
+            self.write().fill(self.layout(), v);
+            self
+        })
     }
 
     /// Sets every element to 0.
     pub fn zero_(&self) -> &Tensor {
-        self.fill_(0.0)
+        trace::op("zero_", [self], Vec::new, || self.fill_(0.0))
     }
 
     /// Limits every element to `[min, max]`.
     pub fn clamp_(&self, min: f64, max: f64) -> &Tensor {
-        assert!(
-            min <= max,
-            "clamp_: min ({min}) must not exceed max ({max})"
-        );
-        self.map_assign_("clamp_", ew::Clamp { lo: min, hi: max });
-        self
+        trace::op("clamp_", [self], Vec::new, || {
+            assert!(
+                min <= max,
+                "clamp_: min ({min}) must not exceed max ({max})"
+            );
+            self.map_assign_("clamp_", ew::Clamp { lo: min, hi: max });
+            self
+        })
     }
 
     /// Fills with uniform draws from `[low, high)` (global generator).
     pub fn uniform_(&self, low: f64, high: f64) -> &Tensor {
-        self.uniform_with_(low, high, default_generator())
+        trace::op("uniform_", [self], Vec::new, || {
+            self.uniform_with_(low, high, default_generator())
+        })
     }
 
     /// As `uniform_`, drawing from `g`.
     pub fn uniform_with_(&self, low: f64, high: f64, g: &Generator) -> &Tensor {
-        let u = Tensor::from_vec(g.uniform(self.numel()), self.shape())
-            .to(self.device())
-            .expect("the tensor's device is in use");
-        self.check_inplace("uniform_");
-        crate::no_grad(|| self.copy_(&(&(&u * (high - low)) + low)));
-        self
+        trace::op("uniform_with_", [self], Vec::new, || {
+            let u = Tensor::from_vec(g.uniform(self.numel()), self.shape())
+                .to(self.device())
+                .expect("the tensor's device is in use");
+            self.check_inplace("uniform_");
+            crate::no_grad(|| self.copy_(&(&(&u * (high - low)) + low)));
+            self
+        })
     }
 
     /// Fills with normal draws of `mean` and `std` (global generator).
     pub fn normal_(&self, mean: f64, std: f64) -> &Tensor {
-        self.normal_with_(mean, std, default_generator())
+        trace::op("normal_", [self], Vec::new, || {
+            self.normal_with_(mean, std, default_generator())
+        })
     }
 
     /// As `normal_`, drawing from `g`.
     pub fn normal_with_(&self, mean: f64, std: f64, g: &Generator) -> &Tensor {
-        let z = Tensor::from_vec(g.normal(self.numel()), self.shape())
-            .to(self.device())
-            .expect("the tensor's device is in use");
-        self.check_inplace("normal_");
-        crate::no_grad(|| self.copy_(&(&(&z * std) + mean)));
-        self
+        trace::op("normal_with_", [self], Vec::new, || {
+            let z = Tensor::from_vec(g.normal(self.numel()), self.shape())
+                .to(self.device())
+                .expect("the tensor's device is in use");
+            self.check_inplace("normal_");
+            crate::no_grad(|| self.copy_(&(&(&z * std) + mean)));
+            self
+        })
     }
 }

@@ -1,6 +1,7 @@
 //! Matrix products with `torch.matmul`'s semantics.
 
 use super::{broadcast_shapes, same_device};
+use crate::trace;
 use crate::{DType, Tensor};
 
 impl Tensor {
@@ -14,71 +15,77 @@ impl Tensor {
     /// assert_eq!(a.matmul(&b).shape(), &[4, 2, 5]);
     /// ```
     pub fn matmul(&self, other: &Tensor) -> Tensor {
-        if let Some((a, b)) = crate::amp::cast2(crate::amp::Policy::Lower, self, other) {
-            return a.matmul(&b);
-        }
-        let (a, b) = (self, other);
-        let describe = || format!("{:?} @ {:?}", a.shape(), b.shape());
-        assert!(
-            a.ndim() >= 1 && b.ndim() >= 1,
-            "matmul: both arguments need at least 1 dim, got {}",
-            describe()
-        );
-        same_device(a, b, "matmul");
-        assert!(
-            a.dtype() == b.dtype() && a.dtype().is_float(),
-            "matmul: expected two float tensors of one dtype, got {} and {} ({})",
-            a.dtype(),
-            b.dtype(),
-            describe()
-        );
-        let k_a = a.shape()[a.ndim() - 1];
-        let k_b = if b.ndim() == 1 {
-            b.shape()[0]
-        } else {
-            b.shape()[b.ndim() - 2]
-        };
-        assert!(
-            k_a == k_b,
-            "matmul: {} — inner dims differ ({k_a} != {k_b})",
-            describe()
-        );
-        match (a.ndim(), b.ndim()) {
-            (1, 1) => a.unsqueeze(0).mm_nd(&b.unsqueeze(1)).reshape(&[]),
-            (1, _) => a.unsqueeze(0).matmul(b).squeeze_dim(-2),
-            (_, 1) => a.matmul(&b.unsqueeze(1)).squeeze_dim(-1),
-            (n, 2) if n > 2 => {
-                // Fold the batch into rows: one big GEMM, and a 2-D weight gradient.
-                let rows = a.reshape(&[-1, k_a as isize]).mm_nd(b);
-                let mut shape: Vec<isize> =
-                    a.shape()[..n - 1].iter().map(|&s| s as isize).collect();
-                shape.push(b.shape()[1] as isize);
-                rows.reshape(&shape)
+        trace::op("matmul", [self, other], Vec::new, || {
+            if let Some((a, b)) = crate::amp::cast2(crate::amp::Policy::Lower, self, other) {
+                return a.matmul(&b);
             }
-            _ => a.mm_nd(b),
-        }
+            let (a, b) = (self, other);
+            let describe = || format!("{:?} @ {:?}", a.shape(), b.shape());
+            assert!(
+                a.ndim() >= 1 && b.ndim() >= 1,
+                "matmul: both arguments need at least 1 dim, got {}",
+                describe()
+            );
+            same_device(a, b, "matmul");
+            assert!(
+                a.dtype() == b.dtype() && a.dtype().is_float(),
+                "matmul: expected two float tensors of one dtype, got {} and {} ({})",
+                a.dtype(),
+                b.dtype(),
+                describe()
+            );
+            let k_a = a.shape()[a.ndim() - 1];
+            let k_b = if b.ndim() == 1 {
+                b.shape()[0]
+            } else {
+                b.shape()[b.ndim() - 2]
+            };
+            assert!(
+                k_a == k_b,
+                "matmul: {} — inner dims differ ({k_a} != {k_b})",
+                describe()
+            );
+            match (a.ndim(), b.ndim()) {
+                (1, 1) => a.unsqueeze(0).mm_nd(&b.unsqueeze(1)).reshape(&[]),
+                (1, _) => a.unsqueeze(0).matmul(b).squeeze_dim(-2),
+                (_, 1) => a.matmul(&b.unsqueeze(1)).squeeze_dim(-1),
+                (n, 2) if n > 2 => {
+                    // Fold the batch into rows: one big GEMM, and a 2-D weight gradient.
+                    let rows = a.reshape(&[-1, k_a as isize]).mm_nd(b);
+                    let mut shape: Vec<isize> =
+                        a.shape()[..n - 1].iter().map(|&s| s as isize).collect();
+                    shape.push(b.shape()[1] as isize);
+                    rows.reshape(&shape)
+                }
+                _ => a.mm_nd(b),
+            }
+        })
     }
 
     /// Matrix product of 2-D tensors (`torch.mm`).
     pub fn mm(&self, other: &Tensor) -> Tensor {
-        assert!(
-            self.ndim() == 2 && other.ndim() == 2,
-            "mm: expects 2-D tensors, got {:?} @ {:?}",
-            self.shape(),
-            other.shape()
-        );
-        self.matmul(other)
+        trace::op("mm", [self, other], Vec::new, || {
+            assert!(
+                self.ndim() == 2 && other.ndim() == 2,
+                "mm: expects 2-D tensors, got {:?} @ {:?}",
+                self.shape(),
+                other.shape()
+            );
+            self.matmul(other)
+        })
     }
 
     /// Batched product of 3-D tensors with equal batch (`torch.bmm`).
     pub fn bmm(&self, other: &Tensor) -> Tensor {
-        assert!(
-            self.ndim() == 3 && other.ndim() == 3 && self.shape()[0] == other.shape()[0],
-            "bmm: expects [b, n, m] @ [b, m, p], got {:?} @ {:?}",
-            self.shape(),
-            other.shape()
-        );
-        self.matmul(other)
+        trace::op("bmm", [self, other], Vec::new, || {
+            assert!(
+                self.ndim() == 3 && other.ndim() == 3 && self.shape()[0] == other.shape()[0],
+                "bmm: expects [b, n, m] @ [b, m, p], got {:?} @ {:?}",
+                self.shape(),
+                other.shape()
+            );
+            self.matmul(other)
+        })
     }
 
     /// The core: both operands at least 2-D, batch dims broadcast.

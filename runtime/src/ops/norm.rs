@@ -4,6 +4,7 @@
 //! and by finite differences.
 
 use super::dense0;
+use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
 
 impl Tensor {
@@ -23,89 +24,106 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f64,
     ) -> Tensor {
-        let mut all = vec![self];
-        all.extend(weight);
-        all.extend(bias);
-        if let Some(v) = crate::amp::cast(crate::amp::Policy::Fp32OnCuda, &all) {
-            let (w, b) = (weight.map(|_| &v[1]), bias.map(|_| &v[v.len() - 1]));
-            return v[0].layer_norm(normalized, w, b, eps);
-        }
-        let nd = self.ndim();
-        assert!(
-            normalized.len() <= nd && self.shape()[nd - normalized.len()..] == *normalized,
-            "layer_norm: input of shape {:?} does not end with normalized shape {normalized:?}",
-            self.shape()
-        );
-        for (what, t) in [("weight", weight), ("bias", bias)] {
-            if let Some(t) = t {
-                super::same_device(self, t, "layer_norm");
+        trace::op(
+            "layer_norm",
+            [Some(self), weight, bias],
+            || {
+                vec![
+                    ("eps", Attr::Float(eps)),
+                    ("axes", Attr::Int(normalized.len() as i64)),
+                ]
+            },
+            || {
+                let mut all = vec![self];
+                all.extend(weight);
+                all.extend(bias);
+                if let Some(v) = crate::amp::cast(crate::amp::Policy::Fp32OnCuda, &all) {
+                    let (w, b) = (weight.map(|_| &v[1]), bias.map(|_| &v[v.len() - 1]));
+                    return v[0].layer_norm(normalized, w, b, eps);
+                }
+                let nd = self.ndim();
                 assert!(
-                    t.shape() == normalized,
-                    "layer_norm: {what} has shape {:?}, expected {normalized:?}",
-                    t.shape()
+                    normalized.len() <= nd && self.shape()[nd - normalized.len()..] == *normalized,
+                    "layer_norm: input of shape {:?} does not end with normalized shape {normalized:?}",
+                    self.shape()
                 );
-                let mixed =
-                    matches!(self.dtype(), DType::F16 | DType::BF16) && t.dtype() == DType::F32;
+                for (what, t) in [("weight", weight), ("bias", bias)] {
+                    if let Some(t) = t {
+                        super::same_device(self, t, "layer_norm");
+                        assert!(
+                            t.shape() == normalized,
+                            "layer_norm: {what} has shape {:?}, expected {normalized:?}",
+                            t.shape()
+                        );
+                        let mixed = matches!(self.dtype(), DType::F16 | DType::BF16)
+                            && t.dtype() == DType::F32;
+                        assert!(
+                            t.dtype() == self.dtype() || mixed,
+                            "layer_norm: {what} is {}, input is {}",
+                            t.dtype(),
+                            self.dtype()
+                        );
+                    }
+                }
+                // PyTorch's mixed case (a half input, f32 affine parameters, as a
+                // Linear under autocast feeds a LayerNorm): the parameters follow
+                // the input's dtype, differentiably.
+                let lower = |t: Option<&Tensor>| {
+                    t.filter(|t| t.dtype() != self.dtype())
+                        .map(|t| t.to_dtype(self.dtype()))
+                };
+                let (w, b) = (lower(weight), lower(bias));
+                if w.is_some() || b.is_some() {
+                    return self.layer_norm(
+                        normalized,
+                        w.as_ref().or(weight),
+                        b.as_ref().or(bias),
+                        eps,
+                    );
+                }
                 assert!(
-                    t.dtype() == self.dtype() || mixed,
-                    "layer_norm: {what} is {}, input is {}",
-                    t.dtype(),
+                    self.dtype().is_float(),
+                    "layer_norm: expects a float input, got {}",
                     self.dtype()
                 );
-            }
-        }
-        // PyTorch's mixed case (a half input, f32 affine parameters, as a
-        // Linear under autocast feeds a LayerNorm): the parameters follow
-        // the input's dtype, differentiably.
-        let lower = |t: Option<&Tensor>| {
-            t.filter(|t| t.dtype() != self.dtype())
-                .map(|t| t.to_dtype(self.dtype()))
-        };
-        let (w, b) = (lower(weight), lower(bias));
-        if w.is_some() || b.is_some() {
-            return self.layer_norm(normalized, w.as_ref().or(weight), b.as_ref().or(bias), eps);
-        }
-        assert!(
-            self.dtype().is_float(),
-            "layer_norm: expects a float input, got {}",
-            self.dtype()
-        );
-        let d: usize = normalized.iter().product();
-        let rows = self.numel() / d.max(1);
-        let x = dense0(self);
-        let (w, b) = (weight.map(dense0), bias.map(dense0));
-        let [y, mean, rstd] = {
-            let (ws, bs) = (w.as_ref().map(|t| t.read()), b.as_ref().map(|t| t.read()));
-            x.read()
-                .layer_norm(rows, d, ws.as_deref(), bs.as_deref(), eps)
-        };
-        let out = Tensor::from_storage(y, self.shape());
-        let mean = Tensor::from_storage(mean, &[rows]);
-        let rstd = Tensor::from_storage(rstd, &[rows]);
-        let empty = Tensor::zeros(&[0]);
-        let inputs = [self, weight.unwrap_or(&empty), bias.unwrap_or(&empty)];
-        let shape = self.shape().to_vec();
-        let norm_shape = normalized.to_vec();
-        Tensor::record(out, "NativeLayerNormBackward0", &inputs, move || {
-            move |g: &Tensor, needs: &[bool]| {
-                let g = dense0(&g.to_dtype(x.dtype()));
-                let [dx, dw, db] = {
-                    let ws = w.as_ref().map(|t| t.read());
-                    x.read().layer_norm_backward(
-                        &g.read(),
-                        &mean.read(),
-                        &rstd.read(),
-                        ws.as_deref(),
-                        rows,
-                        d,
-                    )
+                let d: usize = normalized.iter().product();
+                let rows = self.numel() / d.max(1);
+                let x = dense0(self);
+                let (w, b) = (weight.map(dense0), bias.map(dense0));
+                let [y, mean, rstd] = {
+                    let (ws, bs) = (w.as_ref().map(|t| t.read()), b.as_ref().map(|t| t.read()));
+                    x.read()
+                        .layer_norm(rows, d, ws.as_deref(), bs.as_deref(), eps)
                 };
-                vec![
-                    needs[0].then(|| Tensor::from_storage(dx, &shape)),
-                    needs[1].then(|| Tensor::from_storage(dw, &norm_shape)),
-                    needs[2].then(|| Tensor::from_storage(db, &norm_shape)),
-                ]
-            }
-        })
+                let out = Tensor::from_storage(y, self.shape());
+                let mean = Tensor::from_storage(mean, &[rows]);
+                let rstd = Tensor::from_storage(rstd, &[rows]);
+                let empty = Tensor::zeros(&[0]);
+                let inputs = [self, weight.unwrap_or(&empty), bias.unwrap_or(&empty)];
+                let shape = self.shape().to_vec();
+                let norm_shape = normalized.to_vec();
+                Tensor::record(out, "NativeLayerNormBackward0", &inputs, move || {
+                    move |g: &Tensor, needs: &[bool]| {
+                        let g = dense0(&g.to_dtype(x.dtype()));
+                        let [dx, dw, db] = {
+                            let ws = w.as_ref().map(|t| t.read());
+                            x.read().layer_norm_backward(
+                                &g.read(),
+                                &mean.read(),
+                                &rstd.read(),
+                                ws.as_deref(),
+                                rows,
+                                d,
+                            )
+                        };
+                        vec![
+                            needs[0].then(|| Tensor::from_storage(dx, &shape)),
+                            needs[1].then(|| Tensor::from_storage(dw, &norm_shape)),
+                            needs[2].then(|| Tensor::from_storage(db, &norm_shape)),
+                        ]
+                    }
+                })
+            },
+        )
     }
 }

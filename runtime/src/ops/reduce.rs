@@ -1,6 +1,7 @@
 //! Reductions: sum is the primitive; mean, var, std, logsumexp and norm are
 //! composites; max/min carry indices and route gradient through them.
 
+use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
 
 impl Tensor {
@@ -40,18 +41,32 @@ impl Tensor {
     /// assert_eq!(x.sum_dims(&[0], false).to_vec::<f32>(), vec![4.0, 6.0]);
     /// ```
     pub fn sum(&self) -> Tensor {
-        let all: Vec<isize> = (0..self.ndim() as isize).collect();
-        self.sum_dims(&all, false)
+        trace::op("sum", [self], Vec::new, || {
+            let all: Vec<isize> = (0..self.ndim() as isize).collect();
+            self.sum_dims(&all, false)
+        })
     }
 
     /// Sum over `dims`, keeping them as size 1 when `keepdim`.
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
-        // The user's sum is on autocast's CUDA f32 list; the sums inside
-        // mean, var and gradient reduction are not (PyTorch's mean keeps its dtype).
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.sum_over(dims, keepdim);
-        }
-        self.sum_over(dims, keepdim)
+        trace::op(
+            "sum_dims",
+            [self],
+            || {
+                vec![
+                    ("dims", Attr::Ints(dims.iter().map(|&d| d as i64).collect())),
+                    ("keepdim", Attr::Int(keepdim as i64)),
+                ]
+            },
+            || {
+                // The user's sum is on autocast's CUDA f32 list; the sums inside
+                // mean, var and gradient reduction are not (PyTorch's mean keeps its dtype).
+                if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                    return x.sum_over(dims, keepdim);
+                }
+                self.sum_over(dims, keepdim)
+            },
+        )
     }
 
     /// [`Tensor::sum_dims`] without autocast's policy: the sum other ops build on.
@@ -74,29 +89,63 @@ impl Tensor {
 
     /// Sum over one dim.
     pub fn sum_dim(&self, dim: isize, keepdim: bool) -> Tensor {
-        self.sum_dims(&[dim], keepdim)
+        trace::op(
+            "sum_dim",
+            [self],
+            || {
+                vec![
+                    ("dims", Attr::Ints(vec![dim as i64])),
+                    ("keepdim", Attr::Int(keepdim as i64)),
+                ]
+            },
+            || self.sum_dims(&[dim], keepdim),
+        )
     }
 
     /// Mean of all elements.
     pub fn mean(&self) -> Tensor {
-        let n = self.numel() as f64;
-        let all: Vec<isize> = (0..self.ndim() as isize).collect();
-        &self.to_dtype(self.dtype().to_float()).sum_over(&all, false) / n
+        trace::op("mean", [self], Vec::new, || {
+            let n = self.numel() as f64;
+            let all: Vec<isize> = (0..self.ndim() as isize).collect();
+            &self.to_dtype(self.dtype().to_float()).sum_over(&all, false) / n
+        })
     }
 
     /// Mean over `dims` (integers average as floats).
     pub fn mean_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
-        let d = self.reduce_dims(dims, "mean");
-        let n: usize = d.iter().map(|&i| self.shape()[i]).product();
-        &self
-            .to_dtype(self.dtype().to_float())
-            .sum_over(dims, keepdim)
-            / n as f64
+        trace::op(
+            "mean_dims",
+            [self],
+            || {
+                vec![
+                    ("dims", Attr::Ints(dims.iter().map(|&d| d as i64).collect())),
+                    ("keepdim", Attr::Int(keepdim as i64)),
+                ]
+            },
+            || {
+                let d = self.reduce_dims(dims, "mean");
+                let n: usize = d.iter().map(|&i| self.shape()[i]).product();
+                &self
+                    .to_dtype(self.dtype().to_float())
+                    .sum_over(dims, keepdim)
+                    / n as f64
+            },
+        )
     }
 
     /// Mean over one dim.
     pub fn mean_dim(&self, dim: isize, keepdim: bool) -> Tensor {
-        self.mean_dims(&[dim], keepdim)
+        trace::op(
+            "mean_dim",
+            [self],
+            || {
+                vec![
+                    ("dims", Attr::Ints(vec![dim as i64])),
+                    ("keepdim", Attr::Int(keepdim as i64)),
+                ]
+            },
+            || self.mean_dims(&[dim], keepdim),
+        )
     }
 
     /// Variance over `dims` with Bessel-style `correction` (1 = unbiased, PyTorch's default).
@@ -108,71 +157,84 @@ impl Tensor {
     /// assert_eq!(x.var_dims(&[1], 0, false).to_vec::<f32>(), vec![0.25, 0.25]);
     /// ```
     pub fn var_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Tensor {
-        let d = self.reduce_dims(dims, "var");
-        let n: usize = d.iter().map(|&i| self.shape()[i]).product();
-        let centered = self - &self.mean_dims(dims, true);
-        &(&centered * &centered).sum_over(dims, keepdim) / (n as f64 - correction as f64).max(0.0)
+        trace::op("var_dims", [self], Vec::new, || {
+            let d = self.reduce_dims(dims, "var");
+            let n: usize = d.iter().map(|&i| self.shape()[i]).product();
+            let centered = self - &self.mean_dims(dims, true);
+            &(&centered * &centered).sum_over(dims, keepdim)
+                / (n as f64 - correction as f64).max(0.0)
+        })
     }
 
     /// Variance of all elements (unbiased).
     pub fn var(&self) -> Tensor {
-        let all: Vec<isize> = (0..self.ndim() as isize).collect();
-        self.var_dims(&all, 1, false)
+        trace::op("var", [self], Vec::new, || {
+            let all: Vec<isize> = (0..self.ndim() as isize).collect();
+            self.var_dims(&all, 1, false)
+        })
     }
 
     /// Standard deviation over `dims` with `correction` (1 = unbiased).
     pub fn std_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Tensor {
-        self.var_dims(dims, correction, keepdim).sqrt()
+        trace::op("std_dims", [self], Vec::new, || {
+            self.var_dims(dims, correction, keepdim).sqrt()
+        })
     }
 
     /// Standard deviation of all elements (unbiased).
     pub fn std(&self) -> Tensor {
-        self.var().sqrt()
+        trace::op("std", [self], Vec::new, || self.var().sqrt())
     }
 
     /// `log(sum(exp(x)))` over `dims`, computed stably (max subtracted).
     pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Tensor {
-        let d = self.reduce_dims(dims, "logsumexp");
-        let mut m = self.detach();
-        for &dim in d.iter().rev() {
-            m = m.max_dim(dim as isize, true).0;
-        }
-        // An all -inf group would give -inf - -inf = nan; shift by 0 there.
-        let m = m.masked_fill(&m.abs().eq_scalar(f64::INFINITY), 0.0);
-        let s = (self - &m).exp().sum_dims(dims, true).log() + &m;
-        if keepdim {
-            s
-        } else {
-            let shape: Vec<isize> = self
-                .reduced_shape(&d, false)
-                .iter()
-                .map(|&x| x as isize)
-                .collect();
-            s.reshape(&shape)
-        }
+        trace::op("logsumexp", [self], Vec::new, || {
+            let d = self.reduce_dims(dims, "logsumexp");
+            let mut m = self.detach();
+            for &dim in d.iter().rev() {
+                m = m.max_dim(dim as isize, true).0;
+            }
+            // An all -inf group would give -inf - -inf = nan; shift by 0 there.
+            let m = m.masked_fill(&m.abs().eq_scalar(f64::INFINITY), 0.0);
+            let s = (self - &m).exp().sum_dims(dims, true).log() + &m;
+            if keepdim {
+                s
+            } else {
+                let shape: Vec<isize> = self
+                    .reduced_shape(&d, false)
+                    .iter()
+                    .map(|&x| x as isize)
+                    .collect();
+                s.reshape(&shape)
+            }
+        })
     }
 
     /// The p-norm of all elements (`p` = 2.0, 1.0, f64::INFINITY, ...).
     pub fn norm(&self, p: f64) -> Tensor {
-        let all: Vec<isize> = (0..self.ndim() as isize).collect();
-        self.norm_dims(p, &all, false)
+        trace::op("norm", [self], Vec::new, || {
+            let all: Vec<isize> = (0..self.ndim() as isize).collect();
+            self.norm_dims(p, &all, false)
+        })
     }
 
     /// The p-norm over `dims` (`p` = inf: the largest magnitude).
     pub fn norm_dims(&self, p: f64, dims: &[isize], keepdim: bool) -> Tensor {
-        if p == f64::INFINITY {
-            let a = self.abs();
-            let d = self.reduce_dims(dims, "norm");
-            let mut m = a;
-            for &dim in d.iter().rev() {
-                m = m.amax_dim(dim as isize, keepdim);
+        trace::op("norm_dims", [self], Vec::new, || {
+            if p == f64::INFINITY {
+                let a = self.abs();
+                let d = self.reduce_dims(dims, "norm");
+                let mut m = a;
+                for &dim in d.iter().rev() {
+                    m = m.amax_dim(dim as isize, keepdim);
+                }
+                return m;
             }
-            return m;
-        }
-        if p == 2.0 {
-            return (self * self).sum_dims(dims, keepdim).sqrt();
-        }
-        self.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p)
+            if p == 2.0 {
+                return (self * self).sum_dims(dims, keepdim).sqrt();
+            }
+            self.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p)
+        })
     }
 
     fn extreme_dim(&self, dim: isize, keepdim: bool, max: bool) -> (Tensor, Tensor) {
@@ -221,34 +283,60 @@ impl Tensor {
     /// assert_eq!(i.to_vec::<i64>(), vec![1, 0]);
     /// ```
     pub fn max_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
-        self.extreme_dim(dim, keepdim, true)
+        trace::op(
+            "max_dim",
+            [self],
+            || {
+                vec![
+                    ("dim", Attr::Int(dim as i64)),
+                    ("keepdim", Attr::Int(keepdim as i64)),
+                ]
+            },
+            || self.extreme_dim(dim, keepdim, true),
+        )
     }
 
     /// Minimum over `dim` and the index of its first occurrence.
     pub fn min_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
-        self.extreme_dim(dim, keepdim, false)
+        trace::op("min_dim", [self], Vec::new, || {
+            self.extreme_dim(dim, keepdim, false)
+        })
     }
 
     /// Max over `dim`, gradient shared evenly between ties (`torch.amax`).
     pub fn amax_dim(&self, dim: isize, keepdim: bool) -> Tensor {
-        let m = self.max_dim(dim, true).0.detach();
-        let mask = self.eq(&m).to_dtype(self.dtype().to_float());
-        let count = mask.sum_dim(dim, true);
-        let w = (&mask / &count).detach();
-        let out = (self * &w).sum_dim(dim, keepdim);
-        // The weighted sum equals the max exactly only up to rounding; return
-        // the exact values while keeping the weighted sum's gradient.
-        let exact = if keepdim { m } else { m.squeeze_dim(dim) };
-        &out + &(&exact - &out.detach())
+        trace::op(
+            "amax_dim",
+            [self],
+            || {
+                vec![
+                    ("dim", Attr::Int(dim as i64)),
+                    ("keepdim", Attr::Int(keepdim as i64)),
+                ]
+            },
+            || {
+                let m = self.max_dim(dim, true).0.detach();
+                let mask = self.eq(&m).to_dtype(self.dtype().to_float());
+                let count = mask.sum_dim(dim, true);
+                let w = (&mask / &count).detach();
+                let out = (self * &w).sum_dim(dim, keepdim);
+                // The weighted sum equals the max exactly only up to rounding; return
+                // the exact values while keeping the weighted sum's gradient.
+                let exact = if keepdim { m } else { m.squeeze_dim(dim) };
+                &out + &(&exact - &out.detach())
+            },
+        )
     }
 
     /// Max of all elements; the gradient is shared evenly between ties.
     pub fn max(&self) -> Tensor {
-        if !self.dtype().is_float() {
-            // No gradient to share: the element itself, in its own dtype.
-            return self.flatten_all().max_dim(0, false).0;
-        }
-        self.flatten_all().amax_dim(0, false)
+        trace::op("max", [self], Vec::new, || {
+            if !self.dtype().is_float() {
+                // No gradient to share: the element itself, in its own dtype.
+                return self.flatten_all().max_dim(0, false).0;
+            }
+            self.flatten_all().amax_dim(0, false)
+        })
     }
 
     /// The smallest element.
@@ -259,26 +347,30 @@ impl Tensor {
     /// assert_eq!((x.min().item::<u8>(), x.max().item::<u8>()), (0, 200));
     /// ```
     pub fn min(&self) -> Tensor {
-        if !self.dtype().is_float() {
-            // Negating would wrap unsigned values around.
-            return self.flatten_all().min_dim(0, false).0;
-        }
-        self.neg().max().neg()
+        trace::op("min", [self], Vec::new, || {
+            if !self.dtype().is_float() {
+                // Negating would wrap unsigned values around.
+                return self.flatten_all().min_dim(0, false).0;
+            }
+            self.neg().max().neg()
+        })
     }
 
     /// Index of the first maximum along `dim`.
     pub fn argmax(&self, dim: isize, keepdim: bool) -> Tensor {
-        self.max_dim(dim, keepdim).1
+        trace::op("argmax", [self], Vec::new, || self.max_dim(dim, keepdim).1)
     }
 
     /// Index of the first minimum along `dim`.
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Tensor {
-        self.min_dim(dim, keepdim).1
+        trace::op("argmin", [self], Vec::new, || self.min_dim(dim, keepdim).1)
     }
 
     /// Index of the max of the flattened tensor.
     pub fn argmax_all(&self) -> Tensor {
-        self.flatten_all().max_dim(0, false).1
+        trace::op("argmax_all", [self], Vec::new, || {
+            self.flatten_all().max_dim(0, false).1
+        })
     }
 
     /// Whether every element is finite (no inf or nan).

@@ -2,6 +2,7 @@
 //! closed-form backward.
 
 use crate::Tensor;
+use crate::trace::{self, Attr};
 
 impl Tensor {
     /// Softmax (`log`: log-softmax) along `dim`, through the last dim.
@@ -39,28 +40,44 @@ impl Tensor {
     /// assert_eq!(p.to_vec::<f32>(), vec![0.5; 4]);
     /// ```
     pub fn softmax(&self, dim: isize) -> Tensor {
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.softmax(dim);
-        }
-        let (out, d) = self.rowwise(dim, "softmax", false);
-        Tensor::record(out.detach(), "SoftmaxBackward0", &[self], || {
-            let y = out;
-            move |g: &Tensor, _: &[bool]| {
-                let dot = (g * &y).sum_dim(d as isize, true);
-                vec![Some(&y * &(g - &dot))]
-            }
-        })
+        trace::op(
+            "softmax",
+            [self],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                    return x.softmax(dim);
+                }
+                let (out, d) = self.rowwise(dim, "softmax", false);
+                Tensor::record(out.detach(), "SoftmaxBackward0", &[self], || {
+                    let y = out;
+                    move |g: &Tensor, _: &[bool]| {
+                        let dot = (g * &y).sum_dim(d as isize, true);
+                        vec![Some(&y * &(g - &dot))]
+                    }
+                })
+            },
+        )
     }
 
     /// `x - logsumexp(x)` along `dim`.
     pub fn log_softmax(&self, dim: isize) -> Tensor {
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.log_softmax(dim);
-        }
-        let (out, d) = self.rowwise(dim, "log_softmax", true);
-        Tensor::record(out.detach(), "LogSoftmaxBackward0", &[self], || {
-            let y = out;
-            move |g: &Tensor, _: &[bool]| vec![Some(g - &(&y.exp() * &g.sum_dim(d as isize, true)))]
-        })
+        trace::op(
+            "log_softmax",
+            [self],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                    return x.log_softmax(dim);
+                }
+                let (out, d) = self.rowwise(dim, "log_softmax", true);
+                Tensor::record(out.detach(), "LogSoftmaxBackward0", &[self], || {
+                    let y = out;
+                    move |g: &Tensor, _: &[bool]| {
+                        vec![Some(g - &(&y.exp() * &g.sum_dim(d as isize, true)))]
+                    }
+                })
+            },
+        )
     }
 }

@@ -4,6 +4,7 @@
 //! they are built of.
 
 use crate::Tensor;
+use crate::trace::{self, Attr};
 use tapir_kernels::elementwise::{
     Abs, Clamp, ClampMask, Cos, Erf, Exp, Gelu, GeluGrad, Hardswish, HardswishGrad, LeakyRelu,
     LeakyStep, Log, Log1p, Neg, PowScalar, Relu, Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt,
@@ -49,7 +50,9 @@ pub(crate) fn unary<F: UnaryFn>(
 impl Tensor {
     /// `-x`.
     pub fn neg(&self) -> Tensor {
-        unary(self, Neg, "NegBackward0", Save::Nothing, |_, g| g.neg())
+        trace::op("neg", [self], Vec::new, || {
+            unary(self, Neg, "NegBackward0", Save::Nothing, |_, g| g.neg())
+        })
     }
 
     /// `e^x`. Its derivative is itself.
@@ -60,126 +63,163 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>(), vec![1.0]);
     /// ```
     pub fn exp(&self) -> Tensor {
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.exp();
-        }
-        unary(self, Exp, "ExpBackward0", Save::Output, |y, g| g * y)
+        trace::op("exp", [self], Vec::new, || {
+            if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                return x.exp();
+            }
+            unary(self, Exp, "ExpBackward0", Save::Output, |y, g| g * y)
+        })
     }
 
     /// The natural logarithm.
     pub fn log(&self) -> Tensor {
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.log();
-        }
-        unary(self, Log, "LogBackward0", Save::Input, |x, g| g / x)
+        trace::op("log", [self], Vec::new, || {
+            if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                return x.log();
+            }
+            unary(self, Log, "LogBackward0", Save::Input, |x, g| g / x)
+        })
     }
 
     /// `ln(1 + x)`, accurate near 0.
     pub fn log1p(&self) -> Tensor {
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.log1p();
-        }
-        unary(self, Log1p, "Log1PBackward0", Save::Input, |x, g| {
-            g / &(x + 1.0)
+        trace::op("log1p", [self], Vec::new, || {
+            if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                return x.log1p();
+            }
+            unary(self, Log1p, "Log1PBackward0", Save::Input, |x, g| {
+                g / &(x + 1.0)
+            })
         })
     }
 
     /// The square root.
     pub fn sqrt(&self) -> Tensor {
-        unary(self, Sqrt, "SqrtBackward0", Save::Output, |y, g| {
-            g / &(y * 2.0)
+        trace::op("sqrt", [self], Vec::new, || {
+            unary(self, Sqrt, "SqrtBackward0", Save::Output, |y, g| {
+                g / &(y * 2.0)
+            })
         })
     }
 
     /// `1 / sqrt(x)`.
     pub fn rsqrt(&self) -> Tensor {
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.rsqrt();
-        }
-        unary(self, Rsqrt, "RsqrtBackward0", Save::Output, |y, g| {
-            &(g * &y.powf(3.0)) * -0.5
+        trace::op("rsqrt", [self], Vec::new, || {
+            if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                return x.rsqrt();
+            }
+            unary(self, Rsqrt, "RsqrtBackward0", Save::Output, |y, g| {
+                &(g * &y.powf(3.0)) * -0.5
+            })
         })
     }
 
     /// `|x|` (gradient `sign(x)`).
     pub fn abs(&self) -> Tensor {
-        unary(self, Abs, "AbsBackward0", Save::Input, |x, g| {
-            g * &map(x, &Sign)
+        trace::op("abs", [self], Vec::new, || {
+            unary(self, Abs, "AbsBackward0", Save::Input, |x, g| {
+                g * &map(x, &Sign)
+            })
         })
     }
 
     /// -1, 0 or 1 (gradient zero everywhere).
     pub fn sign(&self) -> Tensor {
-        unary(self, Sign, "SignBackward0", Save::Nothing, |_, g| {
-            Tensor::zeros_like(g)
+        trace::op("sign", [self], Vec::new, || {
+            unary(self, Sign, "SignBackward0", Save::Nothing, |_, g| {
+                Tensor::zeros_like(g)
+            })
         })
     }
 
     /// The sine.
     pub fn sin(&self) -> Tensor {
-        unary(self, Sin, "SinBackward0", Save::Input, |x, g| {
-            g * &map(x, &Cos)
+        trace::op("sin", [self], Vec::new, || {
+            unary(self, Sin, "SinBackward0", Save::Input, |x, g| {
+                g * &map(x, &Cos)
+            })
         })
     }
 
     /// The cosine.
     pub fn cos(&self) -> Tensor {
-        unary(self, Cos, "CosBackward0", Save::Input, |x, g| {
-            &(g * &map(x, &Sin)) * -1.0
+        trace::op("cos", [self], Vec::new, || {
+            unary(self, Cos, "CosBackward0", Save::Input, |x, g| {
+                &(g * &map(x, &Sin)) * -1.0
+            })
         })
     }
 
     /// The hyperbolic tangent.
     pub fn tanh(&self) -> Tensor {
-        unary(self, Tanh, "TanhBackward0", Save::Output, |y, g| {
-            g * &(&(y * y) * -1.0 + 1.0)
+        trace::op("tanh", [self], Vec::new, || {
+            unary(self, Tanh, "TanhBackward0", Save::Output, |y, g| {
+                g * &(&(y * y) * -1.0 + 1.0)
+            })
         })
     }
 
     /// `1 / (1 + e^-x)`.
     pub fn sigmoid(&self) -> Tensor {
-        unary(self, Sigmoid, "SigmoidBackward0", Save::Output, |y, g| {
-            g * &(y * &(&(y * -1.0) + 1.0))
+        trace::op("sigmoid", [self], Vec::new, || {
+            unary(self, Sigmoid, "SigmoidBackward0", Save::Output, |y, g| {
+                g * &(y * &(&(y * -1.0) + 1.0))
+            })
         })
     }
 
     /// The error function.
     pub fn erf(&self) -> Tensor {
-        unary(self, Erf, "ErfBackward0", Save::Input, |x, g| {
-            g * &(&(&(x * x) * -1.0).exp() * std::f64::consts::FRAC_2_SQRT_PI)
+        trace::op("erf", [self], Vec::new, || {
+            unary(self, Erf, "ErfBackward0", Save::Input, |x, g| {
+                g * &(&(&(x * x) * -1.0).exp() * std::f64::consts::FRAC_2_SQRT_PI)
+            })
         })
     }
 
     /// `max(x, 0)` (NaN kept).
     pub fn relu(&self) -> Tensor {
-        unary(self, Relu, "ReluBackward0", Save::Output, |y, g| {
-            g * &map(y, &Step)
+        trace::op("relu", [self], Vec::new, || {
+            unary(self, Relu, "ReluBackward0", Save::Output, |y, g| {
+                g * &map(y, &Step)
+            })
         })
     }
 
     /// `x` for positive inputs, `slope * x` otherwise (PyTorch's default slope is 0.01).
     pub fn leaky_relu(&self, slope: f64) -> Tensor {
-        unary(
-            self,
-            LeakyRelu { slope },
-            "LeakyReluBackward0",
-            Save::Input,
-            move |x, g| g * &map(x, &LeakyStep { slope }),
+        trace::op(
+            "leaky_relu",
+            [self],
+            || vec![("slope", Attr::Float(slope))],
+            || {
+                unary(
+                    self,
+                    LeakyRelu { slope },
+                    "LeakyReluBackward0",
+                    Save::Input,
+                    move |x, g| g * &map(x, &LeakyStep { slope }),
+                )
+            },
         )
     }
 
     /// Exact GELU, `x * Φ(x)` (PyTorch's `approximate='none'`).
     pub fn gelu(&self) -> Tensor {
-        unary(self, Gelu, "GeluBackward0", Save::Input, |x, g| {
-            g * &map(x, &GeluGrad)
+        trace::op("gelu", [self], Vec::new, || {
+            unary(self, Gelu, "GeluBackward0", Save::Input, |x, g| {
+                g * &map(x, &GeluGrad)
+            })
         })
     }
 
     /// GELU with the tanh approximation (`approximate='tanh'`), a composite.
     pub fn gelu_tanh(&self) -> Tensor {
-        let k = (2.0 / std::f64::consts::PI).sqrt();
-        let inner = &(self + &(&self.powf(3.0) * 0.044715)) * k;
-        &(self * 0.5) * &(inner.tanh() + 1.0)
+        trace::op("gelu_tanh", [self], Vec::new, || {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            let inner = &(self + &(&self.powf(3.0) * 0.044715)) * k;
+            &(self * 0.5) * &(inner.tanh() + 1.0)
+        })
     }
 
     /// `x * sigmoid(x)` (SiLU, swish).
@@ -190,8 +230,10 @@ impl Tensor {
     /// assert!((y.to_vec::<f32>()[1] - 0.731_058_6).abs() < 1e-6);
     /// ```
     pub fn silu(&self) -> Tensor {
-        unary(self, Silu, "SiluBackward0", Save::Input, |x, g| {
-            g * &map(x, &SiluGrad)
+        trace::op("silu", [self], Vec::new, || {
+            unary(self, Silu, "SiluBackward0", Save::Input, |x, g| {
+                g * &map(x, &SiluGrad)
+            })
         })
     }
 
@@ -204,73 +246,101 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>(), vec![0.0, 0.0, 1.125, 4.0]);
     /// ```
     pub fn hardswish(&self) -> Tensor {
-        unary(
-            self,
-            Hardswish,
-            "HardswishBackward0",
-            Save::Input,
-            |x, g| g * &map(x, &HardswishGrad),
-        )
+        trace::op("hardswish", [self], Vec::new, || {
+            unary(
+                self,
+                Hardswish,
+                "HardswishBackward0",
+                Save::Input,
+                |x, g| g * &map(x, &HardswishGrad),
+            )
+        })
     }
 
     /// `log(1 + e^x)`, linear above `threshold` (PyTorch: beta 1, threshold 20).
     pub fn softplus(&self) -> Tensor {
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.softplus();
-        }
-        let big = self.gt_scalar(20.0);
-        Tensor::where_(&big, self, &self.exp().log1p())
+        trace::op("softplus", [self], Vec::new, || {
+            if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                return x.softplus();
+            }
+            let big = self.gt_scalar(20.0);
+            Tensor::where_(&big, self, &self.exp().log1p())
+        })
     }
 
     /// `x ^ e` for a scalar exponent.
     pub fn powf(&self, e: f64) -> Tensor {
-        if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
-            return x.powf(e);
-        }
-        unary(
-            self,
-            PowScalar { e },
-            "PowBackward0",
-            Save::Input,
-            move |x, g| {
-                if e == 0.0 {
-                    Tensor::zeros_like(g)
-                } else {
-                    g * &(&x.powf(e - 1.0) * e)
+        trace::op(
+            "powf",
+            [self],
+            || vec![("exponent", Attr::Float(e))],
+            || {
+                if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
+                    return x.powf(e);
                 }
+                unary(
+                    self,
+                    PowScalar { e },
+                    "PowBackward0",
+                    Save::Input,
+                    move |x, g| {
+                        if e == 0.0 {
+                            Tensor::zeros_like(g)
+                        } else {
+                            g * &(&x.powf(e - 1.0) * e)
+                        }
+                    },
+                )
             },
         )
     }
 
     /// Limits values to `[min, max]` (either may be infinite).
     pub fn clamp(&self, min: f64, max: f64) -> Tensor {
-        assert!(min <= max, "clamp: min ({min}) must not exceed max ({max})");
-        unary(
-            self,
-            Clamp { lo: min, hi: max },
-            "ClampBackward1",
-            Save::Input,
-            move |x, g| g * &map(x, &ClampMask { lo: min, hi: max }),
+        trace::op(
+            "clamp",
+            [self],
+            || vec![("min", Attr::Float(min)), ("max", Attr::Float(max))],
+            || {
+                assert!(min <= max, "clamp: min ({min}) must not exceed max ({max})");
+                unary(
+                    self,
+                    Clamp { lo: min, hi: max },
+                    "ClampBackward1",
+                    Save::Input,
+                    move |x, g| g * &map(x, &ClampMask { lo: min, hi: max }),
+                )
+            },
         )
     }
 
     /// Limits values from below.
     pub fn clamp_min(&self, min: f64) -> Tensor {
-        self.clamp(min, f64::INFINITY)
+        trace::op(
+            "clamp_min",
+            [self],
+            || vec![("min", Attr::Float(min))],
+            || self.clamp(min, f64::INFINITY),
+        )
     }
 
     /// Limits values from above.
     pub fn clamp_max(&self, max: f64) -> Tensor {
-        self.clamp(f64::NEG_INFINITY, max)
+        trace::op(
+            "clamp_max",
+            [self],
+            || vec![("max", Attr::Float(max))],
+            || self.clamp(f64::NEG_INFINITY, max),
+        )
     }
 
     /// `x * x`.
     pub fn square(&self) -> Tensor {
-        self.powf(2.0)
+        trace::op("square", [self], Vec::new, || self.powf(2.0))
     }
 
     /// `1 / x`.
     pub fn reciprocal(&self) -> Tensor {
-        self.powf(-1.0)
+        trace::op("reciprocal", [self], Vec::new, || self.powf(-1.0))
     }
 }

@@ -2,6 +2,7 @@
 //! and the ops that join or split tensors (cat, stack, split, chunk).
 
 use crate::Tensor;
+use crate::trace::{self, Attr};
 use tapir_kernels::Layout;
 
 /// `l` narrowed along `dim` to `len` elements from `start`, every `step`-th.
@@ -77,21 +78,23 @@ impl Tensor {
     /// A view with `shape` (one dim may be -1); fails when the strides cannot
     /// express it — use [`Tensor::reshape`], which copies then.
     pub fn view(&self, shape: &[isize]) -> Tensor {
-        let shape = self.resolve_shape(shape, "view");
-        let strides = self.layout().reshape_strides(&shape).unwrap_or_else(|| {
+        trace::op("view", [self], Vec::new, || {
+            let shape = self.resolve_shape(shape, "view");
+            let strides = self.layout().reshape_strides(&shape).unwrap_or_else(|| {
             panic!(
                 "view: size {shape:?} is not compatible with input of shape {:?} and strides {:?}; use reshape",
                 self.shape(),
                 self.strides()
             )
         });
-        let in_shape: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
-        let l = Layout {
-            shape,
-            strides,
-            offset: self.layout().offset,
-        };
-        self.view_op(l, "ViewBackward0", move |g| g.reshape(&in_shape))
+            let in_shape: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
+            let l = Layout {
+                shape,
+                strides,
+                offset: self.layout().offset,
+            };
+            self.view_op(l, "ViewBackward0", move |g| g.reshape(&in_shape))
+        })
     }
 
     /// `shape` (one dim may be -1), as a view when possible, else a copy.
@@ -102,49 +105,62 @@ impl Tensor {
     /// assert_eq!(x.shape(), &[2, 3]);
     /// ```
     pub fn reshape(&self, shape: &[isize]) -> Tensor {
-        let resolved = self.resolve_shape(shape, "reshape");
-        if self.layout().reshape_strides(&resolved).is_some() {
-            self.view(shape)
-        } else {
-            self.contiguous().view(shape)
-        }
+        trace::op("reshape", [self], Vec::new, || {
+            let resolved = self.resolve_shape(shape, "reshape");
+            if self.layout().reshape_strides(&resolved).is_some() {
+                self.view(shape)
+            } else {
+                self.contiguous().view(shape)
+            }
+        })
     }
 
     /// This tensor laid out row-major (itself when it already is).
     pub fn contiguous(&self) -> Tensor {
-        if self.is_contiguous() {
-            return self.clone();
-        }
-        Tensor::record(self.contiguous_copy(), "CloneBackward0", &[self], || {
-            move |g: &Tensor, _: &[bool]| vec![Some(g.clone())]
+        trace::op("contiguous", [self], Vec::new, || {
+            if self.is_contiguous() {
+                return self.clone();
+            }
+            Tensor::record(self.contiguous_copy(), "CloneBackward0", &[self], || {
+                move |g: &Tensor, _: &[bool]| vec![Some(g.clone())]
+            })
         })
     }
 
     /// Swaps dims `a` and `b` (a view).
     pub fn transpose(&self, a: isize, b: isize) -> Tensor {
-        let (da, db) = (self.dim(a, "transpose"), self.dim(b, "transpose"));
-        if self.ndim() == 0 {
-            return self.clone();
-        }
-        self.view_op(
-            self.layout().transpose(da, db),
-            "TransposeBackward0",
-            move |g| g.transpose(a, b),
+        trace::op(
+            "transpose",
+            [self],
+            || vec![("dims", Attr::Ints(vec![a as i64, b as i64]))],
+            || {
+                let (da, db) = (self.dim(a, "transpose"), self.dim(b, "transpose"));
+                if self.ndim() == 0 {
+                    return self.clone();
+                }
+                self.view_op(
+                    self.layout().transpose(da, db),
+                    "TransposeBackward0",
+                    move |g| g.transpose(a, b),
+                )
+            },
         )
     }
 
     /// Transpose of a matrix (`ndim <= 2`).
     pub fn t(&self) -> Tensor {
-        assert!(
-            self.ndim() <= 2,
-            "t: expects a tensor with <= 2 dims, got shape {:?}",
-            self.shape()
-        );
-        if self.ndim() < 2 {
-            self.clone()
-        } else {
-            self.transpose(0, 1)
-        }
+        trace::op("t", [self], Vec::new, || {
+            assert!(
+                self.ndim() <= 2,
+                "t: expects a tensor with <= 2 dims, got shape {:?}",
+                self.shape()
+            );
+            if self.ndim() < 2 {
+                self.clone()
+            } else {
+                self.transpose(0, 1)
+            }
+        })
     }
 
     /// Reorders dims: output dim `i` is input dim `perm[i]`.
@@ -155,105 +171,142 @@ impl Tensor {
     /// assert_eq!(x.permute(&[2, 0, 1]).shape(), &[4, 2, 3]);
     /// ```
     pub fn permute(&self, perm: &[isize]) -> Tensor {
-        assert!(
-            perm.len() == self.ndim(),
-            "permute: {perm:?} has {} dims, tensor of shape {:?} has {}",
-            perm.len(),
-            self.shape(),
-            self.ndim()
-        );
-        let p: Vec<usize> = perm.iter().map(|&d| self.dim(d, "permute")).collect();
-        let mut inv = vec![0isize; p.len()];
-        for (i, &d) in p.iter().enumerate() {
-            inv[d] = i as isize;
-        }
-        let mut seen = p.clone();
-        seen.sort_unstable();
-        seen.dedup();
-        assert!(seen.len() == p.len(), "permute: repeated dim in {perm:?}");
-        self.view_op(self.layout().permute(&p), "PermuteBackward0", move |g| {
-            g.permute(&inv)
-        })
+        trace::op(
+            "permute",
+            [self],
+            || vec![("perm", Attr::Ints(perm.iter().map(|&d| d as i64).collect()))],
+            || {
+                assert!(
+                    perm.len() == self.ndim(),
+                    "permute: {perm:?} has {} dims, tensor of shape {:?} has {}",
+                    perm.len(),
+                    self.shape(),
+                    self.ndim()
+                );
+                let p: Vec<usize> = perm.iter().map(|&d| self.dim(d, "permute")).collect();
+                let mut inv = vec![0isize; p.len()];
+                for (i, &d) in p.iter().enumerate() {
+                    inv[d] = i as isize;
+                }
+                let mut seen = p.clone();
+                seen.sort_unstable();
+                seen.dedup();
+                assert!(seen.len() == p.len(), "permute: repeated dim in {perm:?}");
+                self.view_op(self.layout().permute(&p), "PermuteBackward0", move |g| {
+                    g.permute(&inv)
+                })
+            },
+        )
     }
 
     /// Inserts a size-1 dim at `dim`.
     pub fn unsqueeze(&self, dim: isize) -> Tensor {
-        let n = self.ndim() as isize + 1;
-        let d = if dim < 0 { dim + n } else { dim };
-        assert!(
-            (0..n).contains(&d),
-            "unsqueeze: dim {dim} out of range for shape {:?}",
-            self.shape()
-        );
-        let d = d as usize;
-        let mut l = self.layout().clone();
-        let stride = if d < self.ndim() {
-            l.strides[d] * l.shape[d]
-        } else {
-            1
-        };
-        l.shape.insert(d, 1);
-        l.strides.insert(d, stride);
-        self.view_op(l, "UnsqueezeBackward0", move |g| g.squeeze_dim(d as isize))
+        trace::op(
+            "unsqueeze",
+            [self],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                let n = self.ndim() as isize + 1;
+                let d = if dim < 0 { dim + n } else { dim };
+                assert!(
+                    (0..n).contains(&d),
+                    "unsqueeze: dim {dim} out of range for shape {:?}",
+                    self.shape()
+                );
+                let d = d as usize;
+                let mut l = self.layout().clone();
+                let stride = if d < self.ndim() {
+                    l.strides[d] * l.shape[d]
+                } else {
+                    1
+                };
+                l.shape.insert(d, 1);
+                l.strides.insert(d, stride);
+                self.view_op(l, "UnsqueezeBackward0", move |g| g.squeeze_dim(d as isize))
+            },
+        )
     }
 
     /// Removes every size-1 dim.
     pub fn squeeze(&self) -> Tensor {
-        let in_shape: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
-        let keep: Vec<usize> = (0..self.ndim()).filter(|&d| self.shape()[d] != 1).collect();
-        let l = Layout {
-            shape: keep.iter().map(|&d| self.shape()[d]).collect(),
-            strides: keep.iter().map(|&d| self.strides()[d]).collect(),
-            offset: self.layout().offset,
-        };
-        self.view_op(l, "SqueezeBackward0", move |g| g.reshape(&in_shape))
+        trace::op("squeeze", [self], Vec::new, || {
+            let in_shape: Vec<isize> = self.shape().iter().map(|&s| s as isize).collect();
+            let keep: Vec<usize> = (0..self.ndim()).filter(|&d| self.shape()[d] != 1).collect();
+            let l = Layout {
+                shape: keep.iter().map(|&d| self.shape()[d]).collect(),
+                strides: keep.iter().map(|&d| self.strides()[d]).collect(),
+                offset: self.layout().offset,
+            };
+            self.view_op(l, "SqueezeBackward0", move |g| g.reshape(&in_shape))
+        })
     }
 
     /// Removes `dim` if it has size 1 (otherwise returns the tensor unchanged, as PyTorch).
     pub fn squeeze_dim(&self, dim: isize) -> Tensor {
-        let d = self.dim(dim, "squeeze");
-        if self.ndim() == 0 || self.shape()[d] != 1 {
-            return self.clone();
-        }
-        let mut l = self.layout().clone();
-        l.shape.remove(d);
-        l.strides.remove(d);
-        self.view_op(l, "SqueezeBackward1", move |g| g.unsqueeze(d as isize))
+        trace::op(
+            "squeeze_dim",
+            [self],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                let d = self.dim(dim, "squeeze");
+                if self.ndim() == 0 || self.shape()[d] != 1 {
+                    return self.clone();
+                }
+                let mut l = self.layout().clone();
+                l.shape.remove(d);
+                l.strides.remove(d);
+                self.view_op(l, "SqueezeBackward1", move |g| g.unsqueeze(d as isize))
+            },
+        )
     }
 
     /// Broadcasts to `shape` without copying (size-1 dims repeat).
     pub fn expand(&self, shape: &[usize]) -> Tensor {
-        if shape == self.shape() {
-            return self.clone();
-        }
-        let ok = shape.len() >= self.ndim()
-            && self
-                .shape()
-                .iter()
-                .rev()
-                .zip(shape.iter().rev())
-                .all(|(&s, &t)| s == t || s == 1);
-        assert!(
-            ok,
-            "expand: shape {:?} cannot be expanded to {shape:?}",
-            self.shape()
-        );
-        let in_shape = self.shape().to_vec();
-        self.view_op(
-            self.layout().broadcast_to(shape),
-            "ExpandBackward0",
-            move |g| g.sum_to(&in_shape),
-        )
+        trace::op("expand", [self], Vec::new, || {
+            if shape == self.shape() {
+                return self.clone();
+            }
+            let ok = shape.len() >= self.ndim()
+                && self
+                    .shape()
+                    .iter()
+                    .rev()
+                    .zip(shape.iter().rev())
+                    .all(|(&s, &t)| s == t || s == 1);
+            assert!(
+                ok,
+                "expand: shape {:?} cannot be expanded to {shape:?}",
+                self.shape()
+            );
+            let in_shape = self.shape().to_vec();
+            self.view_op(
+                self.layout().broadcast_to(shape),
+                "ExpandBackward0",
+                move |g| g.sum_to(&in_shape),
+            )
+        })
     }
 
     /// Alias of [`Tensor::expand`].
     pub fn broadcast_to(&self, shape: &[usize]) -> Tensor {
-        self.expand(shape)
+        trace::op("broadcast_to", [self], Vec::new, || self.expand(shape))
     }
 
     /// `len` elements of `dim` from `start` (a view).
     pub fn narrow(&self, dim: isize, start: usize, len: usize) -> Tensor {
-        self.slice(dim, start as isize, (start + len) as isize, 1)
+        trace::op(
+            "narrow",
+            [self],
+            || {
+                vec![
+                    ("dim", Attr::Int(dim as i64)),
+                    ("start", Attr::Int(start as i64)),
+                    ("end", Attr::Int((start + len) as i64)),
+                    ("step", Attr::Int(1)),
+                ]
+            },
+            || self.slice(dim, start as isize, (start + len) as isize, 1),
+        )
     }
 
     /// Python-style `x[start:end:step]` along `dim` (negative bounds count
@@ -265,83 +318,113 @@ impl Tensor {
     /// assert_eq!(x.slice(0, 1, -1, 3).to_vec::<i64>(), vec![1, 4, 7]);
     /// ```
     pub fn slice(&self, dim: isize, start: isize, end: isize, step: usize) -> Tensor {
-        let d = self.dim(dim, "slice");
-        assert!(step > 0, "slice: step must be positive, got {step}");
-        let size = self.shape()[d] as isize;
-        let clampi = |i: isize| {
-            if i < 0 {
-                (i + size).max(0)
-            } else {
-                i.min(size)
-            }
-        };
-        let (s, e) = (clampi(start) as usize, clampi(end) as usize);
-        let len = if e > s { (e - s).div_ceil(step) } else { 0 };
-        let in_shape = self.shape().to_vec();
-        self.view_op(
-            slice_layout(self.layout(), d, s, len, step),
-            "SliceBackward0",
-            move |g| embed(g, &in_shape, |l| slice_layout(l, d, s, len, step)),
+        trace::op(
+            "slice",
+            [self],
+            || {
+                vec![
+                    ("dim", Attr::Int(dim as i64)),
+                    ("start", Attr::Int(start as i64)),
+                    ("end", Attr::Int(end as i64)),
+                    ("step", Attr::Int(step as i64)),
+                ]
+            },
+            || {
+                let d = self.dim(dim, "slice");
+                assert!(step > 0, "slice: step must be positive, got {step}");
+                let size = self.shape()[d] as isize;
+                let clampi = |i: isize| {
+                    if i < 0 {
+                        (i + size).max(0)
+                    } else {
+                        i.min(size)
+                    }
+                };
+                let (s, e) = (clampi(start) as usize, clampi(end) as usize);
+                let len = if e > s { (e - s).div_ceil(step) } else { 0 };
+                let in_shape = self.shape().to_vec();
+                self.view_op(
+                    slice_layout(self.layout(), d, s, len, step),
+                    "SliceBackward0",
+                    move |g| embed(g, &in_shape, |l| slice_layout(l, d, s, len, step)),
+                )
+            },
         )
     }
 
     /// The sub-tensor at `index` of `dim`, which is removed.
     pub fn select(&self, dim: isize, index: isize) -> Tensor {
-        let d = self.dim(dim, "select");
-        let size = self.shape()[d] as isize;
-        let i = if index < 0 { index + size } else { index };
-        assert!(
-            (0..size).contains(&i),
-            "select: index {index} is out of range for dim {dim} of size {size}"
-        );
-        self.narrow(d as isize, i as usize, 1)
-            .squeeze_dim(d as isize)
+        trace::op(
+            "select",
+            [self],
+            || {
+                vec![
+                    ("dim", Attr::Int(dim as i64)),
+                    ("index", Attr::Int(index as i64)),
+                ]
+            },
+            || {
+                let d = self.dim(dim, "select");
+                let size = self.shape()[d] as isize;
+                let i = if index < 0 { index + size } else { index };
+                assert!(
+                    (0..size).contains(&i),
+                    "select: index {index} is out of range for dim {dim} of size {size}"
+                );
+                self.narrow(d as isize, i as usize, 1)
+                    .squeeze_dim(d as isize)
+            },
+        )
     }
 
     /// Merges dims `start..=end` into one.
     pub fn flatten(&self, start: isize, end: isize) -> Tensor {
-        if self.ndim() == 0 {
-            return self.reshape(&[1]);
-        }
-        let (s, e) = (self.dim(start, "flatten"), self.dim(end, "flatten"));
-        assert!(
-            s <= e,
-            "flatten: start dim {start} must not come after end dim {end}"
-        );
-        let mut shape: Vec<isize> = self.shape()[..s].iter().map(|&x| x as isize).collect();
-        shape.push(self.shape()[s..=e].iter().product::<usize>() as isize);
-        shape.extend(self.shape()[e + 1..].iter().map(|&x| x as isize));
-        self.reshape(&shape)
+        trace::op("flatten", [self], Vec::new, || {
+            if self.ndim() == 0 {
+                return self.reshape(&[1]);
+            }
+            let (s, e) = (self.dim(start, "flatten"), self.dim(end, "flatten"));
+            assert!(
+                s <= e,
+                "flatten: start dim {start} must not come after end dim {end}"
+            );
+            let mut shape: Vec<isize> = self.shape()[..s].iter().map(|&x| x as isize).collect();
+            shape.push(self.shape()[s..=e].iter().product::<usize>() as isize);
+            shape.extend(self.shape()[e + 1..].iter().map(|&x| x as isize));
+            self.reshape(&shape)
+        })
     }
 
     /// All dims merged into one.
     pub fn flatten_all(&self) -> Tensor {
-        self.reshape(&[-1])
+        trace::op("flatten_all", [self], Vec::new, || self.reshape(&[-1]))
     }
 
     /// Splits `dim` into `sizes` (one may be -1).
     pub fn unflatten(&self, dim: isize, sizes: &[isize]) -> Tensor {
-        let d = self.dim(dim, "unflatten");
-        let mut shape: Vec<isize> = self.shape()[..d].iter().map(|&x| x as isize).collect();
-        let known: isize = sizes.iter().filter(|&&s| s != -1).product();
-        let sizes: Vec<isize> = sizes
-            .iter()
-            .map(|&s| {
-                if s == -1 {
-                    self.shape()[d] as isize / known.max(1)
-                } else {
-                    s
-                }
-            })
-            .collect();
-        assert!(
-            sizes.iter().product::<isize>() == self.shape()[d] as isize,
-            "unflatten: sizes {sizes:?} do not multiply to dim {dim} of shape {:?}",
-            self.shape()
-        );
-        shape.extend(sizes);
-        shape.extend(self.shape()[d + 1..].iter().map(|&x| x as isize));
-        self.reshape(&shape)
+        trace::op("unflatten", [self], Vec::new, || {
+            let d = self.dim(dim, "unflatten");
+            let mut shape: Vec<isize> = self.shape()[..d].iter().map(|&x| x as isize).collect();
+            let known: isize = sizes.iter().filter(|&&s| s != -1).product();
+            let sizes: Vec<isize> = sizes
+                .iter()
+                .map(|&s| {
+                    if s == -1 {
+                        self.shape()[d] as isize / known.max(1)
+                    } else {
+                        s
+                    }
+                })
+                .collect();
+            assert!(
+                sizes.iter().product::<isize>() == self.shape()[d] as isize,
+                "unflatten: sizes {sizes:?} do not multiply to dim {dim} of shape {:?}",
+                self.shape()
+            );
+            shape.extend(sizes);
+            shape.extend(self.shape()[d + 1..].iter().map(|&x| x as isize));
+            self.reshape(&shape)
+        })
     }
 
     /// Joins tensors along an existing `dim` (`torch.cat`).
@@ -353,88 +436,117 @@ impl Tensor {
     /// assert_eq!(Tensor::cat(&[&a, &b], 1).shape(), &[2, 3]);
     /// ```
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Tensor {
-        assert!(
-            !tensors.is_empty(),
-            "cat: expected a non-empty list of tensors"
-        );
-        let first = tensors[0];
-        let d = first.dim(dim, "cat");
-        let mut dtype = first.dtype();
-        let mut total = 0;
-        for (i, t) in tensors.iter().enumerate() {
-            super::same_device(first, t, "cat");
-            let same_rank = t.ndim() == first.ndim();
-            let ok = same_rank && (0..t.ndim()).all(|k| k == d || t.shape()[k] == first.shape()[k]);
-            assert!(
-                ok,
-                "cat: tensor {i} has shape {:?}, which does not match tensor 0's shape {:?} outside dim {dim}",
-                t.shape(),
-                first.shape()
-            );
-            dtype = crate::DType::promote(dtype, t.dtype());
-            total += t.shape()[d];
-        }
-        let mut shape = first.shape().to_vec();
-        shape[d] = total;
-        let out = super::creation::filled_on(&shape, 0.0, dtype, first.device());
-        let mut starts = Vec::with_capacity(tensors.len());
-        let mut at = 0;
-        {
-            let mut dst = out.write();
-            for t in tensors {
-                let n = t.shape()[d];
-                let target = slice_layout(out.layout(), d, at, n, 1);
-                let src = t.to_dtype(dtype).detach();
-                dst.assign(&target, &src.read(), src.layout());
-                starts.push((at, n));
-                at += n;
-            }
-        }
-        Tensor::record(out, "CatBackward0", tensors, move || {
-            move |g: &Tensor, needs: &[bool]| {
-                starts
-                    .iter()
-                    .zip(needs)
-                    .map(|(&(s, n), &need)| need.then(|| g.narrow(d as isize, s, n)))
-                    .collect()
-            }
-        })
+        trace::op(
+            "cat",
+            tensors,
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                assert!(
+                    !tensors.is_empty(),
+                    "cat: expected a non-empty list of tensors"
+                );
+                let first = tensors[0];
+                let d = first.dim(dim, "cat");
+                let mut dtype = first.dtype();
+                let mut total = 0;
+                for (i, t) in tensors.iter().enumerate() {
+                    super::same_device(first, t, "cat");
+                    let same_rank = t.ndim() == first.ndim();
+                    let ok = same_rank
+                        && (0..t.ndim()).all(|k| k == d || t.shape()[k] == first.shape()[k]);
+                    assert!(
+                        ok,
+                        "cat: tensor {i} has shape {:?}, which does not match tensor 0's shape {:?} outside dim {dim}",
+                        t.shape(),
+                        first.shape()
+                    );
+                    dtype = crate::DType::promote(dtype, t.dtype());
+                    total += t.shape()[d];
+                }
+                let mut shape = first.shape().to_vec();
+                shape[d] = total;
+                let out = super::creation::filled_on(&shape, 0.0, dtype, first.device());
+                let mut starts = Vec::with_capacity(tensors.len());
+                let mut at = 0;
+                {
+                    let mut dst = out.write();
+                    for t in tensors {
+                        let n = t.shape()[d];
+                        let target = slice_layout(out.layout(), d, at, n, 1);
+                        let src = t.to_dtype(dtype).detach();
+                        dst.assign(&target, &src.read(), src.layout());
+                        starts.push((at, n));
+                        at += n;
+                    }
+                }
+                Tensor::record(out, "CatBackward0", tensors, move || {
+                    move |g: &Tensor, needs: &[bool]| {
+                        starts
+                            .iter()
+                            .zip(needs)
+                            .map(|(&(s, n), &need)| need.then(|| g.narrow(d as isize, s, n)))
+                            .collect()
+                    }
+                })
+            },
+        )
     }
 
     /// Joins same-shaped tensors along a new `dim` (`torch.stack`).
     pub fn stack(tensors: &[&Tensor], dim: isize) -> Tensor {
-        assert!(
-            !tensors.is_empty(),
-            "stack: expected a non-empty list of tensors"
-        );
-        for t in tensors {
-            assert!(
-                t.shape() == tensors[0].shape(),
-                "stack: expects each tensor to be equal size, got {:?} and {:?}",
-                tensors[0].shape(),
-                t.shape()
-            );
-        }
-        let us: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(dim)).collect();
-        Tensor::cat(&us.iter().collect::<Vec<_>>(), dim)
+        trace::op(
+            "stack",
+            tensors,
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                assert!(
+                    !tensors.is_empty(),
+                    "stack: expected a non-empty list of tensors"
+                );
+                for t in tensors {
+                    assert!(
+                        t.shape() == tensors[0].shape(),
+                        "stack: expects each tensor to be equal size, got {:?} and {:?}",
+                        tensors[0].shape(),
+                        t.shape()
+                    );
+                }
+                let us: Vec<Tensor> = tensors.iter().map(|t| t.unsqueeze(dim)).collect();
+                Tensor::cat(&us.iter().collect::<Vec<_>>(), dim)
+            },
+        )
     }
 
     /// Pieces of `size` along `dim` (the last may be smaller).
     pub fn split(&self, size: usize, dim: isize) -> Vec<Tensor> {
-        assert!(size > 0, "split: size must be positive");
-        let d = self.dim(dim, "split");
-        let n = self.shape()[d];
-        (0..n)
-            .step_by(size)
-            .map(|s| self.narrow(d as isize, s, size.min(n - s)))
-            .collect()
+        trace::op(
+            "split",
+            [self],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                assert!(size > 0, "split: size must be positive");
+                let d = self.dim(dim, "split");
+                let n = self.shape()[d];
+                (0..n)
+                    .step_by(size)
+                    .map(|s| self.narrow(d as isize, s, size.min(n - s)))
+                    .collect()
+            },
+        )
     }
 
     /// `chunks` pieces of (nearly) equal size along `dim`.
     pub fn chunk(&self, chunks: usize, dim: isize) -> Vec<Tensor> {
-        assert!(chunks > 0, "chunk: number of chunks must be positive");
-        let n = self.shape()[self.dim(dim, "chunk")];
-        self.split(n.div_ceil(chunks).max(1), dim)
+        trace::op(
+            "chunk",
+            [self],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                assert!(chunks > 0, "chunk: number of chunks must be positive");
+                let n = self.shape()[self.dim(dim, "chunk")];
+                self.split(n.div_ceil(chunks).max(1), dim)
+            },
+        )
     }
 
     fn triangle(&self, k: isize, lower: bool, op: &str) -> Tensor {
@@ -458,11 +570,21 @@ impl Tensor {
 
     /// Lower triangle (elements with `col - row <= k`), the rest zeroed.
     pub fn tril(&self, k: isize) -> Tensor {
-        self.triangle(k, true, "tril")
+        trace::op(
+            "tril",
+            [self],
+            || vec![("k", Attr::Int(k as i64))],
+            || self.triangle(k, true, "tril"),
+        )
     }
 
     /// Upper triangle (elements with `col - row >= k`), the rest zeroed.
     pub fn triu(&self, k: isize) -> Tensor {
-        self.triangle(k, false, "triu")
+        trace::op(
+            "triu",
+            [self],
+            || vec![("k", Attr::Int(k as i64))],
+            || self.triangle(k, false, "triu"),
+        )
     }
 }

@@ -194,6 +194,13 @@ impl Optimizer for AdamW {
 
 impl Optimizer for Adam {
     fn step(&mut self) {
+        let _p = crate::profiler::scope(
+            match self.decoupled {
+                true => "Optimizer.step#AdamW.step",
+                false => "Optimizer.step#Adam.step",
+            },
+            "optimizer",
+        );
         let _g = crate::NoGradGuard::new();
         for (i, p, g, lr, wd) in with_grads(&self.groups) {
             let st = self.state[i].get_or_insert_with(|| {

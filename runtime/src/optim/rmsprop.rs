@@ -44,6 +44,7 @@ impl RMSprop {
 
 impl Optimizer for RMSprop {
     fn step(&mut self) {
+        let _p = crate::profiler::scope("Optimizer.step#RMSprop.step", "optimizer");
         let _g = crate::NoGradGuard::new();
         let c = self.cfg;
         for (i, p, g, lr, wd) in with_grads(&self.groups) {

@@ -56,6 +56,7 @@ impl SGD {
 
 impl Optimizer for SGD {
     fn step(&mut self) {
+        let _p = crate::profiler::scope("Optimizer.step#SGD.step", "optimizer");
         let _g = crate::NoGradGuard::new();
         for (i, p, g, lr, wd) in with_grads(&self.groups) {
             let h = SgdStep {

@@ -1,0 +1,266 @@
+//! The hook at every op's entry. With nothing listening it costs one relaxed
+//! atomic load; the profiler (`crate::profiler`) times what runs under it and
+//! ONNX export (`crate::onnx`) records the outermost ops of a forward.
+//!
+//! An op is wrapped once, where it is defined: `trace::op("add", &[a, b],
+//! Vec::new, || ...)`. Ops built from other ops are wrapped too, so the
+//! profiler nests them and export sees the composite (a `linear`, not its
+//! `matmul` and `add`).
+
+use crate::Tensor;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// How many listeners there are: a profiler, and each capturing thread.
+static ACTIVE: AtomicU32 = AtomicU32::new(0);
+
+/// Counts a listener in (`on`) or out.
+pub(crate) fn listen(on: bool) {
+    if on {
+        ACTIVE.fetch_add(1, Ordering::SeqCst);
+    } else {
+        ACTIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Whether anything listens (the one load the fast path pays).
+#[inline(always)]
+pub(crate) fn active() -> bool {
+    ACTIVE.load(Ordering::Relaxed) != 0
+}
+
+/// An op attribute, as ONNX export needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Attr {
+    Int(i64),
+    Ints(Vec<i64>),
+    Float(f64),
+}
+
+/// An op's attributes by name.
+pub(crate) type Attrs = Vec<(&'static str, Attr)>;
+
+/// What an op returns, as the tensors it made.
+pub(crate) trait Outputs {
+    fn each(&self, f: &mut dyn FnMut(&Tensor));
+}
+
+impl Outputs for Tensor {
+    fn each(&self, f: &mut dyn FnMut(&Tensor)) {
+        f(self)
+    }
+}
+impl Outputs for &Tensor {
+    fn each(&self, f: &mut dyn FnMut(&Tensor)) {
+        f(self)
+    }
+}
+impl Outputs for (Tensor, Tensor) {
+    fn each(&self, f: &mut dyn FnMut(&Tensor)) {
+        f(&self.0);
+        f(&self.1)
+    }
+}
+impl Outputs for (Tensor, Option<Tensor>) {
+    fn each(&self, f: &mut dyn FnMut(&Tensor)) {
+        f(&self.0);
+        if let Some(t) = &self.1 {
+            f(t)
+        }
+    }
+}
+impl Outputs for Vec<Tensor> {
+    fn each(&self, f: &mut dyn FnMut(&Tensor)) {
+        self.iter().for_each(f)
+    }
+}
+impl Outputs for () {
+    fn each(&self, _: &mut dyn FnMut(&Tensor)) {}
+}
+
+/// An op's tensor inputs in order (`None` for an absent optional one).
+pub(crate) trait Inputs {
+    fn each(&self, f: &mut dyn FnMut(Option<&Tensor>));
+}
+
+impl<const N: usize> Inputs for [&Tensor; N] {
+    fn each(&self, f: &mut dyn FnMut(Option<&Tensor>)) {
+        self.iter().for_each(|t| f(Some(t)))
+    }
+}
+impl<const N: usize> Inputs for [Option<&Tensor>; N] {
+    fn each(&self, f: &mut dyn FnMut(Option<&Tensor>)) {
+        self.iter().for_each(|t| f(*t))
+    }
+}
+impl Inputs for &[&Tensor] {
+    fn each(&self, f: &mut dyn FnMut(Option<&Tensor>)) {
+        self.iter().for_each(|t| f(Some(t)))
+    }
+}
+impl Inputs for &[Tensor] {
+    fn each(&self, f: &mut dyn FnMut(Option<&Tensor>)) {
+        self.iter().for_each(|t| f(Some(t)))
+    }
+}
+
+/// The inputs of an op that takes no tensor (creation ops).
+pub(crate) const NO_INPUTS: [&Tensor; 0] = [];
+
+/// Runs the op `f` named `name` on `inputs`; `attrs` is built only when a
+/// graph is being captured.
+#[inline(always)]
+pub(crate) fn op<R: Outputs>(
+    name: &'static str,
+    inputs: impl Inputs,
+    attrs: impl FnOnce() -> Attrs,
+    f: impl FnOnce() -> R,
+) -> R {
+    if !active() {
+        return f();
+    }
+    observed_op(name, inputs, attrs, f)
+}
+
+#[inline(never)]
+fn observed_op<R: Outputs>(
+    name: &'static str,
+    inputs: impl Inputs,
+    attrs: impl FnOnce() -> Attrs,
+    f: impl FnOnce() -> R,
+) -> R {
+    let timed = crate::profiler::enter(name, &inputs);
+    let outermost = CaptureDepth::enter();
+    let out = f();
+    let captured = outermost.top();
+    drop(outermost);
+    if captured {
+        record(name, &inputs, attrs(), &out);
+    }
+    if let Some(t) = timed {
+        t.finish();
+    }
+    out
+}
+
+/// A non-op scope (a module call from `model!`, a `record_function`), for
+/// the profiler and for naming an op's place in export errors.
+pub(crate) fn module<R>(name: &str, f: impl FnOnce() -> R) -> R {
+    if !active() {
+        return f();
+    }
+    MODULE_PATH.with(|p| p.borrow_mut().push(name.to_string()));
+    struct Pop;
+    impl Drop for Pop {
+        fn drop(&mut self) {
+            MODULE_PATH.with(|p| {
+                p.borrow_mut().pop();
+            });
+        }
+    }
+    let _pop = Pop;
+    let label = format!("nn.Module: {name}");
+    let timed = crate::profiler::enter_label(label);
+    let out = f();
+    drop(timed);
+    out
+}
+
+/// The module path at this point of the forward (`blocks.attn`), or "".
+pub(crate) fn module_path() -> String {
+    MODULE_PATH.with(|p| p.borrow().join("."))
+}
+
+/// One outermost op of a captured forward.
+#[allow(dead_code)] // read by ONNX export (next commit)
+pub(crate) struct OpRecord {
+    pub name: &'static str,
+    pub inputs: Vec<Option<Tensor>>,
+    pub attrs: Attrs,
+    pub outputs: Vec<Tensor>,
+    /// Where in the model it ran (for error messages).
+    pub place: String,
+}
+
+/// What one capture saw: its outermost ops in order.
+#[derive(Default)]
+pub(crate) struct Capture {
+    pub ops: Vec<OpRecord>,
+}
+
+thread_local! {
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    static CAPTURING: RefCell<Option<Capture>> = const { RefCell::new(None) };
+    static MODULE_PATH: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Counts op nesting on this thread while it captures; `top` says whether
+/// the op is an outermost one.
+struct CaptureDepth(Option<usize>);
+
+impl CaptureDepth {
+    fn enter() -> CaptureDepth {
+        if !CAPTURING.with(|c| c.borrow().is_some()) {
+            return CaptureDepth(None);
+        }
+        CaptureDepth(Some(DEPTH.with(|d| {
+            let v = d.get();
+            d.set(v + 1);
+            v
+        })))
+    }
+    fn top(&self) -> bool {
+        self.0 == Some(0)
+    }
+}
+
+impl Drop for CaptureDepth {
+    fn drop(&mut self) {
+        if let Some(v) = self.0 {
+            DEPTH.with(|d| d.set(v));
+        }
+    }
+}
+
+fn record<R: Outputs>(name: &'static str, inputs: &dyn Inputs, attrs: Attrs, out: &R) {
+    let mut outputs = Vec::new();
+    out.each(&mut |t| outputs.push(t.clone()));
+    let place = module_path();
+    CAPTURING.with(|c| {
+        if let Some(cap) = c.borrow_mut().as_mut() {
+            cap.ops.push(OpRecord {
+                name,
+                inputs: {
+                    let mut v = Vec::new();
+                    inputs.each(&mut |t| v.push(t.cloned()));
+                    v
+                },
+                attrs,
+                outputs,
+                place,
+            });
+        }
+    });
+}
+
+/// Runs `f` on this thread recording its outermost ops.
+#[allow(dead_code)] // called by ONNX export (next commit)
+pub(crate) fn capture<R>(f: impl FnOnce() -> R) -> (R, Capture) {
+    CAPTURING.with(|c| *c.borrow_mut() = Some(Capture::default()));
+    listen(true);
+    struct End;
+    impl Drop for End {
+        fn drop(&mut self) {
+            listen(false);
+            DEPTH.with(|d| d.set(0));
+            CAPTURING.with(|c| c.borrow_mut().take());
+        }
+    }
+    let end = End;
+    let out = f();
+    let cap = CAPTURING
+        .with(|c| c.borrow_mut().take())
+        .unwrap_or_default();
+    drop(end);
+    (out, cap)
+}
