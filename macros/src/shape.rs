@@ -64,6 +64,17 @@ impl Dim {
         self.terms.iter()
     }
 
+    /// The name, when the dimension is exactly one run-time symbol (`B`).
+    pub fn as_runtime_sym(&self) -> Option<&str> {
+        match self.terms.iter().next() {
+            Some((atoms, 1)) if self.terms.len() == 1 => match atoms.as_slice() {
+                [Atom::Sym(name, SymKind::Runtime)] => Some(name),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The value, when the dimension is a plain number.
     pub fn as_const(&self) -> Option<i64> {
         match self.terms.len() {

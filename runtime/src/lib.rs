@@ -25,6 +25,7 @@ pub mod error;
 pub mod macro_support;
 pub mod memory;
 pub mod nn;
+pub mod onnx;
 mod ops;
 pub mod optim;
 pub mod profiler;

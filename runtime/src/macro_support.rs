@@ -138,3 +138,13 @@ impl ConstMessage {
 pub fn in_module<R>(name: &str, f: impl FnOnce() -> R) -> R {
     crate::trace::module(name, f)
 }
+
+/// The error for an export given the wrong number of example inputs.
+pub fn export_arity(what: &str, got: usize, want: usize) -> crate::Result<()> {
+    match got == want {
+        true => Ok(()),
+        false => Err(Error::Export(format!(
+            "onnx::export: {what} takes {want} input(s), got {got} example input(s)"
+        ))),
+    }
+}

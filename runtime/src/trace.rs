@@ -172,7 +172,6 @@ pub(crate) fn module_path() -> String {
 }
 
 /// One outermost op of a captured forward.
-#[allow(dead_code)] // read by ONNX export (next commit)
 pub(crate) struct OpRecord {
     pub name: &'static str,
     pub inputs: Vec<Option<Tensor>>,
@@ -244,7 +243,6 @@ fn record<R: Outputs>(name: &'static str, inputs: &dyn Inputs, attrs: Attrs, out
 }
 
 /// Runs `f` on this thread recording its outermost ops.
-#[allow(dead_code)] // called by ONNX export (next commit)
 pub(crate) fn capture<R>(f: impl FnOnce() -> R) -> (R, Capture) {
     CAPTURING.with(|c| *c.borrow_mut() = Some(Capture::default()));
     listen(true);

@@ -373,6 +373,7 @@ pub fn model(m: &Model) -> TokenStream {
     .block(body);
     let s = struct_def(def, &fields);
     let common = common_impls(def, &fields, is_single(def));
+    let export = exportable_impl(m);
     let sig = signature_macro(def);
     quote! {
         #s
@@ -438,7 +439,58 @@ pub fn model(m: &Model) -> TokenStream {
             }
         }
         #common
+        #export
         #sig
+    }
+}
+
+/// `onnx::Exportable`: the forward over a slice of inputs, and which input
+/// dims are run-time symbols (exported as `dim_param`s). Only for forwards
+/// whose every parameter is a tensor.
+fn exportable_impl(m: &Model) -> TokenStream {
+    let def = m.def;
+    let Some(f) = &def.forward else {
+        return quote!();
+    };
+    let mut dims = Vec::new();
+    for inp in &m.inputs {
+        match &inp.kind {
+            InputKind::Tensor(rs) => {
+                let names = rs.dims.iter().map(|(d, _)| match d.as_runtime_sym() {
+                    Some(s) => quote!(::core::option::Option::Some(#s)),
+                    None => quote!(::core::option::Option::None),
+                });
+                dims.push(quote!(::std::vec![#(#names),*]));
+            }
+            InputKind::Rust => return quote!(),
+        }
+    }
+    let name = &def.name;
+    let what = format!("{name}::forward");
+    let n = dims.len();
+    let args = (0..n).map(|i| quote!(inputs[#i]));
+    let outs = match f.ret_is_tuple {
+        true => {
+            let idx = (0..f.ret.len()).map(syn::Index::from);
+            quote!(::std::vec![#(out.#idx),*])
+        }
+        false => quote!(::std::vec![out]),
+    };
+    let (impl_g, ty_g, where_c) = def.generics.split_for_impl();
+    quote! {
+        impl #impl_g ::tapir::onnx::Exportable for #name #ty_g #where_c {
+            fn export_forward(
+                &self,
+                inputs: &[&::tapir::Tensor],
+            ) -> ::tapir::Result<::std::vec::Vec<::tapir::Tensor>> {
+                ::tapir::macro_support::export_arity(#what, inputs.len(), #n)?;
+                let out = self.try_forward(#(#args),*)?;
+                ::core::result::Result::Ok(#outs)
+            }
+            fn dynamic_dims(&self) -> ::std::vec::Vec<::std::vec::Vec<::core::option::Option<&'static str>>> {
+                ::std::vec![#(#dims),*]
+            }
+        }
     }
 }
 

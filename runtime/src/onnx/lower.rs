@@ -1,0 +1,717 @@
+//! One recorded op to ONNX opset 17 nodes. Every op the example models use
+//! has a mapping; any other op is an error naming it (never a wrong file).
+
+use super::proto::{AttributeProto, NodeProto, TensorProto, attribute_type, data_type};
+use crate::DType;
+use crate::trace::{Attr, Attrs};
+
+/// ONNX's element type for a dtype.
+pub(super) fn onnx_type(d: DType) -> i32 {
+    match d {
+        DType::F32 => data_type::FLOAT,
+        DType::F64 => data_type::DOUBLE,
+        DType::F16 => data_type::FLOAT16,
+        DType::BF16 => data_type::BFLOAT16,
+        DType::I64 => data_type::INT64,
+        DType::U8 => data_type::UINT8,
+        DType::Bool => data_type::BOOL,
+    }
+}
+
+/// Nodes and initializers as they are made, with fresh names.
+#[derive(Default)]
+pub(super) struct Builder {
+    pub nodes: Vec<NodeProto>,
+    pub inits: Vec<TensorProto>,
+    fresh: usize,
+}
+
+pub(super) fn int(name: &str, v: i64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        i: Some(v),
+        r#type: Some(attribute_type::INT),
+        ..Default::default()
+    }
+}
+pub(super) fn float(name: &str, v: f64) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        f: Some(v as f32),
+        r#type: Some(attribute_type::FLOAT),
+        ..Default::default()
+    }
+}
+pub(super) fn ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        ints: v.to_vec(),
+        r#type: Some(attribute_type::INTS),
+        ..Default::default()
+    }
+}
+fn tensor_attr(name: &str, t: TensorProto) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        t: Some(t),
+        r#type: Some(attribute_type::TENSOR),
+        ..Default::default()
+    }
+}
+
+/// A one-element tensor of `dtype` holding `v` (no name).
+fn scalar_proto(v: f64, dtype: DType, dims: Vec<i64>) -> TensorProto {
+    let raw = match dtype {
+        DType::F64 => v.to_le_bytes().to_vec(),
+        DType::F16 => half::f16::from_f64(v).to_le_bytes().to_vec(),
+        DType::BF16 => half::bf16::from_f64(v).to_le_bytes().to_vec(),
+        DType::I64 => (v as i64).to_le_bytes().to_vec(),
+        DType::U8 => vec![v as u8],
+        DType::Bool => vec![(v != 0.0) as u8],
+        DType::F32 => (v as f32).to_le_bytes().to_vec(),
+    };
+    TensorProto {
+        dims,
+        data_type: Some(onnx_type(dtype)),
+        raw_data: Some(raw),
+        ..Default::default()
+    }
+}
+
+impl Builder {
+    pub fn fresh(&mut self, hint: &str) -> String {
+        self.fresh += 1;
+        format!("{hint}_{}", self.fresh)
+    }
+
+    pub fn node(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        outputs: &[&str],
+        attribute: Vec<AttributeProto>,
+    ) {
+        let name = self.fresh(op);
+        self.nodes.push(NodeProto {
+            input: inputs.iter().map(|s| s.to_string()).collect(),
+            output: outputs.iter().map(|s| s.to_string()).collect(),
+            name: Some(name),
+            op_type: Some(op.into()),
+            attribute,
+            doc_string: None,
+        });
+    }
+
+    /// A node with one output under a fresh name, which it returns.
+    pub fn tmp(&mut self, op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> String {
+        let out = self.fresh(&format!("{op}_out"));
+        self.node(op, inputs, &[&out], attrs);
+        out
+    }
+
+    /// An int64 initializer (shapes, axes, starts) of the given dims.
+    pub fn const_i64(&mut self, v: &[i64], dims: Vec<i64>) -> String {
+        let name = self.fresh("const");
+        self.inits.push(TensorProto {
+            dims,
+            data_type: Some(data_type::INT64),
+            name: Some(name.clone()),
+            raw_data: Some(v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        });
+        name
+    }
+
+    /// A 1-D int64 initializer.
+    pub fn vec_i64(&mut self, v: &[i64]) -> String {
+        self.const_i64(v, vec![v.len() as i64])
+    }
+
+    /// A 0-d initializer of `dtype`.
+    pub fn scalar(&mut self, v: f64, dtype: DType) -> String {
+        let name = self.fresh("const");
+        let mut t = scalar_proto(v, dtype, vec![]);
+        t.name = Some(name.clone());
+        self.inits.push(t);
+        name
+    }
+}
+
+/// A shape as both traces saw it: equal sizes are static, different ones
+/// follow a dynamic dim.
+pub(super) type Dims = (Vec<usize>, Vec<usize>);
+
+/// One recorded op, resolved to value names.
+pub(super) struct OpView<'a> {
+    pub name: &'static str,
+    pub inputs: Vec<Option<String>>,
+    pub in_dims: Vec<Option<Dims>>,
+    pub in_dtypes: Vec<Option<DType>>,
+    pub outputs: Vec<String>,
+    pub out_dims: Vec<Dims>,
+    pub out_dtypes: Vec<DType>,
+    pub attrs: &'a Attrs,
+    pub attrs_b: &'a Attrs,
+}
+
+type Lowered = Result<(), String>;
+
+impl OpView<'_> {
+    fn x(&self, i: usize) -> &str {
+        self.inputs[i].as_deref().unwrap_or("")
+    }
+    fn int(&self, k: &str) -> i64 {
+        match self.attrs.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Int(v))) => *v,
+            _ => 0,
+        }
+    }
+    fn float(&self, k: &str) -> f64 {
+        match self.attrs.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Float(v))) => *v,
+            _ => 0.0,
+        }
+    }
+    fn ints(&self, k: &str) -> Vec<i64> {
+        match self.attrs.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Ints(v))) => v.clone(),
+            _ => vec![],
+        }
+    }
+    fn rank(&self, i: usize) -> i64 {
+        self.in_dims[i].as_ref().map_or(0, |d| d.0.len() as i64)
+    }
+    /// A possibly negative dim of input `i`, made non-negative.
+    fn axis(&self, d: i64, i: usize) -> i64 {
+        if d < 0 { d + self.rank(i) } else { d }
+    }
+    fn out(&self) -> &str {
+        &self.outputs[0]
+    }
+    fn fail(&self, why: &str) -> Lowered {
+        Err(why.to_string())
+    }
+}
+
+/// The target shape for a Reshape from `input` to `output`: static sizes as
+/// numbers, a dim that follows the input's at the same place as 0, and at
+/// most one other dynamic dim as -1.
+fn reshape_target(input: &Dims, output: &Dims) -> Result<Vec<i64>, String> {
+    let mut inferred = false;
+    let mut target = Vec::new();
+    for (i, (&a, &b)) in output.0.iter().zip(&output.1).enumerate() {
+        if a == b {
+            target.push(a as i64);
+        } else if input.0.get(i) == Some(&a) && input.1.get(i) == Some(&b) {
+            target.push(0);
+        } else if !inferred {
+            inferred = true;
+            target.push(-1);
+        } else {
+            return Err(format!(
+                "the new shape {:?} has more than one dynamic dim that is not copied from the input {:?}",
+                output.0, input.0
+            ));
+        }
+    }
+    // 0 copies the input's size; a static 0 cannot be told apart from it.
+    if output.0.contains(&0) {
+        return Err("a reshape to an empty dim".into());
+    }
+    Ok(target)
+}
+
+/// `x` cast to `want` when its dtype differs (ONNX ops want one type).
+fn cast_to(b: &mut Builder, x: &str, have: Option<DType>, want: DType) -> String {
+    match have {
+        Some(h) if h != want => b.tmp("Cast", &[x], vec![int("to", onnx_type(want) as i64)]),
+        _ => x.to_string(),
+    }
+}
+
+/// Emits the nodes for `op`, or says why it cannot be exported.
+pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
+    let out = op.out();
+    let unary = |b: &mut Builder, onnx: &str| {
+        b.node(onnx, &[op.x(0)], &[out], vec![]);
+        Ok(())
+    };
+    match op.name {
+        "relu" => unary(b, "Relu"),
+        "tanh" => unary(b, "Tanh"),
+        "sigmoid" => unary(b, "Sigmoid"),
+        "exp" => unary(b, "Exp"),
+        "log" => unary(b, "Log"),
+        "sqrt" => unary(b, "Sqrt"),
+        "neg" => unary(b, "Neg"),
+        "abs" => unary(b, "Abs"),
+        "erf" => unary(b, "Erf"),
+        "sin" => unary(b, "Sin"),
+        "cos" => unary(b, "Cos"),
+        "sign" => unary(b, "Sign"),
+        "reciprocal" => unary(b, "Reciprocal"),
+        "logical_not" => unary(b, "Not"),
+        "detach" | "contiguous" => unary(b, "Identity"),
+        "softplus" => unary(b, "Softplus"),
+        "rsqrt" => {
+            let s = b.tmp("Sqrt", &[op.x(0)], vec![]);
+            b.node("Reciprocal", &[&s], &[out], vec![]);
+            Ok(())
+        }
+        "square" => {
+            b.node("Mul", &[op.x(0), op.x(0)], &[out], vec![]);
+            Ok(())
+        }
+        "silu" => {
+            let s = b.tmp("Sigmoid", &[op.x(0)], vec![]);
+            b.node("Mul", &[op.x(0), &s], &[out], vec![]);
+            Ok(())
+        }
+        "leaky_relu" => {
+            b.node(
+                "LeakyRelu",
+                &[op.x(0)],
+                &[out],
+                vec![float("alpha", op.float("slope"))],
+            );
+            Ok(())
+        }
+        "gelu" => gelu(b, op),
+        "gelu_tanh" => gelu_tanh(b, op),
+        "add" | "sub" | "mul" | "div" | "pow" | "maximum" | "minimum" | "logical_and"
+        | "logical_or" | "eq" | "ne" | "lt" | "le" | "gt" | "ge" => binary(b, op),
+        "where_" => {
+            let t = op.out_dtypes[0];
+            let x = cast_to(b, op.x(1), op.in_dtypes[1], t);
+            let y = cast_to(b, op.x(2), op.in_dtypes[2], t);
+            b.node("Where", &[op.x(0), &x, &y], &[out], vec![]);
+            Ok(())
+        }
+        "masked_fill" => {
+            let v = b.scalar(op.float("value"), op.out_dtypes[0]);
+            b.node("Where", &[op.x(1), &v, op.x(0)], &[out], vec![]);
+            Ok(())
+        }
+        "powf" => {
+            let e = b.scalar(op.float("exponent"), op.out_dtypes[0]);
+            b.node("Pow", &[op.x(0), &e], &[out], vec![]);
+            Ok(())
+        }
+        "clamp" | "clamp_min" | "clamp_max" => {
+            let t = op.out_dtypes[0];
+            let lo = match op.name != "clamp_max" {
+                true => b.scalar(op.float("min"), t),
+                false => String::new(),
+            };
+            let hi = match op.name != "clamp_min" {
+                true => b.scalar(op.float("max"), t),
+                false => String::new(),
+            };
+            b.node("Clip", &[op.x(0), &lo, &hi], &[out], vec![]);
+            Ok(())
+        }
+        "matmul" | "mm" | "bmm" => {
+            b.node("MatMul", &[op.x(0), op.x(1)], &[out], vec![]);
+            Ok(())
+        }
+        "linear" => linear(b, op),
+        "layer_norm" => layer_norm(b, op),
+        "softmax" | "log_softmax" => {
+            let onnx = if op.name == "softmax" {
+                "Softmax"
+            } else {
+                "LogSoftmax"
+            };
+            b.node(onnx, &[op.x(0)], &[out], vec![int("axis", op.int("dim"))]);
+            Ok(())
+        }
+        "conv2d" => conv(b, op),
+        "max_pool2d" | "avg_pool2d" => pool(b, op),
+        "reshape" | "view" | "flatten" | "flatten_all" | "unflatten" | "squeeze"
+        | "squeeze_dim" | "unsqueeze" => {
+            let input = op.in_dims[0].as_ref().ok_or("no input")?;
+            let target = reshape_target(input, &op.out_dims[0])?;
+            let shape = b.vec_i64(&target);
+            b.node("Reshape", &[op.x(0), &shape], &[out], vec![]);
+            Ok(())
+        }
+        "transpose" | "t" | "permute" => {
+            let n = op.rank(0);
+            let perm: Vec<i64> = match op.name {
+                "permute" => op.ints("perm").iter().map(|&d| op.axis(d, 0)).collect(),
+                _ => {
+                    let d = match op.name {
+                        "t" => vec![0, n - 1],
+                        _ => op.ints("dims"),
+                    };
+                    let (x, y) = (op.axis(d[0], 0), op.axis(d[1], 0));
+                    let mut p: Vec<i64> = (0..n).collect();
+                    p.swap(x as usize, y as usize);
+                    p
+                }
+            };
+            b.node("Transpose", &[op.x(0)], &[out], vec![ints("perm", &perm)]);
+            Ok(())
+        }
+        "narrow" | "slice" => slice(b, op),
+        "select" => {
+            let axis = op.axis(op.int("dim"), 0);
+            let idx = b.const_i64(&[op.int("index")], vec![]);
+            b.node("Gather", &[op.x(0), &idx], &[out], vec![int("axis", axis)]);
+            Ok(())
+        }
+        "chunk" | "split" => {
+            let axis = op.axis(op.int("dim"), 0) as usize;
+            let sizes: Vec<i64> = op.out_dims.iter().map(|d| d.0[axis] as i64).collect();
+            if op.out_dims.iter().any(|d| d.0[axis] != d.1[axis]) {
+                return op.fail("splitting along a dynamic dim");
+            }
+            let split = b.vec_i64(&sizes);
+            let outs: Vec<&str> = op.outputs.iter().map(|s| s.as_str()).collect();
+            b.node(
+                "Split",
+                &[op.x(0), &split],
+                &outs,
+                vec![int("axis", axis as i64)],
+            );
+            Ok(())
+        }
+        "cat" => {
+            let axis = op.axis(op.int("dim"), 0);
+            let xs: Vec<&str> = (0..op.inputs.len()).map(|i| op.x(i)).collect();
+            b.node("Concat", &xs, &[out], vec![int("axis", axis)]);
+            Ok(())
+        }
+        "stack" => {
+            let d = op.int("dim");
+            let axis = if d < 0 { d + op.rank(0) + 1 } else { d };
+            let ax = b.vec_i64(&[axis]);
+            let xs: Vec<String> = (0..op.inputs.len())
+                .map(|i| b.tmp("Unsqueeze", &[op.x(i), &ax], vec![]))
+                .collect();
+            let xs: Vec<&str> = xs.iter().map(|s| s.as_str()).collect();
+            b.node("Concat", &xs, &[out], vec![int("axis", axis)]);
+            Ok(())
+        }
+        "embedding" => {
+            b.node("Gather", &[op.x(0), op.x(1)], &[out], vec![int("axis", 0)]);
+            Ok(())
+        }
+        "index_select" => {
+            let axis = op.axis(op.int("dim"), 0);
+            b.node(
+                "Gather",
+                &[op.x(0), op.x(1)],
+                &[out],
+                vec![int("axis", axis)],
+            );
+            Ok(())
+        }
+        "to_dtype" | "half" | "float" | "bfloat16" => {
+            let to = onnx_type(op.out_dtypes[0]) as i64;
+            b.node("Cast", &[op.x(0)], &[out], vec![int("to", to)]);
+            Ok(())
+        }
+        "sum" | "mean" | "sum_dims" | "sum_dim" | "mean_dims" | "mean_dim" | "amax_dim" => {
+            reduce(b, op)
+        }
+        "triu" | "tril" => {
+            let k = b.const_i64(&[op.int("k")], vec![]);
+            let upper = (op.name == "triu") as i64;
+            b.node("Trilu", &[op.x(0), &k], &[out], vec![int("upper", upper)]);
+            Ok(())
+        }
+        "causal_mask" => causal_mask(b, op),
+        "zeros_like" | "ones_like" | "full_like" => {
+            let v = match op.name {
+                "zeros_like" => 0.0,
+                "ones_like" => 1.0,
+                _ => op.float("value"),
+            };
+            let shape = b.tmp("Shape", &[op.x(0)], vec![]);
+            let value = tensor_attr("value", scalar_proto(v, op.out_dtypes[0], vec![1]));
+            b.node("ConstantOfShape", &[&shape], &[out], vec![value]);
+            Ok(())
+        }
+        "expand" | "broadcast_to" => {
+            let input = op.in_dims[0].as_ref().ok_or("no input")?;
+            let o = &op.out_dims[0];
+            let lead = o.0.len() - input.0.len();
+            let mut target = Vec::new();
+            for i in 0..o.0.len() {
+                let same = i >= lead && input.0[i - lead] == o.0[i] && input.1[i - lead] == o.1[i];
+                if same {
+                    target.push(1);
+                } else if o.0[i] == o.1[i] {
+                    target.push(o.0[i] as i64);
+                } else {
+                    return op.fail("expanding a size-1 dim to a dynamic size");
+                }
+            }
+            let shape = b.vec_i64(&target);
+            b.node("Expand", &[op.x(0), &shape], &[out], vec![]);
+            Ok(())
+        }
+        name if name.ends_with('_') => op.fail("it changes a tensor in place"),
+        name if name.starts_with("rand") || name.starts_with("bernoulli") => {
+            op.fail("it draws random numbers")
+        }
+        _ => op.fail("it has no ONNX opset 17 mapping in tapir yet"),
+    }
+}
+
+fn binary(b: &mut Builder, op: &OpView) -> Lowered {
+    let onnx = match op.name {
+        "add" => "Add",
+        "sub" => "Sub",
+        "mul" => "Mul",
+        "div" => "Div",
+        "pow" => "Pow",
+        "maximum" => "Max",
+        "minimum" => "Min",
+        "logical_and" => "And",
+        "logical_or" => "Or",
+        "eq" | "ne" => "Equal",
+        "lt" => "Less",
+        "le" => "LessOrEqual",
+        "gt" => "Greater",
+        _ => "GreaterOrEqual",
+    };
+    // Both operands in the promoted dtype (the output's, or for
+    // comparisons the wider of the two).
+    let common = match op.out_dtypes[0] {
+        DType::Bool if !matches!(op.name, "logical_and" | "logical_or") => {
+            let (a, c) = (op.in_dtypes[0], op.in_dtypes[1]);
+            DType::promote(a.unwrap_or(DType::F32), c.unwrap_or(DType::F32))
+        }
+        DType::Bool => DType::Bool,
+        t if op.name == "div" => t,
+        t => t,
+    };
+    let x = cast_to(b, op.x(0), op.in_dtypes[0], common);
+    let y = cast_to(b, op.x(1), op.in_dtypes[1], common);
+    if op.name == "ne" {
+        let e = b.tmp("Equal", &[&x, &y], vec![]);
+        b.node("Not", &[&e], &[op.out()], vec![]);
+    } else {
+        b.node(onnx, &[&x, &y], &[op.out()], vec![]);
+    }
+    Ok(())
+}
+
+/// `0.5 x (1 + erf(x / √2))` (the Gelu op is opset 20).
+fn gelu(b: &mut Builder, op: &OpView) -> Lowered {
+    let t = op.out_dtypes[0];
+    let (x, out) = (op.x(0), op.out());
+    let sqrt2 = b.scalar(std::f64::consts::SQRT_2, t);
+    let (one, half) = (b.scalar(1.0, t), b.scalar(0.5, t));
+    let d = b.tmp("Div", &[x, &sqrt2], vec![]);
+    let e = b.tmp("Erf", &[&d], vec![]);
+    let p = b.tmp("Add", &[&e, &one], vec![]);
+    let m = b.tmp("Mul", &[x, &p], vec![]);
+    b.node("Mul", &[&m, &half], &[out], vec![]);
+    Ok(())
+}
+
+/// `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))`.
+fn gelu_tanh(b: &mut Builder, op: &OpView) -> Lowered {
+    let t = op.out_dtypes[0];
+    let (x, out) = (op.x(0), op.out());
+    let c = b.scalar((2.0 / std::f64::consts::PI).sqrt(), t);
+    let k = b.scalar(0.044715, t);
+    let (one, half, three) = (b.scalar(1.0, t), b.scalar(0.5, t), b.scalar(3.0, t));
+    let x3 = b.tmp("Pow", &[x, &three], vec![]);
+    let kx3 = b.tmp("Mul", &[&x3, &k], vec![]);
+    let s = b.tmp("Add", &[x, &kx3], vec![]);
+    let cs = b.tmp("Mul", &[&s, &c], vec![]);
+    let th = b.tmp("Tanh", &[&cs], vec![]);
+    let p = b.tmp("Add", &[&th, &one], vec![]);
+    let m = b.tmp("Mul", &[x, &p], vec![]);
+    b.node("Mul", &[&m, &half], &[out], vec![]);
+    Ok(())
+}
+
+/// Gemm for 2-D inputs; MatMul with the transposed weight plus Add above.
+fn linear(b: &mut Builder, op: &OpView) -> Lowered {
+    let (x, w, out) = (op.x(0), op.x(1), op.out());
+    let bias = op.inputs.get(2).and_then(|v| v.as_deref());
+    if op.rank(0) == 2 {
+        let mut ins = vec![x, w];
+        ins.extend(bias);
+        b.node("Gemm", &ins, &[out], vec![int("transB", 1)]);
+        return Ok(());
+    }
+    let wt = b.tmp("Transpose", &[w], vec![ints("perm", &[1, 0])]);
+    match bias {
+        Some(bias) => {
+            let m = b.tmp("MatMul", &[x, &wt], vec![]);
+            b.node("Add", &[&m, bias], &[out], vec![]);
+        }
+        None => b.node("MatMul", &[x, &wt], &[out], vec![]),
+    }
+    Ok(())
+}
+
+fn layer_norm(b: &mut Builder, op: &OpView) -> Lowered {
+    let n = op.int("axes");
+    let input = op.in_dims[0].as_ref().ok_or("no input")?;
+    let norm: Vec<i64> = input.0[input.0.len() - n as usize..]
+        .iter()
+        .map(|&d| d as i64)
+        .collect();
+    let t = op.out_dtypes[0];
+    let numel: i64 = norm.iter().product();
+    let mut filled = |v: f64| {
+        let name = b.fresh("const");
+        let mut p = scalar_proto(v, t, norm.clone());
+        let one = p.raw_data.take().unwrap_or_default();
+        p.raw_data = Some(one.repeat(numel as usize));
+        p.name = Some(name.clone());
+        b.inits.push(p);
+        name
+    };
+    let scale = match op.inputs.get(1).and_then(|v| v.clone()) {
+        Some(w) => w,
+        None => filled(1.0),
+    };
+    let bias = match op.inputs.get(2).and_then(|v| v.clone()) {
+        Some(v) => v,
+        None => filled(0.0),
+    };
+    b.node(
+        "LayerNormalization",
+        &[op.x(0), &scale, &bias],
+        &[op.out()],
+        vec![int("axis", -n), float("epsilon", op.float("eps"))],
+    );
+    Ok(())
+}
+
+fn conv(b: &mut Builder, op: &OpView) -> Lowered {
+    let w = op.in_dims[1].as_ref().ok_or("no weight")?;
+    let (p, s, d) = (op.ints("padding"), op.ints("stride"), op.ints("dilation"));
+    let mut ins = vec![op.x(0), op.x(1)];
+    ins.extend(op.inputs.get(2).and_then(|v| v.as_deref()));
+    let attrs = vec![
+        ints("kernel_shape", &[w.0[2] as i64, w.0[3] as i64]),
+        ints("strides", &s),
+        ints("pads", &[p[0], p[1], p[0], p[1]]),
+        ints("dilations", &d),
+        int("group", op.int("groups")),
+    ];
+    b.node("Conv", &ins, &[op.out()], attrs);
+    Ok(())
+}
+
+fn pool(b: &mut Builder, op: &OpView) -> Lowered {
+    let (k, s, p) = (op.ints("kernel"), op.ints("stride"), op.ints("padding"));
+    let mut attrs = vec![
+        ints("kernel_shape", &k),
+        ints("strides", &s),
+        ints("pads", &[p[0], p[1], p[0], p[1]]),
+    ];
+    let onnx = match op.name {
+        "max_pool2d" => {
+            attrs.push(ints("dilations", &op.ints("dilation")));
+            "MaxPool"
+        }
+        _ => {
+            attrs.push(int("count_include_pad", 1));
+            "AveragePool"
+        }
+    };
+    b.node(onnx, &[op.x(0)], &[op.out()], attrs);
+    Ok(())
+}
+
+/// narrow / slice: one axis; an end at the dim's full size stays "to the
+/// end" when the dim is dynamic.
+fn slice(b: &mut Builder, op: &OpView) -> Lowered {
+    let axis = op.axis(op.int("dim"), 0);
+    let input = op.in_dims[0].as_ref().ok_or("no input")?;
+    let (size_a, size_b) = (input.0[axis as usize] as i64, input.1[axis as usize] as i64);
+    let end_of = |attrs: &Attrs, size: i64| -> i64 {
+        match attrs.iter().find(|(n, _)| *n == "end") {
+            Some((_, Attr::Int(e))) if *e < 0 => e + size,
+            Some((_, Attr::Int(e))) => (*e).min(size),
+            _ => size,
+        }
+    };
+    let (end_a, end_b) = (end_of(op.attrs, size_a), end_of(op.attrs_b, size_b));
+    let start_of = |attrs: &Attrs, size: i64| match attrs.iter().find(|(n, _)| *n == "start") {
+        Some((_, Attr::Int(s))) if *s < 0 => s + size,
+        Some((_, Attr::Int(s))) => *s,
+        _ => 0,
+    };
+    let (start_a, start_b) = (start_of(op.attrs, size_a), start_of(op.attrs_b, size_b));
+    if start_a != start_b {
+        return op.fail("its start depends on a dynamic dim");
+    }
+    let end = if end_a == size_a && end_b == size_b {
+        i64::MAX
+    } else if end_a == end_b {
+        end_a
+    } else {
+        return op.fail("its end depends on a dynamic dim");
+    };
+    let starts = b.vec_i64(&[start_a]);
+    let ends = b.vec_i64(&[end]);
+    let axes = b.vec_i64(&[axis]);
+    let steps = b.vec_i64(&[op.int("step").max(1)]);
+    b.node(
+        "Slice",
+        &[op.x(0), &starts, &ends, &axes, &steps],
+        &[op.out()],
+        vec![],
+    );
+    Ok(())
+}
+
+fn reduce(b: &mut Builder, op: &OpView) -> Lowered {
+    let all = matches!(op.name, "sum" | "mean");
+    let axes: Vec<i64> = match op.name {
+        "amax_dim" => vec![op.axis(op.int("dim"), 0)],
+        _ => op.ints("dims").iter().map(|&d| op.axis(d, 0)).collect(),
+    };
+    let keep = int("keepdims", if all { 0 } else { op.int("keepdim") });
+    let out = op.out();
+    match op.name {
+        // ReduceSum takes its axes as an input from opset 13.
+        "sum" | "sum_dims" | "sum_dim" => {
+            let mut ins = vec![op.x(0).to_string()];
+            if !all {
+                ins.push(b.vec_i64(&axes));
+            }
+            let ins: Vec<&str> = ins.iter().map(|s| s.as_str()).collect();
+            b.node("ReduceSum", &ins, &[out], vec![keep]);
+        }
+        // ReduceMean and ReduceMax still take an attribute in opset 17.
+        _ => {
+            let onnx = if op.name == "amax_dim" {
+                "ReduceMax"
+            } else {
+                "ReduceMean"
+            };
+            let mut attrs = vec![keep];
+            if !all {
+                attrs.push(ints("axes", &axes));
+            }
+            b.node(onnx, &[op.x(0)], &[out], attrs);
+        }
+    }
+    Ok(())
+}
+
+/// Scores `[.., L, S]` plus a `[L, S]` mask of -inf above the diagonal,
+/// built from the scores' own shape so L and S may vary.
+fn causal_mask(b: &mut Builder, op: &OpView) -> Lowered {
+    let t = op.out_dtypes[0];
+    let shape = b.tmp("Shape", &[op.x(0)], vec![]);
+    let (starts, ends) = (b.vec_i64(&[-2]), b.vec_i64(&[i64::MAX]));
+    let ls = b.tmp("Slice", &[&shape, &starts, &ends], vec![]);
+    let value = tensor_attr("value", scalar_proto(f64::NEG_INFINITY, t, vec![1]));
+    let full = b.tmp("ConstantOfShape", &[&ls], vec![value]);
+    let one = b.const_i64(&[1], vec![]);
+    let mask = b.tmp("Trilu", &[&full, &one], vec![int("upper", 1)]);
+    b.node("Add", &[op.x(0), &mask], &[op.out()], vec![]);
+    Ok(())
+}

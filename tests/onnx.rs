@@ -1,0 +1,284 @@
+//! ONNX export: the seed MLP, the CNN and the char transformer, checked
+//! structurally here and by onnx's checker and onnxruntime (through
+//! `scripts/check_onnx.py`, with the Python that `TAPIR_ONNX_PYTHON` names or
+//! `target/onnx-venv`, as `.ci/run` sets up); and the errors for what cannot
+//! be exported.
+
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use tapir::onnx::{self, ExportOptions, Exportable};
+use tapir::prelude::*;
+
+include!("../examples/models/seed.rs");
+include!("../examples/models/small_cnn.rs");
+include!("../examples/models/transformer.rs");
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tapir-onnx-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn flat(t: &Tensor) -> Value {
+    let (dtype, data) = match t.dtype() {
+        DType::I64 => ("i64", json!(t.to_vec::<i64>())),
+        _ => ("f32", json!(t.to_dtype(DType::F32).to_vec::<f32>())),
+    };
+    json!({"shape": t.shape(), "dtype": dtype, "data": data})
+}
+
+/// Exports `model` traced on `inputs(0)`, then records tapir's outputs for
+/// every batch in `batches` (for onnxruntime to match).
+fn case<M: Exportable>(
+    name: &str,
+    model: &M,
+    inputs: impl Fn(usize) -> Vec<Tensor>,
+    batches: &[usize],
+) -> (Value, onnx::proto::ModelProto) {
+    let path = dir().join(format!("{name}.onnx"));
+    let example = inputs(batches[0]);
+    let refs: Vec<&Tensor> = example.iter().collect();
+    onnx::export(model, &refs, &path, ExportOptions::default()).unwrap();
+    model.eval();
+    let runs: Vec<Value> = batches
+        .iter()
+        .map(|&b| {
+            let xs = inputs(b);
+            let refs: Vec<&Tensor> = xs.iter().collect();
+            let ys = no_grad(|| model.export_forward(&refs)).unwrap();
+            json!({"inputs": xs.iter().map(flat).collect::<Vec<_>>(),
+                   "outputs": ys.iter().map(flat).collect::<Vec<_>>()})
+        })
+        .collect();
+    let proto = onnx::read_model(&path).unwrap();
+    (
+        json!({"name": name, "model": path.display().to_string(), "runs": runs}),
+        proto,
+    )
+}
+
+fn op_types(m: &onnx::proto::ModelProto) -> Vec<String> {
+    let g = m.graph.as_ref().unwrap();
+    g.node.iter().map(|n| n.op_type.clone().unwrap()).collect()
+}
+
+fn count(m: &onnx::proto::ModelProto, op: &str) -> usize {
+    op_types(m).iter().filter(|o| *o == op).count()
+}
+
+fn dims(v: &onnx::proto::ValueInfoProto) -> Vec<String> {
+    let t = v.r#type.as_ref().unwrap().tensor_type.as_ref().unwrap();
+    t.shape
+        .as_ref()
+        .unwrap()
+        .dim
+        .iter()
+        .map(|d| match (&d.dim_param, d.dim_value) {
+            (Some(p), _) => p.clone(),
+            (None, Some(v)) => v.to_string(),
+            _ => "?".into(),
+        })
+        .collect()
+}
+
+fn python() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("TAPIR_ONNX_PYTHON") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/onnx-venv/bin/python");
+    venv.exists().then_some(venv)
+}
+
+#[test]
+fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
+    manual_seed(0);
+    let mlp = SeedMlp::<64, 10>::new(&Device::Cpu);
+    let (mlp_case, m) = case("seed_mlp", &mlp, |b| vec![Tensor::randn(&[b, 64])], &[3, 7]);
+    assert_eq!(count(&m, "Gemm"), 10, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "LayerNormalization"), 4);
+    assert_eq!(count(&m, "Erf"), 4, "exact GELU through Erf");
+    let g = m.graph.as_ref().unwrap();
+    assert_eq!(dims(&g.input[0]), ["B", "64"]);
+    assert_eq!(dims(&g.output[0]), ["B", "10"]);
+    let mut inits: Vec<String> = g
+        .initializer
+        .iter()
+        .filter_map(|t| t.name.clone())
+        .collect();
+    let mut keys: Vec<String> = mlp.state_dict().into_iter().map(|(k, _)| k).collect();
+    inits.retain(|n| !n.starts_with("const"));
+    inits.sort();
+    keys.sort();
+    assert_eq!(
+        inits, keys,
+        "parameters are initializers named by state-dict keys"
+    );
+
+    let cnn = SmallCnn::new(&Device::Cpu);
+    let (cnn_case, m) = case(
+        "small_cnn",
+        &cnn,
+        |b| vec![Tensor::randn(&[b, 1, 28, 28])],
+        &[2, 5],
+    );
+    assert_eq!(count(&m, "Conv"), 2);
+    assert_eq!(count(&m, "MaxPool"), 2);
+    assert_eq!(
+        dims(&m.graph.as_ref().unwrap().input[0]),
+        ["N", "1", "28", "28"]
+    );
+
+    let lm = CharLm::<40, 32, 4, 2, 16>::new(&Device::Cpu);
+    let tokens = |b: usize, t: usize| {
+        let ids: Vec<i64> = (0..b * t).map(|i| ((i * 7 + 3) % 40) as i64).collect();
+        vec![
+            Tensor::from_vec(ids, &[b, t]),
+            Tensor::from_vec((0..t as i64).collect(), &[t]),
+        ]
+    };
+    let (lm_case, m) = case("char_lm", &lm, |b| tokens(b, 12 - b), &[2, 4]);
+    assert_eq!(count(&m, "Trilu"), 2, "one causal mask per block");
+    assert!(count(&m, "Gather") >= 2, "token and position embeddings");
+    let g = m.graph.as_ref().unwrap();
+    assert_eq!(dims(&g.input[0]), ["B", "T"]);
+    assert_eq!(dims(&g.output[0]), ["B", "T", "40"]);
+
+    let Some(py) = python() else {
+        eprintln!(
+            "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
+        );
+        return;
+    };
+    let cases = dir().join("cases.json");
+    std::fs::write(&cases, json!([mlp_case, cnn_case, lm_case]).to_string()).unwrap();
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/check_onnx.py");
+    let out = std::process::Command::new(&py)
+        .arg(&script)
+        .arg(&cases)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", py.display()));
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    println!("{text}");
+    assert!(
+        out.status.success(),
+        "onnxruntime disagrees with tapir:\n{text}"
+    );
+    assert_eq!(text.matches(" ok").count(), 6, "{text}");
+}
+
+/// A hand-written model whose forward is a closure over its input.
+struct Custom<F: Fn(&Tensor) -> Tensor + Send + Sync>(F, tapir::nn::Linear);
+
+impl<F: Fn(&Tensor) -> Tensor + Send + Sync> tapir::nn::Module for Custom<F> {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, tapir::nn::TensorKind)) {
+        tapir::nn::visit_child("fc", &self.1, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, tapir::nn::TensorKind)) {
+        tapir::nn::visit_child_mut("fc", &mut self.1, f);
+    }
+    fn repr(&self) -> String {
+        "Custom".into()
+    }
+}
+
+impl<F: Fn(&Tensor) -> Tensor + Send + Sync> Exportable for Custom<F> {
+    fn export_forward(&self, inputs: &[&Tensor]) -> tapir::Result<Vec<Tensor>> {
+        Ok(vec![(self.0)(&self.1.forward(inputs[0]))])
+    }
+    fn dynamic_dims(&self) -> Vec<Vec<Option<&'static str>>> {
+        vec![vec![Some("batch"), None]]
+    }
+}
+
+fn export_error<F: Fn(&Tensor) -> Tensor + Send + Sync>(f: F) -> String {
+    let model = Custom(f, tapir::nn::Linear::new(4, 4, true));
+    let path = dir().join("bad.onnx");
+    let e = onnx::export(
+        &model,
+        &[&Tensor::randn(&[3, 4])],
+        &path,
+        ExportOptions::default(),
+    );
+    assert!(!path.exists(), "nothing is written on error");
+    e.unwrap_err().to_string()
+}
+
+#[test]
+fn what_cannot_be_exported_is_an_error_naming_the_op() {
+    let e = export_error(|h| h.hardswish());
+    assert_eq!(
+        e,
+        "onnx::export: cannot export `hardswish` (op #1): it has no ONNX opset 17 mapping in tapir yet"
+    );
+    // A branch on the batch size: the two runs take different paths.
+    let e = export_error(|h| if h.size(0) > 3 { h.relu() } else { h.tanh() });
+    assert!(
+        e.contains("data-dependent control flow") && e.contains("`tanh`"),
+        "{e}"
+    );
+    // A tensor computed outside any op tapir records (through host memory).
+    let e = export_error(|h| {
+        let v = h.to_vec::<f32>();
+        h + &Tensor::from_vec(v, h.shape())
+    });
+    assert!(
+        e.contains("input 1 of `add`") && e.contains("changes with the model's inputs"),
+        "{e}"
+    );
+    let e = export_error(|h| {
+        h.add_(&Tensor::ones(&[1]));
+        h.clone()
+    });
+    assert!(e.contains("`add_`") && e.contains("in place"), "{e}");
+}
+
+#[test]
+fn options_name_inputs_outputs_and_their_dynamic_axes() {
+    let model = tapir::nn::Sequential::new().add(tapir::nn::Linear::new(4, 2, true));
+    let path = dir().join("named.onnx");
+    let opts = ExportOptions {
+        input_names: vec!["features".into()],
+        output_names: vec!["scores".into()],
+        dynamic_axes: [
+            ("features".to_string(), [(0, "batch".to_string())].into()),
+            ("scores".to_string(), [(0, "batch".to_string())].into()),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    onnx::export(&model, &[&Tensor::randn(&[5, 4])], &path, opts).unwrap();
+    let m = onnx::read_model(&path).unwrap();
+    let g = m.graph.as_ref().unwrap();
+    assert_eq!(g.input[0].name.as_deref(), Some("features"));
+    assert_eq!(dims(&g.input[0]), ["batch", "4"]);
+    assert_eq!(g.output[0].name.as_deref(), Some("scores"));
+    assert_eq!(dims(&g.output[0]), ["batch", "2"]);
+    // Without dynamic axes a plain module exports static shapes.
+    onnx::export(
+        &model,
+        &[&Tensor::randn(&[5, 4])],
+        &path,
+        ExportOptions::default(),
+    )
+    .unwrap();
+    let m = onnx::read_model(&path).unwrap();
+    assert_eq!(dims(&m.graph.as_ref().unwrap().input[0]), ["5", "4"]);
+    let e = onnx::export(
+        &model,
+        &[&Tensor::randn(&[5, 4])],
+        &path,
+        ExportOptions {
+            opset_version: 13,
+            ..Default::default()
+        },
+    );
+    assert!(e.unwrap_err().to_string().contains("tapir writes opset 17"));
+    std::fs::write(&path, b"not a model").unwrap();
+    assert!(
+        onnx::read_model(&path)
+            .unwrap_err()
+            .to_string()
+            .contains("not an ONNX model")
+    );
+}
