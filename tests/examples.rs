@@ -17,6 +17,7 @@ const EXAMPLES: &[&str] = &[
     "ddp_digits",
     "train_synthetic",
     "bench_ref",
+    "export_onnx",
 ];
 
 /// The example binary `cargo test` built beside this test.
@@ -339,4 +340,57 @@ fn an_out_that_is_a_file_is_named() {
         );
     }
     std::fs::remove_file(&file).unwrap();
+}
+
+#[test]
+fn export_onnx_writes_the_trained_model_and_refuses_what_does_not_fit() {
+    let dir = std::env::temp_dir().join(format!("tapir-export-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let first = run("train_digits", &["--out", out, "--epochs", "1"]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let ckpt = dir.join("best.safetensors");
+    let onnx = dir.join("digits.onnx");
+    let (c, o) = (ckpt.to_str().unwrap(), onnx.to_str().unwrap());
+    let done = run("export_onnx", &["--checkpoint", c, "--out", o]);
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    assert!(text(&done.stdout).contains("input `pixels` [B, 64]"));
+    let m = tapir::onnx::read_model(&onnx).expect("a readable model");
+    assert!(m.graph.unwrap().initializer.len() > 30);
+    let err = refused("export_onnx", &["--checkpoint", c, "--out", o]);
+    assert!(err.contains("exists; pass --overwrite"), "{err}");
+    let err = refused("export_onnx", &["--checkpoint", o, "--out", "x.onnx"]);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn train_digits_profile_prints_the_table_and_writes_a_trace() {
+    let dir = std::env::temp_dir().join(format!("tapir-profile-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = run(
+        "train_digits",
+        &["--profile", "--out", dir.to_str().unwrap()],
+    );
+    let stdout = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for col in [
+        "Name",
+        "Self CPU %",
+        "CPU Mem",
+        "# of Calls",
+        "linear",
+        "AddmmBackward0",
+    ] {
+        assert!(stdout.contains(col), "no {col} in:\n{stdout}");
+    }
+    assert!(stdout.contains("Optimizer.step#AdamW.step"), "{stdout}");
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("trace.json")).unwrap()).unwrap();
+    assert!(trace["traceEvents"].as_array().unwrap().len() > 100);
+    assert!(
+        !dir.join("last.safetensors").exists(),
+        "a profile writes no checkpoint"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
