@@ -13,6 +13,23 @@ include!("../examples/models/seed.rs");
 include!("../examples/models/small_cnn.rs");
 include!("../examples/models/transformer.rs");
 
+tapir::model! {
+    /// Conv-BatchNorm-SiLU, a global average pool, dropout and a head: the
+    /// eval-mode layers export checks beyond the example models.
+    pub struct BnNet {
+        pub conv: Conv2d<3, 8, 3, padding = 1>,
+        pub bn: BatchNorm2d<8>,
+        pub gap: AdaptiveAvgPool2d<1>,
+        pub flat: Flatten,
+        pub drop: Dropout<0.5>,
+        pub head: Linear<8, 5>,
+    }
+    fn forward(&self, x: [N, 3, 6, 6]) -> [N, 5] {
+        let h = self.gap(self.bn(self.conv(x)).silu());
+        self.head(self.drop(self.flat(h)))
+    }
+}
+
 fn dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!("tapir-onnx-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -143,6 +160,20 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(dims(&g.input[0]), ["B", "T"]);
     assert_eq!(dims(&g.output[0]), ["B", "T", "40"]);
 
+    let bn = BnNet::new(&Device::Cpu);
+    for _ in 0..3 {
+        // Training steps move the running statistics away from 0 and 1.
+        let _ = bn.forward(&(&Tensor::randn(&[4, 3, 6, 6]) * 2.0 + 0.5));
+    }
+    let (bn_case, m) = case(
+        "bn_net",
+        &bn,
+        |b| vec![Tensor::randn(&[b, 3, 6, 6])],
+        &[2, 3],
+    );
+    assert_eq!(count(&m, "BatchNormalization"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "GlobalAveragePool"), 1);
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -150,7 +181,11 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         return;
     };
     let cases = dir().join("cases.json");
-    std::fs::write(&cases, json!([mlp_case, cnn_case, lm_case]).to_string()).unwrap();
+    std::fs::write(
+        &cases,
+        json!([mlp_case, cnn_case, lm_case, bn_case]).to_string(),
+    )
+    .unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/check_onnx.py");
     let out = std::process::Command::new(&py)
         .arg(&script)
@@ -164,7 +199,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 6, "{text}");
+    assert_eq!(text.matches(" ok").count(), 8, "{text}");
 }
 
 /// A hand-written model whose forward is a closure over its input.
@@ -247,7 +282,12 @@ fn options_name_inputs_outputs_and_their_dynamic_axes() {
         .into(),
         ..Default::default()
     };
+    model.train();
     onnx::export(&model, &[&Tensor::randn(&[5, 4])], &path, opts).unwrap();
+    assert!(
+        model.is_training(),
+        "export runs in eval mode and puts training back"
+    );
     let m = onnx::read_model(&path).unwrap();
     let g = m.graph.as_ref().unwrap();
     assert_eq!(g.input[0].name.as_deref(), Some("features"));

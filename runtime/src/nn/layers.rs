@@ -257,7 +257,10 @@ impl Forward for AdaptiveAvgPool2d {
         let (h, w) = (x.shape()[2], x.shape()[3]);
         let (oh, ow) = self.output_size;
         if (oh, ow) == (1, 1) {
-            return x.mean_dims(&[2, 3], true);
+            // One op of its own: ONNX has GlobalAveragePool for it.
+            return crate::trace::op("global_avg_pool2d", [x], Vec::new, || {
+                x.mean_dims(&[2, 3], true)
+            });
         }
         let span = |i: usize, o: usize, n: usize| (i * n / o, ((i + 1) * n).div_ceil(o));
         let rows: Vec<Tensor> = (0..oh)

@@ -1,6 +1,7 @@
 //! Normalisation layers: LayerNorm, RMSNorm, BatchNorm1d/2d.
 
 use super::module::{Forward, Module, TensorKind, TrainingFlag};
+use crate::trace::Attr;
 use crate::{DType, Tensor, no_grad};
 
 /// `nn.LayerNorm` over the trailing `normalized_shape` (weight ones, bias zeros).
@@ -231,6 +232,25 @@ impl BatchNorm {
 
 impl Forward for BatchNorm {
     fn forward(&self, x: &Tensor) -> Tensor {
+        let inputs = [
+            Some(x),
+            Some(&self.running_mean),
+            Some(&self.running_var),
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+        ];
+        let attrs = || {
+            vec![
+                ("eps", Attr::Float(self.eps)),
+                ("training", Attr::Int(self.training.get() as i64)),
+            ]
+        };
+        crate::trace::op("batch_norm", inputs, attrs, || self.normalize(x))
+    }
+}
+
+impl BatchNorm {
+    fn normalize(&self, x: &Tensor) -> Tensor {
         let name = if self.dims == 1 {
             "BatchNorm1d"
         } else {

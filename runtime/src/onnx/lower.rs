@@ -421,6 +421,11 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             Ok(())
         }
         "causal_mask" => causal_mask(b, op),
+        "batch_norm" => batch_norm(b, op),
+        "global_avg_pool2d" => {
+            b.node("GlobalAveragePool", &[op.x(0)], &[out], vec![]);
+            Ok(())
+        }
         "zeros_like" | "ones_like" | "full_like" => {
             let v = match op.name {
                 "zeros_like" => 0.0,
@@ -551,6 +556,42 @@ fn linear(b: &mut Builder, op: &OpView) -> Lowered {
     Ok(())
 }
 
+/// A constant of `dims` filled with `v` in `dtype`.
+fn filled(b: &mut Builder, v: f64, dtype: DType, dims: Vec<i64>) -> String {
+    let numel: i64 = dims.iter().product();
+    let name = b.fresh("const");
+    let mut p = scalar_proto(v, dtype, dims);
+    let one = p.raw_data.take().unwrap_or_default();
+    p.raw_data = Some(one.repeat(numel as usize));
+    p.name = Some(name.clone());
+    b.inits.push(p);
+    name
+}
+
+/// Eval-mode BatchNorm (running statistics) as BatchNormalization.
+fn batch_norm(b: &mut Builder, op: &OpView) -> Lowered {
+    if op.int("training") != 0 {
+        return op.fail("BatchNorm in training mode uses batch statistics; call eval() first");
+    }
+    let c = op.in_dims[0].as_ref().ok_or("no input")?.0[1] as i64;
+    let t = op.out_dtypes[0];
+    let scale = match op.inputs.get(3).and_then(|v| v.clone()) {
+        Some(w) => w,
+        None => filled(b, 1.0, t, vec![c]),
+    };
+    let bias = match op.inputs.get(4).and_then(|v| v.clone()) {
+        Some(v) => v,
+        None => filled(b, 0.0, t, vec![c]),
+    };
+    b.node(
+        "BatchNormalization",
+        &[op.x(0), &scale, &bias, op.x(1), op.x(2)],
+        &[op.out()],
+        vec![float("epsilon", op.float("eps"))],
+    );
+    Ok(())
+}
+
 fn layer_norm(b: &mut Builder, op: &OpView) -> Lowered {
     let n = op.int("axes");
     let input = op.in_dims[0].as_ref().ok_or("no input")?;
@@ -559,23 +600,13 @@ fn layer_norm(b: &mut Builder, op: &OpView) -> Lowered {
         .map(|&d| d as i64)
         .collect();
     let t = op.out_dtypes[0];
-    let numel: i64 = norm.iter().product();
-    let mut filled = |v: f64| {
-        let name = b.fresh("const");
-        let mut p = scalar_proto(v, t, norm.clone());
-        let one = p.raw_data.take().unwrap_or_default();
-        p.raw_data = Some(one.repeat(numel as usize));
-        p.name = Some(name.clone());
-        b.inits.push(p);
-        name
-    };
     let scale = match op.inputs.get(1).and_then(|v| v.clone()) {
         Some(w) => w,
-        None => filled(1.0),
+        None => filled(b, 1.0, t, norm.clone()),
     };
     let bias = match op.inputs.get(2).and_then(|v| v.clone()) {
         Some(v) => v,
-        None => filled(0.0),
+        None => filled(b, 0.0, t, norm.clone()),
     };
     b.node(
         "LayerNormalization",
