@@ -789,3 +789,46 @@ fn autocast_on_the_gpu_follows_the_cuda_lists_and_the_scaler_steps() {
         );
     }
 }
+
+/// The profiler's GPU side: ops on CUDA tensors get CUDA-event times, the
+/// table gets PyTorch's CUDA columns and the trace a `cuda:0 stream` track.
+#[test]
+fn profiler_times_gpu_ops_with_cuda_events() {
+    use tapir::profiler::{self, ProfilerOptions, SortBy};
+    let Some(dev) = gpu() else { return };
+    let a = Tensor::randn(&[1024, 1024]).to(dev).unwrap();
+    let _ = a.matmul(&a); // warm-up: cuBLAS handle, kernels
+    tapir::cuda::synchronize(dev).unwrap();
+    let prof = profiler::profile(
+        ProfilerOptions {
+            cuda: true,
+            ..Default::default()
+        },
+        || {
+            let y = a.matmul(&a).relu();
+            let _ = y.sum().item::<f32>();
+        },
+    );
+    let mm = prof.events().iter().find(|e| e.name == "matmul").unwrap();
+    // 2 GFLOP: more than a microsecond, and less than the op's wall time
+    // plus the wait for it at `item`.
+    assert!(mm.cuda_us > 1.0, "matmul GPU time {} us", mm.cuda_us);
+    assert!(mm.cuda_start.is_some_and(|(_, d)| d == 0));
+    let table = prof.key_averages().table(SortBy::SelfCpuTimeTotal, 10);
+    assert!(
+        table.contains("Self CUDA") && table.contains("Self CUDA time total"),
+        "{table}"
+    );
+    println!("{table}");
+    let path = std::env::temp_dir().join(format!("gpu-trace-{}.json", std::process::id()));
+    prof.export_chrome_trace(&path).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|e| e["cat"] == "kernel" && e["name"] == "matmul")
+    );
+    assert!(events.iter().any(|e| e["args"]["name"] == "cuda:0 stream"));
+    std::fs::remove_file(path).unwrap();
+}

@@ -59,6 +59,29 @@ pub struct MemoryStats {
 /// A loaded kernel and its parameters' sizes in bytes (from its PTX).
 type Loaded = (CudaFunction, Option<Vec<usize>>);
 
+/// A point on a device's stream (see `CudaDevice::timing_mark`).
+pub struct TimingMark {
+    event: CudaEvent,
+    ordinal: usize,
+}
+
+impl TimingMark {
+    /// Milliseconds of GPU time from this mark to `end`, waiting for `end`.
+    pub fn elapsed_ms(&self, end: &TimingMark) -> CudaResult<f32> {
+        let err = |what: &str, e: cudarc::driver::DriverError| CudaError::Driver {
+            device: self.ordinal,
+            what: what.to_string(),
+            detail: format!("{e:?}"),
+        };
+        end.event
+            .synchronize()
+            .map_err(|e| err("waiting for a timing event", e))?;
+        self.event
+            .elapsed_ms(&end.event)
+            .map_err(|e| err("reading a timing event", e))
+    }
+}
+
 /// One GPU: its context, stream, loaded kernels, cuBLAS handle and caching allocator.
 pub struct CudaDevice {
     ordinal: usize,
@@ -284,6 +307,22 @@ impl CudaDevice {
     /// Whether f32 matmuls may use TF32.
     pub fn allow_tf32(&self) -> bool {
         self.allow_tf32.load(Ordering::Relaxed)
+    }
+
+    /// A timing event recorded on the device's stream now: the GPU side of
+    /// a profiled op starts or ends here (`torch.cuda.Event(enable_timing=True)`).
+    pub fn timing_mark(&self) -> CudaResult<TimingMark> {
+        let event = self
+            .ctx
+            .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| self.err("creating a timing event", e))?;
+        event
+            .record(&self.stream)
+            .map_err(|e| self.err("recording a timing event", e))?;
+        Ok(TimingMark {
+            event,
+            ordinal: self.ordinal,
+        })
     }
 
     /// Waits for all work queued on the device, then reports an

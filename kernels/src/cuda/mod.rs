@@ -21,7 +21,7 @@ mod nvrtc;
 mod twins;
 
 pub use buffer::CudaBuffer;
-pub use device::{CudaDevice, MemoryStats, device};
+pub use device::{CudaDevice, MemoryStats, TimingMark, device};
 pub use error::{CudaError, CudaResult};
 
 /// Whether CUDA device `ordinal` can be used; `Err` says why not.

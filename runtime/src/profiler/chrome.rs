@@ -6,6 +6,9 @@ use crate::{Error, Result};
 use serde_json::{Value, json};
 use std::path::Path;
 
+/// Track numbers of the GPU tracks (one per device), apart from threads'.
+const GPU_TRACK: u64 = 1 << 20;
+
 /// The trace document for `events`.
 pub(super) fn document(events: &[ProfilerEvent]) -> Value {
     let pid = std::process::id();
@@ -31,6 +34,25 @@ pub(super) fn document(events: &[ProfilerEvent]) -> Value {
             })
         })
         .collect();
+    // The GPU side of each op on its device's track.
+    let mut devices: Vec<usize> = Vec::new();
+    for e in events {
+        if let Some((ts, device)) = e.cuda_start {
+            devices.push(device);
+            out.push(json!({
+                "name": e.name, "cat": "kernel", "ph": "X", "ts": ts, "dur": e.cuda_us,
+                "pid": pid, "tid": GPU_TRACK + device as u64, "args": {"device": device},
+            }));
+        }
+    }
+    devices.sort_unstable();
+    devices.dedup();
+    for d in devices {
+        out.push(json!({
+            "name": "thread_name", "ph": "M", "pid": pid, "tid": GPU_TRACK + d as u64,
+            "args": {"name": format!("cuda:{d} stream")},
+        }));
+    }
     let mut threads: Vec<u64> = events.iter().map(|e| e.thread).collect();
     threads.sort_unstable();
     threads.dedup();

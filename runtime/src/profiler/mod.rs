@@ -18,6 +18,7 @@
 //! With no profiler running each op pays one relaxed atomic load.
 
 mod chrome;
+mod gpu;
 mod table;
 
 pub use table::{KeyAverage, KeyAverages, SortBy};
@@ -25,6 +26,7 @@ pub use tapir_kernels::stats::matmul_launches;
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -36,8 +38,9 @@ pub struct ProfilerOptions {
     pub record_shapes: bool,
     /// Record the CPU tensor memory each op leaves allocated (`CPU Mem`).
     pub profile_memory: bool,
-    /// Ask for GPU kernel times. Not measured yet: GPU ops are timed on the
-    /// CPU like the rest (see the README's "Profiler").
+    /// Time ops on CUDA tensors on the GPU too: CUDA events on the device's
+    /// stream at each op's start and end (`Self CUDA`, `CUDA total`, and a
+    /// GPU track in the trace).
     pub cuda: bool,
 }
 
@@ -64,12 +67,20 @@ pub struct ProfilerEvent {
     pub cpu_memory: i64,
     /// The same, less what nested events account for.
     pub self_cpu_memory: i64,
+    /// GPU time between the op's start and end on its device's stream
+    /// (with `cuda`, for ops on CUDA tensors), µs.
+    pub cuda_us: f64,
+    /// The same, less the GPU time of the ops nested inside.
+    pub self_cuda_us: f64,
+    /// Where its GPU interval starts on the timeline, µs, and on which device.
+    pub cuda_start: Option<(f64, usize)>,
 }
 
 struct Session {
     options: ProfilerOptions,
     start: Instant,
-    events: Mutex<Vec<ProfilerEvent>>,
+    events: Mutex<Vec<(ProfilerEvent, Option<gpu::Pending>)>>,
+    gpu_bases: gpu::Bases,
 }
 
 static PROFILING: AtomicBool = AtomicBool::new(false);
@@ -107,6 +118,7 @@ struct Open {
     start: Instant,
     shapes: Vec<Vec<usize>>,
     mem_start: usize,
+    gpu: Option<gpu::Started>,
 }
 
 fn cpu_allocated() -> usize {
@@ -128,13 +140,22 @@ fn open(
         false => 0,
     };
     THREAD.with(|t| t.borrow_mut().open.push((0.0, 0)));
+    let start = Instant::now();
+    let gpu = match session.options.cuda {
+        true => {
+            let now_us = (start - session.start).as_secs_f64() * 1e6;
+            gpu::begin(inputs, &session.gpu_bases, now_us)
+        }
+        false => None,
+    };
     Some(Open {
         session,
         name,
         category,
-        start: Instant::now(),
+        start,
         shapes,
         mem_start,
+        gpu,
     })
 }
 
@@ -168,12 +189,16 @@ impl Drop for RecordFunction {
             input_shapes: o.shapes,
             cpu_memory,
             self_cpu_memory: cpu_memory - child_mem,
+            cuda_us: 0.0,
+            self_cuda_us: 0.0,
+            cuda_start: None,
         };
+        let pending = o.gpu.and_then(gpu::end);
         o.session
             .events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(event);
+            .push((event, pending));
     }
 }
 
@@ -238,6 +263,7 @@ impl Profiler {
             options,
             start: Instant::now(),
             events: Mutex::new(Vec::new()),
+            gpu_bases: gpu::Bases::default(),
         });
         *slot = Some(session.clone());
         PROFILING.store(true, Ordering::SeqCst);
@@ -249,9 +275,21 @@ impl Profiler {
     pub fn stop(self) -> Profile {
         let session = self.session.clone();
         drop(self);
-        let mut events =
+        let recorded =
             std::mem::take(&mut *session.events.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut events: Vec<ProfilerEvent> = recorded
+            .into_iter()
+            .map(|(mut e, pending)| {
+                if let Some((start, dur, device)) =
+                    pending.and_then(|p| gpu::resolve(&p, &session.gpu_bases))
+                {
+                    (e.cuda_us, e.self_cuda_us, e.cuda_start) = (dur, dur, Some((start, device)));
+                }
+                e
+            })
+            .collect();
         events.sort_by(|a, b| a.start_us.total_cmp(&b.start_us));
+        subtract_nested_cuda(&mut events);
         Profile {
             events,
             options: session.options.clone(),
@@ -264,6 +302,20 @@ impl Drop for Profiler {
         PROFILING.store(false, Ordering::SeqCst);
         crate::trace::listen(false);
         *SESSION.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Self CUDA time: each event's GPU time less its direct children's (the
+/// events on its thread that start inside it, one level deeper).
+fn subtract_nested_cuda(events: &mut [ProfilerEvent]) {
+    let mut open: HashMap<u64, Vec<usize>> = HashMap::new();
+    for i in 0..events.len() {
+        let stack = open.entry(events[i].thread).or_default();
+        stack.truncate(events[i].depth);
+        if let Some(&parent) = stack.last() {
+            events[parent].self_cuda_us -= events[i].cuda_us;
+        }
+        stack.push(i);
     }
 }
 
@@ -301,5 +353,43 @@ impl Profile {
     /// The file is written beside `path` and renamed into place.
     pub fn export_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> crate::Result<()> {
         chrome::write(&self.events, path.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ProfilerEvent, subtract_nested_cuda};
+
+    fn event(name: &str, thread: u64, depth: usize, cuda_us: f64) -> ProfilerEvent {
+        ProfilerEvent {
+            name: name.into(),
+            category: "op",
+            start_us: 0.0,
+            duration_us: 0.0,
+            self_us: 0.0,
+            thread,
+            depth,
+            input_shapes: vec![],
+            cpu_memory: 0,
+            self_cpu_memory: 0,
+            cuda_us,
+            self_cuda_us: cuda_us,
+            cuda_start: None,
+        }
+    }
+
+    #[test]
+    fn self_cuda_time_excludes_direct_children_only() {
+        // linear(10) > [addmm(6) > [copy(1)], add(3)]; another thread's op apart.
+        let mut ev = vec![
+            event("linear", 1, 0, 10.0),
+            event("addmm", 1, 1, 6.0),
+            event("other", 2, 0, 4.0),
+            event("copy", 1, 2, 1.0),
+            event("add", 1, 1, 3.0),
+        ];
+        subtract_nested_cuda(&mut ev);
+        let selfs: Vec<f64> = ev.iter().map(|e| e.self_cuda_us).collect();
+        assert_eq!(selfs, vec![1.0, 5.0, 4.0, 1.0, 3.0]);
     }
 }

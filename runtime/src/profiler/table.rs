@@ -18,6 +18,10 @@ pub struct KeyAverage {
     pub self_cpu_us: f64,
     /// Summed wall time, microseconds.
     pub cpu_total_us: f64,
+    /// Summed GPU time less nested ops', microseconds (with `cuda`).
+    pub self_cuda_us: f64,
+    /// Summed GPU time, microseconds (with `cuda`).
+    pub cuda_total_us: f64,
     /// Summed CPU tensor bytes left allocated.
     pub cpu_memory: i64,
     /// The same less nested events.
@@ -51,8 +55,10 @@ pub enum SortBy {
 pub struct KeyAverages {
     rows: Vec<KeyAverage>,
     self_cpu_total_us: f64,
+    self_cuda_total_us: f64,
     shapes: bool,
     memory: bool,
+    cuda: bool,
 }
 
 impl KeyAverages {
@@ -74,6 +80,8 @@ impl KeyAverages {
                         calls: 0,
                         self_cpu_us: 0.0,
                         cpu_total_us: 0.0,
+                        self_cuda_us: 0.0,
+                        cuda_total_us: 0.0,
                         cpu_memory: 0,
                         self_cpu_memory: 0,
                     });
@@ -83,14 +91,18 @@ impl KeyAverages {
             r.calls += 1;
             r.self_cpu_us += e.self_us;
             r.cpu_total_us += e.duration_us;
+            r.self_cuda_us += e.self_cuda_us;
+            r.cuda_total_us += e.cuda_us;
             r.cpu_memory += e.cpu_memory;
             r.self_cpu_memory += e.self_cpu_memory;
         }
         KeyAverages {
             self_cpu_total_us: events.iter().map(|e| e.self_us).sum(),
+            self_cuda_total_us: events.iter().map(|e| e.self_cuda_us).sum(),
             rows,
             shapes: by_shape && o.record_shapes,
             memory: o.profile_memory,
+            cuda: o.cuda,
         }
     }
 
@@ -135,6 +147,9 @@ impl KeyAverages {
             "CPU total",
             "CPU time avg",
         ];
+        if self.cuda {
+            head.extend(["Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg"]);
+        }
         if self.memory {
             head.extend(["CPU Mem", "Self CPU Mem"]);
         }
@@ -160,6 +175,15 @@ impl KeyAverages {
                 time(r.cpu_total_us),
                 time(r.cpu_time_avg_us()),
             ];
+            if self.cuda {
+                let cuda_total = self.self_cuda_total_us.max(f64::MIN_POSITIVE);
+                cells.extend([
+                    time(r.self_cuda_us),
+                    format!("{:.2}%", 100.0 * r.self_cuda_us / cuda_total),
+                    time(r.cuda_total_us),
+                    time(r.cuda_total_us / r.calls.max(1) as f64),
+                ]);
+            }
             if self.memory {
                 cells.extend([bytes(r.cpu_memory), bytes(r.self_cpu_memory)]);
             }
@@ -176,6 +200,12 @@ impl KeyAverages {
             "Self CPU time total: {}",
             time(self.self_cpu_total_us)
         ));
+        if self.cuda {
+            lines.push(format!(
+                "Self CUDA time total: {}",
+                time(self.self_cuda_total_us)
+            ));
+        }
         lines.join("\n") + "\n"
     }
 }
