@@ -387,7 +387,13 @@ fn train_digits_profile_prints_the_table_and_writes_a_trace() {
     assert!(stdout.contains("Optimizer.step#AdamW.step"), "{stdout}");
     let trace: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("trace.json")).unwrap()).unwrap();
-    assert!(trace["traceEvents"].as_array().unwrap().len() > 100);
+    let events = trace["traceEvents"].as_array().unwrap();
+    assert!(events.len() > 100);
+    let waits = events
+        .iter()
+        .filter(|e| e["name"] == "enumerate(DataLoader)#next")
+        .count();
+    assert_eq!(waits, 5, "one DataLoader wait per profiled step");
     assert!(
         !dir.join("last.safetensors").exists(),
         "a profile writes no checkpoint"

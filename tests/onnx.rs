@@ -202,6 +202,47 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(text.matches(" ok").count(), 8, "{text}");
 }
 
+tapir::model! {
+    /// A layer with no ONNX mapping, inside a block.
+    pub struct HardBlock {
+        pub fc: Linear<4, 4>,
+        pub act: Hardswish,
+    }
+    fn forward(&self, x: [B, 4]) -> [B, 4] {
+        self.act(self.fc(x))
+    }
+}
+
+tapir::model! {
+    /// Two blocks: the error names where the op ran.
+    pub struct HardNet {
+        pub blocks: [HardBlock; 2],
+    }
+    fn forward(&self, x: [B, 4]) -> [B, 4] {
+        let mut h = x;
+        for block in &self.blocks {
+            h = block(h);
+        }
+        h
+    }
+}
+
+#[test]
+fn an_unmapped_op_in_a_model_is_named_with_its_place() {
+    let model = HardNet::new(&Device::Cpu);
+    let path = dir().join("hard.onnx");
+    let e = onnx::export(
+        &model,
+        &[&Tensor::randn(&[2, 4])],
+        &path,
+        ExportOptions::default(),
+    );
+    assert_eq!(
+        e.unwrap_err().to_string(),
+        "onnx::export: cannot export `hardswish` (op #1 in `block.act`): it has no ONNX opset 17 mapping in tapir yet"
+    );
+}
+
 /// A hand-written model whose forward is a closure over its input.
 struct Custom<F: Fn(&Tensor) -> Tensor + Send + Sync>(F, tapir::nn::Linear);
 
