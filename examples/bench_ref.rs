@@ -56,6 +56,10 @@ struct Cli {
     /// (PyTorch's side: `benches/torch_amp_ref.py`).
     #[arg(long, value_parser = ["bf16", "f16"])]
     amp: Option<String>,
+    /// Also profile the timed steps and print the op table on stderr (the
+    /// JSON lines on stdout are then measured with the profiler on).
+    #[arg(long)]
+    profile: bool,
 }
 
 struct Args {
@@ -66,6 +70,7 @@ struct Args {
     one: Option<String>,
     device: Device,
     amp: Option<DType>,
+    profile: bool,
 }
 
 impl Args {
@@ -109,6 +114,7 @@ fn parse() -> Result<Args, String> {
             "f16" => DType::F16,
             _ => DType::BF16,
         }),
+        profile: c.profile,
     })
 }
 
@@ -175,6 +181,9 @@ struct Timing {
 
 /// Times `steps` calls after `warm` untimed ones; on a GPU each step ends
 /// when the GPU has finished it (as `torch.cuda.synchronize()` in PyTorch's side).
+/// `--profile`: the timed steps run under the profiler (set once in `main`).
+static PROFILE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn time_loop(device: Device, mut step: impl FnMut(), warm: usize, steps: usize) -> Timing {
     let sync = || {
         if device.is_cuda() {
@@ -185,6 +194,14 @@ fn time_loop(device: Device, mut step: impl FnMut(), warm: usize, steps: usize) 
         step();
     }
     sync();
+    let profiler = PROFILE
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then(|| {
+            tapir::profiler::Profiler::start(tapir::profiler::ProfilerOptions {
+                cuda: device.is_cuda(),
+                ..Default::default()
+            })
+        });
     let (c0, t0) = (cpu_seconds(), Instant::now());
     let mut per_step = Vec::with_capacity(steps);
     for _ in 0..steps {
@@ -193,8 +210,13 @@ fn time_loop(device: Device, mut step: impl FnMut(), warm: usize, steps: usize) 
         sync();
         per_step.push(s.elapsed().as_secs_f64());
     }
+    let total = t0.elapsed().as_secs_f64();
+    if let Some(p) = profiler {
+        let table = p.stop().key_averages();
+        eprint!("{}", table.table(tapir::profiler::SortBy::SelfCpuTimeTotal, 25));
+    }
     Timing {
-        total: t0.elapsed().as_secs_f64(),
+        total,
         per_step,
         cpu: cpu_seconds() - c0,
         device,
@@ -579,6 +601,7 @@ fn main() {
             std::process::exit(2);
         }
     };
+    PROFILE.store(args.profile, std::sync::atomic::Ordering::Relaxed);
     baseline_rss_mib();
     set_num_threads(args.threads);
     if let Some(one) = &args.one {
@@ -623,9 +646,13 @@ fn main() {
                     Some(_) => vec!["--amp", "bf16"],
                     None => vec![],
                 })
+                .args(args.profile.then_some("--profile"))
                 .output()
                 .expect("spawn bench child");
             print!("{}", String::from_utf8_lossy(&out.stdout));
+            if args.profile {
+                eprint!("{w}.{v}:\n{}", String::from_utf8_lossy(&out.stderr));
+            }
             if !out.status.success() {
                 eprintln!(
                     "bench_ref: {w}.{v} failed: {}",
