@@ -194,14 +194,12 @@ fn time_loop(device: Device, mut step: impl FnMut(), warm: usize, steps: usize) 
         step();
     }
     sync();
-    let profiler = PROFILE
-        .load(std::sync::atomic::Ordering::Relaxed)
-        .then(|| {
-            tapir::profiler::Profiler::start(tapir::profiler::ProfilerOptions {
-                cuda: device.is_cuda(),
-                ..Default::default()
-            })
-        });
+    let profiler = PROFILE.load(std::sync::atomic::Ordering::Relaxed).then(|| {
+        tapir::profiler::Profiler::start(tapir::profiler::ProfilerOptions {
+            cuda: device.is_cuda(),
+            ..Default::default()
+        })
+    });
     let (c0, t0) = (cpu_seconds(), Instant::now());
     let mut per_step = Vec::with_capacity(steps);
     for _ in 0..steps {
@@ -213,7 +211,10 @@ fn time_loop(device: Device, mut step: impl FnMut(), warm: usize, steps: usize) 
     let total = t0.elapsed().as_secs_f64();
     if let Some(p) = profiler {
         let table = p.stop().key_averages();
-        eprint!("{}", table.table(tapir::profiler::SortBy::SelfCpuTimeTotal, 25));
+        eprint!(
+            "{}",
+            table.table(tapir::profiler::SortBy::SelfCpuTimeTotal, 25)
+        );
     }
     Timing {
         total,

@@ -355,6 +355,17 @@ fn options_name_inputs_outputs_and_their_dynamic_axes() {
         },
     );
     assert!(e.unwrap_err().to_string().contains("tapir writes opset 17"));
+    // A hand-written Sequential names its layers by index in errors.
+    let bad = tapir::nn::Sequential::new()
+        .add(tapir::nn::Linear::new(4, 4, true))
+        .add(tapir::nn::Hardswish);
+    let e = onnx::export(
+        &bad,
+        &[&Tensor::randn(&[2, 4])],
+        &path,
+        ExportOptions::default(),
+    );
+    assert!(e.unwrap_err().to_string().contains("(op #1 in `1`)"));
     std::fs::write(&path, b"not a model").unwrap();
     assert!(
         onnx::read_model(&path)

@@ -46,8 +46,12 @@ impl Sequential {
 impl Forward for Sequential {
     fn forward(&self, x: &Tensor) -> Tensor {
         let mut h = x.clone();
-        for l in &self.layers {
-            h = l.forward(&h);
+        for (i, l) in self.layers.iter().enumerate() {
+            // Named `0`, `1`, .. for the profiler and export errors, as in PyTorch.
+            h = match crate::trace::active() {
+                true => crate::trace::module(&i.to_string(), || l.forward(&h)),
+                false => l.forward(&h),
+            };
         }
         h
     }
