@@ -20,13 +20,15 @@
 //! std::fs::remove_file(path).unwrap();
 //! ```
 
+mod builder;
 mod lower;
 pub mod proto;
 
 use crate::nn::{Forward, Module, Sequential};
 use crate::trace::{self, OpRecord};
 use crate::{DType, Error, Result, Tensor};
-use lower::{Builder, Dims, OpView, onnx_type};
+use builder::{Builder, onnx_type};
+use lower::{Dims, OpView};
 use prost::Message;
 use proto::*;
 use std::collections::{BTreeMap, HashMap};
