@@ -99,6 +99,9 @@ fn cast_to(b: &mut Builder, x: &str, have: Option<DType>, want: DType) -> String
 
 /// Emits the nodes for `op`, or says why it cannot be exported.
 pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
+    if let Some(done) = layout_op(b, op) {
+        return done;
+    }
     let out = op.out();
     let unary = |b: &mut Builder, onnx: &str| {
         b.node(onnx, &[op.x(0)], &[out], vec![]);
@@ -195,6 +198,89 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         }
         "conv2d" => conv(b, op),
         "max_pool2d" | "avg_pool2d" => pool(b, op),
+        "embedding" => {
+            b.node("Gather", &[op.x(0), op.x(1)], &[out], vec![int("axis", 0)]);
+            Ok(())
+        }
+        "index_select" => {
+            let axis = op.axis(op.int("dim"), 0);
+            b.node(
+                "Gather",
+                &[op.x(0), op.x(1)],
+                &[out],
+                vec![int("axis", axis)],
+            );
+            Ok(())
+        }
+        "to_dtype" | "half" | "float" | "bfloat16" => {
+            let to = onnx_type(op.out_dtypes[0]) as i64;
+            b.node("Cast", &[op.x(0)], &[out], vec![int("to", to)]);
+            Ok(())
+        }
+        "sum" | "mean" | "sum_dims" | "sum_dim" | "mean_dims" | "mean_dim" | "amax_dim" => {
+            reduce(b, op)
+        }
+        "triu" | "tril" => {
+            let k = b.const_i64(&[op.int("k")], vec![]);
+            let upper = (op.name == "triu") as i64;
+            b.node("Trilu", &[op.x(0), &k], &[out], vec![int("upper", upper)]);
+            Ok(())
+        }
+        "causal_mask" => causal_mask(b, op),
+        "batch_norm" => batch_norm(b, op),
+        "global_avg_pool2d" => {
+            b.node("GlobalAveragePool", &[op.x(0)], &[out], vec![]);
+            Ok(())
+        }
+        "zeros_like" | "ones_like" | "full_like" => {
+            let v = match op.name {
+                "zeros_like" => 0.0,
+                "ones_like" => 1.0,
+                _ => op.float("value"),
+            };
+            let shape = b.tmp("Shape", &[op.x(0)], vec![]);
+            let value = tensor_attr("value", scalar_proto(v, op.out_dtypes[0], vec![1]));
+            b.node("ConstantOfShape", &[&shape], &[out], vec![value]);
+            Ok(())
+        }
+        name if name.ends_with('_') => op.fail("it changes a tensor in place"),
+        name if name.starts_with("rand") || name.starts_with("bernoulli") => {
+            op.fail("it draws random numbers")
+        }
+        _ => op.fail("it has no ONNX opset 17 mapping in tapir yet"),
+    }
+}
+
+/// Reshapes, transposes, slices, splits and joins; `None` for other ops.
+fn layout_op(b: &mut Builder, op: &OpView) -> Option<Lowered> {
+    const LAYOUT: &[&str] = &[
+        "reshape",
+        "view",
+        "flatten",
+        "flatten_all",
+        "unflatten",
+        "squeeze",
+        "squeeze_dim",
+        "unsqueeze",
+        "transpose",
+        "t",
+        "permute",
+        "narrow",
+        "slice",
+        "select",
+        "chunk",
+        "split",
+        "cat",
+        "stack",
+        "expand",
+        "broadcast_to",
+    ];
+    LAYOUT.contains(&op.name).then(|| layout(b, op))
+}
+
+fn layout(b: &mut Builder, op: &OpView) -> Lowered {
+    let out = op.out();
+    match op.name {
         "reshape" | "view" | "flatten" | "flatten_all" | "unflatten" | "squeeze"
         | "squeeze_dim" | "unsqueeze" => {
             let input = op.in_dims[0].as_ref().ok_or("no input")?;
@@ -261,51 +347,6 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             b.node("Concat", &xs, &[out], vec![int("axis", axis)]);
             Ok(())
         }
-        "embedding" => {
-            b.node("Gather", &[op.x(0), op.x(1)], &[out], vec![int("axis", 0)]);
-            Ok(())
-        }
-        "index_select" => {
-            let axis = op.axis(op.int("dim"), 0);
-            b.node(
-                "Gather",
-                &[op.x(0), op.x(1)],
-                &[out],
-                vec![int("axis", axis)],
-            );
-            Ok(())
-        }
-        "to_dtype" | "half" | "float" | "bfloat16" => {
-            let to = onnx_type(op.out_dtypes[0]) as i64;
-            b.node("Cast", &[op.x(0)], &[out], vec![int("to", to)]);
-            Ok(())
-        }
-        "sum" | "mean" | "sum_dims" | "sum_dim" | "mean_dims" | "mean_dim" | "amax_dim" => {
-            reduce(b, op)
-        }
-        "triu" | "tril" => {
-            let k = b.const_i64(&[op.int("k")], vec![]);
-            let upper = (op.name == "triu") as i64;
-            b.node("Trilu", &[op.x(0), &k], &[out], vec![int("upper", upper)]);
-            Ok(())
-        }
-        "causal_mask" => causal_mask(b, op),
-        "batch_norm" => batch_norm(b, op),
-        "global_avg_pool2d" => {
-            b.node("GlobalAveragePool", &[op.x(0)], &[out], vec![]);
-            Ok(())
-        }
-        "zeros_like" | "ones_like" | "full_like" => {
-            let v = match op.name {
-                "zeros_like" => 0.0,
-                "ones_like" => 1.0,
-                _ => op.float("value"),
-            };
-            let shape = b.tmp("Shape", &[op.x(0)], vec![]);
-            let value = tensor_attr("value", scalar_proto(v, op.out_dtypes[0], vec![1]));
-            b.node("ConstantOfShape", &[&shape], &[out], vec![value]);
-            Ok(())
-        }
         "expand" | "broadcast_to" => {
             let input = op.in_dims[0].as_ref().ok_or("no input")?;
             let o = &op.out_dims[0];
@@ -325,11 +366,7 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             b.node("Expand", &[op.x(0), &shape], &[out], vec![]);
             Ok(())
         }
-        name if name.ends_with('_') => op.fail("it changes a tensor in place"),
-        name if name.starts_with("rand") || name.starts_with("bernoulli") => {
-            op.fail("it draws random numbers")
-        }
-        _ => op.fail("it has no ONNX opset 17 mapping in tapir yet"),
+        _ => op.fail("not a layout op"),
     }
 }
 

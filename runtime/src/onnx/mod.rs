@@ -294,92 +294,20 @@ impl<M: Exportable + ?Sized> Trace<'_, M> {
         let mut params = self.model.named_parameters();
         params.extend(self.model.named_buffers());
         let (ops_a, ops_b) = self.ops;
-        let src_a = sources(&params, &self.inputs.0, ops_a);
-        let src_b = sources(&params, &self.inputs.1, ops_b);
-        if ops_a.len() != ops_b.len() || ops_a.iter().zip(ops_b).any(|(a, b)| a.name != b.name) {
-            let k = ops_a.iter().zip(ops_b).position(|(a, b)| a.name != b.name);
-            let at = k.map_or(String::new(), |k| {
-                format!(
-                    " (op #{k}: `{}`{} became `{}`)",
-                    ops_a[k].name,
-                    place(&ops_a[k]),
-                    ops_b[k].name
-                )
-            });
-            return Err(fail(format!(
-                "the forward ran different ops for inputs of another size{at}: data-dependent control flow cannot be exported"
-            )));
-        }
+        same_ops(ops_a, ops_b)?;
+        let src = (
+            sources(&params, &self.inputs.0, ops_a),
+            sources(&params, &self.inputs.1, ops_b),
+        );
         let mut b = Builder::default();
-        let mut used_params: BTreeMap<String, Tensor> = BTreeMap::new();
-        let param_of: HashMap<&str, &Tensor> =
-            params.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        let mut name_of = |b: &mut Builder, s: &Source| -> String {
-            match s {
-                Source::Input(i) => input_names[*i].clone(),
-                Source::Param(n) => {
-                    used_params.insert(n.clone(), param_of[n.as_str()].clone());
-                    n.clone()
-                }
-                Source::Value(k, o) => value_name(ops_a, *k, *o),
-                Source::Const(t) => {
-                    let n = b.fresh("const");
-                    b.inits.push(tensor_proto(&n, t));
-                    n
-                }
-            }
+        let mut naming = Naming {
+            input_names,
+            ops: ops_a,
+            params: params.iter().map(|(n, t)| (n.as_str(), t)).collect(),
+            used: BTreeMap::new(),
         };
         for (k, (a, bo)) in ops_a.iter().zip(ops_b).enumerate() {
-            let mut inputs = Vec::new();
-            let mut in_dims = Vec::new();
-            let mut in_dtypes = Vec::new();
-            for (j, (ta, tb)) in a.inputs.iter().zip(&bo.inputs).enumerate() {
-                let (Some(ta), Some(tb)) = (ta, tb) else {
-                    inputs.push(None);
-                    in_dims.push(None);
-                    in_dtypes.push(None);
-                    continue;
-                };
-                let (sa, sb) = (resolve(&src_a, ta), resolve(&src_b, tb));
-                let agree = match (&sa, &sb) {
-                    (Source::Input(x), Source::Input(y)) => x == y,
-                    (Source::Param(x), Source::Param(y)) => x == y,
-                    (Source::Value(x, p), Source::Value(y, q)) => (x, p) == (y, q),
-                    (Source::Const(x), Source::Const(y)) => same_values(x, y),
-                    _ => false,
-                };
-                if !agree {
-                    return Err(fail(format!(
-                        "input {j} of `{}` (op #{k}{}) is a tensor of shape {:?} that changes with the model's inputs but does not come from an op tapir records; build it from the inputs with tensor ops",
-                        a.name,
-                        place(a),
-                        ta.shape()
-                    )));
-                }
-                let n = name_of(&mut b, &sa);
-                inputs.push(Some(n));
-                in_dims.push(Some((ta.shape().to_vec(), tb.shape().to_vec())));
-                in_dtypes.push(Some(ta.dtype()));
-            }
-            let outputs: Vec<String> = (0..a.outputs.len())
-                .map(|o| value_name(ops_a, k, o))
-                .collect();
-            let view = OpView {
-                name: a.name,
-                inputs,
-                in_dims,
-                in_dtypes,
-                outputs,
-                out_dims: a
-                    .outputs
-                    .iter()
-                    .zip(&bo.outputs)
-                    .map(|(x, y)| (x.shape().to_vec(), y.shape().to_vec()))
-                    .collect(),
-                out_dtypes: a.outputs.iter().map(|t| t.dtype()).collect(),
-                attrs: &a.attrs,
-                attrs_b: &bo.attrs,
-            };
+            let view = op_view(&mut naming, &mut b, &src, k, a, bo)?;
             if is_constant_op(a.name) {
                 let all_same = a
                     .outputs
@@ -406,22 +334,8 @@ impl<M: Exportable + ?Sized> Trace<'_, M> {
                 ))
             })?;
         }
-        let out_names = io_names(&options.output_names, self.outputs.0.len(), "output")?;
-        let mut graph_outputs = Vec::new();
-        for (i, (ta, tb)) in self.outputs.0.iter().zip(&self.outputs.1).enumerate() {
-            let s = resolve(&src_a, ta);
-            let n = name_of(&mut b, &s);
-            b.node("Identity", &[&n], &[&out_names[i]], vec![]);
-            let dims = (ta.shape().to_vec(), tb.shape().to_vec());
-            let declared = options.dynamic_axes.get(&out_names[i]);
-            graph_outputs.push(value_info(&out_names[i], ta.dtype(), &dims, |d| {
-                declared
-                    .and_then(|m| m.get(&d).cloned())
-                    .or_else(|| symbol_for(&self.inputs, dynamic, dims.0[d], dims.1[d]))
-                    .unwrap_or_else(|| format!("{}_dim{d}", out_names[i]))
-            }));
-        }
-        let graph_inputs = self
+        let output = self.graph_outputs(&mut naming, &mut b, &src.0, dynamic, options)?;
+        let input = self
             .inputs
             .0
             .iter()
@@ -436,7 +350,8 @@ impl<M: Exportable + ?Sized> Trace<'_, M> {
                 })
             })
             .collect();
-        let mut initializer: Vec<TensorProto> = used_params
+        let mut initializer: Vec<TensorProto> = naming
+            .used
             .iter()
             .map(|(n, t)| tensor_proto(n, t))
             .collect();
@@ -445,10 +360,140 @@ impl<M: Exportable + ?Sized> Trace<'_, M> {
             node: b.nodes,
             name: Some("tapir".into()),
             initializer,
-            input: graph_inputs,
-            output: graph_outputs,
+            input,
+            output,
         })
     }
+
+    /// The forward's outputs under their names, typed, with dims that
+    /// follow an input's symbol named after it.
+    fn graph_outputs(
+        &self,
+        naming: &mut Naming,
+        b: &mut Builder,
+        src: &HashMap<Key, Source>,
+        dynamic: &[Vec<Option<String>>],
+        options: &ExportOptions,
+    ) -> Result<Vec<ValueInfoProto>> {
+        let out_names = io_names(&options.output_names, self.outputs.0.len(), "output")?;
+        let mut infos = Vec::new();
+        for (i, (ta, tb)) in self.outputs.0.iter().zip(&self.outputs.1).enumerate() {
+            let n = naming.name(b, &resolve(src, ta));
+            b.node("Identity", &[&n], &[&out_names[i]], vec![]);
+            let dims = (ta.shape().to_vec(), tb.shape().to_vec());
+            let declared = options.dynamic_axes.get(&out_names[i]);
+            infos.push(value_info(&out_names[i], ta.dtype(), &dims, |d| {
+                declared
+                    .and_then(|m| m.get(&d).cloned())
+                    .or_else(|| symbol_for(&self.inputs, dynamic, dims.0[d], dims.1[d]))
+                    .unwrap_or_else(|| format!("{}_dim{d}", out_names[i]))
+            }));
+        }
+        Ok(infos)
+    }
+}
+
+/// Both runs must have run the same ops in the same order.
+fn same_ops(ops_a: &[OpRecord], ops_b: &[OpRecord]) -> Result<()> {
+    if ops_a.len() == ops_b.len() && ops_a.iter().zip(ops_b).all(|(a, b)| a.name == b.name) {
+        return Ok(());
+    }
+    let k = ops_a.iter().zip(ops_b).position(|(a, b)| a.name != b.name);
+    let at = k.map_or(String::new(), |k| {
+        format!(
+            " (op #{k}: `{}`{} became `{}`)",
+            ops_a[k].name,
+            place(&ops_a[k]),
+            ops_b[k].name
+        )
+    });
+    Err(fail(format!(
+        "the forward ran different ops for inputs of another size{at}: data-dependent control flow cannot be exported"
+    )))
+}
+
+/// Graph names for sources, and the parameters the graph uses.
+struct Naming<'a> {
+    input_names: &'a [String],
+    ops: &'a [OpRecord],
+    params: HashMap<&'a str, &'a Tensor>,
+    used: BTreeMap<String, Tensor>,
+}
+
+impl Naming<'_> {
+    fn name(&mut self, b: &mut Builder, s: &Source) -> String {
+        match s {
+            Source::Input(i) => self.input_names[*i].clone(),
+            Source::Param(n) => {
+                self.used.insert(n.clone(), self.params[n.as_str()].clone());
+                n.clone()
+            }
+            Source::Value(k, o) => value_name(self.ops, *k, *o),
+            Source::Const(t) => {
+                let n = b.fresh("const");
+                b.inits.push(tensor_proto(&n, t));
+                n
+            }
+        }
+    }
+}
+
+/// Op `k` as both runs saw it, its inputs named; an input that differs in
+/// kind between the runs (or a constant whose value differs) is an error.
+fn op_view<'a>(
+    naming: &mut Naming,
+    b: &mut Builder,
+    src: &(HashMap<Key, Source>, HashMap<Key, Source>),
+    k: usize,
+    a: &'a OpRecord,
+    bo: &'a OpRecord,
+) -> Result<OpView<'a>> {
+    let (mut inputs, mut in_dims, mut in_dtypes) = (Vec::new(), Vec::new(), Vec::new());
+    for (j, (ta, tb)) in a.inputs.iter().zip(&bo.inputs).enumerate() {
+        let (Some(ta), Some(tb)) = (ta, tb) else {
+            inputs.push(None);
+            in_dims.push(None);
+            in_dtypes.push(None);
+            continue;
+        };
+        let (sa, sb) = (resolve(&src.0, ta), resolve(&src.1, tb));
+        let agree = match (&sa, &sb) {
+            (Source::Input(x), Source::Input(y)) => x == y,
+            (Source::Param(x), Source::Param(y)) => x == y,
+            (Source::Value(x, p), Source::Value(y, q)) => (x, p) == (y, q),
+            (Source::Const(x), Source::Const(y)) => same_values(x, y),
+            _ => false,
+        };
+        if !agree {
+            return Err(fail(format!(
+                "input {j} of `{}` (op #{k}{}) is a tensor of shape {:?} that changes with the model's inputs but does not come from an op tapir records; build it from the inputs with tensor ops",
+                a.name,
+                place(a),
+                ta.shape()
+            )));
+        }
+        inputs.push(Some(naming.name(b, &sa)));
+        in_dims.push(Some((ta.shape().to_vec(), tb.shape().to_vec())));
+        in_dtypes.push(Some(ta.dtype()));
+    }
+    Ok(OpView {
+        name: a.name,
+        inputs,
+        in_dims,
+        in_dtypes,
+        outputs: (0..a.outputs.len())
+            .map(|o| value_name(naming.ops, k, o))
+            .collect(),
+        out_dims: a
+            .outputs
+            .iter()
+            .zip(&bo.outputs)
+            .map(|(x, y)| (x.shape().to_vec(), y.shape().to_vec()))
+            .collect(),
+        out_dtypes: a.outputs.iter().map(|t| t.dtype()).collect(),
+        attrs: &a.attrs,
+        attrs_b: &bo.attrs,
+    })
 }
 
 /// The graph's name for output `o` of op `k`.
