@@ -33,8 +33,9 @@ fn to_safetensors_dtype(d: DType) -> Dtype {
     }
 }
 
-/// Little-endian bytes of a tensor's elements in row-major order.
-fn tensor_bytes(t: &Tensor) -> Vec<u8> {
+/// Little-endian bytes of a tensor's elements in row-major order (also
+/// ONNX initializers' `raw_data`).
+pub(crate) fn tensor_bytes(t: &Tensor) -> Vec<u8> {
     match t.dtype() {
         DType::F32 => t
             .to_vec::<f32>()

@@ -395,7 +395,6 @@ fn binary(b: &mut Builder, op: &OpView) -> Lowered {
             DType::promote(a.unwrap_or(DType::F32), c.unwrap_or(DType::F32))
         }
         DType::Bool => DType::Bool,
-        t if op.name == "div" => t,
         t => t,
     };
     let x = cast_to(b, op.x(0), op.in_dtypes[0], common);

@@ -568,35 +568,7 @@ fn value_info(
 
 /// A tensor's values as an initializer (little-endian `raw_data`).
 fn tensor_proto(name: &str, t: &Tensor) -> TensorProto {
-    let raw: Vec<u8> = match t.dtype() {
-        DType::F32 => t
-            .to_vec::<f32>()
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::F64 => t
-            .to_vec::<f64>()
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::F16 => t
-            .to_vec::<half::f16>()
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::BF16 => t
-            .to_vec::<half::bf16>()
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::I64 => t
-            .to_vec::<i64>()
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect(),
-        DType::U8 => t.to_vec::<u8>(),
-        DType::Bool => t.to_vec::<bool>().iter().map(|&v| v as u8).collect(),
-    };
+    let raw = crate::checkpoint::tensor_bytes(t);
     TensorProto {
         dims: t.shape().iter().map(|&d| d as i64).collect(),
         data_type: Some(onnx_type(t.dtype())),
