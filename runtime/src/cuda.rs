@@ -60,13 +60,7 @@ pub fn memory_stats(device: Device) -> Result<MemoryStats> {
     with_device(device, |_d| {
         #[cfg(any(feature = "cuda", feature = "cuda12"))]
         {
-            let s = _d.memory_stats();
-            MemoryStats {
-                allocated: s.allocated,
-                peak_allocated: s.peak_allocated,
-                reserved: s.reserved,
-                num_device_alloc: s.num_device_alloc,
-            }
+            _d.memory_stats()
         }
         #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
         MemoryStats::default()

@@ -19,20 +19,9 @@
 
 use crate::{Device, Result};
 
-/// Memory figures of one device, in bytes (`torch.cuda.memory_stats`, reduced).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryStats {
-    /// Held by live tensors (`memory_allocated`).
-    pub allocated: usize,
-    /// The most held at once since the last reset (`max_memory_allocated`).
-    pub peak_allocated: usize,
-    /// Held by live tensors plus cached free buffers (`memory_reserved`).
-    pub reserved: usize,
-    /// Buffers taken from the system (CPU) or the driver (GPU) because the
-    /// cache had none to reuse, since the process started (PyTorch's
-    /// `num_device_alloc`): flat across steady-state training steps.
-    pub num_device_alloc: u64,
-}
+/// Memory figures of one device, in bytes (`torch.cuda.memory_stats`, reduced);
+/// the CPU allocator and the CUDA one report the same struct.
+pub use tapir_kernels::stats::MemoryStats;
 
 /// The memory figures of `device`.
 ///

@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 pub use super::error::{CudaError, CudaResult};
+pub use crate::stats::MemoryStats;
 
 /// Blocks are rounded up to this many bytes, as PyTorch's allocator does, so
 /// that slightly different sizes share cached blocks.
@@ -43,18 +44,6 @@ struct Pool {
     device_allocs: u64,
 }
 
-/// Memory figures of one device, in bytes (`torch.cuda.memory_allocated` etc.).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryStats {
-    /// Held by live tensors.
-    pub allocated: usize,
-    /// The most `allocated` has been since the last reset.
-    pub peak_allocated: usize,
-    /// Obtained from the driver: allocated plus cached free blocks.
-    pub reserved: usize,
-    /// Blocks obtained from the driver (cache misses), since the start.
-    pub num_device_alloc: u64,
-}
 
 /// A loaded kernel and its parameters' sizes in bytes (from its PTX).
 type Loaded = (CudaFunction, Option<Vec<usize>>);
