@@ -107,10 +107,12 @@ fn seed_mlp_step_counts_ops_backward_nodes_and_the_optimizer_exactly() {
         text.lines().nth(3).unwrap().split_whitespace().next(),
         Some("train_step")
     );
-    assert!(text.trim_end().ends_with(&format!(
-        "Self CPU time total: {}",
-        text.lines().last().unwrap().rsplit(' ').next().unwrap()
-    )));
+    assert!(
+        text.lines()
+            .last()
+            .unwrap()
+            .starts_with("Self CPU time total: ")
+    );
 }
 
 #[test]

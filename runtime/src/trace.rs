@@ -159,8 +159,7 @@ pub(crate) fn module<R>(name: &str, f: impl FnOnce() -> R) -> R {
         }
     }
     let _pop = Pop;
-    let label = format!("nn.Module: {name}");
-    let timed = crate::profiler::enter_label(label);
+    let timed = crate::profiler::scope(format!("nn.Module: {name}"), "module");
     let out = f();
     drop(timed);
     out

@@ -44,7 +44,6 @@ struct Pool {
     device_allocs: u64,
 }
 
-
 /// A loaded kernel and its parameters' sizes in bytes (from its PTX).
 type Loaded = (CudaFunction, Option<Vec<usize>>);
 

@@ -52,12 +52,7 @@ impl Tensor {
         trace::op(
             "sum_dims",
             [self],
-            || {
-                vec![
-                    ("dims", Attr::Ints(dims.iter().map(|&d| d as i64).collect())),
-                    ("keepdim", Attr::Int(keepdim as i64)),
-                ]
-            },
+            || dims_attrs(dims, keepdim),
             || {
                 // The user's sum is on autocast's CUDA f32 list; the sums inside
                 // mean, var and gradient reduction are not (PyTorch's mean keeps its dtype).
@@ -92,12 +87,7 @@ impl Tensor {
         trace::op(
             "sum_dim",
             [self],
-            || {
-                vec![
-                    ("dims", Attr::Ints(vec![dim as i64])),
-                    ("keepdim", Attr::Int(keepdim as i64)),
-                ]
-            },
+            || dims_attrs(&[dim], keepdim),
             || self.sum_dims(&[dim], keepdim),
         )
     }
@@ -116,12 +106,7 @@ impl Tensor {
         trace::op(
             "mean_dims",
             [self],
-            || {
-                vec![
-                    ("dims", Attr::Ints(dims.iter().map(|&d| d as i64).collect())),
-                    ("keepdim", Attr::Int(keepdim as i64)),
-                ]
-            },
+            || dims_attrs(dims, keepdim),
             || {
                 let d = self.reduce_dims(dims, "mean");
                 let n: usize = d.iter().map(|&i| self.shape()[i]).product();
@@ -138,12 +123,7 @@ impl Tensor {
         trace::op(
             "mean_dim",
             [self],
-            || {
-                vec![
-                    ("dims", Attr::Ints(vec![dim as i64])),
-                    ("keepdim", Attr::Int(keepdim as i64)),
-                ]
-            },
+            || dims_attrs(&[dim], keepdim),
             || self.mean_dims(&[dim], keepdim),
         )
     }
@@ -413,4 +393,12 @@ impl Tensor {
     pub fn count_nonzero(&self) -> usize {
         self.ne_scalar(0.0).to_dtype(DType::I64).sum().item::<i64>() as usize
     }
+}
+
+/// A reduction's attributes for export: its dims and `keepdim`.
+fn dims_attrs(dims: &[isize], keepdim: bool) -> trace::Attrs {
+    vec![
+        ("dims", Attr::Ints(dims.iter().map(|&d| d as i64).collect())),
+        ("keepdim", Attr::Int(keepdim as i64)),
+    ]
 }

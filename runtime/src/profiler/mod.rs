@@ -219,11 +219,6 @@ pub(crate) fn scope(label: impl Into<Cow<'static, str>>, category: &'static str)
     RecordFunction(open(label.into(), category, &crate::trace::NO_INPUTS))
 }
 
-/// Opens a module scope's event (from `trace::module`).
-pub(crate) fn enter_label(label: String) -> RecordFunction {
-    scope(label, "module")
-}
-
 impl RecordFunction {
     /// Ends the event now (dropping it does the same).
     pub fn finish(self) {}
