@@ -222,14 +222,18 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
         model.num_parameters()
     );
     let start = Instant::now();
-    let mut profiling = None;
+    // `--profile` counts steps across epochs: an epoch may be shorter than
+    // the warm-up plus the profiled steps.
+    let (mut profiling, mut steps_done) = (None, 0usize);
     for epoch in first_epoch..=epochs {
         let t0 = Instant::now();
         model.train();
         let pb = epoch_bar(epoch, epochs, steps_per_epoch);
         let mut loss_sum = 0.0;
         let mut seen = 0;
-        for (step, batch) in train.iter().enumerate() {
+        for batch in train.iter() {
+            let step = steps_done;
+            steps_done += 1;
             if c.profile && step == PROFILE_FROM {
                 profiling = Some(Profiler::start(ProfilerOptions {
                     record_shapes: true,
@@ -239,7 +243,7 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             }
             if let Some(p) = profiling.take_if(|_| step == PROFILE_FROM + PROFILE_STEPS) {
                 pb.finish_and_clear();
-                return report_profile(p.stop(), &c.out);
+                return report_profile(p.stop(), &c.out, PROFILE_STEPS);
             }
             let (x, y) = (batch[0].flatten(1, -1).to(dev)?, &batch[1].to(dev)?);
             opt.zero_grad();
@@ -270,6 +274,9 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             pb.inc(1);
         }
         pb.finish_and_clear();
+        if c.profile {
+            continue; // a profile times training steps only, and saves nothing
+        }
         model.eval();
         let (mut val_loss, mut correct, mut n) = (0.0, 0usize, 0usize);
         no_grad(|| {
@@ -329,6 +336,16 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
         tapir::checkpoint::write_atomic(&c.out.join("metrics.csv"), to_csv(&history).as_bytes())?;
         plot(&history, &c.out.join("curves.png"), "digits").map_err(tapir::Error::Format)?;
     }
+    if c.profile {
+        // The run ended before the profiled steps did.
+        return match profiling.take() {
+            Some(p) => report_profile(p.stop(), &c.out, steps_done - PROFILE_FROM),
+            None => Err(tapir::Error::Format(format!(
+                "--profile needs at least {} training steps; this run has {steps_done} (lower --batch-size or raise --epochs)",
+                PROFILE_FROM + 1
+            ))),
+        };
+    }
     say!(
         "done in {:.1} s: best val acc {:.2}%; checkpoints, metrics.csv and curves.png are in {}",
         start.elapsed().as_secs_f64(),
@@ -343,8 +360,8 @@ const PROFILE_FROM: usize = 1;
 const PROFILE_STEPS: usize = 5;
 
 /// Prints the profile's table and writes its Chrome trace into `out`.
-fn report_profile(prof: Profile, out: &std::path::Path) -> Result<()> {
-    println!(
+fn report_profile(prof: Profile, out: &std::path::Path, steps: usize) -> Result<()> {
+    say!(
         "{}",
         prof.key_averages().table(SortBy::SelfCpuTimeTotal, 25)
     );
@@ -355,7 +372,7 @@ fn report_profile(prof: Profile, out: &std::path::Path) -> Result<()> {
     let trace = out.join("trace.json");
     prof.export_chrome_trace(&trace)?;
     say!(
-        "profiled {PROFILE_STEPS} steps; open {} in https://ui.perfetto.dev",
+        "profiled {steps} steps; open {} in https://ui.perfetto.dev",
         trace.display()
     );
     Ok(())

@@ -400,3 +400,39 @@ fn train_digits_profile_prints_the_table_and_writes_a_trace() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn train_digits_profile_spans_epochs_shorter_than_the_profiled_steps() {
+    // Batch 512: three steps per epoch, so the profile crosses epochs.
+    let dir = std::env::temp_dir().join(format!("tapir-profile-512-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = dir.to_str().unwrap();
+    let o = run(
+        "train_digits",
+        &["--profile", "--batch-size", "512", "--out", out],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("profiled 5 steps"));
+    assert!(dir.join("trace.json").exists());
+    assert!(
+        !dir.join("last.safetensors").exists(),
+        "a profile writes no checkpoint"
+    );
+    let err = refused(
+        "train_digits",
+        &[
+            "--profile",
+            "--batch-size",
+            "2000",
+            "--epochs",
+            "1",
+            "--out",
+            out,
+        ],
+    );
+    assert!(
+        err.contains("--profile needs at least 2 training steps"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
