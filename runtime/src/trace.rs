@@ -74,9 +74,6 @@ impl Outputs for Vec<Tensor> {
         self.iter().for_each(f)
     }
 }
-impl Outputs for () {
-    fn each(&self, _: &mut dyn FnMut(&Tensor)) {}
-}
 
 /// An op's tensor inputs in order (`None` for an absent optional one).
 pub(crate) trait Inputs {
@@ -94,11 +91,6 @@ impl<const N: usize> Inputs for [Option<&Tensor>; N] {
     }
 }
 impl Inputs for &[&Tensor] {
-    fn each(&self, f: &mut dyn FnMut(Option<&Tensor>)) {
-        self.iter().for_each(|t| f(Some(t)))
-    }
-}
-impl Inputs for &[Tensor] {
     fn each(&self, f: &mut dyn FnMut(Option<&Tensor>)) {
         self.iter().for_each(|t| f(Some(t)))
     }
