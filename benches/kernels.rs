@@ -1,6 +1,7 @@
 //! Criterion benches of the core kernels: matmul (elements = FLOPs, so the
 //! throughput column reads as FLOP/s), elementwise add and gelu (bytes moved),
-//! softmax and sum, and the small CNN's pooling and convolutions.
+//! softmax and sum, the small CNN's pooling and convolutions, and the char
+//! transformer's attention (fused against plain ops, forward and backward).
 //!
 //! ```sh
 //! cargo bench --bench kernels
@@ -82,5 +83,38 @@ fn cnn_layers(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, matmul, elementwise, rows, cnn_layers);
+/// One layer of the char transformer's attention (batch 32, 4 heads, 128
+/// positions, head width 64, causal): the fused kernel against the Math
+/// composition, forward alone and forward + backward.
+fn attention(c: &mut Criterion) {
+    use tapir::nn::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
+    let mut g = c.benchmark_group("attention");
+    g.sample_size(20);
+    let qkv = [0, 1, 2].map(|_| Tensor::randn(&[32, 4, 128, 64]).requires_grad_(true));
+    let [q, k, v] = &qkv;
+    for (name, backend) in [("flash", SdpBackend::Flash), ("math", SdpBackend::Math)] {
+        g.bench_function(BenchmarkId::new("forward", name), |bench| {
+            bench.iter(|| {
+                sdpa_kernel(&[backend], || {
+                    tapir::no_grad(|| {
+                        black_box(scaled_dot_product_attention(q, k, v, None, 0.0, true, None))
+                    })
+                })
+            })
+        });
+        g.bench_function(BenchmarkId::new("forward_backward", name), |bench| {
+            bench.iter(|| {
+                sdpa_kernel(&[backend], || {
+                    scaled_dot_product_attention(q, k, v, None, 0.0, true, None)
+                        .sum()
+                        .backward();
+                    qkv.iter().for_each(|t| t.set_grad(None));
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, matmul, elementwise, rows, cnn_layers, attention);
 criterion_main!(benches);

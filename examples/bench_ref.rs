@@ -6,7 +6,8 @@
 //! cargo run --release --example bench_ref -- --threads 2 --workloads matmul
 //! ```
 //! Workloads: `matmul` (n1024, n2048), `mlp` (train_b256), `transformer`
-//! (manual_attn: the char transformer, attention from plain ops) and
+//! (manual_attn: the char transformer, attention from plain ops; sdpa: the
+//! same model with the fused attention kernel, CPU only so far) and
 //! `inference` (b1_latency, b256_throughput) and `cnn` (train_b128: the
 //! small CNN, SGD momentum 0.9). `macro`
 //! (tapir only) runs the `mlp` and `inference` steps on the seed MLP written
@@ -26,6 +27,7 @@ include!("models/transformer.rs");
 include!("models/small_cnn.rs");
 
 use std::time::Instant;
+use tapir::nn::{SdpBackend, sdpa_kernel};
 use tapir::optim::{AdamW, AdamWConfig, SGD, SgdConfig};
 use tapir::prelude::*;
 
@@ -122,7 +124,7 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
     match workload {
         "matmul" if device.is_cuda() => Some(&["f32_n4096", "tf32_n4096", "bf16_n4096"]),
         "matmul" => Some(&["n1024", "n2048"]),
-        "transformer" => Some(&["manual_attn"]),
+        "transformer" => Some(&["manual_attn", "sdpa"]),
         "mlp" => Some(&["train_b256"]),
         "cnn" => Some(&["train_b128"]),
         "inference" => Some(&["b1_latency", "b256_throughput"]),
@@ -520,14 +522,22 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
             ..AdamWConfig::default()
         },
     );
+    // `manual_attn` is PyTorch's attention from plain ops: the Math backend
+    // (q kᵀ, scale, mask, softmax, · v). `sdpa` lets the fused kernel run.
+    let backends: &[SdpBackend] = match variant {
+        "sdpa" => &[SdpBackend::Flash, SdpBackend::Math],
+        _ => &[SdpBackend::Math],
+    };
     let mut it = 0;
     let mut step = || {
         let (x, y) = &data[it % N_DATA_BATCHES];
         it += 1;
         opt.zero_grad();
         let loss = args.autocast(|| {
-            let logits = model.forward(x, &positions);
-            cross_entropy(&logits.reshape(&[-1, V as isize]), y)
+            sdpa_kernel(backends, || {
+                let logits = model.forward(x, &positions);
+                cross_entropy(&logits.reshape(&[-1, V as isize]), y)
+            })
         });
         loss.backward();
         clip_grad_norm_(&params, 1.0);

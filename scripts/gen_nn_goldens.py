@@ -312,6 +312,13 @@ layer("sdpa_bool_mask_scale", nn.Identity(), [r(2, 3, 4), r(2, 6, 4), r(2, 6, 5)
       extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], attn_mask=xs[3], scale=0.3))
 layer("sdpa_float_mask", nn.Identity(), [r(3, 4), r(6, 4), r(6, 4), r(3, 6)],
       extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], attn_mask=xs[3]))
+# Sizes that cross tapir's 64-row attention tiles (its fused kernel), with
+# L < S under the top-left causal mask and L > S without a mask.
+torch.manual_seed(4)
+layer("sdpa_tiles_causal", nn.Identity(), [r(1, 2, 70, 8), r(1, 2, 130, 8), r(1, 2, 130, 8)],
+      extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], is_causal=True, scale=0.5))
+layer("sdpa_tiles", nn.Identity(), [r(130, 6), r(70, 6), r(70, 3)],
+      extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2]))
 
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))

@@ -98,3 +98,42 @@ fn a_steady_state_step_allocates_nothing_new_from_the_system() {
     let refilled = memory::memory_stats(Device::Cpu).unwrap();
     assert!(refilled.num_device_alloc > after.num_device_alloc);
 }
+
+/// The fused attention keeps no `[L, S]` score matrix: through forward and
+/// backward its peak above the inputs is a few times their size, where the
+/// composition's holds the scores and the softmax (16 MiB each here).
+#[test]
+fn flash_attention_peak_memory_stays_linear_in_the_sequence() {
+    use tapir::nn::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    tapir::manual_seed(3);
+    // 4 heads of 1024 positions x 32: each input 512 KiB, scores 16 MiB.
+    let qkv = [0, 1, 2].map(|_| Tensor::randn(&[1, 4, 1024, 32]).requires_grad_(true));
+    let peak = |backend: SdpBackend| {
+        let base = memory::memory_allocated(Device::Cpu).unwrap();
+        memory::reset_peak_memory_stats(Device::Cpu).unwrap();
+        sdpa_kernel(&[backend], || {
+            let [q, k, v] = &qkv;
+            scaled_dot_product_attention(q, k, v, None, 0.0, true, None)
+                .sum()
+                .backward();
+        });
+        for t in &qkv {
+            t.set_grad(None);
+        }
+        memory::max_memory_allocated(Device::Cpu).unwrap() - base
+    };
+    let (flash, math) = (peak(SdpBackend::Flash), peak(SdpBackend::Math));
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    assert!(
+        flash < 4 << 20 && math > 32 << 20,
+        "peak above the inputs: flash {:.1} MiB, math {:.1} MiB",
+        mib(flash),
+        mib(math)
+    );
+    eprintln!(
+        "attention peak above inputs: flash {:.1} MiB, math {:.1} MiB",
+        mib(flash),
+        mib(math)
+    );
+}

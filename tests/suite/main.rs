@@ -14,6 +14,7 @@ mod core_ops;
 mod seed;
 
 mod amp;
+mod attention;
 mod autograd;
 mod checkpoint;
 mod errors;

@@ -181,9 +181,15 @@ fn run_layer(
             };
             (out, m)
         }
-        "sdpa_causal" | "sdpa_bool_mask_scale" | "sdpa_float_mask" => {
+        "sdpa_causal"
+        | "sdpa_bool_mask_scale"
+        | "sdpa_float_mask"
+        | "sdpa_tiles_causal"
+        | "sdpa_tiles" => {
             let (mask, causal, scale) = match name {
                 "sdpa_causal" => (None, true, None),
+                "sdpa_tiles_causal" => (None, true, Some(0.5)),
+                "sdpa_tiles" => (None, false, None),
                 "sdpa_bool_mask_scale" => (Some(&inputs[3]), false, Some(0.3)),
                 _ => (Some(&inputs[3]), false, None),
             };

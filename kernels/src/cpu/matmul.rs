@@ -242,3 +242,84 @@ fn dot<T: Float>(x: &[T], y: &[T]) -> T {
     }
     acc.iter().fold(tail, |s, &v| s + v)
 }
+
+/// A read-only matrix operand inside a slice: element `(i, p)` is
+/// `data[offset + i * rs + p * cs]`, so a transpose is a swap of strides.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a, T> {
+    data: &'a [T],
+    offset: usize,
+    rs: usize,
+    cs: usize,
+}
+
+impl<'a, T> Operand<'a, T> {
+    pub(crate) fn new(data: &'a [T], offset: usize, rs: usize, cs: usize) -> Self {
+        Operand {
+            data,
+            offset,
+            rs,
+            cs,
+        }
+    }
+
+    /// Whether an `rows x cols` matrix at these strides lies inside `data`.
+    fn fits(&self, rows: usize, cols: usize) -> bool {
+        rows == 0
+            || cols == 0
+            || self.offset + (rows - 1) * self.rs + (cols - 1) * self.cs < self.data.len()
+    }
+}
+
+/// One single-threaded product into a dense row-major `dst` `[m, n]`:
+/// `dst = alpha · a b`, or `dst += alpha · a b` when `accumulate`, for `a`
+/// `[m, k]` and `b` `[k, n]` (the tiles of fused kernels such as attention).
+pub(crate) fn gemm_tile<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    dst: &mut [T],
+    accumulate: bool,
+    alpha: T,
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+) {
+    assert!(
+        dst.len() == m * n && a.fits(m, k) && b.fits(k, n),
+        "gemm_tile kernel: a {m} x {k} by {k} x {n} product does not fit its buffers"
+    );
+    if m * n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            dst.fill(T::zero());
+        }
+        return;
+    }
+    // SAFETY: `fits` checked that the highest element each operand reads,
+    // `offset + (rows-1)*rs + (cols-1)*cs`, lies inside its slice, and `dst`
+    // holds exactly the `m x n` row-major outputs gemm writes (and reads
+    // first, with `read_dst`, when accumulating; it is initialised either way).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr().add(a.offset),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr().add(b.offset),
+            b.cs as isize,
+            b.rs as isize,
+            if accumulate { T::one() } else { T::zero() },
+            alpha,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        );
+    }
+}

@@ -1,5 +1,6 @@
 //! CPU kernels. Contiguous fast paths, rayon above [`crate::threads::PARALLEL_GRAIN`].
 
+mod attention;
 mod conv;
 mod convert;
 mod elementwise;
@@ -13,6 +14,9 @@ mod softmax;
 mod strided;
 mod sum;
 
+pub use attention::{
+    AttentionDims, AttentionForward, TILE as ATTENTION_TILE, attention_backward, attention_forward,
+};
 pub use conv::{col2im, im2col};
 pub use convert::{bf16_from_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 pub use elementwise::{copy_strided, map, map_inplace, zip_inplace, zip_map};

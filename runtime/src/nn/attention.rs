@@ -1,4 +1,5 @@
-//! `nn.MultiheadAttention`, written with plain ops (q·kᵀ/√d, masks, softmax, ·v).
+//! `nn.MultiheadAttention`: projections, then `scaled_dot_product_attention`
+//! when no weights are asked for (PyTorch's fast path), plain ops otherwise.
 
 use super::init;
 use super::layers::dropout;
@@ -101,6 +102,14 @@ impl MultiheadAttention {
                 .transpose(1, 2)
         };
         let (qh, kh, vh) = (heads(&q, 0, l), heads(&k, 1, s), heads(&v, 2, s));
+        let no_dropout = self.dropout == 0.0 || !self.training.get();
+        if !need_weights && key_padding_mask.is_none() && attn_mask.is_none() && no_dropout {
+            // PyTorch's fast path: without weights to return, attention is
+            // one `scaled_dot_product_attention` (fused where it can be).
+            let ctx =
+                super::scaled_dot_product_attention(&qh, &kh, &vh, None, 0.0, is_causal, None);
+            return (self.project(&ctx, b, l), None);
+        }
         let mut scores = &qh.matmul(&kh.transpose(-1, -2)) * (1.0 / (hd as f64).sqrt()); // [B, H, L, S]
         if is_causal {
             scores = mask_future(&scores);
@@ -131,17 +140,23 @@ impl MultiheadAttention {
             };
         }
         let attn = dropout(&scores.softmax(-1), self.dropout, self.training.get());
-        let ctx = attn
-            .matmul(&vh)
-            .transpose(1, 2)
-            .reshape(&[b as isize, l as isize, e as isize]);
-        let out = crate::nn::Forward::forward(&self.out_proj, &ctx);
-        let out = if self.batch_first {
+        let out = self.project(&attn.matmul(&vh), b, l);
+        (out, need_weights.then(|| attn.mean_dim(1, false)))
+    }
+
+    /// The heads' outputs `[B, H, L, hd]` joined and through `out_proj`,
+    /// in the caller's layout.
+    fn project(&self, heads: &Tensor, b: usize, l: usize) -> Tensor {
+        let joined =
+            heads
+                .transpose(1, 2)
+                .reshape(&[b as isize, l as isize, self.embed_dim as isize]);
+        let out = crate::nn::Forward::forward(&self.out_proj, &joined);
+        if self.batch_first {
             out
         } else {
             out.transpose(0, 1)
-        };
-        (out, need_weights.then(|| attn.mean_dim(1, false)))
+        }
     }
 }
 
@@ -184,66 +199,9 @@ impl Module for MultiheadAttention {
 
 crate::display_as_repr!(MultiheadAttention);
 
-/// `F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
-/// is_causal, scale)`: `softmax(q kᵀ · scale + mask) v` over the last two
-/// dims (`[.., L, E]` queries, `[.., S, E]` keys, `[.., S, Ev]` values),
-/// `scale` defaulting to `1/√E`. A bool `attn_mask` marks the allowed
-/// positions (true = attend), as PyTorch's does; a float one is added. Under
-/// autocast it runs in the low dtype (it is on PyTorch's list).
-///
-/// ```
-/// use tapir_runtime::{nn::scaled_dot_product_attention, Tensor};
-/// let q = Tensor::randn(&[2, 4, 5, 8]);
-/// let y = scaled_dot_product_attention(&q, &q, &q, None, 0.0, true, None);
-/// assert_eq!(y.shape(), &[2, 4, 5, 8]);
-/// ```
-#[track_caller]
-pub fn scaled_dot_product_attention(
-    query: &Tensor,
-    key: &Tensor,
-    value: &Tensor,
-    attn_mask: Option<&Tensor>,
-    dropout_p: f64,
-    is_causal: bool,
-    scale: Option<f64>,
-) -> Tensor {
-    if let Some(v) = crate::amp::cast(crate::amp::Policy::Lower, &[query, key, value]) {
-        return scaled_dot_product_attention(
-            &v[0], &v[1], &v[2], attn_mask, dropout_p, is_causal, scale,
-        );
-    }
-    let (q, k) = (query, key);
-    assert!(
-        q.ndim() >= 2
-            && k.ndim() >= 2
-            && value.ndim() >= 2
-            && q.size(-1) == k.size(-1)
-            && k.size(-2) == value.size(-2),
-        "scaled_dot_product_attention: query {:?}, key {:?} and value {:?} must be [.., L, E], [.., S, E] and [.., S, Ev]",
-        q.shape(),
-        k.shape(),
-        value.shape()
-    );
-    let scale = scale.unwrap_or(1.0 / (q.size(-1) as f64).sqrt());
-    let mut scores = &q.matmul(&k.transpose(-2, -1)) * scale;
-    if is_causal {
-        scores = mask_future(&scores);
-    }
-    if let Some(m) = attn_mask {
-        scores = if m.dtype() == DType::Bool {
-            // PyTorch's bool mask says where attention is allowed.
-            let blocked = m.eq_scalar(0.0);
-            scores.masked_fill(&blocked, f64::NEG_INFINITY)
-        } else {
-            &scores + m
-        };
-    }
-    dropout(&scores.softmax(-1), dropout_p, true).matmul(value)
-}
-
 /// Scores `[.., L, S]` with every key after its query (the causal mask's
 /// blocked positions) set to -inf.
-fn mask_future(scores: &Tensor) -> Tensor {
+pub(super) fn mask_future(scores: &Tensor) -> Tensor {
     crate::trace::op("causal_mask", [scores], Vec::new, || {
         let (l, s) = (scores.size(-2), scores.size(-1));
         let future = Tensor::ones(&[l, s])

@@ -11,9 +11,10 @@ mod loss;
 mod module;
 mod norm;
 mod recurrent;
+mod sdpa;
 mod transformer;
 
-pub use attention::{MultiheadAttention, scaled_dot_product_attention};
+pub use attention::MultiheadAttention;
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d};
 pub use layers::{
@@ -31,4 +32,5 @@ pub use module::{
 };
 pub use norm::{BatchNorm, LayerNorm, RMSNorm};
 pub use recurrent::{GRU, LSTM, RnnOptions};
+pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
 pub use transformer::{Activation, TransformerEncoderLayer, TransformerEncoderLayerOptions};

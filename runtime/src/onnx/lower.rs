@@ -226,7 +226,11 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             b.node("Trilu", &[op.x(0), &k], &[out], vec![int("upper", upper)]);
             Ok(())
         }
-        "causal_mask" => causal_mask(b, op),
+        "causal_mask" => {
+            add_causal_mask(b, op.x(0), op.out(), op.out_dtypes[0]);
+            Ok(())
+        }
+        "scaled_dot_product_attention" => sdpa(b, op),
         "batch_norm" => batch_norm(b, op),
         "global_avg_pool2d" => {
             b.node("GlobalAveragePool", &[op.x(0)], &[out], vec![]);
@@ -639,15 +643,34 @@ fn reduce(b: &mut Builder, op: &OpView) -> Lowered {
 
 /// Scores `[.., L, S]` plus a `[L, S]` mask of -inf above the diagonal,
 /// built from the scores' own shape so L and S may vary.
-fn causal_mask(b: &mut Builder, op: &OpView) -> Lowered {
-    let t = op.out_dtypes[0];
-    let shape = b.tmp("Shape", &[op.x(0)], vec![]);
+fn add_causal_mask(b: &mut Builder, scores: &str, out: &str, t: DType) {
+    let shape = b.tmp("Shape", &[scores], vec![]);
     let (starts, ends) = (b.vec_i64(&[-2]), b.vec_i64(&[i64::MAX]));
     let ls = b.tmp("Slice", &[&shape, &starts, &ends], vec![]);
     let value = tensor_attr("value", scalar_proto(f64::NEG_INFINITY, t, vec![1]));
     let full = b.tmp("ConstantOfShape", &[&ls], vec![value]);
     let one = b.const_i64(&[1], vec![]);
     let mask = b.tmp("Trilu", &[&full, &one], vec![int("upper", 1)]);
-    b.node("Add", &[op.x(0), &mask], &[op.out()], vec![]);
+    b.node("Add", &[scores, &mask], &[out], vec![]);
+}
+
+/// The fused attention as its composition: `softmax(q kᵀ · scale [+ causal
+/// mask]) v` (opset 17 has no attention op).
+fn sdpa(b: &mut Builder, op: &OpView) -> Lowered {
+    let t = op.out_dtypes[0];
+    let n = op.rank(1);
+    let mut perm: Vec<i64> = (0..n).collect();
+    perm.swap(n as usize - 2, n as usize - 1);
+    let kt = b.tmp("Transpose", &[op.x(1)], vec![ints("perm", &perm)]);
+    let qk = b.tmp("MatMul", &[op.x(0), &kt], vec![]);
+    let scale = b.scalar(op.float("scale"), t);
+    let mut scores = b.tmp("Mul", &[&qk, &scale], vec![]);
+    if op.int("is_causal") != 0 {
+        let masked = b.fresh("masked_scores");
+        add_causal_mask(b, &scores, &masked, t);
+        scores = masked;
+    }
+    let p = b.tmp("Softmax", &[&scores], vec![int("axis", -1)]);
+    b.node("MatMul", &[&p, op.x(2)], &[op.out()], vec![]);
     Ok(())
 }

@@ -42,7 +42,6 @@ pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize], op: &str) -> Vec<usize>
     out
 }
 
-/// Panics unless both tensors are on one device.
 /// `t` as a dense buffer from offset 0, copied only when it is not one
 /// already (what the GPU kernels that take plain pointers read).
 pub(crate) fn dense0(t: &Tensor) -> Tensor {
@@ -53,6 +52,7 @@ pub(crate) fn dense0(t: &Tensor) -> Tensor {
     }
 }
 
+/// Panics unless both tensors are on one device.
 pub(crate) fn same_device(a: &Tensor, b: &Tensor, op: &str) {
     assert!(
         a.device() == b.device(),

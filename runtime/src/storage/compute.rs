@@ -9,6 +9,7 @@ use super::cpu::CpuBuffer;
 use super::cuda::fail;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use crate::dtype::DType;
+use tapir_kernels::cpu::AttentionDims;
 use tapir_kernels::elementwise::{BinaryFn, Compare, Second, UnaryFn};
 use tapir_kernels::optim::OptimStep;
 use tapir_kernels::{Conv2dGeometry, Layout};
@@ -199,6 +200,54 @@ impl Storage {
                 None => self.map_host(|b| b.softmax(l, log)),
             },
         }
+    }
+
+    /// Whether this device has the fused attention kernel (CUDA does not
+    /// yet: there attention is composed from ops, on cuBLAS).
+    pub fn fuses_attention(&self) -> bool {
+        matches!(self, Storage::Cpu(_))
+    }
+
+    /// Fused scaled-dot-product attention of this dense query `[batch, l, e]`
+    /// over dense `k` `[batch, s, e]` and `v` `[batch, s, ev]` of the same
+    /// dtype: the output `[batch, l, ev]` (this dtype) and each query row's
+    /// log-sum-exp (f64 for f64, f32 otherwise). Callers ask
+    /// [`Storage::fuses_attention`] first; elsewhere it runs on host copies.
+    pub fn attention(
+        &self,
+        k: &Storage,
+        v: &Storage,
+        d: AttentionDims,
+        scale: f64,
+        causal: bool,
+    ) -> [Storage; 2] {
+        let out = self
+            .host()
+            .attention(&k.host(), &v.host(), d, scale, causal);
+        out.map(|b| Storage::on_device(b, self.device()))
+    }
+
+    /// The fused attention's gradients `[dq, dk, dv]` for this query, `k`,
+    /// `v`, the forward's `out` and `lse` and the upstream `g` (all dense).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward(
+        &self,
+        k: &Storage,
+        v: &Storage,
+        out: &Storage,
+        lse: &Storage,
+        g: &Storage,
+        d: AttentionDims,
+        scale: f64,
+        causal: bool,
+    ) -> [Storage; 3] {
+        // Only CPU storages reach here (see `fuses_attention`); host views
+        // keep the method total.
+        let (k, v, o, m, g) = (k.host(), v.host(), out.host(), lse.host(), g.host());
+        let grads = self
+            .host()
+            .attention_backward(&k, &v, &o, &m, &g, d, scale, causal);
+        grads.map(|b| Storage::on_device(b, self.device()))
     }
 
     /// LayerNorm of the first `rows * n` elements (dense, rows of `n`), with

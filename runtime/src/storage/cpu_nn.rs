@@ -91,6 +91,65 @@ impl CpuBuffer {
         }
     }
 
+    /// Fused attention of dense q (this buffer), k, v: `[out, lse]` (see `Storage`).
+    pub fn attention(
+        &self,
+        k: &CpuBuffer,
+        v: &CpuBuffer,
+        d: cpu::AttentionDims,
+        scale: f64,
+        causal: bool,
+    ) -> [CpuBuffer; 2] {
+        let (nq, nk, nv) = (
+            d.batch * d.l * d.e,
+            d.batch * d.s * d.e,
+            d.batch * d.s * d.ev,
+        );
+        if self.dtype() == DType::F64 {
+            let (q, k, v) = (f64s(self, nq), f64s(k, nk), f64s(v, nv));
+            let f = cpu::attention_forward(&q, &k, &v, d, scale, causal);
+            return [CpuBuffer::F64(f.out), CpuBuffer::F64(f.lse)];
+        }
+        let (q, k, v) = (f32s(self, nq), f32s(k, nk), f32s(v, nv));
+        let f = cpu::attention_forward(&q, &k, &v, d, scale as f32, causal);
+        [
+            CpuBuffer::F32(f.out).into_dtype(self.dtype()),
+            CpuBuffer::F32(f.lse),
+        ]
+    }
+
+    /// Fused attention's `[dq, dk, dv]` for q (this buffer), k, v, the
+    /// forward's output and log-sum-exp and the upstream `g` (see `Storage`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention_backward(
+        &self,
+        k: &CpuBuffer,
+        v: &CpuBuffer,
+        out: &CpuBuffer,
+        lse: &CpuBuffer,
+        g: &CpuBuffer,
+        d: cpu::AttentionDims,
+        scale: f64,
+        causal: bool,
+    ) -> [CpuBuffer; 3] {
+        let (nq, nk, nv) = (
+            d.batch * d.l * d.e,
+            d.batch * d.s * d.e,
+            d.batch * d.s * d.ev,
+        );
+        let (no, nl) = (d.batch * d.l * d.ev, d.batch * d.l);
+        if self.dtype() == DType::F64 {
+            let (q, k, v) = (f64s(self, nq), f64s(k, nk), f64s(v, nv));
+            let (o, m, g) = (f64s(out, no), f64s(lse, nl), f64s(g, no));
+            let (dq, dk, dv) = cpu::attention_backward(&q, &k, &v, &o, &m, &g, d, scale, causal);
+            return [dq, dk, dv].map(CpuBuffer::F64);
+        }
+        let (q, k, v) = (f32s(self, nq), f32s(k, nk), f32s(v, nv));
+        let (o, m, g) = (f32s(out, no), f32s(lse, nl), f32s(g, no));
+        let (dq, dk, dv) = cpu::attention_backward(&q, &k, &v, &o, &m, &g, d, scale as f32, causal);
+        [dq, dk, dv].map(|x| CpuBuffer::F32(x).into_dtype(self.dtype()))
+    }
+
     /// LayerNorm of the first `rows * n` elements: `[y, mean, rstd]`.
     pub fn layer_norm(
         &self,

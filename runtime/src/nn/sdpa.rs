@@ -1,0 +1,202 @@
+//! `F.scaled_dot_product_attention`: one fused op (flash attention's tiling,
+//! with its own backward) where a device has the kernel and the call allows
+//! it, the plain composition (`q kᵀ`, mask, softmax, `· v`) otherwise; and
+//! PyTorch's `sdpa_kernel` to choose between them.
+
+use super::attention::mask_future;
+use super::layers::dropout;
+use crate::ops::dense0;
+use crate::trace::{self, Attr};
+use crate::{DType, Tensor};
+use std::cell::Cell;
+use tapir_kernels::cpu::AttentionDims;
+
+/// The implementations [`scaled_dot_product_attention`] chooses from
+/// (PyTorch's `torch.nn.attention.SDPBackend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SdpBackend {
+    /// The composition of plain ops: materialises the `[.., L, S]` scores;
+    /// takes every mask and dropout.
+    Math,
+    /// One tiled kernel with an online softmax and a backward that
+    /// recomputes the probabilities: `O(L)` memory. Takes `is_causal` but no
+    /// `attn_mask` or dropout; CPU only for now.
+    Flash,
+}
+
+thread_local! {
+    /// (math allowed, flash allowed) on this thread.
+    static ALLOWED: Cell<(bool, bool)> = const { Cell::new((true, true)) };
+}
+
+/// Runs `f` with `scaled_dot_product_attention` restricted to `backends` on
+/// this thread (PyTorch's `with sdpa_kernel([...])`); nests, and restores the
+/// previous choice on return or unwind.
+///
+/// ```
+/// use tapir_runtime::nn::{scaled_dot_product_attention, sdpa_kernel, SdpBackend};
+/// use tapir_runtime::Tensor;
+/// let q = Tensor::randn(&[2, 3, 4]);
+/// let flash = scaled_dot_product_attention(&q, &q, &q, None, 0.0, true, None);
+/// let math = sdpa_kernel(&[SdpBackend::Math], || {
+///     scaled_dot_product_attention(&q, &q, &q, None, 0.0, true, None)
+/// });
+/// assert!(flash.allclose(&math, 1e-5, 1e-6));
+/// ```
+pub fn sdpa_kernel<R>(backends: &[SdpBackend], f: impl FnOnce() -> R) -> R {
+    struct Restore((bool, bool));
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ALLOWED.with(|a| a.set(self.0));
+        }
+    }
+    let allowed = (
+        backends.contains(&SdpBackend::Math),
+        backends.contains(&SdpBackend::Flash),
+    );
+    let _restore = Restore(ALLOWED.with(|a| a.replace(allowed)));
+    f()
+}
+
+/// `F.scaled_dot_product_attention(query, key, value, attn_mask, dropout_p,
+/// is_causal, scale)`: `softmax(q kᵀ · scale + mask) v` over the last two
+/// dims (`[.., L, E]` queries, `[.., S, E]` keys, `[.., S, Ev]` values),
+/// `scale` defaulting to `1/√E`. A bool `attn_mask` marks the allowed
+/// positions (true = attend), as PyTorch's does; a float one is added;
+/// `is_causal` lets query `i` see keys `0..=i`. Under autocast it runs in
+/// the low dtype (it is on PyTorch's list).
+///
+/// Without a mask or dropout, on the CPU, it runs one fused kernel
+/// ([`SdpBackend::Flash`]); otherwise the plain ops ([`SdpBackend::Math`]).
+/// [`sdpa_kernel`] restricts the choice.
+///
+/// ```
+/// use tapir_runtime::{nn::scaled_dot_product_attention, Tensor};
+/// let q = Tensor::randn(&[2, 4, 5, 8]);
+/// let y = scaled_dot_product_attention(&q, &q, &q, None, 0.0, true, None);
+/// assert_eq!(y.shape(), &[2, 4, 5, 8]);
+/// ```
+#[track_caller]
+pub fn scaled_dot_product_attention(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    attn_mask: Option<&Tensor>,
+    dropout_p: f64,
+    is_causal: bool,
+    scale: Option<f64>,
+) -> Tensor {
+    if let Some(v) = crate::amp::cast(crate::amp::Policy::Lower, &[query, key, value]) {
+        return scaled_dot_product_attention(
+            &v[0], &v[1], &v[2], attn_mask, dropout_p, is_causal, scale,
+        );
+    }
+    let (q, k) = (query, key);
+    assert!(
+        q.ndim() >= 2
+            && k.ndim() >= 2
+            && value.ndim() >= 2
+            && q.size(-1) == k.size(-1)
+            && k.size(-2) == value.size(-2),
+        "scaled_dot_product_attention: query {:?}, key {:?} and value {:?} must be [.., L, E], [.., S, E] and [.., S, Ev]",
+        q.shape(),
+        k.shape(),
+        value.shape()
+    );
+    let scale = scale.unwrap_or(1.0 / (q.size(-1) as f64).sqrt());
+    let (math, flash) = ALLOWED.with(|a| a.get());
+    if flash
+        && attn_mask.is_none()
+        && dropout_p == 0.0
+        && let Some(out) = flash_attention(q, k, value, scale, is_causal)
+    {
+        return out;
+    }
+    assert!(
+        math,
+        "scaled_dot_product_attention: no allowed backend takes query {:?} ({}, {}) with{} attn_mask and dropout_p {dropout_p}: sdpa_kernel allows only Flash, which needs no mask, no dropout, equal leading dims and a CPU tensor",
+        q.shape(),
+        q.dtype(),
+        q.device(),
+        if attn_mask.is_some() { "" } else { "out" },
+    );
+    let mut scores = &q.matmul(&k.transpose(-2, -1)) * scale;
+    if is_causal {
+        scores = mask_future(&scores);
+    }
+    if let Some(m) = attn_mask {
+        scores = if m.dtype() == DType::Bool {
+            // PyTorch's bool mask says where attention is allowed.
+            let blocked = m.eq_scalar(0.0);
+            scores.masked_fill(&blocked, f64::NEG_INFINITY)
+        } else {
+            &scores + m
+        };
+    }
+    dropout(&scores.softmax(-1), dropout_p, true).matmul(value)
+}
+
+/// The fused op, or `None` when the inputs or the device do not suit it:
+/// mixed dtypes or devices, leading dims that differ (broadcast), an empty
+/// dim, or a device without the kernel.
+fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool) -> Option<Tensor> {
+    let nd = q.ndim();
+    let lead = &q.shape()[..nd - 2];
+    let suits = q.dtype().is_float()
+        && [k, v].iter().all(|t| {
+            t.dtype() == q.dtype()
+                && t.device() == q.device()
+                && t.ndim() == nd
+                && &t.shape()[..nd - 2] == lead
+        });
+    let d = AttentionDims {
+        batch: lead.iter().product(),
+        l: q.size(-2),
+        s: k.size(-2),
+        e: q.size(-1),
+        ev: v.size(-1),
+    };
+    if !suits || d.batch * d.l * d.s * d.e * d.ev == 0 || !q.read().fuses_attention() {
+        return None;
+    }
+    let attrs = || {
+        vec![
+            ("scale", Attr::Float(scale)),
+            ("is_causal", Attr::Int(causal as i64)),
+        ]
+    };
+    trace::op("scaled_dot_product_attention", [q, k, v], attrs, || {
+        let (qd, kd, vd) = (dense0(q), dense0(k), dense0(v));
+        let [out, lse] = qd
+            .read()
+            .attention(&kd.read(), &vd.read(), d, scale, causal);
+        let mut shape = q.shape()[..nd - 1].to_vec();
+        shape.push(d.ev);
+        let out = Tensor::from_storage(out, &shape);
+        let lse = Tensor::from_storage(lse, &[d.batch * d.l]);
+        let name = "ScaledDotProductFlashAttentionForCpuBackward0";
+        Tensor::record(out.detach(), name, &[q, k, v], || {
+            let shapes = [q, k, v].map(|t| t.shape().to_vec());
+            move |g: &Tensor, needs: &[bool]| {
+                let g = dense0(&g.to_dtype(out.dtype()));
+                let grads = qd.read().attention_backward(
+                    &kd.read(),
+                    &vd.read(),
+                    &out.read(),
+                    &lse.read(),
+                    &g.read(),
+                    d,
+                    scale,
+                    causal,
+                );
+                grads
+                    .into_iter()
+                    .zip(&shapes)
+                    .zip(needs)
+                    .map(|((s, shape), &need)| need.then(|| Tensor::from_storage(s, shape)))
+                    .collect()
+            }
+        })
+    })
+    .into()
+}
