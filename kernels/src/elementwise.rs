@@ -280,13 +280,17 @@ fn pow_scalar<T: Float>(x: T, e: T) -> T {
     }
 }
 
+// `fast_exp`, inlined, keeps these loops vectorised: libm's `expf` is a
+// scalar call per element (GELU's backward spent 2.5 ns per element in it).
+#[inline(always)]
 fn sigmoid<T: Float>(x: T) -> T {
-    T::one() / (T::one() + (-x).exp())
+    T::one() / (T::one() + (-x).fast_exp())
 }
 
+#[inline(always)]
 fn gelu_grad<T: Float>(x: T) -> T {
     let cdf = c::<T>(0.5) * (T::one() + (x * c::<T>(std::f64::consts::FRAC_1_SQRT_2)).erf());
-    let pdf = (c::<T>(-0.5) * x * x).exp() * c::<T>(0.398_942_280_401_432_7);
+    let pdf = (c::<T>(-0.5) * x * x).fast_exp() * c::<T>(0.398_942_280_401_432_7);
     cdf + x * pdf
 }
 

@@ -50,7 +50,8 @@ impl Float for f32 {
         const MIN: f32 = -87.336_55; // ln(f32::MIN_POSITIVE)
         const MAX: f32 = 88.722_83; // ln(f32::MAX)
         let x = self.clamp(MIN, MAX);
-        let n = (x * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+        let shifted = x * std::f32::consts::LOG2_E + 12_582_912.0;
+        let n = shifted - 12_582_912.0;
         let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
         let mut p = 1.987_569_1e-4f32;
         p = p * r + 1.398_199_9e-3;
@@ -60,9 +61,11 @@ impl Float for f32 {
         p = p * r + 0.5;
         let y = p * r * r + r + 1.0;
         // 2^n in two halves, so n = 128 (x near MAX) and n = -126 both stay
-        // representable: 2^(n - h) * 2^h with h = n / 2.
-        let n = n as i32;
-        let h = n / 2;
+        // representable: 2^(n - h) * 2^h with h = n / 2. The integer n is
+        // read from the low bits of `shifted` (1.5 * 2^23 + n): `n as i32`
+        // saturates, which LLVM does one lane at a time.
+        let n = shifted.to_bits() as i32 - 0x4B40_0000;
+        let h = n >> 1;
         let two_to = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
         let y = y * two_to(n - h) * two_to(h);
         if self.is_nan() {

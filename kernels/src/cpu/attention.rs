@@ -11,6 +11,7 @@
 //! skipped, halving the work.
 
 use super::matmul::{Operand, gemm_tile};
+use super::softmax::{exp_shifted_sum, lanes_max};
 use crate::Float;
 use crate::threads::{install, simd};
 use rayon::prelude::*;
@@ -57,46 +58,6 @@ fn visible_keys(causal: bool, i: usize, ks: usize, bk: usize) -> usize {
     } else {
         bk
     }
-}
-
-/// Lanes for the row reductions: 16 independent partial results, so the
-/// loops vectorise (a single float accumulator is a serial chain).
-const LANES: usize = 16;
-
-/// The largest element (`-inf` for none).
-#[inline(always)]
-fn lanes_max<T: Float>(x: &[T]) -> T {
-    let mut acc = [T::neg_infinity(); LANES];
-    let chunks = x.chunks_exact(LANES);
-    let tail = chunks
-        .remainder()
-        .iter()
-        .fold(T::neg_infinity(), |m, &v| m.max(v));
-    for c in chunks {
-        for l in 0..LANES {
-            acc[l] = acc[l].max(c[l]);
-        }
-    }
-    acc.iter().fold(tail, |m, &v| m.max(v))
-}
-
-/// Replaces each `x` by `exp(x - shift)` and returns their sum.
-#[inline(always)]
-fn exp_shifted_sum<T: Float>(x: &mut [T], shift: T) -> T {
-    let mut acc = [T::zero(); LANES];
-    let mut chunks = x.chunks_exact_mut(LANES);
-    for c in &mut chunks {
-        for l in 0..LANES {
-            c[l] = (c[l] - shift).fast_exp();
-            acc[l] = acc[l] + c[l];
-        }
-    }
-    let mut tail = T::zero();
-    for v in chunks.into_remainder() {
-        *v = (*v - shift).fast_exp();
-        tail = tail + *v;
-    }
-    acc.iter().fold(tail, |s, &v| s + v)
 }
 
 /// Keys a query tile starting at `qs` with `bq` rows may see: `0..end`.

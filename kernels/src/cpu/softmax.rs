@@ -13,13 +13,10 @@ use rayon::prelude::*;
 /// ```
 pub fn softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
     rows(x, len, |src, dst| {
-        let max = src.iter().fold(T::neg_infinity(), |m, &v| m.max(v));
+        let max = lanes_max(src);
         let max = if max.is_finite() { max } else { T::zero() };
-        let mut sum = T::zero();
-        for (d, &v) in dst.iter_mut().zip(src) {
-            *d = (v - max).exp();
-            sum = sum + *d;
-        }
+        dst.copy_from_slice(src);
+        let sum = exp_shifted_sum(dst, max);
         let inv = T::one() / sum;
         dst.iter_mut().for_each(|d| *d = *d * inv);
     })
@@ -28,9 +25,10 @@ pub fn softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
 /// Log-softmax of each row: `x - max - log(sum(exp(x - max)))`.
 pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
     rows(x, len, |src, dst| {
-        let max = src.iter().fold(T::neg_infinity(), |m, &v| m.max(v));
+        let max = lanes_max(src);
         let max = if max.is_finite() { max } else { T::zero() };
-        let sum: T = src.iter().map(|&v| (v - max).exp()).sum();
+        dst.copy_from_slice(src);
+        let sum = exp_shifted_sum(dst, max);
         let shift = max + sum.ln();
         for (d, &v) in dst.iter_mut().zip(src) {
             *d = v - shift;
@@ -61,4 +59,44 @@ fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(&[T], &mut [T]) + Sync) -> Vec
         });
     }
     out
+}
+
+/// Lanes for the row reductions: 16 independent partial results, so the
+/// loops vectorise (a single float accumulator is a serial chain).
+const LANES: usize = 16;
+
+/// The largest element (`-inf` for none).
+#[inline(always)]
+pub(crate) fn lanes_max<T: Float>(x: &[T]) -> T {
+    let mut acc = [T::neg_infinity(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .fold(T::neg_infinity(), |m, &v| m.max(v));
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] = acc[l].max(c[l]);
+        }
+    }
+    acc.iter().fold(tail, |m, &v| m.max(v))
+}
+
+/// Replaces each `x` by `exp(x - shift)` and returns their sum.
+#[inline(always)]
+pub(crate) fn exp_shifted_sum<T: Float>(x: &mut [T], shift: T) -> T {
+    let mut acc = [T::zero(); LANES];
+    let mut chunks = x.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for l in 0..LANES {
+            c[l] = (c[l] - shift).fast_exp();
+            acc[l] = acc[l] + c[l];
+        }
+    }
+    let mut tail = T::zero();
+    for v in chunks.into_remainder() {
+        *v = (*v - shift).fast_exp();
+        tail = tail + *v;
+    }
+    acc.iter().fold(tail, |s, &v| s + v)
 }

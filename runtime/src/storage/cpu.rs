@@ -138,14 +138,30 @@ impl CpuBuffer {
 
     pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> CpuBuffer {
         match self {
-            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::map(v, l, |x| op.f(x))),
-            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::map(v, l, |x| op.f(x))),
-            CpuBuffer::F16(v) => {
-                CpuBuffer::F16(cpu::map(v, l, |x| f16::from_f32(op.f(x.to_f32()))))
-            }
-            CpuBuffer::BF16(v) => {
-                CpuBuffer::BF16(cpu::map(v, l, |x| cpu::bf16_from_f32(op.f(x.to_f32()))))
-            }
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::map(
+                v,
+                l,
+                #[inline(always)]
+                |x| op.f(x),
+            )),
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::map(
+                v,
+                l,
+                #[inline(always)]
+                |x| op.f(x),
+            )),
+            CpuBuffer::F16(v) => CpuBuffer::F16(cpu::map(
+                v,
+                l,
+                #[inline(always)]
+                |x| f16::from_f32(op.f(x.to_f32())),
+            )),
+            CpuBuffer::BF16(v) => CpuBuffer::BF16(cpu::map(
+                v,
+                l,
+                #[inline(always)]
+                |x| cpu::bf16_from_f32(op.f(x.to_f32())),
+            )),
             other if F::INT => {
                 let r = other.cast(l, DType::I64);
                 let CpuBuffer::I64(v) = r else { unreachable!() };
@@ -169,14 +185,38 @@ impl CpuBuffer {
     ) -> CpuBuffer {
         use CpuBuffer::*;
         match (self, rhs) {
-            (F32(a), F32(b)) => F32(cpu::zip_map(a, la, b, lb, |x, y| op.f(x, y))),
-            (F64(a), F64(b)) => F64(cpu::zip_map(a, la, b, lb, |x, y| op.f(x, y))),
-            (F16(a), F16(b)) => F16(cpu::zip_map(a, la, b, lb, |x, y| {
-                f16::from_f32(op.f(x.to_f32(), y.to_f32()))
-            })),
-            (BF16(a), BF16(b)) => BF16(cpu::zip_map(a, la, b, lb, |x, y| {
-                cpu::bf16_from_f32(op.f(x.to_f32(), y.to_f32()))
-            })),
+            (F32(a), F32(b)) => F32(cpu::zip_map(
+                a,
+                la,
+                b,
+                lb,
+                #[inline(always)]
+                |x, y| op.f(x, y),
+            )),
+            (F64(a), F64(b)) => F64(cpu::zip_map(
+                a,
+                la,
+                b,
+                lb,
+                #[inline(always)]
+                |x, y| op.f(x, y),
+            )),
+            (F16(a), F16(b)) => F16(cpu::zip_map(
+                a,
+                la,
+                b,
+                lb,
+                #[inline(always)]
+                |x, y| f16::from_f32(op.f(x.to_f32(), y.to_f32())),
+            )),
+            (BF16(a), BF16(b)) => BF16(cpu::zip_map(
+                a,
+                la,
+                b,
+                lb,
+                #[inline(always)]
+                |x, y| cpu::bf16_from_f32(op.f(x.to_f32(), y.to_f32())),
+            )),
             (a, b) if F::INT => {
                 let (I64(x), I64(y)) = (a.cast(la, DType::I64), b.cast(lb, DType::I64)) else {
                     unreachable!()

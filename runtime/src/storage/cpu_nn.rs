@@ -344,15 +344,35 @@ impl CpuBuffer {
     /// In place: `self[l] = op(self[l])`.
     pub fn map_assign<F: UnaryFn>(&mut self, l: &Layout, op: &F) {
         match self {
-            CpuBuffer::F32(d) => cpu::map_inplace(d, l, |x| op.f(x)),
-            CpuBuffer::F64(d) => cpu::map_inplace(d, l, |x| op.f(x)),
-            CpuBuffer::F16(d) => cpu::map_inplace(d, l, |x| f16::from_f32(op.f(x.to_f32()))),
-            CpuBuffer::BF16(d) => cpu::map_inplace(d, l, |x| cpu::bf16_from_f32(op.f(x.to_f32()))),
+            CpuBuffer::F32(d) => cpu::map_inplace(
+                d,
+                l,
+                #[inline(always)]
+                |x| op.f(x),
+            ),
+            CpuBuffer::F64(d) => cpu::map_inplace(
+                d,
+                l,
+                #[inline(always)]
+                |x| op.f(x),
+            ),
+            CpuBuffer::F16(d) => cpu::map_inplace(
+                d,
+                l,
+                #[inline(always)]
+                |x| f16::from_f32(op.f(x.to_f32())),
+            ),
+            CpuBuffer::BF16(d) => cpu::map_inplace(
+                d,
+                l,
+                #[inline(always)]
+                |x| cpu::bf16_from_f32(op.f(x.to_f32())),
+            ),
             other if F::INT => {
                 with_vec!(other, d => cpu::map_inplace(d, l, |x| Element::from_i64(op.i(x.to_i64()))))
             }
             other => {
-                with_vec!(other, d => cpu::map_inplace(d, l, |x| Element::from_f64(op.f(x.to_f64()))))
+                with_vec!(other, d => cpu::map_inplace(d, l, #[inline(always)] |x| Element::from_f64(op.f(x.to_f64()))))
             }
         }
     }
@@ -368,14 +388,38 @@ impl CpuBuffer {
             (&converted.0, &converted.1)
         };
         match (self, src) {
-            (F32(d), F32(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| op.f(x, y)),
-            (F64(d), F64(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| op.f(x, y)),
-            (F16(d), F16(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| {
-                f16::from_f32(op.f(x.to_f32(), y.to_f32()))
-            }),
-            (BF16(d), BF16(s)) => cpu::zip_inplace(d, l, s, ls, |x, y| {
-                cpu::bf16_from_f32(op.f(x.to_f32(), y.to_f32()))
-            }),
+            (F32(d), F32(s)) => cpu::zip_inplace(
+                d,
+                l,
+                s,
+                ls,
+                #[inline(always)]
+                |x, y| op.f(x, y),
+            ),
+            (F64(d), F64(s)) => cpu::zip_inplace(
+                d,
+                l,
+                s,
+                ls,
+                #[inline(always)]
+                |x, y| op.f(x, y),
+            ),
+            (F16(d), F16(s)) => cpu::zip_inplace(
+                d,
+                l,
+                s,
+                ls,
+                #[inline(always)]
+                |x, y| f16::from_f32(op.f(x.to_f32(), y.to_f32())),
+            ),
+            (BF16(d), BF16(s)) => cpu::zip_inplace(
+                d,
+                l,
+                s,
+                ls,
+                #[inline(always)]
+                |x, y| cpu::bf16_from_f32(op.f(x.to_f32(), y.to_f32())),
+            ),
             (d, s) if F::INT => {
                 let sv: Vec<i64> = s.to_vec(ls);
                 let lc = Layout::contiguous(&ls.shape);
@@ -384,7 +428,7 @@ impl CpuBuffer {
             (d, s) => {
                 let sv: Vec<f64> = s.to_vec(ls);
                 let lc = Layout::contiguous(&ls.shape);
-                with_vec!(d, dv => cpu::zip_inplace(dv, l, &sv, &lc, |x, y| Element::from_f64(op.f(x.to_f64(), y))))
+                with_vec!(d, dv => cpu::zip_inplace(dv, l, &sv, &lc, #[inline(always)] |x, y| Element::from_f64(op.f(x.to_f64(), y))))
             }
         }
     }
