@@ -143,14 +143,22 @@ pub fn with_capacity<T: Send + 'static>(n: usize) -> Vec<T> {
 }
 
 /// `n` copies of `value` in a (possibly cached) buffer: `vec![value; n]`.
-/// Large fills are split across the pool's threads: on the calling thread
-/// alone they were 8% of a 2-thread CNN step, with the other core idle.
+/// Large fills are split across the threads: on the calling thread alone
+/// they were 8% of a 2-thread CNN step, with the other core idle.
 pub fn filled<T: Copy + Send + Sync + 'static>(n: usize, value: T) -> Vec<T> {
-    use rayon::prelude::*;
     let mut v = with_capacity(n);
     // Fills of at least four parallel grains: smaller ones are cheaper alone.
     if crate::threads::parallel(n / 4) {
-        crate::threads::install(|_| v.par_extend(rayon::iter::repeat_n(value, n)));
+        let spare = &mut v.spare_capacity_mut()[..n];
+        let chunk = crate::threads::PARALLEL_GRAIN;
+        crate::threads::par_chunks_mut(spare, chunk, |_, c| {
+            c.iter_mut().for_each(|x| {
+                x.write(value);
+            })
+        });
+        // SAFETY: the first `n` slots of the spare capacity (`v` was empty,
+        // with capacity >= n) were all written just above.
+        unsafe { v.set_len(n) };
     } else {
         v.resize(n, value);
     }

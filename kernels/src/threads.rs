@@ -1,14 +1,19 @@
-//! The CPU thread pool every kernel runs on, sized by [`set_num_threads`].
+//! The CPU threads kernels run on, sized by [`set_num_threads`]: a
+//! fork-join pool whose helpers spin between jobs ([`parallel_for`],
+//! [`par_chunks_mut`]) for the mid-size kernels of a step, and a rayon pool
+//! ([`install`]) for gemm's own splitting of large products.
 //!
 //! rayon's global pool cannot be resized once built, and `torch.set_num_threads`
-//! can be called at any time, so tapir keeps its own pool behind a lock and
-//! swaps it when the count changes.
+//! can be called at any time, so tapir keeps its own pools behind a lock and
+//! swaps them when the count changes.
 
+use crate::spin::SpinPool;
 use std::sync::{Arc, OnceLock, RwLock};
 
 struct Pool {
     threads: usize,
     pool: Arc<rayon::ThreadPool>,
+    spin: Arc<SpinPool>,
 }
 
 fn cell() -> &'static RwLock<Option<Pool>> {
@@ -25,6 +30,7 @@ fn build(threads: usize) -> Pool {
     Pool {
         threads,
         pool: Arc::new(pool),
+        spin: Arc::new(SpinPool::new(threads)),
     }
 }
 
@@ -53,27 +59,147 @@ pub fn set_num_threads(threads: usize) {
 
 /// The number of CPU threads kernels use.
 pub fn num_threads() -> usize {
-    pool().0
+    with_pool(|p| p.threads)
 }
 
-fn pool() -> (usize, Arc<rayon::ThreadPool>) {
+fn with_pool<R>(f: impl FnOnce(&Pool) -> R) -> R {
     if let Some(p) = cell().read().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        return (p.threads, p.pool.clone());
+        return f(p);
     }
     let mut guard = cell().write().unwrap_or_else(|e| e.into_inner());
-    let p = guard.get_or_insert_with(|| build(default_threads()));
-    (p.threads, p.pool.clone())
+    f(guard.get_or_insert_with(|| build(default_threads())))
 }
 
-/// Runs `f` inside tapir's pool; rayon calls within it use that pool's threads.
-/// Returns the thread count alongside so callers can size their chunks.
+/// Runs `f` inside tapir's rayon pool; rayon calls within it use that pool's
+/// threads. Returns the thread count alongside so callers can size their
+/// chunks. For gemm's own splitting of large products; kernels split their
+/// work with [`parallel_for`].
 pub fn install<R: Send>(f: impl FnOnce(usize) -> R + Send) -> R {
-    let (threads, pool) = pool();
+    let (threads, pool, spin) = with_pool(|p| (p.threads, p.pool.clone(), p.spin.clone()));
     if threads == 1 || rayon::current_thread_index().is_some() {
         // Single-threaded, or already inside a pool worker: run inline.
         return f(threads);
     }
+    spin.quiet(); // rayon's workers take every core now
     pool.install(|| f(threads))
+}
+
+/// Runs `f(i)` for each `i` in `0..tasks` across tapir's threads: the
+/// calling thread takes tasks too, and the other threads spin between jobs,
+/// so a 20 µs kernel can be split without paying a wake-up. Tasks are
+/// claimed one at a time, so uneven ones balance. A call from inside a task,
+/// or while another thread's job runs, runs its tasks on its own thread.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let sum = AtomicUsize::new(0);
+/// tapir_kernels::threads::parallel_for(100, |i| {
+///     sum.fetch_add(i, Ordering::Relaxed);
+/// });
+/// assert_eq!(sum.into_inner(), 4950);
+/// ```
+pub fn parallel_for(tasks: usize, f: impl Fn(usize) + Sync) {
+    let spin = with_pool(|p| (p.threads > 1).then(|| p.spin.clone()));
+    match spin {
+        Some(spin) => spin.run(tasks, &f),
+        None => (0..tasks).for_each(f),
+    }
+}
+
+/// A raw pointer that tasks may share: each task derives a disjoint slice.
+struct SharedPtr<T>(*mut T);
+
+// SAFETY: tasks only ever build disjoint slices from the pointer (see
+// `par_chunks_mut`), and those hold `T: Send` values.
+unsafe impl<T: Send> Sync for SharedPtr<T> {}
+
+impl<T> SharedPtr<T> {
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
+/// Task `i`'s piece `i * chunk..` (at most `chunk` long) of a slice behind `ptr`.
+///
+/// # Safety
+/// `ptr` points to `len` elements borrowed mutably for the whole job, task
+/// `i` runs once, and `i * chunk < len` or the piece is empty.
+unsafe fn piece<'a, T>(ptr: &SharedPtr<T>, len: usize, chunk: usize, i: usize) -> &'a mut [T] {
+    let start = (i * chunk).min(len);
+    let n = chunk.min(len - start);
+    // SAFETY: `start + n <= len`, and pieces of different tasks are disjoint
+    // (the caller's contract).
+    unsafe { std::slice::from_raw_parts_mut(ptr.get().add(start), n) }
+}
+
+/// [`par_chunks_mut`] over two slices at once: task `i` gets piece `i` of
+/// each (`a` in pieces of `ca`, `b` of `cb`); as many tasks as `a` has pieces.
+///
+/// ```
+/// let (mut rows, mut sums) = (vec![1, 2, 3, 4], vec![0; 2]);
+/// tapir_kernels::threads::par_chunks_mut2((&mut rows, 2), (&mut sums, 1), |_, r, s| {
+///     s[0] = r.iter().sum();
+/// });
+/// assert_eq!(sums, [3, 7]);
+/// ```
+pub fn par_chunks_mut2<A: Send, B: Send>(
+    (a, ca): (&mut [A], usize),
+    (b, cb): (&mut [B], usize),
+    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
+    let (na, nb, ca, cb) = (a.len(), b.len(), ca.max(1), cb.max(1));
+    let (pa, pb) = (SharedPtr(a.as_mut_ptr()), SharedPtr(b.as_mut_ptr()));
+    parallel_for(na.div_ceil(ca), |i| {
+        // SAFETY: both slices are borrowed mutably for this call, which
+        // returns after every task; each task index runs once.
+        let (x, y) = unsafe { (piece(&pa, na, ca, i), piece(&pb, nb, cb, i)) };
+        f(i, x, y)
+    })
+}
+
+/// [`par_chunks_mut2`] over three slices.
+pub fn par_chunks_mut3<A: Send, B: Send, C: Send>(
+    (a, ca): (&mut [A], usize),
+    (b, cb): (&mut [B], usize),
+    (c, cc): (&mut [C], usize),
+    f: impl Fn(usize, &mut [A], &mut [B], &mut [C]) + Sync,
+) {
+    let (na, nb, nc) = (a.len(), b.len(), c.len());
+    let (ca, cb, cc) = (ca.max(1), cb.max(1), cc.max(1));
+    let (pa, pb, pc) = (
+        SharedPtr(a.as_mut_ptr()),
+        SharedPtr(b.as_mut_ptr()),
+        SharedPtr(c.as_mut_ptr()),
+    );
+    parallel_for(na.div_ceil(ca), |i| {
+        // SAFETY: as in `par_chunks_mut2`.
+        let (x, y, z) = unsafe {
+            (
+                piece(&pa, na, ca, i),
+                piece(&pb, nb, cb, i),
+                piece(&pc, nc, cc, i),
+            )
+        };
+        f(i, x, y, z)
+    })
+}
+
+/// `f(i, chunk)` for each `chunk`-element piece of `data` (the last may be
+/// shorter), across tapir's threads as [`parallel_for`].
+///
+/// ```
+/// let mut v = vec![0usize; 10];
+/// tapir_kernels::threads::par_chunks_mut(&mut v, 3, |i, c| c.fill(i));
+/// assert_eq!(v, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+/// ```
+pub fn par_chunks_mut<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let (n, chunk) = (data.len(), chunk.max(1));
+    let base = SharedPtr(data.as_mut_ptr());
+    parallel_for(n.div_ceil(chunk), |i| {
+        // SAFETY: `data` is borrowed mutably for this whole call, and
+        // `parallel_for` returns only after every task, each index once.
+        f(i, unsafe { piece(&base, n, chunk, i) })
+    })
 }
 
 /// Whether work of `n` elements should be split across threads: it is big

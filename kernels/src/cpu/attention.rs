@@ -13,8 +13,7 @@
 use super::matmul::{Operand, gemm_tile};
 use super::softmax::{exp_shifted_sum, lanes_max};
 use crate::Float;
-use crate::threads::{install, simd};
-use rayon::prelude::*;
+use crate::threads::{par_chunks_mut2, par_chunks_mut3, simd};
 
 /// Query and key rows per tile: a 64 x 64 f32 score tile is 16 KiB, so the
 /// tile, its query rows and the key rows stay in L1/L2.
@@ -111,16 +110,15 @@ pub fn attention_forward<T: Float>(
             }
         }
     } else {
-        install(|_| {
-            out.par_chunks_mut(d.l * d.ev)
-                .zip(lse.par_chunks_mut(d.l))
-                .enumerate()
-                .for_each(|(b, (o, m))| {
-                    o.par_chunks_mut(TILE * d.ev)
-                        .zip(m.par_chunks_mut(TILE))
-                        .enumerate()
-                        .for_each(|(t, (o, m))| tile(b, t * TILE, o, m))
-                })
+        // One task per (slice, query tile): a tile never spans two slices.
+        let tiles = d.l.div_ceil(TILE);
+        let (o_tile, m_tile) = (TILE * d.ev, TILE);
+        par_chunks_mut2((&mut out, d.l * d.ev), (&mut lse, d.l), |b, o, m| {
+            for t in 0..tiles {
+                let (o, m) = (&mut o[t * o_tile..], &mut m[t * m_tile..]);
+                let rows = TILE.min(m.len());
+                tile(b, t * TILE, &mut o[..rows * d.ev], &mut m[..rows]);
+            }
         });
     }
     AttentionForward { out, lse }
@@ -260,13 +258,12 @@ pub fn attention_backward<T: Float>(
             slice(b, (dq, dk, dv));
         }
     } else {
-        install(|_| {
-            dq.par_chunks_mut(ql)
-                .zip(dk.par_chunks_mut(kl))
-                .zip(dv.par_chunks_mut(vl))
-                .enumerate()
-                .for_each(|(b, ((dq, dk), dv))| slice(b, (dq, dk, dv)))
-        });
+        par_chunks_mut3(
+            (&mut dq, ql),
+            (&mut dk, kl),
+            (&mut dv, vl),
+            |b, dq, dk, dv| slice(b, (dq, dk, dv)),
+        );
     }
     (dq, dk, dv)
 }

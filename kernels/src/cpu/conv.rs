@@ -2,8 +2,7 @@
 //! reductions.
 
 use crate::Conv2dGeometry;
-use crate::threads::{install, parallel};
-use rayon::prelude::*;
+use crate::threads::{par_chunks_mut, parallel};
 
 /// For kernel column `kj`, the outputs `[lo, hi)` along the width whose tap
 /// lands inside the input (`oj * stride + kj * dilation - padding` in
@@ -113,10 +112,6 @@ fn run_planes<T: Send>(out: &mut [T], plane: usize, fill: impl Fn(usize, &mut [T
             .enumerate()
             .for_each(|(i, c)| fill(i, c));
     } else {
-        install(|_| {
-            out.par_chunks_mut(plane)
-                .enumerate()
-                .for_each(|(i, c)| fill(i, c))
-        });
+        par_chunks_mut(out, plane, fill);
     }
 }

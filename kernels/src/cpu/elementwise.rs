@@ -3,9 +3,11 @@
 use super::strided::{coalesce, for_rows, row_count};
 use crate::Layout;
 use crate::alloc;
-use crate::threads::{PARALLEL_GRAIN, install, parallel, simd};
-use rayon::prelude::*;
+use crate::threads::{PARALLEL_GRAIN, num_threads, par_chunks_mut, parallel, simd};
 use std::mem::MaybeUninit;
+
+/// Elements per task when a dense loop is split across threads (32 KiB of f32).
+const CHUNK: usize = PARALLEL_GRAIN / 4;
 
 /// Copies a strided view into a fresh row-major buffer.
 pub fn copy_strided<T: Copy + Send + Sync + Default + 'static>(src: &[T], l: &Layout) -> Vec<T> {
@@ -69,12 +71,8 @@ where
         )
     };
     if parallel(n) {
-        const C: usize = PARALLEL_GRAIN / 4;
-        install(|_| {
-            spare
-                .par_chunks_mut(C)
-                .zip(s.par_chunks(C))
-                .for_each(|(o, x)| run(o, x))
+        par_chunks_mut(spare, CHUNK, |i, o| {
+            run(o, &s[i * CHUNK..i * CHUNK + o.len()])
         });
     } else {
         run(spare, s);
@@ -115,12 +113,9 @@ where
             )
         };
         if parallel(n) {
-            const C: usize = PARALLEL_GRAIN / 4;
-            install(|_| {
-                spare
-                    .par_chunks_mut(C)
-                    .zip(sa.par_chunks(C).zip(sb.par_chunks(C)))
-                    .for_each(|(o, (x, y))| run(o, x, y))
+            par_chunks_mut(spare, CHUNK, |i, o| {
+                let r = i * CHUNK..i * CHUNK + o.len();
+                run(o, &sa[r.clone()], &sb[r])
             });
         } else {
             run(spare, sa, sb);
@@ -190,15 +185,11 @@ fn run_rows<O: Send>(
         fill(0, out);
         return;
     }
-    install(|threads| {
-        let rows_per = rows
-            .div_ceil(threads * 4)
-            .max(PARALLEL_GRAIN / 4 / len.max(1))
-            .max(1);
-        out.par_chunks_mut(rows_per * len)
-            .enumerate()
-            .for_each(|(i, chunk)| fill(i * rows_per, chunk));
-    });
+    let rows_per = rows
+        .div_ceil(num_threads() * 4)
+        .max(CHUNK / len.max(1))
+        .max(1);
+    par_chunks_mut(out, rows_per * len, |i, chunk| fill(i * rows_per, chunk));
 }
 
 /// `dst[i] = f(dst[i])` over a strided view of a buffer, in place.
@@ -206,14 +197,15 @@ pub fn map_inplace<T: Copy + Send + Sync>(dst: &mut [T], l: &Layout, f: impl Fn(
     let n = l.numel();
     if let Some(off) = l.contiguous_offset() {
         let s = &mut dst[off..off + n];
-        if !parallel(n) {
-            s.iter_mut().for_each(|x| *x = f(*x));
-        } else {
-            install(|_| {
-                s.par_iter_mut()
-                    .with_min_len(PARALLEL_GRAIN / 4)
-                    .for_each(|x| *x = f(*x))
-            });
+        let run = |c: &mut [T]| {
+            simd(
+                #[inline(always)]
+                || c.iter_mut().for_each(|x| *x = f(*x)),
+            )
+        };
+        match parallel(n) {
+            true => par_chunks_mut(s, CHUNK, |_, c| run(c)),
+            false => run(s),
         }
         return;
     }
@@ -235,15 +227,15 @@ pub fn zip_inplace<T, B>(
     let n = l.numel();
     if let (Some(od), Some(os)) = (l.contiguous_offset(), ls.contiguous_offset()) {
         let (d, s) = (&mut dst[od..od + n], &src[os..os + n]);
-        if !parallel(n) {
-            d.iter_mut().zip(s).for_each(|(x, &y)| *x = f(*x, y));
-        } else {
-            install(|_| {
-                d.par_iter_mut()
-                    .zip(s.par_iter())
-                    .with_min_len(PARALLEL_GRAIN / 4)
-                    .for_each(|(x, &y)| *x = f(*x, y))
-            });
+        let run = |c: &mut [T], s: &[B]| {
+            simd(
+                #[inline(always)]
+                || c.iter_mut().zip(s).for_each(|(x, &y)| *x = f(*x, y)),
+            )
+        };
+        match parallel(n) {
+            true => par_chunks_mut(d, CHUNK, |i, c| run(c, &s[i * CHUNK..i * CHUNK + c.len()])),
+            false => run(d, s),
         }
         return;
     }

@@ -1,9 +1,8 @@
 //! Matrix multiply through the `gemm` crate (AVX-512 kernels with `x86-v4`).
 
-use crate::threads::{install, simd};
+use crate::threads::{install, par_chunks_mut, simd};
 use crate::{Float, Layout};
 use gemm::Parallelism;
-use rayon::prelude::*;
 
 /// Batched `a @ b`: `la` is `[..batch, m, k]`, `lb` is `[..batch, k, n]` with
 /// the same batch shape (broadcast batch dims have stride 0). Any strides
@@ -155,25 +154,21 @@ fn matmul_into<T: Float>(
     // than it saves: stay on the calling thread, without entering the pool.
     let split = threads > 1 && flops >= BIG;
     if batched {
-        install(|_| {
-            out.par_chunks_mut(m * n)
-                .zip(a_off.par_iter().zip(b_off.par_iter()))
-                .for_each(|(dst, (&ao, &bo))| one(dst, ao, bo, m, Parallelism::None))
+        par_chunks_mut(out, m * n, |i, dst| {
+            one(dst, a_off[i], b_off[i], m, Parallelism::None)
         });
-    } else if split && m >= 64 * threads && flops < 8 * BIG {
+    } else if split && m >= 64 * threads && flops <= 8 * BIG {
         // Mid-size products (a 256-row batch through a 256-wide layer):
         // each thread takes a block of rows as its own single-threaded
         // GEMM. gemm's own split of such sizes gave a second core nothing
         // (the seed MLP's b256 inference ran at the same speed on 1 and 2).
-        install(|threads| {
-            let rows = m.div_ceil(threads).next_multiple_of(8).min(m);
-            for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
-                dst.par_chunks_mut(rows * n).enumerate().for_each(|(i, d)| {
-                    let a0 = ao + i * rows * ars as usize;
-                    one(d, a0, bo, d.len() / n, Parallelism::None)
-                });
-            }
-        });
+        let rows = m.div_ceil(threads).next_multiple_of(8).min(m);
+        for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
+            par_chunks_mut(dst, rows * n, |i, d| {
+                let a0 = ao + i * rows * ars as usize;
+                one(d, a0, bo, d.len() / n, Parallelism::None)
+            });
+        }
     } else if split {
         install(|threads| {
             for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {

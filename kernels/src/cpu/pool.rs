@@ -4,9 +4,8 @@
 //! 41% of the small CNN's train step.
 
 use super::conv::valid_cols;
-use crate::threads::{install, parallel, simd};
+use crate::threads::{par_chunks_mut, par_chunks_mut2, parallel, simd};
 use crate::{Conv2dGeometry, Float, alloc};
-use rayon::prelude::*;
 
 /// Max pooling of a contiguous `[n, c, h, w]` input: the `[n, c, oh, ow]`
 /// maxima and, for each, the flat index `ih * w + iw` of the winning tap
@@ -91,11 +90,8 @@ pub fn max_pool2d<T: Float>(x: &[T], g: &Conv2dGeometry) -> (Vec<T>, Vec<i64>) {
         )
     };
     if parallel(x.len()) {
-        install(|_| {
-            vals.par_chunks_mut(plane_out)
-                .zip(idx.par_chunks_mut(plane_out))
-                .enumerate()
-                .for_each_init(scratch, |s, (p, (v, i))| fill(s, p, v, i))
+        par_chunks_mut2((&mut vals, plane_out), (&mut idx, plane_out), |p, v, i| {
+            fill(&mut scratch(), p, v, i)
         });
     } else {
         let mut s = scratch();
@@ -170,11 +166,7 @@ pub fn max_pool2d_backward<T: Float>(
         }
     };
     if parallel(out.len()) {
-        install(|_| {
-            out.par_chunks_mut(plane_in)
-                .enumerate()
-                .for_each(|(p, d)| fill(p, d))
-        });
+        par_chunks_mut(&mut out, plane_in, |p, d| fill(p, d));
     } else {
         out.chunks_mut(plane_in)
             .enumerate()

@@ -2,8 +2,7 @@
 
 use super::strided::{coalesce, for_rows, row_count};
 use crate::Layout;
-use crate::threads::{PARALLEL_GRAIN, install, parallel, simd};
-use rayon::prelude::*;
+use crate::threads::{PARALLEL_GRAIN, num_threads, par_chunks_mut, parallel, simd};
 
 /// Folds `src` (view `l`) over `dims`. The output holds one accumulator per
 /// combination of kept dims, row-major. `fold(acc, x, i)` gets the element's
@@ -130,15 +129,16 @@ impl Plan {
         if !parallel(outer * inner) || outer < 2 {
             return self.bases.iter().map(|&b| group(b)).collect();
         }
-        install(|_| {
-            let mut out = Vec::with_capacity(outer);
-            self.bases
-                .par_iter()
-                .with_min_len((PARALLEL_GRAIN / inner.max(1)).max(1))
-                .map(|&b| group(b))
-                .collect_into_vec(&mut out);
-            out
-        })
+        let per = (PARALLEL_GRAIN / inner.max(1)).max(1);
+        let mut out: Vec<Option<A>> = (0..outer).map(|_| None).collect();
+        par_chunks_mut(&mut out, per, |i, o| {
+            for (o, &b) in o.iter_mut().zip(&self.bases[i * per..]) {
+                *o = Some(group(b));
+            }
+        });
+        out.into_iter()
+            .map(|a| a.expect("every group was reduced"))
+            .collect()
     }
 }
 
@@ -182,11 +182,7 @@ pub(crate) fn by_columns<A: Send>(
     if !parallel(cols * rows) || cols < 64 {
         fill(0, out);
     } else {
-        install(|threads| {
-            let per = cols.div_ceil(threads).max(16);
-            out.par_chunks_mut(per)
-                .enumerate()
-                .for_each(|(i, chunk)| fill(i * per, chunk));
-        });
+        let per = cols.div_ceil(num_threads()).max(16);
+        par_chunks_mut(out, per, |i, chunk| fill(i * per, chunk));
     }
 }

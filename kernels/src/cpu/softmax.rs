@@ -1,8 +1,7 @@
 //! Numerically stable softmax and log-softmax over contiguous rows.
 
 use crate::Float;
-use crate::threads::{install, parallel, simd};
-use rayon::prelude::*;
+use crate::threads::{par_chunks_mut, parallel, simd};
 
 /// Softmax of each row of length `len` of a contiguous buffer (max subtracted
 /// first, so large logits do not overflow).
@@ -52,9 +51,12 @@ fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(&[T], &mut [T]) + Sync) -> Vec
             .zip(x.chunks(len))
             .for_each(|(d, s)| f(s, d));
     } else {
-        install(|_| {
-            out.par_chunks_mut(len)
-                .zip(x.par_chunks(len))
+        // A few thousand elements per task, whole rows each.
+        let rows = (crate::threads::PARALLEL_GRAIN / 4 / len).max(1);
+        par_chunks_mut(&mut out, rows * len, |i, d| {
+            let s = &x[i * rows * len..i * rows * len + d.len()];
+            d.chunks_mut(len)
+                .zip(s.chunks(len))
                 .for_each(|(d, s)| f(s, d))
         });
     }

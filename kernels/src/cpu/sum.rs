@@ -7,9 +7,8 @@
 //! with log(n / BLOCK).
 
 use super::reduce::{Plan, by_columns};
-use crate::threads::{install, parallel, simd};
+use crate::threads::{par_chunks_mut, parallel, simd};
 use crate::{Float, Layout};
-use rayon::prelude::*;
 
 /// Values per block.
 const BLOCK: usize = 128;
@@ -165,7 +164,11 @@ where
         )
     };
     let parts: Vec<A> = if parallel(src.len()) {
-        install(|_| src.par_chunks(CHUNK).map(one).collect())
+        let mut parts = vec![A::zero(); src.len().div_ceil(CHUNK)];
+        par_chunks_mut(&mut parts, 1, |i, p| {
+            p[0] = one(&src[i * CHUNK..((i + 1) * CHUNK).min(src.len())])
+        });
+        parts
     } else {
         src.chunks(CHUNK).map(one).collect()
     };

@@ -499,7 +499,6 @@ fn as_slice_f64(b: &mut CpuBuffer) -> &mut [f64] {
 /// Applies an optimizer step to aligned chunks of the parameter, its
 /// gradient and its state on all threads (updates are independent per element).
 fn chunked<T: tapir_kernels::Float>(p: &mut [T], g: &[T], mut st: Vec<&mut [T]>, step: &OptimStep) {
-    use rayon::prelude::*;
     const CHUNK: usize = 1 << 14;
     if !tapir_kernels::threads::parallel(p.len()) {
         return step.apply(p, g, &mut st);
@@ -519,8 +518,15 @@ fn chunked<T: tapir_kernels::Float>(p: &mut [T], g: &[T], mut st: Vec<&mut [T]>,
             (pc, gc, sc)
         })
         .collect();
-    tapir_kernels::threads::install(|_| {
-        work.into_par_iter()
-            .for_each(|(pc, gc, mut sc)| step.apply(pc, gc, &mut sc))
+    // Each task takes its own chunk tuple out of its slot.
+    let work: Vec<std::sync::Mutex<Option<Work<'_, T>>>> = work
+        .into_iter()
+        .map(|w| std::sync::Mutex::new(Some(w)))
+        .collect();
+    tapir_kernels::threads::parallel_for(work.len(), |i| {
+        let taken = work[i].lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some((pc, gc, mut sc)) = taken {
+            step.apply(pc, gc, &mut sc)
+        }
     });
 }
