@@ -157,7 +157,7 @@ fn matmul_into<T: Float>(
         par_chunks_mut(out, m * n, |i, dst| {
             one(dst, a_off[i], b_off[i], m, Parallelism::None)
         });
-    } else if split && m >= 64 * threads && flops <= 8 * BIG {
+    } else if split && m >= 64 * threads && flops <= 64 * BIG {
         // Mid-size products (a 256-row batch through a 256-wide layer):
         // each thread takes a block of rows as its own single-threaded
         // GEMM. gemm's own split of such sizes gave a second core nothing
