@@ -402,6 +402,9 @@ binary_rows! {
     AddScaled { alpha } = "add_scaled", |a, b| a + alpha * b, cuda "u + p0 * v", sample -0.5;
     /// `b`: the second operand (an assignment, as `copy_`).
     Second = "second", |a, b| { let _ = a; b }, cuda "v", int |a, b| { let _ = a; b };
+    /// GELU's backward in one pass: the upstream gradient `a` times
+    /// `gelu'(b)` at the input `b` (was a map, a buffer and a multiply).
+    GeluBackward = "gelu_backward", |a, b| a * gelu_grad(b), cuda "u * gelu_grad_f(v)";
 }
 
 /// An elementwise comparison, to bool (`<name>_<dtype>` kernels in `cu/copy.cu`).

@@ -6,7 +6,7 @@
 use crate::Tensor;
 use crate::trace::{self, Attr};
 use tapir_kernels::elementwise::{
-    Abs, Clamp, ClampMask, Cos, Erf, Exp, Gelu, GeluGrad, Hardswish, HardswishGrad, LeakyRelu,
+    Abs, Clamp, ClampMask, Cos, Erf, Exp, Gelu, GeluBackward, Hardswish, HardswishGrad, LeakyRelu,
     LeakyStep, Log, Log1p, Neg, PowScalar, Relu, Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt,
     Step, Tanh, UnaryFn,
 };
@@ -208,7 +208,7 @@ impl Tensor {
     pub fn gelu(&self) -> Tensor {
         trace::op("gelu", [self], Vec::new, || {
             unary(self, Gelu, "GeluBackward0", Save::Input, |x, g| {
-                g * &map(x, &GeluGrad)
+                super::binary::apply(g, x, &GeluBackward, "gelu_backward", true)
             })
         })
     }
