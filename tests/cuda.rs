@@ -380,6 +380,55 @@ fn a_char_transformer_trains_on_the_gpu_as_on_the_cpu_without_host_round_trips()
     }
 }
 
+/// Draws for GPU tensors are made on the GPU by the device generator: they
+/// equal the CPU twin of the Philox kernel at the generator's offset, and
+/// neither they nor training-mode dropout read anything back to the host.
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn random_draws_and_dropout_are_made_on_the_gpu() {
+    let Some(device) = gpu() else { return };
+    let n = 3 * 1001;
+    let like = Tensor::zeros(&[3, 1001]).to(device).unwrap();
+    let ones = Tensor::ones(&[3, 1001]).to(device).unwrap();
+    let dropout = Dropout::new(0.5);
+    tapir::device_generator().set_state([11, 6]);
+    let (before, syncs) = (tapir::cuda::host_fallbacks(), tapir::cuda::host_syncs());
+    let u = Tensor::rand_like(&like);
+    let z = Tensor::randn_like(&like);
+    let dropped = dropout.forward(&ones);
+    assert_eq!(
+        tapir::cuda::host_fallbacks() - before,
+        0,
+        "draws on host copies"
+    );
+    assert_eq!(
+        tapir::cuda::host_syncs() - syncs,
+        0,
+        "draws waited for the host"
+    );
+    // Each call reserves whole Philox blocks: 3003 positions take 3004.
+    assert_eq!(tapir::device_generator().get_state(), [11, 6 + 3 * 3004]);
+    let want = tapir_kernels::cpu::philox_uniform(11, 6, n);
+    assert_eq!(u.to_vec::<f32>(), want, "uniform draws are exact");
+    let want = tapir_kernels::cpu::philox_normal(11, 6 + 3004, n);
+    for (i, (g, w)) in z.to_vec::<f32>().iter().zip(&want).enumerate() {
+        assert!(
+            (g - w).abs() <= 2e-6 * (1.0 + w.abs()),
+            "randn_like[{i}]: GPU {g} vs CPU twin {w}"
+        );
+    }
+    let kept = dropped.to_vec::<f32>();
+    assert!(
+        kept.iter().all(|&v| v == 0.0 || v == 2.0),
+        "dropout scales kept values by 2"
+    );
+    let share = kept.iter().filter(|&&v| v == 0.0).count() as f64 / n as f64;
+    assert!(
+        (share - 0.5).abs() < 0.05,
+        "dropout zeroed {share} of the values"
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn a_gpu_checkpoint_loads_on_the_cpu_and_back() {

@@ -306,6 +306,8 @@ pub struct Checkpoint {
     pub step: u64,
     /// The default generator's state (dropout, random init).
     pub rng: [u64; 4],
+    /// The device generator's `[seed, offset]` (draws made on a GPU).
+    pub device_rng: [u64; 2],
     /// The `GradScaler`'s `state_dict()` when training with one (empty otherwise).
     pub grad_scaler: Vec<(String, f64)>,
     /// Anything else worth keeping (best accuracy, flags).
@@ -334,6 +336,7 @@ impl Checkpoint {
             epoch,
             step,
             rng: crate::default_generator().get_state(),
+            device_rng: crate::random::device_generator().get_state(),
             grad_scaler: vec![],
             extra: BTreeMap::new(),
         }
@@ -363,6 +366,10 @@ impl Checkpoint {
                 .map(u64::to_string)
                 .collect::<Vec<_>>()
                 .join(","),
+        );
+        meta.insert(
+            "device_rng".into(),
+            format!("{},{}", self.device_rng[0], self.device_rng[1]),
         );
         // `{:?}` of an f64 round-trips exactly.
         let sched: Vec<String> = self
@@ -407,6 +414,16 @@ impl Checkpoint {
             .map(|s| s.split(',').filter_map(|x| x.parse().ok()).collect())
             .unwrap_or_default();
         let rng: [u64; 4] = rng.try_into().map_err(|_| bad("bad `rng`"))?;
+        // Absent in checkpoints written before the device generator; present, it must parse.
+        let device_rng: [u64; 2] = match meta.get("device_rng") {
+            None => [0, 0],
+            Some(s) => s
+                .split(',')
+                .map(|x| x.parse().ok())
+                .collect::<Option<Vec<u64>>>()
+                .and_then(|v| v.try_into().ok())
+                .ok_or_else(|| bad("bad `device_rng`"))?,
+        };
         let mut scheduler = vec![];
         let sched = meta
             .get("scheduler")
@@ -442,14 +459,17 @@ impl Checkpoint {
             epoch: num("epoch")?,
             step: num("step")?,
             rng,
+            device_rng,
             grad_scaler,
             extra,
         })
     }
 
-    /// Restores the default generator's state saved in the checkpoint.
+    /// Restores the default generator's and the device generator's state
+    /// saved in the checkpoint.
     pub fn restore_rng(&self) {
         crate::default_generator().set_state(self.rng);
+        crate::random::device_generator().set_state(self.device_rng);
     }
 }
 

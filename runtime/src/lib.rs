@@ -44,7 +44,7 @@ pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use ops::conv::Conv2dOptions;
 pub use ops::creation::ArangeArgs;
-pub use random::{Generator, default_generator, manual_seed};
+pub use random::{DeviceGenerator, Generator, default_generator, device_generator, manual_seed};
 pub use tensor::Tensor;
 
 /// Sets the number of CPU threads every kernel uses (`torch.set_num_threads`).

@@ -101,7 +101,62 @@ pub fn default_generator() -> &'static Generator {
     G.get_or_init(|| Generator::new(0))
 }
 
-/// Seeds the global generator (`torch.manual_seed`).
+/// Seeds the global generator and the device generator (`torch.manual_seed`
+/// seeds every device).
 pub fn manual_seed(seed: u64) {
     default_generator().manual_seed(seed);
+    device_generator().manual_seed(seed);
+}
+
+/// The generator of draws made on a GPU, as PyTorch's CUDA generator: a
+/// seed and an offset into the Philox4x32-10 stream it keys
+/// (`tapir_kernels::cpu::philox_uniform` is the CPU twin of the kernel).
+/// Each call reserves the stream positions it uses, so draws on the GPU
+/// need no state on the device and no host round trip. One generator
+/// serves every GPU.
+///
+/// ```
+/// use tapir_runtime::device_generator;
+/// device_generator().set_state([7, 0]);
+/// assert_eq!(device_generator().get_state(), [7, 0]);
+/// ```
+pub struct DeviceGenerator {
+    /// (seed, offset)
+    state: Mutex<[u64; 2]>,
+}
+
+impl DeviceGenerator {
+    /// Starts the stream of `seed` from its beginning.
+    pub fn manual_seed(&self, seed: u64) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = [seed, 0];
+    }
+
+    /// `[seed, offset]` (for checkpoints).
+    pub fn get_state(&self) -> [u64; 2] {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Restores a state `get_state` returned.
+    pub fn set_state(&self, s: [u64; 2]) {
+        *self.state.lock().unwrap_or_else(|e| e.into_inner()) = s;
+    }
+
+    /// Reserves `n` stream positions: the seed and the offset they start at.
+    /// The offset advances to the next multiple of 4 (a Philox block), as
+    /// PyTorch's does, so calls never share a block.
+    #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+    pub(crate) fn reserve(&self, n: usize) -> (u64, u64) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let start = s[1];
+        s[1] = start.wrapping_add((n as u64).next_multiple_of(4));
+        (s[0], start)
+    }
+}
+
+/// The device generator (see [`DeviceGenerator`]).
+pub fn device_generator() -> &'static DeviceGenerator {
+    static G: OnceLock<DeviceGenerator> = OnceLock::new();
+    G.get_or_init(|| DeviceGenerator {
+        state: Mutex::new([0, 0]),
+    })
 }

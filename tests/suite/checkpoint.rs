@@ -317,6 +317,25 @@ fn damaged_checkpoints_are_errors_naming_the_damage() {
     let b = checkpoint::to_safetensors(&[], &meta).unwrap();
     let err = Checkpoint::from_bytes(&b).err().unwrap().to_string();
     assert!(err.contains("bad `grad_scaler`"), "{err}");
+    // Written before the device generator existed: its stream starts over.
+    meta.remove("grad_scaler");
+    let b = checkpoint::to_safetensors(&[], &meta).unwrap();
+    assert_eq!(Checkpoint::from_bytes(&b).unwrap().device_rng, [0, 0]);
+    meta.insert("device_rng".to_string(), "5".to_string());
+    let b = checkpoint::to_safetensors(&[], &meta).unwrap();
+    let err = Checkpoint::from_bytes(&b).err().unwrap().to_string();
+    assert!(err.contains("bad `device_rng`"), "{err}");
+}
+
+/// The device generator's seed and offset travel with the checkpoint, so
+/// dropout on a GPU resumes where it left off.
+#[test]
+fn checkpoints_keep_the_device_generator() {
+    let mut c = Checkpoint::new(vec![], vec![], vec![], 1, 2);
+    c.device_rng = [0xdead_beef_0000_0001, 12_345_678_901];
+    let path = scratch("device_rng/last.safetensors");
+    c.save(&path).unwrap();
+    assert_eq!(Checkpoint::load(&path).unwrap().device_rng, c.device_rng);
 }
 
 #[test]

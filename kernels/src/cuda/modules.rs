@@ -121,6 +121,14 @@ pub fn modules() -> Vec<Module> {
             source: Cow::Borrowed(include_str!("cu/index.cu")),
             kernels: index,
         },
+        Module {
+            name: "random",
+            source: Cow::Borrowed(include_str!("cu/random.cu")),
+            kernels: vec![
+                "philox_uniform_f32".to_string(),
+                "philox_normal_f32".to_string(),
+            ],
+        },
     ]
 }
 
@@ -275,9 +283,10 @@ mod tests {
         let index = 2 * 4 + 2;
         assert_eq!(
             count,
-            // conv 4 (im2col, col2im, max pool and its backward); per float
-            // dtype: softmax 2, rows 2, layer norm 3, optimizers 3.
-            2 * (elementwise + copy + index + 4 + 3 * (2 + 2 + 3 + 3))
+            // conv 4 (im2col, col2im, max pool and its backward); random 2
+            // (philox uniform, normal); per float dtype: softmax 2, rows 2,
+            // layer norm 3, optimizers 3.
+            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 3 + 3))
         );
     }
 

@@ -26,6 +26,13 @@ fn on_device_of(t: Tensor, like: &Tensor) -> Tensor {
         .unwrap_or_else(|e| panic!("random draws for a tensor on {}: {e}", like.device()))
 }
 
+/// f32 draws shaped like `like`, made on its device by the device
+/// generator, or `None` on the CPU (see `Storage::device_draws`).
+fn device_draws(like: &Tensor, normal: bool) -> Option<Tensor> {
+    let s = Storage::device_draws(like.device(), like.numel(), normal)?;
+    Some(Tensor::from_storage(s, like.shape()))
+}
+
 fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Tensor {
     Tensor::from_vec(v, shape).to_dtype(dtype)
 }
@@ -191,18 +198,28 @@ impl Tensor {
         })
     }
 
-    /// Uniform draws shaped like `t`, on its device. The draws come from
-    /// the host generator, so a GPU run sees the same numbers as a CPU run.
+    /// Uniform draws in `[0, 1)` shaped like `t`, on its device: on the CPU
+    /// from the default generator, on a GPU made there from the device
+    /// generator (Philox, no host round trip), as PyTorch's are.
     pub fn rand_like(t: &Tensor) -> Tensor {
         trace::op("rand_like", [t], Vec::new, || {
-            on_device_of(Tensor::rand(t.shape()).to_dtype(t.dtype().to_float()), t)
+            let float = t.dtype().to_float();
+            match device_draws(t, false) {
+                Some(u) => u.to_dtype(float),
+                None => on_device_of(Tensor::rand(t.shape()).to_dtype(float), t),
+            }
         })
     }
 
-    /// Normal draws shaped like `t`, on its device.
+    /// Standard normal draws shaped like `t`, on its device (generators as
+    /// for [`Tensor::rand_like`]).
     pub fn randn_like(t: &Tensor) -> Tensor {
         trace::op("randn_like", [t], Vec::new, || {
-            on_device_of(Tensor::randn(t.shape()).to_dtype(t.dtype().to_float()), t)
+            let float = t.dtype().to_float();
+            match device_draws(t, true) {
+                Some(z) => z.to_dtype(float),
+                None => on_device_of(Tensor::randn(t.shape()).to_dtype(float), t),
+            }
         })
     }
 
@@ -232,9 +249,16 @@ impl Tensor {
         })
     }
 
-    /// 0/1 draws with the probabilities held in `self` (same dtype).
+    /// 0/1 draws with the probabilities held in `self` (same dtype). On a
+    /// GPU the draws are made there (`rand_like(p) < p`), and the
+    /// probabilities are not read back to check that they lie in [0, 1].
     pub fn bernoulli(&self) -> Tensor {
         trace::op("bernoulli", [self], Vec::new, || {
+            if self.dtype().is_float()
+                && let Some(u) = device_draws(self, false)
+            {
+                return u.lt(&self.to_dtype(DType::F32)).to_dtype(self.dtype());
+            }
             self.bernoulli_with(default_generator())
         })
     }

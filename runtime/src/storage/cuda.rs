@@ -172,6 +172,19 @@ impl CudaStorage {
         Ok(CudaStorage::new(buf, dtype))
     }
 
+    /// `n` Philox draws as f32 on device `ordinal` (see `launch::philox`).
+    pub fn philox(
+        ordinal: usize,
+        n: usize,
+        seed: u64,
+        offset: u64,
+        normal: bool,
+    ) -> CudaResult<CudaStorage> {
+        let dev = device(ordinal)?;
+        let buf = launch::philox(&dev, n, seed, offset, normal)?;
+        Ok(CudaStorage::new(buf, DType::F32))
+    }
+
     /// `self[l] = src[ls]` (same dtype, views of one shape).
     pub fn assign(&mut self, l: &Layout, src: &CudaStorage, ls: &Layout) -> CudaResult<()> {
         assert!(self.dtype == src.dtype, "CUDA assign needs one dtype");

@@ -308,6 +308,28 @@ impl Storage {
         Storage::on_device(buf, device)
     }
 
+    /// `n` f32 draws made on `device` itself from the device generator
+    /// (uniform in `[0, 1)`, or standard normal), or `None` where the host
+    /// generator makes them (the CPU).
+    pub fn device_draws(device: Device, n: usize, normal: bool) -> Option<Storage> {
+        match device {
+            Device::Cpu => None,
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Device::Cuda(i) => {
+                let (seed, offset) = crate::random::device_generator().reserve(n);
+                let s = cuda::CudaStorage::philox(i, n, seed, offset, normal);
+                Some(Storage::Cuda(
+                    s.unwrap_or_else(|e| cuda::fail("random draws", e)),
+                ))
+            }
+            #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+            Device::Cuda(_) => {
+                let _ = (n, normal); // no GPU tensors exist in this build
+                None
+            }
+        }
+    }
+
     /// The view's elements as `T`, row-major (on the host).
     pub fn to_vec<T: Element>(&self, l: &Layout) -> Vec<T> {
         match self {

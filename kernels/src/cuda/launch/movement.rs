@@ -20,6 +20,28 @@ pub fn fill(dev: &Arc<CudaDevice>, n: usize, dtype: &str, value: f64) -> CudaRes
     Ok(y)
 }
 
+/// `n` Philox4x32-10 draws as f32 at stream positions `offset..offset + n`
+/// under `seed`: uniform in `[0, 1)`, or standard normal with `normal`
+/// (the CPU twins are `cpu::philox_uniform` and `cpu::philox_normal`).
+pub fn philox(
+    dev: &Arc<CudaDevice>,
+    n: usize,
+    seed: u64,
+    offset: u64,
+    normal: bool,
+) -> CudaResult<CudaBuffer> {
+    let y = dev.alloc(n * 4)?;
+    if n > 0 {
+        let py = y.ptr(0);
+        let name = match normal {
+            true => "philox_normal_f32",
+            false => "philox_uniform_f32",
+        };
+        launch!(dev, name.to_string(), elems(n), &n, &seed, &offset, &py)?;
+    }
+    Ok(y)
+}
+
 /// A contiguous copy of the view converted between any two dtypes.
 pub fn cast(x: &CudaBuffer, l: &Layout, from: &str, to: &str) -> CudaResult<CudaBuffer> {
     one_view(x, l, format!("cast_to_{to}_{from}"), width(from), width(to))

@@ -107,6 +107,30 @@ fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
 
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn philox_draws_match_the_cpu_twin() {
+    let Some(dev) = gpu() else { return };
+    // An offset that is not a multiple of 4 and a length that crosses blocks.
+    let (n, seed, offset) = (10_001, 0x1234_5678_9abc_def0, 4_294_967_294);
+    let u = launch::philox(&dev, n, seed, offset, false).unwrap();
+    // Uniform draws are exact: integer bits scaled by a power of two.
+    close(
+        "philox uniform",
+        &down(&u, n),
+        &crate::cpu::philox_uniform(seed, offset, n),
+        0.0,
+    );
+    let z = launch::philox(&dev, n, seed, offset, true).unwrap();
+    // Normal draws go through logf, sinf and cosf: a few ulp apart.
+    close(
+        "philox normal",
+        &down(&z, n),
+        &crate::cpu::philox_normal(seed, offset, n),
+        2e-6,
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn half_types_round_once_like_the_cpu() {
     let Some(dev) = gpu() else { return };
     let n = 1000;
