@@ -417,6 +417,19 @@ fn random_draws_and_dropout_are_made_on_the_gpu() {
             "randn_like[{i}]: GPU {g} vs CPU twin {w}"
         );
     }
+    // Creation on the device: no host buffer, no copy, no wait.
+    let syncs = tapir::cuda::host_syncs();
+    let zeros = Tensor::zeros_on(&[5, 7], DType::BF16, device);
+    let full = Tensor::full_on(&[4], 3.0, DType::I64, device);
+    let r = Tensor::randn_on(&[64, 64], device);
+    assert_eq!(
+        tapir::cuda::host_syncs() - syncs,
+        0,
+        "creation waited for the host"
+    );
+    assert_eq!((zeros.device(), r.device()), (device, device));
+    assert_eq!(zeros.to_vec::<f32>(), vec![0.0; 35]);
+    assert_eq!(full.to_vec::<i64>(), vec![3; 4]);
     let kept = dropped.to_vec::<f32>();
     assert!(
         kept.iter().all(|&v| v == 0.0 || v == 2.0),

@@ -197,6 +197,33 @@ pub fn par_chunks_mut3<A: Send, B: Send, C: Send>(
     })
 }
 
+/// [`par_chunks_mut2`] over four slices.
+#[allow(clippy::type_complexity)]
+pub fn par_chunks_mut4<A: Send, B: Send, C: Send, D: Send>(
+    (a, ca): (&mut [A], usize),
+    (b, cb): (&mut [B], usize),
+    (c, cc): (&mut [C], usize),
+    (d, cd): (&mut [D], usize),
+    f: impl Fn(usize, &mut [A], &mut [B], &mut [C], &mut [D]) + Sync,
+) {
+    let (na, nb, nc, nd) = (a.len(), b.len(), c.len(), d.len());
+    let (ca, cb, cc, cd) = (ca.max(1), cb.max(1), cc.max(1), cd.max(1));
+    let (pa, pb) = (SharedPtr(a.as_mut_ptr()), SharedPtr(b.as_mut_ptr()));
+    let (pc, pd) = (SharedPtr(c.as_mut_ptr()), SharedPtr(d.as_mut_ptr()));
+    grouped(na.div_ceil(ca), ca, |i| {
+        // SAFETY: as in `par_chunks_mut2`.
+        let (w, x, y, z) = unsafe {
+            (
+                piece(&pa, na, ca, i),
+                piece(&pb, nb, cb, i),
+                piece(&pc, nc, cc, i),
+                piece(&pd, nd, cd, i),
+            )
+        };
+        f(i, w, x, y, z)
+    })
+}
+
 /// `f(i, chunk)` for each `chunk`-element piece of `data` (the last may be
 /// shorter), across tapir's threads as [`parallel_for`]; small pieces go
 /// several to a task.

@@ -18,6 +18,7 @@ mod attention;
 mod autograd;
 mod checkpoint;
 mod errors;
+mod fused;
 mod goldens;
 mod init;
 mod layer_table;

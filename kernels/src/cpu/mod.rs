@@ -23,7 +23,7 @@ pub use convert::{bf16_from_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f1
 pub use elementwise::{copy_strided, map, map_inplace, zip_inplace, zip_map};
 pub use index::{gather, index_add_rows, index_select, scatter_add};
 pub use matmul::{matmul, matmul_bias};
-pub use norm::{LayerNormForward, layer_norm_backward_rows, layer_norm_rows};
+pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, layer_norm_rows};
 pub use optim::{adam_update, rmsprop_update, sgd_update};
 pub use philox::{philox_normal, philox_uniform, philox4x32_10};
 pub use pool::{max_pool2d, max_pool2d_backward};

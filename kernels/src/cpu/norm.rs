@@ -4,7 +4,7 @@
 
 use crate::Float;
 use crate::threads::{
-    PARALLEL_GRAIN, num_threads, par_chunks_mut, par_chunks_mut3, parallel, simd,
+    PARALLEL_GRAIN, num_threads, par_chunks_mut, par_chunks_mut4, parallel, simd,
 };
 
 /// Independent partial sums per row reduction, so the loops vectorise (one
@@ -58,8 +58,49 @@ pub fn layer_norm_rows<T: Float>(
     b: Option<&[T]>,
     eps: f64,
 ) -> LayerNormForward<T> {
+    layer_norm_impl(x, None, d, w, b, eps).1
+}
+
+/// `s = x + residual`, then LayerNorm of `s`, in one pass over each row
+/// (the sum is normalised while it is in cache): `(s, LayerNorm(s))`.
+///
+/// ```
+/// let (s, f) = tapir_kernels::cpu::add_layer_norm_rows(&[1.0f64, 2.0], &[0.0, 1.0], 2, None, None, 0.0);
+/// assert_eq!((s, f.y), (vec![1.0, 3.0], vec![-1.0, 1.0]));
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn add_layer_norm_rows<T: Float>(
+    x: &[T],
+    residual: &[T],
+    d: usize,
+    w: Option<&[T]>,
+    b: Option<&[T]>,
+    eps: f64,
+) -> (Vec<T>, LayerNormForward<T>) {
+    assert!(
+        residual.len() == x.len(),
+        "add_layer_norm kernel: input of {} and residual of {} elements",
+        x.len(),
+        residual.len()
+    );
+    layer_norm_impl(x, Some(residual), d, w, b, eps)
+}
+
+#[allow(clippy::type_complexity)]
+fn layer_norm_impl<T: Float>(
+    x: &[T],
+    residual: Option<&[T]>,
+    d: usize,
+    w: Option<&[T]>,
+    b: Option<&[T]>,
+    eps: f64,
+) -> (Vec<T>, LayerNormForward<T>) {
     let rows = x.len() / d.max(1);
     let mut y = crate::alloc::filled(x.len(), T::zero());
+    let mut sum = match residual {
+        Some(_) => crate::alloc::filled(x.len(), T::zero()),
+        None => Vec::new(),
+    };
     let mut mean = vec![T::zero(); rows];
     let mut rstd = vec![T::zero(); rows];
     let eps = T::from_f64(eps);
@@ -97,26 +138,45 @@ pub fn layer_norm_rows<T: Float>(
         )
     };
     if d == 0 {
-        return LayerNormForward { y, mean, rstd };
+        return (sum, LayerNormForward { y, mean, rstd });
     }
-    let rows_of = |first: usize, y: &mut [T], mean: &mut [T], rstd: &mut [T]| {
-        let x = &x[first * d..];
+    let rows_of = |first: usize, y: &mut [T], mean: &mut [T], rstd: &mut [T], sum: &mut [T]| {
         for (i, ((y, m), r)) in y.chunks_mut(d).zip(mean).zip(rstd).enumerate() {
-            row(&x[i * d..(i + 1) * d], y, m, r);
+            let k = (first + i) * d;
+            let src = &x[k..k + d];
+            match residual {
+                Some(res) => {
+                    let s = &mut sum[i * d..(i + 1) * d];
+                    simd(
+                        #[inline(always)]
+                        || {
+                            let res = &res[k..k + d];
+                            s.iter_mut()
+                                .zip(src)
+                                .zip(res)
+                                .for_each(|((s, &a), &b)| *s = a + b)
+                        },
+                    );
+                    row(s, y, m, r);
+                }
+                None => row(src, y, m, r),
+            }
         }
     };
+    let sum_chunk = if residual.is_some() { d } else { 0 };
     if !parallel(x.len()) {
-        rows_of(0, &mut y, &mut mean, &mut rstd);
+        rows_of(0, &mut y, &mut mean, &mut rstd, &mut sum);
     } else {
         let per = rows_per_task(rows, d);
-        par_chunks_mut3(
+        par_chunks_mut4(
             (&mut y, per * d),
             (&mut mean, per),
             (&mut rstd, per),
-            |i, y, m, r| rows_of(i * per, y, m, r),
+            (&mut sum, per * sum_chunk),
+            |i, y, m, r, s| rows_of(i * per, y, m, r, s),
         );
     }
-    LayerNormForward { y, mean, rstd }
+    (sum, LayerNormForward { y, mean, rstd })
 }
 
 /// Gradients of LayerNorm: `(dx, dw, db)` given the upstream `g`, the input

@@ -41,6 +41,27 @@ impl LayerNorm {
             eps,
         }
     }
+
+    /// `(s, self(s))` for `s = x + residual`, in one fused pass where it can
+    /// be (see [`Tensor::add_layer_norm`]): a residual connection followed
+    /// by this norm.
+    ///
+    /// ```
+    /// use tapir_runtime::{nn::{Forward, LayerNorm}, Tensor};
+    /// let ln = LayerNorm::new(&[4], 1e-5, true);
+    /// let (x, r) = (Tensor::randn(&[2, 4]), Tensor::randn(&[2, 4]));
+    /// let (s, y) = ln.forward_add(&x, &r);
+    /// assert!(y.allclose(&ln.forward(&(&x + &r)), 1e-6, 1e-6) && s.allclose(&(&x + &r), 0.0, 0.0));
+    /// ```
+    pub fn forward_add(&self, x: &Tensor, residual: &Tensor) -> (Tensor, Tensor) {
+        x.add_layer_norm(
+            residual,
+            &self.normalized_shape,
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            self.eps,
+        )
+    }
 }
 
 impl Forward for LayerNorm {

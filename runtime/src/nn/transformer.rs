@@ -153,12 +153,13 @@ impl TransformerEncoderLayer {
             let y = self.linear2.forward(&dropout(&h, p, training));
             dropout(&y, p, training)
         };
+        // Each residual add and the norm after it run as one fused pass.
         if self.opts.norm_first {
-            let x = src + &sa(&self.norm1.forward(src));
-            &x + &ff(&self.norm2.forward(&x))
+            let (x, h) = self.norm2.forward_add(src, &sa(&self.norm1.forward(src)));
+            &x + &ff(&h)
         } else {
-            let x = self.norm1.forward(&(src + &sa(src)));
-            self.norm2.forward(&(&x + &ff(&x)))
+            let (_, x) = self.norm1.forward_add(src, &sa(src));
+            self.norm2.forward_add(&x, &ff(&x)).1
         }
     }
 }

@@ -75,6 +75,69 @@ impl Tensor {
         })
     }
 
+    /// `torch.zeros(shape, dtype=, device=)`: made on `device` itself, not
+    /// on the host and copied.
+    ///
+    /// ```
+    /// use tapir_runtime::{DType, Device, Tensor};
+    /// let z = Tensor::zeros_on(&[2, 3], DType::F64, Device::Cpu);
+    /// assert_eq!((z.dtype(), z.to_vec::<f64>()), (DType::F64, vec![0.0; 6]));
+    /// assert_eq!(Tensor::full_on(&[2], 3.0, DType::I64, Device::Cpu).to_vec::<i64>(), [3, 3]);
+    /// ```
+    pub fn zeros_on(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+        trace::op("zeros_on", trace::NO_INPUTS, Vec::new, || {
+            filled_on(shape, 0.0, dtype, device)
+        })
+    }
+
+    /// `torch.ones(shape, dtype=, device=)`, made on `device`.
+    pub fn ones_on(shape: &[usize], dtype: DType, device: Device) -> Tensor {
+        trace::op("ones_on", trace::NO_INPUTS, Vec::new, || {
+            filled_on(shape, 1.0, dtype, device)
+        })
+    }
+
+    /// `torch.full(shape, value, dtype=, device=)`, made on `device`.
+    pub fn full_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Tensor {
+        trace::op(
+            "full_on",
+            trace::NO_INPUTS,
+            || vec![("value", Attr::Float(value))],
+            || filled_on(shape, value, dtype, device),
+        )
+    }
+
+    /// `torch.rand(shape, device=)`: f32 uniform draws in `[0, 1)` made on
+    /// `device`: on the CPU from the default generator, on a GPU by the
+    /// device generator ([`crate::DeviceGenerator`]) with no host copy.
+    ///
+    /// ```
+    /// use tapir_runtime::{Device, Tensor};
+    /// let u = Tensor::rand_on(&[100], Device::Cpu);
+    /// assert!(u.to_vec::<f32>().iter().all(|&x| (0.0..1.0).contains(&x)));
+    /// ```
+    pub fn rand_on(shape: &[usize], device: Device) -> Tensor {
+        trace::op("rand_on", trace::NO_INPUTS, Vec::new, || {
+            let n = shape.iter().product();
+            match Storage::device_draws(device, n, false) {
+                Some(s) => Tensor::from_storage(s, shape),
+                None => Tensor::rand(shape),
+            }
+        })
+    }
+
+    /// `torch.randn(shape, device=)`: f32 standard normal draws made on
+    /// `device` (generators as for [`Tensor::rand_on`]).
+    pub fn randn_on(shape: &[usize], device: Device) -> Tensor {
+        trace::op("randn_on", trace::NO_INPUTS, Vec::new, || {
+            let n = shape.iter().product();
+            match Storage::device_draws(device, n, true) {
+                Some(s) => Tensor::from_storage(s, shape),
+                None => Tensor::randn(shape),
+            }
+        })
+    }
+
     /// Zeros with `t`'s shape, dtype and device.
     pub fn zeros_like(t: &Tensor) -> Tensor {
         trace::op("zeros_like", [t], Vec::new, || {

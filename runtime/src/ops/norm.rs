@@ -95,35 +95,165 @@ impl Tensor {
                     x.read()
                         .layer_norm(rows, d, ws.as_deref(), bs.as_deref(), eps)
                 };
-                let out = Tensor::from_storage(y, self.shape());
-                let mean = Tensor::from_storage(mean, &[rows]);
-                let rstd = Tensor::from_storage(rstd, &[rows]);
-                let empty = Tensor::zeros(&[0]);
-                let inputs = [self, weight.unwrap_or(&empty), bias.unwrap_or(&empty)];
-                let shape = self.shape().to_vec();
-                let norm_shape = normalized.to_vec();
-                Tensor::record(out, "NativeLayerNormBackward0", &inputs, move || {
-                    move |g: &Tensor, needs: &[bool]| {
-                        let g = dense0(&g.to_dtype(x.dtype()));
-                        let [dx, dw, db] = {
-                            let ws = w.as_ref().map(|t| t.read());
-                            x.read().layer_norm_backward(
-                                &g.read(),
-                                &mean.read(),
-                                &rstd.read(),
-                                ws.as_deref(),
-                                rows,
-                                d,
-                            )
-                        };
-                        vec![
-                            needs[0].then(|| Tensor::from_storage(dx, &shape)),
-                            needs[1].then(|| Tensor::from_storage(dw, &norm_shape)),
-                            needs[2].then(|| Tensor::from_storage(db, &norm_shape)),
-                        ]
-                    }
-                })
+                let (mean, rstd) = (
+                    Tensor::from_storage(mean, &[rows]),
+                    Tensor::from_storage(rstd, &[rows]),
+                );
+                let saved = Saved {
+                    x,
+                    w,
+                    mean,
+                    rstd,
+                    rows,
+                    d,
+                };
+                record_layer_norm(self, y, saved, weight, bias, normalized)
             },
         )
     }
+}
+
+impl Tensor {
+    /// `s = self + residual` and `s.layer_norm(..)`, returned as `(s, y)`:
+    /// the residual step of a pre-norm transformer block (`x = x + attn;
+    /// h = ln2(x)`) in one pass over each row on the CPU, the sum normalised
+    /// while it is in cache. Both outputs are differentiable exactly as the
+    /// composition's. Anything the fused kernel does not take (broadcasting,
+    /// mixed dtypes, autocast on a GPU) runs as the composition.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 2]);
+    /// let (s, y) = x.add_layer_norm(&Tensor::from_vec(vec![0.0f32, 1.0], &[1, 2]), &[2], None, None, 0.0);
+    /// assert_eq!((s.to_vec::<f32>(), y.to_vec::<f32>()), (vec![1.0, 3.0], vec![-1.0, 1.0]));
+    /// ```
+    pub fn add_layer_norm(
+        &self,
+        residual: &Tensor,
+        normalized: &[usize],
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> (Tensor, Tensor) {
+        trace::op(
+            "add_layer_norm",
+            [Some(self), Some(residual), weight, bias],
+            || {
+                vec![
+                    ("eps", Attr::Float(eps)),
+                    ("axes", Attr::Int(normalized.len() as i64)),
+                ]
+            },
+            || {
+                let nd = self.ndim();
+                let mut all = vec![self, residual];
+                all.extend(weight);
+                all.extend(bias);
+                let fusable = self.dtype().is_float()
+                    && residual.shape() == self.shape()
+                    && normalized.len() <= nd
+                    && self.shape()[nd - normalized.len()..] == *normalized
+                    && all
+                        .iter()
+                        .all(|t| t.device() == self.device() && t.dtype() == self.dtype())
+                    && [weight, bias]
+                        .iter()
+                        .flatten()
+                        .all(|t| t.shape() == normalized)
+                    && crate::amp::cast(crate::amp::Policy::Fp32OnCuda, &all).is_none();
+                if !fusable {
+                    let s = self + residual;
+                    let y = s.layer_norm(normalized, weight, bias, eps);
+                    return (s, y);
+                }
+                let d: usize = normalized.iter().product();
+                let rows = self.numel() / d.max(1);
+                let (x, r) = (dense0(self), dense0(residual));
+                let (w, b) = (weight.map(dense0), bias.map(dense0));
+                let [s, y, mean, rstd] = {
+                    let (ws, bs) = (w.as_ref().map(|t| t.read()), b.as_ref().map(|t| t.read()));
+                    let rs = r.read();
+                    x.read()
+                        .add_layer_norm(&rs, rows, d, ws.as_deref(), bs.as_deref(), eps)
+                };
+                let sum = Tensor::from_storage(s, self.shape());
+                let sum = Tensor::record(sum, "AddBackward0", &[self, residual], || {
+                    |g: &Tensor, needs: &[bool]| {
+                        vec![needs[0].then(|| g.clone()), needs[1].then(|| g.clone())]
+                    }
+                });
+                let (mean, rstd) = (
+                    Tensor::from_storage(mean, &[rows]),
+                    Tensor::from_storage(rstd, &[rows]),
+                );
+                let saved = Saved {
+                    x: sum.detach(),
+                    w,
+                    mean,
+                    rstd,
+                    rows,
+                    d,
+                };
+                let y = record_layer_norm(&sum, y, saved, weight, bias, normalized);
+                (sum, y)
+            },
+        )
+    }
+}
+
+/// What LayerNorm's backward keeps: the dense input, the dense weight, the
+/// per-row statistics, and the sizes.
+struct Saved {
+    x: Tensor,
+    w: Option<Tensor>,
+    mean: Tensor,
+    rstd: Tensor,
+    rows: usize,
+    d: usize,
+}
+
+/// The output `y` of LayerNorm of `input`, on the tape with its closed-form
+/// backward (one fused kernel on either device).
+fn record_layer_norm(
+    input: &Tensor,
+    y: crate::storage::Storage,
+    saved: Saved,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    normalized: &[usize],
+) -> Tensor {
+    let out = Tensor::from_storage(y, input.shape());
+    let empty = Tensor::zeros(&[0]);
+    let inputs = [input, weight.unwrap_or(&empty), bias.unwrap_or(&empty)];
+    let shape = input.shape().to_vec();
+    let norm_shape = normalized.to_vec();
+    Tensor::record(out, "NativeLayerNormBackward0", &inputs, move || {
+        let Saved {
+            x,
+            w,
+            mean,
+            rstd,
+            rows,
+            d,
+        } = saved;
+        move |g: &Tensor, needs: &[bool]| {
+            let g = dense0(&g.to_dtype(x.dtype()));
+            let [dx, dw, db] = {
+                let ws = w.as_ref().map(|t| t.read());
+                x.read().layer_norm_backward(
+                    &g.read(),
+                    &mean.read(),
+                    &rstd.read(),
+                    ws.as_deref(),
+                    rows,
+                    d,
+                )
+            };
+            vec![
+                needs[0].then(|| Tensor::from_storage(dx, &shape)),
+                needs[1].then(|| Tensor::from_storage(dw, &norm_shape)),
+                needs[2].then(|| Tensor::from_storage(db, &norm_shape)),
+            ]
+        }
+    })
 }

@@ -278,6 +278,33 @@ impl Storage {
         out.map(|o| Storage::on_device(o, self.device()))
     }
 
+    /// `s = self + residual` (both dense, `rows * n` elements, one dtype)
+    /// and LayerNorm of `s` as [`Storage::layer_norm`]: `[s, y, mean,
+    /// rstd]`. One pass per row on the CPU; on a GPU the add and the norm
+    /// kernels one after the other.
+    pub fn add_layer_norm(
+        &self,
+        residual: &Storage,
+        rows: usize,
+        n: usize,
+        weight: Option<&Storage>,
+        bias: Option<&Storage>,
+        eps: f64,
+    ) -> [Storage; 4] {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Storage::Cuda(_) = self {
+            let l = Layout::contiguous(&[rows * n]);
+            let sum = self.binary(&l, residual, &l, &tapir_kernels::elementwise::Add);
+            let [y, mean, rstd] = sum.layer_norm(rows, n, weight, bias, eps);
+            return [sum, y, mean, rstd];
+        }
+        let (w, b) = (weight.map(|s| s.host()), bias.map(|s| s.host()));
+        let out =
+            self.host()
+                .add_layer_norm(&residual.host(), rows, n, w.as_deref(), b.as_deref(), eps);
+        out.map(|o| Storage::on_device(o, self.device()))
+    }
+
     /// LayerNorm's gradients `[dx, dw, db]` (this dtype; `dw`, `db` summed
     /// over rows) for this dense input, the dense upstream `g`, the forward's
     /// `mean` and `rstd`, and the optional weight.

@@ -178,6 +178,34 @@ impl CpuBuffer {
         ]
     }
 
+    /// `s = self + residual` and LayerNorm of `s`: `[s, y, mean, rstd]`.
+    pub fn add_layer_norm(
+        &self,
+        residual: &CpuBuffer,
+        rows: usize,
+        n: usize,
+        w: Option<&CpuBuffer>,
+        b: Option<&CpuBuffer>,
+        eps: f64,
+    ) -> [CpuBuffer; 4] {
+        let len = rows * n;
+        if self.dtype() == DType::F64 {
+            let (w, b) = (w.map(|w| f64s(w, n)), b.map(|b| f64s(b, n)));
+            let (x, r) = (f64s(self, len), f64s(residual, len));
+            let (s, f) = cpu::add_layer_norm_rows(&x, &r, n, w.as_deref(), b.as_deref(), eps);
+            return [s, f.y, f.mean, f.rstd].map(CpuBuffer::F64);
+        }
+        let (w, b) = (w.map(|w| f32s(w, n)), b.map(|b| f32s(b, n)));
+        let (x, r) = (f32s(self, len), f32s(residual, len));
+        let (s, f) = cpu::add_layer_norm_rows(&x, &r, n, w.as_deref(), b.as_deref(), eps);
+        [
+            CpuBuffer::F32(s).into_dtype(self.dtype()),
+            CpuBuffer::F32(f.y).into_dtype(self.dtype()),
+            CpuBuffer::F32(f.mean),
+            CpuBuffer::F32(f.rstd),
+        ]
+    }
+
     /// LayerNorm's gradients `[dx, dw, db]` for this input (see `Storage`).
     pub fn layer_norm_backward(
         &self,

@@ -1,0 +1,118 @@
+//! Fused kernels against the compositions they replace, in f64 and f32,
+//! with gradients, and by finite differences: residual add + LayerNorm and
+//! GELU's one-pass backward (attention has its own file).
+
+use tapir::gradcheck;
+use tapir::prelude::*;
+
+fn max_rel_diff(a: &Tensor, b: &Tensor) -> f64 {
+    let (a, b) = (a.to_vec::<f64>(), b.to_vec::<f64>());
+    let scale = b.iter().fold(1e-3f64, |m, x| m.max(x.abs()));
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs() / scale)
+        .fold(0.0, f64::max)
+}
+
+/// Both outputs and every gradient of `(s, y) = f(x, r, w, b)` under the
+/// loss `sum(s * ws) + sum(y * wy)`.
+fn add_norm_run(inputs: &[Tensor; 4], fused: bool) -> Vec<Tensor> {
+    let [x, r, w, b] = inputs.each_ref().map(|t| t.detach().requires_grad_(true));
+    let d = x.size(-1);
+    let (s, y) = if fused {
+        x.add_layer_norm(&r, &[d], Some(&w), Some(&b), 1e-5)
+    } else {
+        let s = &x + &r;
+        let y = s.layer_norm(&[d], Some(&w), Some(&b), 1e-5);
+        (s, y)
+    };
+    let weights = |t: &Tensor, lo: f64| {
+        let shape: Vec<isize> = t.shape().iter().map(|&n| n as isize).collect();
+        Tensor::linspace(lo, 1.5, t.numel())
+            .reshape(&shape)
+            .to_dtype(t.dtype())
+    };
+    ((&s * &weights(&s, -0.5)).sum() + (&y * &weights(&y, -1.0)).sum()).backward();
+    let mut out = vec![s.detach(), y.detach()];
+    out.extend([x, r, w, b].iter().map(|t| t.grad().unwrap()));
+    out
+}
+
+#[test]
+fn add_layer_norm_matches_its_composition_in_f64_and_f32() {
+    tapir::manual_seed(21);
+    // 600 rows of 96: large enough for the threaded path, with a tail.
+    for (dtype, tol) in [(DType::F64, 1e-13), (DType::F32, 2e-6)] {
+        let inputs = [
+            Tensor::randn(&[4, 150, 96]),
+            Tensor::randn(&[4, 150, 96]),
+            Tensor::randn(&[96]),
+            Tensor::randn(&[96]),
+        ]
+        .map(|t| t.to_dtype(dtype));
+        let fused = add_norm_run(&inputs, true);
+        let plain = add_norm_run(&inputs, false);
+        let names = ["s", "y", "dx", "dr", "dw", "db"];
+        for (name, (f, p)) in names.iter().zip(fused.iter().zip(&plain)) {
+            let d = max_rel_diff(f, p);
+            assert!(d <= tol, "{dtype} {name}: fused differs by {d:e}");
+        }
+    }
+}
+
+#[test]
+fn add_layer_norm_gradients_match_finite_differences() {
+    tapir::manual_seed(22);
+    let inputs = [
+        Tensor::randn(&[3, 5]),
+        Tensor::randn(&[3, 5]),
+        Tensor::randn(&[5]),
+        Tensor::randn(&[5]),
+    ]
+    .map(|t| t.to_dtype(DType::F64));
+    for output in [0, 1] {
+        let f = |t: &[Tensor]| {
+            let (s, y) = t[0].add_layer_norm(&t[1], &[5], Some(&t[2]), Some(&t[3]), 1e-5);
+            // Each output weighted, so every gradient path is exercised.
+            if output == 0 { &s * &y } else { y }
+        };
+        gradcheck(f, &inputs, 1e-6, 1e-7, 1e-5).unwrap_or_else(|e| panic!("output {output}: {e}"));
+    }
+}
+
+#[test]
+fn add_layer_norm_takes_what_the_kernel_does_not_through_the_composition() {
+    // A broadcast residual and no affine parameters: the composite path.
+    let x = Tensor::randn(&[2, 3, 4]);
+    let r = Tensor::randn(&[4]);
+    let (s, y) = x.add_layer_norm(&r, &[4], None, None, 1e-5);
+    let want = (&x + &r).layer_norm(&[4], None, None, 1e-5);
+    assert!(s.allclose(&(&x + &r), 0.0, 0.0) && y.allclose(&want, 0.0, 0.0));
+    // A wrong normalized shape is the same one-sentence error as layer_norm's.
+    let err = std::panic::catch_unwind(|| x.add_layer_norm(&x, &[5], None, None, 1e-5));
+    let msg = *err.unwrap_err().downcast::<String>().unwrap();
+    assert!(
+        msg.starts_with(
+            "layer_norm: input of shape [2, 3, 4] does not end with normalized shape [5]"
+        ),
+        "{msg}"
+    );
+}
+
+/// GELU's backward, one fused pass, against `g * (Φ(x) + x φ(x))` composed
+/// from plain ops in f64.
+#[test]
+fn gelu_backward_matches_its_composition() {
+    tapir::manual_seed(23);
+    let x = (Tensor::randn(&[2000]) * 3.0)
+        .to_dtype(DType::F64)
+        .requires_grad_(true);
+    let g = Tensor::randn(&[2000]).to_dtype(DType::F64);
+    (&x.gelu() * &g).sum().backward();
+    let xd = x.detach();
+    let cdf = (&(&xd * std::f64::consts::FRAC_1_SQRT_2).erf() + 1.0) * 0.5;
+    let pdf = (&(&xd * &xd) * -0.5).exp() * (1.0 / (2.0 * std::f64::consts::PI).sqrt());
+    let want = &g * &(&cdf + &(&xd * &pdf));
+    let d = max_rel_diff(&x.grad().unwrap(), &want);
+    assert!(d < 1e-14, "gelu backward differs by {d:e}");
+}
