@@ -174,6 +174,22 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "BatchNormalization"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "GlobalAveragePool"), 1);
 
+    // The fused residual add + LayerNorm exports as its two nodes.
+    let fused = Custom(
+        |h: &Tensor| {
+            let (s, y) = h.add_layer_norm(&h.relu(), &[4], None, None, 1e-5);
+            &s * &y
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (fused_case, m) = case(
+        "add_layer_norm",
+        &fused,
+        |b| vec![Tensor::randn(&[b, 4])],
+        &[3, 6],
+    );
+    assert_eq!(count(&m, "LayerNormalization"), 1, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -183,7 +199,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     let cases = dir().join("cases.json");
     std::fs::write(
         &cases,
-        json!([mlp_case, cnn_case, lm_case, bn_case]).to_string(),
+        json!([mlp_case, cnn_case, lm_case, bn_case, fused_case]).to_string(),
     )
     .unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/check_onnx.py");
@@ -199,7 +215,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 8, "{text}");
+    assert_eq!(text.matches(" ok").count(), 10, "{text}");
 }
 
 tapir::model! {

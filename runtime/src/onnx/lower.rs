@@ -187,6 +187,7 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         }
         "linear" => linear(b, op),
         "layer_norm" => layer_norm(b, op),
+        "add_layer_norm" => add_layer_norm(b, op),
         "softmax" | "log_softmax" => {
             let onnx = if op.name == "softmax" {
                 "Softmax"
@@ -502,6 +503,34 @@ fn batch_norm(b: &mut Builder, op: &OpView) -> Lowered {
 }
 
 fn layer_norm(b: &mut Builder, op: &OpView) -> Lowered {
+    let affine = (
+        op.inputs.get(1).cloned().flatten(),
+        op.inputs.get(2).cloned().flatten(),
+    );
+    layer_norm_node(b, op, op.x(0), affine, op.out())
+}
+
+/// The fused residual add and LayerNorm as its two nodes: Add to the first
+/// output, LayerNormalization of it to the second.
+fn add_layer_norm(b: &mut Builder, op: &OpView) -> Lowered {
+    let sum = op.outputs[0].clone();
+    b.node("Add", &[op.x(0), op.x(1)], &[&sum], vec![]);
+    let affine = (
+        op.inputs.get(2).cloned().flatten(),
+        op.inputs.get(3).cloned().flatten(),
+    );
+    layer_norm_node(b, op, &sum, affine, &op.outputs[1])
+}
+
+/// LayerNormalization of `x` (shaped as the op's first input) over the op's
+/// trailing `axes`, with the given scale and bias or ones and zeros.
+fn layer_norm_node(
+    b: &mut Builder,
+    op: &OpView,
+    x: &str,
+    (scale, bias): (Option<String>, Option<String>),
+    out: &str,
+) -> Lowered {
     let n = op.int("axes");
     let input = op.in_dims[0].as_ref().ok_or("no input")?;
     let norm: Vec<i64> = input.0[input.0.len() - n as usize..]
@@ -509,18 +538,12 @@ fn layer_norm(b: &mut Builder, op: &OpView) -> Lowered {
         .map(|&d| d as i64)
         .collect();
     let t = op.out_dtypes[0];
-    let scale = match op.inputs.get(1).and_then(|v| v.clone()) {
-        Some(w) => w,
-        None => filled(b, 1.0, t, norm.clone()),
-    };
-    let bias = match op.inputs.get(2).and_then(|v| v.clone()) {
-        Some(v) => v,
-        None => filled(b, 0.0, t, norm.clone()),
-    };
+    let scale = scale.unwrap_or_else(|| filled(b, 1.0, t, norm.clone()));
+    let bias = bias.unwrap_or_else(|| filled(b, 0.0, t, norm.clone()));
     b.node(
         "LayerNormalization",
-        &[op.x(0), &scale, &bias],
-        &[op.out()],
+        &[x, &scale, &bias],
+        &[out],
         vec![int("axis", -n), float("epsilon", op.float("eps"))],
     );
     Ok(())
