@@ -19,8 +19,16 @@ use std::time::{Duration, Instant};
 
 /// How long a helper spins for the next job before it parks: longer than
 /// the serial gaps inside a training step, short enough that an idle
-/// process stops burning a core at once.
-const SPIN: Duration = Duration::from_micros(300);
+/// process stops burning a core at once. `TAPIR_SPIN_US` sets it (0 parks
+/// at once, as `OMP_WAIT_POLICY=passive`), for a process whose other
+/// threads (data workers) need the cores more than the kernels do.
+fn spin_time() -> Duration {
+    static SPIN: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *SPIN.get_or_init(|| {
+        let us = std::env::var("TAPIR_SPIN_US").ok().and_then(|v| v.parse().ok());
+        Duration::from_micros(us.unwrap_or(300))
+    })
+}
 
 /// One job's tasks: called with each task index in `0..tasks` exactly once.
 type Tasks<'a> = dyn Fn(usize) + Sync + 'a;
@@ -208,7 +216,7 @@ fn wait_for_job(s: &Shared, seen: u64) -> Option<u64> {
             return Some(g);
         }
         spins = spins.wrapping_add(1);
-        if spins.is_multiple_of(256) && (start.elapsed() > SPIN || s.quiet.load(SeqCst) != quiet) {
+        if spins.is_multiple_of(256) && (start.elapsed() > spin_time() || s.quiet.load(SeqCst) != quiet) {
             s.parked.fetch_add(1, SeqCst);
             // Re-checked after announcing the park: a job opened before the
             // announcement is seen here; one opened after it unparks us.
@@ -238,7 +246,7 @@ mod tests {
             });
             assert!(hits.iter().all(|h| h.load(SeqCst) == 1), "{tasks} tasks");
         }
-        // After parking (well past SPIN), a job still reaches the helpers.
+        // After parking (well past the spin time), a job still reaches the helpers.
         std::thread::sleep(Duration::from_millis(5));
         let threads = Mutex::new(std::collections::HashSet::new());
         pool.run(64, &|_| {
