@@ -116,5 +116,33 @@ fn attention(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, matmul, elementwise, rows, cnn_layers, attention);
+/// Dropout (p = 0.1) of a char-transformer MLP activation (32 x 128 x 1024):
+/// the Philox mask against the per-element generator path it replaced
+/// (`bernoulli` of a full tensor, then two multiplies).
+fn dropout(c: &mut Criterion) {
+    let mut g = c.benchmark_group("dropout");
+    g.sample_size(10);
+    let x = Tensor::randn(&[32, 128, 1024]);
+    let drop = tapir::nn::Dropout::new(0.1);
+    g.bench_function("philox_mask", |bench| {
+        bench.iter(|| black_box(drop.forward(&x)))
+    });
+    g.bench_function("bernoulli", |bench| {
+        bench.iter(|| {
+            let keep = Tensor::full_like(&x, 0.9).bernoulli();
+            black_box(&(&x * &keep) * (1.0 / 0.9))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(
+    benches,
+    matmul,
+    elementwise,
+    rows,
+    cnn_layers,
+    attention,
+    dropout
+);
 criterion_main!(benches);

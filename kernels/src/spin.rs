@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 fn spin_time() -> Duration {
     static SPIN: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
     *SPIN.get_or_init(|| {
-        let us = std::env::var("TAPIR_SPIN_US").ok().and_then(|v| v.parse().ok());
+        let us = std::env::var("TAPIR_SPIN_US")
+            .ok()
+            .and_then(|v| v.parse().ok());
         Duration::from_micros(us.unwrap_or(300))
     })
 }
@@ -216,7 +218,9 @@ fn wait_for_job(s: &Shared, seen: u64) -> Option<u64> {
             return Some(g);
         }
         spins = spins.wrapping_add(1);
-        if spins.is_multiple_of(256) && (start.elapsed() > spin_time() || s.quiet.load(SeqCst) != quiet) {
+        if spins.is_multiple_of(256)
+            && (start.elapsed() > spin_time() || s.quiet.load(SeqCst) != quiet)
+        {
             s.parked.fetch_add(1, SeqCst);
             // Re-checked after announcing the park: a job opened before the
             // announcement is seen here; one opened after it unparks us.

@@ -116,3 +116,37 @@ fn gelu_backward_matches_its_composition() {
     let d = max_rel_diff(&x.grad().unwrap(), &want);
     assert!(d < 1e-14, "gelu backward differs by {d:e}");
 }
+
+/// Dropout on the CPU: one parallel Philox mask, `1 / keep` or 0 per
+/// element; its gradient is the same mask; each call draws anew.
+#[test]
+fn dropout_masks_scale_and_follow_the_generator() {
+    let x = Tensor::randn(&[64, 1000]).requires_grad_(true);
+    let drop = tapir::nn::Dropout::new(0.25);
+    let y = drop.forward(&x);
+    y.sum().backward();
+    let (xs, ys, gs) = (
+        x.to_vec::<f32>(),
+        y.to_vec::<f32>(),
+        x.grad().unwrap().to_vec::<f32>(),
+    );
+    let mut dropped = 0;
+    for ((&a, &b), &g) in xs.iter().zip(&ys).zip(&gs) {
+        if g == 0.0 {
+            dropped += 1;
+            assert_eq!(b, 0.0);
+        } else {
+            assert_eq!(g, 1.0 / 0.75);
+            assert_eq!(b, a * (1.0 / 0.75));
+        }
+    }
+    let share = dropped as f64 / xs.len() as f64;
+    assert!((share - 0.25).abs() < 0.01, "dropped {share}");
+    // (Same seed, same mask is checked where no other test draws from the
+    // global generator meanwhile: tests/recompute.rs replays dropout.)
+    assert_ne!(
+        drop.forward(&x).to_vec::<f32>(),
+        ys,
+        "the next call draws anew"
+    );
+}

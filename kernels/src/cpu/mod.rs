@@ -25,7 +25,7 @@ pub use index::{gather, index_add_rows, index_select, scatter_add};
 pub use matmul::{matmul, matmul_bias};
 pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, layer_norm_rows};
 pub use optim::{adam_update, rmsprop_update, sgd_update};
-pub use philox::{philox_normal, philox_uniform, philox4x32_10};
+pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};
 pub use pool::{max_pool2d, max_pool2d_backward};
 pub use reduce::reduce;
 pub use softmax::{log_softmax_rows, softmax_rows};

@@ -138,6 +138,14 @@ pub(crate) fn dropout(x: &Tensor, p: f64, training: bool) -> Tensor {
     if p == 1.0 {
         return x * 0.0;
     }
+    // On the CPU the scaled mask comes from one parallel Philox pass (a
+    // serial generator call per element was the cost of dropout there).
+    if x.dtype().is_float()
+        && let Some(m) = crate::storage::Storage::dropout_mask(x.device(), x.numel(), 1.0 - p)
+    {
+        let mask = Tensor::from_storage(m, x.shape()).to_dtype(x.dtype());
+        return x * &mask;
+    }
     let keep = Tensor::full_like(x, 1.0 - p).bernoulli();
     &(x * &keep) * (1.0 / (1.0 - p))
 }

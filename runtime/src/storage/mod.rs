@@ -330,6 +330,21 @@ impl Storage {
         }
     }
 
+    /// Dropout's scaled keep mask (`1 / keep` or 0 per element, f32) for
+    /// `n` elements on the CPU, from a Philox stream keyed by one draw of the
+    /// default generator, made in parallel; `None` on a GPU, where
+    /// `bernoulli` already draws on the device.
+    pub fn dropout_mask(device: Device, n: usize, keep: f64) -> Option<Storage> {
+        match device {
+            Device::Cpu => {
+                let seed = crate::default_generator().fill(1, |next| next())[0];
+                let mask = tapir_kernels::cpu::philox_dropout_mask(n, keep, seed);
+                Some(Storage::cpu(CpuBuffer::F32(mask)))
+            }
+            Device::Cuda(_) => None,
+        }
+    }
+
     /// The view's elements as `T`, row-major (on the host).
     pub fn to_vec<T: Element>(&self, l: &Layout) -> Vec<T> {
         match self {
