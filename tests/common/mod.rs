@@ -148,3 +148,14 @@ pub fn run_all<'a>(
     );
     n
 }
+
+/// The largest `|a - b|` over the largest `|b|` (at least 1e-3): how far a
+/// fused kernel's result is from its composition's, relative to its scale.
+pub fn max_rel_diff(a: &Tensor, b: &Tensor) -> f64 {
+    let (a, b) = (a.to_vec::<f64>(), b.to_vec::<f64>());
+    let scale = b.iter().fold(1e-3f64, |m, x| m.max(x.abs()));
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs() / scale)
+        .fold(0.0, f64::max)
+}

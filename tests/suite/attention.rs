@@ -3,6 +3,7 @@
 //! gradients, by finite differences, and through `sdpa_kernel`. PyTorch
 //! goldens for both paths are in `nn_goldens` (`sdpa_*`, `mha_*`).
 
+use crate::common::max_rel_diff;
 use tapir::gradcheck;
 use tapir::nn::{MultiheadAttention, SdpBackend, scaled_dot_product_attention, sdpa_kernel};
 use tapir::prelude::*;
@@ -21,15 +22,6 @@ fn run(qkv: &[Tensor; 3], causal: bool, scale: Option<f64>) -> Vec<Tensor> {
         k.grad().unwrap(),
         v.grad().unwrap(),
     ]
-}
-
-fn max_rel_diff(a: &Tensor, b: &Tensor) -> f64 {
-    let (a, b) = (a.to_vec::<f64>(), b.to_vec::<f64>());
-    let scale = b.iter().fold(1e-3f64, |m, x| m.max(x.abs()));
-    a.iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs() / scale)
-        .fold(0.0, f64::max)
 }
 
 /// Shapes that leave partial tiles, L > S, L < S, heads as leading dims.

@@ -2,17 +2,9 @@
 //! with gradients, and by finite differences: residual add + LayerNorm and
 //! GELU's one-pass backward (attention has its own file).
 
+use crate::common::max_rel_diff;
 use tapir::gradcheck;
 use tapir::prelude::*;
-
-fn max_rel_diff(a: &Tensor, b: &Tensor) -> f64 {
-    let (a, b) = (a.to_vec::<f64>(), b.to_vec::<f64>());
-    let scale = b.iter().fold(1e-3f64, |m, x| m.max(x.abs()));
-    a.iter()
-        .zip(&b)
-        .map(|(x, y)| (x - y).abs() / scale)
-        .fold(0.0, f64::max)
-}
 
 /// Both outputs and every gradient of `(s, y) = f(x, r, w, b)` under the
 /// loss `sum(s * ws) + sum(y * wy)`.
