@@ -59,6 +59,52 @@ fn visible_keys(causal: bool, i: usize, ks: usize, bk: usize) -> usize {
     }
 }
 
+/// One operand's rows, which need not be dense: slice `b`'s row `i` starts
+/// at `offsets[b] + i * row_stride` in `data`, and its elements are
+/// contiguous. A head split (`[B, T, H, E]` viewed as `[B, H, T, E]`) is read
+/// in place, with no copy.
+#[derive(Clone, Debug)]
+pub struct Rows<'a, T> {
+    /// The buffer the rows live in.
+    pub data: &'a [T],
+    /// Where each slice's first row starts.
+    pub offsets: Vec<usize>,
+    /// Elements from one row's start to the next's.
+    pub row_stride: usize,
+}
+
+impl<'a, T> Rows<'a, T> {
+    /// Dense `[batch, rows, width]` rows.
+    pub fn dense(data: &'a [T], batch: usize, rows: usize, width: usize) -> Rows<'a, T> {
+        Rows {
+            data,
+            offsets: (0..batch).map(|b| b * rows * width).collect(),
+            row_stride: width,
+        }
+    }
+
+    /// Slice `b`'s rows from `first` as a matrix operand (`transposed`: read
+    /// as columns).
+    fn operand(&self, b: usize, first: usize, transposed: bool) -> Operand<'a, T> {
+        let start = self.offsets[b] + first * self.row_stride;
+        match transposed {
+            false => Operand::new(self.data, start, self.row_stride, 1),
+            true => Operand::new(self.data, start, 1, self.row_stride),
+        }
+    }
+
+    /// Whether `batch` slices of `rows` rows of `width` lie inside `data`.
+    fn fits(&self, batch: usize, rows: usize, width: usize) -> bool {
+        self.offsets.len() == batch
+            && (rows == 0
+                || width == 0
+                || self
+                    .offsets
+                    .iter()
+                    .all(|&o| o + (rows - 1) * self.row_stride + width <= self.data.len()))
+    }
+}
+
 /// Keys a query tile starting at `qs` with `bq` rows may see: `0..end`.
 fn key_end(d: &AttentionDims, causal: bool, qs: usize, bq: usize) -> usize {
     if causal { d.s.min(qs + bq) } else { d.s }
@@ -67,17 +113,19 @@ fn key_end(d: &AttentionDims, causal: bool, qs: usize, bq: usize) -> usize {
 /// `softmax(q kᵀ · scale [+ causal mask]) v` for each slice, tiled.
 ///
 /// ```
-/// use tapir_kernels::cpu::{attention_forward, AttentionDims};
+/// use tapir_kernels::cpu::{attention_forward, AttentionDims, Rows};
 /// // One query, two keys with equal scores: the output is the values' mean.
 /// let d = AttentionDims { batch: 1, l: 1, s: 2, e: 1, ev: 1 };
-/// let f = attention_forward(&[1.0f32], &[2.0, 2.0], &[1.0, 3.0], d, 1.0, false);
+/// let (q, k, v) = ([1.0f32], [2.0, 2.0], [1.0, 3.0]);
+/// let (q, k, v) = (Rows::dense(&q, 1, 1, 1), Rows::dense(&k, 1, 2, 1), Rows::dense(&v, 1, 2, 1));
+/// let f = attention_forward(&q, &k, &v, d, 1.0, false);
 /// assert_eq!(f.out, vec![2.0]);
 /// assert!((f.lse[0] - (2.0 + 2f32.ln())).abs() < 1e-6);
 /// ```
 pub fn attention_forward<T: Float>(
-    q: &[T],
-    k: &[T],
-    v: &[T],
+    q: &Rows<'_, T>,
+    k: &Rows<'_, T>,
+    v: &Rows<'_, T>,
     d: AttentionDims,
     scale: T,
     causal: bool,
@@ -89,12 +137,9 @@ pub fn attention_forward<T: Float>(
         return AttentionForward { out, lse };
     }
     let tile = |slice: usize, qs: usize, o: &mut [T], m: &mut [T]| {
-        let (ks, vs) = (slice * d.s * d.e, slice * d.s * d.ev);
-        let qrows = &q[(slice * d.l + qs) * d.e..(slice * d.l + qs + m.len()) * d.e];
-        let kv = (&k[ks..ks + d.s * d.e], &v[vs..vs + d.s * d.ev]);
         simd(
             #[inline(always)]
-            || forward_tile(qrows, kv, &d, scale, causal, qs, o, m),
+            || forward_tile((q, k, v), slice, &d, scale, causal, qs, o, m),
         )
     };
     let work = d.batch * d.l * d.s * (d.e + d.ev);
@@ -110,7 +155,7 @@ pub fn attention_forward<T: Float>(
             }
         }
     } else {
-        // One task per (slice, query tile): a tile never spans two slices.
+        // One task per slice, its query tiles in turn.
         let tiles = d.l.div_ceil(TILE);
         let (o_tile, m_tile) = (TILE * d.ev, TILE);
         par_chunks_mut2((&mut out, d.l * d.ev), (&mut lse, d.l), |b, o, m| {
@@ -130,8 +175,8 @@ pub fn attention_forward<T: Float>(
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn forward_tile<T: Float>(
-    q: &[T],
-    (k, v): (&[T], &[T]),
+    (q, k, v): (&Rows<'_, T>, &Rows<'_, T>, &Rows<'_, T>),
+    slice: usize,
     d: &AttentionDims,
     scale: T,
     causal: bool,
@@ -154,8 +199,8 @@ fn forward_tile<T: Float>(
             s,
             false,
             scale,
-            Operand::new(q, 0, d.e, 1),
-            Operand::new(k, ks * d.e, 1, d.e),
+            q.operand(slice, qs, false),
+            k.operand(slice, ks, true),
         );
         for (i, row) in s.chunks_mut(bk).enumerate() {
             // Hidden keys become -inf, which the exp below turns into 0:
@@ -185,7 +230,7 @@ fn forward_tile<T: Float>(
             true,
             T::one(),
             Operand::new(s, 0, bk, 1),
-            Operand::new(v, ks * d.ev, d.ev, 1),
+            v.operand(slice, ks, false),
         );
     }
     for (i, row) in out.chunks_mut(d.ev).enumerate() {
@@ -206,9 +251,9 @@ fn forward_tile<T: Float>(
 /// each key tile's `dk`, `dv` are finished in one place, query tiles inner).
 #[allow(clippy::too_many_arguments)]
 pub fn attention_backward<T: Float>(
-    q: &[T],
-    k: &[T],
-    v: &[T],
+    q: &Rows<'_, T>,
+    k: &Rows<'_, T>,
+    v: &Rows<'_, T>,
     out: &[T],
     lse: &[T],
     g: &[T],
@@ -238,7 +283,8 @@ pub fn attention_backward<T: Float>(
             #[inline(always)]
             || {
                 backward_slice(
-                    (rows(q, ql), rows(k, kl), rows(v, vl)),
+                    (q, k, v),
+                    b,
                     o,
                     rows(lse, d.l),
                     &d,
@@ -271,7 +317,8 @@ pub fn attention_backward<T: Float>(
 /// One slice's backward (see [`attention_backward`]).
 #[inline(always)]
 fn backward_slice<T: Float>(
-    (q, k, v): (&[T], &[T], &[T]),
+    (q, k, v): (&Rows<'_, T>, &Rows<'_, T>, &Rows<'_, T>),
+    slice: usize,
     (out, g): (&[T], &[T]),
     lse: &[T],
     d: &AttentionDims,
@@ -296,7 +343,7 @@ fn backward_slice<T: Float>(
                 continue;
             }
             let (p, dp) = (&mut p[..bq * bk], &mut dp[..bq * bk]);
-            let q_tile = Operand::new(q, qs * d.e, d.e, 1);
+            let q_tile = q.operand(slice, qs, false);
             let g_tile = Operand::new(g, qs * d.ev, d.ev, 1);
             // p = exp(scale · q kᵀ - lse): the forward's probabilities.
             gemm_tile(
@@ -305,7 +352,7 @@ fn backward_slice<T: Float>(
                 false,
                 scale,
                 q_tile,
-                Operand::new(k, ks * d.e, 1, d.e),
+                k.operand(slice, ks, true),
             );
             for (i, row) in p.chunks_mut(bk).enumerate() {
                 let m = lse[qs + i];
@@ -325,7 +372,7 @@ fn backward_slice<T: Float>(
             let p_t = Operand::new(p, 0, 1, bk);
             gemm_tile((bk, d.ev, bq), v_rows, true, T::one(), p_t, g_tile);
             // dp = g vᵀ, then ds = p (dp - delta) in place.
-            let v_t = Operand::new(v, ks * d.ev, 1, d.ev);
+            let v_t = v.operand(slice, ks, true);
             gemm_tile((bq, bk, d.ev), dp, false, T::one(), g_tile, v_t);
             for (i, (ds, p)) in dp.chunks_mut(bk).zip(p.chunks(bk)).enumerate() {
                 let di = delta[qs + i];
@@ -335,7 +382,7 @@ fn backward_slice<T: Float>(
             }
             // dq += scale · ds k ;  dk += scale · dsᵀ q
             let q_rows = &mut dq[qs * d.e..(qs + bq) * d.e];
-            let k_tile = Operand::new(k, ks * d.e, d.e, 1);
+            let k_tile = k.operand(slice, ks, false);
             gemm_tile(
                 (bq, d.e, bk),
                 q_rows,
@@ -351,15 +398,10 @@ fn backward_slice<T: Float>(
     }
 }
 
-fn check<T>(d: &AttentionDims, q: &[T], k: &[T], v: &[T]) {
+fn check<T>(d: &AttentionDims, q: &Rows<'_, T>, k: &Rows<'_, T>, v: &Rows<'_, T>) {
     assert!(
-        q.len() == d.batch * d.l * d.e
-            && k.len() == d.batch * d.s * d.e
-            && v.len() == d.batch * d.s * d.ev,
-        "attention kernel: buffers of {}, {} and {} elements do not match {d:?}",
-        q.len(),
-        k.len(),
-        v.len()
+        q.fits(d.batch, d.l, d.e) && k.fits(d.batch, d.s, d.e) && v.fits(d.batch, d.s, d.ev),
+        "attention kernel: the query, key or value rows do not fit their buffers for {d:?}"
     );
 }
 
@@ -403,6 +445,50 @@ mod tests {
         out
     }
 
+    /// Rows read in place from a head split: `[B, T, H, E]` viewed as
+    /// `[B, H, T, E]` gives the same results as its dense copy, forward and
+    /// backward.
+    #[test]
+    fn strided_rows_give_what_their_dense_copy_gives() {
+        let (b, h, t, e) = (2, 3, 70, 4);
+        let d = AttentionDims {
+            batch: b * h,
+            l: t,
+            s: t,
+            e,
+            ev: e,
+        };
+        let bthe = values(b * t * h * e, 5);
+        // The dense [B, H, T, E] copy of the [B, T, H, E] buffer.
+        let mut dense = vec![0.0; bthe.len()];
+        for (bi, hi, ti, ei) in (0..b).flat_map(|bi| {
+            (0..h).flat_map(move |hi| {
+                (0..t).flat_map(move |ti| (0..e).map(move |ei| (bi, hi, ti, ei)))
+            })
+        }) {
+            dense[((bi * h + hi) * t + ti) * e + ei] = bthe[((bi * t + ti) * h + hi) * e + ei];
+        }
+        let strided = Rows {
+            data: &bthe[..],
+            offsets: (0..b * h)
+                .map(|s| (s / h) * t * h * e + (s % h) * e)
+                .collect(),
+            row_stride: h * e,
+        };
+        let packed = Rows::dense(&dense, b * h, t, e);
+        let f1 = attention_forward(&strided, &strided, &strided, d, 0.5, true);
+        let f2 = attention_forward(&packed, &packed, &packed, d, 0.5, true);
+        assert_eq!(f1.out, f2.out);
+        let g = values(f1.out.len(), 6);
+        let b1 = attention_backward(
+            &strided, &strided, &strided, &f1.out, &f1.lse, &g, d, 0.5, true,
+        );
+        let b2 = attention_backward(
+            &packed, &packed, &packed, &f2.out, &f2.lse, &g, d, 0.5, true,
+        );
+        assert_eq!(b1, b2);
+    }
+
     fn values(n: usize, seed: u64) -> Vec<f64> {
         let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         (0..n)
@@ -437,7 +523,9 @@ mod tests {
                 values(2 * s * 3, 3),
             );
             let want = reference(&q, &k, &v, d, 0.7, causal);
-            let got = attention_forward(&q, &k, &v, d, 0.7, causal).out;
+            let dense = |x, rows, width| Rows::dense(x, 2, rows, width);
+            let (qr, kr, vr) = (dense(&q, l, 5), dense(&k, s, 5), dense(&v, s, 3));
+            let got = attention_forward(&qr, &kr, &vr, d, 0.7, causal).out;
             for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                 assert!(
                     (g - w).abs() < 1e-12,

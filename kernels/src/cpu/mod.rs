@@ -16,7 +16,8 @@ mod strided;
 mod sum;
 
 pub use attention::{
-    AttentionDims, AttentionForward, TILE as ATTENTION_TILE, attention_backward, attention_forward,
+    AttentionDims, AttentionForward, Rows, TILE as ATTENTION_TILE, attention_backward,
+    attention_forward,
 };
 pub use conv::{col2im, im2col};
 pub use convert::{bf16_from_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};

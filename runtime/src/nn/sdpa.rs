@@ -166,10 +166,21 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
         ]
     };
     trace::op("scaled_dot_product_attention", [q, k, v], attrs, || {
-        let (qd, kd, vd) = (dense0(q), dense0(k), dense0(v));
-        let [out, lse] = qd
-            .read()
-            .attention(&kd.read(), &vd.read(), d, scale, causal);
+        // Read in place (a head split's transposed view needs no copy)
+        // unless a row's elements are not contiguous.
+        let rows = |t: &Tensor| match t.strides()[nd - 1] == 1 || t.size(-1) == 1 {
+            true => t.detach(),
+            false => dense0(t),
+        };
+        let (qd, kd, vd) = (rows(q), rows(k), rows(v));
+        let [out, lse] = qd.read().attention(
+            qd.layout(),
+            (&kd.read(), kd.layout()),
+            (&vd.read(), vd.layout()),
+            d,
+            scale,
+            causal,
+        );
         let mut shape = q.shape()[..nd - 1].to_vec();
         shape.push(d.ev);
         let out = Tensor::from_storage(out, &shape);
@@ -180,11 +191,10 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
             move |g: &Tensor, needs: &[bool]| {
                 let g = dense0(&g.to_dtype(out.dtype()));
                 let grads = qd.read().attention_backward(
-                    &kd.read(),
-                    &vd.read(),
-                    &out.read(),
-                    &lse.read(),
-                    &g.read(),
+                    qd.layout(),
+                    (&kd.read(), kd.layout()),
+                    (&vd.read(), vd.layout()),
+                    (&out.read(), &lse.read(), &g.read()),
                     d,
                     scale,
                     causal,

@@ -208,35 +208,39 @@ impl Storage {
         matches!(self, Storage::Cpu(_))
     }
 
-    /// Fused scaled-dot-product attention of this dense query `[batch, l, e]`
-    /// over dense `k` `[batch, s, e]` and `v` `[batch, s, ev]` of the same
-    /// dtype: the output `[batch, l, ev]` (this dtype) and each query row's
+    /// Fused scaled-dot-product attention of this query, view `lq` `[..,
+    /// l, e]`, over `k` `[.., s, e]` and `v` `[.., s, ev]` of the same dtype,
+    /// each read in place (their last dim must have stride 1): the dense
+    /// output `[batch, l, ev]` (this dtype) and each query row's
     /// log-sum-exp (f64 for f64, f32 otherwise). Callers ask
     /// [`Storage::fuses_attention`] first; elsewhere it runs on host copies.
+    #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
-        k: &Storage,
-        v: &Storage,
+        lq: &Layout,
+        (k, lk): (&Storage, &Layout),
+        (v, lv): (&Storage, &Layout),
         d: AttentionDims,
         scale: f64,
         causal: bool,
     ) -> [Storage; 2] {
+        let (kh, vh) = (k.host(), v.host());
         let out = self
             .host()
-            .attention(&k.host(), &v.host(), d, scale, causal);
+            .attention(lq, (&kh, lk), (&vh, lv), d, scale, causal);
         out.map(|b| Storage::on_device(b, self.device()))
     }
 
-    /// The fused attention's gradients `[dq, dk, dv]` for this query, `k`,
-    /// `v`, the forward's `out` and `lse` and the upstream `g` (all dense).
+    /// The fused attention's dense gradients `[dq, dk, dv]` for this query,
+    /// `k` and `v` (views as in [`Storage::attention`]), the forward's dense
+    /// `out` and `lse` and the dense upstream `g`.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward(
         &self,
-        k: &Storage,
-        v: &Storage,
-        out: &Storage,
-        lse: &Storage,
-        g: &Storage,
+        lq: &Layout,
+        (k, lk): (&Storage, &Layout),
+        (v, lv): (&Storage, &Layout),
+        (out, lse, g): (&Storage, &Storage, &Storage),
         d: AttentionDims,
         scale: f64,
         causal: bool,
@@ -244,9 +248,9 @@ impl Storage {
         // Only CPU storages reach here (see `fuses_attention`); host views
         // keep the method total.
         let (k, v, o, m, g) = (k.host(), v.host(), out.host(), lse.host(), g.host());
-        let grads = self
-            .host()
-            .attention_backward(&k, &v, &o, &m, &g, d, scale, causal);
+        let grads =
+            self.host()
+                .attention_backward(lq, (&k, lk), (&v, lv), (&o, &m, &g), d, scale, causal);
         grads.map(|b| Storage::on_device(b, self.device()))
     }
 

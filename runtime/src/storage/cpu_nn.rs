@@ -32,6 +32,24 @@ fn f64s(b: &CpuBuffer, n: usize) -> Cow<'_, [f64]> {
     }
 }
 
+/// The rows of a `[.., rows, width]` view whose rows are contiguous: one
+/// offset per slice of the leading dims, and the view's row stride.
+fn rows<'a, T>(data: &'a [T], l: &Layout) -> cpu::Rows<'a, T> {
+    let nd = l.ndim();
+    let lead = Layout {
+        shape: l.shape[..nd - 2].to_vec(),
+        strides: l.strides[..nd - 2].to_vec(),
+        offset: l.offset,
+    };
+    let mut offsets = Vec::new();
+    lead.for_each_offset(|o| offsets.push(o));
+    cpu::Rows {
+        data,
+        offsets,
+        row_stride: l.strides[nd - 2],
+    }
+}
+
 /// The first `n` indices of a dense i64 buffer, each checked against `size`.
 fn checked_indices(idx: &CpuBuffer, n: usize, size: usize, op: &str) -> Vec<usize> {
     let CpuBuffer::I64(v) = idx else {
@@ -91,26 +109,27 @@ impl CpuBuffer {
         }
     }
 
-    /// Fused attention of dense q (this buffer), k, v: `[out, lse]` (see `Storage`).
+    /// Fused attention of q (this buffer, view `lq`), k and v (their views
+    /// read in place: rows contiguous, any slice offsets and row strides):
+    /// `[out, lse]` (see `Storage`).
+    #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
-        k: &CpuBuffer,
-        v: &CpuBuffer,
+        lq: &Layout,
+        (k, lk): (&CpuBuffer, &Layout),
+        (v, lv): (&CpuBuffer, &Layout),
         d: cpu::AttentionDims,
         scale: f64,
         causal: bool,
     ) -> [CpuBuffer; 2] {
-        let (nq, nk, nv) = (
-            d.batch * d.l * d.e,
-            d.batch * d.s * d.e,
-            d.batch * d.s * d.ev,
-        );
         if self.dtype() == DType::F64 {
-            let (q, k, v) = (f64s(self, nq), f64s(k, nk), f64s(v, nv));
+            let (q, k, v) = (f64s(self, self.len()), f64s(k, k.len()), f64s(v, v.len()));
+            let (q, k, v) = (rows(&q, lq), rows(&k, lk), rows(&v, lv));
             let f = cpu::attention_forward(&q, &k, &v, d, scale, causal);
             return [CpuBuffer::F64(f.out), CpuBuffer::F64(f.lse)];
         }
-        let (q, k, v) = (f32s(self, nq), f32s(k, nk), f32s(v, nv));
+        let (q, k, v) = (f32s(self, self.len()), f32s(k, k.len()), f32s(v, v.len()));
+        let (q, k, v) = (rows(&q, lq), rows(&k, lk), rows(&v, lv));
         let f = cpu::attention_forward(&q, &k, &v, d, scale as f32, causal);
         [
             CpuBuffer::F32(f.out).into_dtype(self.dtype()),
@@ -118,33 +137,30 @@ impl CpuBuffer {
         ]
     }
 
-    /// Fused attention's `[dq, dk, dv]` for q (this buffer), k, v, the
-    /// forward's output and log-sum-exp and the upstream `g` (see `Storage`).
+    /// Fused attention's `[dq, dk, dv]` (dense) for q (this buffer), k, v as
+    /// in [`CpuBuffer::attention`], the forward's dense output and
+    /// log-sum-exp and the dense upstream `g`.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward(
         &self,
-        k: &CpuBuffer,
-        v: &CpuBuffer,
-        out: &CpuBuffer,
-        lse: &CpuBuffer,
-        g: &CpuBuffer,
+        lq: &Layout,
+        (k, lk): (&CpuBuffer, &Layout),
+        (v, lv): (&CpuBuffer, &Layout),
+        (out, lse, g): (&CpuBuffer, &CpuBuffer, &CpuBuffer),
         d: cpu::AttentionDims,
         scale: f64,
         causal: bool,
     ) -> [CpuBuffer; 3] {
-        let (nq, nk, nv) = (
-            d.batch * d.l * d.e,
-            d.batch * d.s * d.e,
-            d.batch * d.s * d.ev,
-        );
         let (no, nl) = (d.batch * d.l * d.ev, d.batch * d.l);
         if self.dtype() == DType::F64 {
-            let (q, k, v) = (f64s(self, nq), f64s(k, nk), f64s(v, nv));
+            let (q, k, v) = (f64s(self, self.len()), f64s(k, k.len()), f64s(v, v.len()));
+            let (q, k, v) = (rows(&q, lq), rows(&k, lk), rows(&v, lv));
             let (o, m, g) = (f64s(out, no), f64s(lse, nl), f64s(g, no));
             let (dq, dk, dv) = cpu::attention_backward(&q, &k, &v, &o, &m, &g, d, scale, causal);
             return [dq, dk, dv].map(CpuBuffer::F64);
         }
-        let (q, k, v) = (f32s(self, nq), f32s(k, nk), f32s(v, nv));
+        let (q, k, v) = (f32s(self, self.len()), f32s(k, k.len()), f32s(v, v.len()));
+        let (q, k, v) = (rows(&q, lq), rows(&k, lk), rows(&v, lv));
         let (o, m, g) = (f32s(out, no), f32s(lse, nl), f32s(g, no));
         let (dq, dk, dv) = cpu::attention_backward(&q, &k, &v, &o, &m, &g, d, scale as f32, causal);
         [dq, dk, dv].map(|x| CpuBuffer::F32(x).into_dtype(self.dtype()))
