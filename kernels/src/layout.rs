@@ -153,6 +153,25 @@ impl Layout {
         });
     }
 
+    /// The buffer offset of each matrix of a `[..batch, rows, cols]` view:
+    /// one per index of the leading dims, in row-major order.
+    ///
+    /// ```
+    /// let l = tapir_kernels::Layout::contiguous(&[2, 3, 4]);
+    /// assert_eq!(l.batch_offsets(), vec![0, 12]);
+    /// ```
+    pub fn batch_offsets(&self) -> Vec<usize> {
+        let lead = self.ndim().saturating_sub(2);
+        let batch = Layout {
+            shape: self.shape[..lead].to_vec(),
+            strides: self.strides[..lead].to_vec(),
+            offset: self.offset,
+        };
+        let mut offsets = Vec::new();
+        batch.for_each_offset(|o| offsets.push(o));
+        offsets
+    }
+
     /// Calls `f(base, len, stride)` once per innermost row, in row-major
     /// order; a 0-d layout is one row of length 1.
     #[inline]

@@ -3,11 +3,11 @@
 //! they park, as OpenMP's workers do.
 //!
 //! A training step is hundreds of kernels of 5-500 µs with a few µs of serial
-//! work between them. Handing each to rayon cost 20-60 µs here (2 vCPUs
+//! work between them. Handing each to rayon cost 10-60 µs here (2 vCPUs
 //! under KVM): its workers sleep between jobs, waking one is an
 //! inter-processor interrupt, and the caller sleeps on a latch until the
 //! job ends, which costs a second wake-up. With a spinning helper the same
-//! dispatch costs 1-4 µs, so splitting a 20 µs elementwise op pays.
+//! dispatch costs at most ~5 µs, so splitting a 20 µs elementwise op pays.
 
 use std::any::Any;
 use std::cell::UnsafeCell;

@@ -14,6 +14,7 @@ use super::matmul::{Operand, gemm_tile};
 use super::softmax::{exp_shifted_sum, lanes_max};
 use crate::Float;
 use crate::threads::{par_chunks_mut2, par_chunks_mut3, simd};
+use gemm::Parallelism;
 
 /// Query and key rows per tile: a 64 x 64 f32 score tile is 16 KiB, so the
 /// tile, its query rows and the key rows stay in L1/L2.
@@ -185,9 +186,10 @@ fn forward_tile<T: Float>(
     lse: &mut [T],
 ) {
     let bq = lse.len();
-    let mut scores = vec![T::zero(); bq * TILE];
-    let mut max = vec![T::neg_infinity(); bq];
-    let mut sum = vec![T::zero(); bq];
+    // Scratch for one tile, on the stack as in the backward: no allocation per tile.
+    let mut scores = [T::zero(); TILE * TILE];
+    let mut max = [T::neg_infinity(); TILE];
+    let mut sum = [T::zero(); TILE];
     out.fill(T::zero());
     let end = key_end(d, causal, qs, bq);
     for ks in (0..end).step_by(TILE) {
@@ -201,6 +203,7 @@ fn forward_tile<T: Float>(
             scale,
             q.operand(slice, qs, false),
             k.operand(slice, ks, true),
+            Parallelism::None,
         );
         for (i, row) in s.chunks_mut(bk).enumerate() {
             // Hidden keys become -inf, which the exp below turns into 0:
@@ -231,6 +234,7 @@ fn forward_tile<T: Float>(
             T::one(),
             Operand::new(s, 0, bk, 1),
             v.operand(slice, ks, false),
+            Parallelism::None,
         );
     }
     for (i, row) in out.chunks_mut(d.ev).enumerate() {
@@ -353,6 +357,7 @@ fn backward_slice<T: Float>(
                 scale,
                 q_tile,
                 k.operand(slice, ks, true),
+                Parallelism::None,
             );
             for (i, row) in p.chunks_mut(bk).enumerate() {
                 let m = lse[qs + i];
@@ -370,10 +375,26 @@ fn backward_slice<T: Float>(
             // dv += pᵀ g
             let v_rows = &mut dv[ks * d.ev..(ks + bk) * d.ev];
             let p_t = Operand::new(p, 0, 1, bk);
-            gemm_tile((bk, d.ev, bq), v_rows, true, T::one(), p_t, g_tile);
+            gemm_tile(
+                (bk, d.ev, bq),
+                v_rows,
+                true,
+                T::one(),
+                p_t,
+                g_tile,
+                Parallelism::None,
+            );
             // dp = g vᵀ, then ds = p (dp - delta) in place.
             let v_t = v.operand(slice, ks, true);
-            gemm_tile((bq, bk, d.ev), dp, false, T::one(), g_tile, v_t);
+            gemm_tile(
+                (bq, bk, d.ev),
+                dp,
+                false,
+                T::one(),
+                g_tile,
+                v_t,
+                Parallelism::None,
+            );
             for (i, (ds, p)) in dp.chunks_mut(bk).zip(p.chunks(bk)).enumerate() {
                 let di = delta[qs + i];
                 for (x, &p) in ds.iter_mut().zip(p) {
@@ -390,10 +411,19 @@ fn backward_slice<T: Float>(
                 scale,
                 Operand::new(dp, 0, bk, 1),
                 k_tile,
+                Parallelism::None,
             );
             let k_rows = &mut dk[ks * d.e..(ks + bk) * d.e];
             let ds_t = Operand::new(dp, 0, 1, bk);
-            gemm_tile((bk, d.e, bq), k_rows, true, scale, ds_t, q_tile);
+            gemm_tile(
+                (bk, d.e, bq),
+                k_rows,
+                true,
+                scale,
+                ds_t,
+                q_tile,
+                Parallelism::None,
+            );
         }
     }
 }

@@ -69,14 +69,7 @@ fn matmul_into<T: Float>(
     );
     let (m, k, n) = (la.shape[nd - 2], la.shape[nd - 1], lb.shape[nd - 1]);
     assert!(k == lb.shape[nd - 2], "matmul kernel: inner dims");
-    let batch_layout = |l: &Layout| Layout {
-        shape: l.shape[..nd - 2].to_vec(),
-        strides: l.strides[..nd - 2].to_vec(),
-        offset: l.offset,
-    };
-    let (mut a_off, mut b_off) = (Vec::new(), Vec::new());
-    batch_layout(la).for_each_offset(|o| a_off.push(o));
-    batch_layout(lb).for_each_offset(|o| b_off.push(o));
+    let (a_off, b_off) = (la.batch_offsets(), lb.batch_offsets());
     let batch = a_off.len();
     crate::stats::count_matmul(batch);
     assert!(
@@ -87,8 +80,8 @@ fn matmul_into<T: Float>(
     if m * n == 0 {
         return;
     }
-    let (ars, acs) = (la.strides[nd - 2] as isize, la.strides[nd - 1] as isize);
-    let (brs, bcs) = (lb.strides[nd - 2] as isize, lb.strides[nd - 1] as isize);
+    let (ars, acs) = (la.strides[nd - 2], la.strides[nd - 1]);
+    let (brs, bcs) = (lb.strides[nd - 2], lb.strides[nd - 1]);
     let one = |dst: &mut [T], ao: usize, bo: usize, m: usize, par: Parallelism| {
         if k == 0 {
             return; // the sum over an empty inner dim is zero
@@ -96,49 +89,10 @@ fn matmul_into<T: Float>(
         if m == 1 && acs == 1 && (brs == 1 || bcs == 1) {
             // A row vector times a matrix (batch-1 layers): gemm's m = 1 path
             // runs at ~15% of peak, a vectorised GEMV near memory speed.
-            return row_times_matrix(
-                &a[ao..ao + k],
-                b,
-                bo,
-                brs as usize,
-                bcs as usize,
-                k,
-                dst,
-                accumulate,
-            );
+            return row_times_matrix(&a[ao..ao + k], b, bo, brs, bcs, k, dst, accumulate);
         }
-        // Highest offset each operand touches, so the pointers below stay in bounds.
-        let a_end = ao + (m - 1) * ars as usize + (k - 1) * acs as usize;
-        let b_end = bo + (k - 1) * brs as usize + (n - 1) * bcs as usize;
-        assert!(a_end < a.len() && b_end < b.len() && dst.len() == m * n);
-        // SAFETY: gemm reads `m x k` elements of `a` from `ao` with strides
-        // (ars, acs) and `k x n` of `b` from `bo` with (brs, bcs) — both bounded
-        // by the assert above — and writes the `m x n` row-major `dst`, whose
-        // length was checked too; with `read_dst` it is read first, and it is
-        // initialised either way.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                dst.as_mut_ptr(),
-                1,
-                n as isize,
-                accumulate,
-                a.as_ptr().add(ao),
-                acs,
-                ars,
-                b.as_ptr().add(bo),
-                bcs,
-                brs,
-                if accumulate { T::one() } else { T::zero() },
-                T::one(),
-                false,
-                false,
-                false,
-                par,
-            );
-        }
+        let (a, b) = (Operand::new(a, ao, ars, acs), Operand::new(b, bo, brs, bcs));
+        gemm_tile((m, n, k), dst, accumulate, T::one(), a, b, par)
     };
     let flops = m * n * k;
     const BIG: usize = 128 * 128 * 128;
@@ -165,7 +119,7 @@ fn matmul_into<T: Float>(
         let rows = m.div_ceil(threads).next_multiple_of(8).min(m);
         for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
             par_chunks_mut(dst, rows * n, |i, d| {
-                let a0 = ao + i * rows * ars as usize;
+                let a0 = ao + i * rows * ars;
                 one(d, a0, bo, d.len() / n, Parallelism::None)
             });
         }
@@ -266,9 +220,10 @@ impl<'a, T> Operand<'a, T> {
     }
 }
 
-/// One single-threaded product into a dense row-major `dst` `[m, n]`:
-/// `dst = alpha · a b`, or `dst += alpha · a b` when `accumulate`, for `a`
-/// `[m, k]` and `b` `[k, n]` (the tiles of fused kernels such as attention).
+/// One product into a dense row-major `dst` `[m, n]`: `dst = alpha · a b`,
+/// or `dst += alpha · a b` when `accumulate`, for `a` `[m, k]` and `b`
+/// `[k, n]` — every GEMM the kernels run (matmul's products, the tiles of
+/// fused attention) goes through here.
 pub(crate) fn gemm_tile<T: Float>(
     (m, n, k): (usize, usize, usize),
     dst: &mut [T],
@@ -276,6 +231,7 @@ pub(crate) fn gemm_tile<T: Float>(
     alpha: T,
     a: Operand<'_, T>,
     b: Operand<'_, T>,
+    par: Parallelism,
 ) {
     assert!(
         dst.len() == m * n && a.fits(m, k) && b.fits(k, n),
@@ -314,7 +270,7 @@ pub(crate) fn gemm_tile<T: Float>(
             false,
             false,
             false,
-            Parallelism::None,
+            par,
         );
     }
 }

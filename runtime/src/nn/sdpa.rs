@@ -6,10 +6,10 @@
 use super::attention::mask_future;
 use super::layers::dropout;
 use crate::ops::dense0;
+use crate::storage::AttentionDims;
 use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
 use std::cell::Cell;
-use tapir_kernels::cpu::AttentionDims;
 
 /// The implementations [`scaled_dot_product_attention`] chooses from
 /// (PyTorch's `torch.nn.attention.SDPBackend`).

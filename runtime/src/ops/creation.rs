@@ -33,6 +33,17 @@ fn device_draws(like: &Tensor, normal: bool) -> Option<Tensor> {
     Some(Tensor::from_storage(s, like.shape()))
 }
 
+/// f32 draws (normal or uniform) of `shape` made on `device`: by the
+/// device generator on a GPU, by the default generator on the CPU.
+fn draws_on(shape: &[usize], device: Device, normal: bool) -> Tensor {
+    let n = shape.iter().product();
+    match Storage::device_draws(device, n, normal) {
+        Some(s) => Tensor::from_storage(s, shape),
+        None if normal => Tensor::randn(shape),
+        None => Tensor::rand(shape),
+    }
+}
+
 fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Tensor {
     Tensor::from_vec(v, shape).to_dtype(dtype)
 }
@@ -118,11 +129,7 @@ impl Tensor {
     /// ```
     pub fn rand_on(shape: &[usize], device: Device) -> Tensor {
         trace::op("rand_on", trace::NO_INPUTS, Vec::new, || {
-            let n = shape.iter().product();
-            match Storage::device_draws(device, n, false) {
-                Some(s) => Tensor::from_storage(s, shape),
-                None => Tensor::rand(shape),
-            }
+            draws_on(shape, device, false)
         })
     }
 
@@ -130,11 +137,7 @@ impl Tensor {
     /// `device` (generators as for [`Tensor::rand_on`]).
     pub fn randn_on(shape: &[usize], device: Device) -> Tensor {
         trace::op("randn_on", trace::NO_INPUTS, Vec::new, || {
-            let n = shape.iter().product();
-            match Storage::device_draws(device, n, true) {
-                Some(s) => Tensor::from_storage(s, shape),
-                None => Tensor::randn(shape),
-            }
+            draws_on(shape, device, true)
         })
     }
 

@@ -35,18 +35,10 @@ fn f64s(b: &CpuBuffer, n: usize) -> Cow<'_, [f64]> {
 /// The rows of a `[.., rows, width]` view whose rows are contiguous: one
 /// offset per slice of the leading dims, and the view's row stride.
 fn rows<'a, T>(data: &'a [T], l: &Layout) -> cpu::Rows<'a, T> {
-    let nd = l.ndim();
-    let lead = Layout {
-        shape: l.shape[..nd - 2].to_vec(),
-        strides: l.strides[..nd - 2].to_vec(),
-        offset: l.offset,
-    };
-    let mut offsets = Vec::new();
-    lead.for_each_offset(|o| offsets.push(o));
     cpu::Rows {
         data,
-        offsets,
-        row_stride: l.strides[nd - 2],
+        offsets: l.batch_offsets(),
+        row_stride: l.strides[l.ndim() - 2],
     }
 }
 
@@ -175,23 +167,7 @@ impl CpuBuffer {
         b: Option<&CpuBuffer>,
         eps: f64,
     ) -> [CpuBuffer; 3] {
-        let len = rows * n;
-        if self.dtype() == DType::F64 {
-            let (w, b) = (w.map(|w| f64s(w, n)), b.map(|b| f64s(b, n)));
-            let f = cpu::layer_norm_rows(&f64s(self, len), n, w.as_deref(), b.as_deref(), eps);
-            return [
-                CpuBuffer::F64(f.y),
-                CpuBuffer::F64(f.mean),
-                CpuBuffer::F64(f.rstd),
-            ];
-        }
-        let (w, b) = (w.map(|w| f32s(w, n)), b.map(|b| f32s(b, n)));
-        let f = cpu::layer_norm_rows(&f32s(self, len), n, w.as_deref(), b.as_deref(), eps);
-        [
-            CpuBuffer::F32(f.y).into_dtype(self.dtype()),
-            CpuBuffer::F32(f.mean),
-            CpuBuffer::F32(f.rstd),
-        ]
+        self.norm_rows(None, rows, n, (w, b), eps).1
     }
 
     /// `s = self + residual` and LayerNorm of `s`: `[s, y, mean, rstd]`.
@@ -204,22 +180,56 @@ impl CpuBuffer {
         b: Option<&CpuBuffer>,
         eps: f64,
     ) -> [CpuBuffer; 4] {
+        let (s, [y, mean, rstd]) = self.norm_rows(Some(residual), rows, n, (w, b), eps);
+        [s.expect("a residual gives a sum"), y, mean, rstd]
+    }
+
+    /// LayerNorm of the first `rows * n` elements, or of their sum with
+    /// `residual`: (the sum when there is a residual, `[y, mean, rstd]`).
+    #[allow(clippy::type_complexity)]
+    fn norm_rows(
+        &self,
+        residual: Option<&CpuBuffer>,
+        rows: usize,
+        n: usize,
+        (w, b): (Option<&CpuBuffer>, Option<&CpuBuffer>),
+        eps: f64,
+    ) -> (Option<CpuBuffer>, [CpuBuffer; 3]) {
+        fn run<T: tapir_kernels::Float>(
+            x: &[T],
+            r: Option<&[T]>,
+            n: usize,
+            (w, b): (Option<&[T]>, Option<&[T]>),
+            eps: f64,
+        ) -> (Option<Vec<T>>, cpu::LayerNormForward<T>) {
+            match r {
+                Some(r) => {
+                    let (s, f) = cpu::add_layer_norm_rows(x, r, n, w, b, eps);
+                    (Some(s), f)
+                }
+                None => (None, cpu::layer_norm_rows(x, n, w, b, eps)),
+            }
+        }
         let len = rows * n;
         if self.dtype() == DType::F64 {
             let (w, b) = (w.map(|w| f64s(w, n)), b.map(|b| f64s(b, n)));
-            let (x, r) = (f64s(self, len), f64s(residual, len));
-            let (s, f) = cpu::add_layer_norm_rows(&x, &r, n, w.as_deref(), b.as_deref(), eps);
-            return [s, f.y, f.mean, f.rstd].map(CpuBuffer::F64);
+            let r = residual.map(|r| f64s(r, len));
+            let (x, wb) = (f64s(self, len), (w.as_deref(), b.as_deref()));
+            let (s, f) = run(&x, r.as_deref(), n, wb, eps);
+            return (
+                s.map(CpuBuffer::F64),
+                [f.y, f.mean, f.rstd].map(CpuBuffer::F64),
+            );
         }
         let (w, b) = (w.map(|w| f32s(w, n)), b.map(|b| f32s(b, n)));
-        let (x, r) = (f32s(self, len), f32s(residual, len));
-        let (s, f) = cpu::add_layer_norm_rows(&x, &r, n, w.as_deref(), b.as_deref(), eps);
-        [
-            CpuBuffer::F32(s).into_dtype(self.dtype()),
-            CpuBuffer::F32(f.y).into_dtype(self.dtype()),
-            CpuBuffer::F32(f.mean),
-            CpuBuffer::F32(f.rstd),
-        ]
+        let r = residual.map(|r| f32s(r, len));
+        let (x, wb) = (f32s(self, len), (w.as_deref(), b.as_deref()));
+        let (s, f) = run(&x, r.as_deref(), n, wb, eps);
+        let own = |v: Vec<f32>| CpuBuffer::F32(v).into_dtype(self.dtype());
+        (
+            s.map(own),
+            [own(f.y), CpuBuffer::F32(f.mean), CpuBuffer::F32(f.rstd)],
+        )
     }
 
     /// LayerNorm's gradients `[dx, dw, db]` for this input (see `Storage`).

@@ -18,6 +18,8 @@ pub(crate) mod cuda;
 
 pub(crate) use compute::Along;
 use cpu::{CpuBuffer, with_vec};
+/// The sizes of a fused attention call, as the seam's `attention` takes them.
+pub(crate) use tapir_kernels::cpu::AttentionDims;
 
 use crate::device::Device;
 use crate::dtype::{DType, Element};
