@@ -23,6 +23,7 @@ mod float;
 mod geometry;
 pub(crate) mod layout;
 pub mod optim;
+pub mod program;
 mod spin;
 pub mod stats;
 pub mod threads;

@@ -224,6 +224,44 @@ pub fn par_chunks_mut4<A: Send, B: Send, C: Send, D: Send>(
     })
 }
 
+/// [`par_chunks_mut2`] over any number of slices of one length: task `i`
+/// gets piece `i` (of `chunk` elements) of every slice.
+///
+/// ```
+/// let (mut a, mut b) = (vec![0; 5], vec![0; 5]);
+/// tapir_kernels::threads::par_chunks_mut_many(vec![&mut a[..], &mut b[..]], 2, |i, p| {
+///     p[0].fill(i);
+///     p[1].fill(10 * i);
+/// });
+/// assert_eq!((a, b), (vec![0, 0, 1, 1, 2], vec![0, 0, 10, 10, 20]));
+/// ```
+pub fn par_chunks_mut_many<T: Send>(
+    slices: Vec<&mut [T]>,
+    chunk: usize,
+    f: impl Fn(usize, &mut [&mut [T]]) + Sync,
+) {
+    let n = slices.first().map_or(0, |s| s.len());
+    assert!(
+        slices.iter().all(|s| s.len() == n),
+        "par_chunks_mut_many: the slices differ in length"
+    );
+    let chunk = chunk.max(1);
+    let ptrs: Vec<SharedPtr<T>> = slices
+        .into_iter()
+        .map(|s| SharedPtr(s.as_mut_ptr()))
+        .collect();
+    grouped(n.div_ceil(chunk), chunk, |i| {
+        // SAFETY: every slice is borrowed mutably for this whole call (moved
+        // in), `grouped` returns only after every chunk, each index once, so
+        // the pieces of different tasks are disjoint.
+        let mut pieces: Vec<&mut [T]> = ptrs
+            .iter()
+            .map(|p| unsafe { piece(p, n, chunk, i) })
+            .collect();
+        f(i, &mut pieces)
+    })
+}
+
 /// `f(i, chunk)` for each `chunk`-element piece of `data` (the last may be
 /// shorter), across tapir's threads as [`parallel_for`]; small pieces go
 /// several to a task.

@@ -10,6 +10,7 @@ mod norm;
 mod optim;
 mod philox;
 mod pool;
+mod program;
 mod reduce;
 mod softmax;
 mod strided;
@@ -28,6 +29,7 @@ pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, 
 pub use optim::{adam_update, rmsprop_update, sgd_update};
 pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};
 pub use pool::{max_pool2d, max_pool2d_backward};
+pub use program::{Operand, run_program};
 pub use reduce::reduce;
 pub use softmax::{log_softmax_rows, softmax_rows};
 pub use strided::coalesce;
