@@ -53,6 +53,10 @@ pub enum Error {
     /// mapping, a shape that depends on a dynamic dim in an unsupported way).
     #[error("{0}")]
     Export(String),
+    /// A graph break in a model compiled with `fullgraph: true`: something
+    /// in its forward that a recorded graph cannot repeat.
+    #[error("{0}")]
+    GraphBreak(String),
 }
 
 /// `Result` with tapir's [`Error`].

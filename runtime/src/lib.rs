@@ -14,6 +14,7 @@
 pub mod amp;
 mod autograd;
 pub mod checkpoint;
+pub mod compile;
 pub mod cuda;
 pub mod data;
 mod device;
@@ -39,6 +40,7 @@ pub use autograd::{
     checkpoint_with, enable_grad, gradcheck, is_grad_enabled, no_grad,
 };
 pub use checkpoint::{Checkpoint, load, save};
+pub use compile::{CompileOptions, Compiled, compile};
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

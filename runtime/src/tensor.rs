@@ -54,6 +54,9 @@ impl Tensor {
         dtype: DType,
         device: Device,
     ) -> Tensor {
+        if crate::trace::active() {
+            crate::trace::made_outside_ops(layout.numel());
+        }
         Tensor(Arc::new(Inner {
             storage,
             layout,
@@ -378,6 +381,9 @@ impl Tensor {
 
     /// The elements in row-major order, converted to `T`.
     pub fn to_vec<T: Element>(&self) -> Vec<T> {
+        if crate::trace::active() {
+            crate::trace::host_read("to_vec");
+        }
         self.read().to_vec(self.layout())
     }
 

@@ -172,10 +172,13 @@ pub(crate) struct OpRecord {
     pub place: String,
 }
 
-/// What one capture saw: its outermost ops in order.
+/// What one capture saw: its outermost ops in order, and what it saw
+/// happen outside any op that a recorded graph could not repeat.
 #[derive(Default)]
 pub(crate) struct Capture {
     pub ops: Vec<OpRecord>,
+    /// Host reads and tensors made outside tapir's ops, each as a sentence.
+    pub breaks: Vec<String>,
 }
 
 thread_local! {
@@ -231,6 +234,55 @@ fn record<R: Outputs>(name: &'static str, inputs: &dyn Inputs, attrs: Attrs, out
             });
         }
     });
+}
+
+/// Notes, while this thread captures, a read of tensor data to the host
+/// outside any op (`item`, `to_vec`): what the forward does next may depend
+/// on the values, which a recorded graph cannot see.
+pub(crate) fn host_read(what: &'static str) {
+    if !active() || DEPTH.with(|d| d.get()) != 0 {
+        return;
+    }
+    note_break(|| format!("a host read (`{what}`){}", place_suffix()));
+}
+
+/// Notes, while this thread captures, a tensor of `numel` elements made
+/// outside any op (`from_vec`, a storage wrapped by hand): a graph would
+/// replay it as a constant. One-element tensors are the scalars of
+/// `x * 2.0` and are constants indeed.
+pub(crate) fn made_outside_ops(numel: usize) {
+    if numel <= 1 || DEPTH.with(|d| d.get()) != 0 {
+        return;
+    }
+    note_break(|| {
+        format!(
+            "a tensor of {numel} elements made outside tapir's ops{} (a constant to a recorded graph)",
+            place_suffix()
+        )
+    });
+}
+
+fn place_suffix() -> String {
+    match module_path() {
+        p if p.is_empty() => String::new(),
+        p => format!(" in `{p}`"),
+    }
+}
+
+fn note_break(why: impl FnOnce() -> String) {
+    CAPTURING.with(|c| {
+        if let Ok(mut c) = c.try_borrow_mut()
+            && let Some(cap) = c.as_mut()
+        {
+            cap.breaks.push(why());
+        }
+    });
+}
+
+/// Whether this thread is capturing now (a compiled module inside a
+/// capture runs eagerly, so the outer capture sees its ops).
+pub(crate) fn capturing() -> bool {
+    CAPTURING.with(|c| c.try_borrow().map_or(true, |c| c.is_some()))
 }
 
 /// Runs `f` on this thread recording its outermost ops.

@@ -137,6 +137,7 @@ fn load(input: Operand, start: usize, dst: &mut [f32]) {
     match input {
         Operand::Full(v) => dst.copy_from_slice(&v[start..start + dst.len()]),
         Operand::Scalar(c) => dst.fill(c),
+        Operand::Cycle(v) if v.len() == 1 => dst.fill(v[0]),
         Operand::Cycle(v) => {
             let mut j = start % v.len();
             for d in dst.iter_mut() {

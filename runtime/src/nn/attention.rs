@@ -201,7 +201,7 @@ crate::display_as_repr!(MultiheadAttention);
 
 /// Scores `[.., L, S]` with every key after its query (the causal mask's
 /// blocked positions) set to -inf.
-pub(super) fn mask_future(scores: &Tensor) -> Tensor {
+pub(crate) fn mask_future(scores: &Tensor) -> Tensor {
     crate::trace::op("causal_mask", [scores], Vec::new, || {
         let (l, s) = (scores.size(-2), scores.size(-1));
         let future = Tensor::ones(&[l, s])

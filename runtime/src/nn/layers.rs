@@ -132,6 +132,16 @@ impl Forward for Dropout {
 /// drop inside their forward (attention weights, recurrent and transformer
 /// layers).
 pub(crate) fn dropout(x: &Tensor, p: f64, training: bool) -> Tensor {
+    let attrs = || {
+        vec![
+            ("p", crate::trace::Attr::Float(p)),
+            ("training", crate::trace::Attr::Int(training as i64)),
+        ]
+    };
+    crate::trace::op("dropout", [x], attrs, || dropout_untraced(x, p, training))
+}
+
+fn dropout_untraced(x: &Tensor, p: f64, training: bool) -> Tensor {
     if !training || p == 0.0 {
         return x.clone();
     }

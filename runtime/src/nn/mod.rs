@@ -15,8 +15,10 @@ mod sdpa;
 mod transformer;
 
 pub use attention::MultiheadAttention;
+pub(crate) use attention::mask_future as attention_mask_future;
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d};
+pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
     AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardswish, LeakyReLU, MaxPool2d, ReLU,
     SiLU, Sigmoid, Softmax, Tanh,
@@ -32,5 +34,6 @@ pub use module::{
 };
 pub use norm::{BatchNorm, LayerNorm, RMSNorm};
 pub use recurrent::{GRU, LSTM, RnnOptions};
+pub(crate) use sdpa::allowed_backends;
 pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
 pub use transformer::{Activation, TransformerEncoderLayer, TransformerEncoderLayerOptions};

@@ -29,6 +29,11 @@ thread_local! {
     static ALLOWED: Cell<(bool, bool)> = const { Cell::new((true, true)) };
 }
 
+/// The backends `sdpa_kernel` allows on this thread now: (math, flash).
+pub(crate) fn allowed_backends() -> (bool, bool) {
+    ALLOWED.with(|a| a.get())
+}
+
 /// Runs `f` with `scaled_dot_product_attention` restricted to `backends` on
 /// this thread (PyTorch's `with sdpa_kernel([...])`); nests, and restores the
 /// previous choice on return or unwind.

@@ -123,6 +123,7 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         "reciprocal" => unary(b, "Reciprocal"),
         "logical_not" => unary(b, "Not"),
         "detach" | "contiguous" => unary(b, "Identity"),
+        "dropout" if op.int("training") == 0 => unary(b, "Identity"),
         "softplus" => unary(b, "Softplus"),
         "rsqrt" => {
             let s = b.tmp("Sqrt", &[op.x(0)], vec![]);

@@ -9,10 +9,18 @@ use super::cpu::CpuBuffer;
 use super::cuda::fail;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use crate::dtype::DType;
-use tapir_kernels::cpu::AttentionDims;
+use tapir_kernels::cpu::{AttentionDims, Operand, run_program};
 use tapir_kernels::elementwise::{BinaryFn, Compare, Second, UnaryFn};
 use tapir_kernels::optim::OptimStep;
+use tapir_kernels::program::Program;
 use tapir_kernels::{Conv2dGeometry, Layout};
+
+/// One input of [`Storage::run_program`]: a dense f32 storage read one
+/// element per element (`Full`) or cycled over (`Cycle`: a bias row).
+pub(crate) enum ProgramInput<'a> {
+    Full(&'a Storage),
+    Cycle(&'a Storage),
+}
 
 /// How an index op walks the indexed tensor along `dim`: `view` is the
 /// tensor's strides and offset at the index's (or output's) shape, `size`
@@ -200,6 +208,48 @@ impl Storage {
                 None => self.map_host(|b| b.softmax(l, log)),
             },
         }
+    }
+
+    /// Whether this device runs fused elementwise programs (CUDA does not
+    /// yet: `compile` leaves its chains unfused there).
+    pub fn fuses_programs(&self) -> bool {
+        matches!(self, Storage::Cpu(_))
+    }
+
+    /// Runs the elementwise program `p` over `n` elements of dense f32
+    /// inputs: one dense f32 storage per output, on `device`. Callers ask
+    /// [`Storage::fuses_programs`] first; elsewhere it runs on host copies.
+    pub fn run_program(
+        p: &Program,
+        inputs: &[ProgramInput],
+        n: usize,
+        device: crate::Device,
+    ) -> Vec<Storage> {
+        let hosts: Vec<std::borrow::Cow<'_, CpuBuffer>> = inputs
+            .iter()
+            .map(|i| match i {
+                ProgramInput::Full(s) | ProgramInput::Cycle(s) => s.host(),
+            })
+            .collect();
+        let operands: Vec<Operand> = inputs
+            .iter()
+            .zip(&hosts)
+            .map(|(i, h)| {
+                let CpuBuffer::F32(v) = &**h else {
+                    panic!("compile: a fused program takes f32 inputs");
+                };
+                match i {
+                    ProgramInput::Full(_) => Operand::Full(v),
+                    ProgramInput::Cycle(_) => Operand::Cycle(v),
+                }
+            })
+            .collect();
+        let mut outs: Vec<Vec<f32>> = p.outputs.iter().map(|_| vec![0.0; n]).collect();
+        let mut refs: Vec<&mut [f32]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
+        run_program(p, &operands, n, &mut refs);
+        outs.into_iter()
+            .map(|v| Storage::on_device(CpuBuffer::F32(v), device))
+            .collect()
     }
 
     /// Whether this device has the fused attention kernel (CUDA does not

@@ -16,7 +16,7 @@ mod cpu_nn;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub(crate) mod cuda;
 
-pub(crate) use compute::Along;
+pub(crate) use compute::{Along, ProgramInput};
 use cpu::{CpuBuffer, with_vec};
 /// The sizes of a fused attention call, as the seam's `attention` takes them.
 pub(crate) use tapir_kernels::cpu::AttentionDims;

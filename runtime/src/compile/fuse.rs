@@ -1,0 +1,229 @@
+//! The fusion pass: chains (trees) of elementwise f32 ops whose
+//! intermediate values nothing else reads become one program each.
+
+use super::fused::FusedKernel;
+use super::graph::{Graph, Node, Step, Value, key};
+use super::replay;
+use crate::trace::OpRecord;
+use crate::{DType, Tensor};
+use std::collections::HashMap;
+use std::sync::Arc;
+use tapir_kernels::program::{Binary, Inst, Program, Unary};
+
+/// One instruction of an op the pass can fuse.
+#[derive(Clone, Copy)]
+enum Kind {
+    Unary(Unary),
+    Binary(Binary),
+}
+
+fn kind(name: &str) -> Option<Kind> {
+    Some(match name {
+        "add" => Kind::Binary(Binary::Add),
+        "sub" => Kind::Binary(Binary::Sub),
+        "mul" => Kind::Binary(Binary::Mul),
+        "div" => Kind::Binary(Binary::Div),
+        "neg" => Kind::Unary(Unary::Neg),
+        "exp" => Kind::Unary(Unary::Exp),
+        "log" => Kind::Unary(Unary::Log),
+        "log1p" => Kind::Unary(Unary::Log1p),
+        "sqrt" => Kind::Unary(Unary::Sqrt),
+        "rsqrt" => Kind::Unary(Unary::Rsqrt),
+        "abs" => Kind::Unary(Unary::Abs),
+        "sign" => Kind::Unary(Unary::Sign),
+        "sin" => Kind::Unary(Unary::Sin),
+        "cos" => Kind::Unary(Unary::Cos),
+        "tanh" => Kind::Unary(Unary::Tanh),
+        "erf" => Kind::Unary(Unary::Erf),
+        "sigmoid" => Kind::Unary(Unary::Sigmoid),
+        "relu" => Kind::Unary(Unary::Relu),
+        "silu" => Kind::Unary(Unary::Silu),
+        "gelu" => Kind::Unary(Unary::Gelu),
+        _ => return None,
+    })
+}
+
+/// Whether `input` reaches an output of `shape` element for element
+/// (`Some(true)`), by cycling over trailing dims (`Some(false)`: a bias
+/// row, a scalar), or neither.
+fn reaches(input: &[usize], shape: &[usize]) -> Option<bool> {
+    if input == shape {
+        return Some(true);
+    }
+    let lead = input.iter().take_while(|&&d| d == 1).count();
+    let core = &input[lead..];
+    (core.len() <= shape.len() && shape[shape.len() - core.len()..] == *core).then_some(false)
+}
+
+/// Whether op `op` can join a fused program.
+fn fusable(op: &OpRecord) -> Option<Kind> {
+    let k = kind(op.name)?;
+    let [out] = op.outputs.as_slice() else {
+        return None;
+    };
+    let ok = out.dtype() == DType::F32
+        && out.read().fuses_programs()
+        && op.inputs.iter().all(|t| {
+            t.as_ref().is_some_and(|t| {
+                t.dtype() == DType::F32
+                    && t.device() == out.device()
+                    && reaches(t.shape(), out.shape()).is_some()
+            })
+        });
+    ok.then_some(k)
+}
+
+/// Which ops fuse: each group's members, keyed by its last op.
+pub(crate) struct Plan {
+    groups: HashMap<usize, Vec<usize>>,
+    inner: Vec<bool>,
+}
+
+impl Plan {
+    /// No fusion: every op replays alone.
+    pub(crate) fn none(n: usize) -> Plan {
+        Plan {
+            groups: HashMap::new(),
+            inner: vec![false; n],
+        }
+    }
+
+    /// The graph: fused groups as one node each, other ops replayed.
+    pub(crate) fn emit(
+        &self,
+        ops: &[OpRecord],
+        resolved: Vec<Vec<Option<Value>>>,
+        outputs: Vec<Value>,
+    ) -> Graph {
+        let mut new_index = vec![usize::MAX; ops.len()];
+        let mut nodes = Vec::new();
+        let remap = |v: &Value, new_index: &[usize]| match v {
+            Value::Out(n, o) => Value::Out(new_index[*n], *o),
+            other => other.clone(),
+        };
+        for (k, op) in ops.iter().enumerate() {
+            if self.inner[k] {
+                continue;
+            }
+            let node = match self.groups.get(&k) {
+                Some(members) if members.len() > 1 => {
+                    let (kernel, ext) = program(ops, &resolved, members);
+                    Node {
+                        step: Step::Fused(Arc::new(kernel)),
+                        inputs: ext.iter().map(|v| Some(remap(v, &new_index))).collect(),
+                    }
+                }
+                _ => Node {
+                    step: Step::Replay {
+                        name: op.name,
+                        run: replay::lookup(op.name).expect("checked when the graph was built"),
+                        attrs: op.attrs.clone(),
+                        out_shapes: op.outputs.iter().map(|t| t.shape().to_vec()).collect(),
+                        out_dtypes: op.outputs.iter().map(Tensor::dtype).collect(),
+                    },
+                    inputs: resolved[k]
+                        .iter()
+                        .map(|v| v.as_ref().map(|v| remap(v, &new_index)))
+                        .collect(),
+                },
+            };
+            new_index[k] = nodes.len();
+            nodes.push(node);
+        }
+        let outputs = outputs.iter().map(|v| remap(v, &new_index)).collect();
+        Graph::from_parts(nodes, outputs)
+    }
+}
+
+/// Groups fusable ops with the fusable producers whose only reader they
+/// are (same shape, not an output of the forward).
+pub(crate) fn plan(ops: &[OpRecord], resolved: &[Vec<Option<Value>>], outputs: &[Value]) -> Plan {
+    let mut uses: HashMap<(usize, usize), usize> = HashMap::new();
+    for v in resolved.iter().flatten().flatten().chain(outputs) {
+        if let Value::Out(n, o) = v {
+            *uses.entry((*n, *o)).or_default() += 1;
+        }
+    }
+    let is_output = |n: usize| {
+        outputs
+            .iter()
+            .any(|v| matches!(v, Value::Out(m, _) if *m == n))
+    };
+    let kinds: Vec<Option<Kind>> = ops.iter().map(fusable).collect();
+    let mut plan = Plan::none(ops.len());
+    for k in 0..ops.len() {
+        if kinds[k].is_none() {
+            continue;
+        }
+        let mut members = vec![k];
+        for v in resolved[k].iter().flatten() {
+            let Value::Out(p, 0) = *v else { continue };
+            let absorb = kinds[p].is_some()
+                && !plan.inner[p]
+                && uses.get(&(p, 0)) == Some(&1)
+                && !is_output(p)
+                && ops[p].outputs[0].shape() == ops[k].outputs[0].shape();
+            if absorb {
+                plan.inner[p] = true;
+                members.extend(plan.groups.remove(&p).unwrap_or_else(|| vec![p]));
+            }
+        }
+        members.sort_unstable();
+        plan.groups.insert(k, members);
+    }
+    plan
+}
+
+/// The program of one group (members in op order, the last its output) and
+/// the values its inputs come from.
+fn program(
+    ops: &[OpRecord],
+    resolved: &[Vec<Option<Value>>],
+    members: &[usize],
+) -> (FusedKernel, Vec<Value>) {
+    let mut insts: Vec<Inst> = Vec::new();
+    let mut reg: HashMap<usize, usize> = HashMap::new();
+    let mut ext: Vec<Value> = Vec::new();
+    let mut ext_reg: HashMap<*const crate::tensor::Inner, usize> = HashMap::new();
+    for &m in members {
+        let mut operand = |i: usize, insts: &mut Vec<Inst>| -> usize {
+            let value = resolved[m][i]
+                .as_ref()
+                .expect("fusable ops have every input");
+            let tensor = ops[m].inputs[i]
+                .as_ref()
+                .expect("fusable ops have every input");
+            match value {
+                Value::Out(p, 0) if reg.contains_key(p) => reg[p],
+                Value::Const(t) if t.numel() == 1 => {
+                    insts.push(Inst::Const(t.to_vec::<f32>()[0]));
+                    insts.len() - 1
+                }
+                _ => *ext_reg.entry(key(tensor)).or_insert_with(|| {
+                    ext.push(value.clone());
+                    insts.push(Inst::Input(ext.len() - 1));
+                    insts.len() - 1
+                }),
+            }
+        };
+        let inst = match kind(ops[m].name).expect("members are fusable") {
+            Kind::Unary(u) => Inst::Unary(u, operand(0, &mut insts)),
+            Kind::Binary(b) => {
+                let x = operand(0, &mut insts);
+                let y = operand(1, &mut insts);
+                Inst::Binary(b, x, y)
+            }
+        };
+        insts.push(inst);
+        reg.insert(m, insts.len() - 1);
+    }
+    let last = *members.last().expect("a group has members");
+    let program = Program {
+        n_inputs: ext.len(),
+        insts,
+        outputs: vec![reg[&last]],
+    };
+    let names = members.iter().map(|&m| ops[m].name).collect();
+    let shape = ops[last].outputs[0].shape().to_vec();
+    (FusedKernel::new(program, names, shape), ext)
+}

@@ -1,0 +1,389 @@
+//! `torch.compile` for tapir: [`compile`] wraps a model so that its forward
+//! is recorded once per input signature and replayed after that, with
+//! chains of elementwise ops fused into one kernel each (forward and
+//! backward).
+//!
+//! The first call with a given signature (input shapes, dtypes and devices,
+//! train/eval, grad mode, autocast state, allowed attention backends) runs
+//! eagerly while the op hook records the outermost ops. Later calls with
+//! the same signature replay the recorded graph: the same ops on the new
+//! inputs and the model's current parameters, so gradients flow to the
+//! parameters exactly as in eager code. A new signature records again (up
+//! to [`CompileOptions::cache_size_limit`] graphs, then eager).
+//!
+//! What a recorded graph cannot repeat is a *graph break*: a read of tensor
+//! data on the host (`item`, `to_vec`: the forward may branch on it), a
+//! tensor made outside tapir's ops (`from_vec` inside the forward), an
+//! in-place op, or an op compile does not know. That signature then runs
+//! eagerly every call, and [`Compiled::explain`] says why;
+//! `fullgraph: true` makes a break an error instead
+//! ([`crate::Error::GraphBreak`]).
+//!
+//! Like Dynamo's guards, the signature covers what tapir can see; a forward
+//! that branches on plain Rust state (a field that is not a tensor) must
+//! call [`Compiled::reset`] when that state changes.
+//!
+//! ```
+//! use tapir_runtime::nn::{Forward, Linear, Module, Sequential, GELU};
+//! use tapir_runtime::{Tensor, compile};
+//! let model = compile(Sequential::new().add(Linear::new(4, 8, true)).add(GELU::default()));
+//! let x = Tensor::randn(&[2, 4]);
+//! let eager = model.model().forward(&x);
+//! let first = model.forward(&x); // records
+//! let again = model.forward(&x); // replays
+//! assert_eq!(first.to_vec::<f32>(), eager.to_vec::<f32>());
+//! assert_eq!(again.to_vec::<f32>(), eager.to_vec::<f32>());
+//! assert_eq!(model.explain().graphs, 1);
+//! ```
+
+mod fuse;
+mod fused;
+mod graph;
+mod replay;
+
+use crate::amp::{self, DeviceType};
+use crate::nn::{Forward, Module, TensorKind};
+use crate::onnx::Exportable;
+use crate::{DType, Device, Error, Result, Tensor, trace};
+use graph::Graph;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// How [`compile`] works (PyTorch's `torch.compile` arguments).
+#[derive(Clone, Debug)]
+pub struct CompileOptions {
+    /// `default` or `reduce-overhead`. On the CPU both replay the same
+    /// graph; `reduce-overhead` is what will capture CUDA graphs on a GPU.
+    pub mode: Mode,
+    /// A graph break is an error ([`crate::Error::GraphBreak`]) instead of
+    /// an eager fallback.
+    pub fullgraph: bool,
+    /// Fuse chains of elementwise ops (on devices that run fused programs:
+    /// the CPU so far). Off, a replay runs the recorded ops one by one.
+    pub fuse: bool,
+    /// Graphs kept per compiled model (one per signature), then eager
+    /// (Dynamo's `cache_size_limit`, 8).
+    pub cache_size_limit: usize,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            mode: Mode::Default,
+            fullgraph: false,
+            fuse: true,
+            cache_size_limit: 8,
+        }
+    }
+}
+
+/// `torch.compile`'s `mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Record, fuse, replay.
+    Default,
+    /// As `Default`; on a GPU (not built yet) it would also replay through
+    /// CUDA graphs.
+    ReduceOverhead,
+}
+
+/// What compile did with a model (`torch._dynamo.explain`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Explanation {
+    /// Recorded graphs (signatures that replay).
+    pub graphs: usize,
+    /// Signatures that run eagerly, each with why.
+    pub graph_breaks: Vec<String>,
+    /// Nodes over all graphs (a fused kernel counts once).
+    pub nodes: usize,
+    /// Fused kernels over all graphs, each as the ops it stands for.
+    pub fused: Vec<Vec<&'static str>>,
+    /// Calls that replayed a graph.
+    pub replays: u64,
+    /// Calls that ran eagerly (recording calls included).
+    pub eager_calls: u64,
+    /// Seconds spent turning recordings into graphs.
+    pub compile_seconds: f64,
+}
+
+/// How many fused kernels compiled graphs have launched in this process:
+/// (forward, backward).
+///
+/// ```
+/// let (forward, backward) = tapir_runtime::compile::fused_launches();
+/// assert!(forward >= backward || backward > 0);
+/// ```
+pub fn fused_launches() -> (u64, u64) {
+    fused::launches()
+}
+
+/// One input signature: what a graph is specialised to.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Signature {
+    inputs: Vec<(Vec<usize>, DType, Device, bool)>,
+    training: bool,
+    grad: bool,
+    autocast: [(bool, DType); 2],
+    sdpa: (bool, bool),
+    tensors: Vec<(Vec<usize>, DType, Device)>,
+}
+
+impl Signature {
+    fn of(inputs: &[&Tensor], training: bool, tensors: &[Tensor]) -> Signature {
+        let region = |d| (amp::is_autocast_enabled(d), amp::get_autocast_dtype(d));
+        Signature {
+            inputs: inputs
+                .iter()
+                .map(|t| (t.shape().to_vec(), t.dtype(), t.device(), t.requires_grad()))
+                .collect(),
+            training,
+            grad: crate::is_grad_enabled(),
+            autocast: [region(DeviceType::Cpu), region(DeviceType::Cuda)],
+            sdpa: crate::nn::allowed_backends(),
+            tensors: tensors
+                .iter()
+                .map(|t| (t.shape().to_vec(), t.dtype(), t.device()))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Entry {
+    Graph(Arc<Graph>),
+    Eager(String),
+}
+
+/// A model whose forward is recorded and replayed (what [`compile`]
+/// returns; PyTorch's `OptimizedModule`). It is a [`Module`] with the
+/// model's parameters, so optimizers and checkpoints take it as they take
+/// the model.
+pub struct Compiled<M> {
+    model: M,
+    options: CompileOptions,
+    cache: Mutex<HashMap<Signature, Entry>>,
+    stats: Mutex<Explanation>,
+}
+
+/// `torch.compile(model)` with the default options.
+///
+/// ```
+/// use tapir_runtime::nn::{Forward, Linear};
+/// use tapir_runtime::{Tensor, compile};
+/// let model = compile(Linear::new(3, 2, true));
+/// assert_eq!(model.forward(&Tensor::ones(&[5, 3])).shape(), &[5, 2]);
+/// ```
+pub fn compile<M: Module>(model: M) -> Compiled<M> {
+    compile_with(model, CompileOptions::default())
+}
+
+/// `torch.compile(model, mode=.., fullgraph=..)`.
+///
+/// ```
+/// use tapir_runtime::compile::{CompileOptions, compile_with};
+/// use tapir_runtime::nn::Linear;
+/// let opts = CompileOptions { fullgraph: true, ..CompileOptions::default() };
+/// let model = compile_with(Linear::new(3, 2, true), opts);
+/// assert_eq!(model.explain().graphs, 0);
+/// ```
+pub fn compile_with<M: Module>(model: M, options: CompileOptions) -> Compiled<M> {
+    Compiled {
+        model,
+        options,
+        cache: Mutex::new(HashMap::new()),
+        stats: Mutex::new(Explanation::default()),
+    }
+}
+
+/// `model.compile()` on any module.
+///
+/// ```
+/// use tapir_runtime::compile::ModuleCompile;
+/// use tapir_runtime::nn::Linear;
+/// let model = Linear::new(3, 2, true).compile();
+/// assert_eq!(model.model().in_features, 3);
+/// ```
+pub trait ModuleCompile: Module + Sized {
+    /// This module, compiled with the default options.
+    fn compile(self) -> Compiled<Self> {
+        compile(self)
+    }
+}
+
+impl<M: Module + Sized> ModuleCompile for M {}
+
+impl<M: Module> Compiled<M> {
+    /// The model itself (its eager forward).
+    pub fn model(&self) -> &M {
+        &self.model
+    }
+
+    /// The model, mutably; recorded graphs are dropped (its tensors may be
+    /// replaced).
+    pub fn model_mut(&mut self) -> &mut M {
+        self.reset();
+        &mut self.model
+    }
+
+    /// The model, unwrapped.
+    pub fn into_inner(self) -> M {
+        self.model
+    }
+
+    /// Drops every recorded graph and break (`torch._dynamo.reset`).
+    pub fn reset(&self) {
+        lock(&self.cache).clear();
+        *lock(&self.stats) = Explanation::default();
+    }
+
+    /// What compile did so far.
+    pub fn explain(&self) -> Explanation {
+        lock(&self.stats).clone()
+    }
+
+    /// The model's parameters and buffers, in `visit` order.
+    fn tensors(&self) -> Vec<Tensor> {
+        let mut v = Vec::new();
+        self.model.visit(&mut |_, t, _| v.push(t.clone()));
+        v
+    }
+
+    /// Runs `forward(model, inputs)` compiled: replays the graph of this
+    /// call's signature, or records one (running eagerly).
+    pub fn call(
+        &self,
+        inputs: &[&Tensor],
+        forward: impl FnOnce(&M, &[&Tensor]) -> Vec<Tensor>,
+    ) -> Result<Vec<Tensor>> {
+        if trace::capturing() {
+            // Inside another capture (export, an outer compiled model):
+            // eager, so the outer recording sees the ops.
+            return Ok(forward(&self.model, inputs));
+        }
+        let tensors = self.tensors();
+        let sig = Signature::of(inputs, self.model.is_training(), &tensors);
+        let entry = lock(&self.cache).get(&sig).cloned();
+        match entry {
+            Some(Entry::Graph(g)) => {
+                lock(&self.stats).replays += 1;
+                return Ok(g.run(inputs, &tensors));
+            }
+            Some(Entry::Eager(why)) => return self.eager(inputs, forward, &why),
+            None => {}
+        }
+        if lock(&self.cache).len() >= self.options.cache_size_limit {
+            let why = format!(
+                "cache_size_limit ({}) reached: {} signatures were recorded already",
+                self.options.cache_size_limit, self.options.cache_size_limit
+            );
+            return self.eager(inputs, forward, &why);
+        }
+        let (out, cap) = trace::capture(|| forward(&self.model, inputs));
+        let t0 = Instant::now();
+        let built = Graph::build(&cap, inputs, &tensors, &out, self.options.fuse);
+        drop(cap);
+        let mut stats = lock(&self.stats);
+        stats.compile_seconds += t0.elapsed().as_secs_f64();
+        stats.eager_calls += 1;
+        let entry = match built {
+            Ok(g) => {
+                stats.graphs += 1;
+                stats.nodes += g.nodes.len();
+                stats
+                    .fused
+                    .extend(g.describe().into_iter().filter(|d| d.len() > 1));
+                Entry::Graph(Arc::new(g))
+            }
+            Err(why) => {
+                stats.graph_breaks.push(why.clone());
+                Entry::Eager(why)
+            }
+        };
+        drop(stats);
+        lock(&self.cache).insert(sig, entry.clone());
+        match entry {
+            Entry::Eager(why) if self.options.fullgraph => Err(self.break_error(&why)),
+            _ => Ok(out),
+        }
+    }
+
+    fn eager(
+        &self,
+        inputs: &[&Tensor],
+        forward: impl FnOnce(&M, &[&Tensor]) -> Vec<Tensor>,
+        why: &str,
+    ) -> Result<Vec<Tensor>> {
+        if self.options.fullgraph {
+            return Err(self.break_error(why));
+        }
+        lock(&self.stats).eager_calls += 1;
+        Ok(forward(&self.model, inputs))
+    }
+
+    fn break_error(&self, why: &str) -> Error {
+        Error::GraphBreak(format!(
+            "compile (fullgraph=true): the forward of {} has a graph break: {why}",
+            self.model.repr().lines().next().unwrap_or("the model")
+        ))
+    }
+}
+
+impl<M: Forward> Compiled<M> {
+    /// The compiled forward; `Err` only for a graph break under
+    /// `fullgraph: true`.
+    pub fn try_forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut out = self.call(&[x], |m, xs| vec![m.forward(xs[0])])?;
+        Ok(out.remove(0))
+    }
+}
+
+impl<M: Exportable> Compiled<M> {
+    /// The compiled forward of a model with several inputs (every `model!`
+    /// model whose forward takes tensors), in the forward's order.
+    pub fn forward_inputs(&self, inputs: &[&Tensor]) -> Result<Vec<Tensor>> {
+        let mut failure = None;
+        let out = self.call(inputs, |m, xs| {
+            m.export_forward(xs).unwrap_or_else(|e| {
+                failure = Some(e);
+                Vec::new()
+            })
+        });
+        match failure {
+            Some(e) => Err(e),
+            None => out,
+        }
+    }
+}
+
+impl<M: Forward> Forward for Compiled<M> {
+    /// Panics with the break under `fullgraph: true` (use `try_forward`
+    /// to get it as an error).
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.try_forward(x).unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl<M: Module> Module for Compiled<M> {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.model.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.reset();
+        self.model.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        let inner = self.model.repr().replace('\n', "\n  ");
+        format!("OptimizedModule(\n  (_orig_mod): {inner}\n)")
+    }
+    fn set_training(&self, on: bool) {
+        self.model.set_training(on)
+    }
+    fn is_training(&self) -> bool {
+        self.model.is_training()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -1,0 +1,246 @@
+//! How a recorded op runs again: its name and attributes back to the tensor
+//! call that made it. Replays call the same public ops as eager code, so a
+//! replayed graph records the same autograd nodes and computes the same bits.
+//! Shape-taking ops take the shape the capture saw (a compiled graph is
+//! specialised to its input signature). An op missing here is a graph break,
+//! named in [`super::Compiled::explain`].
+
+use crate::nn::{linear, scaled_dot_product_attention};
+use crate::trace::{Attr, Attrs};
+use crate::{Conv2dOptions, DType, Tensor};
+
+/// What one replay gets: the op's inputs (absent optional ones `None`), its
+/// attributes, and the shapes and dtypes of the outputs the capture saw.
+pub(crate) struct Args<'a> {
+    pub inputs: Vec<Option<Tensor>>,
+    pub attrs: &'a Attrs,
+    pub out_shapes: &'a [Vec<usize>],
+    pub out_dtypes: &'a [DType],
+}
+
+impl Args<'_> {
+    fn x(&self, i: usize) -> &Tensor {
+        self.inputs[i]
+            .as_ref()
+            .expect("compile: a recorded op lost a required input")
+    }
+    fn opt(&self, i: usize) -> Option<&Tensor> {
+        self.inputs.get(i).and_then(|t| t.as_ref())
+    }
+    fn all(&self) -> Vec<&Tensor> {
+        self.inputs.iter().flatten().collect()
+    }
+    fn int(&self, k: &str) -> i64 {
+        match self.attrs.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Int(v))) => *v,
+            _ => 0,
+        }
+    }
+    fn float(&self, k: &str) -> f64 {
+        match self.attrs.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Float(v))) => *v,
+            _ => 0.0,
+        }
+    }
+    fn pair(&self, k: &str) -> (usize, usize) {
+        match self.attrs.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Ints(v))) if v.len() == 2 => (v[0] as usize, v[1] as usize),
+            _ => (0, 0),
+        }
+    }
+    fn isizes(&self, k: &str) -> Vec<isize> {
+        match self.attrs.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Ints(v))) => v.iter().map(|&d| d as isize).collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn out_shape(&self) -> Vec<isize> {
+        self.out_shapes[0].iter().map(|&d| d as isize).collect()
+    }
+}
+
+/// A replay: the recorded op's outputs, computed anew.
+pub(crate) type Replay = fn(&Args) -> Vec<Tensor>;
+
+/// The replay of op `name`, or `None` when compile cannot repeat it yet.
+pub(crate) fn lookup(name: &str) -> Option<Replay> {
+    if let Some(f) = elementwise(name) {
+        return Some(f);
+    }
+    Some(match name {
+        "reshape" | "view" | "flatten" | "flatten_all" | "unflatten" | "squeeze"
+        | "squeeze_dim" | "unsqueeze" => |a| vec![a.x(0).reshape(&a.out_shape())],
+        "expand" | "broadcast_to" => |a| vec![a.x(0).expand(&a.out_shapes[0])],
+        "transpose" => |a| {
+            let d = a.isizes("dims");
+            vec![a.x(0).transpose(d[0], d[1])]
+        },
+        "t" => |a| vec![a.x(0).t()],
+        "permute" => |a| vec![a.x(0).permute(&a.isizes("perm"))],
+        "narrow" => |a| {
+            let (start, end) = (a.int("start") as usize, a.int("end") as usize);
+            vec![a.x(0).narrow(a.int("dim") as isize, start, end - start)]
+        },
+        "select" => |a| {
+            vec![
+                a.x(0)
+                    .select(a.int("dim") as isize, a.int("index") as isize),
+            ]
+        },
+        "chunk" | "split" => |a| {
+            // The pieces the capture saw, as narrow views along `dim`.
+            let x = a.x(0);
+            let d = a.int("dim");
+            let d = if d < 0 { d + x.ndim() as i64 } else { d } as usize;
+            let mut at = 0;
+            a.out_shapes
+                .iter()
+                .map(|s| {
+                    let piece = x.narrow(d as isize, at, s[d]);
+                    at += s[d];
+                    piece
+                })
+                .collect()
+        },
+        "cat" => |a| vec![Tensor::cat(&a.all(), a.int("dim") as isize)],
+        "stack" => |a| vec![Tensor::stack(&a.all(), a.int("dim") as isize)],
+        "contiguous" => |a| vec![a.x(0).contiguous()],
+        "detach" => |a| vec![a.x(0).detach()],
+        "to_dtype" | "half" | "float" | "bfloat16" => |a| vec![a.x(0).to_dtype(a.out_dtypes[0])],
+        "linear" => |a| vec![linear(a.x(0), a.x(1), a.opt(2))],
+        "matmul" => |a| vec![a.x(0).matmul(a.x(1))],
+        "mm" => |a| vec![a.x(0).mm(a.x(1))],
+        "bmm" => |a| vec![a.x(0).bmm(a.x(1))],
+        "layer_norm" => |a| {
+            let x = a.x(0);
+            let axes = a.int("axes") as usize;
+            let normalized = &x.shape()[x.ndim() - axes..];
+            vec![x.layer_norm(normalized, a.opt(1), a.opt(2), a.float("eps"))]
+        },
+        "add_layer_norm" => |a| {
+            let x = a.x(0);
+            let axes = a.int("axes") as usize;
+            let normalized = x.shape()[x.ndim() - axes..].to_vec();
+            let (s, y) = x.add_layer_norm(a.x(1), &normalized, a.opt(2), a.opt(3), a.float("eps"));
+            vec![s, y]
+        },
+        "softmax" => |a| vec![a.x(0).softmax(a.int("dim") as isize)],
+        "log_softmax" => |a| vec![a.x(0).log_softmax(a.int("dim") as isize)],
+        "embedding" => |a| vec![a.x(0).embedding(a.x(1))],
+        "index_select" => |a| vec![a.x(0).index_select(a.int("dim") as isize, a.x(1))],
+        "scaled_dot_product_attention" => |a| {
+            let causal = a.int("is_causal") != 0;
+            let scale = Some(a.float("scale"));
+            vec![scaled_dot_product_attention(
+                a.x(0),
+                a.x(1),
+                a.x(2),
+                None,
+                0.0,
+                causal,
+                scale,
+            )]
+        },
+        "causal_mask" => |a| vec![crate::nn::attention_mask_future(a.x(0))],
+        "dropout" => |a| {
+            vec![crate::nn::functional_dropout(
+                a.x(0),
+                a.float("p"),
+                a.int("training") != 0,
+            )]
+        },
+        "conv2d" => |a| {
+            let opts = Conv2dOptions {
+                stride: a.pair("stride"),
+                padding: a.pair("padding"),
+                dilation: a.pair("dilation"),
+                groups: a.int("groups") as usize,
+            };
+            vec![a.x(0).conv2d(a.x(1), a.opt(2), opts)]
+        },
+        "max_pool2d" => |a| {
+            let (k, s) = (a.pair("kernel"), a.pair("stride"));
+            vec![
+                a.x(0)
+                    .max_pool2d(k, s, a.pair("padding"), a.pair("dilation")),
+            ]
+        },
+        "avg_pool2d" => |a| {
+            vec![
+                a.x(0)
+                    .avg_pool2d(a.pair("kernel"), a.pair("stride"), a.pair("padding")),
+            ]
+        },
+        "global_avg_pool2d" => |a| vec![a.x(0).mean_dims(&[2, 3], true)],
+        "sum_dims" => |a| vec![a.x(0).sum_dims(&a.isizes("dims"), a.int("keepdim") != 0)],
+        "mean_dims" => |a| vec![a.x(0).mean_dims(&a.isizes("dims"), a.int("keepdim") != 0)],
+        "amax_dim" => |a| {
+            vec![
+                a.x(0)
+                    .amax_dim(a.int("dim") as isize, a.int("keepdim") != 0),
+            ]
+        },
+        "sum" => |a| vec![a.x(0).sum()],
+        "mean" => |a| vec![a.x(0).mean()],
+        "triu" => |a| vec![a.x(0).triu(a.int("k") as isize)],
+        "tril" => |a| vec![a.x(0).tril(a.int("k") as isize)],
+        "zeros_like" => |a| vec![Tensor::zeros_like(a.x(0))],
+        "ones_like" => |a| vec![Tensor::ones_like(a.x(0))],
+        "full_like" => |a| vec![Tensor::full_like(a.x(0), a.float("value"))],
+        "rand_like" => |a| vec![Tensor::rand_like(a.x(0))],
+        "randn_like" => |a| vec![Tensor::randn_like(a.x(0))],
+        "bernoulli" => |a| vec![a.x(0).bernoulli()],
+        _ => return None,
+    })
+}
+
+/// The elementwise ops (also what the fusion pass knows by name).
+fn elementwise(name: &str) -> Option<Replay> {
+    Some(match name {
+        "neg" => |a| vec![a.x(0).neg()],
+        "exp" => |a| vec![a.x(0).exp()],
+        "log" => |a| vec![a.x(0).log()],
+        "log1p" => |a| vec![a.x(0).log1p()],
+        "sqrt" => |a| vec![a.x(0).sqrt()],
+        "rsqrt" => |a| vec![a.x(0).rsqrt()],
+        "abs" => |a| vec![a.x(0).abs()],
+        "sign" => |a| vec![a.x(0).sign()],
+        "sin" => |a| vec![a.x(0).sin()],
+        "cos" => |a| vec![a.x(0).cos()],
+        "tanh" => |a| vec![a.x(0).tanh()],
+        "erf" => |a| vec![a.x(0).erf()],
+        "sigmoid" => |a| vec![a.x(0).sigmoid()],
+        "relu" => |a| vec![a.x(0).relu()],
+        "silu" => |a| vec![a.x(0).silu()],
+        "gelu" => |a| vec![a.x(0).gelu()],
+        "gelu_tanh" => |a| vec![a.x(0).gelu_tanh()],
+        "hardswish" => |a| vec![a.x(0).hardswish()],
+        "softplus" => |a| vec![a.x(0).softplus()],
+        "square" => |a| vec![a.x(0).square()],
+        "reciprocal" => |a| vec![a.x(0).reciprocal()],
+        "leaky_relu" => |a| vec![a.x(0).leaky_relu(a.float("slope"))],
+        "powf" => |a| vec![a.x(0).powf(a.float("exponent"))],
+        "clamp" => |a| vec![a.x(0).clamp(a.float("min"), a.float("max"))],
+        "clamp_min" => |a| vec![a.x(0).clamp_min(a.float("min"))],
+        "clamp_max" => |a| vec![a.x(0).clamp_max(a.float("max"))],
+        "logical_not" => |a| vec![a.x(0).logical_not()],
+        "add" => |a| vec![a.x(0).add(a.x(1))],
+        "sub" => |a| vec![a.x(0).sub(a.x(1))],
+        "mul" => |a| vec![a.x(0).mul(a.x(1))],
+        "div" => |a| vec![a.x(0).div(a.x(1))],
+        "pow" => |a| vec![a.x(0).pow(a.x(1))],
+        "maximum" => |a| vec![a.x(0).maximum(a.x(1))],
+        "minimum" => |a| vec![a.x(0).minimum(a.x(1))],
+        "eq" => |a| vec![a.x(0).eq(a.x(1))],
+        "ne" => |a| vec![a.x(0).ne(a.x(1))],
+        "lt" => |a| vec![a.x(0).lt(a.x(1))],
+        "le" => |a| vec![a.x(0).le(a.x(1))],
+        "gt" => |a| vec![a.x(0).gt(a.x(1))],
+        "ge" => |a| vec![a.x(0).ge(a.x(1))],
+        "logical_and" => |a| vec![a.x(0).logical_and(a.x(1))],
+        "logical_or" => |a| vec![a.x(0).logical_or(a.x(1))],
+        "where_" => |a| vec![Tensor::where_(a.x(0), a.x(1), a.x(2))],
+        "masked_fill" => |a| vec![a.x(0).masked_fill(a.x(1), a.float("value"))],
+        _ => return None,
+    })
+}
