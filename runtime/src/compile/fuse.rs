@@ -136,7 +136,8 @@ impl Plan {
 }
 
 /// Groups fusable ops with the fusable producers whose only reader they
-/// are (same shape, not an output of the forward).
+/// are (of the reader's shape or broadcast to it, not an output of the
+/// forward).
 pub(crate) fn plan(ops: &[OpRecord], resolved: &[Vec<Option<Value>>], outputs: &[Value]) -> Plan {
     let mut uses: HashMap<(usize, usize), usize> = HashMap::new();
     for v in resolved.iter().flatten().flatten().chain(outputs) {
@@ -162,7 +163,9 @@ pub(crate) fn plan(ops: &[OpRecord], resolved: &[Vec<Option<Value>>], outputs: &
                 && !plan.inner[p]
                 && uses.get(&(p, 0)) == Some(&1)
                 && !is_output(p)
-                && ops[p].outputs[0].shape() == ops[k].outputs[0].shape();
+                // Elementwise ops commute with broadcasting: a producer of
+                // a smaller (trailing) shape is recomputed per element.
+                && reaches(ops[p].outputs[0].shape(), ops[k].outputs[0].shape()).is_some();
             if absorb {
                 plan.inner[p] = true;
                 members.extend(plan.groups.remove(&p).unwrap_or_else(|| vec![p]));

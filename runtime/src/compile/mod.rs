@@ -21,7 +21,8 @@
 //!
 //! Like Dynamo's guards, the signature covers what tapir can see; a forward
 //! that branches on plain Rust state (a field that is not a tensor) must
-//! call [`Compiled::reset`] when that state changes.
+//! call [`Compiled::reset`] when that state changes. Switch train/eval on
+//! the compiled model (`compiled.eval()`), which records the mode.
 //!
 //! ```
 //! use tapir_runtime::nn::{Forward, Linear, Module, Sequential, GELU};
@@ -47,6 +48,7 @@ use crate::onnx::Exportable;
 use crate::{DType, Device, Error, Result, Tensor, trace};
 use graph::Graph;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -162,6 +164,10 @@ enum Entry {
 pub struct Compiled<M> {
     model: M,
     options: CompileOptions,
+    /// The mode last set through this wrapper (0: never, 1: train, 2:
+    /// eval): containers report a mode from their first child, which may
+    /// have none, so the wrapper keeps its own.
+    mode: AtomicU8,
     cache: Mutex<HashMap<Signature, Entry>>,
     stats: Mutex<Explanation>,
 }
@@ -191,6 +197,7 @@ pub fn compile_with<M: Module>(model: M, options: CompileOptions) -> Compiled<M>
     Compiled {
         model,
         options,
+        mode: AtomicU8::new(0),
         cache: Mutex::new(HashMap::new()),
         stats: Mutex::new(Explanation::default()),
     }
@@ -262,7 +269,7 @@ impl<M: Module> Compiled<M> {
             return Ok(forward(&self.model, inputs));
         }
         let tensors = self.tensors();
-        let sig = Signature::of(inputs, self.model.is_training(), &tensors);
+        let sig = Signature::of(inputs, self.is_training(), &tensors);
         let entry = lock(&self.cache).get(&sig).cloned();
         match entry {
             Some(Entry::Graph(g)) => {
@@ -377,10 +384,14 @@ impl<M: Module> Module for Compiled<M> {
         format!("OptimizedModule(\n  (_orig_mod): {inner}\n)")
     }
     fn set_training(&self, on: bool) {
+        self.mode.store(if on { 1 } else { 2 }, Ordering::Relaxed);
         self.model.set_training(on)
     }
     fn is_training(&self) -> bool {
-        self.model.is_training()
+        match self.mode.load(Ordering::Relaxed) {
+            0 => self.model.is_training(),
+            m => m == 1,
+        }
     }
 }
 
