@@ -66,7 +66,7 @@ fn seed_mlp_replays_bit_for_bit_and_trains_as_eager_for_ten_steps() {
         weight_decay: 1e-2,
         ..AdamWConfig::default()
     };
-    let mut opt_e = AdamW::new(eager.parameters(), cfg.clone());
+    let mut opt_e = AdamW::new(eager.parameters(), cfg);
     let mut opt_c = AdamW::new(compiled.parameters(), cfg);
     for (x, y) in xs.iter().zip(&ys) {
         for (m, opt) in [
@@ -140,7 +140,7 @@ fn small_cnn_trains_as_eager() {
         momentum: 0.9,
         ..SgdConfig::default()
     };
-    let mut opt_e = SGD::new(eager.parameters(), cfg.clone());
+    let mut opt_e = SGD::new(eager.parameters(), cfg);
     let mut opt_c = SGD::new(compiled.parameters(), cfg);
     for _ in 0..4 {
         let x = Tensor::randn_with(&[8, 1, 28, 28], &g);
