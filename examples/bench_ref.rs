@@ -124,10 +124,15 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
     match workload {
         "matmul" if device.is_cuda() => Some(&["f32_n4096", "tf32_n4096", "bf16_n4096"]),
         "matmul" => Some(&["n1024", "n2048"]),
-        "transformer" => Some(&["manual_attn", "sdpa"]),
-        "mlp" => Some(&["train_b256"]),
-        "cnn" => Some(&["train_b128"]),
-        "inference" => Some(&["b1_latency", "b256_throughput"]),
+        "transformer" => Some(&["manual_attn", "sdpa", "sdpa_compiled"]),
+        "mlp" => Some(&["train_b256", "compiled"]),
+        "cnn" => Some(&["train_b128", "compiled"]),
+        "inference" => Some(&[
+            "b1_latency",
+            "b256_throughput",
+            "b1_latency_compiled",
+            "b256_throughput_compiled",
+        ]),
         "macro" => Some(&[
             "hand_train_b256",
             "model_train_b256",
@@ -333,7 +338,7 @@ fn scaled(args: &Args, key: &str) -> (usize, usize) {
 }
 
 /// The seed MLP, by hand or (for `model_*` variants) written with `model!`,
-/// on `device`.
+/// on `device`; `tapir::compile`d for `*compiled` variants.
 fn seed_mlp(variant: &str, device: Device) -> Box<dyn Forward> {
     let mut m: Box<dyn Forward> = if variant.starts_with("model_") {
         Box::new(SeedMlp::<784, 10>::new(&Device::Cpu))
@@ -341,7 +346,22 @@ fn seed_mlp(variant: &str, device: Device) -> Box<dyn Forward> {
         Box::new(seed::Mlp::seed())
     };
     m.to_device(device).expect("the bench device is usable");
-    m
+    match variant.ends_with("compiled") {
+        true => Box::new(tapir::compile(m)),
+        false => m,
+    }
+}
+
+/// The wall time of one call (the recording call of a compiled model), in
+/// seconds, as the record's `first_call_s` (PyTorch reports its
+/// `torch.compile` first call the same way).
+fn first_call(device: Device, f: impl FnOnce()) -> (&'static str, String) {
+    let t = Instant::now();
+    f();
+    if device.is_cuda() {
+        tapir::cuda::synchronize(device).expect("synchronize");
+    }
+    ("first_call_s", format!("{:.4}", t.elapsed().as_secs_f64()))
 }
 
 /// `N_DATA_BATCHES` batches of standard-normal inputs of `shape` (batch
@@ -396,7 +416,7 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
         },
     );
     let mut it = 0;
-    let step = || {
+    let mut step = || {
         let i = it % N_DATA_BATCHES;
         it += 1;
         opt.zero_grad();
@@ -406,9 +426,12 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
         opt.step();
         loss
     };
+    let first = first_call(dev, || {
+        step();
+    });
     let (t, warm, final_loss) = time_train(args, "mlp", step);
     record(
-        if variant == "train_b256" {
+        if matches!(variant, "train_b256" | "compiled") {
             "mlp"
         } else {
             "macro"
@@ -422,6 +445,7 @@ fn bench_mlp(args: &Args, variant: &str) -> String {
             ("params", model.num_parameters().to_string()),
             ("final_loss", format!("{final_loss:.4}")),
             args.amp_field(),
+            first,
         ],
     )
 }
@@ -435,8 +459,11 @@ fn bench_inference(args: &Args, variant: &str) -> String {
     model.eval();
     let g = Generator::new(args.seed);
     let _guard = NoGradGuard::new();
-    if variant.ends_with("b1_latency") {
+    if variant.contains("b1_latency") {
         let x = Tensor::randn_with(&[1, 784], &g).to(dev).unwrap();
+        let first = first_call(dev, || {
+            model.forward(&x);
+        });
         let (warm, steps) = scaled(args, "inference.b1");
         let t = time_loop(
             dev,
@@ -450,7 +477,7 @@ fn bench_inference(args: &Args, variant: &str) -> String {
         us.sort_by(|a, b| a.total_cmp(b));
         let pick = |q: f64| us[(q * (us.len() - 1) as f64) as usize];
         return record(
-            if variant.ends_with("b1_latency") {
+            if variant.starts_with("b1_latency") {
                 "inference"
             } else {
                 "macro"
@@ -464,10 +491,14 @@ fn bench_inference(args: &Args, variant: &str) -> String {
                 ("latency_us_median", format!("{:.2}", median(&us))),
                 ("latency_us_p10", format!("{:.2}", pick(0.10))),
                 ("latency_us_p90", format!("{:.2}", pick(0.90))),
+                first,
             ],
         );
     }
     let x = Tensor::randn_with(&[256, 784], &g).to(dev).unwrap();
+    let first = first_call(dev, || {
+        model.forward(&x);
+    });
     let (warm, steps) = scaled(args, "inference.b256");
     let t = time_loop(
         dev,
@@ -483,7 +514,7 @@ fn bench_inference(args: &Args, variant: &str) -> String {
         warm,
         &t,
         256.0,
-        &[("batch", "256".into())],
+        &[("batch", "256".into()), first],
     )
 }
 
@@ -511,7 +542,7 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
         })
         .collect();
     manual_seed(args.seed);
-    let model = CharLm::<V, 256, 4, 4, CTX>::new(&dev);
+    let model = tapir::compile(CharLm::<V, 256, 4, 4, CTX>::new(&dev));
     let positions = Tensor::arange(CTX as i64).to(dev).unwrap();
     let params = model.parameters();
     let mut opt = AdamW::new(
@@ -524,10 +555,12 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
     );
     // `manual_attn` is PyTorch's attention from plain ops: the Math backend
     // (q kᵀ, scale, mask, softmax, · v). `sdpa` lets the fused kernel run.
+    // `sdpa_compiled`: `sdpa` through `tapir::compile`.
     let backends: &[SdpBackend] = match variant {
-        "sdpa" => &[SdpBackend::Flash, SdpBackend::Math],
+        "sdpa" | "sdpa_compiled" => &[SdpBackend::Flash, SdpBackend::Math],
         _ => &[SdpBackend::Math],
     };
+    let compiled = variant == "sdpa_compiled";
     let mut it = 0;
     let mut step = || {
         let (x, y) = &data[it % N_DATA_BATCHES];
@@ -535,7 +568,10 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
         opt.zero_grad();
         let loss = args.autocast(|| {
             sdpa_kernel(backends, || {
-                let logits = model.forward(x, &positions);
+                let logits = match compiled {
+                    true => model.forward_inputs(&[x, &positions]).unwrap().remove(0),
+                    false => model.model().forward(x, &positions),
+                };
                 cross_entropy(&logits.reshape(&[-1, V as isize]), y)
             })
         });
@@ -543,6 +579,7 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
         clip_grad_norm_(&params, 1.0);
         opt.step();
     };
+    let first = first_call(dev, &mut step);
     let (warm, steps) = scaled(args, "transformer");
     let t = time_loop(dev, &mut step, warm, steps);
     let sps = t.per_step.len() as f64 / t.total;
@@ -558,6 +595,7 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
             ("params", model.num_parameters().to_string()),
             ("tokens_per_s", format!("{:.1}", sps * (batch * CTX) as f64)),
             args.amp_field(),
+            first,
         ],
     )
 }
@@ -569,7 +607,10 @@ fn bench_cnn(args: &Args, variant: &str) -> String {
     let dev = args.device;
     let (xs, ys) = labelled_batches(args, &[batch, 1, 28, 28], 10);
     manual_seed(args.seed);
-    let model = SmallCnn::new(&dev);
+    let model: Box<dyn Forward> = match variant {
+        "compiled" => Box::new(tapir::compile(SmallCnn::new(&dev))),
+        _ => Box::new(SmallCnn::new(&dev)),
+    };
     let mut opt = SGD::new(
         model.parameters(),
         SgdConfig {
@@ -579,7 +620,7 @@ fn bench_cnn(args: &Args, variant: &str) -> String {
         },
     );
     let mut it = 0;
-    let step = || {
+    let mut step = || {
         let i = it % N_DATA_BATCHES;
         it += 1;
         opt.zero_grad();
@@ -588,6 +629,9 @@ fn bench_cnn(args: &Args, variant: &str) -> String {
         opt.step();
         loss
     };
+    let first = first_call(dev, || {
+        step();
+    });
     let (t, warm, final_loss) = time_train(args, "cnn", step);
     record(
         "cnn",
@@ -600,6 +644,7 @@ fn bench_cnn(args: &Args, variant: &str) -> String {
             ("params", model.num_parameters().to_string()),
             ("final_loss", format!("{final_loss:.4}")),
             args.amp_field(),
+            first,
         ],
     )
 }

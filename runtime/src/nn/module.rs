@@ -270,6 +270,32 @@ impl<M: Forward> Forward for std::sync::Arc<M> {
     }
 }
 
+/// A boxed module (a model chosen at run time, `Box<dyn Forward>`) is a
+/// module, so it can be compiled, trained and saved as the model itself.
+impl<M: Module + ?Sized> Module for Box<M> {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        (**self).visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        (**self).visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        (**self).repr()
+    }
+    fn set_training(&self, on: bool) {
+        (**self).set_training(on)
+    }
+    fn is_training(&self) -> bool {
+        (**self).is_training()
+    }
+}
+
+impl<M: Forward + ?Sized> Forward for Box<M> {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        (**self).forward(x)
+    }
+}
+
 /// Visits a child's tensors under `name.` — the building block of a
 /// composite module's `visit`.
 pub fn visit_child(name: &str, child: &dyn Module, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
