@@ -126,7 +126,11 @@ fn char_transformer_outputs_and_gradients_match_eager() {
             assert!(d <= 1e-6, "step {step}: grad of {name} differs by {d}");
         }
     }
-    assert_eq!(compiled.explain().graphs, 1);
+    let e = compiled.explain();
+    assert_eq!(e.graphs, 1);
+    // Each residual add read by the next LayerNorm: tok + pos -> ln1, then
+    // per block x + attn -> ln2 and the block's last add -> the next norm.
+    assert_eq!(e.rewrites.len(), 5, "{:?}", e.rewrites);
 }
 
 #[test]

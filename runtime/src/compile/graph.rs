@@ -2,9 +2,9 @@
 //! their inputs come from, with chains of elementwise ops fused; and its
 //! replay on new inputs.
 
-use super::fuse;
 use super::fused::FusedKernel;
 use super::replay::{self, Args, Replay};
+use super::{fuse, patterns};
 use crate::trace::{Attrs, Capture, OpRecord};
 use crate::{DType, Tensor};
 use std::collections::HashMap;
@@ -49,6 +49,8 @@ pub(crate) struct Graph {
     /// Per node, the values whose last use it is (freed after it runs, so a
     /// replay holds no more than eager code would).
     last_use: Vec<Vec<(usize, usize)>>,
+    /// The pattern rewrites made, as "add + layer_norm -> add_layer_norm".
+    pub rewrites: Vec<String>,
 }
 
 type Key = *const crate::tensor::Inner;
@@ -134,6 +136,11 @@ impl Graph {
             false => fuse::Plan::none(cap.ops.len()),
         };
         let mut g = plan.emit(&cap.ops, resolved, outs);
+        if fuse_chains {
+            let n = patterns::add_layer_norm(&mut g);
+            g.rewrites
+                .extend((0..n).map(|_| "add + layer_norm -> add_layer_norm".to_string()));
+        }
         g.last_use = g.last_uses();
         Ok(g)
     }
@@ -143,6 +150,7 @@ impl Graph {
             nodes,
             outputs,
             last_use: Vec::new(),
+            rewrites: Vec::new(),
         }
     }
 

@@ -40,6 +40,7 @@
 mod fuse;
 mod fused;
 mod graph;
+mod patterns;
 mod replay;
 
 use crate::amp::{self, DeviceType};
@@ -101,6 +102,8 @@ pub struct Explanation {
     pub nodes: usize,
     /// Fused kernels over all graphs, each as the ops it stands for.
     pub fused: Vec<Vec<&'static str>>,
+    /// Op patterns replaced by one of tapir's fused ops, over all graphs.
+    pub rewrites: Vec<String>,
     /// Calls that replayed a graph.
     pub replays: u64,
     /// Calls that ran eagerly (recording calls included).
@@ -300,6 +303,7 @@ impl<M: Module> Compiled<M> {
                 stats
                     .fused
                     .extend(g.describe().into_iter().filter(|d| d.len() > 1));
+                stats.rewrites.extend(g.rewrites.iter().cloned());
                 Entry::Graph(Arc::new(g))
             }
             Err(why) => {
