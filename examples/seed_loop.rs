@@ -3,6 +3,7 @@
 //!
 //! ```sh
 //! cargo run --release --example seed_loop
+//! cargo run --release --example seed_loop -- --compile   # tapir::compile
 //! ```
 
 #[path = "common/seed.rs"]
@@ -32,6 +33,9 @@ struct Args {
     /// Seed for init and data.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Run the model through `tapir::compile` (`torch.compile`).
+    #[arg(long)]
+    compile: bool,
 }
 
 fn main() {
@@ -43,7 +47,10 @@ fn main() {
     let train = make_batches(40, 64, &teacher, &g);
     let val = make_batches(8, 64, &teacher, &g);
 
-    let model = seed::Mlp::new(64, 128, 10, 2);
+    let model: Box<dyn Forward> = match args.compile {
+        true => Box::new(tapir::compile(seed::Mlp::new(64, 128, 10, 2))),
+        false => Box::new(seed::Mlp::new(64, 128, 10, 2)),
+    };
     println!("{}\n{} parameters", model.repr(), model.num_parameters());
     let num_epochs = args.epochs;
     let mut opt = AdamW::new(

@@ -42,6 +42,16 @@ pub(crate) struct Node {
     pub inputs: Vec<Option<Value>>,
 }
 
+impl Node {
+    /// How many tensors the node makes.
+    fn outputs(&self) -> usize {
+        match &self.step {
+            Step::Replay { out_shapes, .. } => out_shapes.len(),
+            Step::Fused(_) => 1,
+        }
+    }
+}
+
 /// A forward, recorded and ready to replay.
 pub(crate) struct Graph {
     pub nodes: Vec<Node>,
@@ -49,6 +59,10 @@ pub(crate) struct Graph {
     /// Per node, the values whose last use it is (freed after it runs, so a
     /// replay holds no more than eager code would).
     last_use: Vec<Vec<(usize, usize)>>,
+    /// Where node `n`'s outputs start in a run's flat list of values.
+    base: Vec<usize>,
+    /// How many values a run makes.
+    n_values: usize,
     /// The pattern rewrites made, as "add + layer_norm -> add_layer_norm".
     pub rewrites: Vec<String>,
 }
@@ -142,6 +156,12 @@ impl Graph {
                 .extend((0..n).map(|_| "add + layer_norm -> add_layer_norm".to_string()));
         }
         g.last_use = g.last_uses();
+        let mut at = 0;
+        for node in &g.nodes {
+            g.base.push(at);
+            at += node.outputs();
+        }
+        g.n_values = at;
         Ok(g)
     }
 
@@ -150,6 +170,8 @@ impl Graph {
             nodes,
             outputs,
             last_use: Vec::new(),
+            base: Vec::new(),
+            n_values: 0,
             rewrites: Vec::new(),
         }
     }
@@ -177,44 +199,52 @@ impl Graph {
 
     /// Runs the graph on `inputs` with the model's current `params`.
     pub(crate) fn run(&self, inputs: &[&Tensor], params: &[Tensor]) -> Vec<Tensor> {
-        let mut vals: Vec<Vec<Option<Tensor>>> = Vec::with_capacity(self.nodes.len());
-        let get = |v: &Value, vals: &[Vec<Option<Tensor>>]| -> Tensor {
+        // Every node's outputs in one flat list (node `n`'s from
+        // `base[n]`), and one scratch list of inputs reused by every node:
+        // a batch-1 forward is short enough for per-node allocations to show.
+        let mut vals: Vec<Option<Tensor>> = Vec::with_capacity(self.n_values);
+        let mut ins: Vec<Option<Tensor>> = Vec::new();
+        let get = |v: &Value, vals: &[Option<Tensor>]| -> Tensor {
             match v {
                 Value::Input(i) => inputs[*i].clone(),
                 Value::Param(i) => params[*i].clone(),
                 Value::Const(t) => t.clone(),
-                Value::Out(n, o) => vals[*n][*o]
+                Value::Out(n, o) => vals[self.base[*n] + o]
                     .clone()
                     .expect("compile: a value was used after its last use"),
             }
         };
         for (k, node) in self.nodes.iter().enumerate() {
-            let ins: Vec<Option<Tensor>> = node
-                .inputs
-                .iter()
-                .map(|v| v.as_ref().map(|v| get(v, &vals)))
-                .collect();
-            let outs = match &node.step {
+            ins.clear();
+            ins.extend(
+                node.inputs
+                    .iter()
+                    .map(|v| v.as_ref().map(|v| get(v, &vals))),
+            );
+            match &node.step {
                 Step::Replay {
                     run,
                     attrs,
                     out_shapes,
                     out_dtypes,
                     ..
-                } => run(&Args {
-                    inputs: ins,
-                    attrs,
-                    out_shapes,
-                    out_dtypes,
-                }),
-                Step::Fused(kernel) => {
-                    let ins: Vec<Tensor> = ins.into_iter().flatten().collect();
-                    vec![kernel.run(&ins)]
+                } => {
+                    let outs = run(&Args {
+                        inputs: &ins,
+                        attrs,
+                        out_shapes,
+                        out_dtypes,
+                    });
+                    ins.clear();
+                    vals.extend(outs.into_iter().map(Some));
                 }
-            };
-            vals.push(outs.into_iter().map(Some).collect());
+                Step::Fused(kernel) => {
+                    let dense: Vec<Tensor> = ins.drain(..).flatten().collect();
+                    vals.push(Some(kernel.run(&dense)));
+                }
+            }
             for &(n, o) in &self.last_use[k] {
-                vals[n][o] = None;
+                vals[self.base[n] + o] = None;
             }
         }
         self.outputs.iter().map(|v| get(v, &vals)).collect()

@@ -131,11 +131,10 @@ struct Signature {
     grad: bool,
     autocast: [(bool, DType); 2],
     sdpa: (bool, bool),
-    tensors: Vec<(Vec<usize>, DType, Device)>,
 }
 
 impl Signature {
-    fn of(inputs: &[&Tensor], training: bool, tensors: &[Tensor]) -> Signature {
+    fn of(inputs: &[&Tensor], training: bool) -> Signature {
         let region = |d| (amp::is_autocast_enabled(d), amp::get_autocast_dtype(d));
         Signature {
             inputs: inputs
@@ -146,10 +145,6 @@ impl Signature {
             grad: crate::is_grad_enabled(),
             autocast: [region(DeviceType::Cpu), region(DeviceType::Cuda)],
             sdpa: crate::nn::allowed_backends(),
-            tensors: tensors
-                .iter()
-                .map(|t| (t.shape().to_vec(), t.dtype(), t.device()))
-                .collect(),
         }
     }
 }
@@ -173,6 +168,9 @@ pub struct Compiled<M> {
     mode: AtomicU8,
     cache: Mutex<HashMap<Signature, Entry>>,
     stats: Mutex<Explanation>,
+    /// The model's parameters and buffers, gathered once: they can only be
+    /// replaced through `visit_mut` or `model_mut`, which reset all this.
+    tensors: Mutex<Option<Arc<Vec<Tensor>>>>,
 }
 
 /// `torch.compile(model)` with the default options.
@@ -203,6 +201,7 @@ pub fn compile_with<M: Module>(model: M, options: CompileOptions) -> Compiled<M>
         mode: AtomicU8::new(0),
         cache: Mutex::new(HashMap::new()),
         stats: Mutex::new(Explanation::default()),
+        tensors: Mutex::new(None),
     }
 }
 
@@ -245,6 +244,7 @@ impl<M: Module> Compiled<M> {
     pub fn reset(&self) {
         lock(&self.cache).clear();
         *lock(&self.stats) = Explanation::default();
+        *lock(&self.tensors) = None;
     }
 
     /// What compile did so far.
@@ -252,11 +252,16 @@ impl<M: Module> Compiled<M> {
         lock(&self.stats).clone()
     }
 
-    /// The model's parameters and buffers, in `visit` order.
-    fn tensors(&self) -> Vec<Tensor> {
-        let mut v = Vec::new();
-        self.model.visit(&mut |_, t, _| v.push(t.clone()));
-        v
+    /// The model's parameters and buffers, in `visit` order (visiting
+    /// builds every dotted name, which a replay should not pay for).
+    fn tensors(&self) -> Arc<Vec<Tensor>> {
+        lock(&self.tensors)
+            .get_or_insert_with(|| {
+                let mut v = Vec::new();
+                self.model.visit(&mut |_, t, _| v.push(t.clone()));
+                Arc::new(v)
+            })
+            .clone()
     }
 
     /// Runs `forward(model, inputs)` compiled: replays the graph of this
@@ -272,7 +277,7 @@ impl<M: Module> Compiled<M> {
             return Ok(forward(&self.model, inputs));
         }
         let tensors = self.tensors();
-        let sig = Signature::of(inputs, self.is_training(), &tensors);
+        let sig = Signature::of(inputs, self.is_training());
         let entry = lock(&self.cache).get(&sig).cloned();
         match entry {
             Some(Entry::Graph(g)) => {

@@ -12,7 +12,7 @@ use crate::{Conv2dOptions, DType, Tensor};
 /// What one replay gets: the op's inputs (absent optional ones `None`), its
 /// attributes, and the shapes and dtypes of the outputs the capture saw.
 pub(crate) struct Args<'a> {
-    pub inputs: Vec<Option<Tensor>>,
+    pub inputs: &'a [Option<Tensor>],
     pub attrs: &'a Attrs,
     pub out_shapes: &'a [Vec<usize>],
     pub out_dtypes: &'a [DType],
