@@ -280,23 +280,55 @@ fn fused_gradients_match_finite_differences() {
 }
 
 #[test]
-fn a_new_shape_records_a_new_graph() {
+fn a_new_shape_records_a_new_graph_without_dynamic_shapes() {
     let _serial = serial();
     manual_seed(1);
     let net = Sequential::new()
         .add(Linear::new(8, 16, true))
         .add(Dropout::new(0.1))
         .add(Linear::new(16, 3, true));
-    let model = compile(net);
+    let opts = CompileOptions {
+        dynamic: false,
+        ..CompileOptions::default()
+    };
+    let model = compile_with(net, opts);
     for batch in [4, 4, 9, 4, 9] {
         let y = model.forward(&Tensor::randn(&[batch, 8]));
         assert_eq!(y.shape(), &[batch, 3]);
     }
     let e = model.explain();
-    assert_eq!((e.graphs, e.replays), (2, 3), "{e:?}");
+    assert_eq!((e.graphs, e.replays, e.dynamic_graphs), (2, 3, 0), "{e:?}");
     model.eval();
     model.forward(&Tensor::randn(&[4, 8]));
     assert_eq!(model.explain().graphs, 3, "eval mode is another signature");
+}
+
+#[test]
+fn a_second_batch_size_makes_one_graph_for_every_batch_size() {
+    let _serial = serial();
+    const V: usize = 16;
+    let (eager, compiled) = twins(|| CharLm::<V, 16, 2, 1, 8>::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let positions = Tensor::arange(8);
+    let g = Generator::new(8);
+    for batch in [3, 5, 2, 7, 5] {
+        let ids = Tensor::randint_with(0, V as i64, &[batch, 8], &g);
+        let want = eager.forward(&ids, &positions);
+        let got = compiled
+            .forward_inputs(&[&ids, &positions])
+            .unwrap()
+            .remove(0);
+        assert_eq!(got.shape(), &[batch, 8, V]);
+        let d = rel_diff(&got, &want);
+        assert!(d <= 1e-6, "batch {batch}: logits differ by {d}");
+    }
+    let e = compiled.explain();
+    // 3 and 5 record; their merge serves 2 and 7; 5 replays its own.
+    assert_eq!(
+        (e.eager_calls, e.dynamic_graphs, e.replays),
+        (2, 1, 3),
+        "{e:?}"
+    );
 }
 
 /// A forward that branches on a tensor's value.

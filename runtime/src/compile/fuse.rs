@@ -118,7 +118,11 @@ impl Plan {
                         name: op.name,
                         run: replay::lookup(op.name).expect("checked when the graph was built"),
                         attrs: op.attrs.clone(),
-                        out_shapes: op.outputs.iter().map(|t| t.shape().to_vec()).collect(),
+                        out_shapes: op
+                            .outputs
+                            .iter()
+                            .map(|t| replay::fixed(t.shape()))
+                            .collect(),
                         out_dtypes: op.outputs.iter().map(Tensor::dtype).collect(),
                     },
                     inputs: resolved[k]
@@ -227,6 +231,5 @@ fn program(
         outputs: vec![reg[&last]],
     };
     let names = members.iter().map(|&m| ops[m].name).collect();
-    let shape = ops[last].outputs[0].shape().to_vec();
-    (FusedKernel::new(program, names, shape), ext)
+    (FusedKernel::new(program, names), ext)
 }

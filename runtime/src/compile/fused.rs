@@ -28,18 +28,15 @@ pub(crate) struct FusedKernel {
     pub program: Program,
     /// The ops it stands for, in order (for `explain`).
     pub ops: Vec<&'static str>,
-    /// The output's shape; inputs are that shape or a trailing broadcast.
-    pub shape: Vec<usize>,
     /// Backward programs by which inputs need a gradient.
     backward: Mutex<HashMap<Vec<bool>, Arc<Program>>>,
 }
 
 impl FusedKernel {
-    pub(crate) fn new(program: Program, ops: Vec<&'static str>, shape: Vec<usize>) -> FusedKernel {
+    pub(crate) fn new(program: Program, ops: Vec<&'static str>) -> FusedKernel {
         FusedKernel {
             program,
             ops,
-            shape,
             backward: Mutex::new(HashMap::new()),
         }
     }
@@ -53,13 +50,17 @@ impl FusedKernel {
     }
 
     /// The fused op on `inputs` (f32 on a device that runs programs, each
-    /// of the output's shape or broadcast over its leading dims), recorded
-    /// for autograd as one node.
+    /// of the output's shape or broadcast over its leading dims, so the
+    /// output's shape is theirs broadcast), recorded for autograd as one
+    /// node.
     pub(crate) fn run(self: &Arc<Self>, inputs: &[Tensor]) -> Tensor {
         FORWARD_LAUNCHES.fetch_add(1, Ordering::Relaxed);
+        let shape = inputs.iter().fold(Vec::new(), |s, t| {
+            crate::ops::broadcast_shapes(&s, t.shape(), "compile (a fused kernel)")
+        });
         let dense: Vec<Tensor> = inputs.iter().map(dense0).collect();
-        let out = run_on(&self.program, &dense, &self.shape).remove(0);
-        let out = Tensor::from_storage(out, &self.shape);
+        let out = run_on(&self.program, &dense, &shape).remove(0);
+        let out = Tensor::from_storage(out, &shape);
         let refs: Vec<&Tensor> = inputs.iter().collect();
         let kernel = self.clone();
         Tensor::record(out, "FusedElementwiseBackward0", &refs, move || {
@@ -70,14 +71,14 @@ impl FusedKernel {
                 let program = kernel.backward_program(needs);
                 let mut all = saved.clone();
                 all.push(dense0(&g.to_dtype(crate::DType::F32)));
-                let mut grads = run_on(&program, &all, &kernel.shape).into_iter();
+                let mut grads = run_on(&program, &all, &shape).into_iter();
                 needs
                     .iter()
                     .zip(&shapes)
-                    .map(|(&need, shape)| {
+                    .map(|(&need, input_shape)| {
                         need.then(|| {
                             let full = grads.next().expect("one gradient per needed input");
-                            Tensor::from_storage(full, &kernel.shape).sum_to(shape)
+                            Tensor::from_storage(full, &shape).sum_to(input_shape)
                         })
                     })
                     .collect()

@@ -3,7 +3,7 @@
 //! replay on new inputs.
 
 use super::fused::FusedKernel;
-use super::replay::{self, Args, Replay};
+use super::replay::{self, Args, Dim, Replay};
 use super::{fuse, patterns};
 use crate::trace::{Attrs, Capture, OpRecord};
 use crate::{DType, Tensor};
@@ -24,19 +24,21 @@ pub(crate) enum Value {
 }
 
 /// What a node runs.
+#[derive(Clone)]
 pub(crate) enum Step {
     /// A recorded op, called again.
     Replay {
         name: &'static str,
         run: Replay,
         attrs: Attrs,
-        out_shapes: Vec<Vec<usize>>,
+        out_shapes: Vec<Vec<Dim>>,
         out_dtypes: Vec<DType>,
     },
     /// A chain of elementwise ops as one kernel.
     Fused(Arc<FusedKernel>),
 }
 
+#[derive(Clone)]
 pub(crate) struct Node {
     pub step: Step,
     pub inputs: Vec<Option<Value>>,
@@ -63,6 +65,9 @@ pub(crate) struct Graph {
     base: Vec<usize>,
     /// How many values a run makes.
     n_values: usize,
+    /// For a graph generalised over the batch: the input whose dim 0 is the
+    /// batch size (`Dim::Batch` dims are multiples of it).
+    pub batch_input: Option<usize>,
     /// The pattern rewrites made, as "add + layer_norm -> add_layer_norm".
     pub rewrites: Vec<String>,
 }
@@ -155,13 +160,7 @@ impl Graph {
             g.rewrites
                 .extend((0..n).map(|_| "add + layer_norm -> add_layer_norm".to_string()));
         }
-        g.last_use = g.last_uses();
-        let mut at = 0;
-        for node in &g.nodes {
-            g.base.push(at);
-            at += node.outputs();
-        }
-        g.n_values = at;
+        g.finish();
         Ok(g)
     }
 
@@ -172,8 +171,21 @@ impl Graph {
             last_use: Vec::new(),
             base: Vec::new(),
             n_values: 0,
+            batch_input: None,
             rewrites: Vec::new(),
         }
+    }
+
+    /// Works out when values die and where they live in a run.
+    pub(crate) fn finish(&mut self) {
+        self.last_use = self.last_uses();
+        self.base.clear();
+        let mut at = 0;
+        for node in &self.nodes {
+            self.base.push(at);
+            at += node.outputs();
+        }
+        self.n_values = at;
     }
 
     fn last_uses(&self) -> Vec<Vec<(usize, usize)>> {
@@ -204,6 +216,7 @@ impl Graph {
         // a batch-1 forward is short enough for per-node allocations to show.
         let mut vals: Vec<Option<Tensor>> = Vec::with_capacity(self.n_values);
         let mut ins: Vec<Option<Tensor>> = Vec::new();
+        let batch = self.batch_input.map_or(0, |i| inputs[i].shape()[0]);
         let get = |v: &Value, vals: &[Option<Tensor>]| -> Tensor {
             match v {
                 Value::Input(i) => inputs[*i].clone(),
@@ -234,6 +247,7 @@ impl Graph {
                         attrs,
                         out_shapes,
                         out_dtypes,
+                        batch,
                     });
                     ins.clear();
                     vals.extend(outs.into_iter().map(Some));

@@ -37,6 +37,7 @@
 //! assert_eq!(model.explain().graphs, 1);
 //! ```
 
+mod dynamic;
 mod fuse;
 mod fused;
 mod graph;
@@ -68,6 +69,11 @@ pub struct CompileOptions {
     /// Graphs kept per compiled model (one per signature), then eager
     /// (Dynamo's `cache_size_limit`, 8).
     pub cache_size_limit: usize,
+    /// Automatic dynamic shapes (PyTorch's default): when a second batch
+    /// size comes, its recording and the first are merged into one graph
+    /// whose batch-sized dims are symbolic, so no further batch size
+    /// records again. `false`: every batch size has its own graph.
+    pub dynamic: bool,
 }
 
 impl Default for CompileOptions {
@@ -77,6 +83,7 @@ impl Default for CompileOptions {
             fullgraph: false,
             fuse: true,
             cache_size_limit: 8,
+            dynamic: true,
         }
     }
 }
@@ -96,6 +103,8 @@ pub enum Mode {
 pub struct Explanation {
     /// Recorded graphs (signatures that replay).
     pub graphs: usize,
+    /// Graphs generalised over the batch size (automatic dynamic shapes).
+    pub dynamic_graphs: usize,
     /// Signatures that run eagerly, each with why.
     pub graph_breaks: Vec<String>,
     /// Nodes over all graphs (a fused kernel counts once).
@@ -134,6 +143,56 @@ struct Signature {
 }
 
 impl Signature {
+    /// This signature with dim 0 of the `batched` inputs a wildcard, if
+    /// they all have one batch size.
+    fn wildcard(&self, batched: &[bool]) -> Option<Signature> {
+        let mut sizes = self
+            .inputs
+            .iter()
+            .zip(batched)
+            .filter(|(_, b)| **b)
+            .map(|((shape, ..), _)| shape.first().copied());
+        let first = sizes.next()??;
+        if !sizes.all(|s| s == Some(first)) || batched.len() != self.inputs.len() {
+            return None;
+        }
+        let mut w = self.clone();
+        for (input, &b) in w.inputs.iter_mut().zip(batched) {
+            if b {
+                input.0[0] = usize::MAX;
+            }
+        }
+        Some(w)
+    }
+
+    /// Which inputs' dim 0 differs between `self` and `other` when that is
+    /// all that differs (and it is one batch size on each side).
+    fn batch_difference(&self, other: &Signature) -> Option<Vec<bool>> {
+        let rest_same = self.training == other.training
+            && self.grad == other.grad
+            && self.autocast == other.autocast
+            && self.sdpa == other.sdpa
+            && self.inputs.len() == other.inputs.len();
+        if !rest_same {
+            return None;
+        }
+        let mut batched = Vec::new();
+        for (a, b) in self.inputs.iter().zip(&other.inputs) {
+            let same_but_dim0 = (&a.1, &a.2, a.3) == (&b.1, &b.2, b.3)
+                && a.0.len() == b.0.len()
+                && !a.0.is_empty()
+                && a.0[1..] == b.0[1..];
+            if !same_but_dim0 && a.0 != b.0 {
+                return None;
+            }
+            batched.push(a.0 != b.0);
+        }
+        (batched.contains(&true)
+            && self.wildcard(&batched).is_some()
+            && other.wildcard(&batched).is_some())
+        .then_some(batched)
+    }
+
     fn of(inputs: &[&Tensor], training: bool) -> Signature {
         let region = |d| (amp::is_autocast_enabled(d), amp::get_autocast_dtype(d));
         Signature {
@@ -171,6 +230,8 @@ pub struct Compiled<M> {
     /// The model's parameters and buffers, gathered once: they can only be
     /// replaced through `visit_mut` or `model_mut`, which reset all this.
     tensors: Mutex<Option<Arc<Vec<Tensor>>>>,
+    /// Which inputs have a symbolic batch dim, per generalised graph.
+    batched: Mutex<Vec<Vec<bool>>>,
 }
 
 /// `torch.compile(model)` with the default options.
@@ -202,6 +263,7 @@ pub fn compile_with<M: Module>(model: M, options: CompileOptions) -> Compiled<M>
         cache: Mutex::new(HashMap::new()),
         stats: Mutex::new(Explanation::default()),
         tensors: Mutex::new(None),
+        batched: Mutex::new(Vec::new()),
     }
 }
 
@@ -245,6 +307,7 @@ impl<M: Module> Compiled<M> {
         lock(&self.cache).clear();
         *lock(&self.stats) = Explanation::default();
         *lock(&self.tensors) = None;
+        lock(&self.batched).clear();
     }
 
     /// What compile did so far.
@@ -278,7 +341,7 @@ impl<M: Module> Compiled<M> {
         }
         let tensors = self.tensors();
         let sig = Signature::of(inputs, self.is_training());
-        let entry = lock(&self.cache).get(&sig).cloned();
+        let entry = self.lookup(&sig);
         match entry {
             Some(Entry::Graph(g)) => {
                 lock(&self.stats).replays += 1;
@@ -317,11 +380,50 @@ impl<M: Module> Compiled<M> {
             }
         };
         drop(stats);
+        if let (true, Entry::Graph(g1)) = (self.options.dynamic, &entry)
+            && let Some((wild, g)) = self.generalise(&sig, g1)
+        {
+            let mut stats = lock(&self.stats);
+            stats.dynamic_graphs += 1;
+            stats.graphs += 1;
+            stats.nodes += g.nodes.len();
+            drop(stats);
+            lock(&self.cache).insert(wild, Entry::Graph(Arc::new(g)));
+        }
         lock(&self.cache).insert(sig, entry.clone());
         match entry {
             Entry::Eager(why) if self.options.fullgraph => Err(self.break_error(&why)),
             _ => Ok(out),
         }
+    }
+
+    /// The entry for `sig`, or for it with a symbolic batch dim.
+    fn lookup(&self, sig: &Signature) -> Option<Entry> {
+        let cache = lock(&self.cache);
+        if let Some(e) = cache.get(sig) {
+            return Some(e.clone());
+        }
+        lock(&self.batched)
+            .iter()
+            .filter_map(|b| sig.wildcard(b))
+            .find_map(|w| cache.get(&w).cloned())
+    }
+
+    /// After recording `g1` for `sig`: a graph for every batch size, when
+    /// a static graph of another batch size differs from it only there.
+    fn generalise(&self, sig: &Signature, g1: &Graph) -> Option<(Signature, Graph)> {
+        let cache = lock(&self.cache);
+        cache.iter().find_map(|(sig0, e)| {
+            let Entry::Graph(g0) = e else { return None };
+            let batched = sig0
+                .batch_difference(sig)
+                .filter(|_| g0.batch_input.is_none())?;
+            let input = batched.iter().position(|&b| b)?;
+            let (b0, b1) = (sig0.inputs[input].0[0], sig.inputs[input].0[0]);
+            let g = dynamic::generalise(g0, b0, g1, b1, input)?;
+            lock(&self.batched).push(batched.clone());
+            Some((sig.wildcard(&batched)?, g))
+        })
     }
 
     fn eager(

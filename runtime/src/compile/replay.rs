@@ -10,12 +10,39 @@ use crate::trace::{Attr, Attrs};
 use crate::{Conv2dOptions, DType, Tensor};
 
 /// What one replay gets: the op's inputs (absent optional ones `None`), its
-/// attributes, and the shapes and dtypes of the outputs the capture saw.
+/// attributes, the shapes of the outputs the capture saw (a dim may be a
+/// multiple of the batch, `batch` in this run) and their dtypes.
 pub(crate) struct Args<'a> {
     pub inputs: &'a [Option<Tensor>],
     pub attrs: &'a Attrs,
-    pub out_shapes: &'a [Vec<usize>],
+    pub out_shapes: &'a [Vec<Dim>],
     pub out_dtypes: &'a [DType],
+    pub batch: usize,
+}
+
+/// One dim of a recorded shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dim {
+    /// The same in every run.
+    Fixed(usize),
+    /// This many times the batch size (a graph generalised over batches).
+    Batch(usize),
+}
+
+/// A recorded shape in a run with batch size `batch`.
+pub(crate) fn concrete(shape: &[Dim], batch: usize) -> Vec<usize> {
+    shape
+        .iter()
+        .map(|d| match *d {
+            Dim::Fixed(n) => n,
+            Dim::Batch(k) => k * batch,
+        })
+        .collect()
+}
+
+/// A shape the capture saw, every dim fixed.
+pub(crate) fn fixed(shape: &[usize]) -> Vec<Dim> {
+    shape.iter().map(|&d| Dim::Fixed(d)).collect()
 }
 
 impl Args<'_> {
@@ -54,8 +81,11 @@ impl Args<'_> {
             _ => Vec::new(),
         }
     }
+    fn shape(&self, i: usize) -> Vec<usize> {
+        concrete(&self.out_shapes[i], self.batch)
+    }
     fn out_shape(&self) -> Vec<isize> {
-        self.out_shapes[0].iter().map(|&d| d as isize).collect()
+        self.shape(0).iter().map(|&d| d as isize).collect()
     }
 }
 
@@ -70,7 +100,7 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
     Some(match name {
         "reshape" | "view" | "flatten" | "flatten_all" | "unflatten" | "squeeze"
         | "squeeze_dim" | "unsqueeze" => |a| vec![a.x(0).reshape(&a.out_shape())],
-        "expand" | "broadcast_to" => |a| vec![a.x(0).expand(&a.out_shapes[0])],
+        "expand" | "broadcast_to" => |a| vec![a.x(0).expand(&a.shape(0))],
         "transpose" => |a| {
             let d = a.isizes("dims");
             vec![a.x(0).transpose(d[0], d[1])]
@@ -93,11 +123,11 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             let d = a.int("dim");
             let d = if d < 0 { d + x.ndim() as i64 } else { d } as usize;
             let mut at = 0;
-            a.out_shapes
-                .iter()
-                .map(|s| {
-                    let piece = x.narrow(d as isize, at, s[d]);
-                    at += s[d];
+            (0..a.out_shapes.len())
+                .map(|i| {
+                    let len = a.shape(i)[d];
+                    let piece = x.narrow(d as isize, at, len);
+                    at += len;
                     piece
                 })
                 .collect()

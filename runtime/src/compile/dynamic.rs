@@ -1,0 +1,126 @@
+//! Automatic dynamic shapes, as PyTorch's: the first call with a batch size
+//! records a graph for that size; when a second size comes, the two
+//! recordings are compared, and if they differ only in dims that are the
+//! same multiple of the batch size in both, one graph with those dims
+//! symbolic serves every batch size from then on.
+
+use super::graph::{Graph, Node, Step, Value, key};
+use super::replay::Dim;
+
+/// One dim seen as `a` at batch `b0` and `b` at batch `b1`.
+fn unify_dim(a: usize, b: usize, b0: usize, b1: usize) -> Option<Dim> {
+    if a == b {
+        return Some(Dim::Fixed(a));
+    }
+    let same_multiple = b0 > 0 && b1 > 0 && a % b0 == 0 && b % b1 == 0 && a / b0 == b / b1;
+    same_multiple.then_some(Dim::Batch(a / b0))
+}
+
+fn unify_shape(a: &[Dim], b: &[Dim], b0: usize, b1: usize) -> Option<Vec<Dim>> {
+    if a.len() != b.len() {
+        return None;
+    }
+    a.iter()
+        .zip(b)
+        .map(|pair| match pair {
+            (Dim::Fixed(x), Dim::Fixed(y)) => unify_dim(*x, *y, b0, b1),
+            _ => None,
+        })
+        .collect()
+}
+
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Input(x), Value::Input(y)) | (Value::Param(x), Value::Param(y)) => x == y,
+        (Value::Out(n, o), Value::Out(m, p)) => (n, o) == (m, p),
+        (Value::Const(x), Value::Const(y)) => key(x) == key(y),
+        _ => false,
+    }
+}
+
+fn same_inputs(a: &[Option<Value>], b: &[Option<Value>]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|pair| match pair {
+            (Some(x), Some(y)) => same_value(x, y),
+            (None, None) => true,
+            _ => false,
+        })
+}
+
+fn unify_node(a: &Node, b: &Node, b0: usize, b1: usize) -> Option<Node> {
+    if !same_inputs(&a.inputs, &b.inputs) {
+        return None;
+    }
+    let step = match (&a.step, &b.step) {
+        (
+            Step::Replay {
+                name,
+                run,
+                attrs,
+                out_shapes,
+                out_dtypes,
+            },
+            Step::Replay {
+                name: name_b,
+                attrs: attrs_b,
+                out_shapes: shapes_b,
+                out_dtypes: dtypes_b,
+                ..
+            },
+        ) => {
+            if name != name_b || attrs != attrs_b || out_dtypes != dtypes_b {
+                return None;
+            }
+            let shapes = out_shapes
+                .iter()
+                .zip(shapes_b)
+                .map(|(x, y)| unify_shape(x, y, b0, b1))
+                .collect::<Option<Vec<_>>>()?;
+            Step::Replay {
+                name,
+                run: *run,
+                attrs: attrs.clone(),
+                out_shapes: shapes,
+                out_dtypes: out_dtypes.clone(),
+            }
+        }
+        (Step::Fused(x), Step::Fused(y)) if x.program == y.program => Step::Fused(x.clone()),
+        _ => return None,
+    };
+    Some(Node {
+        step,
+        inputs: a.inputs.clone(),
+    })
+}
+
+/// The graph of `g0` (recorded at batch `b0`) and `g1` (at `b1`, another
+/// size) with batch-dependent dims symbolic, the batch read from dim 0 of
+/// input `batch_input`; `None` when they differ otherwise.
+pub(crate) fn generalise(
+    g0: &Graph,
+    b0: usize,
+    g1: &Graph,
+    b1: usize,
+    batch_input: usize,
+) -> Option<Graph> {
+    let same_outputs = g0.outputs.len() == g1.outputs.len()
+        && g0
+            .outputs
+            .iter()
+            .zip(&g1.outputs)
+            .all(|(x, y)| same_value(x, y));
+    if b0 == b1 || g0.nodes.len() != g1.nodes.len() || !same_outputs {
+        return None;
+    }
+    let nodes = g0
+        .nodes
+        .iter()
+        .zip(&g1.nodes)
+        .map(|(a, b)| unify_node(a, b, b0, b1))
+        .collect::<Option<Vec<_>>>()?;
+    let mut g = Graph::from_parts(nodes, g0.outputs.clone());
+    g.rewrites = g0.rewrites.clone();
+    g.batch_input = Some(batch_input);
+    g.finish();
+    Some(g)
+}
