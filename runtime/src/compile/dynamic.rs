@@ -12,7 +12,8 @@ fn unify_dim(a: usize, b: usize, b0: usize, b1: usize) -> Option<Dim> {
     if a == b {
         return Some(Dim::Fixed(a));
     }
-    let same_multiple = b0 > 0 && b1 > 0 && a % b0 == 0 && b % b1 == 0 && a / b0 == b / b1;
+    let same_multiple =
+        b0 > 0 && b1 > 0 && a.is_multiple_of(b0) && b.is_multiple_of(b1) && a / b0 == b / b1;
     same_multiple.then_some(Dim::Batch(a / b0))
 }
 
