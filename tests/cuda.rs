@@ -894,3 +894,65 @@ fn profiler_times_gpu_ops_with_cuda_events() {
     assert!(events.iter().any(|e| e["args"]["name"] == "cuda:0 stream"));
     std::fs::remove_file(path).unwrap();
 }
+
+/// `h * sigmoid(h) + tanh(h) * 0.5` over `h = lin(x)`: its tail fuses.
+struct SwishTanh(Linear);
+
+impl Module for SwishTanh {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.0.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.0.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "SwishTanh".into()
+    }
+}
+
+impl Forward for SwishTanh {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        &(&h * &h.sigmoid()) + &(&h.tanh() * 0.5)
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn compiled_chains_fuse_into_one_generated_kernel_on_the_gpu() {
+    let Some(device) = gpu() else { return };
+    let run = |device: Device| {
+        manual_seed(5);
+        let mut lin = Linear::new(33, 65, true);
+        lin.to_device(device).unwrap();
+        let model = tapir::compile(SwishTanh(lin));
+        let x = Tensor::from_vec(values(7 * 33, 3), &[7, 33])
+            .to(device)
+            .unwrap();
+        model.forward(&x); // records
+        let before = tapir::compile::fused_launches();
+        let fallbacks = tapir::cuda::host_fallbacks();
+        let y = model.forward(&x);
+        y.square().sum().backward();
+        let after = tapir::compile::fused_launches();
+        assert_eq!(
+            (after.0 - before.0, after.1 - before.1),
+            (1, 1),
+            "{device}: one fused kernel forward and one backward"
+        );
+        if device.is_cuda() {
+            assert_eq!(
+                tapir::cuda::host_fallbacks(),
+                fallbacks,
+                "ran on host copies"
+            );
+        }
+        assert_eq!(model.explain().fused.len(), 1, "{:?}", model.explain());
+        let w = model.model().0.weight.grad().unwrap();
+        (y.to(Device::Cpu).unwrap(), w.to(Device::Cpu).unwrap())
+    };
+    let (gpu_y, gpu_w) = run(device);
+    let (cpu_y, cpu_w) = run(Device::Cpu);
+    close("fused forward", &gpu_y, &cpu_y, 1e-6, 1e-5).unwrap();
+    close("fused backward (weight grad)", &gpu_w, &cpu_w, 1e-5, 1e-4).unwrap();
+}

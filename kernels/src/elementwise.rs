@@ -467,7 +467,8 @@ impl Compare {
 }
 
 /// CUDA helpers the rows' expressions call.
-const CUDA_HELPERS: &str = r#"
+/// Device functions the rows' CUDA expressions call.
+pub(crate) const CUDA_HELPERS: &str = r#"
 __device__ __forceinline__ float sign_f(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); }
 __device__ __forceinline__ float pow_scalar_f(float v, float e) {
     if (e == 2.0f) return v * v;

@@ -324,15 +324,45 @@ impl Program {
         }
     }
 
-    /// The body of a CUDA kernel computing this program for element `i`:
-    /// inputs `in0..` and outputs `out0..` are indexable by `i` (a broadcast
-    /// input is addressed by the caller through `idx<k>(i)`).
-    pub fn cuda_body(&self) -> String {
+    /// The name of this program's CUDA kernel: `fused_<hash of its source>`,
+    /// so one program compiles once per process (and once per machine,
+    /// through the NVRTC disk cache).
+    pub fn cuda_name(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.cuda_body().hash(&mut h);
+        format!("fused_{:016x}", h.finish())
+    }
+
+    /// The CUDA source of this program's kernel `name`: `(size_t n, const
+    /// float *in0, size_t len0, .., float *out0, ..)`, element `i` of input
+    /// `k` read at `i % len_k` (a bias row cycles), every value a register.
+    pub fn cuda_source(&self, name: &str) -> String {
+        let mut params = vec!["size_t n".to_string()];
+        for k in 0..self.n_inputs {
+            params.push(format!("const float *__restrict__ in{k}"));
+            params.push(format!("size_t len{k}"));
+        }
+        for k in 0..self.outputs.len() {
+            params.push(format!("float *__restrict__ out{k}"));
+        }
+        format!(
+            "{}\nextern \"C\" __global__ void {name}({}) {{\n  GRID_STRIDE(i, n) {{\n{}  }}\n}}\n",
+            crate::elementwise::CUDA_HELPERS,
+            params.join(", "),
+            self.cuda_body()
+        )
+    }
+
+    /// The statements computing every value for element `i` and storing the
+    /// outputs.
+    fn cuda_body(&self) -> String {
         let mut s = String::new();
         for (i, inst) in self.insts.iter().enumerate() {
             let expr = match *inst {
-                Inst::Input(k) => format!("in{k}[idx{k}(i)]"),
-                Inst::Const(c) => format!("{c:?}f"),
+                Inst::Input(k) => format!("in{k}[i % len{k}]"),
+                Inst::Const(c) if c.is_finite() => format!("{c:?}f"),
+                Inst::Const(c) => format!("__int_as_float({:#x})", c.to_bits()),
                 Inst::Unary(op, x) => format!("({})", rename(op.cuda(), &[('v', x)])),
                 Inst::Binary(op, a, b) => format!("({})", rename(op.cuda(), &[('u', a), ('v', b)])),
             };

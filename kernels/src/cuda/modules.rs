@@ -132,8 +132,39 @@ pub fn modules() -> Vec<Module> {
     ]
 }
 
+/// Modules generated at run time (`compile`'s fused programs), by kernel
+/// name: each defines one kernel named after its source's hash.
+fn generated() -> &'static Mutex<HashMap<String, (&'static str, Arc<str>)>> {
+    static GENERATED: OnceLock<Mutex<HashMap<String, (&'static str, Arc<str>)>>> = OnceLock::new();
+    GENERATED.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Makes kernel `name` with CUDA `source` (a fused program's) known to
+/// [`module_of`], so it compiles, caches and launches as any other; the
+/// same name again is a no-op.
+pub fn register_generated(name: &str, source: impl FnOnce() -> String) {
+    let mut g = generated().lock().unwrap_or_else(|e| e.into_inner());
+    if !g.contains_key(name) {
+        // A module name lives as long as the process, as the static ones
+        // do; one leaked string per distinct program.
+        let module_name: &'static str = Box::leak(name.to_string().into_boxed_str());
+        g.insert(name.to_string(), (module_name, source().into()));
+    }
+}
+
 /// The module that defines kernel `name`.
 pub fn module_of(name: &str) -> Option<Module> {
+    if let Some((module, source)) = generated()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(name)
+    {
+        return Some(Module {
+            name: module,
+            source: Cow::Owned(source.to_string()),
+            kernels: vec![name.to_string()],
+        });
+    }
     modules()
         .into_iter()
         .find(|m| m.kernels.iter().any(|k| k == name))
@@ -288,6 +319,60 @@ mod tests {
             // layer norm 3, optimizers 3.
             2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 3 + 3))
         );
+    }
+
+    /// A fused program using every instruction, and its backward, compile
+    /// as generated kernels with one 8-byte parameter per size and pointer.
+    #[test]
+    fn generated_program_kernels_compile() {
+        use crate::program::{Binary, Inst, Program, Unary};
+        if !crate::cuda::nvrtc_present() {
+            println!("SKIPPED: NVRTC not found");
+            return;
+        }
+        let unary = [
+            Unary::Neg,
+            Unary::Abs,
+            Unary::Sign,
+            Unary::Exp,
+            Unary::Log,
+            Unary::Log1p,
+            Unary::Sqrt,
+            Unary::Rsqrt,
+            Unary::Sin,
+            Unary::Cos,
+            Unary::Tanh,
+            Unary::Erf,
+            Unary::Sigmoid,
+            Unary::Relu,
+            Unary::Silu,
+            Unary::Gelu,
+        ];
+        let mut insts = vec![
+            Inst::Input(0),
+            Inst::Input(1),
+            Inst::Const(f32::NEG_INFINITY),
+        ];
+        for (k, u) in unary.iter().enumerate() {
+            insts.push(Inst::Unary(*u, insts.len() - 1));
+            let b = [Binary::Add, Binary::Sub, Binary::Mul, Binary::Div][k % 4];
+            insts.push(Inst::Binary(b, insts.len() - 1, 1));
+        }
+        insts.push(Inst::Binary(Binary::Add, insts.len() - 1, 2));
+        let p = Program {
+            n_inputs: 2,
+            outputs: vec![insts.len() - 1],
+            insts,
+        };
+        for prog in [p.clone(), p.backward(&[true, true])] {
+            let name = prog.cuda_name();
+            register_generated(&name, || prog.cuda_source(&name));
+            let m = module_of(&name).expect("registered");
+            let c = compile(&m, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+            let sizes = param_sizes(&c.ptx, &name).expect("readable parameters");
+            let want = 1 + 2 * prog.n_inputs + prog.outputs.len();
+            assert_eq!(sizes, vec![8; want], "{name}");
+        }
     }
 
     #[test]

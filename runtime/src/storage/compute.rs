@@ -210,27 +210,46 @@ impl Storage {
         }
     }
 
-    /// Whether this device runs fused elementwise programs (CUDA does not
-    /// yet: `compile` leaves its chains unfused there).
+    /// Whether this device runs fused elementwise programs (the CPU, and a
+    /// GPU through a kernel generated per program).
     pub fn fuses_programs(&self) -> bool {
-        matches!(self, Storage::Cpu(_))
+        true
     }
 
     /// Runs the elementwise program `p` over `n` elements of dense f32
-    /// inputs: one dense f32 storage per output, on `device`. Callers ask
-    /// [`Storage::fuses_programs`] first; elsewhere it runs on host copies.
+    /// inputs (a `Cycle` input is read at `i % len`): one dense f32 storage
+    /// per output, on `device`.
     pub fn run_program(
         p: &Program,
         inputs: &[ProgramInput],
         n: usize,
         device: crate::Device,
     ) -> Vec<Storage> {
-        let hosts: Vec<std::borrow::Cow<'_, CpuBuffer>> = inputs
-            .iter()
-            .map(|i| match i {
-                ProgramInput::Full(s) | ProgramInput::Cycle(s) => s.host(),
-            })
-            .collect();
+        fn storage<'a>(i: &ProgramInput<'a>) -> &'a Storage {
+            match *i {
+                ProgramInput::Full(s) | ProgramInput::Cycle(s) => s,
+            }
+        }
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Some(Storage::Cuda(_)) = inputs.first().map(storage) {
+            let bufs: Vec<(&tapir_kernels::cuda::CudaBuffer, usize)> = inputs
+                .iter()
+                .map(|i| match storage(i) {
+                    Storage::Cuda(c) => (&c.buf, storage(i).len()),
+                    Storage::Cpu(_) => {
+                        panic!("compile: a fused program's inputs are on one device")
+                    }
+                })
+                .collect();
+            let outs = tapir_kernels::cuda::launch::run_program(p, &bufs, n)
+                .unwrap_or_else(|e| fail("a fused elementwise kernel", e));
+            return outs
+                .into_iter()
+                .map(|b| Storage::Cuda(super::cuda::CudaStorage::f32(b)))
+                .collect();
+        }
+        let hosts: Vec<std::borrow::Cow<'_, CpuBuffer>> =
+            inputs.iter().map(|i| storage(i).host()).collect();
         let operands: Vec<Operand> = inputs
             .iter()
             .zip(&hosts)

@@ -81,6 +81,11 @@ impl CudaStorage {
         Device::Cuda(self.buf.device().ordinal())
     }
 
+    /// A dense f32 buffer as a storage (a fused program's output).
+    pub(crate) fn f32(buf: CudaBuffer) -> CudaStorage {
+        CudaStorage::new(buf, DType::F32)
+    }
+
     fn new(buf: CudaBuffer, dtype: DType) -> CudaStorage {
         CudaStorage { buf, dtype }
     }

@@ -129,6 +129,7 @@ mod conv;
 mod index;
 mod movement;
 mod optim;
+mod program;
 mod rows;
 
 pub use blas::matmul;
@@ -136,6 +137,7 @@ pub use conv::{ConvGeom, col2im_f32, im2col_f32, max_pool2d_backward_f32, max_po
 pub use index::{Gathered, gather, index_add_f32, scatter_add_f32};
 pub use movement::{cast, compare, fill, philox, select_where, strided_assign, strided_copy};
 pub use optim::{adam, optim_step, rmsprop, sgd};
+pub use program::run_program;
 pub use rows::{extreme_last, layer_norm, layer_norm_backward, softmax, sum_last};
 
 /// `y = op(x)` elementwise over the view `l` of `x`; contiguous result.
