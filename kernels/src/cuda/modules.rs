@@ -132,10 +132,13 @@ pub fn modules() -> Vec<Module> {
     ]
 }
 
+/// Generated modules by kernel name: the module's name and its source.
+type Generated = Mutex<HashMap<String, (&'static str, Arc<str>)>>;
+
 /// Modules generated at run time (`compile`'s fused programs), by kernel
 /// name: each defines one kernel named after its source's hash.
-fn generated() -> &'static Mutex<HashMap<String, (&'static str, Arc<str>)>> {
-    static GENERATED: OnceLock<Mutex<HashMap<String, (&'static str, Arc<str>)>>> = OnceLock::new();
+fn generated() -> &'static Generated {
+    static GENERATED: OnceLock<Generated> = OnceLock::new();
     GENERATED.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
