@@ -12,6 +12,9 @@
 //! small CNN, SGD momentum 0.9). `macro`
 //! (tapir only) runs the `mlp` and `inference` steps on the seed MLP written
 //! by hand and written with `model!`, to show the macro costs nothing.
+//! Variants ending in `compiled` run the same step through `tapir::compile`;
+//! `fusion` (tapir only) times a linear layer with a five-op elementwise
+//! tail, eager and compiled (the tail fused into one kernel each way).
 //!
 //! `--device cuda` runs them on GPU 0 against `benches/torch_ref.py --device
 //! cuda` (same workloads; matmul becomes f32/tf32/bf16 at n4096), waiting for
@@ -133,6 +136,7 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
             "b1_latency_compiled",
             "b256_throughput_compiled",
         ]),
+        "fusion" => Some(&["eager", "compiled"]),
         "macro" => Some(&[
             "hand_train_b256",
             "model_train_b256",
@@ -153,6 +157,7 @@ fn default_steps(key: &str) -> (usize, usize) {
         "cnn" => (5, 40),
         "inference.b1" => (200, 2000),
         "inference.b256" => (10, 200),
+        "fusion" => (5, 50),
         _ => unreachable!(),
     }
 }
@@ -649,6 +654,64 @@ fn bench_cnn(args: &Args, variant: &str) -> String {
     )
 }
 
+/// `h * sigmoid(h) + tanh(h) * 0.5` over `h = x W + b`: a linear layer and
+/// a five-op elementwise tail, the case `tapir::compile`'s fusion is for.
+struct SwishTanh(tapir::nn::Linear);
+
+impl Module for SwishTanh {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, tapir::nn::TensorKind)) {
+        self.0.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, tapir::nn::TensorKind)) {
+        self.0.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "SwishTanh".into()
+    }
+}
+
+impl Forward for SwishTanh {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        &(&h * &h.sigmoid()) + &(&h.tanh() * 0.5)
+    }
+}
+
+/// tapir only: `SwishTanh(Linear(256, 1024))` on batch 2048, forward and
+/// backward of the mean square, eager against `tapir::compile` (whose
+/// tail is one fused kernel each way).
+fn bench_fusion(args: &Args, variant: &str) -> String {
+    let g = Generator::new(args.seed);
+    let x = Tensor::randn_with(&[2048, 256], &g)
+        .to(args.device)
+        .unwrap();
+    manual_seed(args.seed);
+    let mut lin = tapir::nn::Linear::new(256, 1024, true);
+    lin.to_device(args.device).unwrap();
+    let model: Box<dyn Forward> = match variant {
+        "compiled" => Box::new(tapir::compile(SwishTanh(lin))),
+        _ => Box::new(SwishTanh(lin)),
+    };
+    let step = || {
+        model.zero_grad();
+        let loss = model.forward(&x).square().mean();
+        loss.backward();
+        loss
+    };
+    let first = first_call(args.device, || {
+        step();
+    });
+    let (t, warm, final_loss) = time_train(args, "fusion", step);
+    record(
+        "fusion",
+        variant,
+        warm,
+        &t,
+        2048.0,
+        &[("final_loss", format!("{final_loss:.6}")), first],
+    )
+}
+
 fn main() {
     let args = match parse() {
         Ok(a) => a,
@@ -668,6 +731,7 @@ fn main() {
             "transformer" => bench_transformer(&args, v),
             "cnn" => bench_cnn(&args, v),
             "inference" => bench_inference(&args, v),
+            "fusion" => bench_fusion(&args, v),
             "macro" if v.contains("train") => bench_mlp(&args, v),
             "macro" => bench_inference(&args, v),
             _ => unreachable!(),

@@ -330,7 +330,7 @@ unary_rows! {
     /// The cosine.
     Cos = "cos", |x| x.cos(), cuda "cosf(v)";
     /// The hyperbolic tangent.
-    Tanh = "tanh", |x| x.tanh(), cuda "tanhf(v)";
+    Tanh = "tanh", |x| x.fast_tanh(), cuda "tanhf(v)";
     /// The error function.
     Erf = "erf", |x| x.erf(), cuda "erff(v)";
     /// `1 / (1 + e^-x)`.

@@ -54,6 +54,13 @@ impl FusedKernel {
     /// output's shape is theirs broadcast), recorded for autograd as one
     /// node.
     pub(crate) fn run(self: &Arc<Self>, inputs: &[Tensor]) -> Tensor {
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        crate::trace::op("fused_elementwise", refs.as_slice(), Vec::new, || {
+            self.run_untraced(inputs)
+        })
+    }
+
+    fn run_untraced(self: &Arc<Self>, inputs: &[Tensor]) -> Tensor {
         FORWARD_LAUNCHES.fetch_add(1, Ordering::Relaxed);
         let shape = inputs.iter().fold(Vec::new(), |s, t| {
             crate::ops::broadcast_shapes(&s, t.shape(), "compile (a fused kernel)")

@@ -263,7 +263,13 @@ impl Storage {
                 }
             })
             .collect();
-        let mut outs: Vec<Vec<f32>> = p.outputs.iter().map(|_| vec![0.0; n]).collect();
+        // Buffers from the caching allocator: a fresh 8 MB `vec!` faulted in
+        // its pages on every call, which cost as much as the program.
+        let mut outs: Vec<Vec<f32>> = p
+            .outputs
+            .iter()
+            .map(|_| tapir_kernels::alloc::filled(n, 0.0))
+            .collect();
         let mut refs: Vec<&mut [f32]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
         run_program(p, &operands, n, &mut refs);
         outs.into_iter()
