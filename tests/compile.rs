@@ -464,3 +464,72 @@ fn dropout_draws_fresh_masks_on_replay_as_eager_does() {
     );
     assert_eq!(model.explain().replays, 2);
 }
+
+tapir::model! {
+    /// A residual MLP block.
+    pub struct Res<const D: usize> {
+        fc: Linear<D, D>,
+    }
+    fn forward(&self, x: [B, D]) -> [B, D] {
+        x + self.fc(x).gelu()
+    }
+
+    /// Two blocks, the first checkpointed.
+    pub struct Ckpt {
+        #[checkpoint]
+        a: Res<8>,
+        b: Res<8>,
+    }
+    fn forward(&self, x: [B, 8]) -> [B, 8] {
+        self.b(self.a(x))
+    }
+}
+
+#[test]
+fn a_checkpointed_region_runs_eagerly_with_its_reason() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Ckpt::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[4, 8], &Generator::new(6));
+    for _ in 0..2 {
+        for (m, out) in [
+            (&eager as &dyn Module, eager.forward(&x)),
+            (&compiled as &dyn Module, compiled.forward(&x)),
+        ] {
+            m.zero_grad();
+            out.square().sum().backward();
+        }
+        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+            assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "grad of {name}");
+        }
+    }
+    let e = compiled.explain();
+    assert!(
+        e.graph_breaks.len() == 1 && e.graph_breaks[0].contains("CheckpointFunctionBackward"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn autocast_is_part_of_the_signature_and_replays_as_eager() {
+    use tapir::amp::{DeviceType, autocast};
+    let _serial = serial();
+    let (eager, compiled) = twins(seed::Mlp::seed);
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[16, 784], &Generator::new(12));
+    for _ in 0..2 {
+        let (a, b) = autocast(DeviceType::Cpu, None, true, || {
+            (eager.forward(&x), compiled.forward(&x))
+        });
+        assert_eq!(b.dtype(), tapir::DType::BF16);
+        assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>());
+    }
+    let plain = compiled.forward(&x);
+    assert_eq!(
+        plain.dtype(),
+        tapir::DType::F32,
+        "outside autocast: another graph"
+    );
+    let e = compiled.explain();
+    assert_eq!((e.graphs, e.replays), (2, 1), "{e:?}");
+}

@@ -90,6 +90,9 @@ impl Tensor {
         if !autograd::is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
             return out;
         }
+        if crate::trace::active() {
+            crate::trace::node_outside_ops(name);
+        }
         let edges = inputs
             .iter()
             .map(|t| match (&t.0.grad_fn, t.requires_grad()) {
@@ -100,8 +103,24 @@ impl Tensor {
             .collect();
         let backward: BackwardFn = Box::new(make());
         let node = Arc::new(Node::new(name, edges, backward));
-        let inner = Arc::try_unwrap(out.0)
-            .unwrap_or_else(|_| panic!("{name}: op output is shared before recording"));
+        let inner = match Arc::try_unwrap(out.0) {
+            Ok(inner) => inner,
+            // A recording (compile, export) holds every op's output; a node
+            // recorded outside an op (a checkpoint region's) may find its
+            // tensor held there, and gets a new handle on the same data.
+            Err(shared) if crate::trace::active() => Inner {
+                storage: shared.storage.clone(),
+                layout: shared.layout.clone(),
+                dtype: shared.dtype,
+                device: shared.device,
+                requires_grad: AtomicBool::new(false),
+                grad: Mutex::new(None),
+                grad_fn: None,
+                hooks: Mutex::new(Vec::new()),
+                post_accumulate_hooks: Mutex::new(Vec::new()),
+            },
+            Err(_) => panic!("{name}: op output is shared before recording"),
+        };
         Tensor(Arc::new(Inner {
             grad_fn: Some(node),
             requires_grad: AtomicBool::new(true),

@@ -262,6 +262,21 @@ pub(crate) fn made_outside_ops(numel: usize) {
     });
 }
 
+/// Notes, while this thread captures, an autograd node recorded outside
+/// any op (a checkpoint region's): the tensor it makes is new to the
+/// recording, which would replay it as a constant.
+pub(crate) fn node_outside_ops(name: &'static str) {
+    if DEPTH.with(|d| d.get()) != 0 {
+        return;
+    }
+    note_break(|| {
+        format!(
+            "an autograd node (`{name}`) made outside tapir's ops{}: compile cannot replay it yet",
+            place_suffix()
+        )
+    });
+}
+
 fn place_suffix() -> String {
     match module_path() {
         p if p.is_empty() => String::new(),
