@@ -533,3 +533,103 @@ fn autocast_is_part_of_the_signature_and_replays_as_eager() {
     let e = compiled.explain();
     assert_eq!((e.graphs, e.replays), (2, 1), "{e:?}");
 }
+
+/// `gelu(x + dropout(lin(x)))`, then a second dropout: the tail and the
+/// first dropout fuse; the masks are eager's, drawn in eager's order.
+struct DropRes {
+    lin: Linear,
+    drop: Dropout,
+}
+
+impl Module for DropRes {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.lin.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.lin.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "DropRes".into()
+    }
+    fn set_training(&self, on: bool) {
+        self.drop.set_training(on)
+    }
+    fn is_training(&self) -> bool {
+        self.drop.is_training()
+    }
+}
+
+impl Forward for DropRes {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = (x + &self.drop.forward(&self.lin.forward(x))).gelu();
+        self.drop.forward(&(&h * 2.0))
+    }
+}
+
+#[test]
+fn dropout_fuses_with_the_same_masks_as_eager() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| DropRes {
+        lin: Linear::new(24, 24, true),
+        drop: Dropout::new(0.3),
+    });
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[40, 24], &Generator::new(13));
+    compiled.forward(&x); // records
+    for seed in [1, 2] {
+        manual_seed(seed);
+        let want = eager.forward(&x);
+        let after_eager = tapir::default_generator().get_state();
+        manual_seed(seed);
+        let got = compiled.forward(&x);
+        assert_eq!(tapir::default_generator().get_state(), after_eager);
+        assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>(), "seed {seed}");
+        for (m, out) in [(&eager as &dyn Module, &want), (&compiled, &got)] {
+            m.zero_grad();
+            out.square().sum().backward();
+        }
+        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+            let d = rel_diff(b, a);
+            assert!(d <= 1e-6, "seed {seed}: grad of {name} differs by {d}");
+        }
+    }
+    let e = compiled.explain();
+    assert_eq!(
+        e.fused,
+        vec![vec!["dropout", "add", "gelu", "mul", "dropout"]],
+        "{e:?}"
+    );
+}
+
+/// A draw between a dropout and the op reading it.
+struct DropNoise(Dropout);
+
+impl Module for DropNoise {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        "DropNoise".into()
+    }
+}
+
+impl Forward for DropNoise {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let d = self.0.forward(x);
+        let noise = Tensor::rand_like(x);
+        (&d + &noise).gelu()
+    }
+}
+
+#[test]
+fn a_draw_between_keeps_a_dropout_out_of_the_fused_kernel() {
+    let _serial = serial();
+    let model = compile(DropNoise(Dropout::new(0.5)));
+    let x = Tensor::randn_with(&[8, 8], &Generator::new(14));
+    model.forward(&x); // records
+    manual_seed(3);
+    let want = model.model().forward(&x);
+    manual_seed(3);
+    let got = model.forward(&x);
+    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
+    assert_eq!(model.explain().fused, vec![vec!["add", "gelu"]]);
+}

@@ -98,6 +98,18 @@ pub enum Inst {
     Unary(Unary, usize),
     /// A binary function of two earlier values.
     Binary(Binary, usize, usize),
+    /// Dropout of an earlier value: `x * mask(i)`, the mask of
+    /// [`crate::cpu::philox_dropout_mask`] with keep probability `keep` and
+    /// the run's seed number `seed` (its backward applies the same mask to
+    /// the gradient, recomputed, never stored). CPU only.
+    Dropout {
+        /// The value dropped.
+        x: usize,
+        /// The keep probability, `1 - p`.
+        keep: f64,
+        /// Which of the run's seeds keys the mask.
+        seed: usize,
+    },
 }
 
 /// An elementwise program over `n_inputs` inputs.
@@ -213,6 +225,18 @@ impl Emit {
 }
 
 impl Program {
+    /// How many seeds a run takes (one per dropout instruction).
+    pub fn seeds(&self) -> usize {
+        self.insts
+            .iter()
+            .filter_map(|i| match i {
+                Inst::Dropout { seed, .. } => Some(seed + 1),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Whether reverse-mode differentiation knows every instruction (the
     /// derivative rows `Step`, `SiluGrad` and `GeluGrad` have none).
     pub fn differentiable(&self) -> bool {
@@ -262,6 +286,12 @@ impl Program {
                         adj[x] = slot;
                     }
                 }
+                Inst::Dropout { x, keep, seed } => {
+                    let c = e.push(Inst::Dropout { x: a, keep, seed });
+                    let mut slot = adj[x];
+                    add_to(&mut e, &mut slot, c);
+                    adj[x] = slot;
+                }
                 Inst::Binary(op, x, y) => {
                     let (cx, cy) = binary_grad(&mut e, op, x, y, a);
                     for (v, c) in [(x, cx), (y, cy)] {
@@ -296,7 +326,7 @@ impl Program {
                 continue;
             }
             match self.insts[i] {
-                Inst::Unary(_, x) => live[x] = true,
+                Inst::Unary(_, x) | Inst::Dropout { x, .. } => live[x] = true,
                 Inst::Binary(_, x, y) => {
                     live[x] = true;
                     live[y] = true;
@@ -314,6 +344,11 @@ impl Program {
             insts.push(match *inst {
                 Inst::Unary(op, x) => Inst::Unary(op, new_index[x]),
                 Inst::Binary(op, x, y) => Inst::Binary(op, new_index[x], new_index[y]),
+                Inst::Dropout { x, keep, seed } => Inst::Dropout {
+                    x: new_index[x],
+                    keep,
+                    seed,
+                },
                 other => other,
             });
         }
@@ -365,6 +400,9 @@ impl Program {
                 Inst::Const(c) => format!("__int_as_float({:#x})", c.to_bits()),
                 Inst::Unary(op, x) => format!("({})", rename(op.cuda(), &[('v', x)])),
                 Inst::Binary(op, a, b) => format!("({})", rename(op.cuda(), &[('u', a), ('v', b)])),
+                // Never built for a GPU (the compiler fuses dropout on the
+                // CPU only); a kernel with one would not compile.
+                Inst::Dropout { .. } => "dropout_runs_on_the_cpu_only".to_string(),
             };
             s.push_str(&format!("    float r{i} = {expr};\n"));
         }
@@ -514,6 +552,7 @@ mod tests {
                     Inst::Const(c) => c,
                     Inst::Unary(op, x) => op.eval(v[x]),
                     Inst::Binary(op, a, b) => op.eval(v[a], v[b]),
+                    Inst::Dropout { .. } => unreachable!("no dropout here"),
                 });
             }
             p.outputs.iter().map(|&o| v[o] as f64).collect()

@@ -101,18 +101,12 @@ pub fn philox_normal(seed: u64, offset: u64, n: usize) -> Vec<f32> {
 /// assert!(m.iter().all(|&v| v == 0.0 || v == 1.0 / 0.75));
 /// ```
 pub fn philox_dropout_mask(n: usize, keep: f64, seed: u64) -> Vec<f32> {
-    let scale = (1.0 / keep) as f32;
-    // Compared in the 24-bit integer domain of `unit`: u < keep exactly.
-    let limit = (keep * 16_777_216.0).ceil() as u32;
-    let key = [seed as u32, (seed >> 32) as u32];
+    let mask = DropoutMask::new(keep, seed);
     let mut out = crate::alloc::filled(n, 0f32);
     let fill = |first: usize, chunk: &mut [f32]| {
         for (b, quad) in chunk.chunks_mut(4).enumerate() {
-            let block = ((first + b * 4) / 4) as u64;
-            let x = philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], key);
-            for (o, &bits) in quad.iter_mut().zip(&x) {
-                *o = if bits >> 8 < limit { scale } else { 0.0 };
-            }
+            let m = mask.block(((first + b * 4) / 4) as u64);
+            quad.copy_from_slice(&m[..quad.len()]);
         }
     };
     // Chunks of whole blocks, so each task starts at a block boundary.
@@ -123,6 +117,40 @@ pub fn philox_dropout_mask(n: usize, keep: f64, seed: u64) -> Vec<f32> {
         fill(0, &mut out);
     }
     out
+}
+
+/// Dropout's scaled keep mask, four elements (one Philox block) at a time:
+/// what [`philox_dropout_mask`] fills and what a fused program's dropout
+/// recomputes, so the two agree bit for bit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DropoutMask {
+    key: [u32; 2],
+    limit: u32,
+    scale: f32,
+}
+
+impl DropoutMask {
+    pub(crate) fn new(keep: f64, seed: u64) -> DropoutMask {
+        DropoutMask {
+            key: [seed as u32, (seed >> 32) as u32],
+            // Compared in the 24-bit integer domain of `unit`: u < keep exactly.
+            limit: (keep * 16_777_216.0).ceil() as u32,
+            scale: (1.0 / keep) as f32,
+        }
+    }
+
+    /// Elements `4 * block .. 4 * block + 4` of the mask.
+    #[inline]
+    pub(crate) fn block(&self, block: u64) -> [f32; 4] {
+        let x = philox4x32_10([block as u32, (block >> 32) as u32, 0, 0], self.key);
+        x.map(|bits| {
+            if bits >> 8 < self.limit {
+                self.scale
+            } else {
+                0.0
+            }
+        })
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! instruction runs as one vectorisable loop over the tile, and only the
 //! outputs are written to memory.
 
+use super::philox::DropoutMask;
 use crate::program::{Binary, Inst, Program, Unary};
 use crate::threads;
 
@@ -26,7 +27,8 @@ pub enum Operand<'a> {
     Scalar(f32),
 }
 
-/// Runs `p` over `n` elements: `outs[k][i]` is output `k` at element `i`.
+/// Runs `p` over `n` elements: `outs[k][i]` is output `k` at element `i`;
+/// `seeds` key the program's dropout masks ([`Program::seeds`] of them).
 ///
 /// ```
 /// use tapir_kernels::cpu::{Operand, run_program};
@@ -37,10 +39,16 @@ pub enum Operand<'a> {
 ///     outputs: vec![2],
 /// };
 /// let mut out = vec![0.0f32; 4];
-/// run_program(&p, &[Operand::Full(&[1.0, 2.0, 3.0, 4.0]), Operand::Cycle(&[10.0, 20.0])], 4, &mut [&mut out]);
+/// run_program(&p, &[Operand::Full(&[1.0, 2.0, 3.0, 4.0]), Operand::Cycle(&[10.0, 20.0])], &[], 4, &mut [&mut out]);
 /// assert_eq!(out, [11.0, 22.0, 13.0, 24.0]);
 /// ```
-pub fn run_program(p: &Program, inputs: &[Operand], n: usize, outs: &mut [&mut [f32]]) {
+pub fn run_program(
+    p: &Program,
+    inputs: &[Operand],
+    seeds: &[u64],
+    n: usize,
+    outs: &mut [&mut [f32]],
+) {
     assert!(
         inputs.len() == p.n_inputs && outs.len() == p.outputs.len(),
         "run_program: {} inputs and {} outputs given to a program of {} and {}",
@@ -61,6 +69,12 @@ pub fn run_program(p: &Program, inputs: &[Operand], n: usize, outs: &mut [&mut [
         outs.iter().all(|o| o.len() == n),
         "run_program: every output must hold {n} elements"
     );
+    assert!(
+        seeds.len() >= p.seeds(),
+        "run_program: {} seeds for a program with {} dropouts",
+        seeds.len(),
+        p.seeds()
+    );
     let outs: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
     threads::par_chunks_mut_many(outs, TASK, |task, pieces| {
         let mut regs = vec![0.0f32; p.insts.len() * TILE];
@@ -68,7 +82,7 @@ pub fn run_program(p: &Program, inputs: &[Operand], n: usize, outs: &mut [&mut [
         let mut at = 0;
         while at < len {
             let m = TILE.min(len - at);
-            run_tile(p, inputs, task * TASK + at, m, &mut regs);
+            run_tile(p, inputs, seeds, task * TASK + at, m, &mut regs);
             for (out, &r) in pieces.iter_mut().zip(&p.outputs) {
                 out[at..at + m].copy_from_slice(&regs[r * TILE..r * TILE + m]);
             }
@@ -78,8 +92,15 @@ pub fn run_program(p: &Program, inputs: &[Operand], n: usize, outs: &mut [&mut [
 }
 
 /// Every instruction of `p` over elements `start..start + m` into `regs`
-/// (value `i` at `regs[i * TILE..]`).
-fn run_tile(p: &Program, inputs: &[Operand], start: usize, m: usize, regs: &mut [f32]) {
+/// (value `i` at `regs[i * TILE..]`); `start` is a multiple of 4.
+fn run_tile(
+    p: &Program,
+    inputs: &[Operand],
+    seeds: &[u64],
+    start: usize,
+    m: usize,
+    regs: &mut [f32],
+) {
     for (i, inst) in p.insts.iter().enumerate() {
         let (before, rest) = regs.split_at_mut(i * TILE);
         let dst = &mut rest[..m];
@@ -96,6 +117,16 @@ fn run_tile(p: &Program, inputs: &[Operand], start: usize, m: usize, regs: &mut 
                     &before[b * TILE..b * TILE + m],
                 );
                 binary_loop(op, sa, sb, dst)
+            }
+            Inst::Dropout { x, keep, seed } => {
+                let src = &before[x * TILE..x * TILE + m];
+                let mask = DropoutMask::new(keep, seeds[seed]);
+                for (q, (d, s)) in dst.chunks_mut(4).zip(src.chunks(4)).enumerate() {
+                    let bits = mask.block((start / 4 + q) as u64);
+                    for ((d, &s), &k) in d.iter_mut().zip(s).zip(&bits) {
+                        *d = s * k;
+                    }
+                }
             }
         }
     }
@@ -192,12 +223,40 @@ mod tests {
                 Operand::Cycle(&bias),
                 Operand::Scalar(1.5),
             ],
+            &[],
             n,
             &mut [&mut a, &mut b],
         );
         for i in [0, 1, 255, 256, 4095, TASK, n - 1] {
             let g = Unary::Gelu.eval(x[i] + bias[i % 13]);
             assert_eq!((a[i], b[i]), (g * 1.5, g), "element {i}");
+        }
+    }
+
+    /// A program's dropout is `philox_dropout_mask`'s, element for element,
+    /// over tiles and threads and a tail that is not a whole Philox block.
+    #[test]
+    fn dropout_matches_the_mask_kernel() {
+        let p = Program {
+            n_inputs: 1,
+            insts: vec![
+                Inst::Input(0),
+                Inst::Dropout {
+                    x: 0,
+                    keep: 0.7,
+                    seed: 0,
+                },
+            ],
+            outputs: vec![1],
+        };
+        let n = 2 * TASK + 13;
+        let x: Vec<f32> = (0..n).map(|i| 1.0 + i as f32 * 1e-3).collect();
+        let mut out = vec![0.0; n];
+        crate::threads::set_num_threads(2);
+        run_program(&p, &[Operand::Full(&x)], &[99], n, &mut [&mut out]);
+        let mask = super::super::philox_dropout_mask(n, 0.7, 99);
+        for i in 0..n {
+            assert_eq!(out[i], x[i] * mask[i], "element {i}");
         }
     }
 }

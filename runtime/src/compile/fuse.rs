@@ -4,7 +4,7 @@
 use super::fused::FusedKernel;
 use super::graph::{Graph, Node, Step, Value, key};
 use super::replay;
-use crate::trace::OpRecord;
+use crate::trace::{Attr, OpRecord};
 use crate::{DType, Tensor};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,6 +15,8 @@ use tapir_kernels::program::{Binary, Inst, Program, Unary};
 enum Kind {
     Unary(Unary),
     Binary(Binary),
+    /// Dropout in training with this keep probability.
+    Dropout(f64),
 }
 
 fn kind(name: &str) -> Option<Kind> {
@@ -55,9 +57,36 @@ fn reaches(input: &[usize], shape: &[usize]) -> Option<bool> {
     (core.len() <= shape.len() && shape[shape.len() - core.len()..] == *core).then_some(false)
 }
 
+/// Whether op `op` draws from a generator (its place in the op order then
+/// matters: eager code draws in that order).
+fn draws(op: &OpRecord) -> bool {
+    ["rand", "bernoulli", "dropout", "normal", "uniform"]
+        .iter()
+        .any(|p| op.name.starts_with(p))
+}
+
+/// A training dropout on a device whose masks programs recompute.
+fn dropout(op: &OpRecord) -> Option<Kind> {
+    let attr = |k: &str| {
+        op.attrs
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, a)| a.clone())
+    };
+    let (Some(Attr::Float(p)), Some(Attr::Int(1))) = (attr("p"), attr("training")) else {
+        return None;
+    };
+    let x = op.inputs.first()?.as_ref()?;
+    let ok = p > 0.0 && p < 1.0 && x.read().fuses_dropout() && op.outputs[0].shape() == x.shape();
+    ok.then_some(Kind::Dropout(1.0 - p))
+}
+
 /// Whether op `op` can join a fused program.
 fn fusable(op: &OpRecord) -> Option<Kind> {
-    let k = kind(op.name)?;
+    let k = match op.name {
+        "dropout" => dropout(op)?,
+        name => kind(name)?,
+    };
     let [out] = op.outputs.as_slice() else {
         return None;
     };
@@ -155,6 +184,13 @@ pub(crate) fn plan(ops: &[OpRecord], resolved: &[Vec<Option<Value>>], outputs: &
             .any(|v| matches!(v, Value::Out(m, _) if *m == n))
     };
     let kinds: Vec<Option<Kind>> = ops.iter().map(fusable).collect();
+    // Draws before op i, so a group holding a dropout can tell whether
+    // another op draws between it and the group's last op (fusing would
+    // then change the order of draws, and the masks, against eager code).
+    let mut draws_before = vec![0usize; ops.len() + 1];
+    for (i, op) in ops.iter().enumerate() {
+        draws_before[i + 1] = draws_before[i] + draws(op) as usize;
+    }
     let mut plan = Plan::none(ops.len());
     for k in 0..ops.len() {
         if kinds[k].is_none() {
@@ -170,10 +206,29 @@ pub(crate) fn plan(ops: &[OpRecord], resolved: &[Vec<Option<Value>>], outputs: &
                 // Elementwise ops commute with broadcasting: a producer of
                 // a smaller (trailing) shape is recomputed per element.
                 && reaches(ops[p].outputs[0].shape(), ops[k].outputs[0].shape()).is_some();
-            if absorb {
-                plan.inner[p] = true;
-                members.extend(plan.groups.remove(&p).unwrap_or_else(|| vec![p]));
+            if !absorb {
+                continue;
             }
+            let taken = plan.groups.get(&p).cloned().unwrap_or_else(|| vec![p]);
+            let first_draw = taken
+                .iter()
+                .chain(&members)
+                .filter(|&&m| draws(&ops[m]))
+                .min()
+                .copied();
+            if let Some(d) = first_draw {
+                let in_group = taken
+                    .iter()
+                    .chain(&members)
+                    .filter(|&&m| m > d && draws(&ops[m]))
+                    .count();
+                if draws_before[k + 1] - draws_before[d + 1] != in_group {
+                    continue;
+                }
+            }
+            plan.inner[p] = true;
+            plan.groups.remove(&p);
+            members.extend(taken);
         }
         members.sort_unstable();
         plan.groups.insert(k, members);
@@ -192,6 +247,7 @@ fn program(
     let mut reg: HashMap<usize, usize> = HashMap::new();
     let mut ext: Vec<Value> = Vec::new();
     let mut ext_reg: HashMap<*const crate::tensor::Inner, usize> = HashMap::new();
+    let mut seeds = 0;
     for &m in members {
         let mut operand = |i: usize, insts: &mut Vec<Inst>| -> usize {
             let value = resolved[m][i]
@@ -213,12 +269,21 @@ fn program(
                 }),
             }
         };
-        let inst = match kind(ops[m].name).expect("members are fusable") {
+        let inst = match fusable(&ops[m]).expect("members are fusable") {
             Kind::Unary(u) => Inst::Unary(u, operand(0, &mut insts)),
             Kind::Binary(b) => {
                 let x = operand(0, &mut insts);
                 let y = operand(1, &mut insts);
                 Inst::Binary(b, x, y)
+            }
+            Kind::Dropout(keep) => {
+                let x = operand(0, &mut insts);
+                seeds += 1;
+                Inst::Dropout {
+                    x,
+                    keep,
+                    seed: seeds - 1,
+                }
             }
         };
         insts.push(inst);

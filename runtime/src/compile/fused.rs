@@ -66,7 +66,12 @@ impl FusedKernel {
             crate::ops::broadcast_shapes(&s, t.shape(), "compile (a fused kernel)")
         });
         let dense: Vec<Tensor> = inputs.iter().map(dense0).collect();
-        let out = run_on(&self.program, &dense, &shape).remove(0);
+        // Drawn here, where the op order puts the group's last op; the
+        // compiler fuses a dropout only when no other draw falls between.
+        let seeds: Vec<u64> = (0..self.program.seeds())
+            .map(|_| Storage::dropout_seed())
+            .collect();
+        let out = run_on(&self.program, &dense, &seeds, &shape).remove(0);
         let out = Tensor::from_storage(out, &shape);
         let refs: Vec<&Tensor> = inputs.iter().collect();
         let kernel = self.clone();
@@ -78,7 +83,7 @@ impl FusedKernel {
                 let program = kernel.backward_program(needs);
                 let mut all = saved.clone();
                 all.push(dense0(&g.to_dtype(crate::DType::F32)));
-                let mut grads = run_on(&program, &all, &shape).into_iter();
+                let mut grads = run_on(&program, &all, &seeds, &shape).into_iter();
                 needs
                     .iter()
                     .zip(&shapes)
@@ -95,7 +100,7 @@ impl FusedKernel {
 }
 
 /// Runs `program` over dense `inputs` producing outputs of `shape`.
-fn run_on(program: &Program, inputs: &[Tensor], shape: &[usize]) -> Vec<Storage> {
+fn run_on(program: &Program, inputs: &[Tensor], seeds: &[u64], shape: &[usize]) -> Vec<Storage> {
     let n: usize = shape.iter().product();
     let device = inputs.first().map_or(crate::Device::Cpu, |t| t.device());
     let guards: Vec<_> = inputs.iter().map(|t| t.read()).collect();
@@ -107,5 +112,5 @@ fn run_on(program: &Program, inputs: &[Tensor], shape: &[usize]) -> Vec<Storage>
             false => ProgramInput::Cycle(s),
         })
         .collect();
-    Storage::run_program(program, &operands, n, device)
+    Storage::run_program(program, &operands, seeds, n, device)
 }

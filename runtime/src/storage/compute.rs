@@ -216,12 +216,20 @@ impl Storage {
         true
     }
 
+    /// Whether a fused program may hold dropout here: the CPU's masks are
+    /// Philox streams a program recomputes per element (a GPU's dropout
+    /// draws with `bernoulli`, which programs do not do).
+    pub fn fuses_dropout(&self) -> bool {
+        matches!(self, Storage::Cpu(_))
+    }
+
     /// Runs the elementwise program `p` over `n` elements of dense f32
-    /// inputs (a `Cycle` input is read at `i % len`): one dense f32 storage
-    /// per output, on `device`.
+    /// inputs (a `Cycle` input is read at `i % len`), its dropouts keyed by
+    /// `seeds`: one dense f32 storage per output, on `device`.
     pub fn run_program(
         p: &Program,
         inputs: &[ProgramInput],
+        seeds: &[u64],
         n: usize,
         device: crate::Device,
     ) -> Vec<Storage> {
@@ -271,7 +279,7 @@ impl Storage {
             .map(|_| tapir_kernels::alloc::filled(n, 0.0))
             .collect();
         let mut refs: Vec<&mut [f32]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
-        run_program(p, &operands, n, &mut refs);
+        run_program(p, &operands, seeds, n, &mut refs);
         outs.into_iter()
             .map(|v| Storage::on_device(CpuBuffer::F32(v), device))
             .collect()

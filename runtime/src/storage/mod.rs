@@ -332,6 +332,12 @@ impl Storage {
         }
     }
 
+    /// The key of one CPU dropout mask: one draw of the default generator
+    /// (a fused program's dropout draws it at the same point as eager).
+    pub fn dropout_seed() -> u64 {
+        crate::default_generator().fill(1, |next| next())[0]
+    }
+
     /// Dropout's scaled keep mask (`1 / keep` or 0 per element, f32) for
     /// `n` elements on the CPU, from a Philox stream keyed by one draw of the
     /// default generator, made in parallel; `None` on a GPU, where
@@ -339,7 +345,7 @@ impl Storage {
     pub fn dropout_mask(device: Device, n: usize, keep: f64) -> Option<Storage> {
         match device {
             Device::Cpu => {
-                let seed = crate::default_generator().fill(1, |next| next())[0];
+                let seed = Storage::dropout_seed();
                 let mask = tapir_kernels::cpu::philox_dropout_mask(n, keep, seed);
                 Some(Storage::cpu(CpuBuffer::F32(mask)))
             }
