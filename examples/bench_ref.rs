@@ -127,7 +127,12 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
     match workload {
         "matmul" if device.is_cuda() => Some(&["f32_n4096", "tf32_n4096", "bf16_n4096"]),
         "matmul" => Some(&["n1024", "n2048"]),
-        "transformer" => Some(&["manual_attn", "sdpa", "sdpa_compiled"]),
+        "transformer" => Some(&[
+            "manual_attn",
+            "manual_attn_compiled",
+            "sdpa",
+            "sdpa_compiled",
+        ]),
         "mlp" => Some(&["train_b256", "compiled"]),
         "cnn" => Some(&["train_b128", "compiled"]),
         "inference" => Some(&[
@@ -565,7 +570,7 @@ fn bench_transformer(args: &Args, variant: &str) -> String {
         "sdpa" | "sdpa_compiled" => &[SdpBackend::Flash, SdpBackend::Math],
         _ => &[SdpBackend::Math],
     };
-    let compiled = variant == "sdpa_compiled";
+    let compiled = variant.ends_with("_compiled");
     let mut it = 0;
     let mut step = || {
         let (x, y) = &data[it % N_DATA_BATCHES];

@@ -633,3 +633,41 @@ fn a_draw_between_keeps_a_dropout_out_of_the_fused_kernel() {
     assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
     assert_eq!(model.explain().fused, vec![vec!["add", "gelu"]]);
 }
+
+#[test]
+fn attention_from_plain_ops_takes_the_fused_scaled_softmax() {
+    use tapir::nn::{SdpBackend, sdpa_kernel};
+    let _serial = serial();
+    const V: usize = 32;
+    let (eager, compiled) = twins(|| CharLm::<V, 32, 4, 2, 16>::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let positions = Tensor::arange(16);
+    let g = Generator::new(15);
+    sdpa_kernel(&[SdpBackend::Math], || {
+        for step in 0..3 {
+            let ids = Tensor::randint_with(0, V as i64, &[3, 16], &g);
+            let out_e = eager.forward(&ids, &positions);
+            let out_c = compiled
+                .forward_inputs(&[&ids, &positions])
+                .unwrap()
+                .remove(0);
+            let d = rel_diff(&out_c, &out_e);
+            assert!(d <= 1e-6, "step {step}: logits differ by {d}");
+            for (m, out) in [(&eager as &dyn Module, &out_e), (&compiled, &out_c)] {
+                m.zero_grad();
+                out.square().mean().backward();
+            }
+            for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+                let d = rel_diff(b, a);
+                assert!(d <= 1e-6, "step {step}: grad of {name} differs by {d}");
+            }
+        }
+    });
+    let e = compiled.explain();
+    let softmaxes = e
+        .rewrites
+        .iter()
+        .filter(|r| r.contains("scaled_softmax"))
+        .count();
+    assert_eq!(softmaxes, 2, "one per block: {:?}", e.rewrites);
+}

@@ -31,7 +31,9 @@ pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_
 pub use pool::{max_pool2d, max_pool2d_backward};
 pub use program::{Operand, run_program};
 pub use reduce::reduce;
-pub use softmax::{log_softmax_rows, softmax_rows};
+pub use softmax::{
+    log_softmax_rows, scaled_softmax_backward_rows, scaled_softmax_rows, softmax_rows,
+};
 pub use strided::coalesce;
 pub(crate) use strided::for_rows;
 pub use sum::sum;

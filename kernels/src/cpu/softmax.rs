@@ -11,7 +11,7 @@ use crate::threads::{par_chunks_mut, parallel, simd};
 /// assert_eq!(y, vec![0.5, 0.5]);
 /// ```
 pub fn softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
-    rows(x, len, |src, dst| {
+    rows(x, len, |_, src, dst| {
         let max = lanes_max(src);
         let max = if max.is_finite() { max } else { T::zero() };
         dst.copy_from_slice(src);
@@ -23,7 +23,7 @@ pub fn softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
 
 /// Log-softmax of each row: `x - max - log(sum(exp(x - max)))`.
 pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
-    rows(x, len, |src, dst| {
+    rows(x, len, |_, src, dst| {
         let max = lanes_max(src);
         let max = if max.is_finite() { max } else { T::zero() };
         dst.copy_from_slice(src);
@@ -35,11 +35,74 @@ pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
     })
 }
 
-fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(&[T], &mut [T]) + Sync) -> Vec<T> {
-    let f = |s: &[T], d: &mut [T]| {
+/// Softmax of each row of `scale * x` with, when `causal`, the positions
+/// after each query masked (row `r` is query `r % queries`; it sees keys
+/// `0..=r % queries`, PyTorch's top-left causal mask): the eager `x * scale`,
+/// `masked_fill(-inf)`, `softmax(-1)` in one pass, bit for bit, as
+/// `compile` rewrites that chain.
+///
+/// ```
+/// let y = tapir_kernels::cpu::scaled_softmax_rows(&[1.0f32, 2.0, 3.0, 4.0], 2, 2, 0.5, true);
+/// assert_eq!(y[..2], [1.0, 0.0]); // query 0 sees key 0 only
+/// assert!((y[2] + y[3] - 1.0).abs() < 1e-6);
+/// ```
+pub fn scaled_softmax_rows<T: Float>(
+    x: &[T],
+    len: usize,
+    queries: usize,
+    scale: T,
+    causal: bool,
+) -> Vec<T> {
+    rows(x, len, |r, src, dst| {
+        let seen = if causal {
+            (r % queries.max(1) + 1).min(len)
+        } else {
+            len
+        };
+        for (d, &v) in dst[..seen].iter_mut().zip(src) {
+            *d = v * scale;
+        }
+        dst[seen..].fill(T::neg_infinity());
+        let max = lanes_max(dst);
+        let max = if max.is_finite() { max } else { T::zero() };
+        let sum = exp_shifted_sum(dst, max);
+        let inv = T::one() / sum;
+        dst.iter_mut().for_each(|d| *d = *d * inv);
+    })
+}
+
+/// The gradient of [`scaled_softmax_rows`] from its output `y` and the
+/// upstream `g`: `scale * y * (g - sum(g * y))` per row (masked positions
+/// have `y = 0`).
+pub fn scaled_softmax_backward_rows<T: Float>(y: &[T], g: &[T], len: usize, scale: T) -> Vec<T> {
+    rows(y, len, |r, yr, dst| {
+        let gr = &g[r * len..(r + 1) * len];
+        let mut acc = [T::zero(); LANES];
+        let mut chunks = yr.chunks_exact(LANES).zip(gr.chunks_exact(LANES));
+        for (a, b) in &mut chunks {
+            for l in 0..LANES {
+                acc[l] = acc[l] + a[l] * b[l];
+            }
+        }
+        let tail_start = yr.len() / LANES * LANES;
+        let tail = yr[tail_start..]
+            .iter()
+            .zip(&gr[tail_start..])
+            .fold(T::zero(), |s, (&a, &b)| s + a * b);
+        let dot = acc.iter().fold(tail, |s, &v| s + v);
+        for ((d, &y), &g) in dst.iter_mut().zip(yr).zip(gr) {
+            *d = y * (g - dot) * scale;
+        }
+    })
+}
+
+/// `f(row, src, dst)` for every row of `len` elements, across threads for
+/// large inputs, into a fresh buffer.
+fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(usize, &[T], &mut [T]) + Sync) -> Vec<T> {
+    let f = |r: usize, s: &[T], d: &mut [T]| {
         simd(
             #[inline(always)]
-            || f(s, d),
+            || f(r, s, d),
         )
     };
     let mut out = crate::alloc::filled(x.len(), T::zero());
@@ -49,7 +112,8 @@ fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(&[T], &mut [T]) + Sync) -> Vec
     if !parallel(x.len()) {
         out.chunks_mut(len)
             .zip(x.chunks(len))
-            .for_each(|(d, s)| f(s, d));
+            .enumerate()
+            .for_each(|(r, (d, s))| f(r, s, d));
     } else {
         // A few thousand elements per task, whole rows each.
         let rows = (crate::threads::PARALLEL_GRAIN / 4 / len).max(1);
@@ -57,7 +121,8 @@ fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(&[T], &mut [T]) + Sync) -> Vec
             let s = &x[i * rows * len..i * rows * len + d.len()];
             d.chunks_mut(len)
                 .zip(s.chunks(len))
-                .for_each(|(d, s)| f(s, d))
+                .enumerate()
+                .for_each(|(k, (d, s))| f(i * rows + k, s, d))
         });
     }
     out

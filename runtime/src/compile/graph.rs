@@ -159,6 +159,10 @@ impl Graph {
             let n = patterns::add_layer_norm(&mut g);
             g.rewrites
                 .extend((0..n).map(|_| "add + layer_norm -> add_layer_norm".to_string()));
+            let n = patterns::scaled_softmax(&mut g);
+            g.rewrites.extend(
+                (0..n).map(|_| "mul + causal_mask + softmax -> scaled_softmax".to_string()),
+            );
         }
         g.finish();
         Ok(g)

@@ -1,9 +1,14 @@
 //! Rewrites of recorded op patterns into the fused ops tapir already has:
 //! a residual add read by a LayerNorm becomes `add_layer_norm` (one pass
-//! for the sum, the statistics and the normalisation; both outputs kept).
+//! for the sum, the statistics and the normalisation; both outputs kept),
+//! and attention's `scores * scale`, causal mask and softmax become one
+//! scaled softmax (one pass each way instead of three, and no mask tensor).
 
 use super::graph::{Graph, Node, Step, Value};
 use super::replay;
+use crate::DType;
+use crate::trace::Attr;
+use std::collections::HashMap;
 
 /// Node `k`'s op name when it replays a recorded op.
 fn name(node: &Node) -> Option<&'static str> {
@@ -66,6 +71,110 @@ pub(crate) fn add_layer_norm(g: &mut Graph) -> usize {
     let rewritten = moved.len();
     if rewritten > 0 {
         compact(g, &gone, &moved);
+    }
+    rewritten
+}
+
+/// How many times each value is read (by nodes and as an output).
+fn uses(g: &Graph) -> HashMap<(usize, usize), usize> {
+    let mut n = HashMap::new();
+    for v in g
+        .nodes
+        .iter()
+        .flat_map(|n| n.inputs.iter().flatten())
+        .chain(&g.outputs)
+    {
+        if let Value::Out(k, o) = v {
+            *n.entry((*k, *o)).or_default() += 1;
+        }
+    }
+    n
+}
+
+/// The node feeding input 0 of node `j`, when only `j` reads it.
+fn sole_producer(g: &Graph, uses: &HashMap<(usize, usize), usize>, j: usize) -> Option<usize> {
+    match g.nodes[j].inputs.first()? {
+        Some(Value::Out(k, 0)) if uses.get(&(*k, 0)) == Some(&1) => Some(*k),
+        _ => None,
+    }
+}
+
+/// `softmax(causal_mask(x * c), -1)` (or without the mask) for a scalar
+/// constant `c`, f32 or f64, on a device with the fused kernel →
+/// `scaled_softmax(x, c, causal)`. Returns how many it rewrote.
+pub(crate) fn scaled_softmax(g: &mut Graph) -> usize {
+    let uses = uses(g);
+    let mut gone = vec![false; g.nodes.len()];
+    let mut rewritten = 0;
+    for j in 0..g.nodes.len() {
+        let Step::Replay {
+            name: "softmax",
+            attrs,
+            out_shapes,
+            out_dtypes,
+            ..
+        } = &g.nodes[j].step
+        else {
+            continue;
+        };
+        let last = out_shapes[0].len() as i64 - 1;
+        let dim = attrs.iter().find_map(|(k, a)| match (k, a) {
+            (&"dim", Attr::Int(d)) => Some(*d),
+            _ => None,
+        });
+        let last_dim = matches!(dim, Some(d) if d == -1 || d == last);
+        if !last_dim || !matches!(out_dtypes[0], DType::F32 | DType::F64) {
+            continue;
+        }
+        let Some(c) = sole_producer(g, &uses, j) else {
+            continue;
+        };
+        let (mul, causal) = match name(&g.nodes[c]) {
+            Some("causal_mask") => match sole_producer(g, &uses, c) {
+                Some(m) => (m, true),
+                None => continue,
+            },
+            Some("mul") => (c, false),
+            _ => continue,
+        };
+        if name(&g.nodes[mul]) != Some("mul") || gone[mul] {
+            continue;
+        }
+        let ins = &g.nodes[mul].inputs;
+        let scalar = |v: &Option<Value>| match v {
+            Some(Value::Const(t))
+                if t.numel() == 1
+                    && t.dtype() == out_dtypes[0]
+                    && t.read().fuses_scaled_softmax() =>
+            {
+                Some(t.to_vec::<f64>()[0])
+            }
+            _ => None,
+        };
+        let (x, scale) = match (scalar(&ins[0]), scalar(&ins[1])) {
+            (None, Some(s)) => (ins[0].clone(), s),
+            (Some(s), None) => (ins[1].clone(), s),
+            _ => continue,
+        };
+        g.nodes[j] = Node {
+            step: Step::Replay {
+                name: "scaled_softmax",
+                run: replay::lookup("scaled_softmax").expect("scaled_softmax replays"),
+                attrs: vec![
+                    ("scale", Attr::Float(scale)),
+                    ("is_causal", Attr::Int(causal as i64)),
+                ],
+                out_shapes: out_shapes.clone(),
+                out_dtypes: out_dtypes.clone(),
+            },
+            inputs: vec![x],
+        };
+        gone[mul] = true;
+        gone[c] = true;
+        rewritten += 1;
+    }
+    if rewritten > 0 {
+        compact(g, &gone, &[]);
     }
     rewritten
 }

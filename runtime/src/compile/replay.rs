@@ -155,6 +155,12 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             vec![s, y]
         },
         "softmax" => |a| vec![a.x(0).softmax(a.int("dim") as isize)],
+        "scaled_softmax" => |a| {
+            vec![
+                a.x(0)
+                    .scaled_softmax(a.float("scale"), a.int("is_causal") != 0),
+            ]
+        },
         "log_softmax" => |a| vec![a.x(0).log_softmax(a.int("dim") as isize)],
         "embedding" => |a| vec![a.x(0).embedding(a.x(1))],
         "index_select" => |a| vec![a.x(0).index_select(a.int("dim") as isize, a.x(1))],

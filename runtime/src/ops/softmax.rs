@@ -80,4 +80,34 @@ impl Tensor {
             },
         )
     }
+
+    /// `softmax(scale * self, -1)` with, when `causal`, the keys after each
+    /// query (dim -2) masked: what `compile` runs for `x * scale`,
+    /// `causal_mask` and `softmax(-1)` on a device with the fused kernel
+    /// (one pass forward, one backward; the forward is the eager chain's
+    /// bits).
+    pub(crate) fn scaled_softmax(&self, scale: f64, causal: bool) -> Tensor {
+        let attrs = || {
+            vec![
+                ("scale", Attr::Float(scale)),
+                ("is_causal", Attr::Int(causal as i64)),
+            ]
+        };
+        trace::op("scaled_softmax", [self], attrs, || {
+            let queries = if self.ndim() >= 2 { self.size(-2) } else { 1 };
+            let out = self
+                .read()
+                .scaled_softmax(self.layout(), queries, scale, causal);
+            let out = Tensor::from_storage(out, self.shape());
+            Tensor::record(out.detach(), "ScaledSoftmaxBackward0", &[self], || {
+                let y = out;
+                move |g: &Tensor, _: &[bool]| {
+                    let dx = y
+                        .read()
+                        .scaled_softmax_backward(&g.read(), g.layout(), scale);
+                    vec![Some(Tensor::from_storage(dx, y.shape()))]
+                }
+            })
+        })
+    }
 }

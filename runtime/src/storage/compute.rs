@@ -285,6 +285,27 @@ impl Storage {
             .collect()
     }
 
+    /// Whether this device has the fused scaled, causal softmax (the CPU;
+    /// `compile` rewrites `x * scale`, the causal mask and `softmax` to it).
+    pub fn fuses_scaled_softmax(&self) -> bool {
+        matches!(self, Storage::Cpu(_))
+    }
+
+    /// Softmax over the last dim of `scale * x` for the view `l`, the keys
+    /// after each query masked when `causal` (rows are queries `r %
+    /// queries`); dense result. Callers ask `fuses_scaled_softmax` first;
+    /// elsewhere it runs on a host copy.
+    pub fn scaled_softmax(&self, l: &Layout, queries: usize, scale: f64, causal: bool) -> Storage {
+        self.map_host(|b| b.scaled_softmax(l, queries, scale, causal))
+    }
+
+    /// The input gradient of [`Storage::scaled_softmax`] from its dense
+    /// output (this storage) and the upstream gradient `g` (view `lg`).
+    pub fn scaled_softmax_backward(&self, g: &Storage, lg: &Layout, scale: f64) -> Storage {
+        let g = g.host();
+        self.map_host(|y| y.scaled_softmax_backward(&g, lg, scale))
+    }
+
     /// Whether this device has the fused attention kernel (CUDA does not
     /// yet: there attention is composed from ops, on cuBLAS).
     pub fn fuses_attention(&self) -> bool {

@@ -101,6 +101,43 @@ impl CpuBuffer {
         }
     }
 
+    /// Softmax over the last dim of `scale * x` for the view, causal-masked
+    /// when asked (rows are queries `r % queries`).
+    pub fn scaled_softmax(
+        &self,
+        l: &Layout,
+        queries: usize,
+        scale: f64,
+        causal: bool,
+    ) -> CpuBuffer {
+        let n = l.shape.last().copied().unwrap_or(1);
+        self.float_kernel(
+            l,
+            |x| cpu::scaled_softmax_rows(x, n, queries, scale as f32, causal),
+            |x| cpu::scaled_softmax_rows(x, n, queries, scale, causal),
+        )
+    }
+
+    /// The gradient of [`CpuBuffer::scaled_softmax`] from its dense output
+    /// (this buffer) and the upstream `g` (view `lg`).
+    pub fn scaled_softmax_backward(&self, g: &CpuBuffer, lg: &Layout, scale: f64) -> CpuBuffer {
+        let n = lg.shape.last().copied().unwrap_or(1);
+        let dense = Layout::contiguous(&lg.shape);
+        match (self, g) {
+            (CpuBuffer::F32(y), CpuBuffer::F32(g)) => CpuBuffer::F32(
+                cpu::scaled_softmax_backward_rows(y, &contiguous(g, lg), n, scale as f32),
+            ),
+            (CpuBuffer::F64(y), CpuBuffer::F64(g)) => CpuBuffer::F64(
+                cpu::scaled_softmax_backward_rows(y, &contiguous(g, lg), n, scale),
+            ),
+            (y, g) => {
+                let (y32, g32): (Vec<f32>, Vec<f32>) = (y.to_vec(&dense), g.to_vec(lg));
+                let dx = cpu::scaled_softmax_backward_rows(&y32, &g32, n, scale as f32);
+                CpuBuffer::F32(dx).into_dtype(y.dtype())
+            }
+        }
+    }
+
     /// Fused attention of q (this buffer, view `lq`), k and v (their views
     /// read in place: rows contiguous, any slice offsets and row strides):
     /// `[out, lse]` (see `Storage`).
