@@ -671,3 +671,52 @@ fn attention_from_plain_ops_takes_the_fused_scaled_softmax() {
         .count();
     assert_eq!(softmaxes, 2, "one per block: {:?}", e.rewrites);
 }
+
+tapir::model! {
+    /// Conv, BatchNorm, ReLU, pooled to logits.
+    pub struct ConvBn {
+        conv: Conv2d<1, 4, 3, padding = 1>,
+        bn: BatchNorm2d<4>,
+        pool: AdaptiveAvgPool2d<1, 1>,
+        flat: Flatten,
+        fc: Linear<4, 3>,
+    }
+    fn forward(&self, x: [N, 1, 6, 6]) -> [N, 3] {
+        self.fc(self.flat(self.pool(self.bn(self.conv(x)).relu())))
+    }
+}
+
+#[test]
+fn batch_norm_replays_with_its_running_statistics() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| ConvBn::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let g = Generator::new(16);
+    for _ in 0..3 {
+        let x = Tensor::randn_with(&[5, 1, 6, 6], &g);
+        for (m, out) in [
+            (&eager as &dyn Module, eager.forward(&x)),
+            (&compiled as &dyn Module, compiled.forward(&x)),
+        ] {
+            m.zero_grad();
+            out.square().sum().backward();
+        }
+        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+            assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "grad of {name}");
+        }
+    }
+    for ((name, a), (_, b)) in eager.named_buffers().iter().zip(&compiled.named_buffers()) {
+        assert_eq!(a.to_vec::<f64>(), b.to_vec::<f64>(), "buffer {name}");
+    }
+    assert_eq!(compiled.named_buffers()[2].1.item::<i64>(), 3);
+    compiled.eval();
+    eager.eval();
+    let x = Tensor::randn_with(&[2, 1, 6, 6], &g);
+    assert_eq!(
+        compiled.forward(&x).to_vec::<f32>(),
+        eager.forward(&x).to_vec::<f32>(),
+        "eval uses the running statistics"
+    );
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty() && e.replays == 2, "{e:?}");
+}

@@ -207,6 +207,22 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
                     .avg_pool2d(a.pair("kernel"), a.pair("stride"), a.pair("padding")),
             ]
         },
+        "batch_norm" => |a| {
+            let state = crate::nn::BatchNormState {
+                running_mean: a.x(1),
+                running_var: a.x(2),
+                num_batches_tracked: a.x(5),
+            };
+            vec![crate::nn::functional_batch_norm(
+                a.x(0),
+                state,
+                a.opt(3),
+                a.opt(4),
+                a.int("training") != 0,
+                a.float("momentum"),
+                a.float("eps"),
+            )]
+        },
         "global_avg_pool2d" => |a| vec![a.x(0).mean_dims(&[2, 3], true)],
         "sum_dims" => |a| vec![a.x(0).sum_dims(&a.isizes("dims"), a.int("keepdim") != 0)],
         "mean_dims" => |a| vec![a.x(0).mean_dims(&a.isizes("dims"), a.int("keepdim") != 0)],

@@ -33,6 +33,7 @@ pub use module::{
     visit_child_mut,
 };
 pub use norm::{BatchNorm, LayerNorm, RMSNorm};
+pub(crate) use norm::{BatchNormState, batch_norm as functional_batch_norm};
 pub use recurrent::{GRU, LSTM, RnnOptions};
 pub(crate) use sdpa::allowed_backends;
 pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};

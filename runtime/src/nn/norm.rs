@@ -253,25 +253,6 @@ impl BatchNorm {
 
 impl Forward for BatchNorm {
     fn forward(&self, x: &Tensor) -> Tensor {
-        let inputs = [
-            Some(x),
-            Some(&self.running_mean),
-            Some(&self.running_var),
-            self.weight.as_ref(),
-            self.bias.as_ref(),
-        ];
-        let attrs = || {
-            vec![
-                ("eps", Attr::Float(self.eps)),
-                ("training", Attr::Int(self.training.get() as i64)),
-            ]
-        };
-        crate::trace::op("batch_norm", inputs, attrs, || self.normalize(x))
-    }
-}
-
-impl BatchNorm {
-    fn normalize(&self, x: &Tensor) -> Tensor {
         let name = if self.dims == 1 {
             "BatchNorm1d"
         } else {
@@ -288,35 +269,90 @@ impl BatchNorm {
             self.num_features,
             x.shape()
         );
+        batch_norm(
+            x,
+            BatchNormState {
+                running_mean: &self.running_mean,
+                running_var: &self.running_var,
+                num_batches_tracked: &self.num_batches_tracked,
+            },
+            self.weight.as_ref(),
+            self.bias.as_ref(),
+            self.training.get(),
+            self.momentum,
+            self.eps,
+        )
+    }
+}
+
+/// A batch norm's running statistics (updated in place in training).
+pub(crate) struct BatchNormState<'a> {
+    pub running_mean: &'a Tensor,
+    pub running_var: &'a Tensor,
+    pub num_batches_tracked: &'a Tensor,
+}
+
+/// `F.batch_norm` over dim 1 of `x`, updating `state` in training: what
+/// [`BatchNorm`] applies, and what a compiled graph replays.
+pub(crate) fn batch_norm(
+    x: &Tensor,
+    state: BatchNormState,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    training: bool,
+    momentum: f64,
+    eps: f64,
+) -> Tensor {
+    let inputs = [
+        Some(x),
+        Some(state.running_mean),
+        Some(state.running_var),
+        weight,
+        bias,
+        Some(state.num_batches_tracked),
+    ];
+    let attrs = || {
+        vec![
+            ("eps", Attr::Float(eps)),
+            ("training", Attr::Int(training as i64)),
+            ("momentum", Attr::Float(momentum)),
+        ]
+    };
+    crate::trace::op("batch_norm", inputs, attrs, || {
+        let c = x.shape()[1];
         let mut bshape = vec![1isize; x.ndim()];
-        bshape[1] = self.num_features as isize;
+        bshape[1] = c as isize;
         let dims: Vec<isize> = (0..x.ndim() as isize).filter(|&d| d != 1).collect();
-        let (mean, var) = if self.training.get() {
-            let n = (x.numel() / self.num_features) as f64;
+        let (mean, var) = if training {
+            let n = (x.numel() / c) as f64;
             let mean = x.mean_dims(&dims, false);
             let var = x.var_dims(&dims, 0, false);
             no_grad(|| {
-                let m = self.momentum;
+                let m = momentum;
                 let unbiased = &var * (n / (n - 1.0).max(1.0));
-                self.running_mean.mul_scalar_(1.0 - m).add_scaled_(&mean, m);
-                self.running_var
+                state
+                    .running_mean
+                    .mul_scalar_(1.0 - m)
+                    .add_scaled_(&mean, m);
+                state
+                    .running_var
                     .mul_scalar_(1.0 - m)
                     .add_scaled_(&unbiased, m);
-                self.num_batches_tracked.add_scalar_(1.0);
+                state.num_batches_tracked.add_scalar_(1.0);
             });
             (mean, var)
         } else {
-            (self.running_mean.clone(), self.running_var.clone())
+            (state.running_mean.clone(), state.running_var.clone())
         };
-        let mut y = &(x - &mean.reshape(&bshape)) * &(&var.reshape(&bshape) + self.eps).rsqrt();
-        if let Some(w) = &self.weight {
+        let mut y = &(x - &mean.reshape(&bshape)) * &(&var.reshape(&bshape) + eps).rsqrt();
+        if let Some(w) = weight {
             y = &y * &w.reshape(&bshape);
         }
-        if let Some(b) = &self.bias {
+        if let Some(b) = bias {
             y = &y + &b.reshape(&bshape);
         }
         y
-    }
+    })
 }
 
 impl Module for BatchNorm {
