@@ -84,7 +84,12 @@ pub fn run_program(
             let m = TILE.min(len - at);
             run_tile(p, inputs, seeds, task * TASK + at, m, &mut regs);
             for (out, &r) in pieces.iter_mut().zip(&p.outputs) {
-                out[at..at + m].copy_from_slice(&regs[r * TILE..r * TILE + m]);
+                let start = task * TASK + at;
+                let src = match full_input(p, inputs, r) {
+                    Some(v) => &v[start..start + m],
+                    None => &regs[r * TILE..r * TILE + m],
+                };
+                out[at..at + m].copy_from_slice(src);
             }
             at += m;
         }
@@ -104,22 +109,22 @@ fn run_tile(
     for (i, inst) in p.insts.iter().enumerate() {
         let (before, rest) = regs.split_at_mut(i * TILE);
         let dst = &mut rest[..m];
+        // A value's elements for this tile: a full input read in place
+        // (never copied into its register), else its register.
+        let value = |x: usize| -> &[f32] {
+            match full_input(p, inputs, x) {
+                Some(v) => &v[start..start + m],
+                None => &before[x * TILE..x * TILE + m],
+            }
+        };
         match *inst {
+            Inst::Input(_) if full_input(p, inputs, i).is_some() => {}
             Inst::Input(k) => load(inputs[k], start, dst),
             Inst::Const(c) => dst.fill(c),
-            Inst::Unary(op, x) => {
-                let src = &before[x * TILE..x * TILE + m];
-                unary_loop(op, src, dst)
-            }
-            Inst::Binary(op, a, b) => {
-                let (sa, sb) = (
-                    &before[a * TILE..a * TILE + m],
-                    &before[b * TILE..b * TILE + m],
-                );
-                binary_loop(op, sa, sb, dst)
-            }
+            Inst::Unary(op, x) => unary_loop(op, value(x), dst),
+            Inst::Binary(op, a, b) => binary_loop(op, value(a), value(b), dst),
             Inst::Dropout { x, keep, seed } => {
-                let src = &before[x * TILE..x * TILE + m];
+                let src = value(x);
                 let mask = DropoutMask::new(keep, seeds[seed]);
                 for (q, (d, s)) in dst.chunks_mut(4).zip(src.chunks(4)).enumerate() {
                     let bits = mask.block((start / 4 + q) as u64);
@@ -129,6 +134,17 @@ fn run_tile(
                 }
             }
         }
+    }
+}
+
+/// The elements of value `x` when it is a full input (read in place).
+fn full_input<'a>(p: &Program, inputs: &[Operand<'a>], x: usize) -> Option<&'a [f32]> {
+    match p.insts[x] {
+        Inst::Input(k) => match inputs[k] {
+            Operand::Full(v) => Some(v),
+            _ => None,
+        },
+        _ => None,
     }
 }
 
