@@ -47,9 +47,15 @@ fn main() {
     let train = make_batches(40, 64, &teacher, &g);
     let val = make_batches(8, 64, &teacher, &g);
 
-    let model: Box<dyn Forward> = match args.compile {
-        true => Box::new(tapir::compile(seed::Mlp::new(64, 128, 10, 2))),
-        false => Box::new(seed::Mlp::new(64, 128, 10, 2)),
+    let mlp = seed::Mlp::new(64, 128, 10, 2);
+    let (plain, compiled) = match args.compile {
+        true => (None, Some(tapir::compile(mlp))),
+        false => (Some(mlp), None),
+    };
+    let model: &dyn Forward = match (&plain, &compiled) {
+        (Some(m), _) => m,
+        (_, Some(c)) => c,
+        (None, None) => unreachable!("one of the two is built"),
     };
     println!("{}\n{} parameters", model.repr(), model.num_parameters());
     let num_epochs = args.epochs;
@@ -94,5 +100,8 @@ fn main() {
             acc * 100.0,
             opt.lr()
         );
+    }
+    if let Some(c) = &compiled {
+        print!("tapir::compile:\n{}", c.explain());
     }
 }

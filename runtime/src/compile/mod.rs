@@ -121,6 +121,47 @@ pub struct Explanation {
     pub compile_seconds: f64,
 }
 
+impl std::fmt::Display for Explanation {
+    /// As `torch._dynamo.explain` prints: counts, then each break's reason
+    /// and each fused kernel's ops.
+    ///
+    /// ```
+    /// let e = tapir_runtime::compile::Explanation::default();
+    /// assert!(e.to_string().starts_with("Graph Count: 0"));
+    /// ```
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "Graph Count: {}", self.graphs)?;
+        writeln!(f, "Graph Break Count: {}", self.graph_breaks.len())?;
+        writeln!(f, "Node Count: {}", self.nodes)?;
+        writeln!(f, "Dynamic Graphs: {}", self.dynamic_graphs)?;
+        writeln!(
+            f,
+            "Calls: {} replayed, {} eager (recording included)",
+            self.replays, self.eager_calls
+        )?;
+        writeln!(f, "Compile Time: {:.4} s", self.compile_seconds)?;
+        if !self.graph_breaks.is_empty() {
+            writeln!(f, "Break Reasons:")?;
+            for (i, why) in self.graph_breaks.iter().enumerate() {
+                writeln!(f, "  {}. {why}", i + 1)?;
+            }
+        }
+        if !self.fused.is_empty() {
+            writeln!(f, "Fused Kernels:")?;
+            for ops in &self.fused {
+                writeln!(f, "  {}", ops.join(" + "))?;
+            }
+        }
+        if !self.rewrites.is_empty() {
+            writeln!(f, "Rewrites:")?;
+            for r in &self.rewrites {
+                writeln!(f, "  {r}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How many fused kernels compiled graphs have launched in this process:
 /// (forward, backward).
 ///
