@@ -720,3 +720,45 @@ fn batch_norm_replays_with_its_running_statistics() {
     let e = compiled.explain();
     assert!(e.graph_breaks.is_empty() && e.replays == 2, "{e:?}");
 }
+
+/// In-place ops on an intermediate, in inference.
+struct InPlace(Linear);
+
+impl Module for InPlace {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.0.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.0.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "InPlace".into()
+    }
+}
+
+impl Forward for InPlace {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let t = h.exp();
+        h.add_scalar_(1.0).clamp_(0.0, 2.0);
+        // Fused, `exp` would run here and read `h` after the two updates.
+        (&t + &h).tanh()
+    }
+}
+
+#[test]
+fn in_place_ops_replay_in_order_and_keep_their_graph_unfused() {
+    let _serial = serial();
+    manual_seed(17);
+    let model = compile(InPlace(Linear::new(5, 6, true)));
+    tapir::no_grad(|| {
+        for k in 0..3 {
+            let x = Tensor::randn_with(&[4, 5], &Generator::new(k));
+            let want = model.model().forward(&x);
+            assert_eq!(model.forward(&x).to_vec::<f32>(), want.to_vec::<f32>());
+        }
+    });
+    let e = model.explain();
+    assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+    assert!(e.fused.is_empty(), "{e:?}");
+}

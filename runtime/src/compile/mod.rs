@@ -14,7 +14,9 @@
 //! What a recorded graph cannot repeat is a *graph break*: a read of tensor
 //! data on the host (`item`, `to_vec`: the forward may branch on it), a
 //! tensor made outside tapir's ops (`from_vec` inside the forward), an
-//! in-place op, or an op compile does not know. That signature then runs
+//! autograd node made outside ops (a checkpoint region), or an op compile
+//! does not know. In-place ops replay in order (their graph is not fused).
+//! A signature with a break runs
 //! eagerly every call, and [`Compiled::explain`] says why;
 //! `fullgraph: true` makes a break an error instead
 //! ([`crate::Error::GraphBreak`]).

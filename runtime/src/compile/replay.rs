@@ -3,7 +3,9 @@
 //! replayed graph records the same autograd nodes and computes the same bits.
 //! Shape-taking ops take the shape the capture saw (a compiled graph is
 //! specialised to its input signature). An op missing here is a graph break,
-//! named in [`super::Compiled::explain`].
+//! named in [`super::Compiled::explain`]. In-place ops replay too, in
+//! order; a graph holding one is not fused (a fused kernel runs at its last
+//! op's place, and could read a value an in-place op changed in between).
 
 use crate::nn::{linear, scaled_dot_product_attention};
 use crate::trace::{Attr, Attrs};
@@ -242,6 +244,21 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         "rand_like" => |a| vec![Tensor::rand_like(a.x(0))],
         "randn_like" => |a| vec![Tensor::randn_like(a.x(0))],
         "bernoulli" => |a| vec![a.x(0).bernoulli()],
+        // In place: the same call on the same value, in the same order as
+        // eager code (the graph's later readers read that value).
+        "add_" => |a| vec![a.x(0).add_(a.x(1)).clone()],
+        "sub_" => |a| vec![a.x(0).sub_(a.x(1)).clone()],
+        "mul_" => |a| vec![a.x(0).mul_(a.x(1)).clone()],
+        "div_" => |a| vec![a.x(0).div_(a.x(1)).clone()],
+        "add_scaled_" => |a| vec![a.x(0).add_scaled_(a.x(1), a.float("alpha")).clone()],
+        "mul_scalar_" => |a| vec![a.x(0).mul_scalar_(a.float("value")).clone()],
+        "add_scalar_" => |a| vec![a.x(0).add_scalar_(a.float("value")).clone()],
+        "copy_" => |a| vec![a.x(0).copy_(a.x(1)).clone()],
+        "fill_" => |a| vec![a.x(0).fill_(a.float("value")).clone()],
+        "zero_" => |a| vec![a.x(0).zero_().clone()],
+        "clamp_" => |a| vec![a.x(0).clamp_(a.float("min"), a.float("max")).clone()],
+        "uniform_" => |a| vec![a.x(0).uniform_(a.float("low"), a.float("high")).clone()],
+        "normal_" => |a| vec![a.x(0).normal_(a.float("mean"), a.float("std")).clone()],
         _ => return None,
     })
 }

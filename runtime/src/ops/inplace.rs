@@ -5,7 +5,7 @@
 
 use crate::Tensor;
 use crate::random::{Generator, default_generator};
-use crate::trace;
+use crate::trace::{self, Attr};
 use tapir_kernels::elementwise::{self as ew, BinaryFn, UnaryFn};
 
 impl Tensor {
@@ -75,10 +75,15 @@ impl Tensor {
 
     /// `self += alpha * other` (PyTorch's `add_(other, alpha=...)`).
     pub fn add_scaled_(&self, other: &Tensor, alpha: f64) -> &Tensor {
-        trace::op("add_scaled_", [self, other], Vec::new, || {
-            self.zip_assign_(other, "add_", ew::AddScaled { alpha });
-            self
-        })
+        trace::op(
+            "add_scaled_",
+            [self, other],
+            || vec![("alpha", Attr::Float(alpha))],
+            || {
+                self.zip_assign_(other, "add_", ew::AddScaled { alpha });
+                self
+            },
+        )
     }
 
     /// `self -= other` (broadcast to self's shape).
@@ -107,18 +112,28 @@ impl Tensor {
 
     /// `self *= v`.
     pub fn mul_scalar_(&self, v: f64) -> &Tensor {
-        trace::op("mul_scalar_", [self], Vec::new, || {
-            self.map_assign_("mul_", ew::MulScalar { k: v });
-            self
-        })
+        trace::op(
+            "mul_scalar_",
+            [self],
+            || vec![("value", Attr::Float(v))],
+            || {
+                self.map_assign_("mul_", ew::MulScalar { k: v });
+                self
+            },
+        )
     }
 
     /// `self += v`.
     pub fn add_scalar_(&self, v: f64) -> &Tensor {
-        trace::op("add_scalar_", [self], Vec::new, || {
-            self.map_assign_("add_", ew::AddScalar { k: v });
-            self
-        })
+        trace::op(
+            "add_scalar_",
+            [self],
+            || vec![("value", Attr::Float(v))],
+            || {
+                self.map_assign_("add_", ew::AddScalar { k: v });
+                self
+            },
+        )
     }
 
     /// Copies `src` (broadcast, converted to this dtype) into `self`; as in
@@ -145,11 +160,16 @@ impl Tensor {
 
     /// Sets every element to `v`.
     pub fn fill_(&self, v: f64) -> &Tensor {
-        trace::op("fill_", [self], Vec::new, || {
-            self.check_inplace("fill_");
-            self.write().fill(self.layout(), v);
-            self
-        })
+        trace::op(
+            "fill_",
+            [self],
+            || vec![("value", Attr::Float(v))],
+            || {
+                self.check_inplace("fill_");
+                self.write().fill(self.layout(), v);
+                self
+            },
+        )
     }
 
     /// Sets every element to 0.
@@ -159,7 +179,8 @@ impl Tensor {
 
     /// Limits every element to `[min, max]`.
     pub fn clamp_(&self, min: f64, max: f64) -> &Tensor {
-        trace::op("clamp_", [self], Vec::new, || {
+        let attrs = || vec![("min", Attr::Float(min)), ("max", Attr::Float(max))];
+        trace::op("clamp_", [self], attrs, || {
             assert!(
                 min <= max,
                 "clamp_: min ({min}) must not exceed max ({max})"
@@ -171,7 +192,8 @@ impl Tensor {
 
     /// Fills with uniform draws from `[low, high)` (global generator).
     pub fn uniform_(&self, low: f64, high: f64) -> &Tensor {
-        trace::op("uniform_", [self], Vec::new, || {
+        let attrs = || vec![("low", Attr::Float(low)), ("high", Attr::Float(high))];
+        trace::op("uniform_", [self], attrs, || {
             self.uniform_with_(low, high, default_generator())
         })
     }
@@ -190,7 +212,8 @@ impl Tensor {
 
     /// Fills with normal draws of `mean` and `std` (global generator).
     pub fn normal_(&self, mean: f64, std: f64) -> &Tensor {
-        trace::op("normal_", [self], Vec::new, || {
+        let attrs = || vec![("mean", Attr::Float(mean)), ("std", Attr::Float(std))];
+        trace::op("normal_", [self], attrs, || {
             self.normal_with_(mean, std, default_generator())
         })
     }
