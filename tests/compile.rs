@@ -762,3 +762,49 @@ fn in_place_ops_replay_in_order_and_keep_their_graph_unfused() {
     assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
     assert!(e.fused.is_empty(), "{e:?}");
 }
+
+/// `sqrt((0.5 h)² + σ(h))`: `square` and `powf(0.5)` fuse with the bits
+/// of `powf`'s own 2 and 0.5 cases.
+struct Powers(Linear);
+
+impl Module for Powers {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.0.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.0.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "Powers".into()
+    }
+}
+
+impl Forward for Powers {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        (&(&h * 0.5).square() + &h.sigmoid()).powf(0.5)
+    }
+}
+
+#[test]
+fn square_and_square_root_powers_fuse() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Powers(Linear::new(7, 9, true)));
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[6, 7], &Generator::new(18));
+    compiled.forward(&x); // records
+    let (want, got) = (eager.forward(&x), compiled.forward(&x));
+    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
+    for (m, out) in [(&eager as &dyn Module, &want), (&compiled, &got)] {
+        m.zero_grad();
+        out.sum().backward();
+    }
+    for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+        let d = rel_diff(b, a);
+        assert!(d <= 1e-6, "grad of {name} differs by {d}");
+    }
+    assert_eq!(
+        compiled.explain().fused,
+        vec![vec!["mul", "square", "sigmoid", "add", "powf"]]
+    );
+}

@@ -17,6 +17,8 @@ enum Kind {
     Binary(Binary),
     /// Dropout in training with this keep probability.
     Dropout(f64),
+    /// `x * x` (`square`, `powf(2)`).
+    Square,
 }
 
 fn kind(name: &str) -> Option<Kind> {
@@ -83,9 +85,17 @@ fn dropout(op: &OpRecord) -> Option<Kind> {
 
 /// Whether op `op` can join a fused program.
 fn fusable(op: &OpRecord) -> Option<Kind> {
-    let k = match op.name {
-        "dropout" => dropout(op)?,
-        name => kind(name)?,
+    let exponent = || match op.attrs.iter().find(|(n, _)| *n == "exponent") {
+        Some((_, Attr::Float(e))) => Some(*e),
+        _ => None,
+    };
+    // `powf` computes `x * x` for 2 and `sqrt(x)` for 0.5 (`pow_scalar`), so
+    // those fuse with the same bits; other exponents call `powf`.
+    let k = match (op.name, exponent()) {
+        ("dropout", _) => dropout(op)?,
+        ("square", _) | ("powf", Some(2.0)) => Kind::Square,
+        ("powf", Some(0.5)) => Kind::Unary(Unary::Sqrt),
+        (name, _) => kind(name)?,
     };
     let [out] = op.outputs.as_slice() else {
         return None;
@@ -275,6 +285,10 @@ fn program(
                 let x = operand(0, &mut insts);
                 let y = operand(1, &mut insts);
                 Inst::Binary(b, x, y)
+            }
+            Kind::Square => {
+                let x = operand(0, &mut insts);
+                Inst::Binary(Binary::Mul, x, x)
             }
             Kind::Dropout(keep) => {
                 let x = operand(0, &mut insts);
