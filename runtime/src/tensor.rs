@@ -144,6 +144,11 @@ impl Tensor {
         Arc::ptr_eq(&self.0.storage, &other.0.storage)
     }
 
+    /// An identity of the storage, equal for tensors that share it.
+    pub(crate) fn storage_id(&self) -> usize {
+        Arc::as_ptr(&self.0.storage) as *const () as usize
+    }
+
     // ---- creation from data -------------------------------------------------
 
     /// A tensor holding `data` with `shape` (row-major).

@@ -142,3 +142,46 @@ fn dropout_masks_scale_and_follow_the_generator() {
         "the next call draws anew"
     );
 }
+
+#[test]
+fn clip_grad_norm_in_one_job_matches_its_composition() {
+    tapir::manual_seed(31);
+    // f32 gradients take the one-job path; the same values in f64 take the
+    // per-tensor composition.
+    let shapes: [&[usize]; 4] = [&[300, 200], &[200], &[70_000], &[3, 5]];
+    let make = |dtype: DType| -> Vec<Tensor> {
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let p = Tensor::zeros(s).to_dtype(dtype).requires_grad_(true);
+                let g = Tensor::randn_with(s, &tapir::Generator::new(i as u64)).to_dtype(dtype);
+                (&p * &g).sum().backward();
+                p
+            })
+            .collect()
+    };
+    let (fast, plain) = (make(DType::F32), make(DType::F64));
+    let (tf, tp) = (
+        tapir::optim::clip_grad_norm_(&fast, 1.0).item::<f64>(),
+        tapir::optim::clip_grad_norm_(&plain, 1.0).item::<f64>(),
+    );
+    assert!((tf - tp).abs() <= 1e-5 * tp, "total norm {tf} vs {tp}");
+    for (a, b) in fast.iter().zip(&plain) {
+        let d = max_rel_diff(&a.grad().unwrap(), &b.grad().unwrap());
+        assert!(d <= 1e-5, "a clipped gradient differs by {d:e}");
+    }
+    // A NaN gradient makes the norm and every gradient NaN, as in PyTorch.
+    let p = Tensor::zeros(&[3]).requires_grad_(true);
+    (&p * &Tensor::from_vec(vec![1.0f32, f32::NAN, 2.0], &[3]))
+        .sum()
+        .backward();
+    let q = Tensor::zeros(&[2]).requires_grad_(true);
+    q.sum().backward();
+    assert!(
+        tapir::optim::clip_grad_norm_(&[p, q.clone()], 1.0)
+            .item::<f32>()
+            .is_nan()
+    );
+    assert!(q.grad().unwrap().to_vec::<f32>().iter().all(|v| v.is_nan()));
+}

@@ -31,6 +31,11 @@ pub fn clip_grad_norm_with(
     if grads.is_empty() {
         return Ok(Tensor::scalar(0.0f32));
     }
+    if norm_type == 2.0
+        && let Some(total) = fused_clip(&grads, max_norm, error_if_nonfinite)
+    {
+        return total;
+    }
     no_grad(|| {
         // Per-tensor norms in the grads' dtype, then the norm of those (as PyTorch).
         let norms: Vec<Tensor> = grads
@@ -41,9 +46,7 @@ pub fn clip_grad_norm_with(
         if error_if_nonfinite {
             let t = total.item::<f64>();
             if !t.is_finite() {
-                return Err(Error::Format(format!(
-                    "clip_grad_norm_: the total norm of order {norm_type} for gradients from `parameters` is non-finite ({t}), so it cannot be clipped"
-                )));
+                return Err(nonfinite(norm_type, t));
             }
         }
         // PyTorch's clip_coef_clamped, kept on the device (a nan norm makes
@@ -54,6 +57,54 @@ pub fn clip_grad_norm_with(
         }
         Ok(total)
     })
+}
+
+/// [`clip_grad_norm_with`] of order 2 as two jobs over every tensor
+/// (PyTorch's `_foreach_norm` and `_foreach_mul_`), where the device has
+/// them (dense f32 on the CPU); `None` elsewhere. The arithmetic is the
+/// composition's: per-tensor norms in f32, their norm, then
+/// `min(max_norm / (total + 1e-6), 1)` in f32 (NaN kept), and no pass at
+/// all when that is 1 (multiplying by 1 changes nothing).
+fn fused_clip(grads: &[Tensor], max_norm: f64, error_if_nonfinite: bool) -> Option<Result<Tensor>> {
+    // Gradients that share a buffer (views of one bucket) cannot all be
+    // locked for writing at once; the composition takes them one by one.
+    let mut seen = std::collections::HashSet::new();
+    if !grads.iter().all(|g| seen.insert(g.storage_id())) {
+        return None;
+    }
+    let squares = {
+        let guards: Vec<_> = grads.iter().map(|g| g.read()).collect();
+        let items: Vec<_> = guards
+            .iter()
+            .zip(grads)
+            .map(|(s, g)| (&**s, g.layout()))
+            .collect();
+        crate::storage::Storage::sum_squares_many(&items)?
+    };
+    let norms = squares.iter().map(|&s| s.sqrt() as f32);
+    let total = norms.map(|n| (n as f64) * (n as f64)).sum::<f64>().sqrt() as f32;
+    if error_if_nonfinite && !total.is_finite() {
+        return Some(Err(nonfinite(2.0, total as f64)));
+    }
+    let coef = max_norm as f32 / (total + 1e-6f32);
+    let coef = if coef.is_nan() { coef } else { coef.min(1.0) };
+    if coef != 1.0 {
+        let mut guards: Vec<_> = grads.iter().map(|g| g.write()).collect();
+        let mut items: Vec<_> = guards
+            .iter_mut()
+            .zip(grads)
+            .map(|(s, g)| (&mut **s, g.layout()))
+            .collect();
+        let done = crate::storage::Storage::scale_many(&mut items, coef);
+        debug_assert!(done, "the views summed above scale alike");
+    }
+    Some(Ok(Tensor::scalar(total)))
+}
+
+fn nonfinite(norm_type: f64, t: f64) -> Error {
+    Error::Format(format!(
+        "clip_grad_norm_: the total norm of order {norm_type} for gradients from `parameters` is non-finite ({t}), so it cannot be clipped"
+    ))
 }
 
 /// Clamps every gradient element to `[-clip, clip]`.

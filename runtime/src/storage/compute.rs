@@ -306,6 +306,46 @@ impl Storage {
         self.map_host(|y| y.scaled_softmax_backward(&g, lg, scale))
     }
 
+    /// `Σ x²` of each view, in one parallel job over all of them (gradient
+    /// clipping's norms), where every view is a dense f32 view on the CPU;
+    /// `None` otherwise, and the caller composes `x * x` and `sum`.
+    pub fn sum_squares_many(items: &[(&Storage, &Layout)]) -> Option<Vec<f64>> {
+        let slices = items
+            .iter()
+            .map(|(s, l)| match (*s, l.contiguous_offset()) {
+                (Storage::Cpu(b), Some(off)) => match &**b {
+                    CpuBuffer::F32(v) => Some(&v[off..off + l.numel()]),
+                    _ => None,
+                },
+                #[allow(unreachable_patterns)]
+                _ => None,
+            })
+            .collect::<Option<Vec<&[f32]>>>()?;
+        Some(tapir_kernels::cpu::sum_squares_many(&slices))
+    }
+
+    /// `x *= k` over each view, in one parallel job, where every view is a
+    /// dense f32 view on the CPU (returns whether it did; otherwise nothing
+    /// changed and the caller scales each tensor itself).
+    pub fn scale_many(items: &mut [(&mut Storage, &Layout)], k: f32) -> bool {
+        let mut slices: Vec<&mut [f32]> = Vec::with_capacity(items.len());
+        for (s, l) in items.iter_mut() {
+            let Some(off) = l.contiguous_offset() else {
+                return false;
+            };
+            match &mut **s {
+                Storage::Cpu(b) => match &mut **b {
+                    CpuBuffer::F32(v) => slices.push(&mut v[off..off + l.numel()]),
+                    _ => return false,
+                },
+                #[allow(unreachable_patterns)]
+                _ => return false,
+            }
+        }
+        tapir_kernels::cpu::scale_many(&mut slices, k);
+        true
+    }
+
     /// Whether this device has the fused attention kernel (CUDA does not
     /// yet: there attention is composed from ops, on cuBLAS).
     pub fn fuses_attention(&self) -> bool {
