@@ -1,0 +1,180 @@
+//! Graph breaks and their reasons, `fullgraph`, fresh random draws on
+//! replay, and in-place ops.
+
+use super::*;
+
+/// A forward that branches on a tensor's value.
+struct Branchy(Linear);
+
+impl Module for Branchy {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.0.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.0.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "Branchy".into()
+    }
+}
+
+impl Forward for Branchy {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        if h.sum().item::<f32>() > 0.0 {
+            h.relu()
+        } else {
+            h.neg()
+        }
+    }
+}
+
+#[test]
+fn a_data_dependent_branch_is_a_graph_break_and_runs_eagerly() {
+    let _serial = serial();
+    manual_seed(2);
+    let model = compile(Branchy(Linear::new(3, 2, false)));
+    let w = model.model().0.weight.detach();
+    for sign in [1.0, -1.0, 1.0, -1.0] {
+        let x = &Tensor::ones(&[1, 3]) * sign;
+        let h = x.matmul(&w.t());
+        let want = if h.sum().item::<f32>() > 0.0 {
+            h.relu()
+        } else {
+            h.neg()
+        };
+        assert_eq!(model.forward(&x).to_vec::<f32>(), want.to_vec::<f32>());
+    }
+    let e = model.explain();
+    assert_eq!(e.graphs, 0);
+    assert_eq!(
+        e.graph_breaks.len(),
+        1,
+        "one signature, recorded once: {e:?}"
+    );
+    assert!(
+        e.graph_breaks[0].contains("host read"),
+        "the reason names the host read: {}",
+        e.graph_breaks[0]
+    );
+    assert_eq!(e.eager_calls, 4);
+}
+
+#[test]
+fn fullgraph_makes_a_graph_break_an_error() {
+    let _serial = serial();
+    manual_seed(3);
+    let opts = CompileOptions {
+        fullgraph: true,
+        ..CompileOptions::default()
+    };
+    let model = compile_with(Branchy(Linear::new(3, 2, false)), opts);
+    for _ in 0..2 {
+        match model.try_forward(&Tensor::ones(&[1, 3])) {
+            Err(Error::GraphBreak(msg)) => assert!(
+                msg.contains("fullgraph") && msg.contains("host read (`to_vec`)"),
+                "{msg}"
+            ),
+            other => panic!(
+                "expected a graph break, got {:?}",
+                other.map(|t| t.shape().to_vec())
+            ),
+        }
+    }
+}
+
+/// A forward that builds a tensor from Rust data each call.
+struct MadeInside;
+
+impl Module for MadeInside {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        "MadeInside".into()
+    }
+}
+
+impl Forward for MadeInside {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x + &Tensor::from_vec(vec![1.0f32, 2.0], &[2])
+    }
+}
+
+#[test]
+fn a_tensor_made_outside_ops_is_a_graph_break() {
+    let _serial = serial();
+    let model = compile(MadeInside);
+    let y = model.forward(&Tensor::zeros(&[2]));
+    assert_eq!(y.to_vec::<f32>(), [1.0, 2.0]);
+    let e = model.explain();
+    assert!(
+        e.graph_breaks.len() == 1 && e.graph_breaks[0].contains("made outside tapir's ops"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn dropout_draws_fresh_masks_on_replay_as_eager_does() {
+    let _serial = serial();
+    manual_seed(4);
+    let model = compile(Dropout::new(0.5));
+    let x = Tensor::ones(&[64]);
+    model.forward(&x); // records
+    manual_seed(10);
+    let (a, b) = (model.forward(&x), model.forward(&x));
+    manual_seed(10);
+    let (ea, eb) = (model.model().forward(&x), model.model().forward(&x));
+    assert_ne!(
+        a.to_vec::<f32>(),
+        b.to_vec::<f32>(),
+        "a replay draws a new mask"
+    );
+    assert_eq!(
+        (a.to_vec::<f32>(), b.to_vec::<f32>()),
+        (ea.to_vec::<f32>(), eb.to_vec::<f32>()),
+        "the same draws as eager from the same seed"
+    );
+    assert_eq!(model.explain().replays, 2);
+}
+
+/// In-place ops on an intermediate, in inference.
+struct InPlace(Linear);
+
+impl Module for InPlace {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.0.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.0.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "InPlace".into()
+    }
+}
+
+impl Forward for InPlace {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let t = h.exp();
+        h.add_scalar_(1.0).clamp_(0.0, 2.0);
+        // Fused, `exp` would run here and read `h` after the two updates.
+        (&t + &h).tanh()
+    }
+}
+
+#[test]
+fn in_place_ops_replay_in_order_and_keep_their_graph_unfused() {
+    let _serial = serial();
+    manual_seed(17);
+    let model = compile(InPlace(Linear::new(5, 6, true)));
+    tapir::no_grad(|| {
+        for k in 0..3 {
+            let x = Tensor::randn_with(&[4, 5], &Generator::new(k));
+            let want = model.model().forward(&x);
+            assert_eq!(model.forward(&x).to_vec::<f32>(), want.to_vec::<f32>());
+        }
+    });
+    let e = model.explain();
+    assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+    assert!(e.fused.is_empty(), "{e:?}");
+}

@@ -1,0 +1,301 @@
+//! Fused elementwise kernels (forward bitwise, backward against eager and
+//! finite differences), fused dropout, and the pattern rewrites.
+
+use super::*;
+
+/// `tanh(x W + b) * sigmoid(x W + b) - 0.5 * u`, with an elementwise tail
+/// of four ops that the compiler fuses into one kernel.
+struct Gate {
+    lin: Linear,
+    u: Tensor,
+}
+
+impl Module for Gate {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.lin.visit(&mut |n, t, k| f(&format!("lin.{n}"), t, k));
+        f("u", &self.u, TensorKind::Parameter);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.lin
+            .visit_mut(&mut |n, t, k| f(&format!("lin.{n}"), t, k));
+        f("u", &mut self.u, TensorKind::Parameter);
+    }
+    fn repr(&self) -> String {
+        "Gate".into()
+    }
+}
+
+impl Forward for Gate {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.lin.forward(x);
+        &(&h.tanh() * &h.sigmoid()) - &(&self.u * 0.5)
+    }
+}
+
+fn gate() -> Gate {
+    Gate {
+        lin: Linear::new(6, 5, true),
+        u: Tensor::randn(&[5]).requires_grad_(true),
+    }
+}
+
+#[test]
+fn elementwise_chains_fuse_forward_and_backward_and_match_eager() {
+    let _serial = serial();
+    let (eager, compiled) = twins(gate);
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[7, 6], &Generator::new(1)).requires_grad_(true);
+    let x2 = x.detach().requires_grad_(true);
+    let out_e = eager.forward(&x);
+    compiled.forward(&x2); // records
+    let (f0, b0) = fused_launches();
+    let out_c = compiled.forward(&x2);
+    let (f1, _) = fused_launches();
+    assert!(f1 > f0, "the replay launched no fused kernel");
+    assert_eq!(
+        out_c.to_vec::<f32>(),
+        out_e.to_vec::<f32>(),
+        "a fused forward computes what each op's kernel does"
+    );
+    let e: Explanation = compiled.explain();
+    assert_eq!(
+        e.fused,
+        vec![vec!["tanh", "sigmoid", "mul", "mul", "sub"]],
+        "one kernel for the tail (the scalar of `u * 0.5` inlined)"
+    );
+    out_e.square().sum().backward();
+    out_c.square().sum().backward();
+    let (_, b1) = fused_launches();
+    assert!(b1 > b0, "the backward of a fused node is one fused kernel");
+    let pairs = [
+        (x.grad().unwrap(), x2.grad().unwrap(), "x"),
+        (
+            eager.u.grad().unwrap(),
+            compiled.model().u.grad().unwrap(),
+            "u",
+        ),
+        (
+            eager.lin.weight.grad().unwrap(),
+            compiled.model().lin.weight.grad().unwrap(),
+            "lin.weight",
+        ),
+    ];
+    for (a, b, name) in pairs {
+        let d = rel_diff(&b, &a);
+        assert!(d <= 1e-6, "grad of {name}: fused differs from eager by {d}");
+    }
+}
+
+#[test]
+fn fused_gradients_match_finite_differences() {
+    let _serial = serial();
+    // An f32 program checked against central differences of the compiled
+    // forward itself (in f64 the chain would not fuse).
+    manual_seed(11);
+    let model = compile(gate());
+    let x = Tensor::randn_with(&[3, 6], &Generator::new(2)).requires_grad_(true);
+    model.forward(&x); // records
+    let loss = |x: &Tensor| model.forward(x).sum().item::<f64>();
+    let y = model.forward(&x).sum();
+    y.backward();
+    let g = x.grad().unwrap().to_vec::<f32>();
+    let base = x.detach().to_vec::<f32>();
+    let h = 1e-2f32;
+    for i in [0, 5, 11, 17] {
+        let at = |d: f32| {
+            let mut v = base.clone();
+            v[i] += d;
+            loss(&Tensor::from_vec(v, &[3, 6]))
+        };
+        let fd = (at(h) - at(-h)) / (2.0 * h as f64);
+        assert!(
+            (fd - g[i] as f64).abs() <= 2e-3 * fd.abs().max(1.0),
+            "d loss / d x[{i}]: fused backward {} vs finite differences {fd}",
+            g[i]
+        );
+    }
+}
+
+/// `gelu(x + dropout(lin(x)))`, then a second dropout: the tail and the
+/// first dropout fuse; the masks are eager's, drawn in eager's order.
+struct DropRes {
+    lin: Linear,
+    drop: Dropout,
+}
+
+impl Module for DropRes {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.lin.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.lin.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "DropRes".into()
+    }
+    fn set_training(&self, on: bool) {
+        self.drop.set_training(on)
+    }
+    fn is_training(&self) -> bool {
+        self.drop.is_training()
+    }
+}
+
+impl Forward for DropRes {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = (x + &self.drop.forward(&self.lin.forward(x))).gelu();
+        self.drop.forward(&(&h * 2.0))
+    }
+}
+
+#[test]
+fn dropout_fuses_with_the_same_masks_as_eager() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| DropRes {
+        lin: Linear::new(24, 24, true),
+        drop: Dropout::new(0.3),
+    });
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[40, 24], &Generator::new(13));
+    compiled.forward(&x); // records
+    for seed in [1, 2] {
+        manual_seed(seed);
+        let want = eager.forward(&x);
+        let after_eager = tapir::default_generator().get_state();
+        manual_seed(seed);
+        let got = compiled.forward(&x);
+        assert_eq!(tapir::default_generator().get_state(), after_eager);
+        assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>(), "seed {seed}");
+        for (m, out) in [(&eager as &dyn Module, &want), (&compiled, &got)] {
+            m.zero_grad();
+            out.square().sum().backward();
+        }
+        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+            let d = rel_diff(b, a);
+            assert!(d <= 1e-6, "seed {seed}: grad of {name} differs by {d}");
+        }
+    }
+    let e = compiled.explain();
+    assert_eq!(
+        e.fused,
+        vec![vec!["dropout", "add", "gelu", "mul", "dropout"]],
+        "{e:?}"
+    );
+}
+
+/// A draw between a dropout and the op reading it.
+struct DropNoise(Dropout);
+
+impl Module for DropNoise {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        "DropNoise".into()
+    }
+}
+
+impl Forward for DropNoise {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let d = self.0.forward(x);
+        let noise = Tensor::rand_like(x);
+        (&d + &noise).gelu()
+    }
+}
+
+#[test]
+fn a_draw_between_keeps_a_dropout_out_of_the_fused_kernel() {
+    let _serial = serial();
+    let model = compile(DropNoise(Dropout::new(0.5)));
+    let x = Tensor::randn_with(&[8, 8], &Generator::new(14));
+    model.forward(&x); // records
+    manual_seed(3);
+    let want = model.model().forward(&x);
+    manual_seed(3);
+    let got = model.forward(&x);
+    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
+    assert_eq!(model.explain().fused, vec![vec!["add", "gelu"]]);
+}
+
+#[test]
+fn attention_from_plain_ops_takes_the_fused_scaled_softmax() {
+    use tapir::nn::{SdpBackend, sdpa_kernel};
+    let _serial = serial();
+    const V: usize = 32;
+    let (eager, compiled) = twins(|| CharLm::<V, 32, 4, 2, 16>::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let positions = Tensor::arange(16);
+    let g = Generator::new(15);
+    sdpa_kernel(&[SdpBackend::Math], || {
+        for step in 0..3 {
+            let ids = Tensor::randint_with(0, V as i64, &[3, 16], &g);
+            let out_e = eager.forward(&ids, &positions);
+            let out_c = compiled
+                .forward_inputs(&[&ids, &positions])
+                .unwrap()
+                .remove(0);
+            let d = rel_diff(&out_c, &out_e);
+            assert!(d <= 1e-6, "step {step}: logits differ by {d}");
+            for (m, out) in [(&eager as &dyn Module, &out_e), (&compiled, &out_c)] {
+                m.zero_grad();
+                out.square().mean().backward();
+            }
+            for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+                let d = rel_diff(b, a);
+                assert!(d <= 1e-6, "step {step}: grad of {name} differs by {d}");
+            }
+        }
+    });
+    let e = compiled.explain();
+    let softmaxes = e
+        .rewrites
+        .iter()
+        .filter(|r| r.contains("scaled_softmax"))
+        .count();
+    assert_eq!(softmaxes, 2, "one per block: {:?}", e.rewrites);
+}
+
+/// `sqrt((0.5 h)² + σ(h))`: `square` and `powf(0.5)` fuse with the bits
+/// of `powf`'s own 2 and 0.5 cases.
+struct Powers(Linear);
+
+impl Module for Powers {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.0.visit(f)
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.0.visit_mut(f)
+    }
+    fn repr(&self) -> String {
+        "Powers".into()
+    }
+}
+
+impl Forward for Powers {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        (&(&h * 0.5).square() + &h.sigmoid()).powf(0.5)
+    }
+}
+
+#[test]
+fn square_and_square_root_powers_fuse() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Powers(Linear::new(7, 9, true)));
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[6, 7], &Generator::new(18));
+    compiled.forward(&x); // records
+    let (want, got) = (eager.forward(&x), compiled.forward(&x));
+    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
+    for (m, out) in [(&eager as &dyn Module, &want), (&compiled, &got)] {
+        m.zero_grad();
+        out.sum().backward();
+    }
+    for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+        let d = rel_diff(b, a);
+        assert!(d <= 1e-6, "grad of {name} differs by {d}");
+    }
+    assert_eq!(
+        compiled.explain().fused,
+        vec![vec!["mul", "square", "sigmoid", "add", "powf"]]
+    );
+}

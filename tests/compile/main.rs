@@ -1,0 +1,56 @@
+//! `tapir::compile`: compiled models compute what eager ones do (outputs,
+//! gradients, ten-step trajectories on the seed MLP, the CNN and the char
+//! transformer), fuse elementwise chains, record again on a new signature,
+//! fall back on graph breaks and refuse them under `fullgraph`.
+//!
+//! A binary of its own: models draw their init from the global generator,
+//! and the dropout tests replay it, so the tests take one lock. `training`:
+//! compiled models train as eager ones; `fusion`: fused kernels and
+//! rewrites; `breaks`: graph breaks, in-place ops, fresh draws.
+
+mod breaks;
+mod fusion;
+mod training;
+
+#[path = "../../examples/common/seed.rs"]
+mod seed;
+
+include!("../../examples/models/transformer.rs");
+include!("../../examples/models/small_cnn.rs");
+
+use std::sync::{Mutex, MutexGuard};
+use tapir::compile::{CompileOptions, Explanation, compile_with, fused_launches};
+use tapir::nn::{Dropout, Forward, Linear, Module, Sequential, TensorKind, cross_entropy};
+use tapir::optim::{AdamW, AdamWConfig, Optimizer, SGD, SgdConfig, clip_grad_norm_};
+use tapir::{Error, Generator, Tensor, compile, manual_seed};
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Largest `|a - b| / max(|b|, 1e-3)` over two same-shaped tensors.
+fn rel_diff(a: &Tensor, b: &Tensor) -> f64 {
+    assert_eq!(a.shape(), b.shape(), "shapes differ");
+    let (a, b) = (a.to_vec::<f64>(), b.to_vec::<f64>());
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs() / y.abs().max(1e-3))
+        .fold(0.0, f64::max)
+}
+
+fn grads(m: &dyn Module) -> Vec<(String, Tensor)> {
+    m.named_parameters()
+        .into_iter()
+        .map(|(n, p)| (n, p.grad().expect("every parameter has a gradient")))
+        .collect()
+}
+
+/// Two copies of one model: `make` runs twice from the same seed.
+fn twins<M: Module>(make: impl Fn() -> M) -> (M, M) {
+    manual_seed(7);
+    let a = make();
+    manual_seed(7);
+    let b = make();
+    (a, b)
+}

@@ -1,0 +1,292 @@
+//! Compiled models train as eager ones: outputs, gradients, trajectories,
+//! signatures (shapes, eval, autocast), dynamic batch sizes, batch norm and
+//! checkpointed regions.
+
+use super::*;
+
+#[test]
+fn seed_mlp_replays_bit_for_bit_and_trains_as_eager_for_ten_steps() {
+    let _serial = serial();
+    let (eager, compiled) = twins(seed::Mlp::seed);
+    let compiled = compile(compiled);
+    let g = Generator::new(3);
+    let xs: Vec<Tensor> = (0..10)
+        .map(|_| Tensor::randn_with(&[32, 784], &g))
+        .collect();
+    let ys: Vec<Tensor> = (0..10)
+        .map(|_| Tensor::randint_with(0, 10, &[32], &g))
+        .collect();
+    let cfg = AdamWConfig {
+        lr: 1e-3,
+        weight_decay: 1e-2,
+        ..AdamWConfig::default()
+    };
+    let mut opt_e = AdamW::new(eager.parameters(), cfg);
+    let mut opt_c = AdamW::new(compiled.parameters(), cfg);
+    for (x, y) in xs.iter().zip(&ys) {
+        for (m, opt) in [
+            (&eager as &dyn Forward, &mut opt_e),
+            (&compiled as &dyn Forward, &mut opt_c),
+        ] {
+            opt.zero_grad();
+            let loss = cross_entropy(&m.forward(x), y);
+            loss.backward();
+            clip_grad_norm_(&m.parameters(), 1.0);
+            opt.step();
+        }
+    }
+    for ((name, a), (_, b)) in eager
+        .named_parameters()
+        .iter()
+        .zip(&compiled.named_parameters())
+    {
+        assert_eq!(
+            a.to_vec::<f32>(),
+            b.to_vec::<f32>(),
+            "{name} after 10 AdamW steps: the replayed graph runs the eager ops"
+        );
+    }
+    let e = compiled.explain();
+    assert_eq!((e.graphs, e.replays, e.eager_calls), (1, 9, 1), "{e:?}");
+    assert!(e.graph_breaks.is_empty(), "{e:?}");
+}
+
+#[test]
+fn char_transformer_outputs_and_gradients_match_eager() {
+    let _serial = serial();
+    const V: usize = 32;
+    let (eager, compiled) = twins(|| CharLm::<V, 32, 4, 2, 16>::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let g = Generator::new(5);
+    let positions = Tensor::arange(16);
+    for step in 0..3 {
+        let ids = Tensor::randint_with(0, V as i64, &[4, 16], &g);
+        let y = Tensor::randint_with(0, V as i64, &[64], &g);
+        let out_e = eager.forward(&ids, &positions);
+        let out_c = compiled
+            .forward_inputs(&[&ids, &positions])
+            .unwrap()
+            .remove(0);
+        assert!(
+            rel_diff(&out_c, &out_e) <= 1e-6,
+            "step {step}: logits differ by {}",
+            rel_diff(&out_c, &out_e)
+        );
+        for (m, out) in [(&eager as &dyn Module, &out_e), (&compiled, &out_c)] {
+            m.zero_grad();
+            cross_entropy(&out.reshape(&[-1, V as isize]), &y).backward();
+        }
+        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+            let d = rel_diff(b, a);
+            assert!(d <= 1e-6, "step {step}: grad of {name} differs by {d}");
+        }
+    }
+    let e = compiled.explain();
+    assert_eq!(e.graphs, 1);
+    // Each residual add read by the next LayerNorm: tok + pos -> ln1, then
+    // per block x + attn -> ln2 and the block's last add -> the next norm.
+    assert_eq!(e.rewrites.len(), 5, "{:?}", e.rewrites);
+}
+
+#[test]
+fn small_cnn_trains_as_eager() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| SmallCnn::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let g = Generator::new(9);
+    let cfg = SgdConfig {
+        lr: 0.01,
+        momentum: 0.9,
+        ..SgdConfig::default()
+    };
+    let mut opt_e = SGD::new(eager.parameters(), cfg);
+    let mut opt_c = SGD::new(compiled.parameters(), cfg);
+    for _ in 0..4 {
+        let x = Tensor::randn_with(&[8, 1, 28, 28], &g);
+        let y = Tensor::randint_with(0, 10, &[8], &g);
+        opt_e.zero_grad();
+        cross_entropy(&eager.forward(&x), &y).backward();
+        opt_e.step();
+        opt_c.zero_grad();
+        cross_entropy(&compiled.forward(&x), &y).backward();
+        opt_c.step();
+    }
+    for ((name, a), (_, b)) in eager
+        .named_parameters()
+        .iter()
+        .zip(&compiled.named_parameters())
+    {
+        assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "{name} after 4 steps");
+    }
+    assert_eq!(compiled.explain().graphs, 1, "{:?}", compiled.explain());
+}
+
+#[test]
+fn a_new_shape_records_a_new_graph_without_dynamic_shapes() {
+    let _serial = serial();
+    manual_seed(1);
+    let net = Sequential::new()
+        .add(Linear::new(8, 16, true))
+        .add(Dropout::new(0.1))
+        .add(Linear::new(16, 3, true));
+    let opts = CompileOptions {
+        dynamic: false,
+        ..CompileOptions::default()
+    };
+    let model = compile_with(net, opts);
+    for batch in [4, 4, 9, 4, 9] {
+        let y = model.forward(&Tensor::randn(&[batch, 8]));
+        assert_eq!(y.shape(), &[batch, 3]);
+    }
+    let e = model.explain();
+    assert_eq!((e.graphs, e.replays, e.dynamic_graphs), (2, 3, 0), "{e:?}");
+    model.eval();
+    model.forward(&Tensor::randn(&[4, 8]));
+    assert_eq!(model.explain().graphs, 3, "eval mode is another signature");
+}
+
+#[test]
+fn a_second_batch_size_makes_one_graph_for_every_batch_size() {
+    let _serial = serial();
+    const V: usize = 16;
+    let (eager, compiled) = twins(|| CharLm::<V, 16, 2, 1, 8>::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let positions = Tensor::arange(8);
+    let g = Generator::new(8);
+    for batch in [3, 5, 2, 7, 5] {
+        let ids = Tensor::randint_with(0, V as i64, &[batch, 8], &g);
+        let want = eager.forward(&ids, &positions);
+        let got = compiled
+            .forward_inputs(&[&ids, &positions])
+            .unwrap()
+            .remove(0);
+        assert_eq!(got.shape(), &[batch, 8, V]);
+        let d = rel_diff(&got, &want);
+        assert!(d <= 1e-6, "batch {batch}: logits differ by {d}");
+    }
+    let e = compiled.explain();
+    // 3 and 5 record; their merge serves 2 and 7; 5 replays its own.
+    assert_eq!(
+        (e.eager_calls, e.dynamic_graphs, e.replays),
+        (2, 1, 3),
+        "{e:?}"
+    );
+}
+
+tapir::model! {
+    /// A residual MLP block.
+    pub struct Res<const D: usize> {
+        fc: Linear<D, D>,
+    }
+    fn forward(&self, x: [B, D]) -> [B, D] {
+        x + self.fc(x).gelu()
+    }
+
+    /// Two blocks, the first checkpointed.
+    pub struct Ckpt {
+        #[checkpoint]
+        a: Res<8>,
+        b: Res<8>,
+    }
+    fn forward(&self, x: [B, 8]) -> [B, 8] {
+        self.b(self.a(x))
+    }
+}
+
+#[test]
+fn a_checkpointed_region_runs_eagerly_with_its_reason() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Ckpt::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[4, 8], &Generator::new(6));
+    for _ in 0..2 {
+        for (m, out) in [
+            (&eager as &dyn Module, eager.forward(&x)),
+            (&compiled as &dyn Module, compiled.forward(&x)),
+        ] {
+            m.zero_grad();
+            out.square().sum().backward();
+        }
+        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+            assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "grad of {name}");
+        }
+    }
+    let e = compiled.explain();
+    assert!(
+        e.graph_breaks.len() == 1 && e.graph_breaks[0].contains("CheckpointFunctionBackward"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn autocast_is_part_of_the_signature_and_replays_as_eager() {
+    use tapir::amp::{DeviceType, autocast};
+    let _serial = serial();
+    let (eager, compiled) = twins(seed::Mlp::seed);
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[16, 784], &Generator::new(12));
+    for _ in 0..2 {
+        let (a, b) = autocast(DeviceType::Cpu, None, true, || {
+            (eager.forward(&x), compiled.forward(&x))
+        });
+        assert_eq!(b.dtype(), tapir::DType::BF16);
+        assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>());
+    }
+    let plain = compiled.forward(&x);
+    assert_eq!(
+        plain.dtype(),
+        tapir::DType::F32,
+        "outside autocast: another graph"
+    );
+    let e = compiled.explain();
+    assert_eq!((e.graphs, e.replays), (2, 1), "{e:?}");
+}
+
+tapir::model! {
+    /// Conv, BatchNorm, ReLU, pooled to logits.
+    pub struct ConvBn {
+        conv: Conv2d<1, 4, 3, padding = 1>,
+        bn: BatchNorm2d<4>,
+        pool: AdaptiveAvgPool2d<1, 1>,
+        flat: Flatten,
+        fc: Linear<4, 3>,
+    }
+    fn forward(&self, x: [N, 1, 6, 6]) -> [N, 3] {
+        self.fc(self.flat(self.pool(self.bn(self.conv(x)).relu())))
+    }
+}
+
+#[test]
+fn batch_norm_replays_with_its_running_statistics() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| ConvBn::new(&tapir::Device::Cpu));
+    let compiled = compile(compiled);
+    let g = Generator::new(16);
+    for _ in 0..3 {
+        let x = Tensor::randn_with(&[5, 1, 6, 6], &g);
+        for (m, out) in [
+            (&eager as &dyn Module, eager.forward(&x)),
+            (&compiled as &dyn Module, compiled.forward(&x)),
+        ] {
+            m.zero_grad();
+            out.square().sum().backward();
+        }
+        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
+            assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "grad of {name}");
+        }
+    }
+    for ((name, a), (_, b)) in eager.named_buffers().iter().zip(&compiled.named_buffers()) {
+        assert_eq!(a.to_vec::<f64>(), b.to_vec::<f64>(), "buffer {name}");
+    }
+    assert_eq!(compiled.named_buffers()[2].1.item::<i64>(), 3);
+    compiled.eval();
+    eager.eval();
+    let x = Tensor::randn_with(&[2, 1, 6, 6], &g);
+    assert_eq!(
+        compiled.forward(&x).to_vec::<f32>(),
+        eager.forward(&x).to_vec::<f32>(),
+        "eval uses the running statistics"
+    );
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty() && e.replays == 2, "{e:?}");
+}
