@@ -40,6 +40,35 @@ pub(crate) enum Attr {
 /// An op's attributes by name.
 pub(crate) type Attrs = Vec<(&'static str, Attr)>;
 
+/// Reading an op's attributes by name, as export and compile's replay do:
+/// 0, 0.0 or empty when absent or of another kind.
+pub(crate) trait AttrLookup {
+    fn int(&self, k: &str) -> i64;
+    fn float(&self, k: &str) -> f64;
+    fn ints(&self, k: &str) -> Vec<i64>;
+}
+
+impl AttrLookup for Attrs {
+    fn int(&self, k: &str) -> i64 {
+        match self.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Int(v))) => *v,
+            _ => 0,
+        }
+    }
+    fn float(&self, k: &str) -> f64 {
+        match self.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Float(v))) => *v,
+            _ => 0.0,
+        }
+    }
+    fn ints(&self, k: &str) -> Vec<i64> {
+        match self.iter().find(|(n, _)| *n == k) {
+            Some((_, Attr::Ints(v))) => v.clone(),
+            _ => vec![],
+        }
+    }
+}
+
 /// What an op returns, as the tensors it made.
 pub(crate) trait Outputs {
     fn each(&self, f: &mut dyn FnMut(&Tensor));

@@ -8,7 +8,7 @@
 //! op's place, and could read a value an in-place op changed in between).
 
 use crate::nn::{linear, scaled_dot_product_attention};
-use crate::trace::{Attr, Attrs};
+use crate::trace::{AttrLookup, Attrs};
 use crate::{Conv2dOptions, DType, Tensor};
 
 /// What one replay gets: the op's inputs (absent optional ones `None`), its
@@ -60,28 +60,19 @@ impl Args<'_> {
         self.inputs.iter().flatten().collect()
     }
     fn int(&self, k: &str) -> i64 {
-        match self.attrs.iter().find(|(n, _)| *n == k) {
-            Some((_, Attr::Int(v))) => *v,
-            _ => 0,
-        }
+        self.attrs.int(k)
     }
     fn float(&self, k: &str) -> f64 {
-        match self.attrs.iter().find(|(n, _)| *n == k) {
-            Some((_, Attr::Float(v))) => *v,
-            _ => 0.0,
-        }
+        self.attrs.float(k)
     }
     fn pair(&self, k: &str) -> (usize, usize) {
-        match self.attrs.iter().find(|(n, _)| *n == k) {
-            Some((_, Attr::Ints(v))) if v.len() == 2 => (v[0] as usize, v[1] as usize),
+        match self.attrs.ints(k)[..] {
+            [a, b] => (a as usize, b as usize),
             _ => (0, 0),
         }
     }
     fn isizes(&self, k: &str) -> Vec<isize> {
-        match self.attrs.iter().find(|(n, _)| *n == k) {
-            Some((_, Attr::Ints(v))) => v.iter().map(|&d| d as isize).collect(),
-            _ => Vec::new(),
-        }
+        self.attrs.ints(k).iter().map(|&d| d as isize).collect()
     }
     fn shape(&self, i: usize) -> Vec<usize> {
         concrete(&self.out_shapes[i], self.batch)

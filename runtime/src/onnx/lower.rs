@@ -3,7 +3,7 @@
 
 use super::builder::{Builder, float, int, ints, onnx_type, scalar_proto, tensor_attr};
 use crate::DType;
-use crate::trace::{Attr, Attrs};
+use crate::trace::{Attr, AttrLookup, Attrs};
 
 /// A shape as both traces saw it: equal sizes are static, different ones
 /// follow a dynamic dim.
@@ -29,22 +29,13 @@ impl OpView<'_> {
         self.inputs[i].as_deref().unwrap_or("")
     }
     fn int(&self, k: &str) -> i64 {
-        match self.attrs.iter().find(|(n, _)| *n == k) {
-            Some((_, Attr::Int(v))) => *v,
-            _ => 0,
-        }
+        self.attrs.int(k)
     }
     fn float(&self, k: &str) -> f64 {
-        match self.attrs.iter().find(|(n, _)| *n == k) {
-            Some((_, Attr::Float(v))) => *v,
-            _ => 0.0,
-        }
+        self.attrs.float(k)
     }
     fn ints(&self, k: &str) -> Vec<i64> {
-        match self.attrs.iter().find(|(n, _)| *n == k) {
-            Some((_, Attr::Ints(v))) => v.clone(),
-            _ => vec![],
-        }
+        self.attrs.ints(k)
     }
     fn rank(&self, i: usize) -> i64 {
         self.in_dims[i].as_ref().map_or(0, |d| d.0.len() as i64)
