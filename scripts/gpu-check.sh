@@ -89,7 +89,9 @@ if ! wanted bench; then
 fi
 echo "== benchmarks (tapir, then PyTorch, same GPU)"
 work=matmul,mlp,transformer
-timeout 300 "$bins/bench_ref" --device cuda --threads 4 --workloads $work \
+# tapir's side adds `fusion` (tapir only: eager against compile's generated
+# CUDA kernel for an elementwise tail).
+timeout 300 "$bins/bench_ref" --device cuda --threads 4 --workloads $work,fusion \
     >"$out/bench-tapir.jsonl" 2>"$out/bench-tapir.err" || { echo "bench_ref failed"; failed=1; }
 timeout 300 python3 benches/torch_ref.py --device cuda --threads 4 --workloads $work \
     >"$out/bench-torch.jsonl" 2>"$out/bench-torch.err" || { echo "torch_ref failed"; failed=1; }
