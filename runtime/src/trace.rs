@@ -201,6 +201,26 @@ pub(crate) struct OpRecord {
     pub place: String,
 }
 
+impl OpRecord {
+    /// " in `blocks.0.attn`" where the op ran inside a module, else "" (for
+    /// messages naming the op).
+    pub fn in_module(&self) -> String {
+        match self.place.is_empty() {
+            true => String::new(),
+            false => format!(" in `{}`", self.place),
+        }
+    }
+}
+
+/// A tensor's identity in a capture: which handle it is (views and
+/// clones that share data but not the handle differ).
+pub(crate) type Key = *const crate::tensor::Inner;
+
+/// `t`'s [`Key`].
+pub(crate) fn key(t: &Tensor) -> Key {
+    std::sync::Arc::as_ptr(&t.0)
+}
+
 /// What one capture saw: its outermost ops in order, and what it saw
 /// happen outside any op that a recorded graph could not repeat.
 #[derive(Default)]

@@ -5,7 +5,8 @@
 
 use super::philox::DropoutMask;
 use crate::program::{Binary, Inst, Program, Unary};
-use crate::threads;
+use crate::{alloc, threads};
+use std::mem::MaybeUninit;
 
 /// Elements per tile: 128 f32 (512 bytes) per value, so a program of 90
 /// values keeps its tile in a 48 KiB L1; 64-512 measured about the same
@@ -27,8 +28,10 @@ pub enum Operand<'a> {
     Scalar(f32),
 }
 
-/// Runs `p` over `n` elements: `outs[k][i]` is output `k` at element `i`;
-/// `seeds` key the program's dropout masks ([`Program::seeds`] of them).
+/// Runs `p` over `n` elements: output `k`'s element `i` is `out[k][i]`,
+/// each in a fresh buffer from the caching allocator, written once (no
+/// zero fill first); `seeds` key the program's dropout masks
+/// ([`Program::seeds`] of them).
 ///
 /// ```
 /// use tapir_kernels::cpu::{Operand, run_program};
@@ -38,24 +41,15 @@ pub enum Operand<'a> {
 ///     insts: vec![Inst::Input(0), Inst::Input(1), Inst::Binary(Binary::Add, 0, 1)],
 ///     outputs: vec![2],
 /// };
-/// let mut out = vec![0.0f32; 4];
-/// run_program(&p, &[Operand::Full(&[1.0, 2.0, 3.0, 4.0]), Operand::Cycle(&[10.0, 20.0])], &[], 4, &mut [&mut out]);
-/// assert_eq!(out, [11.0, 22.0, 13.0, 24.0]);
+/// let out = run_program(&p, &[Operand::Full(&[1.0, 2.0, 3.0, 4.0]), Operand::Cycle(&[10.0, 20.0])], &[], 4);
+/// assert_eq!(out, [[11.0, 22.0, 13.0, 24.0]]);
 /// ```
-pub fn run_program(
-    p: &Program,
-    inputs: &[Operand],
-    seeds: &[u64],
-    n: usize,
-    outs: &mut [&mut [f32]],
-) {
+pub fn run_program(p: &Program, inputs: &[Operand], seeds: &[u64], n: usize) -> Vec<Vec<f32>> {
     assert!(
-        inputs.len() == p.n_inputs && outs.len() == p.outputs.len(),
-        "run_program: {} inputs and {} outputs given to a program of {} and {}",
+        inputs.len() == p.n_inputs,
+        "run_program: {} inputs given to a program of {}",
         inputs.len(),
-        outs.len(),
-        p.n_inputs,
-        p.outputs.len()
+        p.n_inputs
     );
     for i in inputs {
         let ok = match i {
@@ -66,17 +60,17 @@ pub fn run_program(
         assert!(ok, "run_program: an input is shorter than {n} elements");
     }
     assert!(
-        outs.iter().all(|o| o.len() == n),
-        "run_program: every output must hold {n} elements"
-    );
-    assert!(
         seeds.len() >= p.seeds(),
         "run_program: {} seeds for a program with {} dropouts",
         seeds.len(),
         p.seeds()
     );
-    let outs: Vec<&mut [f32]> = outs.iter_mut().map(|o| &mut o[..]).collect();
-    threads::par_chunks_mut_many(outs, TASK, |task, pieces| {
+    let mut outs: Vec<Vec<f32>> = p.outputs.iter().map(|_| alloc::with_capacity(n)).collect();
+    let spare: Vec<&mut [MaybeUninit<f32>]> = outs
+        .iter_mut()
+        .map(|v| &mut v.spare_capacity_mut()[..n])
+        .collect();
+    threads::par_chunks_mut_many(spare, TASK, |task, pieces| {
         let mut regs = vec![0.0f32; p.insts.len() * TILE];
         let len = pieces.first().map_or(0, |s| s.len());
         let mut at = 0;
@@ -89,11 +83,20 @@ pub fn run_program(
                     Some(v) => &v[start..start + m],
                     None => &regs[r * TILE..r * TILE + m],
                 };
-                out[at..at + m].copy_from_slice(src);
+                for (d, &v) in out[at..at + m].iter_mut().zip(src) {
+                    d.write(v);
+                }
             }
             at += m;
         }
     });
+    for v in &mut outs {
+        // SAFETY: the tasks above wrote every one of the first `n` slots of
+        // each output's spare capacity (the chunks cover `0..n`, the tiles
+        // each chunk), and `with_capacity(n)` holds at least `n`.
+        unsafe { v.set_len(n) };
+    }
+    outs
 }
 
 /// Every instruction of `p` over elements `start..start + m` into `regs`
@@ -230,9 +233,8 @@ mod tests {
         let n = 3 * TASK + 77;
         let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
         let bias: Vec<f32> = (0..13).map(|i| i as f32 * 0.1 - 0.6).collect();
-        let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
         crate::threads::set_num_threads(2);
-        run_program(
+        let out = run_program(
             &p,
             &[
                 Operand::Full(&x),
@@ -241,8 +243,9 @@ mod tests {
             ],
             &[],
             n,
-            &mut [&mut a, &mut b],
         );
+        let (a, b) = (&out[0], &out[1]);
+        assert_eq!((a.len(), b.len()), (n, n));
         for i in [0, 1, 255, 256, 4095, TASK, n - 1] {
             let g = Unary::Gelu.eval(x[i] + bias[i % 13]);
             assert_eq!((a[i], b[i]), (g * 1.5, g), "element {i}");
@@ -267,9 +270,8 @@ mod tests {
         };
         let n = 2 * TASK + 13;
         let x: Vec<f32> = (0..n).map(|i| 1.0 + i as f32 * 1e-3).collect();
-        let mut out = vec![0.0; n];
         crate::threads::set_num_threads(2);
-        run_program(&p, &[Operand::Full(&x)], &[99], n, &mut [&mut out]);
+        let out = run_program(&p, &[Operand::Full(&x)], &[99], n).remove(0);
         let mask = super::super::philox_dropout_mask(n, 0.7, 99);
         for i in 0..n {
             assert_eq!(out[i], x[i] * mask[i], "element {i}");

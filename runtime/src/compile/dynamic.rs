@@ -4,8 +4,9 @@
 //! same multiple of the batch size in both, one graph with those dims
 //! symbolic serves every batch size from then on.
 
-use super::graph::{Graph, Node, Step, Value, key};
+use super::graph::{Graph, Node, Step, Value};
 use super::replay::Dim;
+use crate::trace::key;
 
 /// One dim seen as `a` at batch `b0` and `b` at batch `b1`.
 fn unify_dim(a: usize, b: usize, b0: usize, b1: usize) -> Option<Dim> {

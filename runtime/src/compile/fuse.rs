@@ -2,9 +2,9 @@
 //! intermediate values nothing else reads become one program each.
 
 use super::fused::FusedKernel;
-use super::graph::{Graph, Node, Step, Value, key};
+use super::graph::{Graph, Node, Step, Value};
 use super::replay;
-use crate::trace::{Attr, OpRecord};
+use crate::trace::{Attr, Key, OpRecord, key};
 use crate::{DType, Tensor};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -101,7 +101,6 @@ fn fusable(op: &OpRecord) -> Option<Kind> {
         return None;
     };
     let ok = out.dtype() == DType::F32
-        && out.read().fuses_programs()
         && op.inputs.iter().all(|t| {
             t.as_ref().is_some_and(|t| {
                 t.dtype() == DType::F32
@@ -256,7 +255,7 @@ fn program(
     let mut insts: Vec<Inst> = Vec::new();
     let mut reg: HashMap<usize, usize> = HashMap::new();
     let mut ext: Vec<Value> = Vec::new();
-    let mut ext_reg: HashMap<*const crate::tensor::Inner, usize> = HashMap::new();
+    let mut ext_reg: HashMap<Key, usize> = HashMap::new();
     let mut seeds = 0;
     for &m in members {
         let mut operand = |i: usize, insts: &mut Vec<Inst>| -> usize {

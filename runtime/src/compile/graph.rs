@@ -5,7 +5,7 @@
 use super::fused::FusedKernel;
 use super::replay::{self, Args, Dim, Replay};
 use super::{fuse, patterns};
-use crate::trace::{Attrs, Capture, OpRecord};
+use crate::trace::{Attrs, Capture, Key, key};
 use crate::{DType, Tensor};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -72,19 +72,6 @@ pub(crate) struct Graph {
     pub rewrites: Vec<String>,
 }
 
-type Key = *const crate::tensor::Inner;
-
-pub(crate) fn key(t: &Tensor) -> Key {
-    Arc::as_ptr(&t.0)
-}
-
-fn place(op: &OpRecord) -> String {
-    match op.place.is_empty() {
-        true => String::new(),
-        false => format!(" in `{}`", op.place),
-    }
-}
-
 impl Graph {
     /// The graph of one captured forward on `inputs`, with `params` the
     /// model's parameters and buffers and `outputs` what the forward
@@ -112,7 +99,7 @@ impl Graph {
                 return Err(format!(
                     "the op `{}`{}, which compile cannot replay yet",
                     op.name,
-                    place(op)
+                    op.in_module()
                 ));
             }
             resolved.push(

@@ -25,7 +25,7 @@ mod lower;
 pub mod proto;
 
 use crate::nn::{Forward, Module, Sequential};
-use crate::trace::{self, OpRecord};
+use crate::trace::{self, Key, OpRecord, key};
 use crate::{DType, Error, Result, Tensor};
 use builder::{Builder, onnx_type};
 use lower::{Dims, OpView};
@@ -33,7 +33,6 @@ use prost::Message;
 use proto::*;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::Arc;
 
 /// What `export` writes (`torch.onnx.export`'s keyword arguments).
 #[derive(Clone, Debug)]
@@ -230,12 +229,6 @@ enum Source {
     Const(Tensor),
 }
 
-type Key = *const crate::tensor::Inner;
-
-fn key(t: &Tensor) -> Key {
-    Arc::as_ptr(&t.0)
-}
-
 /// The two runs of one export.
 struct Trace<'a, M: ?Sized> {
     model: &'a M,
@@ -277,13 +270,6 @@ fn same_values(a: &Tensor, b: &Tensor) -> bool {
         && a.to_dtype(DType::F64).to_vec::<f64>() == b.to_dtype(DType::F64).to_vec::<f64>()
 }
 
-fn place(op: &OpRecord) -> String {
-    match op.place.is_empty() {
-        true => String::new(),
-        false => format!(" in `{}`", op.place),
-    }
-}
-
 impl<M: Exportable + ?Sized> Trace<'_, M> {
     fn build(
         &self,
@@ -318,7 +304,7 @@ impl<M: Exportable + ?Sized> Trace<'_, M> {
                     return Err(fail(format!(
                         "`{}` (op #{k}{}) makes a tensor whose size or values change with the inputs; use the `_like` form or build it from the inputs",
                         a.name,
-                        place(a)
+                        a.in_module()
                     )));
                 }
                 for (o, t) in a.outputs.iter().enumerate() {
@@ -330,7 +316,7 @@ impl<M: Exportable + ?Sized> Trace<'_, M> {
                 fail(format!(
                     "cannot export `{}` (op #{k}{}): {why}",
                     view.name,
-                    place(a)
+                    a.in_module()
                 ))
             })?;
         }
@@ -403,7 +389,7 @@ fn same_ops(ops_a: &[OpRecord], ops_b: &[OpRecord]) -> Result<()> {
         format!(
             " (op #{k}: `{}`{} became `{}`)",
             ops_a[k].name,
-            place(&ops_a[k]),
+            ops_a[k].in_module(),
             ops_b[k].name
         )
     });
@@ -468,7 +454,7 @@ fn op_view<'a>(
             return Err(fail(format!(
                 "input {j} of `{}` (op #{k}{}) is a tensor of shape {:?} that changes with the model's inputs but does not come from an op tapir records; build it from the inputs with tensor ops",
                 a.name,
-                place(a),
+                a.in_module(),
                 ta.shape()
             )));
         }

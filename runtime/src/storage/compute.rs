@@ -210,12 +210,6 @@ impl Storage {
         }
     }
 
-    /// Whether this device runs fused elementwise programs (the CPU, and a
-    /// GPU through a kernel generated per program).
-    pub fn fuses_programs(&self) -> bool {
-        true
-    }
-
     /// Whether a fused program may hold dropout here: the CPU's masks are
     /// Philox streams a program recomputes per element (a GPU's dropout
     /// draws with `bernoulli`, which programs do not do).
@@ -271,15 +265,7 @@ impl Storage {
                 }
             })
             .collect();
-        // Buffers from the caching allocator: a fresh 8 MB `vec!` faulted in
-        // its pages on every call, which cost as much as the program.
-        let mut outs: Vec<Vec<f32>> = p
-            .outputs
-            .iter()
-            .map(|_| tapir_kernels::alloc::filled(n, 0.0))
-            .collect();
-        let mut refs: Vec<&mut [f32]> = outs.iter_mut().map(|v| v.as_mut_slice()).collect();
-        run_program(p, &operands, seeds, n, &mut refs);
+        let outs = run_program(p, &operands, seeds, n);
         outs.into_iter()
             .map(|v| Storage::on_device(CpuBuffer::F32(v), device))
             .collect()
