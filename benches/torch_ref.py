@@ -4,7 +4,7 @@
 A copy of ../shared/bench/torch_ref.py with a ``--device`` option added for
 the CUDA issue: on a GPU every workload's model and data live on the device,
 each timed step ends with ``torch.cuda.synchronize()``, and ``matmul`` runs
-f32, TF32 and bf16 at n = 4096. tapir's side is ``examples/bench_ref.rs``
+f32, TF32 and bf16 at n = 4096. tapir's side is ``examples/bench_ref/``
 with the same flags; ``scripts/gpu-check.sh`` runs both.
 
 Runs a fixed set of small workloads in float32 on the CPU with a fixed

@@ -14,6 +14,7 @@ use tapir::prelude::*;
 
 include!("../examples/models/seed.rs");
 include!("../examples/models/transformer.rs");
+include!("../examples/models/swish_tanh.rs");
 
 fn gpu() -> Option<Device> {
     match Device::cuda(0) {
@@ -893,28 +894,6 @@ fn profiler_times_gpu_ops_with_cuda_events() {
     );
     assert!(events.iter().any(|e| e["args"]["name"] == "cuda:0 stream"));
     std::fs::remove_file(path).unwrap();
-}
-
-/// `h * sigmoid(h) + tanh(h) * 0.5` over `h = lin(x)`: its tail fuses.
-struct SwishTanh(Linear);
-
-impl Module for SwishTanh {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.0.visit(f)
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        self.0.visit_mut(f)
-    }
-    fn repr(&self) -> String {
-        "SwishTanh".into()
-    }
-}
-
-impl Forward for SwishTanh {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        let h = self.0.forward(x);
-        &(&h * &h.sigmoid()) + &(&h.tanh() * 0.5)
-    }
 }
 
 #[test]
