@@ -168,8 +168,16 @@ impl std::fmt::Display for Explanation {
 /// (forward, backward).
 ///
 /// ```
-/// let (forward, backward) = tapir_runtime::compile::fused_launches();
-/// assert!(forward >= backward || backward > 0);
+/// use tapir_runtime::compile::{compile, fused_launches};
+/// use tapir_runtime::nn::{Forward, Sequential, Tanh, Sigmoid};
+/// use tapir_runtime::Tensor;
+/// // tanh then sigmoid: a chain of two, one fused kernel once recorded.
+/// let model = compile(Sequential::new().add(Tanh).add(Sigmoid));
+/// let x = Tensor::randn(&[4, 3]);
+/// model.forward(&x); // records
+/// let (before, _) = fused_launches();
+/// model.forward(&x); // replays
+/// assert!(fused_launches().0 > before);
 /// ```
 pub fn fused_launches() -> (u64, u64) {
     fused::launches()
