@@ -6,17 +6,7 @@ use super::*;
 /// A forward that branches on a tensor's value.
 struct Branchy(Linear);
 
-impl Module for Branchy {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.0.visit(f)
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        self.0.visit_mut(f)
-    }
-    fn repr(&self) -> String {
-        "Branchy".into()
-    }
-}
+module_of_linear!(Branchy);
 
 impl Forward for Branchy {
     fn forward(&self, x: &Tensor) -> Tensor {
@@ -140,17 +130,7 @@ fn dropout_draws_fresh_masks_on_replay_as_eager_does() {
 /// In-place ops on an intermediate, in inference.
 struct InPlace(Linear);
 
-impl Module for InPlace {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.0.visit(f)
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        self.0.visit_mut(f)
-    }
-    fn repr(&self) -> String {
-        "InPlace".into()
-    }
-}
+module_of_linear!(InPlace);
 
 impl Forward for InPlace {
     fn forward(&self, x: &Tensor) -> Tensor {

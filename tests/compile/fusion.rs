@@ -166,14 +166,13 @@ fn dropout_fuses_with_the_same_masks_as_eager() {
         let got = compiled.forward(&x);
         assert_eq!(tapir::default_generator().get_state(), after_eager);
         assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>(), "seed {seed}");
-        for (m, out) in [(&eager as &dyn Module, &want), (&compiled, &got)] {
-            m.zero_grad();
-            out.square().sum().backward();
-        }
-        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
-            let d = rel_diff(b, a);
-            assert!(d <= 1e-6, "seed {seed}: grad of {name} differs by {d}");
-        }
+        assert_same_grads(
+            (&eager, &want),
+            (&compiled, &got),
+            |y| y.square().sum(),
+            1e-6,
+            &format!("seed {seed}"),
+        );
     }
     let e = compiled.explain();
     assert_eq!(
@@ -235,14 +234,13 @@ fn attention_from_plain_ops_takes_the_fused_scaled_softmax() {
                 .remove(0);
             let d = rel_diff(&out_c, &out_e);
             assert!(d <= 1e-6, "step {step}: logits differ by {d}");
-            for (m, out) in [(&eager as &dyn Module, &out_e), (&compiled, &out_c)] {
-                m.zero_grad();
-                out.square().mean().backward();
-            }
-            for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
-                let d = rel_diff(b, a);
-                assert!(d <= 1e-6, "step {step}: grad of {name} differs by {d}");
-            }
+            assert_same_grads(
+                (&eager, &out_e),
+                (&compiled, &out_c),
+                |y| y.square().mean(),
+                1e-6,
+                &format!("step {step}"),
+            );
         }
     });
     let e = compiled.explain();
@@ -258,17 +256,7 @@ fn attention_from_plain_ops_takes_the_fused_scaled_softmax() {
 /// of `powf`'s own 2 and 0.5 cases.
 struct Powers(Linear);
 
-impl Module for Powers {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        self.0.visit(f)
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        self.0.visit_mut(f)
-    }
-    fn repr(&self) -> String {
-        "Powers".into()
-    }
-}
+module_of_linear!(Powers);
 
 impl Forward for Powers {
     fn forward(&self, x: &Tensor) -> Tensor {
@@ -286,14 +274,13 @@ fn square_and_square_root_powers_fuse() {
     compiled.forward(&x); // records
     let (want, got) = (eager.forward(&x), compiled.forward(&x));
     assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
-    for (m, out) in [(&eager as &dyn Module, &want), (&compiled, &got)] {
-        m.zero_grad();
-        out.sum().backward();
-    }
-    for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
-        let d = rel_diff(b, a);
-        assert!(d <= 1e-6, "grad of {name} differs by {d}");
-    }
+    assert_same_grads(
+        (&eager, &want),
+        (&compiled, &got),
+        Tensor::sum,
+        1e-6,
+        "powers",
+    );
     assert_eq!(
         compiled.explain().fused,
         vec![vec!["mul", "square", "sigmoid", "add", "powf"]]

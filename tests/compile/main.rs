@@ -8,6 +8,24 @@
 //! compiled models train as eager ones; `fusion`: fused kernels and
 //! rewrites; `breaks`: graph breaks, in-place ops, fresh draws.
 
+/// `Module` for a test model `Name(Linear)` whose forward is its own:
+/// the linear layer's parameters, under the model's name.
+macro_rules! module_of_linear {
+    ($name:ident) => {
+        impl Module for $name {
+            fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+                self.0.visit(f)
+            }
+            fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+                self.0.visit_mut(f)
+            }
+            fn repr(&self) -> String {
+                stringify!($name).into()
+            }
+        }
+    };
+}
+
 mod breaks;
 mod fusion;
 mod training;
@@ -44,6 +62,34 @@ fn grads(m: &dyn Module) -> Vec<(String, Tensor)> {
         .into_iter()
         .map(|(n, p)| (n, p.grad().expect("every parameter has a gradient")))
         .collect()
+}
+
+/// Backpropagates `loss` of each model's output, then checks that every
+/// gradient of `compiled` is within `tol` relative of `eager`'s (`0.0`:
+/// bit for bit); `what` names the case in the message.
+fn assert_same_grads(
+    (eager, out_e): (&dyn Module, &Tensor),
+    (compiled, out_c): (&dyn Module, &Tensor),
+    loss: impl Fn(&Tensor) -> Tensor,
+    tol: f64,
+    what: &str,
+) {
+    for (m, out) in [(eager, out_e), (compiled, out_c)] {
+        m.zero_grad();
+        loss(out).backward();
+    }
+    for ((name, a), (_, b)) in grads(eager).iter().zip(&grads(compiled)) {
+        if tol == 0.0 {
+            assert_eq!(
+                a.to_vec::<f32>(),
+                b.to_vec::<f32>(),
+                "{what}: grad of {name}"
+            );
+        } else {
+            let d = rel_diff(b, a);
+            assert!(d <= tol, "{what}: grad of {name} differs by {d}");
+        }
+    }
 }
 
 /// Two copies of one model: `make` runs twice from the same seed.

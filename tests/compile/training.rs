@@ -72,14 +72,13 @@ fn char_transformer_outputs_and_gradients_match_eager() {
             "step {step}: logits differ by {}",
             rel_diff(&out_c, &out_e)
         );
-        for (m, out) in [(&eager as &dyn Module, &out_e), (&compiled, &out_c)] {
-            m.zero_grad();
-            cross_entropy(&out.reshape(&[-1, V as isize]), &y).backward();
-        }
-        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
-            let d = rel_diff(b, a);
-            assert!(d <= 1e-6, "step {step}: grad of {name} differs by {d}");
-        }
+        assert_same_grads(
+            (&eager, &out_e),
+            (&compiled, &out_c),
+            |out| cross_entropy(&out.reshape(&[-1, V as isize]), &y),
+            1e-6,
+            &format!("step {step}"),
+        );
     }
     let e = compiled.explain();
     assert_eq!(e.graphs, 1);
@@ -200,16 +199,13 @@ fn a_checkpointed_region_runs_eagerly_with_its_reason() {
     let compiled = compile(compiled);
     let x = Tensor::randn_with(&[4, 8], &Generator::new(6));
     for _ in 0..2 {
-        for (m, out) in [
-            (&eager as &dyn Module, eager.forward(&x)),
-            (&compiled as &dyn Module, compiled.forward(&x)),
-        ] {
-            m.zero_grad();
-            out.square().sum().backward();
-        }
-        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
-            assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "grad of {name}");
-        }
+        assert_same_grads(
+            (&eager, &eager.forward(&x)),
+            (&compiled, &compiled.forward(&x)),
+            |y| y.square().sum(),
+            0.0,
+            "bit for bit",
+        );
     }
     let e = compiled.explain();
     assert!(
@@ -264,16 +260,13 @@ fn batch_norm_replays_with_its_running_statistics() {
     let g = Generator::new(16);
     for _ in 0..3 {
         let x = Tensor::randn_with(&[5, 1, 6, 6], &g);
-        for (m, out) in [
-            (&eager as &dyn Module, eager.forward(&x)),
-            (&compiled as &dyn Module, compiled.forward(&x)),
-        ] {
-            m.zero_grad();
-            out.square().sum().backward();
-        }
-        for ((name, a), (_, b)) in grads(&eager).iter().zip(&grads(&compiled)) {
-            assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "grad of {name}");
-        }
+        assert_same_grads(
+            (&eager, &eager.forward(&x)),
+            (&compiled, &compiled.forward(&x)),
+            |y| y.square().sum(),
+            0.0,
+            "bit for bit",
+        );
     }
     for ((name, a), (_, b)) in eager.named_buffers().iter().zip(&compiled.named_buffers()) {
         assert_eq!(a.to_vec::<f64>(), b.to_vec::<f64>(), "buffer {name}");
