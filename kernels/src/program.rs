@@ -30,62 +30,108 @@
 
 use crate::elementwise::{self as ew, BinaryFn, UnaryFn};
 
-/// A one-operand instruction: the rows of [`crate::elementwise`] a program
-/// can hold.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Unary {
-    /// `-x`.
-    Neg,
-    /// `|x|`.
-    Abs,
-    /// -1, 0 or 1.
-    Sign,
-    /// `e^x`.
-    Exp,
-    /// `ln x`.
-    Log,
-    /// `ln(1 + x)`.
-    Log1p,
-    /// `√x`.
-    Sqrt,
-    /// `1 / √x`.
-    Rsqrt,
-    /// `sin x`.
-    Sin,
-    /// `cos x`.
-    Cos,
-    /// `tanh x`.
-    Tanh,
-    /// `erf x`.
-    Erf,
-    /// `1 / (1 + e^-x)`.
-    Sigmoid,
-    /// `max(x, 0)`.
-    Relu,
-    /// 1 where `x > 0`, else 0.
-    Step,
-    /// `x σ(x)`.
-    Silu,
-    /// The derivative of SiLU.
-    SiluGrad,
-    /// The exact GELU.
-    Gelu,
-    /// The derivative of the exact GELU.
-    GeluGrad,
+/// Declares an instruction enum from kernel rows of the same names (each
+/// variant is the row struct of [`crate::elementwise`] it runs): the enum,
+/// `ALL`, `eval` (the row's own `f`, so a fused op computes the eager op's
+/// bits), `cuda` (the row's own CUDA expression) and `map` (the row's loop,
+/// vectorised, with the match outside it).
+macro_rules! instructions {
+    (
+        $(#[$meta:meta])* $name:ident, $rows:ident, fn($($param:tt)*) $call:tt,
+        [$($(#[$doc:meta])* $v:ident),+ $(,)?]
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$doc])* $v,)+
+        }
+
+        impl $name {
+            /// Every instruction of this kind.
+            pub const ALL: &[$name] = &[$($name::$v),+];
+
+            /// The function in f32, as the eager op's kernel row computes it.
+            #[inline(always)]
+            pub fn eval(self, $($param)*) -> f32 {
+                match self {
+                    $($name::$v => ew::$v.f $call,)+
+                }
+            }
+
+            /// The CUDA expression (of `v`, or `u` and `v`): the row's own.
+            pub fn cuda(self) -> &'static str {
+                let name = match self {
+                    $($name::$v => <ew::$v>::NAME,)+
+                };
+                ew::$rows
+                    .iter()
+                    .find(|r| r.name == name)
+                    .map_or("v", |r| r.cuda)
+            }
+        }
+    };
 }
 
-/// A two-operand instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Binary {
-    /// `a + b`.
-    Add,
-    /// `a - b`.
-    Sub,
-    /// `a * b`.
-    Mul,
-    /// `a / b`.
-    Div,
-}
+instructions!(
+    /// A one-operand instruction: the rows of [`crate::elementwise`] a
+    /// program can hold.
+    Unary, UNARY_ROWS, fn(x: f32) (x),
+    [
+        /// `-x`.
+        Neg,
+        /// `|x|`.
+        Abs,
+        /// -1, 0 or 1.
+        Sign,
+        /// `e^x`.
+        Exp,
+        /// `ln x`.
+        Log,
+        /// `ln(1 + x)`.
+        Log1p,
+        /// `√x`.
+        Sqrt,
+        /// `1 / √x`.
+        Rsqrt,
+        /// `sin x`.
+        Sin,
+        /// `cos x`.
+        Cos,
+        /// `tanh x`.
+        Tanh,
+        /// `erf x`.
+        Erf,
+        /// `1 / (1 + e^-x)`.
+        Sigmoid,
+        /// `max(x, 0)`.
+        Relu,
+        /// 1 where `x > 0`, else 0.
+        Step,
+        /// `x σ(x)`.
+        Silu,
+        /// The derivative of SiLU.
+        SiluGrad,
+        /// The exact GELU.
+        Gelu,
+        /// The derivative of the exact GELU.
+        GeluGrad,
+    ]
+);
+
+instructions!(
+    /// A two-operand instruction.
+    Binary, BINARY_ROWS, fn(a: f32, b: f32) (a, b),
+    [
+        /// `a + b`.
+        Add,
+        /// `a - b`.
+        Sub,
+        /// `a * b`.
+        Mul,
+        /// `a / b`.
+        Div,
+    ]
+);
 
 /// One instruction; operands name earlier instructions by index.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -121,86 +167,6 @@ pub struct Program {
     pub insts: Vec<Inst>,
     /// The values it writes, in order.
     pub outputs: Vec<usize>,
-}
-
-impl Unary {
-    /// `f(x)` in f32, as the eager op's kernel row computes it.
-    #[inline(always)]
-    pub fn eval(self, x: f32) -> f32 {
-        match self {
-            Unary::Neg => ew::Neg.f(x),
-            Unary::Abs => ew::Abs.f(x),
-            Unary::Sign => ew::Sign.f(x),
-            Unary::Exp => ew::Exp.f(x),
-            Unary::Log => ew::Log.f(x),
-            Unary::Log1p => ew::Log1p.f(x),
-            Unary::Sqrt => ew::Sqrt.f(x),
-            Unary::Rsqrt => ew::Rsqrt.f(x),
-            Unary::Sin => ew::Sin.f(x),
-            Unary::Cos => ew::Cos.f(x),
-            Unary::Tanh => ew::Tanh.f(x),
-            Unary::Erf => ew::Erf.f(x),
-            Unary::Sigmoid => ew::Sigmoid.f(x),
-            Unary::Relu => ew::Relu.f(x),
-            Unary::Step => ew::Step.f(x),
-            Unary::Silu => ew::Silu.f(x),
-            Unary::SiluGrad => ew::SiluGrad.f(x),
-            Unary::Gelu => ew::Gelu.f(x),
-            Unary::GeluGrad => ew::GeluGrad.f(x),
-        }
-    }
-
-    /// The CUDA expression of `v` (the kernel rows' own).
-    pub fn cuda(self) -> &'static str {
-        let name = match self {
-            Unary::Neg => ew::Neg::NAME,
-            Unary::Abs => ew::Abs::NAME,
-            Unary::Sign => ew::Sign::NAME,
-            Unary::Exp => ew::Exp::NAME,
-            Unary::Log => ew::Log::NAME,
-            Unary::Log1p => ew::Log1p::NAME,
-            Unary::Sqrt => ew::Sqrt::NAME,
-            Unary::Rsqrt => ew::Rsqrt::NAME,
-            Unary::Sin => ew::Sin::NAME,
-            Unary::Cos => ew::Cos::NAME,
-            Unary::Tanh => ew::Tanh::NAME,
-            Unary::Erf => ew::Erf::NAME,
-            Unary::Sigmoid => ew::Sigmoid::NAME,
-            Unary::Relu => ew::Relu::NAME,
-            Unary::Step => ew::Step::NAME,
-            Unary::Silu => ew::Silu::NAME,
-            Unary::SiluGrad => ew::SiluGrad::NAME,
-            Unary::Gelu => ew::Gelu::NAME,
-            Unary::GeluGrad => ew::GeluGrad::NAME,
-        };
-        ew::UNARY_ROWS
-            .iter()
-            .find(|r| r.name == name)
-            .map_or("v", |r| r.cuda)
-    }
-}
-
-impl Binary {
-    /// `f(a, b)` in f32, as the eager op's kernel row computes it.
-    #[inline(always)]
-    pub fn eval(self, a: f32, b: f32) -> f32 {
-        match self {
-            Binary::Add => ew::Add.f(a, b),
-            Binary::Sub => ew::Sub.f(a, b),
-            Binary::Mul => ew::Mul.f(a, b),
-            Binary::Div => ew::Div.f(a, b),
-        }
-    }
-
-    /// The CUDA expression of `u` and `v`.
-    pub fn cuda(self) -> &'static str {
-        match self {
-            Binary::Add => "u + v",
-            Binary::Sub => "u - v",
-            Binary::Mul => "u * v",
-            Binary::Div => "u / v",
-        }
-    }
 }
 
 /// Builds a program instruction by instruction (what `backward` uses).

@@ -56,11 +56,11 @@ impl FusedKernel {
     pub(crate) fn run(self: &Arc<Self>, inputs: &[Tensor]) -> Tensor {
         let refs: Vec<&Tensor> = inputs.iter().collect();
         crate::trace::op("fused_elementwise", refs.as_slice(), Vec::new, || {
-            self.run_untraced(inputs)
+            self.run_untraced(inputs, &refs)
         })
     }
 
-    fn run_untraced(self: &Arc<Self>, inputs: &[Tensor]) -> Tensor {
+    fn run_untraced(self: &Arc<Self>, inputs: &[Tensor], refs: &[&Tensor]) -> Tensor {
         FORWARD_LAUNCHES.fetch_add(1, Ordering::Relaxed);
         let shape = inputs.iter().fold(Vec::new(), |s, t| {
             crate::ops::broadcast_shapes(&s, t.shape(), "compile (a fused kernel)")
@@ -73,24 +73,23 @@ impl FusedKernel {
             .collect();
         let out = run_on(&self.program, &dense, &seeds, &shape).remove(0);
         let out = Tensor::from_storage(out, &shape);
-        let refs: Vec<&Tensor> = inputs.iter().collect();
         let kernel = self.clone();
-        Tensor::record(out, "FusedElementwiseBackward0", &refs, move || {
+        Tensor::record(out, "FusedElementwiseBackward0", refs, move || {
             let saved = dense;
-            let shapes: Vec<Vec<usize>> = inputs.iter().map(|t| t.shape().to_vec()).collect();
             move |g: &Tensor, needs: &[bool]| {
                 BACKWARD_LAUNCHES.fetch_add(1, Ordering::Relaxed);
                 let program = kernel.backward_program(needs);
                 let mut all = saved.clone();
                 all.push(dense0(&g.to_dtype(crate::DType::F32)));
                 let mut grads = run_on(&program, &all, &seeds, &shape).into_iter();
+                // The dense copies have their inputs' shapes.
                 needs
                     .iter()
-                    .zip(&shapes)
-                    .map(|(&need, input_shape)| {
+                    .zip(&saved)
+                    .map(|(&need, input)| {
                         need.then(|| {
                             let full = grads.next().expect("one gradient per needed input");
-                            Tensor::from_storage(full, &shape).sum_to(input_shape)
+                            Tensor::from_storage(full, &shape).sum_to(input.shape())
                         })
                     })
                     .collect()
