@@ -340,7 +340,8 @@ impl CpuBuffer {
     }
 
     /// `a @ b`, plus `bias` when given. f16/bf16 multiply (and add the bias)
-    /// in f32 and round once, as PyTorch's CPU path.
+    /// in f32 and round once, as PyTorch's CPU path: bf16 on the AVX-512
+    /// BF16 kernel where the CPU has one, else by converting to f32.
     fn gemm(
         &self,
         la: &Layout,
@@ -367,6 +368,12 @@ impl CpuBuffer {
             (F32(a), F32(b), Some((F32(c), lc))) => F32(run(a, la, b, lb, Some(contiguous(c, lc)))),
             (F64(a), F64(b), None) => F64(run(a, la, b, lb, None)),
             (F64(a), F64(b), Some((F64(c), lc))) => F64(run(a, la, b, lb, Some(contiguous(c, lc)))),
+            (BF16(a), BF16(b), None) if cpu::bf16_matmul_available() => {
+                BF16(cpu::matmul_bf16(a, la, b, lb, None))
+            }
+            (BF16(a), BF16(b), Some((BF16(c), lc))) if cpu::bf16_matmul_available() => {
+                BF16(cpu::matmul_bf16(a, la, b, lb, Some(&contiguous(c, lc))))
+            }
             (a, b, bias) => {
                 let (x, lx) = a.as_f32_operand(la);
                 let (y, ly) = b.as_f32_operand(lb);
