@@ -11,28 +11,38 @@ use crate::threads::{par_chunks_mut, parallel, simd};
 /// assert_eq!(y, vec![0.5, 0.5]);
 /// ```
 pub fn softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
-    rows(x, len, |_, src, dst| {
-        let max = lanes_max(src);
-        let max = if max.is_finite() { max } else { T::zero() };
-        dst.copy_from_slice(src);
-        let sum = exp_shifted_sum(dst, max);
-        let inv = T::one() / sum;
-        dst.iter_mut().for_each(|d| *d = *d * inv);
-    })
+    rows(
+        x,
+        len,
+        #[inline(always)]
+        |_, src, dst| {
+            let max = lanes_max(src);
+            let max = if max.is_finite() { max } else { T::zero() };
+            dst.copy_from_slice(src);
+            let sum = exp_shifted_sum(dst, max);
+            let inv = T::one() / sum;
+            dst.iter_mut().for_each(|d| *d = *d * inv);
+        },
+    )
 }
 
 /// Log-softmax of each row: `x - max - log(sum(exp(x - max)))`.
 pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
-    rows(x, len, |_, src, dst| {
-        let max = lanes_max(src);
-        let max = if max.is_finite() { max } else { T::zero() };
-        dst.copy_from_slice(src);
-        let sum = exp_shifted_sum(dst, max);
-        let shift = max + sum.ln();
-        for (d, &v) in dst.iter_mut().zip(src) {
-            *d = v - shift;
-        }
-    })
+    rows(
+        x,
+        len,
+        #[inline(always)]
+        |_, src, dst| {
+            let max = lanes_max(src);
+            let max = if max.is_finite() { max } else { T::zero() };
+            dst.copy_from_slice(src);
+            let sum = exp_shifted_sum(dst, max);
+            let shift = max + sum.ln();
+            for (d, &v) in dst.iter_mut().zip(src) {
+                *d = v - shift;
+            }
+        },
+    )
 }
 
 /// Softmax of each row of `scale * x` with, when `causal`, the positions
@@ -53,47 +63,57 @@ pub fn scaled_softmax_rows<T: Float>(
     scale: T,
     causal: bool,
 ) -> Vec<T> {
-    rows(x, len, |r, src, dst| {
-        let seen = if causal {
-            (r % queries.max(1) + 1).min(len)
-        } else {
-            len
-        };
-        for (d, &v) in dst[..seen].iter_mut().zip(src) {
-            *d = v * scale;
-        }
-        dst[seen..].fill(T::neg_infinity());
-        let max = lanes_max(dst);
-        let max = if max.is_finite() { max } else { T::zero() };
-        let sum = exp_shifted_sum(dst, max);
-        let inv = T::one() / sum;
-        dst.iter_mut().for_each(|d| *d = *d * inv);
-    })
+    rows(
+        x,
+        len,
+        #[inline(always)]
+        |r, src, dst| {
+            let seen = if causal {
+                (r % queries.max(1) + 1).min(len)
+            } else {
+                len
+            };
+            for (d, &v) in dst[..seen].iter_mut().zip(src) {
+                *d = v * scale;
+            }
+            dst[seen..].fill(T::neg_infinity());
+            let max = lanes_max(dst);
+            let max = if max.is_finite() { max } else { T::zero() };
+            let sum = exp_shifted_sum(dst, max);
+            let inv = T::one() / sum;
+            dst.iter_mut().for_each(|d| *d = *d * inv);
+        },
+    )
 }
 
 /// The gradient of [`scaled_softmax_rows`] from its output `y` and the
 /// upstream `g`: `scale * y * (g - sum(g * y))` per row (masked positions
 /// have `y = 0`).
 pub fn scaled_softmax_backward_rows<T: Float>(y: &[T], g: &[T], len: usize, scale: T) -> Vec<T> {
-    rows(y, len, |r, yr, dst| {
-        let gr = &g[r * len..(r + 1) * len];
-        let mut acc = [T::zero(); LANES];
-        let mut chunks = yr.chunks_exact(LANES).zip(gr.chunks_exact(LANES));
-        for (a, b) in &mut chunks {
-            for l in 0..LANES {
-                acc[l] = acc[l] + a[l] * b[l];
+    rows(
+        y,
+        len,
+        #[inline(always)]
+        |r, yr, dst| {
+            let gr = &g[r * len..(r + 1) * len];
+            let mut acc = [T::zero(); LANES];
+            let mut chunks = yr.chunks_exact(LANES).zip(gr.chunks_exact(LANES));
+            for (a, b) in &mut chunks {
+                for l in 0..LANES {
+                    acc[l] = acc[l] + a[l] * b[l];
+                }
             }
-        }
-        let tail_start = yr.len() / LANES * LANES;
-        let tail = yr[tail_start..]
-            .iter()
-            .zip(&gr[tail_start..])
-            .fold(T::zero(), |s, (&a, &b)| s + a * b);
-        let dot = acc.iter().fold(tail, |s, &v| s + v);
-        for ((d, &y), &g) in dst.iter_mut().zip(yr).zip(gr) {
-            *d = y * (g - dot) * scale;
-        }
-    })
+            let tail_start = yr.len() / LANES * LANES;
+            let tail = yr[tail_start..]
+                .iter()
+                .zip(&gr[tail_start..])
+                .fold(T::zero(), |s, (&a, &b)| s + a * b);
+            let dot = acc.iter().fold(tail, |s, &v| s + v);
+            for ((d, &y), &g) in dst.iter_mut().zip(yr).zip(gr) {
+                *d = y * (g - dot) * scale;
+            }
+        },
+    )
 }
 
 /// `f(row, src, dst)` for every row of `len` elements, across threads for
