@@ -4,6 +4,7 @@ use crate::threads::{install, par_chunks_mut, simd};
 use crate::{Float, Layout};
 use gemm::Parallelism;
 use half::bf16;
+use std::mem::MaybeUninit;
 
 /// Batched `a @ b`: `la` is `[..batch, m, k]`, `lb` is `[..batch, k, n]` with
 /// the same batch shape (broadcast batch dims have stride 0). Any strides
@@ -81,7 +82,10 @@ pub fn matmul_bf16(
     product(a, la, b, lb, bias)
 }
 
-/// `a @ b`, starting from the `bias` rows when given (2-D only).
+/// `a @ b`, plus `bias` along the columns when given (2-D only). The
+/// output is written once: not zero-filled first, and the bias joins in the
+/// GEMM's epilogue where the element type can (bf16), else as the GEMM's
+/// starting rows.
 fn product<T: GemmElement + Default>(
     a: &[T],
     la: &Layout,
@@ -90,48 +94,114 @@ fn product<T: GemmElement + Default>(
     bias: Option<&[T]>,
 ) -> Vec<T> {
     let nd = la.ndim();
-    let Some(bias) = bias else {
-        let rows: usize = la.shape[..nd.saturating_sub(1)].iter().product();
-        let n = lb.shape.last().copied().unwrap_or(0);
-        let mut out = crate::alloc::filled(rows * n, T::default());
-        matmul_into(a, la, b, lb, &mut out, false);
-        return out;
-    };
-    assert!(
-        nd == 2 && lb.ndim() == 2 && bias.len() == lb.shape[1],
-        "matmul_bias kernel: {:?} @ {:?} + [{}]",
-        la.shape,
-        lb.shape,
-        bias.len()
-    );
-    let mut out: Vec<T> = crate::alloc::with_capacity(la.shape[0] * bias.len());
-    for _ in 0..la.shape[0] {
-        out.extend_from_slice(bias);
-    }
-    matmul_into(a, la, b, lb, &mut out, true);
-    out
-}
-
-/// The batched product into `out` (row-major `[..batch, m, n]`), added to
-/// what `out` holds when `accumulate`, else overwriting it.
-fn matmul_into<T: GemmElement>(
-    a: &[T],
-    la: &Layout,
-    b: &[T],
-    lb: &Layout,
-    out: &mut [T],
-    accumulate: bool,
-) {
-    crate::threads::warn_if_unoptimised();
-    let nd = la.ndim();
     assert!(
         nd >= 2 && lb.ndim() == nd,
         "matmul kernel: ranks {} and {}",
         la.ndim(),
         lb.ndim()
     );
-    let (m, k, n) = (la.shape[nd - 2], la.shape[nd - 1], lb.shape[nd - 1]);
+    if let Some(bias) = bias {
+        assert!(
+            nd == 2 && bias.len() == lb.shape[1],
+            "matmul_bias kernel: {:?} @ {:?} + [{}]",
+            la.shape,
+            lb.shape,
+            bias.len()
+        );
+    }
+    let (m, k) = (la.shape[nd - 2], la.shape[nd - 1]);
     assert!(k == lb.shape[nd - 2], "matmul kernel: inner dims");
+    let n = lb.shape[nd - 1];
+    let len = la.batch_offsets().len() * m * n;
+    let mut out: Vec<T> = crate::alloc::with_capacity(len);
+    match bias {
+        // An empty sum: zeros, or the bias rows.
+        _ if k == 0 => match bias {
+            None => out.resize(len, T::default()),
+            Some(bias) => (0..m).for_each(|_| out.extend_from_slice(bias)),
+        },
+        Some(bias) if !T::FUSED_BIAS => {
+            (0..m).for_each(|_| out.extend_from_slice(bias));
+            matmul_into(a, la, b, lb, Dst::Accumulate(&mut out), None);
+        }
+        _ => {
+            matmul_into(
+                a,
+                la,
+                b,
+                lb,
+                Dst::Overwrite(&mut out.spare_capacity_mut()[..len]),
+                bias,
+            );
+            // SAFETY: `out` was empty with capacity `len`, and `matmul_into`
+            // wrote all `len` outputs (`k > 0`, and every product of every
+            // batch covers its `m x n` block of the destination).
+            unsafe { out.set_len(len) };
+        }
+    }
+    out
+}
+
+/// Where a GEMM writes: fresh memory it overwrites, or outputs it adds to.
+pub(crate) enum Dst<'a, T> {
+    /// Uninitialised slots, each written once.
+    Overwrite(&'a mut [MaybeUninit<T>]),
+    /// Initialised outputs, accumulated into.
+    Accumulate(&'a mut [T]),
+}
+
+impl<T> Dst<'_, T> {
+    fn len(&self) -> usize {
+        match self {
+            Dst::Overwrite(d) => d.len(),
+            Dst::Accumulate(d) => d.len(),
+        }
+    }
+
+    /// Pointer to the first slot, for the GEMM crates' raw entries.
+    fn as_mut_ptr(&mut self) -> *mut T {
+        match self {
+            Dst::Overwrite(d) => d.as_mut_ptr().cast(),
+            Dst::Accumulate(d) => d.as_mut_ptr(),
+        }
+    }
+
+    fn accumulate(&self) -> bool {
+        matches!(self, Dst::Accumulate(_))
+    }
+}
+
+impl<T: Float> Dst<'_, T> {
+    /// The outputs to add to: fresh slots are zeroed first.
+    fn zeroed(&mut self) -> &mut [T] {
+        match self {
+            Dst::Accumulate(d) => d,
+            Dst::Overwrite(d) => {
+                d.iter_mut().for_each(|x| {
+                    x.write(T::zero());
+                });
+                // SAFETY: every slot was written just above, and
+                // `MaybeUninit<T>` has `T`'s layout.
+                unsafe { &mut *(&mut **d as *mut [MaybeUninit<T>] as *mut [T]) }
+            }
+        }
+    }
+}
+
+/// The batched product into `out` (row-major `[..batch, m, n]`), `+ bias`
+/// per column when given (only for an element type with `FUSED_BIAS`).
+/// `k > 0`.
+fn matmul_into<T: GemmElement>(
+    a: &[T],
+    la: &Layout,
+    b: &[T],
+    lb: &Layout,
+    out: Dst<'_, T>,
+    bias: Option<&[T]>,
+) {
+    crate::threads::warn_if_unoptimised();
+    let nd = la.ndim();
+    let (m, k, n) = (la.shape[nd - 2], la.shape[nd - 1], lb.shape[nd - 1]);
     let (a_off, b_off) = (la.batch_offsets(), lb.batch_offsets());
     let batch = a_off.len();
     crate::stats::count_matmul(batch);
@@ -145,13 +215,33 @@ fn matmul_into<T: GemmElement>(
     }
     let (ars, acs) = (la.strides[nd - 2], la.strides[nd - 1]);
     let (brs, bcs) = (lb.strides[nd - 2], lb.strides[nd - 1]);
-    let one = |dst: &mut [T], ao: usize, bo: usize, m: usize, par: Parallelism| {
-        if k == 0 {
-            return; // the sum over an empty inner dim is zero
-        }
+    let one = |dst: Dst<'_, T>, ao: usize, bo: usize, m: usize, par: Parallelism| {
         let (a, b) = (Operand::new(a, ao, ars, acs), Operand::new(b, bo, brs, bcs));
-        T::product((m, n, k), dst, accumulate, a, b, par)
+        T::product((m, n, k), dst, bias, a, b, par)
     };
+    match out {
+        Dst::Overwrite(o) => plan_products(o, (m, n, k), &a_off, &b_off, ars, |d, ao, bo, m, p| {
+            one(Dst::Overwrite(d), ao, bo, m, p)
+        }),
+        Dst::Accumulate(o) => {
+            plan_products(o, (m, n, k), &a_off, &b_off, ars, |d, ao, bo, m, p| {
+                one(Dst::Accumulate(d), ao, bo, m, p)
+            })
+        }
+    }
+}
+
+/// Runs the batch of products over the threads: `f(dst, a_offset,
+/// b_offset, rows, parallelism)` for each piece of `out` a thread takes.
+fn plan_products<U: Send>(
+    out: &mut [U],
+    (m, n, k): (usize, usize, usize),
+    a_off: &[usize],
+    b_off: &[usize],
+    ars: usize,
+    f: impl Fn(&mut [U], usize, usize, usize, Parallelism) + Sync,
+) {
+    let batch = a_off.len();
     let flops = m * n * k;
     const BIG: usize = 128 * 128 * 128;
     let threads = crate::threads::num_threads();
@@ -160,14 +250,14 @@ fn matmul_into<T: GemmElement>(
     // split, so no thread waits on another. Splitting each mid-size product
     // instead left the second core idle (the CNN's conv2, 64 x 288 x 196,
     // ran at the same speed on 1 and 2 threads).
-    let even = batch >= 4 * threads || batch % threads == 0;
+    let even = batch >= 4 * threads || batch.is_multiple_of(threads);
     let batched = threads > 1 && batch >= threads && even && batch * flops >= BIG;
     // Below ~2 MFLOP (e.g. batch-1 layers) waking a second core costs more
     // than it saves: stay on the calling thread, without entering the pool.
     let split = threads > 1 && flops >= BIG;
     if batched {
         par_chunks_mut(out, m * n, |i, dst| {
-            one(dst, a_off[i], b_off[i], m, Parallelism::None)
+            f(dst, a_off[i], b_off[i], m, Parallelism::None)
         });
     } else if split && m >= 64 * threads && flops <= 64 * BIG {
         // Mid-size products (a 256-row batch through a 256-wide layer):
@@ -175,21 +265,21 @@ fn matmul_into<T: GemmElement>(
         // GEMM. gemm's own split of such sizes gave a second core nothing
         // (the seed MLP's b256 inference ran at the same speed on 1 and 2).
         let rows = m.div_ceil(threads).next_multiple_of(8).min(m);
-        for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
+        for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(a_off).zip(b_off) {
             par_chunks_mut(dst, rows * n, |i, d| {
                 let a0 = ao + i * rows * ars;
-                one(d, a0, bo, d.len() / n, Parallelism::None)
+                f(d, a0, bo, d.len() / n, Parallelism::None)
             });
         }
     } else if split {
         install(|threads| {
-            for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
-                one(dst, ao, bo, m, Parallelism::Rayon(threads));
+            for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(a_off).zip(b_off) {
+                f(dst, ao, bo, m, Parallelism::Rayon(threads));
             }
         });
     } else {
-        for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(&a_off).zip(&b_off) {
-            one(dst, ao, bo, m, Parallelism::None);
+        for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(a_off).zip(b_off) {
+            f(dst, ao, bo, m, Parallelism::None);
         }
     }
 }
@@ -197,12 +287,17 @@ fn matmul_into<T: GemmElement>(
 /// An element type the batched matmul multiplies: f32 and f64 through
 /// `gemm`, bf16 through gemmkit's AVX-512 BF16 kernel.
 pub(crate) trait GemmElement: Copy + Send + Sync + 'static {
-    /// `dst = a b`, or `dst += a b` when `accumulate`, for one `[m, k]` by
-    /// `[k, n]` product into a dense row-major `dst` (`k > 0`).
+    /// Whether [`GemmElement::product`] adds a bias in its epilogue;
+    /// otherwise the bias is the destination's starting value.
+    const FUSED_BIAS: bool;
+
+    /// `dst = a b (+ bias)`, or `dst += a b` for an accumulating `dst`, for
+    /// one `[m, k]` by `[k, n]` product into a dense row-major `dst`
+    /// (`k > 0`).
     fn product(
         mnk: (usize, usize, usize),
-        dst: &mut [Self],
-        accumulate: bool,
+        dst: Dst<'_, Self>,
+        bias: Option<&[Self]>,
         a: Operand<'_, Self>,
         b: Operand<'_, Self>,
         par: Parallelism,
@@ -210,56 +305,96 @@ pub(crate) trait GemmElement: Copy + Send + Sync + 'static {
 }
 
 impl<T: Float> GemmElement for T {
+    const FUSED_BIAS: bool = false;
+
     fn product(
         (m, n, k): (usize, usize, usize),
-        dst: &mut [T],
-        accumulate: bool,
+        dst: Dst<'_, T>,
+        _bias: Option<&[T]>,
         a: Operand<'_, T>,
         b: Operand<'_, T>,
         par: Parallelism,
     ) {
+        assert!(
+            dst.len() == m * n && a.fits(m, k) && b.fits(k, n),
+            "matmul kernel: a {m} x {k} by {k} x {n} product does not fit its buffers"
+        );
+        let mut dst = dst;
         if m == 1 && a.cs == 1 && (b.rs == 1 || b.cs == 1) {
             // A row vector times a matrix (batch-1 layers): gemm's m = 1 path
             // runs at ~15% of peak, a vectorised GEMV near memory speed.
             let x = &a.data[a.offset..a.offset + k];
-            return row_times_matrix(x, b.data, b.offset, b.rs, b.cs, k, dst, accumulate);
+            return row_times_matrix(x, b.data, b.offset, b.rs, b.cs, k, dst.zeroed());
         }
-        gemm_tile((m, n, k), dst, accumulate, T::one(), a, b, par)
+        let accumulate = dst.accumulate();
+        // SAFETY: `fits` was checked above and `dst` holds the `m x n`
+        // outputs, initialised when it accumulates.
+        unsafe { gemm_raw((m, n, k), dst.as_mut_ptr(), accumulate, T::one(), a, b, par) }
     }
 }
 
 impl GemmElement for bf16 {
+    const FUSED_BIAS: bool = true;
+
     fn product(
         (m, n, k): (usize, usize, usize),
-        dst: &mut [bf16],
-        accumulate: bool,
+        mut dst: Dst<'_, bf16>,
+        bias: Option<&[bf16]>,
         a: Operand<'_, bf16>,
         b: Operand<'_, bf16>,
         par: Parallelism,
     ) {
         assert!(
-            dst.len() == m * n && a.fits(m, k) && b.fits(k, n),
+            dst.len() == m * n && a.fits(m, k) && b.fits(k, n) && bias.is_none_or(|c| c.len() == n),
             "matmul_bf16 kernel: a {m} x {k} by {k} x {n} product does not fit its buffers"
         );
         let par = match par {
             Parallelism::None => gemmkit::Parallelism::Serial,
             Parallelism::Rayon(t) => gemmkit::Parallelism::Rayon(t),
         };
-        let beta = if accumulate { bf16::ONE } else { bf16::ZERO };
-        gemmkit::gemm(
-            bf16::ONE,
-            a.view(m, k),
-            b.view(k, n),
-            beta,
-            gemmkit::MatMut::from_row_major(dst, m, n),
-            par,
-        );
+        let beta = if dst.accumulate() {
+            bf16::ONE
+        } else {
+            bf16::ZERO
+        };
+        let (bias_ptr, has_bias) = match bias {
+            Some(c) => (c.as_ptr(), true),
+            None => (std::ptr::null(), false),
+        };
+        // SAFETY: `fits` checked that every element of `a` and `b` the
+        // product reads lies inside its slice; `dst` holds exactly the
+        // `m x n` row-major outputs, which gemmkit reads only when `beta` is
+        // 1 (an accumulating, initialised `dst`); the bias has `n` elements
+        // (one per column) and is read only when present; `dst` is a
+        // `&mut` borrow, so it aliases neither operand.
+        unsafe {
+            gemmkit::gemm_fused_unchecked(
+                m,
+                k,
+                n,
+                bf16::ONE,
+                a.data.as_ptr().add(a.offset),
+                a.rs as isize,
+                a.cs as isize,
+                b.data.as_ptr().add(b.offset),
+                b.rs as isize,
+                b.cs as isize,
+                beta,
+                dst.as_mut_ptr(),
+                n as isize,
+                1,
+                bias_ptr,
+                gemmkit::BiasDim::PerCol,
+                has_bias,
+                None,
+                par,
+            )
+        }
     }
 }
 
-/// `dst[j] (+)= sum_i x[i] * b[bo + i*brs + j*bcs]` where either the
+/// `dst[j] += sum_i x[i] * b[bo + i*brs + j*bcs]` where either the
 /// columns (`brs == 1`) or the rows (`bcs == 1`) of `b` are contiguous.
-#[allow(clippy::too_many_arguments)]
 fn row_times_matrix<T: Float>(
     x: &[T],
     b: &[T],
@@ -268,7 +403,6 @@ fn row_times_matrix<T: Float>(
     bcs: usize,
     k: usize,
     dst: &mut [T],
-    accumulate: bool,
 ) {
     let n = dst.len();
     simd(
@@ -276,13 +410,9 @@ fn row_times_matrix<T: Float>(
         || {
             if brs == 1 {
                 for (j, d) in dst.iter_mut().enumerate() {
-                    let v = dot(x, &b[bo + j * bcs..bo + j * bcs + k]);
-                    *d = if accumulate { *d + v } else { v };
+                    *d = *d + dot(x, &b[bo + j * bcs..bo + j * bcs + k]);
                 }
             } else {
-                if !accumulate {
-                    dst.iter_mut().for_each(|d| *d = T::zero());
-                }
                 for (i, &xi) in x.iter().enumerate() {
                     let row = &b[bo + i * brs..bo + i * brs + n];
                     for (d, &v) in dst.iter_mut().zip(row) {
@@ -333,12 +463,6 @@ impl<'a, T> Operand<'a, T> {
         }
     }
 
-    /// The `rows x cols` matrix as gemmkit's strided view.
-    fn view(&self, rows: usize, cols: usize) -> gemmkit::MatRef<'a, T> {
-        let (rs, cs) = (self.rs as isize, self.cs as isize);
-        gemmkit::MatRef::new(&self.data[self.offset..], rows, cols, rs, cs)
-    }
-
     /// Whether an `rows x cols` matrix at these strides lies inside `data`.
     fn fits(&self, rows: usize, cols: usize) -> bool {
         rows == 0
@@ -373,16 +497,35 @@ pub(crate) fn gemm_tile<T: Float>(
         }
         return;
     }
-    // SAFETY: `fits` checked that the highest element each operand reads,
-    // `offset + (rows-1)*rs + (cols-1)*cs`, lies inside its slice, and `dst`
-    // holds exactly the `m x n` row-major outputs gemm writes (and reads
-    // first, with `read_dst`, when accumulating; it is initialised either way).
+    // SAFETY: `fits` checked that every element each operand reads lies
+    // inside its slice, and `dst` holds exactly the `m x n` outputs,
+    // initialised (so reading them when accumulating is sound).
+    unsafe { gemm_raw((m, n, k), dst.as_mut_ptr(), accumulate, alpha, a, b, par) }
+}
+
+/// `gemm` over a raw row-major `[m, n]` destination.
+///
+/// # Safety
+/// `a` and `b` must `fit` their `m x k` and `k x n` matrices, `dst` must be
+/// valid for writes of `m * n` elements, and initialised when `accumulate`
+/// (gemm reads it then; otherwise it only writes).
+unsafe fn gemm_raw<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    accumulate: bool,
+    alpha: T,
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    par: Parallelism,
+) {
+    // SAFETY: the caller's contract above; the operand pointers start at
+    // offsets inside their slices (`fits`).
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
             n as isize,
             accumulate,
@@ -465,6 +608,7 @@ mod tests {
                 (200, 129, 70),
                 (256, 256, 256),
                 (600, 300, 520),
+                (1100, 300, 520),
             ] {
                 let a = values(m * k, 1);
                 let b = values(k * n, 2);
