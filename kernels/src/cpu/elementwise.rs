@@ -52,9 +52,27 @@ where
 /// written straight into the buffer's spare capacity (no zero-fill first),
 /// split across threads when large. The parallel path collected through
 /// rayon item by item before, unvectorised: 13% of a 2-thread inference.
-fn map_dense<T, U>(s: &[T], f: impl Fn(T) -> U + Sync) -> Vec<U>
+pub(crate) fn map_dense<T, U>(s: &[T], f: impl Fn(T) -> U + Sync) -> Vec<U>
 where
     T: Copy + Send + Sync,
+    U: Copy + Send + Sync + 'static,
+{
+    map_dense_with(
+        s,
+        (),
+        #[inline(always)]
+        |x, ()| f(x),
+    )
+}
+
+/// [`map_dense`] of `f(x, c)` for a value `c` shared by every element: `c`
+/// is copied into each loop, so it stays in a register. Read through the
+/// closure's reference it was reloaded per element, and the loop did not
+/// vectorise (`x * 0.125` on bf16 took 2.9 ms for 2M elements).
+fn map_dense_with<T, C, U>(s: &[T], c: C, f: impl Fn(T, C) -> U + Sync) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    C: Copy + Send + Sync,
     U: Copy + Send + Sync + 'static,
 {
     let n = s.len();
@@ -64,8 +82,9 @@ where
         simd(
             #[inline(always)]
             || {
+                let shared = c; // a local copy, not the capture's pointer
                 for (o, &x) in o.iter_mut().zip(x) {
-                    o.write(f(x));
+                    o.write(f(x, shared));
                 }
             },
         )
@@ -124,6 +143,21 @@ where
         // (`out` was empty), and the loops above wrote every one of them.
         unsafe { out.set_len(n) };
         return out;
+    }
+    // A dense view against one broadcast value (`scores * scale`): one
+    // vectorised, threaded pass. As strided rows it coalesced into a single
+    // row that one thread walked without vector code.
+    let scalar = |l: &Layout| n > 0 && l.strides.iter().all(|&s| s == 0);
+    if let (Some(oa), true) = (la.contiguous_offset(), scalar(lb)) {
+        return map_dense_with(&a[oa..oa + n], b[lb.offset], &f);
+    }
+    if let (true, Some(ob)) = (scalar(la), lb.contiguous_offset()) {
+        return map_dense_with(
+            &b[ob..ob + n],
+            a[la.offset],
+            #[inline(always)]
+            |y, x| f(x, y),
+        );
     }
     let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
     let mut out = alloc::filled(n, O::default());
@@ -377,6 +411,30 @@ fn unit_row<'a, T: Copy>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A dense view against a broadcast value, on either side, as a walk.
+    #[test]
+    fn zip_map_with_a_broadcast_value_matches_an_elementwise_walk() {
+        for threads in [1, 2] {
+            crate::threads::set_num_threads(threads);
+            for n in [0, 5, 100_003] {
+                let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+                let dense = Layout::contiguous(&[n]);
+                let value = Layout::contiguous(&[1]).broadcast_to(&[n]);
+                let minus = |x: f32, y: f32| x - y;
+                let left = zip_map(&a, &dense, &[3.0], &value, minus);
+                let right = zip_map(&[3.0], &value, &a, &dense, minus);
+                assert_eq!(left.len(), n);
+                assert_eq!(right.len(), n);
+                for (i, &x) in a.iter().enumerate() {
+                    assert!(
+                        left[i] == x - 3.0 && right[i] == 3.0 - x,
+                        "element {i} of {n}"
+                    );
+                }
+            }
+        }
+    }
 
     /// `select` against a per-element walk of the three views, for dense,
     /// broadcast (stride 0), transposed and offset views, on 1 and 2 threads.
