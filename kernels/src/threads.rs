@@ -149,7 +149,7 @@ pub fn par_chunks_mut2<A: Send, B: Send>(
 ) {
     let (na, nb, ca, cb) = (a.len(), b.len(), ca.max(1), cb.max(1));
     let (pa, pb) = (SharedPtr(a.as_mut_ptr()), SharedPtr(b.as_mut_ptr()));
-    grouped(na.div_ceil(ca), ca, |i| {
+    grouped(na.div_ceil(ca), |i| {
         // SAFETY: both slices are borrowed mutably for this call, which
         // returns after every task; each chunk index runs once.
         let (x, y) = unsafe { (piece(&pa, na, ca, i), piece(&pb, nb, cb, i)) };
@@ -157,14 +157,16 @@ pub fn par_chunks_mut2<A: Send, B: Send>(
     })
 }
 
-/// Runs `f` on chunk indices `0..chunks` across threads, several adjacent
-/// chunks per task when chunks are small: a task claim is an atomic both
-/// cores touch, and per-chunk claims of 3 KiB image planes cost more than
-/// the copies they split (the CNN's col2im ran slower on 2 threads).
-fn grouped(chunks: usize, chunk_len: usize, f: impl Fn(usize) + Sync) {
-    const MIN_TASK: usize = PARALLEL_GRAIN / 4;
-    let most = chunks.div_ceil(4 * num_threads()).max(1);
-    let per = (MIN_TASK / chunk_len.max(1)).clamp(1, most);
+/// Runs `f` on chunk indices `0..chunks` across threads, in one block of
+/// adjacent chunks per thread (OpenMP's static schedule). The calling
+/// thread claims the first block, so a kernel after a row-split GEMM reads
+/// the half that its own core wrote; a block a late helper has not claimed
+/// yet is taken by whoever finishes first. Handing out a quarter block at a
+/// time moved data between the cores' caches and cost a claim each: the
+/// small CNN's 2-thread step ran 4.9 K samples/s that way and 5.9 K with
+/// blocks, inference b256 204 K and 212 K (best of 4 and 8 interleaved runs).
+fn grouped(chunks: usize, f: impl Fn(usize) + Sync) {
+    let per = chunks.div_ceil(num_threads()).max(1);
     parallel_for(chunks.div_ceil(per), |t| {
         (t * per..((t + 1) * per).min(chunks)).for_each(&f)
     })
@@ -184,7 +186,7 @@ pub fn par_chunks_mut3<A: Send, B: Send, C: Send>(
         SharedPtr(b.as_mut_ptr()),
         SharedPtr(c.as_mut_ptr()),
     );
-    grouped(na.div_ceil(ca), ca, |i| {
+    grouped(na.div_ceil(ca), |i| {
         // SAFETY: as in `par_chunks_mut2`.
         let (x, y, z) = unsafe {
             (
@@ -210,7 +212,7 @@ pub fn par_chunks_mut4<A: Send, B: Send, C: Send, D: Send>(
     let (ca, cb, cc, cd) = (ca.max(1), cb.max(1), cc.max(1), cd.max(1));
     let (pa, pb) = (SharedPtr(a.as_mut_ptr()), SharedPtr(b.as_mut_ptr()));
     let (pc, pd) = (SharedPtr(c.as_mut_ptr()), SharedPtr(d.as_mut_ptr()));
-    grouped(na.div_ceil(ca), ca, |i| {
+    grouped(na.div_ceil(ca), |i| {
         // SAFETY: as in `par_chunks_mut2`.
         let (w, x, y, z) = unsafe {
             (
@@ -250,7 +252,7 @@ pub fn par_chunks_mut_many<T: Send>(
         .into_iter()
         .map(|s| SharedPtr(s.as_mut_ptr()))
         .collect();
-    grouped(n.div_ceil(chunk), chunk, |i| {
+    grouped(n.div_ceil(chunk), |i| {
         // SAFETY: every slice is borrowed mutably for this whole call (moved
         // in), `grouped` returns only after every chunk, each index once, so
         // the pieces of different tasks are disjoint.
@@ -274,7 +276,7 @@ pub fn par_chunks_mut_many<T: Send>(
 pub fn par_chunks_mut<T: Send>(data: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     let (n, chunk) = (data.len(), chunk.max(1));
     let base = SharedPtr(data.as_mut_ptr());
-    grouped(n.div_ceil(chunk), chunk, |i| {
+    grouped(n.div_ceil(chunk), |i| {
         // SAFETY: `data` is borrowed mutably for this whole call, and
         // `grouped` returns only after every chunk, each index once.
         f(i, unsafe { piece(&base, n, chunk, i) })
