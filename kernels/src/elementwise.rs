@@ -20,7 +20,7 @@ use crate::Float;
 
 /// A scalar function applied elementwise, generic over the float type it
 /// computes in (f16/bf16 compute in f32); `INT` functions also run on i64.
-pub trait UnaryFn: Sync {
+pub trait UnaryFn: Sync + Send + Copy {
     /// The kernel name: `<NAME>_<dtype>` in the CUDA source.
     const NAME: &'static str;
     /// Whether [`UnaryFn::i`] is defined (integer tensors may use it).
@@ -38,7 +38,7 @@ pub trait UnaryFn: Sync {
 }
 
 /// A scalar function of two operands; see [`UnaryFn`].
-pub trait BinaryFn: Sync {
+pub trait BinaryFn: Sync + Send + Copy {
     /// The kernel name: `<NAME>_<dtype>` in the CUDA source.
     const NAME: &'static str;
     /// Whether [`BinaryFn::i`] is defined.

@@ -60,9 +60,34 @@ where
     T: Copy + Send + Sync,
     U: Copy + Send + Sync + Default + 'static,
 {
+    map_with(
+        src,
+        l,
+        (),
+        #[inline(always)]
+        |x, ()| f(x),
+    )
+}
+
+/// [`map`] of `f(x, c)` for a value `c` every element shares (an op's
+/// parameters): `c` is copied into each loop, so it stays in a register.
+/// Read through a reference, `clamp`'s bounds were reloaded per element and
+/// its loop did not vectorise (2M f32: 1.5 ms against 0.17 for `relu`).
+///
+/// ```
+/// use tapir_kernels::{cpu, Layout};
+/// let y = cpu::map_with(&[1.0f32, -3.0], &Layout::contiguous(&[2]), 2.0, |x, k| x * k);
+/// assert_eq!(y, vec![2.0, -6.0]);
+/// ```
+pub fn map_with<T, C, U>(src: &[T], l: &Layout, c: C, f: impl Fn(T, C) -> U + Sync) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    C: Copy + Send + Sync,
+    U: Copy + Send + Sync + Default + 'static,
+{
     let n = l.numel();
     if let Some(off) = l.contiguous_offset() {
-        return map_dense(&src[off..off + n], f);
+        return map_dense_with(&src[off..off + n], c, f);
     }
     let (shape, strides) = coalesce(&l.shape, &[&l.strides]);
     let mut out = alloc::filled(n, U::default());
@@ -78,7 +103,7 @@ where
             start + chunk.len() / len.max(1),
             |[b], len, [s]| {
                 for i in 0..len {
-                    chunk[pos + i] = f(src[b + i * s]);
+                    chunk[pos + i] = f(src[b + i * s], c);
                 }
                 pos += len;
             },

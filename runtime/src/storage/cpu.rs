@@ -156,29 +156,33 @@ impl CpuBuffer {
 
     pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> CpuBuffer {
         match self {
-            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::map(
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::map_with(
                 v,
                 l,
+                *op,
                 #[inline(always)]
-                |x| op.f(x),
+                |x, op| op.f(x),
             )),
-            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::map(
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::map_with(
                 v,
                 l,
+                *op,
                 #[inline(always)]
-                |x| op.f(x),
+                |x, op| op.f(x),
             )),
-            CpuBuffer::F16(v) => CpuBuffer::F16(cpu::map(
+            CpuBuffer::F16(v) => CpuBuffer::F16(cpu::map_with(
                 v,
                 l,
+                *op,
                 #[inline(always)]
-                |x| f16::from_f32(op.f(x.to_f32())),
+                |x, op| f16::from_f32(op.f(x.to_f32())),
             )),
-            CpuBuffer::BF16(v) => CpuBuffer::BF16(cpu::map(
+            CpuBuffer::BF16(v) => CpuBuffer::BF16(cpu::map_with(
                 v,
                 l,
+                *op,
                 #[inline(always)]
-                |x| cpu::bf16_from_f32(op.f(x.to_f32())),
+                |x, op| cpu::bf16_from_f32(op.f(x.to_f32())),
             )),
             other if F::INT => {
                 let r = other.cast(l, DType::I64);
