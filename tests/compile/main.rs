@@ -38,7 +38,10 @@ include!("../../examples/models/small_cnn.rs");
 
 use std::sync::{Mutex, MutexGuard};
 use tapir::compile::{CompileOptions, Explanation, compile_with, fused_launches};
-use tapir::nn::{Dropout, Forward, Linear, Module, Sequential, TensorKind, cross_entropy};
+use tapir::nn::{
+    CrossEntropyOptions, Dropout, Forward, Linear, Module, Reduction, Sequential, TensorKind,
+    cross_entropy, cross_entropy_with,
+};
 use tapir::optim::{AdamW, AdamWConfig, Optimizer, SGD, SgdConfig, clip_grad_norm_};
 use tapir::{Error, Generator, Tensor, compile, manual_seed};
 

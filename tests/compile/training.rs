@@ -283,3 +283,73 @@ fn batch_norm_replays_with_its_running_statistics() {
     let e = compiled.explain();
     assert!(e.graph_breaks.is_empty() && e.replays == 2, "{e:?}");
 }
+
+/// A model whose forward ends in its loss: a linear layer, then cross
+/// entropy with class weights, label smoothing and an ignored class against
+/// targets it holds as a buffer.
+struct WithLoss {
+    lin: Linear,
+    target: Tensor,
+    options: CrossEntropyOptions,
+}
+
+impl Module for WithLoss {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.lin.visit(f);
+        f("target", &self.target, TensorKind::Buffer);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.lin.visit_mut(f);
+        f("target", &mut self.target, TensorKind::Buffer);
+    }
+    fn repr(&self) -> String {
+        "WithLoss".into()
+    }
+}
+
+impl Forward for WithLoss {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        cross_entropy_with(&self.lin.forward(x), &self.target, &self.options)
+    }
+}
+
+#[test]
+fn a_cross_entropy_inside_the_forward_replays_with_its_options() {
+    let _serial = serial();
+    for reduction in [Reduction::Mean, Reduction::Sum, Reduction::None] {
+        let make = || {
+            manual_seed(4);
+            WithLoss {
+                lin: Linear::new(6, 5, true),
+                target: Tensor::from_vec(vec![0i64, 3, 1, 4, 1, 2, 0, 3], &[8]),
+                options: CrossEntropyOptions {
+                    weight: Some(Tensor::from_vec(vec![1.0f32, 0.5, 2.0, 1.5, 0.25], &[5])),
+                    ignore_index: 1,
+                    reduction,
+                    label_smoothing: 0.1,
+                },
+            }
+        };
+        let eager = make();
+        let opts = CompileOptions {
+            fullgraph: true,
+            ..CompileOptions::default()
+        };
+        let compiled = compile_with(make(), opts);
+        let g = Generator::new(5);
+        for _ in 0..3 {
+            let x = Tensor::randn_with(&[8, 6], &g);
+            let le = eager.forward(&x);
+            let lc = compiled.try_forward(&x).expect("no graph break");
+            let what = format!("{reduction:?}: the loss, bit for bit");
+            assert_eq!(le.to_vec::<f32>(), lc.to_vec::<f32>(), "{what}");
+            assert_same_grads((&eager, &le), (&compiled, &lc), |l| l.sum(), 0.0, &what);
+        }
+        let e = compiled.explain();
+        assert!(e.graphs == 1 && e.graph_breaks.is_empty(), "{e:?}");
+        assert_eq!(
+            e.replays, 2,
+            "the first call records, the next two replay: {e:?}"
+        );
+    }
+}

@@ -155,6 +155,15 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             ]
         },
         "log_softmax" => |a| vec![a.x(0).log_softmax(a.int("dim") as isize)],
+        "cross_entropy" => |a| {
+            let o = crate::nn::CrossEntropyOptions {
+                weight: a.opt(2).cloned(),
+                ignore_index: a.int("ignore_index"),
+                reduction: crate::nn::Reduction::from_code(a.int("reduction")),
+                label_smoothing: a.float("label_smoothing"),
+            };
+            vec![crate::nn::cross_entropy_with(a.x(0), a.x(1), &o)]
+        },
         "embedding" => |a| vec![a.x(0).embedding(a.x(1))],
         "index_select" => |a| vec![a.x(0).index_select(a.int("dim") as isize, a.x(1))],
         "scaled_dot_product_attention" => |a| {

@@ -26,6 +26,27 @@ pub enum Reduction {
     Sum,
 }
 
+impl Reduction {
+    /// PyTorch's enum value (`torch.nn._reduction`): none 0, mean 1, sum 2;
+    /// how a recorded loss keeps its reduction.
+    pub(crate) fn code(self) -> i64 {
+        match self {
+            Reduction::None => 0,
+            Reduction::Mean => 1,
+            Reduction::Sum => 2,
+        }
+    }
+
+    /// The reduction of [`Reduction::code`].
+    pub(crate) fn from_code(code: i64) -> Reduction {
+        match code {
+            0 => Reduction::None,
+            2 => Reduction::Sum,
+            _ => Reduction::Mean,
+        }
+    }
+}
+
 fn reduce(l: Tensor, r: Reduction) -> Tensor {
     match r {
         Reduction::None => l,
@@ -82,9 +103,19 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
 /// assert!((cross_entropy_with(&logits, &y, &o).item::<f32>() - 4f32.ln()).abs() < 1e-6);
 /// ```
 pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
-    crate::trace::op("cross_entropy", [logits, target], Vec::new, || {
-        cross_entropy_untraced(logits, target, o)
-    })
+    use crate::trace::Attr;
+    crate::trace::op(
+        "cross_entropy",
+        [Some(logits), Some(target), o.weight.as_ref()],
+        || {
+            vec![
+                ("ignore_index", Attr::Int(o.ignore_index)),
+                ("reduction", Attr::Int(o.reduction.code())),
+                ("label_smoothing", Attr::Float(o.label_smoothing)),
+            ]
+        },
+        || cross_entropy_untraced(logits, target, o),
+    )
 }
 
 fn cross_entropy_untraced(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
