@@ -1,4 +1,4 @@
-//! Criterion benches of the core kernels: matmul (elements = FLOPs, so the
+//! Criterion benches of the core kernels: matmul in f32 and bf16 (elements = FLOPs, so the
 //! throughput column reads as FLOP/s), elementwise add and gelu (bytes moved),
 //! softmax and sum, the small CNN's pooling and convolutions, and the char
 //! transformer's attention (fused against plain ops, forward and backward).
@@ -20,6 +20,11 @@ fn matmul(c: &mut Criterion) {
         g.throughput(Throughput::Elements(2 * (n as u64).pow(3)));
         g.bench_with_input(BenchmarkId::from_parameter(n), &n, |bench, _| {
             bench.iter(|| black_box(a.matmul(&b)))
+        });
+        // bf16 (gemmkit's AVX-512 BF16 kernel where the CPU has one).
+        let (a16, b16) = (a.to_dtype(DType::BF16), b.to_dtype(DType::BF16));
+        g.bench_with_input(BenchmarkId::new("bf16", n), &n, |bench, _| {
+            bench.iter(|| black_box(a16.matmul(&b16)))
         });
     }
     g.finish();
