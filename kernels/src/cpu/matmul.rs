@@ -367,46 +367,24 @@ impl GemmElement for bf16 {
         // aliases neither operand; a bias has `n` elements, one per column.
         unsafe {
             let (a_ptr, b_ptr) = (a_ptr.add(a.offset), b_ptr.add(b.offset));
+            // The shared leading arguments of gemmkit's two raw entries.
+            macro_rules! product {
+                ($entry:path, $($tail:expr),+) => {
+                    $entry(m, k, n, bf16::ONE, a_ptr, ars, acs, b_ptr, brs, bcs, beta, c_ptr,
+                        n as isize, 1, $($tail),+)
+                };
+            }
             match bias {
                 // The fused entry runs its epilogue even without a bias: 14%
                 // slower on attention's 128 x 64 x 128 products.
-                None => gemmkit::gemm_unchecked(
-                    m,
-                    k,
-                    n,
-                    bf16::ONE,
-                    a_ptr,
-                    ars,
-                    acs,
-                    b_ptr,
-                    brs,
-                    bcs,
-                    beta,
-                    c_ptr,
-                    n as isize,
-                    1,
-                    par,
-                ),
-                Some(c) => gemmkit::gemm_fused_unchecked(
-                    m,
-                    k,
-                    n,
-                    bf16::ONE,
-                    a_ptr,
-                    ars,
-                    acs,
-                    b_ptr,
-                    brs,
-                    bcs,
-                    beta,
-                    c_ptr,
-                    n as isize,
-                    1,
+                None => product!(gemmkit::gemm_unchecked, par),
+                Some(c) => product!(
+                    gemmkit::gemm_fused_unchecked,
                     c.as_ptr(),
                     gemmkit::BiasDim::PerCol,
                     true,
                     None,
-                    par,
+                    par
                 ),
             }
         }
@@ -491,10 +469,10 @@ impl<'a, T> Operand<'a, T> {
     }
 }
 
-/// One product into a dense row-major `dst` `[m, n]`: `dst = alpha · a b`,
-/// or `dst += alpha · a b` when `accumulate`, for `a` `[m, k]` and `b`
-/// `[k, n]` — every GEMM the kernels run (matmul's products, the tiles of
-/// fused attention) goes through here.
+/// One product into a dense, initialised row-major `dst` `[m, n]`:
+/// `dst = alpha · a b`, or `dst += alpha · a b` when `accumulate`, for `a`
+/// `[m, k]` and `b` `[k, n]` (the tiles of fused attention). It and
+/// matmul's f32/f64 products share `gemm_raw`.
 pub(crate) fn gemm_tile<T: Float>(
     (m, n, k): (usize, usize, usize),
     dst: &mut [T],

@@ -16,14 +16,22 @@ pub fn softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
         len,
         #[inline(always)]
         |_, src, dst| {
-            let max = lanes_max(src);
-            let max = if max.is_finite() { max } else { T::zero() };
-            dst.copy_from_slice(src);
-            let sum = exp_shifted_sum(dst, max);
+            let (_, sum) = exp_row(src, dst);
             let inv = T::one() / sum;
             dst.iter_mut().for_each(|d| *d = *d * inv);
         },
     )
+}
+
+/// Writes `exp(x - max)` of the row `src` into `dst` and returns the max
+/// (0 for a row without a finite one) and the sum: the first half of softmax
+/// and log-softmax.
+#[inline(always)]
+fn exp_row<T: Float>(src: &[T], dst: &mut [T]) -> (T, T) {
+    let max = lanes_max(src);
+    let max = if max.is_finite() { max } else { T::zero() };
+    dst.copy_from_slice(src);
+    (max, exp_shifted_sum(dst, max))
 }
 
 /// Log-softmax of each row: `x - max - log(sum(exp(x - max)))`.
@@ -33,10 +41,7 @@ pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
         len,
         #[inline(always)]
         |_, src, dst| {
-            let max = lanes_max(src);
-            let max = if max.is_finite() { max } else { T::zero() };
-            dst.copy_from_slice(src);
-            let sum = exp_shifted_sum(dst, max);
+            let (max, sum) = exp_row(src, dst);
             let shift = max + sum.ln();
             for (d, &v) in dst.iter_mut().zip(src) {
                 *d = v - shift;
