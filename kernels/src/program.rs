@@ -115,6 +115,10 @@ instructions!(
         Gelu,
         /// The derivative of the exact GELU.
         GeluGrad,
+        /// `x · min(max(x + 3, 0), 6) / 6`.
+        Hardswish,
+        /// The derivative of hardswish.
+        HardswishGrad,
     ]
 );
 
@@ -132,6 +136,23 @@ instructions!(
         Div,
     ]
 );
+
+impl Unary {
+    /// Whether this is another row's derivative (`Step`, `SiluGrad`,
+    /// `GeluGrad`, `HardswishGrad`): backward programs use them, and they
+    /// have no derivative of their own here.
+    ///
+    /// ```
+    /// use tapir_kernels::program::Unary;
+    /// assert!(Unary::GeluGrad.is_derivative() && !Unary::Gelu.is_derivative());
+    /// ```
+    pub fn is_derivative(self) -> bool {
+        matches!(
+            self,
+            Unary::Step | Unary::SiluGrad | Unary::GeluGrad | Unary::HardswishGrad
+        )
+    }
+}
 
 /// One instruction; operands name earlier instructions by index.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -204,14 +225,12 @@ impl Program {
     }
 
     /// Whether reverse-mode differentiation knows every instruction (the
-    /// derivative rows `Step`, `SiluGrad` and `GeluGrad` have none).
+    /// derivative rows have none: [`Unary::is_derivative`]).
     pub fn differentiable(&self) -> bool {
-        !self.insts.iter().any(|i| {
-            matches!(
-                i,
-                Inst::Unary(Unary::Step | Unary::SiluGrad | Unary::GeluGrad, _)
-            )
-        })
+        !self
+            .insts
+            .iter()
+            .any(|i| matches!(i, Inst::Unary(u, _) if u.is_derivative()))
     }
 
     /// The backward program of a one-output program: its inputs are this
@@ -445,6 +464,10 @@ fn unary_grad(e: &mut Emit, op: Unary, x: usize, y: usize, a: usize) -> Option<u
             let s = e.un(Unary::GeluGrad, x);
             e.bin(Mul, a, s)
         }
+        Unary::Hardswish => {
+            let s = e.un(Unary::HardswishGrad, x);
+            e.bin(Mul, a, s)
+        }
         Unary::Abs => {
             let s = e.un(Unary::Sign, x);
             e.bin(Mul, a, s)
@@ -467,7 +490,9 @@ fn unary_grad(e: &mut Emit, op: Unary, x: usize, y: usize, a: usize) -> Option<u
             let d = e.bin(Mul, ex, k);
             e.bin(Mul, a, d)
         }
-        Unary::Sign | Unary::Step | Unary::SiluGrad | Unary::GeluGrad => return None,
+        Unary::Sign | Unary::Step | Unary::SiluGrad | Unary::GeluGrad | Unary::HardswishGrad => {
+            return None;
+        }
     })
 }
 

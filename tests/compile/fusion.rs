@@ -286,3 +286,39 @@ fn square_and_square_root_powers_fuse() {
         vec![vec!["mul", "square", "sigmoid", "add", "powf"]]
     );
 }
+
+/// `hardswish(h) * tanh(h)`: hardswish fuses, and its fused backward uses
+/// the same derivative row as eager's.
+struct Swish(Linear);
+
+module_of_linear!(Swish);
+
+impl Forward for Swish {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        &h.hardswish() * &h.tanh()
+    }
+}
+
+#[test]
+fn hardswish_fuses_forward_and_backward() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Swish(Linear::new(5, 40, true)));
+    let compiled = compile(compiled);
+    // Scaled so that h crosses both of hardswish's kinks (-3 and 3).
+    let x = &Tensor::randn_with(&[8, 5], &Generator::new(19)) * 3.0;
+    compiled.forward(&x); // records
+    let (want, got) = (eager.forward(&x), compiled.forward(&x));
+    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
+    assert_same_grads(
+        (&eager, &want),
+        (&compiled, &got),
+        Tensor::sum,
+        1e-6,
+        "hardswish",
+    );
+    assert_eq!(
+        compiled.explain().fused,
+        vec![vec!["hardswish", "tanh", "mul"]]
+    );
+}

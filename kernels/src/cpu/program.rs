@@ -168,8 +168,27 @@ fn unary_loop(op: Unary, src: &[f32], dst: &mut [f32]) {
         };
     }
     arms!(
-        Neg, Abs, Sign, Exp, Log, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Erf, Sigmoid, Relu, Step,
-        Silu, SiluGrad, Gelu, GeluGrad
+        Neg,
+        Abs,
+        Sign,
+        Exp,
+        Log,
+        Log1p,
+        Sqrt,
+        Rsqrt,
+        Sin,
+        Cos,
+        Tanh,
+        Erf,
+        Sigmoid,
+        Relu,
+        Step,
+        Silu,
+        SiluGrad,
+        Gelu,
+        GeluGrad,
+        Hardswish,
+        HardswishGrad
     )
 }
 

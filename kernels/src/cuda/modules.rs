@@ -333,12 +333,10 @@ mod tests {
             println!("SKIPPED: NVRTC not found");
             return;
         }
-        // The derivative rows (step, silu_grad, gelu_grad) come in through
-        // the backward.
-        let derivative = |u: &&Unary| matches!(u, Unary::Step | Unary::SiluGrad | Unary::GeluGrad);
+        // The derivative rows come in through the backward.
         let unary: Vec<Unary> = Unary::ALL
             .iter()
-            .filter(|u| !derivative(u))
+            .filter(|u| !u.is_derivative())
             .copied()
             .collect();
         let mut insts = vec![

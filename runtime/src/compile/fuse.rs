@@ -43,6 +43,7 @@ fn kind(name: &str) -> Option<Kind> {
         "relu" => Kind::Unary(Unary::Relu),
         "silu" => Kind::Unary(Unary::Silu),
         "gelu" => Kind::Unary(Unary::Gelu),
+        "hardswish" => Kind::Unary(Unary::Hardswish),
         _ => return None,
     })
 }
