@@ -322,3 +322,35 @@ fn hardswish_fuses_forward_and_backward() {
         vec![vec!["hardswish", "tanh", "mul"]]
     );
 }
+
+/// `gelu_tanh(h) + h`: the tanh GELU (a composite) fuses as eager's
+/// instructions, so the forward keeps eager's bits.
+struct TanhGelu(Linear);
+
+module_of_linear!(TanhGelu);
+
+impl Forward for TanhGelu {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        &h.gelu_tanh() + &h
+    }
+}
+
+#[test]
+fn the_tanh_gelu_fuses_with_eagers_bits() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| TanhGelu(Linear::new(6, 30, true)));
+    let compiled = compile(compiled);
+    let x = &Tensor::randn_with(&[7, 6], &Generator::new(20)) * 2.0;
+    compiled.forward(&x); // records
+    let (want, got) = (eager.forward(&x), compiled.forward(&x));
+    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
+    assert_same_grads(
+        (&eager, &want),
+        (&compiled, &got),
+        Tensor::sum,
+        1e-6,
+        "gelu_tanh",
+    );
+    assert_eq!(compiled.explain().fused, vec![vec!["gelu_tanh", "add"]]);
+}

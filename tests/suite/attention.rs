@@ -24,6 +24,20 @@ fn run(qkv: &[Tensor; 3], causal: bool, scale: Option<f64>) -> Vec<Tensor> {
     ]
 }
 
+/// Largest `|a - b|` over the larger of `b`'s largest element and 1, the
+/// inputs' scale. A gradient that is zero in exact arithmetic (`dq` of a
+/// causal query that sees one key) is rounding noise on both paths; over
+/// its own largest element that noise read as 1e-4, so the check failed or
+/// passed with the draw.
+fn diff_on_unit_scale(a: &Tensor, b: &Tensor) -> f64 {
+    let (a, b) = (a.to_vec::<f64>(), b.to_vec::<f64>());
+    let scale = b.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+    a.iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs() / scale)
+        .fold(0.0, f64::max)
+}
+
 /// Shapes that leave partial tiles, L > S, L < S, heads as leading dims.
 fn cases() -> Vec<([usize; 4], usize, usize, bool)> {
     vec![
@@ -36,12 +50,14 @@ fn cases() -> Vec<([usize; 4], usize, usize, bool)> {
 
 #[test]
 fn flash_attention_matches_its_composition_in_f64_and_f32() {
-    tapir::manual_seed(7);
+    // Its own generator: other tests draw from the global one at the same
+    // time, so inputs drawn there changed from run to run.
+    let g = Generator::new(7);
     for (dtype, tol) in [(DType::F64, 1e-12), (DType::F32, 2e-6)] {
         for ([b, h, l, e], s, ev, causal) in cases() {
-            let q = Tensor::randn(&[b, h, l, e]).to_dtype(dtype);
-            let k = Tensor::randn(&[b, h, s, e]).to_dtype(dtype);
-            let v = Tensor::randn(&[b, h, s, ev]).to_dtype(dtype);
+            let q = Tensor::randn_with(&[b, h, l, e], &g).to_dtype(dtype);
+            let k = Tensor::randn_with(&[b, h, s, e], &g).to_dtype(dtype);
+            let v = Tensor::randn_with(&[b, h, s, ev], &g).to_dtype(dtype);
             let qkv = [q, k, v];
             let flash = sdpa_kernel(&[SdpBackend::Flash], || run(&qkv, causal, Some(0.3)));
             let math = sdpa_kernel(&[SdpBackend::Math], || run(&qkv, causal, Some(0.3)));
@@ -50,10 +66,10 @@ fn flash_attention_matches_its_composition_in_f64_and_f32() {
                 .zip(flash.iter().zip(&math))
             {
                 assert_eq!(f.dtype(), dtype);
-                let d = max_rel_diff(f, m);
+                let d = diff_on_unit_scale(f, m);
                 assert!(
                     d <= tol,
-                    "{dtype} q [{b}, {h}, {l}, {e}] s {s} causal {causal}: {what} differs by {d:e} (relative to its largest element)"
+                    "{dtype} q [{b}, {h}, {l}, {e}] s {s} causal {causal}: {what} differs by {d:e} (relative to its largest element, or to 1)"
                 );
             }
         }

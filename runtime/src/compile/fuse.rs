@@ -19,6 +19,8 @@ enum Kind {
     Dropout(f64),
     /// `x * x` (`square`, `powf(2)`).
     Square,
+    /// `gelu_tanh`: eager's composite, instruction for instruction.
+    GeluTanh,
 }
 
 fn kind(name: &str) -> Option<Kind> {
@@ -44,6 +46,7 @@ fn kind(name: &str) -> Option<Kind> {
         "silu" => Kind::Unary(Unary::Silu),
         "gelu" => Kind::Unary(Unary::Gelu),
         "hardswish" => Kind::Unary(Unary::Hardswish),
+        "gelu_tanh" => Kind::GeluTanh,
         _ => return None,
     })
 }
@@ -290,6 +293,10 @@ fn program(
                 let x = operand(0, &mut insts);
                 Inst::Binary(Binary::Mul, x, x)
             }
+            Kind::GeluTanh => {
+                let x = operand(0, &mut insts);
+                gelu_tanh(&mut insts, x)
+            }
             Kind::Dropout(keep) => {
                 let x = operand(0, &mut insts);
                 seeds += 1;
@@ -311,4 +318,30 @@ fn program(
     };
     let names = members.iter().map(|&m| ops[m].name).collect();
     (FusedKernel::new(program, names), ext)
+}
+
+/// Pushes `Tensor::gelu_tanh`'s composite on `x` in eager's order, the
+/// same rows and f32 constants, so the fused forward keeps eager's bits:
+/// `0.5 x (1 + tanh(√(2/π) (x + 0.044715 x·x·x)))`. Returns its last
+/// instruction, for the caller to push.
+fn gelu_tanh(insts: &mut Vec<Inst>, x: usize) -> Inst {
+    let mut push = |i: Inst| {
+        insts.push(i);
+        insts.len() - 1
+    };
+    let x2 = push(Inst::Binary(Binary::Mul, x, x));
+    let x3 = push(Inst::Binary(Binary::Mul, x2, x));
+    // Eager's f64 scalars become f32 the same way (`as f32`).
+    let (kappa, beta): (f64, f64) = (0.044715, (2.0 / std::f64::consts::PI).sqrt());
+    let c = push(Inst::Const(kappa as f32));
+    let t = push(Inst::Binary(Binary::Mul, x3, c));
+    let s = push(Inst::Binary(Binary::Add, x, t));
+    let k = push(Inst::Const(beta as f32));
+    let inner = push(Inst::Binary(Binary::Mul, s, k));
+    let th = push(Inst::Unary(Unary::Tanh, inner));
+    let one = push(Inst::Const(1.0));
+    let p = push(Inst::Binary(Binary::Add, th, one));
+    let half = push(Inst::Const(0.5));
+    let h = push(Inst::Binary(Binary::Mul, x, half));
+    Inst::Binary(Binary::Mul, h, p)
 }

@@ -216,8 +216,11 @@ impl Tensor {
     /// GELU with the tanh approximation (`approximate='tanh'`), a composite.
     pub fn gelu_tanh(&self) -> Tensor {
         trace::op("gelu_tanh", [self], Vec::new, || {
+            // x³ as `x * x * x`, as PyTorch's kernel computes it (and as a
+            // fused program can: it has no `powf`).
             let k = (2.0 / std::f64::consts::PI).sqrt();
-            let inner = &(self + &(&self.powf(3.0) * 0.044715)) * k;
+            let cube = &(self * self) * self;
+            let inner = &(self + &(&cube * 0.044715)) * k;
             &(self * 0.5) * &(inner.tanh() + 1.0)
         })
     }
