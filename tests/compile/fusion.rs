@@ -252,6 +252,24 @@ fn attention_from_plain_ops_takes_the_fused_scaled_softmax() {
     assert_eq!(softmaxes, 2, "one per block: {:?}", e.rewrites);
 }
 
+/// Compiles a twin of `make()`'s model, records on `x`, and checks the
+/// replay: the forward bit for bit eager's, every gradient of its sum
+/// within 1e-6, and one fused kernel of the ops `fused` names.
+fn assert_fuses_like_eager<M: Module + Forward>(
+    make: impl Fn() -> M,
+    x: &Tensor,
+    what: &str,
+    fused: &[&str],
+) {
+    let (eager, compiled) = twins(make);
+    let compiled = compile(compiled);
+    compiled.forward(x); // records
+    let (want, got) = (eager.forward(x), compiled.forward(x));
+    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>(), "{what}");
+    assert_same_grads((&eager, &want), (&compiled, &got), Tensor::sum, 1e-6, what);
+    assert_eq!(compiled.explain().fused, vec![fused.to_vec()], "{what}");
+}
+
 /// `sqrt((0.5 h)² + σ(h))`: `square` and `powf(0.5)` fuse with the bits
 /// of `powf`'s own 2 and 0.5 cases.
 struct Powers(Linear);
@@ -268,22 +286,11 @@ impl Forward for Powers {
 #[test]
 fn square_and_square_root_powers_fuse() {
     let _serial = serial();
-    let (eager, compiled) = twins(|| Powers(Linear::new(7, 9, true)));
-    let compiled = compile(compiled);
-    let x = Tensor::randn_with(&[6, 7], &Generator::new(18));
-    compiled.forward(&x); // records
-    let (want, got) = (eager.forward(&x), compiled.forward(&x));
-    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
-    assert_same_grads(
-        (&eager, &want),
-        (&compiled, &got),
-        Tensor::sum,
-        1e-6,
+    assert_fuses_like_eager(
+        || Powers(Linear::new(7, 9, true)),
+        &Tensor::randn_with(&[6, 7], &Generator::new(18)),
         "powers",
-    );
-    assert_eq!(
-        compiled.explain().fused,
-        vec![vec!["mul", "square", "sigmoid", "add", "powf"]]
+        &["mul", "square", "sigmoid", "add", "powf"],
     );
 }
 
@@ -303,23 +310,12 @@ impl Forward for Swish {
 #[test]
 fn hardswish_fuses_forward_and_backward() {
     let _serial = serial();
-    let (eager, compiled) = twins(|| Swish(Linear::new(5, 40, true)));
-    let compiled = compile(compiled);
     // Scaled so that h crosses both of hardswish's kinks (-3 and 3).
-    let x = &Tensor::randn_with(&[8, 5], &Generator::new(19)) * 3.0;
-    compiled.forward(&x); // records
-    let (want, got) = (eager.forward(&x), compiled.forward(&x));
-    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
-    assert_same_grads(
-        (&eager, &want),
-        (&compiled, &got),
-        Tensor::sum,
-        1e-6,
+    assert_fuses_like_eager(
+        || Swish(Linear::new(5, 40, true)),
+        &(&Tensor::randn_with(&[8, 5], &Generator::new(19)) * 3.0),
         "hardswish",
-    );
-    assert_eq!(
-        compiled.explain().fused,
-        vec![vec!["hardswish", "tanh", "mul"]]
+        &["hardswish", "tanh", "mul"],
     );
 }
 
@@ -339,18 +335,10 @@ impl Forward for TanhGelu {
 #[test]
 fn the_tanh_gelu_fuses_with_eagers_bits() {
     let _serial = serial();
-    let (eager, compiled) = twins(|| TanhGelu(Linear::new(6, 30, true)));
-    let compiled = compile(compiled);
-    let x = &Tensor::randn_with(&[7, 6], &Generator::new(20)) * 2.0;
-    compiled.forward(&x); // records
-    let (want, got) = (eager.forward(&x), compiled.forward(&x));
-    assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>());
-    assert_same_grads(
-        (&eager, &want),
-        (&compiled, &got),
-        Tensor::sum,
-        1e-6,
+    assert_fuses_like_eager(
+        || TanhGelu(Linear::new(6, 30, true)),
+        &(&Tensor::randn_with(&[7, 6], &Generator::new(20)) * 2.0),
         "gelu_tanh",
+        &["gelu_tanh", "add"],
     );
-    assert_eq!(compiled.explain().fused, vec![vec!["gelu_tanh", "add"]]);
 }

@@ -112,7 +112,8 @@ fn product<T: GemmElement + Default>(
     let (m, k) = (la.shape[nd - 2], la.shape[nd - 1]);
     assert!(k == lb.shape[nd - 2], "matmul kernel: inner dims");
     let n = lb.shape[nd - 1];
-    let len = la.batch_offsets().len() * m * n;
+    let batch: usize = la.shape[..nd - 2].iter().product();
+    let len = batch * m * n;
     let mut out: Vec<T> = crate::alloc::with_capacity(len);
     match bias {
         // An empty sum: zeros, or the bias rows.

@@ -283,7 +283,11 @@ impl CpuBuffer {
         let CpuBuffer::Bool(cond) = cond else {
             unreachable!("where: the condition is bool, got {}", cond.dtype())
         };
-        with_vec!(a, av => select_typed(cond, lc, av, la, b, lb))
+        with_vec!(a, av => {
+            // `where_` casts both values to their promoted dtype first.
+            let bv = Wrap::peek(b).expect("where kernel: both values have one dtype");
+            Wrap::wrap(cpu::select(cond, lc, av, la, bv, lb))
+        })
     }
 
     /// Sum over `dims` (floats keep their dtype, integers and bool sum to i64).
@@ -402,31 +406,6 @@ impl CpuBuffer {
                 let n = r.len();
                 F32(r).cast(&Layout::contiguous(&[n]), a.dtype())
             }
-        }
-    }
-}
-
-/// `cond ? a : b` with `b` converted to `a`'s type if it is not already.
-fn select_typed<T: Wrap>(
-    cond: &[bool],
-    lc: &Layout,
-    a: &[T],
-    la: &Layout,
-    b: &CpuBuffer,
-    lb: &Layout,
-) -> CpuBuffer {
-    match T::peek(b) {
-        Some(bv) => T::wrap(cpu::select(cond, lc, a, la, bv, lb)),
-        None => {
-            let bc: Vec<T> = b.to_vec(lb);
-            T::wrap(cpu::select(
-                cond,
-                lc,
-                a,
-                la,
-                &bc,
-                &Layout::contiguous(&lb.shape),
-            ))
         }
     }
 }
