@@ -16,6 +16,7 @@ mod reduce;
 mod softmax;
 mod strided;
 mod sum;
+mod transpose;
 
 pub use attention::{
     AttentionDims, AttentionForward, Rows, TILE as ATTENTION_TILE, attention_backward,
@@ -39,3 +40,4 @@ pub use softmax::{
 pub use strided::coalesce;
 pub(crate) use strided::for_rows;
 pub use sum::sum;
+pub use transpose::transpose_into;
