@@ -210,6 +210,19 @@ pub fn empty_cache() {
     drop(drained); // outside the lock
 }
 
+/// Slots every one of which a kernel has written, as values: for kernels
+/// that write a fresh buffer's spare capacity (no zero fill first) and then
+/// read what they wrote.
+///
+/// # Safety
+/// Every slot of `s` must have been written.
+#[inline(always)]
+pub(crate) unsafe fn written<T>(s: &mut [std::mem::MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: every slot is initialised (the caller's contract), and
+    // `MaybeUninit<T>` has `T`'s layout.
+    unsafe { &mut *(s as *mut [std::mem::MaybeUninit<T>] as *mut [T]) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -181,9 +181,8 @@ impl<T: Float> Dst<'_, T> {
                 d.iter_mut().for_each(|x| {
                     x.write(T::zero());
                 });
-                // SAFETY: every slot was written just above, and
-                // `MaybeUninit<T>` has `T`'s layout.
-                unsafe { &mut *(&mut **d as *mut [MaybeUninit<T>] as *mut [T]) }
+                // SAFETY: every slot was written just above.
+                unsafe { crate::alloc::written(d) }
             }
         }
     }

@@ -155,7 +155,7 @@ fn layer_norm_impl<T: Float>(
                         },
                     );
                     // SAFETY: the loop just above wrote every slot of `s`.
-                    row(unsafe { written(s) }, y, m, r);
+                    row(unsafe { crate::alloc::written(s) }, y, m, r);
                 }
                 None => row(src, y, m, r),
             }
@@ -188,17 +188,6 @@ fn layer_norm_impl<T: Float>(
         }
     }
     (sum, LayerNormForward { y, mean, rstd })
-}
-
-/// Slots every one of which has been written, as values.
-///
-/// # Safety
-/// Every slot of `s` must have been written.
-#[inline(always)]
-unsafe fn written<T>(s: &mut [MaybeUninit<T>]) -> &mut [T] {
-    // SAFETY: every slot is initialised (the caller's contract), and
-    // `MaybeUninit<T>` has `T`'s layout.
-    unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 /// Gradients of LayerNorm: `(dx, dw, db)` given the upstream `g`, the input
@@ -242,7 +231,7 @@ pub fn layer_norm_backward_rows<T: Float>(
                         }),
                     }
                     // SAFETY: the match just above wrote every slot of `out`.
-                    let out = unsafe { written(out) };
+                    let out = unsafe { crate::alloc::written(out) };
                     let sum_dxh = lane_sum(out, out, |h, _| h);
                     let sum_dxh_xh = lane_sum(out, src, |h, v| h * (v - mu)) * rs;
                     let (a, c) = (sum_dxh * inv_d, sum_dxh_xh * inv_d);
