@@ -215,10 +215,12 @@ fn matmul_into<T: GemmElement>(
     }
     let (ars, acs) = (la.strides[nd - 2], la.strides[nd - 1]);
     let (brs, bcs) = (lb.strides[nd - 2], lb.strides[nd - 1]);
-    let row_major_b = (T::TRANSPOSE_COLUMN_MAJOR_B && brs == 1 && bcs >= k && bcs > 1)
-        .then(|| m >= TRANSPOSE_B_MIN_ROWS && k * n >= TRANSPOSE_B_MIN_ELEMENTS)
-        .filter(|&worth| worth)
-        .map(|_| transposed_b(b, &b_off, bcs, k, n));
+    // A column-major `b` (the linear layer's `w.t()`) gets a row-major
+    // copy first when the product is big enough (see `row_major_copies`).
+    let column_major = brs == 1 && bcs >= k && bcs > 1;
+    let worth = m >= TRANSPOSE_B_MIN_ROWS && k * n >= TRANSPOSE_B_MIN_ELEMENTS;
+    let row_major_b = (T::TRANSPOSE_COLUMN_MAJOR_B && column_major && worth)
+        .then(|| super::transpose::row_major_copies(b, &b_off, bcs, k, n));
     let (b, b_off, brs, bcs) = match &row_major_b {
         Some((copy, offsets)) => (&copy[..], offsets.clone(), n, 1),
         None => (b, b_off, brs, bcs),
@@ -250,43 +252,6 @@ const TRANSPOSE_B_MIN_ROWS: usize = 64;
 /// The smallest column-major `b` worth copying: below 16 K elements the
 /// products are a few microseconds and the copy's fixed costs show.
 const TRANSPOSE_B_MIN_ELEMENTS: usize = 1 << 14;
-
-/// Row-major copies of the batch's column-major `[k, n]` right-hand sides
-/// (the linear layer's `w.t()`, column stride `bcs`), and each product's
-/// offset into them: one copy when every product shares one matrix (a
-/// broadcast weight). gemm packs such a `b` 10-20% slower than a row-major
-/// one (40% at `k = 1024`), and the copy is shared by every thread's rows.
-fn transposed_b<T: GemmElement>(
-    b: &[T],
-    b_off: &[usize],
-    bcs: usize,
-    k: usize,
-    n: usize,
-) -> (Vec<T>, Vec<usize>) {
-    let shared = b_off.windows(2).all(|w| w[0] == w[1]);
-    let sources = if shared { &b_off[..1] } else { b_off };
-    let mut copy: Vec<T> = crate::alloc::with_capacity(sources.len() * k * n);
-    let slots = &mut copy.spare_capacity_mut()[..sources.len() * k * n];
-    // Each thread copies a band of `b`'s rows (16 at a time, the transpose's
-    // block): the copy is ~5% of the product, serial it left the other
-    // cores waiting.
-    let band = k
-        .div_ceil(crate::threads::num_threads())
-        .next_multiple_of(16);
-    for (dst, &bo) in slots.chunks_mut(k * n).zip(sources) {
-        par_chunks_mut(dst, band * n, |i, rows| {
-            super::transpose_into(b, bo + i * band, bcs, (n, rows.len() / n), rows)
-        });
-    }
-    // SAFETY: `copy` was empty with capacity for every source's `k * n`
-    // elements, and `transpose_into` wrote each slot of each chunk.
-    unsafe { copy.set_len(sources.len() * k * n) };
-    let offsets = match shared {
-        true => vec![0; b_off.len()],
-        false => (0..b_off.len()).map(|i| i * k * n).collect(),
-    };
-    (copy, offsets)
-}
 
 /// Runs the batch of products over the threads: `f(dst, a_offset,
 /// b_offset, rows, parallelism)` for each piece of `out` a thread takes.
@@ -345,8 +310,9 @@ fn plan_products<U: Send>(
 /// `gemm`, bf16 through gemmkit's AVX-512 BF16 kernel.
 pub(crate) trait GemmElement: Copy + Send + Sync + 'static {
     /// Whether a large column-major `b` is copied row-major before the
-    /// product (see [`transposed_b`]): for 4-byte elements, which the
-    /// transpose kernel moves in AVX registers.
+    /// product: for 4-byte elements, which the transpose kernel moves in
+    /// AVX registers. gemm packs such a `b` 10-20% slower than a row-major
+    /// one (40% at `k = 1024` with few rows).
     const TRANSPOSE_COLUMN_MAJOR_B: bool;
 
     /// Whether [`GemmElement::product`] adds a bias in its epilogue;
