@@ -35,7 +35,8 @@ pub use pool::{max_pool2d, max_pool2d_backward};
 pub use program::{Operand, run_program};
 pub use reduce::reduce;
 pub use softmax::{
-    log_softmax_rows, scaled_softmax_backward_rows, scaled_softmax_rows, softmax_rows,
+    log_softmax_rows, scaled_softmax_backward_rows, scaled_softmax_backward_rows_bf16,
+    scaled_softmax_rows, softmax_rows,
 };
 pub use strided::coalesce;
 pub(crate) use strided::for_rows;

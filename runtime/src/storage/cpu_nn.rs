@@ -138,6 +138,9 @@ impl CpuBuffer {
             (CpuBuffer::F64(y), CpuBuffer::F64(g)) => CpuBuffer::F64(
                 cpu::scaled_softmax_backward_rows(y, &contiguous(g, lg), n, scale),
             ),
+            (CpuBuffer::BF16(y), CpuBuffer::BF16(g)) => CpuBuffer::BF16(
+                cpu::scaled_softmax_backward_rows_bf16(y, &contiguous(g, lg), n, scale as f32),
+            ),
             (y, g) => {
                 let (y32, g32): (Vec<f32>, Vec<f32>) = (y.to_vec(&dense), g.to_vec(lg));
                 let dx = cpu::scaled_softmax_backward_rows(&y32, &g32, n, scale as f32);
