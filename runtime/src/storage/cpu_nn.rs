@@ -98,6 +98,9 @@ impl CpuBuffer {
     /// Softmax (or log-softmax) over the last dim of the view.
     pub fn softmax(&self, l: &Layout, log: bool) -> CpuBuffer {
         let n = l.shape.last().copied().unwrap_or(1);
+        if let (CpuBuffer::BF16(v), Some(off)) = (self, l.contiguous_offset()) {
+            return CpuBuffer::BF16(cpu::softmax_rows_bf16(&v[off..off + l.numel()], n, log));
+        }
         if log {
             self.float_kernel(
                 l,
