@@ -7,6 +7,7 @@ mod elementwise;
 mod foreach;
 mod index;
 mod matmul;
+mod matmul_bf16;
 mod norm;
 mod optim;
 mod philox;
@@ -27,7 +28,8 @@ pub use convert::{bf16_from_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f1
 pub use elementwise::{copy_strided, map, map_inplace, map_with, select, zip_inplace, zip_map};
 pub use foreach::{scale_many, sum_squares_many};
 pub use index::{gather, index_add_rows, index_select, scatter_add};
-pub use matmul::{bf16_matmul_available, matmul, matmul_bf16, matmul_bias};
+pub use matmul::{matmul, matmul_bias};
+pub use matmul_bf16::{bf16_matmul_available, matmul_bf16};
 pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, layer_norm_rows};
 pub use optim::{adam_update, rmsprop_update, sgd_update};
 pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};
