@@ -30,14 +30,27 @@
 
 use crate::elementwise::{self as ew, BinaryFn, UnaryFn};
 
+/// A loop over one unary kernel row, given the row's own type by
+/// [`Unary::visit`] (the CPU's per-tile loops).
+pub(crate) trait UnaryVisit {
+    /// Runs the loop with `row`.
+    fn visit<R: UnaryFn>(self, row: R);
+}
+
+/// [`UnaryVisit`] for binary rows ([`Binary::visit`]).
+pub(crate) trait BinaryVisit {
+    /// Runs the loop with `row`.
+    fn visit<R: BinaryFn>(self, row: R);
+}
+
 /// Declares an instruction enum from kernel rows of the same names (each
 /// variant is the row struct of [`crate::elementwise`] it runs): the enum,
 /// `ALL`, `eval` (the row's own `f`, so a fused op computes the eager op's
-/// bits), `cuda` (the row's own CUDA expression) and `map` (the row's loop,
-/// vectorised, with the match outside it).
+/// bits), `cuda` (the row's own CUDA expression) and `visit` (a loop over
+/// the row, monomorphised per row so it vectorises with the match outside).
 macro_rules! instructions {
     (
-        $(#[$meta:meta])* $name:ident, $rows:ident, fn($($param:tt)*) $call:tt,
+        $(#[$meta:meta])* $name:ident, $rows:ident, $visit:ident, fn($($param:tt)*) $call:tt,
         [$($(#[$doc:meta])* $v:ident),+ $(,)?]
     ) => {
         $(#[$meta])*
@@ -58,6 +71,14 @@ macro_rules! instructions {
                 }
             }
 
+            /// Runs `v` with this instruction's kernel row (its own type).
+            #[inline(always)]
+            pub(crate) fn visit<V: $visit>(self, v: V) {
+                match self {
+                    $($name::$v => v.visit(ew::$v),)+
+                }
+            }
+
             /// The CUDA expression (of `v`, or `u` and `v`): the row's own.
             pub fn cuda(self) -> &'static str {
                 let name = match self {
@@ -75,7 +96,7 @@ macro_rules! instructions {
 instructions!(
     /// A one-operand instruction: the rows of [`crate::elementwise`] a
     /// program can hold.
-    Unary, UNARY_ROWS, fn(x: f32) (x),
+    Unary, UNARY_ROWS, UnaryVisit, fn(x: f32) (x),
     [
         /// `-x`.
         Neg,
@@ -124,7 +145,7 @@ instructions!(
 
 instructions!(
     /// A two-operand instruction.
-    Binary, BINARY_ROWS, fn(a: f32, b: f32) (a, b),
+    Binary, BINARY_ROWS, BinaryVisit, fn(a: f32, b: f32) (a, b),
     [
         /// `a + b`.
         Add,

@@ -4,7 +4,8 @@
 //! outputs are written to memory.
 
 use super::philox::DropoutMask;
-use crate::program::{Binary, Inst, Program, Unary};
+use crate::elementwise::{BinaryFn, UnaryFn};
+use crate::program::{Binary, BinaryVisit, Inst, Program, Unary, UnaryVisit};
 use crate::{alloc, threads};
 use std::mem::MaybeUninit;
 
@@ -151,64 +152,42 @@ fn full_input<'a>(p: &Program, inputs: &[Operand<'a>], x: usize) -> Option<&'a [
     }
 }
 
-/// `dst = op(src)`, the match outside the loop so each arm vectorises.
+/// `dst = op(src)`, the match outside the loop so each row's loop vectorises.
 fn unary_loop(op: Unary, src: &[f32], dst: &mut [f32]) {
-    macro_rules! arms {
-        ($($v:ident),*) => {
-            match op {
-                $(Unary::$v => threads::simd(
-                    #[inline(always)]
-                    || {
-                        for (d, &s) in dst.iter_mut().zip(src) {
-                            *d = Unary::$v.eval(s);
-                        }
-                    },
-                ),)*
-            }
-        };
+    struct Loop<'a>(&'a [f32], &'a mut [f32]);
+    impl UnaryVisit for Loop<'_> {
+        fn visit<R: UnaryFn>(self, row: R) {
+            let Loop(src, dst) = self;
+            threads::simd(
+                #[inline(always)]
+                || {
+                    for (d, &s) in dst.iter_mut().zip(src) {
+                        *d = row.f(s);
+                    }
+                },
+            )
+        }
     }
-    arms!(
-        Neg,
-        Abs,
-        Sign,
-        Exp,
-        Log,
-        Log1p,
-        Sqrt,
-        Rsqrt,
-        Sin,
-        Cos,
-        Tanh,
-        Erf,
-        Sigmoid,
-        Relu,
-        Step,
-        Silu,
-        SiluGrad,
-        Gelu,
-        GeluGrad,
-        Hardswish,
-        HardswishGrad
-    )
+    op.visit(Loop(src, dst))
 }
 
 /// `dst = op(a, b)`.
 fn binary_loop(op: Binary, a: &[f32], b: &[f32], dst: &mut [f32]) {
-    macro_rules! arms {
-        ($($v:ident),*) => {
-            match op {
-                $(Binary::$v => threads::simd(
-                    #[inline(always)]
-                    || {
-                        for (d, (&u, &v)) in dst.iter_mut().zip(a.iter().zip(b)) {
-                            *d = Binary::$v.eval(u, v);
-                        }
-                    },
-                ),)*
-            }
-        };
+    struct Loop<'a>(&'a [f32], &'a [f32], &'a mut [f32]);
+    impl BinaryVisit for Loop<'_> {
+        fn visit<R: BinaryFn>(self, row: R) {
+            let Loop(a, b, dst) = self;
+            threads::simd(
+                #[inline(always)]
+                || {
+                    for (d, (&u, &v)) in dst.iter_mut().zip(a.iter().zip(b)) {
+                        *d = row.f(u, v);
+                    }
+                },
+            )
+        }
     }
-    arms!(Add, Sub, Mul, Div)
+    op.visit(Loop(a, b, dst))
 }
 
 fn load(input: Operand, start: usize, dst: &mut [f32]) {
