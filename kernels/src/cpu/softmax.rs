@@ -136,10 +136,6 @@ pub fn scaled_softmax_backward_rows<T: Float>(y: &[T], g: &[T], len: usize, scal
 /// assert_eq!(tapir_kernels::cpu::softmax_rows_bf16(&x, 2, false), [bf16::from_f32(0.5); 2]);
 /// ```
 pub fn softmax_rows_bf16(x: &[bf16], len: usize, log: bool) -> Vec<bf16> {
-    let n = x.len();
-    if len == 0 {
-        return Vec::new();
-    }
     // Rows `first..` into `dst`, through one f32 row of scratch per task.
     let run = |first: usize, dst: &mut [MaybeUninit<bf16>]| {
         let mut row = vec![0f32; len];
@@ -167,18 +163,8 @@ pub fn softmax_rows_bf16(x: &[bf16], len: usize, log: bool) -> Vec<bf16> {
             )
         }
     };
-    let mut out = crate::alloc::with_capacity(n);
-    let slots = &mut out.spare_capacity_mut()[..n];
-    if !parallel(n) {
-        run(0, slots);
-    } else {
-        let per = (crate::threads::PARALLEL_GRAIN / 4 / len).max(1);
-        par_chunks_mut(slots, per * len, |i, d| run(i * per, d));
-    }
-    // SAFETY: `out` was empty with capacity `n`; the rows (`n` is a
-    // multiple of `len`) cover every slot, each written by `run`.
-    unsafe { out.set_len(n) };
-    out
+    // SAFETY: `run` writes every slot of every row it is given.
+    unsafe { row_blocks(x.len(), len, run) }
 }
 
 /// [`scaled_softmax_backward_rows`] for bf16 `y` and `g`: each row's sum
@@ -206,10 +192,6 @@ pub fn scaled_softmax_backward_rows_bf16(
         y.len(),
         g.len()
     );
-    let n = y.len();
-    if len == 0 {
-        return Vec::new();
-    }
     let row = |r: usize, dst: &mut [MaybeUninit<bf16>]| {
         simd(
             #[inline(always)]
@@ -233,33 +215,19 @@ pub fn scaled_softmax_backward_rows_bf16(
             },
         )
     };
-    let mut out = crate::alloc::with_capacity(n);
-    let slots = &mut out.spare_capacity_mut()[..n];
-    if !parallel(n) {
-        slots
-            .chunks_mut(len)
-            .enumerate()
-            .for_each(|(r, d)| row(r, d));
-    } else {
-        let per = (crate::threads::PARALLEL_GRAIN / 4 / len).max(1);
-        par_chunks_mut(slots, per * len, |i, d| {
-            d.chunks_mut(len)
-                .enumerate()
-                .for_each(|(k, d)| row(i * per + k, d))
-        });
-    }
-    // SAFETY: `out` was empty with capacity `n`; the rows (`n` is a
-    // multiple of `len`) cover every slot, each written by `row`.
-    unsafe { out.set_len(n) };
-    out
+    let run = |first: usize, dst: &mut [MaybeUninit<bf16>]| {
+        (dst.chunks_mut(len).enumerate()).for_each(|(k, d)| row(first + k, d))
+    };
+    // SAFETY: `row` writes every slot of its row.
+    unsafe { row_blocks(y.len(), len, run) }
 }
 
 /// `f(row, src, dst)` for every row of `len` elements, across threads for
 /// large inputs, into a fresh buffer. Each task first copies its rows of
 /// `src` into `dst` (in cache, just before `f` reads them): a zero fill of
-/// the whole buffer by the calling thread cost a pass of its own (~0.6 ms
-/// of attention's 2 M-element softmax) and, at 2 threads, moved the second
-/// half's lines between the cores.
+/// the whole buffer by the calling thread was a pass of its own (8 MB for
+/// attention's f32 scores) and, at 2 threads, left the second half's lines
+/// in the first core's cache.
 fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(usize, &[T], &mut [T]) + Sync) -> Vec<T> {
     let f = |r: usize, s: &[T], d: &mut [MaybeUninit<T>]| {
         simd(
@@ -274,31 +242,41 @@ fn rows<T: Float>(x: &[T], len: usize, f: impl Fn(usize, &[T], &mut [T]) + Sync)
             },
         )
     };
-    let n = x.len();
+    let run = |first: usize, dst: &mut [MaybeUninit<T>]| {
+        for (k, d) in dst.chunks_mut(len).enumerate() {
+            let r = first + k;
+            f(r, &x[r * len..(r + 1) * len], d)
+        }
+    };
+    // SAFETY: `f` copies each row in before anything else.
+    unsafe { row_blocks(x.len(), len, run) }
+}
+
+/// A fresh buffer of `n` elements, rows of `len`, written by `run(first,
+/// slots)` for blocks of whole rows starting at row `first` (a few thousand
+/// elements each, across threads for large `n`).
+///
+/// # Safety
+/// `run` must write every slot it is given.
+unsafe fn row_blocks<D: Send + 'static>(
+    n: usize,
+    len: usize,
+    run: impl Fn(usize, &mut [MaybeUninit<D>]) + Sync,
+) -> Vec<D> {
     if len == 0 {
         return Vec::new();
     }
-    let mut out: Vec<T> = crate::alloc::with_capacity(n);
+    let mut out = crate::alloc::with_capacity(n);
     let slots = &mut out.spare_capacity_mut()[..n];
-    if !parallel(n) {
-        slots
-            .chunks_mut(len)
-            .zip(x.chunks(len))
-            .enumerate()
-            .for_each(|(r, (d, s))| f(r, s, d));
-    } else {
-        // A few thousand elements per task, whole rows each.
-        let rows = (crate::threads::PARALLEL_GRAIN / 4 / len).max(1);
-        par_chunks_mut(slots, rows * len, |i, d| {
-            let s = &x[i * rows * len..i * rows * len + d.len()];
-            d.chunks_mut(len)
-                .zip(s.chunks(len))
-                .enumerate()
-                .for_each(|(k, (d, s))| f(i * rows + k, s, d))
-        });
+    match parallel(n) {
+        false => run(0, slots),
+        true => {
+            let rows = (crate::threads::PARALLEL_GRAIN / 4 / len).max(1);
+            par_chunks_mut(slots, rows * len, |i, d| run(i * rows, d));
+        }
     }
-    // SAFETY: `out` was empty with capacity `n`; the rows (`n` is a
-    // multiple of `len`) cover every slot, each written by `f`'s copy.
+    // SAFETY: `out` was empty with capacity `n`, and `run` wrote every
+    // slot of the blocks, which cover all `n` (the caller's contract).
     unsafe { out.set_len(n) };
     out
 }
