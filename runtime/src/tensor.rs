@@ -1,6 +1,6 @@
 //! The tensor: shared storage, a layout into it, and its place in the graph.
 
-use crate::autograd::{self, BackwardFn, Edge, GradHook, Node, PostAccumulateHook};
+use crate::autograd::{self, Edge, GradHook, Node, PostAccumulateHook};
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::Result;
@@ -30,6 +30,8 @@ pub(crate) struct Inner {
     pub requires_grad: AtomicBool,
     pub grad: Mutex<Option<Tensor>>,
     pub grad_fn: Option<Arc<Node>>,
+    /// Which of `grad_fn`'s outputs this tensor is (0 but for `split`'s).
+    pub output_nr: usize,
     pub hooks: Mutex<Vec<GradHook>>,
     /// Leaves only: called once a backward has accumulated everything it
     /// will into `.grad` (data parallel's bucket trigger).
@@ -65,6 +67,7 @@ impl Tensor {
             requires_grad: AtomicBool::new(false),
             grad: Mutex::new(None),
             grad_fn: None,
+            output_nr: 0,
             hooks: Mutex::new(Vec::new()),
             post_accumulate_hooks: Mutex::new(Vec::new()),
         }))
@@ -87,22 +90,62 @@ impl Tensor {
     where
         F: FnMut(&Tensor, &[bool]) -> Vec<Option<Tensor>> + Send + 'static,
     {
-        if !autograd::is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
+        if !Tensor::records(name, inputs) {
             return out;
+        }
+        let node = Arc::new(Node::new(name, Tensor::edges(inputs), Box::new(make())));
+        Tensor::with_node(out, &node, 0)
+    }
+
+    /// [`Tensor::record`] for an op with several outputs (`split`): one node
+    /// for all of them, whose backward gets every output's gradient at once
+    /// (`None` for an output nothing flowed into).
+    pub(crate) fn record_many<F>(
+        outs: Vec<Tensor>,
+        name: &'static str,
+        inputs: &[&Tensor],
+        make: impl FnOnce() -> F,
+    ) -> Vec<Tensor>
+    where
+        F: FnMut(&[Option<Tensor>], &[bool]) -> Vec<Option<Tensor>> + Send + 'static,
+    {
+        if !Tensor::records(name, inputs) {
+            return outs;
+        }
+        let edges = Tensor::edges(inputs);
+        let node = Arc::new(Node::new_many(name, edges, outs.len(), Box::new(make())));
+        outs.into_iter()
+            .enumerate()
+            .map(|(i, out)| Tensor::with_node(out, &node, i))
+            .collect()
+    }
+
+    /// Whether an op over `inputs` records a node now (grad mode on and an
+    /// input requiring grad).
+    fn records(name: &'static str, inputs: &[&Tensor]) -> bool {
+        if !autograd::is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
+            return false;
         }
         if crate::trace::active() {
             crate::trace::node_outside_ops(name);
         }
-        let edges = inputs
+        true
+    }
+
+    fn edges(inputs: &[&Tensor]) -> Vec<Edge> {
+        inputs
             .iter()
             .map(|t| match (&t.0.grad_fn, t.requires_grad()) {
-                (Some(n), _) => Edge::Node(n.clone()),
+                (Some(n), _) => Edge::Node(n.clone(), t.0.output_nr),
                 (None, true) => Edge::Leaf((*t).clone()),
                 (None, false) => Edge::None,
             })
-            .collect();
-        let backward: BackwardFn = Box::new(make());
-        let node = Arc::new(Node::new(name, edges, backward));
+            .collect()
+    }
+
+    /// `out` as output `output_nr` of `node`.
+    fn with_node(out: Tensor, node: &Arc<Node>, output_nr: usize) -> Tensor {
+        let name = node.name;
         let inner = match Arc::try_unwrap(out.0) {
             Ok(inner) => inner,
             // A recording (compile, export) holds every op's output; a node
@@ -116,13 +159,15 @@ impl Tensor {
                 requires_grad: AtomicBool::new(false),
                 grad: Mutex::new(None),
                 grad_fn: None,
+                output_nr: 0,
                 hooks: Mutex::new(Vec::new()),
                 post_accumulate_hooks: Mutex::new(Vec::new()),
             },
             Err(_) => panic!("{name}: op output is shared before recording"),
         };
         Tensor(Arc::new(Inner {
-            grad_fn: Some(node),
+            grad_fn: Some(node.clone()),
+            output_nr,
             requires_grad: AtomicBool::new(true),
             ..inner
         }))
@@ -134,6 +179,12 @@ impl Tensor {
 
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Storage> {
         self.0.storage.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `self` and `other` are the same tensor (Python's `is`), not
+    /// merely equal or sharing storage.
+    pub(crate) fn is(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
     }
 
     pub(crate) fn layout(&self) -> &Layout {
@@ -359,7 +410,11 @@ impl Tensor {
             "register_hook: cannot register a hook on a tensor that does not require grad"
         );
         match &self.0.grad_fn {
-            Some(n) => n.hooks.lock().unwrap().push(Box::new(hook)),
+            Some(n) => n
+                .hooks
+                .lock()
+                .unwrap()
+                .push((self.0.output_nr, Box::new(hook))),
             None => self.0.hooks.lock().unwrap().push(Box::new(hook)),
         }
     }

@@ -161,3 +161,51 @@ fn multihead_attention_fast_path_matches_the_plain_path() {
     let d = max_rel_diff(&fast, &plain);
     assert!(d < 2e-6, "fast path differs by {d:e}");
 }
+
+/// Self-attention (query, key and value the same tensor) projects with one
+/// product over the whole `in_proj_weight`, as PyTorch's
+/// `_in_projection_packed`: the same output and gradients as three
+/// projections of equal but distinct inputs, with six GEMMs fewer (one
+/// instead of three forward, for the input's gradient and for the weight's).
+#[test]
+fn self_attention_projects_q_k_v_with_one_product() {
+    tapir::manual_seed(11);
+    let mha = MultiheadAttention::new(24, 3, true);
+    let x = Tensor::randn(&[2, 9, 24]);
+    let run = |same: bool| {
+        mha.zero_grad();
+        let x = x.detach().requires_grad_(true);
+        let (k, v) = match same {
+            true => (x.clone(), x.clone()),
+            false => (&x * 1.0, &x * 1.0), // equal values, other tensors
+        };
+        let launches = tapir::profiler::matmul_launches();
+        let out = sdpa_kernel(&[SdpBackend::Math], || {
+            mha.forward(&x, &k, &v, None, None, false, true).0
+        });
+        let w = Tensor::linspace(-1.0, 1.0, out.numel()).reshape(&[2, 9, 24]);
+        (&out * &w).sum().backward();
+        let gemms = tapir::profiler::matmul_launches() - launches;
+        let grads = [
+            x.grad().unwrap(),
+            mha.in_proj_weight.grad().unwrap(),
+            mha.in_proj_bias.grad().unwrap(),
+        ];
+        (out.detach(), grads, gemms)
+    };
+    let (packed, packed_grads, packed_gemms) = run(true);
+    let (apart, apart_grads, apart_gemms) = run(false);
+    assert!(max_rel_diff(&packed, &apart) < 1e-6, "output");
+    for (name, (p, a)) in ["x", "in_proj_weight", "in_proj_bias"]
+        .iter()
+        .zip(packed_grads.iter().zip(&apart_grads))
+    {
+        let d = max_rel_diff(p, a);
+        assert!(d < 1e-5, "{name}.grad differs by {d:e}");
+    }
+    assert_eq!(
+        apart_gemms - packed_gemms,
+        6,
+        "GEMMs: {packed_gemms} packed, {apart_gemms} apart"
+    );
+}

@@ -226,6 +226,48 @@ fn hooks_see_and_replace_gradients() {
     assert_eq!(w.grad().unwrap().to_vec::<f32>(), vec![20.0, 20.0]);
 }
 
+/// `split`'s pieces share one node (PyTorch's `SplitBackward0`): each
+/// piece's gradient lands in its place, a piece nothing flowed into gets
+/// zeros, a hook on one piece changes only that piece, a piece used twice
+/// sums, and a piece can be the root of a backward.
+#[test]
+fn split_pieces_share_one_node_with_a_gradient_slot_each() {
+    let x = Tensor::arange(6)
+        .to_dtype(DType::F32)
+        .reshape(&[2, 3])
+        .requires_grad_(true);
+    let p = x.split(1, 1); // three [2, 1] columns
+    assert!(p.iter().all(|t| t.grad_fn_name() == Some("SplitBackward0")));
+    // Column 0 used twice (1 + 2), column 1 unused, column 2 hooked (x10).
+    p[2].register_hook(|g| Some(g * 10.0));
+    let y = &(&p[0] + &(&p[0] * 2.0)).sum() + &p[2].sum();
+    y.backward();
+    let want = vec![3.0, 0.0, 10.0, 3.0, 0.0, 10.0];
+    assert_eq!(x.grad().unwrap().to_vec::<f32>(), want);
+
+    // Backward from a piece that is not the node's first output.
+    x.set_grad(None);
+    let q = x.chunk(3, 1);
+    (&q[1] * 4.0).sum().backward();
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f32>(),
+        vec![0.0, 4.0, 0.0, 0.0, 4.0, 0.0]
+    );
+
+    // Uneven pieces along dim 0, every one weighted, checked by finite differences.
+    let a = rnd(&[5, 3], 31);
+    let f = |t: &[Tensor]| {
+        let s = t[0].split(2, 0); // 2 + 2 + 1 rows
+        let w: Vec<f64> = vec![1.5, -2.0, 0.5];
+        s.iter().zip(w).fold(Tensor::scalar(0.0f64), |acc, (p, w)| {
+            &acc + &(&(p * p) * w).sum()
+        })
+    };
+    if let Err(e) = gradcheck(f, std::slice::from_ref(&a), 1e-6, 1e-6, 1e-5) {
+        panic!("split: {e}");
+    }
+}
+
 #[test]
 fn frozen_inputs_get_no_gradient_work() {
     // A weight that does not require grad stays without one while the input

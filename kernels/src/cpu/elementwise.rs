@@ -311,6 +311,29 @@ pub fn map_inplace<T: Copy + Send + Sync>(dst: &mut [T], l: &Layout, f: impl Fn(
     l.for_each_offset(|o| dst[o] = f(dst[o]));
 }
 
+/// `dst[l] = src[ls]`: the elements of one view copied into another of the
+/// same shape, bit for bit (a row copy where both rows are unit-stride).
+///
+/// ```
+/// use tapir_kernels::{Layout, cpu};
+/// let mut dst = vec![0u16; 6];
+/// // The 2x2 transpose of [1, 2, 3, 4] into columns 1..3 of a 2x3 buffer.
+/// let l = Layout { shape: vec![2, 2], strides: vec![3, 1], offset: 1 };
+/// let ls = Layout { shape: vec![2, 2], strides: vec![1, 2], offset: 0 };
+/// cpu::copy_into(&mut dst, &l, &[1, 2, 3, 4], &ls);
+/// assert_eq!(dst, vec![0, 1, 3, 0, 2, 4]);
+/// ```
+pub fn copy_into<T: Copy + Send + Sync>(dst: &mut [T], l: &Layout, src: &[T], ls: &Layout) {
+    zip_inplace(
+        dst,
+        l,
+        src,
+        ls,
+        #[inline(always)]
+        |_, y| y,
+    )
+}
+
 /// `dst[i] = f(dst[i], src[i])` over a strided view of `dst` and a view of
 /// `src` broadcast to the same shape, in place.
 pub fn zip_inplace<T, B>(

@@ -25,7 +25,9 @@ pub use attention::{
 };
 pub use conv::{col2im, im2col};
 pub use convert::{bf16_from_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
-pub use elementwise::{copy_strided, map, map_inplace, map_with, select, zip_inplace, zip_map};
+pub use elementwise::{
+    copy_into, copy_strided, map, map_inplace, map_with, select, zip_inplace, zip_map,
+};
 pub use foreach::{scale_many, sum_squares_many};
 pub use index::{gather, index_add_rows, index_select, scatter_add};
 pub use matmul::{matmul, matmul_bias};

@@ -1,7 +1,7 @@
 //! The backward walk: dependency counting, then nodes in reverse creation
 //! order, accumulating into leaves' `.grad`.
 
-use super::{BackwardFn, GradHook, NoGradGuard};
+use super::{BackwardFn, GradHook, MultiBackwardFn, NoGradGuard};
 use crate::Tensor;
 use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -16,24 +16,48 @@ pub(crate) enum Edge {
     None,
     /// A leaf that requires grad: accumulate into its `.grad`.
     Leaf(Tensor),
-    /// An intermediate: feed the node that produced it.
-    Node(Arc<Node>),
+    /// An intermediate: feed output `.1` of the node that produced it.
+    Node(Arc<Node>, usize),
 }
 
 /// One recorded op: its name, its backward closure and its inputs' edges.
+/// Most ops have one output; a multi-output op (`split`) has one node for
+/// all its outputs, so its backward sees every output's gradient at once
+/// (PyTorch's `SplitBackward0` concatenates them in one pass).
 pub(crate) struct Node {
     pub name: &'static str,
     seq: u64,
+    outputs: usize,
     pub edges: Vec<Edge>,
-    backward: Mutex<Option<BackwardFn>>,
-    pub hooks: Mutex<Vec<GradHook>>,
+    backward: Mutex<Option<MultiBackwardFn>>,
+    /// Hooks on the gradient of output `.0` (`register_hook` on a non-leaf).
+    pub hooks: Mutex<Vec<(usize, GradHook)>>,
 }
 
 impl Node {
-    pub fn new(name: &'static str, edges: Vec<Edge>, backward: BackwardFn) -> Node {
+    /// A single-output node.
+    pub fn new(name: &'static str, edges: Vec<Edge>, mut backward: BackwardFn) -> Node {
+        let one: MultiBackwardFn = Box::new(move |grads, needs| {
+            let g = grads[0]
+                .as_ref()
+                .expect("the walk calls a node only with a gradient");
+            backward(g, needs)
+        });
+        Node::new_many(name, edges, 1, one)
+    }
+
+    /// A node for `outputs` outputs; its backward gets each output's
+    /// gradient (`None` where no consumer returned one; never all `None`).
+    pub fn new_many(
+        name: &'static str,
+        edges: Vec<Edge>,
+        outputs: usize,
+        backward: MultiBackwardFn,
+    ) -> Node {
         Node {
             name,
             seq: NEXT_SEQ.fetch_add(1, Ordering::Relaxed),
+            outputs,
             edges,
             backward: Mutex::new(Some(backward)),
             hooks: Mutex::new(Vec::new()),
@@ -162,7 +186,7 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
     while let Some(n) = stack.pop() {
         for e in &n.edges {
             match e {
-                Edge::Node(m) => {
+                Edge::Node(m, _) => {
                     *deps.entry(key(m)).or_insert(0) += 1;
                     if seen.insert(key(m)) {
                         stack.push(m.clone());
@@ -173,7 +197,9 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
             }
         }
     }
-    in_frame(leaf_uses, || walk(node, grad, retain_graph, &mut deps));
+    in_frame(leaf_uses, || {
+        walk((node, root.0.output_nr), grad, retain_graph, &mut deps)
+    });
 }
 
 /// Runs one backward's `body` in its frame; the outermost then runs the
@@ -202,16 +228,28 @@ fn in_frame(leaf_uses: HashMap<*const crate::tensor::Inner, usize>, body: impl F
 
 /// Runs the nodes from `node` in reverse creation order, each once all its
 /// consumers have fed it.
-fn walk(node: Arc<Node>, grad: Tensor, retain_graph: bool, deps: &mut HashMap<*const Node, usize>) {
-    let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
-    grads.insert(key(&node), grad);
+fn walk(
+    (node, root_output): (Arc<Node>, usize),
+    grad: Tensor,
+    retain_graph: bool,
+    deps: &mut HashMap<*const Node, usize>,
+) {
+    // Per node, the summed gradient of each of its outputs so far.
+    let mut grads: HashMap<*const Node, Vec<Option<Tensor>>> = HashMap::new();
+    let mut first = vec![None; node.outputs];
+    first[root_output] = Some(grad);
+    grads.insert(key(&node), first);
     let mut ready = BinaryHeap::new();
     ready.push(Ready(node.seq, node));
     while let Some(Ready(_, n)) = ready.pop() {
         let needs: Vec<bool> = n.edges.iter().map(|e| !matches!(e, Edge::None)).collect();
         // A node whose every consumer returned no gradient propagates none.
-        let input_grads = if let Some(g) = grads.remove(&key(&n)) {
-            let g = apply_hooks(&n.hooks.lock().unwrap(), g);
+        let input_grads = if let Some(mut gs) = grads.remove(&key(&n)) {
+            for (output, hook) in n.hooks.lock().unwrap().iter() {
+                if let Some(g) = gs[*output].as_ref().and_then(hook) {
+                    gs[*output] = Some(g);
+                }
+            }
             let mut slot = n.backward.lock().unwrap();
             let f = slot.as_mut().unwrap_or_else(|| {
                 panic!(
@@ -222,7 +260,7 @@ fn walk(node: Arc<Node>, grad: Tensor, retain_graph: bool, deps: &mut HashMap<*c
                 )
             });
             let timed = crate::profiler::scope(n.name, "autograd");
-            let out = f(&g, &needs);
+            let out = f(&gs, &needs);
             drop(timed);
             if !retain_graph {
                 *slot = None; // release saved activations now
@@ -258,13 +296,14 @@ fn walk(node: Arc<Node>, grad: Tensor, retain_graph: bool, deps: &mut HashMap<*c
                         run_post_accumulate_hooks(t);
                     }
                 }
-                Edge::Node(m) => {
+                Edge::Node(m, output) => {
                     let k = key(m);
                     if let Some(ig) = ig {
-                        match grads.remove(&k) {
-                            None => grads.insert(k, ig),
-                            Some(prev) => grads.insert(k, &prev + &ig),
-                        };
+                        let slots = grads.entry(k).or_insert_with(|| vec![None; m.outputs]);
+                        slots[*output] = Some(match slots[*output].take() {
+                            None => ig,
+                            Some(prev) => &prev + &ig,
+                        });
                     }
                     let d = deps.get_mut(&k).expect("counted above");
                     *d -= 1;

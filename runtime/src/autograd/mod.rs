@@ -19,6 +19,11 @@ use crate::Tensor;
 /// skipped — frozen parameters cost nothing).
 pub(crate) type BackwardFn = Box<dyn FnMut(&Tensor, &[bool]) -> Vec<Option<Tensor>> + Send>;
 
+/// A multi-output node's backward: each output's gradient (`None` where
+/// nothing flowed into it), and which inputs need one.
+pub(crate) type MultiBackwardFn =
+    Box<dyn FnMut(&[Option<Tensor>], &[bool]) -> Vec<Option<Tensor>> + Send>;
+
 /// A gradient hook: sees the gradient flowing into a tensor and may replace it.
 pub type GradHook = Box<dyn Fn(&Tensor) -> Option<Tensor> + Send + Sync>;
 

@@ -527,10 +527,30 @@ impl Tensor {
                 assert!(size > 0, "split: size must be positive");
                 let d = self.dim(dim, "split");
                 let n = self.shape()[d];
-                (0..n)
-                    .step_by(size)
-                    .map(|s| self.narrow(d as isize, s, size.min(n - s)))
-                    .collect()
+                let pieces: Vec<(usize, usize)> =
+                    (0..n).step_by(size).map(|s| (s, size.min(n - s))).collect();
+                let views = pieces
+                    .iter()
+                    .map(|&(s, len)| self.view_with(slice_layout(self.layout(), d, s, len, 1)))
+                    .collect();
+                let (shape, dtype, device) = (self.shape().to_vec(), self.dtype(), self.device());
+                // One node for every piece: its backward writes each piece's
+                // gradient into its place in one buffer (PyTorch's
+                // SplitBackward0), instead of a zero-filled full-size
+                // gradient per piece and a sum of them.
+                Tensor::record_many(views, "SplitBackward0", &[self], move || {
+                    move |grads: &[Option<Tensor>], _: &[bool]| {
+                        let out = super::creation::filled_on(&shape, 0.0, dtype, device);
+                        for (g, &(s, len)) in grads.iter().zip(&pieces) {
+                            if let Some(g) = g {
+                                let g = g.to_dtype(dtype);
+                                let target = slice_layout(out.layout(), d, s, len, 1);
+                                out.write().assign(&target, &g.read(), g.layout());
+                            }
+                        }
+                        vec![Some(out)]
+                    }
+                })
             },
         )
     }

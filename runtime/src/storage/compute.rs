@@ -637,6 +637,7 @@ impl Storage {
             (Storage::Cuda(d), Storage::Cuda(s)) => d
                 .assign_converting(l, s, ls)
                 .unwrap_or_else(|e| fail("copy_", e)),
+            (Storage::Cpu(d), Storage::Cpu(s)) => d.assign(l, s, ls),
             _ => self.zip_assign(l, src, ls, &Second),
         }
     }

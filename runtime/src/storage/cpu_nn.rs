@@ -482,6 +482,23 @@ impl CpuBuffer {
         }
     }
 
+    /// In place: `self[l] = src[ls]`, `src` converted to this dtype; where
+    /// the dtypes agree, a plain copy that keeps every bit (a bf16 copy went
+    /// through f32 element by element before: 1.7 ms for 3 M elements).
+    pub fn assign(&mut self, l: &Layout, src: &CpuBuffer, ls: &Layout) {
+        use CpuBuffer::*;
+        match (&mut *self, src) {
+            (F32(d), F32(s)) => cpu::copy_into(d, l, s, ls),
+            (F64(d), F64(s)) => cpu::copy_into(d, l, s, ls),
+            (F16(d), F16(s)) => cpu::copy_into(d, l, s, ls),
+            (BF16(d), BF16(s)) => cpu::copy_into(d, l, s, ls),
+            (I64(d), I64(s)) => cpu::copy_into(d, l, s, ls),
+            (U8(d), U8(s)) => cpu::copy_into(d, l, s, ls),
+            (Bool(d), Bool(s)) => cpu::copy_into(d, l, s, ls),
+            _ => self.zip_assign(l, src, ls, &tapir_kernels::elementwise::Second),
+        }
+    }
+
     /// In place: `self[l] = op(self[l], src[ls])`, `src` converted to this dtype.
     pub fn zip_assign<F: BinaryFn>(&mut self, l: &Layout, src: &CpuBuffer, ls: &Layout, op: &F) {
         use CpuBuffer::*;
