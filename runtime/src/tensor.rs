@@ -181,12 +181,6 @@ impl Tensor {
         self.0.storage.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `self` and `other` are the same tensor (Python's `is`), not
-    /// merely equal or sharing storage.
-    pub(crate) fn is(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-
     pub(crate) fn layout(&self) -> &Layout {
         &self.0.layout
     }

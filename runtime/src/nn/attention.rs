@@ -94,27 +94,14 @@ impl MultiheadAttention {
         }
         let (b, l, s) = (q.size(0), q.size(1), k.size(1));
         let (h, hd) = (self.num_heads, e / self.num_heads);
-        let heads = |x: &Tensor, n: usize| {
-            x.reshape(&[b as isize, n as isize, h as isize, hd as isize])
+        let w = self.in_proj_weight.chunk(3, 0);
+        let bias = self.in_proj_bias.chunk(3, 0);
+        let heads = |x: &Tensor, i: usize, n: usize| {
+            super::linear::linear(x, &w[i], Some(&bias[i]))
+                .reshape(&[b as isize, n as isize, h as isize, hd as isize])
                 .transpose(1, 2)
         };
-        let (qh, kh, vh) = if query.is(key) && key.is(value) {
-            // Self-attention (PyTorch's `_in_projection_packed`): one product
-            // with the whole `in_proj_weight` reads the input once, and its
-            // backward is one GEMM per gradient instead of three and a sum.
-            let qkv = super::linear::linear(&q, &self.in_proj_weight, Some(&self.in_proj_bias));
-            let p = qkv.chunk(3, -1);
-            (heads(&p[0], l), heads(&p[1], l), heads(&p[2], l))
-        } else {
-            let w = self.in_proj_weight.chunk(3, 0);
-            let bias = self.in_proj_bias.chunk(3, 0);
-            let proj = |x: &Tensor, i: usize| super::linear::linear(x, &w[i], Some(&bias[i]));
-            (
-                heads(&proj(&q, 0), l),
-                heads(&proj(&k, 1), s),
-                heads(&proj(&v, 2), s),
-            )
-        };
+        let (qh, kh, vh) = (heads(&q, 0, l), heads(&k, 1, s), heads(&v, 2, s));
         let no_dropout = self.dropout == 0.0 || !self.training.get();
         if !need_weights && key_padding_mask.is_none() && attn_mask.is_none() && no_dropout {
             // PyTorch's fast path: without weights to return, attention is

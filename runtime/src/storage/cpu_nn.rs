@@ -32,6 +32,30 @@ fn f64s(b: &CpuBuffer, n: usize) -> Cow<'_, [f64]> {
     }
 }
 
+/// Each of `bufs` converted by `conv`, a buffer they share converted once
+/// (self-attention's packed projection makes q, k and v views of one
+/// buffer, and a bf16 step spent 2.5x as long converting it three times):
+/// the distinct conversions, and for each of `bufs` the index of its own.
+fn convert_once<'a, T: Clone>(
+    bufs: [&'a CpuBuffer; 3],
+    conv: impl Fn(&'a CpuBuffer, usize) -> Cow<'a, [T]>,
+) -> (Vec<Cow<'a, [T]>>, [usize; 3]) {
+    let mut distinct: Vec<&CpuBuffer> = Vec::with_capacity(3);
+    let index = bufs.map(
+        |b| match distinct.iter().position(|d| std::ptr::eq(*d, b)) {
+            Some(i) => i,
+            None => {
+                distinct.push(b);
+                distinct.len() - 1
+            }
+        },
+    );
+    (
+        distinct.into_iter().map(|b| conv(b, b.len())).collect(),
+        index,
+    )
+}
+
 /// The rows of a `[.., rows, width]` view whose rows are contiguous: one
 /// offset per slice of the leading dims, and the view's row stride.
 fn rows<'a, T>(data: &'a [T], l: &Layout) -> cpu::Rows<'a, T> {
@@ -166,13 +190,13 @@ impl CpuBuffer {
         causal: bool,
     ) -> [CpuBuffer; 2] {
         if self.dtype() == DType::F64 {
-            let (q, k, v) = (f64s(self, self.len()), f64s(k, k.len()), f64s(v, v.len()));
-            let (q, k, v) = (rows(&q, lq), rows(&k, lk), rows(&v, lv));
+            let (c, [iq, ik, iv]) = convert_once([self, k, v], f64s);
+            let (q, k, v) = (rows(&c[iq], lq), rows(&c[ik], lk), rows(&c[iv], lv));
             let f = cpu::attention_forward(&q, &k, &v, d, scale, causal);
             return [CpuBuffer::F64(f.out), CpuBuffer::F64(f.lse)];
         }
-        let (q, k, v) = (f32s(self, self.len()), f32s(k, k.len()), f32s(v, v.len()));
-        let (q, k, v) = (rows(&q, lq), rows(&k, lk), rows(&v, lv));
+        let (c, [iq, ik, iv]) = convert_once([self, k, v], f32s);
+        let (q, k, v) = (rows(&c[iq], lq), rows(&c[ik], lk), rows(&c[iv], lv));
         let f = cpu::attention_forward(&q, &k, &v, d, scale as f32, causal);
         [
             CpuBuffer::F32(f.out).into_dtype(self.dtype()),
@@ -196,14 +220,14 @@ impl CpuBuffer {
     ) -> [CpuBuffer; 3] {
         let (no, nl) = (d.batch * d.l * d.ev, d.batch * d.l);
         if self.dtype() == DType::F64 {
-            let (q, k, v) = (f64s(self, self.len()), f64s(k, k.len()), f64s(v, v.len()));
-            let (q, k, v) = (rows(&q, lq), rows(&k, lk), rows(&v, lv));
+            let (c, [iq, ik, iv]) = convert_once([self, k, v], f64s);
+            let (q, k, v) = (rows(&c[iq], lq), rows(&c[ik], lk), rows(&c[iv], lv));
             let (o, m, g) = (f64s(out, no), f64s(lse, nl), f64s(g, no));
             let (dq, dk, dv) = cpu::attention_backward(&q, &k, &v, &o, &m, &g, d, scale, causal);
             return [dq, dk, dv].map(CpuBuffer::F64);
         }
-        let (q, k, v) = (f32s(self, self.len()), f32s(k, k.len()), f32s(v, v.len()));
-        let (q, k, v) = (rows(&q, lq), rows(&k, lk), rows(&v, lv));
+        let (c, [iq, ik, iv]) = convert_once([self, k, v], f32s);
+        let (q, k, v) = (rows(&c[iq], lq), rows(&c[ik], lk), rows(&c[iv], lv));
         let (o, m, g) = (f32s(out, no), f32s(lse, nl), f32s(g, no));
         let (dq, dk, dv) = cpu::attention_backward(&q, &k, &v, &o, &m, &g, d, scale as f32, causal);
         [dq, dk, dv].map(|x| CpuBuffer::F32(x).into_dtype(self.dtype()))
