@@ -131,6 +131,8 @@ def run(op, a, x):
         return list(torch.split(x[0], a["size"], dim=a["dim"]))
     if op == "chunk":
         return list(torch.chunk(x[0], a["chunks"], dim=a["dim"]))
+    if op == "unbind":
+        return list(torch.unbind(x[0], dim=a["dim"]))
     if op == "tril":
         return [torch.tril(x[0], a["k"])]
     if op == "triu":
@@ -348,6 +350,9 @@ case("avg_pool2d_pad", "avg_pool2d", [randn(1, 2, 5, 5)], {"kernel": 3, "stride"
 # its piecewise gradient is smooth enough for finite differences).
 case("hardswish", "hardswish", [torch.tensor([[-5.0, -3.5, -2.9, -1.0], [0.0, 0.7, 2.5, 2.9], [3.2, 4.0, -0.3, 6.0]])])
 case("hardswish_randn", "hardswish", [randn(3, 4) * 3])
+# unbind (one autograd node for all its slices), along the middle dim of a
+# transposed view.
+case("unbind", "unbind", [randn(3, 2, 4)], {"dim": 1}, views=["t"])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -190,6 +190,23 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     );
     assert_eq!(count(&m, "LayerNormalization"), 1, "{:?}", op_types(&m));
 
+    // unbind exports as one Split into slices of one and a Squeeze each.
+    let unbound = Custom(
+        |h: &Tensor| {
+            let c = h.unbind(1);
+            Tensor::stack(&[&(&c[0] * &c[3]), &(&c[1] - &c[2])], 1)
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (unbind_case, m) = case(
+        "unbind",
+        &unbound,
+        |b| vec![Tensor::randn(&[b, 4])],
+        &[3, 6],
+    );
+    assert_eq!(count(&m, "Split"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Squeeze"), 4, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -199,7 +216,15 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     let cases = dir().join("cases.json");
     std::fs::write(
         &cases,
-        json!([mlp_case, cnn_case, lm_case, bn_case, fused_case]).to_string(),
+        json!([
+            mlp_case,
+            cnn_case,
+            lm_case,
+            bn_case,
+            fused_case,
+            unbind_case
+        ])
+        .to_string(),
     )
     .unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/check_onnx.py");
@@ -215,7 +240,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 10, "{text}");
+    assert_eq!(text.matches(" ok").count(), 12, "{text}");
 }
 
 tapir::model! {

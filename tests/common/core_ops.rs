@@ -159,6 +159,7 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         "stack" => one(Tensor::stack(&x.iter().collect::<Vec<_>>(), i(a, "dim"))),
         "split" => x[0].split(u(a, "size"), i(a, "dim")),
         "chunk" => x[0].chunk(u(a, "chunks"), i(a, "dim")),
+        "unbind" => x[0].unbind(i(a, "dim")),
         "tril" => one(x[0].tril(i(a, "k"))),
         "triu" => one(x[0].triu(i(a, "k"))),
         "where" => one(Tensor::where_(&x[0].gt_scalar(0.0), &x[1], &x[2])),

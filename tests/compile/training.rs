@@ -353,3 +353,37 @@ fn a_cross_entropy_inside_the_forward_replays_with_its_options() {
         );
     }
 }
+
+/// A forward over the slices of a dim (an RNN's time steps).
+struct Slices(Linear);
+
+module_of_linear!(Slices);
+
+impl Forward for Slices {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let c = self.0.forward(x).unbind(1);
+        Tensor::stack(&[&(&c[0] * &c[3]), &(&c[1] - &c[2]).tanh()], 1)
+    }
+}
+
+/// `unbind` replays as one op with one output per slice, and its one
+/// backward node gives eager's gradients bit for bit.
+#[test]
+fn unbind_replays_with_eagers_outputs_and_gradients() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Slices(Linear::new(3, 4, true)));
+    let compiled = compile(compiled);
+    let x = Tensor::randn_with(&[5, 3], &Generator::new(8));
+    let _ = compiled.forward(&x); // records
+    let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
+    assert_eq!(out_e.to_vec::<f32>(), out_c.to_vec::<f32>());
+    assert_same_grads(
+        (&eager, &out_e),
+        (&compiled, &out_c),
+        |o| o.sum(),
+        0.0,
+        "unbind",
+    );
+    let e = compiled.explain();
+    assert_eq!((e.graphs, e.replays), (1, 1), "{e:?}");
+}

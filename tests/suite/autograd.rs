@@ -268,6 +268,40 @@ fn split_pieces_share_one_node_with_a_gradient_slot_each() {
     }
 }
 
+/// `unbind`'s slices share one node too (`UnbindBackward0`): an RNN's
+/// time steps used in any order and some not at all give one gradient
+/// buffer, with zeros where nothing flowed.
+#[test]
+fn unbind_slices_share_one_node() {
+    let x = Tensor::arange(6)
+        .to_dtype(DType::F64)
+        .reshape(&[3, 2])
+        .requires_grad_(true);
+    let rows = x.unbind(0);
+    assert!(
+        rows.iter()
+            .all(|r| r.grad_fn_name() == Some("UnbindBackward0"))
+    );
+    assert_eq!(rows[1].shape(), &[2]);
+    (&(&rows[2] * 3.0).sum() + &(&rows[0] * &rows[0]).sum()).backward();
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f64>(),
+        vec![0.0, 2.0, 0.0, 0.0, 3.0, 3.0]
+    );
+    let a = rnd(&[4, 3], 32);
+    let f = |t: &[Tensor]| {
+        let cols = t[0].t().unbind(0); // strided slices of a transposed view
+        cols.iter()
+            .enumerate()
+            .fold(Tensor::scalar(0.0f64), |acc, (i, c)| {
+                &acc + &(&c.exp() * (i as f64 - 1.0)).sum()
+            })
+    };
+    if let Err(e) = gradcheck(f, std::slice::from_ref(&a), 1e-6, 1e-6, 1e-5) {
+        panic!("unbind: {e}");
+    }
+}
+
 #[test]
 fn frozen_inputs_get_no_gradient_work() {
     // A weight that does not require grad stays without one while the input

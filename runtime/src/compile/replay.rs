@@ -125,6 +125,7 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
                 })
                 .collect()
         },
+        "unbind" => |a| a.x(0).unbind(a.int("dim") as isize),
         "cat" => |a| vec![Tensor::cat(&a.all(), a.int("dim") as isize)],
         "stack" => |a| vec![Tensor::stack(&a.all(), a.int("dim") as isize)],
         "contiguous" => |a| vec![a.x(0).contiguous()],

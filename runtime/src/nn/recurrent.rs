@@ -179,14 +179,12 @@ impl Stack {
         let mut input = x.clone();
         let mut finals = vec![];
         let dirs = self.dirs();
+        let (h0, c0) = (h0.unbind(0), c0.map(|c| c.unbind(0)));
         for layer in 0..self.opts.num_layers {
             let mut outs = vec![];
             for dir in 0..dirs {
                 let i = layer * dirs + dir;
-                let start = (
-                    h0.select(0, i as isize),
-                    c0.map(|c| c.select(0, i as isize)),
-                );
+                let start = (h0[i].clone(), c0.as_ref().map(|c| c[i].clone()));
                 let (out, last) = self.direction(&self.cells[i], &input, start, dir == 1);
                 outs.push(out);
                 finals.push(last);
@@ -208,14 +206,15 @@ impl Stack {
         mut carry: Carry,
         reverse: bool,
     ) -> (Tensor, Carry) {
-        // The input half of every gate for every step, in one matmul.
-        let gi = linear(x, &cell.weight_ih, cell.bias_ih.as_ref());
+        // The input half of every gate for every step, in one matmul, then
+        // one view per step (one autograd node for all of them).
+        let gi = linear(x, &cell.weight_ih, cell.bias_ih.as_ref()).unbind(0);
         let len = x.size(0);
         let mut outs = vec![None; len];
         for step in 0..len {
             let t = if reverse { len - 1 - step } else { step };
             let gh = linear(&carry.0, &cell.weight_hh, cell.bias_hh.as_ref());
-            carry = self.step(&gi.select(0, t as isize), &gh, carry);
+            carry = self.step(&gi[t], &gh, carry);
             outs[t] = Some(carry.0.clone());
         }
         let outs: Vec<Tensor> = outs.into_iter().flatten().collect();

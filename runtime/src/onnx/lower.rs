@@ -267,6 +267,7 @@ fn layout_op(b: &mut Builder, op: &OpView) -> Option<Lowered> {
         "select",
         "chunk",
         "split",
+        "unbind",
         "cat",
         "stack",
         "expand",
@@ -325,6 +326,24 @@ fn layout(b: &mut Builder, op: &OpView) -> Lowered {
                 &outs,
                 vec![int("axis", axis as i64)],
             );
+            Ok(())
+        }
+        "unbind" => {
+            // Split into pieces of one, then drop the axis from each.
+            let axis = op.axis(op.int("dim"), 0);
+            let input = op.in_dims[0].as_ref().ok_or("no input")?;
+            if input.0[axis as usize] != input.1[axis as usize] {
+                return op.fail("unbinding a dynamic dim");
+            }
+            let n = op.outputs.len();
+            let ones = b.vec_i64(&vec![1; n]);
+            let parts: Vec<String> = (0..n).map(|_| b.fresh("unbind")).collect();
+            let refs: Vec<&str> = parts.iter().map(|s| s.as_str()).collect();
+            b.node("Split", &[op.x(0), &ones], &refs, vec![int("axis", axis)]);
+            let ax = b.vec_i64(&[axis]);
+            for (part, out) in parts.iter().zip(&op.outputs) {
+                b.node("Squeeze", &[part, &ax], &[out], vec![]);
+            }
             Ok(())
         }
         "cat" => {

@@ -527,32 +527,74 @@ impl Tensor {
                 assert!(size > 0, "split: size must be positive");
                 let d = self.dim(dim, "split");
                 let n = self.shape()[d];
-                let pieces: Vec<(usize, usize)> =
-                    (0..n).step_by(size).map(|s| (s, size.min(n - s))).collect();
-                let views = pieces
-                    .iter()
-                    .map(|&(s, len)| self.view_with(slice_layout(self.layout(), d, s, len, 1)))
-                    .collect();
-                let (shape, dtype, device) = (self.shape().to_vec(), self.dtype(), self.device());
-                // One node for every piece: its backward writes each piece's
-                // gradient into its place in one buffer (PyTorch's
-                // SplitBackward0), instead of a zero-filled full-size
-                // gradient per piece and a sum of them.
-                Tensor::record_many(views, "SplitBackward0", &[self], move || {
-                    move |grads: &[Option<Tensor>], _: &[bool]| {
-                        let out = super::creation::filled_on(&shape, 0.0, dtype, device);
-                        for (g, &(s, len)) in grads.iter().zip(&pieces) {
-                            if let Some(g) = g {
-                                let g = g.to_dtype(dtype);
-                                let target = slice_layout(out.layout(), d, s, len, 1);
-                                out.write().assign(&target, &g.read(), g.layout());
-                            }
-                        }
-                        vec![Some(out)]
-                    }
-                })
+                let ranges = (0..n).step_by(size).map(|s| (s, size.min(n - s))).collect();
+                self.pieces(d, ranges, true, "SplitBackward0")
             },
         )
+    }
+
+    /// The slices along `dim`, each without that dim (PyTorch's `unbind`):
+    /// a sequence's time steps, one view each.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let rows = Tensor::arange(6).reshape(&[3, 2]).unbind(0);
+    /// assert_eq!(rows.len(), 3);
+    /// assert_eq!(rows[2].to_vec::<i64>(), vec![4, 5]);
+    /// ```
+    pub fn unbind(&self, dim: isize) -> Vec<Tensor> {
+        trace::op(
+            "unbind",
+            [self],
+            || vec![("dim", Attr::Int(dim as i64))],
+            || {
+                let d = self.dim(dim, "unbind");
+                let ranges = (0..self.shape()[d]).map(|i| (i, 1)).collect();
+                self.pieces(d, ranges, false, "UnbindBackward0")
+            },
+        )
+    }
+
+    /// Views of the `(start, len)` ranges of dim `d` (without `d` unless
+    /// `keep_dim`; each range is then one long), recorded as one node for
+    /// every piece: its backward writes each piece's gradient into its place
+    /// in one buffer, zero where no gradient came (PyTorch's SplitBackward0
+    /// and UnbindBackward0). One node per piece would make a zero-filled
+    /// full-size gradient for each and sum them: quadratic in the pieces
+    /// for an RNN's time steps.
+    fn pieces(
+        &self,
+        d: usize,
+        ranges: Vec<(usize, usize)>,
+        keep_dim: bool,
+        name: &'static str,
+    ) -> Vec<Tensor> {
+        let place = move |l: &Layout, (s, len): (usize, usize)| {
+            let mut l = slice_layout(l, d, s, len, 1);
+            if !keep_dim {
+                l.shape.remove(d);
+                l.strides.remove(d);
+            }
+            l
+        };
+        let views = ranges
+            .iter()
+            .map(|&r| self.view_with(place(self.layout(), r)))
+            .collect();
+        let (shape, dtype, device) = (self.shape().to_vec(), self.dtype(), self.device());
+        Tensor::record_many(views, name, &[self], move || {
+            move |grads: &[Option<Tensor>], _: &[bool]| {
+                let out = super::creation::filled_on(&shape, 0.0, dtype, device);
+                for (g, &r) in grads.iter().zip(&ranges) {
+                    if let Some(g) = g {
+                        let g = g.to_dtype(dtype);
+                        out.write()
+                            .assign(&place(out.layout(), r), &g.read(), g.layout());
+                    }
+                }
+                vec![Some(out)]
+            }
+        })
     }
 
     /// `chunks` pieces of (nearly) equal size along `dim`.
