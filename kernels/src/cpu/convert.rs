@@ -16,11 +16,7 @@ pub fn bf16_to_f32(v: &[bf16]) -> Vec<f32> {
     // Vectorised and split across threads (`map_dense`): a serial
     // conversion was most of `to_dtype`'s 12 ms per char-transformer step,
     // the same on 2 threads as on 1.
-    super::elementwise::map_dense(
-        v,
-        #[inline(always)]
-        |x| f32::from_bits(u32::from(x.to_bits()) << 16),
-    )
+    super::elementwise::map_dense(v, f32_from_bf16)
 }
 
 /// f32 to bf16, rounding to nearest even (NaN stays NaN), as `bf16::from_f32`.
@@ -35,6 +31,21 @@ pub fn bf16_to_f32(v: &[bf16]) -> Vec<f32> {
 /// ```
 pub fn f32_to_bf16(v: &[f32]) -> Vec<bf16> {
     super::elementwise::map_dense(v, bf16_from_f32)
+}
+
+/// One bf16 as f32: its bits moved up 16 places. `bf16::to_f32` also sets
+/// a NaN's quiet bit, which LLVM vectorised with 16-bit compares and
+/// shuffles; arithmetic quiets a NaN anyway, and [`bf16_from_f32`] quiets
+/// what passes through unchanged. The bf16 GELU took 1.7 ms for 4 M
+/// elements against 1.1 ms for f32.
+///
+/// ```
+/// use half::bf16;
+/// assert_eq!(tapir_kernels::cpu::f32_from_bf16(bf16::from_f32(-2.5)), -2.5);
+/// ```
+#[inline(always)]
+pub fn f32_from_bf16(x: bf16) -> f32 {
+    f32::from_bits(u32::from(x.to_bits()) << 16)
 }
 
 /// One f32 to bf16 as `bf16::from_f32` rounds it, without a branch, so

@@ -144,14 +144,16 @@ pub fn softmax_rows_bf16(x: &[bf16], len: usize, log: bool) -> Vec<bf16> {
             simd(
                 #[inline(always)]
                 || {
-                    row.iter_mut().zip(src).for_each(|(r, &v)| *r = v.to_f32());
+                    row.iter_mut()
+                        .zip(src)
+                        .for_each(|(r, &v)| *r = super::f32_from_bf16(v));
                     let max = lanes_max(&row);
                     let max = if max.is_finite() { max } else { 0.0 };
                     let sum = exp_shifted_sum(&mut row, max);
                     if log {
                         let shift = max + sum.ln();
                         for (d, &v) in d.iter_mut().zip(src) {
-                            d.write(super::bf16_from_f32(v.to_f32() - shift));
+                            d.write(super::bf16_from_f32(super::f32_from_bf16(v) - shift));
                         }
                     } else {
                         let inv = 1.0 / sum;
@@ -199,17 +201,18 @@ pub fn scaled_softmax_backward_rows_bf16(
                 let (yr, gr) = (&y[r * len..(r + 1) * len], &g[r * len..(r + 1) * len]);
                 let mut acc = [0f32; LANES];
                 let (yc, gc) = (yr.chunks_exact(LANES), gr.chunks_exact(LANES));
-                let tail = (yc.remainder().iter().zip(gc.remainder()))
-                    .fold(0f32, |s, (a, b)| s + a.to_f32() * b.to_f32());
+                let tail = (yc.remainder().iter().zip(gc.remainder())).fold(0f32, |s, (a, b)| {
+                    s + super::f32_from_bf16(*a) * super::f32_from_bf16(*b)
+                });
                 for (a, b) in yc.zip(gc) {
                     for l in 0..LANES {
-                        acc[l] += a[l].to_f32() * b[l].to_f32();
+                        acc[l] += super::f32_from_bf16(a[l]) * super::f32_from_bf16(b[l]);
                     }
                 }
                 let dot = acc.iter().fold(tail, |s, &v| s + v);
                 for ((d, &yv), &gv) in dst.iter_mut().zip(yr).zip(gr) {
                     d.write(super::bf16_from_f32(
-                        yv.to_f32() * (gv.to_f32() - dot) * scale,
+                        super::f32_from_bf16(yv) * (super::f32_from_bf16(gv) - dot) * scale,
                     ));
                 }
             },

@@ -182,7 +182,7 @@ impl CpuBuffer {
                 l,
                 *op,
                 #[inline(always)]
-                |x, op| cpu::bf16_from_f32(op.f(x.to_f32())),
+                |x, op| cpu::bf16_from_f32(op.f(cpu::f32_from_bf16(x))),
             )),
             other if F::INT => {
                 let r = other.cast(l, DType::I64);
@@ -237,7 +237,7 @@ impl CpuBuffer {
                 b,
                 lb,
                 #[inline(always)]
-                |x, y| cpu::bf16_from_f32(op.f(x.to_f32(), y.to_f32())),
+                |x, y| cpu::bf16_from_f32(op.f(cpu::f32_from_bf16(x), cpu::f32_from_bf16(y))),
             )),
             (a, b) if F::INT => {
                 let (I64(x), I64(y)) = (a.cast(la, DType::I64), b.cast(lb, DType::I64)) else {
@@ -302,7 +302,7 @@ impl CpuBuffer {
                     .collect(),
             ),
             CpuBuffer::BF16(v) => CpuBuffer::BF16(
-                cpu::sum(v, l, dims, |x| x.to_f32())
+                cpu::sum(v, l, dims, cpu::f32_from_bf16)
                     .into_iter()
                     .map(bf16::from_f32)
                     .collect(),

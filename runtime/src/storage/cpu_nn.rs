@@ -495,7 +495,7 @@ impl CpuBuffer {
                 d,
                 l,
                 #[inline(always)]
-                |x| cpu::bf16_from_f32(op.f(x.to_f32())),
+                |x| cpu::bf16_from_f32(op.f(cpu::f32_from_bf16(x))),
             ),
             other if F::INT => {
                 with_vec!(other, d => cpu::map_inplace(d, l, |x| Element::from_i64(op.i(x.to_i64()))))
@@ -564,7 +564,7 @@ impl CpuBuffer {
                 s,
                 ls,
                 #[inline(always)]
-                |x, y| cpu::bf16_from_f32(op.f(x.to_f32(), y.to_f32())),
+                |x, y| cpu::bf16_from_f32(op.f(cpu::f32_from_bf16(x), cpu::f32_from_bf16(y))),
             ),
             (d, s) if F::INT => {
                 let sv: Vec<i64> = s.to_vec(ls);
