@@ -185,3 +185,32 @@ fn clip_grad_norm_in_one_job_matches_its_composition() {
     );
     assert!(q.grad().unwrap().to_vec::<f32>().iter().all(|v| v.is_nan()));
 }
+
+/// AdaptiveAvgPool2d whose windows tile the input runs as one average
+/// pooling: the mean of each window (its definition), with the gradient of
+/// `sum(out * w)` checked by finite differences.
+#[test]
+fn adaptive_average_pooling_over_equal_windows_is_their_mean() {
+    use tapir::nn::{AdaptiveAvgPool2d, Forward};
+    let pool = AdaptiveAvgPool2d {
+        output_size: (2, 3),
+    };
+    let x = Tensor::randn_with(&[2, 3, 6, 9], &Generator::new(41)).to_dtype(DType::F64);
+    let out = pool.forward(&x);
+    assert_eq!(out.shape(), &[2, 3, 2, 3]);
+    for (i, j) in [(0, 0), (1, 2), (0, 1)] {
+        let window = x
+            .narrow(2, 3 * i, 3)
+            .narrow(3, 3 * j, 3)
+            .mean_dims(&[2, 3], false);
+        let got = out.narrow(2, i, 1).narrow(3, j, 1).reshape(&[2, 3]);
+        assert!(max_rel_diff(&got, &window) < 1e-14, "window ({i}, {j})");
+    }
+    let w = Tensor::linspace(-1.0, 2.0, 36)
+        .reshape(&[2, 3, 2, 3])
+        .to_dtype(DType::F64);
+    let f = |t: &[Tensor]| (&pool.forward(&t[0]) * &w).sum();
+    if let Err(e) = gradcheck(f, std::slice::from_ref(&x), 1e-6, 1e-6, 1e-5) {
+        panic!("adaptive_avg_pool2d: {e}");
+    }
+}
