@@ -27,9 +27,14 @@ where
     A: Copy + Send + Sync,
 {
     let plan = Plan::new(l, dims);
-    if let Some(off) = plan.columns {
-        let (outer, inner) = (plan.outer, plan.inner);
-        return reduce_columns(&src[off..off + outer * inner], outer, inner, init, &fold);
+    if let Some(c) = plan.columns {
+        let block = c.cols * plan.inner;
+        return (0..c.batches)
+            .flat_map(|b| {
+                let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
+                reduce_columns(src, c.cols, plan.inner, init, &fold)
+            })
+            .collect();
     }
     plan.map_groups(|base| {
         simd(
@@ -62,14 +67,25 @@ pub(crate) struct Plan {
     pub outer: usize,
     /// Elements folded into each.
     pub inner: usize,
-    /// The view's offset when the reduced dims lead a contiguous view, so
-    /// that whole rows can be folded column-wise (a bias gradient).
-    pub columns: Option<usize>,
+    /// Set when the view is contiguous and the reduced dims are one run of
+    /// dims followed by kept ones: each batch is then `[inner, cols]` rows
+    /// folded column-wise, vectorised over the columns (a bias gradient;
+    /// a sum over channels).
+    pub columns: Option<Columns>,
     /// Where each group starts (empty with `columns`).
     bases: Vec<usize>,
     ishape: Vec<usize>,
     istrides: Vec<usize>,
     irows: usize,
+}
+
+/// A [`Plan`]'s column-wise walk: `batches` blocks of `[inner, cols]`
+/// from `offset`, one after another.
+#[derive(Clone, Copy)]
+pub(crate) struct Columns {
+    pub offset: usize,
+    pub batches: usize,
+    pub cols: usize,
 }
 
 impl Plan {
@@ -79,10 +95,19 @@ impl Plan {
         let reduced: Vec<usize> = (0..nd).filter(|d| dims.contains(d)).collect();
         let outer: usize = kept.iter().map(|&d| l.shape[d]).product();
         let inner: usize = reduced.iter().map(|&d| l.shape[d]).product();
-        let leading = reduced.iter().enumerate().all(|(i, &d)| i == d);
-        let columns = l
-            .contiguous_offset()
-            .filter(|_| leading && !kept.is_empty());
+        // Reduced dims first..last with no kept dim between them, and a
+        // kept dim after them.
+        let one_run = reduced
+            .first()
+            .is_some_and(|&first| reduced.iter().enumerate().all(|(i, &d)| d == first + i));
+        let columns = match (l.contiguous_offset(), reduced.last()) {
+            (Some(offset), Some(&last)) if one_run && last + 1 < nd => Some(Columns {
+                offset,
+                batches: l.shape[..reduced[0]].iter().product(),
+                cols: l.shape[last + 1..].iter().product(),
+            }),
+            _ => None,
+        };
         let mut plan = Plan {
             outer,
             inner,
@@ -108,6 +133,11 @@ impl Plan {
             kept_layout.for_each_offset(|o| plan.bases.push(o));
         }
         plan
+    }
+
+    /// Whether each group is one unit-stride run of `inner` elements.
+    pub fn contiguous_groups(&self) -> bool {
+        self.irows == 1 && self.istrides.first().is_none_or(|&s| s == 1)
     }
 
     /// Calls `f(start, len, stride)` for each run of the group at `base`, in order.

@@ -40,15 +40,19 @@ impl<A: Float> Cascade<A> {
         while !xs.is_empty() {
             let take = (BLOCK - self.in_block).min(xs.len());
             let (part, rest) = xs.split_at(take);
+            // The lanes in a local, so they stay in a register: through
+            // `self` they were stored back after every element.
+            let mut lanes = self.lanes;
             let mut chunks = part.chunks_exact(LANES);
             for c in &mut chunks {
-                for (a, &v) in self.lanes.iter_mut().zip(c) {
+                for (a, &v) in lanes.iter_mut().zip(c) {
                     *a = *a + to(v);
                 }
             }
-            for (a, &v) in self.lanes.iter_mut().zip(chunks.remainder()) {
+            for (a, &v) in lanes.iter_mut().zip(chunks.remainder()) {
                 *a = *a + to(v);
             }
+            self.lanes = lanes;
             self.in_block += take;
             if self.in_block == BLOCK {
                 self.close_block();
@@ -73,6 +77,7 @@ impl<A: Float> Cascade<A> {
     }
 
     /// Adds the finished block to the counter: equal-sized partial sums merge.
+    #[inline(always)]
     fn close_block(&mut self) {
         let mut v = self.lanes_sum();
         self.lanes = [A::zero(); LANES];
@@ -113,15 +118,36 @@ where
 {
     let plan = Plan::new(l, dims);
     let (outer, inner) = (plan.outer, plan.inner);
-    // Column sums (a bias gradient: [B, D] over B): whole rows at a time.
-    if let Some(off) = plan.columns {
-        return sum_columns(&src[off..off + outer * inner], outer, inner, &to);
+    // Column sums (a bias gradient: [B, D] over B; channels of [N, C, H, W]
+    // over C): whole rows at a time.
+    if let Some(c) = plan.columns {
+        let block = c.cols * inner;
+        return (0..c.batches)
+            .flat_map(|b| {
+                let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
+                sum_columns(src, c.cols, inner, &to)
+            })
+            .collect();
     }
     if outer == 1
         && inner > CHUNK
         && let Some(off) = l.contiguous_offset()
     {
         return vec![sum_chunked(&src[off..off + inner], &to)];
+    }
+    if plan.contiguous_groups() {
+        // Row sums: each group one slice, summed inside the vector context
+        // (through `runs`' closure the loop compiled without it).
+        return plan.map_groups(|base| {
+            simd(
+                #[inline(always)]
+                || {
+                    let mut acc = Cascade::new();
+                    acc.push_slice(&src[base..base + inner], &to);
+                    acc.finish()
+                },
+            )
+        });
     }
     plan.map_groups(|base| {
         simd(
@@ -288,6 +314,36 @@ mod tests {
                 (strided[j] as f64 - want).abs() <= 1e-6 * want,
                 "strided {j}"
             );
+        }
+    }
+
+    /// A run of reduced dims between kept ones (channels of [N, C, H, W])
+    /// goes column-wise per batch: sums and a max against the definition.
+    #[test]
+    fn reduced_dims_between_kept_ones_go_column_wise_per_batch() {
+        let (n, c, h, w) = (3, 70, 2, 33);
+        let v = values(n * c * h * w);
+        let l = Layout::contiguous(&[n, c, h, w]);
+        let at = |i: usize, j: usize, k: usize, m: usize| v[((i * c + j) * h + k) * w + m];
+        let sums = sum(&v, &l, &[1], |x| x);
+        let both = sum(&v, &l, &[1, 2], |x| x);
+        let maxes = super::super::reduce::reduce(&v, &l, &[1], f32::MIN, |a, x, _| a.max(x));
+        for i in 0..n {
+            for m in 0..w {
+                let want_both: f64 = (0..c * h).map(|jk| at(i, jk / h, jk % h, m) as f64).sum();
+                let got = both[i * w + m] as f64;
+                assert!((got - want_both).abs() <= 1e-6 * want_both, "({i}, {m})");
+                for k in 0..h {
+                    let want: f64 = (0..c).map(|j| at(i, j, k, m) as f64).sum();
+                    let o = (i * h + k) * w + m;
+                    assert!(
+                        (sums[o] as f64 - want).abs() <= 1e-6 * want,
+                        "({i}, {k}, {m})"
+                    );
+                    let max = (0..c).map(|j| at(i, j, k, m)).fold(f32::MIN, f32::max);
+                    assert_eq!(maxes[o], max, "max ({i}, {k}, {m})");
+                }
+            }
         }
     }
 }
