@@ -29,12 +29,12 @@ where
     let plan = Plan::new(l, dims);
     if let Some(c) = plan.columns {
         let block = c.cols * plan.inner;
-        return (0..c.batches)
-            .flat_map(|b| {
-                let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
-                reduce_columns(src, c.cols, plan.inner, init, &fold)
-            })
-            .collect();
+        let mut out = Vec::with_capacity(c.batches * c.cols);
+        for b in 0..c.batches {
+            let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
+            out.extend(reduce_columns(src, c.cols, plan.inner, init, &fold));
+        }
+        return out;
     }
     plan.map_groups(|base| {
         simd(

@@ -122,12 +122,12 @@ where
     // over C): whole rows at a time.
     if let Some(c) = plan.columns {
         let block = c.cols * inner;
-        return (0..c.batches)
-            .flat_map(|b| {
-                let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
-                sum_columns(src, c.cols, inner, &to)
-            })
-            .collect();
+        let mut out = Vec::with_capacity(c.batches * c.cols);
+        for b in 0..c.batches {
+            let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
+            out.extend(sum_columns(src, c.cols, inner, &to));
+        }
+        return out;
     }
     if outer == 1
         && inner > CHUNK
