@@ -93,6 +93,9 @@ impl<A: Float> Cascade<A> {
 
     fn finish(&self) -> A {
         let mut s = self.lanes_sum();
+        if self.blocks == 0 {
+            return s; // a short group: no partial sums to add (tiny windows)
+        }
         for k in 0..LEVELS {
             if self.blocks & (1 << k) != 0 {
                 s = self.partial[k] + s;
