@@ -1,7 +1,8 @@
 //! Criterion benches of the core kernels: matmul in f32 and bf16 (elements = FLOPs, so the
 //! throughput column reads as FLOP/s), elementwise add and gelu (bytes moved),
-//! softmax and sum, the small CNN's pooling and convolutions, and the char
-//! transformer's attention (fused against plain ops, forward and backward).
+//! softmax and sums, the small CNN's pooling and convolutions, the char
+//! transformer's attention (fused against plain ops, forward and backward),
+//! and the backward of split pieces, a GRU and adaptive pooling.
 //!
 //! ```sh
 //! cargo bench --bench kernels
@@ -60,6 +61,66 @@ fn rows(c: &mut Criterion) {
     });
     g.bench_function("sum_dim0_256x1024", |bench| {
         bench.iter(|| black_box(x.sum_dim(0, false)))
+    });
+    // Row sums, a sum over channels, batch-norm statistics and a mean over
+    // 2 x 2 windows (the shapes of the README's reduction figures).
+    let wide = Tensor::randn(&[4096, 1024]);
+    let image = Tensor::randn(&[32, 256, 14, 14]);
+    let windows = image.reshape(&[32, 256, 7, 2, 7, 2]);
+    g.throughput(Throughput::Bytes((4 * wide.numel()) as u64));
+    g.bench_function("sum_dim1_4096x1024", |bench| {
+        bench.iter(|| black_box(wide.sum_dim(1, false)))
+    });
+    g.throughput(Throughput::Bytes((4 * image.numel()) as u64));
+    g.bench_function("sum_channels_32x256x14x14", |bench| {
+        bench.iter(|| black_box(image.sum_dim(1, false)))
+    });
+    g.bench_function("sum_0_2_3_32x256x14x14", |bench| {
+        bench.iter(|| black_box(image.sum_dims(&[0, 2, 3], false)))
+    });
+    g.bench_function("mean_2x2_windows_32x256x14x14", |bench| {
+        bench.iter(|| black_box(windows.mean_dims(&[3, 5], false)))
+    });
+    g.finish();
+}
+
+/// Backward passes that go through one autograd node for many views: an
+/// LSTM's gates from `chunk(4)`, a GRU over 100 steps (its input gates are
+/// one `unbind`), and AdaptiveAvgPool2d((7, 7)).
+fn pieces_backward(c: &mut Criterion) {
+    use tapir::nn::{AdaptiveAvgPool2d, Forward, GRU, RnnOptions};
+    let mut g = c.benchmark_group("pieces_backward");
+    g.sample_size(10);
+    let gates = Tensor::randn(&[4096, 1024]).requires_grad_(true);
+    g.bench_function("lstm_gates_chunk4_4096x1024", |bench| {
+        bench.iter(|| {
+            let p = gates.chunk(4, 1);
+            let h = &(&(&p[0].sigmoid() * &p[1].tanh()) + &p[2].sigmoid()) * &p[3].tanh();
+            h.sum().backward();
+            gates.set_grad(None);
+        })
+    });
+    let opts = RnnOptions {
+        num_layers: 1,
+        bias: true,
+        batch_first: false,
+        dropout: 0.0,
+        bidirectional: false,
+    };
+    let gru = GRU::new(64, 128, opts);
+    let seq = Tensor::randn(&[100, 32, 64]);
+    g.bench_function("gru_64x128_seq100_b32", |bench| {
+        bench.iter(|| gru.forward(&seq, None).0.sum().backward())
+    });
+    let pool = AdaptiveAvgPool2d {
+        output_size: (7, 7),
+    };
+    let image = Tensor::randn(&[32, 256, 14, 14]).requires_grad_(true);
+    g.bench_function("adaptive_avg_pool_7x7_32x256x14x14", |bench| {
+        bench.iter(|| {
+            pool.forward(&image).sum().backward();
+            image.set_grad(None);
+        })
     });
     g.finish();
 }
@@ -146,6 +207,7 @@ criterion_group!(
     matmul,
     elementwise,
     rows,
+    pieces_backward,
     cnn_layers,
     attention,
     dropout
