@@ -28,13 +28,11 @@ where
 {
     let plan = Plan::new(l, dims);
     if let Some(c) = plan.columns {
-        let block = c.cols * plan.inner;
-        let mut out = Vec::with_capacity(c.batches * c.cols);
-        for b in 0..c.batches {
+        return c.per_batch(plan.inner, init, |b, out| {
+            let block = c.cols * plan.inner;
             let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
-            out.extend(reduce_columns(src, c.cols, plan.inner, init, &fold));
-        }
-        return out;
+            out.copy_from_slice(&reduce_columns(src, c.cols, plan.inner, init, &fold));
+        });
     }
     plan.map_groups(|base| {
         simd(
@@ -86,6 +84,35 @@ pub(crate) struct Columns {
     pub offset: usize,
     pub batches: usize,
     pub cols: usize,
+}
+
+impl Columns {
+    /// One `cols`-wide result per batch, `fill(batch, out)` writing each:
+    /// batches split across the threads when each is too narrow for
+    /// [`by_columns`] to split (under 64 columns: the windows of a
+    /// pooling), else one after another.
+    pub fn per_batch<A: Copy + Send + Sync>(
+        &self,
+        rows: usize,
+        zero: A,
+        fill: impl Fn(usize, &mut [A]) + Sync,
+    ) -> Vec<A> {
+        let mut out = vec![zero; self.batches * self.cols];
+        let work = self.batches * self.cols * rows;
+        if self.cols < 64 && self.batches > 1 && parallel(work) && self.cols > 0 {
+            let per = (PARALLEL_GRAIN / (self.cols * rows).max(1)).max(1);
+            par_chunks_mut(&mut out, per * self.cols, |i, o| {
+                for (k, ob) in o.chunks_mut(self.cols).enumerate() {
+                    fill(i * per + k, ob);
+                }
+            });
+        } else {
+            for (b, ob) in out.chunks_mut(self.cols.max(1)).enumerate() {
+                fill(b, ob);
+            }
+        }
+        out
+    }
 }
 
 impl Plan {

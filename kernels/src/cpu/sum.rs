@@ -124,13 +124,11 @@ where
     // Column sums (a bias gradient: [B, D] over B; channels of [N, C, H, W]
     // over C): whole rows at a time.
     if let Some(c) = plan.columns {
-        let block = c.cols * inner;
-        let mut out = Vec::with_capacity(c.batches * c.cols);
-        for b in 0..c.batches {
+        return c.per_batch(inner, A::zero(), |b, out| {
+            let block = c.cols * inner;
             let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
-            out.extend(sum_columns(src, c.cols, inner, &to));
-        }
-        return out;
+            out.copy_from_slice(&sum_columns(src, c.cols, inner, &to));
+        });
     }
     if outer == 1
         && inner > CHUNK
@@ -318,6 +316,25 @@ mod tests {
                 "strided {j}"
             );
         }
+    }
+
+    /// Narrow batches (the windows of a pooling: 4 rows x 49 columns each)
+    /// split across the threads give the serial result bit for bit.
+    #[test]
+    fn narrow_column_batches_give_the_same_bits_on_two_threads() {
+        let v = values(2048 * 4 * 49);
+        let l = Layout::contiguous(&[2048, 4, 49]);
+        let maxed =
+            |v: &[f32]| super::super::reduce::reduce(v, &l, &[1], f32::MIN, |a, x, _| a.max(x));
+        crate::threads::set_num_threads(1);
+        let (one, one_max) = (sum(&v, &l, &[1], |x| x), maxed(&v));
+        crate::threads::set_num_threads(2);
+        let (two, two_max) = (sum(&v, &l, &[1], |x| x), maxed(&v));
+        assert_eq!(one, two);
+        assert_eq!(one_max, two_max);
+        let k = 1234 * 49 + 17; // batch 1234, column 17
+        let want: f64 = (0..4).map(|r| v[(1234 * 4 + r) * 49 + 17] as f64).sum();
+        assert!((two[k] as f64 - want).abs() <= 1e-6 * want.abs());
     }
 
     /// A run of reduced dims between kept ones (channels of [N, C, H, W])
