@@ -31,7 +31,7 @@ where
         return c.per_batch(plan.inner, init, |b, out| {
             let block = c.cols * plan.inner;
             let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
-            out.copy_from_slice(&reduce_columns(src, c.cols, plan.inner, init, &fold));
+            reduce_columns(src, plan.inner, &fold, out);
         });
     }
     plan.map_groups(|base| {
@@ -87,17 +87,18 @@ pub(crate) struct Columns {
 }
 
 impl Columns {
-    /// One `cols`-wide result per batch, `fill(batch, out)` writing each:
+    /// One `cols`-wide result per batch, `fill(batch, out)` writing each
+    /// into `out` (which starts as `init`):
     /// batches split across the threads when each is too narrow for
     /// [`by_columns`] to split (under 64 columns: the windows of a
     /// pooling), else one after another.
     pub fn per_batch<A: Copy + Send + Sync>(
         &self,
         rows: usize,
-        zero: A,
+        init: A,
         fill: impl Fn(usize, &mut [A]) + Sync,
     ) -> Vec<A> {
-        let mut out = vec![zero; self.batches * self.cols];
+        let mut out = vec![init; self.batches * self.cols];
         let work = self.batches * self.cols * rows;
         if self.cols < 64 && self.batches > 1 && parallel(work) && self.cols > 0 {
             let per = (PARALLEL_GRAIN / (self.cols * rows).max(1)).max(1);
@@ -199,17 +200,18 @@ impl Plan {
     }
 }
 
+/// Folds each of `out.len()` columns over `rows` rows of a contiguous
+/// buffer into `out` (which holds the initial accumulators).
 fn reduce_columns<T, A>(
     src: &[T],
-    cols: usize,
     rows: usize,
-    init: A,
     fold: &(impl Fn(A, T, usize) -> A + Sync),
-) -> Vec<A>
-where
+    out: &mut [A],
+) where
     T: Copy + Send + Sync,
     A: Copy + Send + Sync,
 {
+    let cols = out.len();
     let fill = |c0: usize, acc: &mut [A]| {
         simd(
             #[inline(always)]
@@ -223,9 +225,7 @@ where
             },
         )
     };
-    let mut out = vec![init; cols];
-    by_columns(&mut out, rows, fill);
-    out
+    by_columns(out, rows, fill);
 }
 
 /// Runs `fill(first_column, columns)` over `out` (one entry per column of

@@ -127,7 +127,7 @@ where
         return c.per_batch(inner, A::zero(), |b, out| {
             let block = c.cols * inner;
             let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
-            out.copy_from_slice(&sum_columns(src, c.cols, inner, &to));
+            sum_columns(src, inner, &to, out);
         });
     }
     if outer == 1
@@ -210,14 +210,15 @@ fn pairwise<A: Float>(v: &[A]) -> A {
     }
 }
 
-/// Sums each of `cols` columns over `rows` rows of a contiguous buffer:
-/// blocks of rows added row by row (vectorising over columns), the block
-/// sums combined pairwise.
-fn sum_columns<T, A>(src: &[T], cols: usize, rows: usize, to: &(impl Fn(T) -> A + Sync)) -> Vec<A>
+/// Sums each of `out.len()` columns over `rows` rows of a contiguous buffer
+/// into `out`: blocks of rows added row by row (vectorising over columns),
+/// the block sums combined pairwise.
+fn sum_columns<T, A>(src: &[T], rows: usize, to: &(impl Fn(T) -> A + Sync), out: &mut [A])
 where
     T: Copy + Send + Sync,
     A: Float,
 {
+    let cols = out.len();
     let fill = |c0: usize, out: &mut [A]| {
         simd(
             #[inline(always)]
@@ -259,9 +260,7 @@ where
             },
         )
     };
-    let mut out = vec![A::zero(); cols];
-    by_columns(&mut out, rows, fill);
-    out
+    by_columns(out, rows, fill);
 }
 
 #[cfg(test)]
