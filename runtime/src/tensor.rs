@@ -93,7 +93,7 @@ impl Tensor {
         if !Tensor::records(name, inputs) {
             return out;
         }
-        let node = Arc::new(Node::new(name, Tensor::edges(inputs), Box::new(make())));
+        let node = Arc::new(Node::new(name, Tensor::edges(inputs), make()));
         Tensor::with_node(out, &node, 0)
     }
 

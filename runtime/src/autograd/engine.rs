@@ -1,7 +1,7 @@
 //! The backward walk: dependency counting, then nodes in reverse creation
 //! order, accumulating into leaves' `.grad`.
 
-use super::{BackwardFn, GradHook, MultiBackwardFn, NoGradGuard};
+use super::{GradHook, MultiBackwardFn, NoGradGuard};
 use crate::Tensor;
 use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -35,8 +35,12 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// A single-output node.
-    pub fn new(name: &'static str, edges: Vec<Edge>, mut backward: BackwardFn) -> Node {
+    /// A single-output node; `backward` gets its output's gradient.
+    pub fn new(
+        name: &'static str,
+        edges: Vec<Edge>,
+        mut backward: impl FnMut(&Tensor, &[bool]) -> Vec<Option<Tensor>> + Send + 'static,
+    ) -> Node {
         let one: MultiBackwardFn = Box::new(move |grads, needs| {
             let g = grads[0]
                 .as_ref()

@@ -14,13 +14,10 @@ pub use recompute::{Region, checkpoint, checkpoint_sequential, checkpoint_with};
 
 use crate::Tensor;
 
-/// What a backward closure gets: the gradient of the op's output, and which
-/// inputs need a gradient (others may be returned as `None`, and their work
-/// skipped — frozen parameters cost nothing).
-pub(crate) type BackwardFn = Box<dyn FnMut(&Tensor, &[bool]) -> Vec<Option<Tensor>> + Send>;
-
-/// A multi-output node's backward: each output's gradient (`None` where
-/// nothing flowed into it), and which inputs need one.
+/// What a node's backward closure gets: each output's gradient (`None`
+/// where nothing flowed into it; a single-output node always gets one), and
+/// which inputs need a gradient (others may be returned as `None`, and
+/// their work skipped — frozen parameters cost nothing).
 pub(crate) type MultiBackwardFn =
     Box<dyn FnMut(&[Option<Tensor>], &[bool]) -> Vec<Option<Tensor>> + Send>;
 

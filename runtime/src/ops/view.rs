@@ -587,7 +587,7 @@ impl Tensor {
                 let out = super::creation::filled_on(&shape, 0.0, dtype, device);
                 for (g, &r) in grads.iter().zip(&ranges) {
                     if let Some(g) = g {
-                        let g = g.to_dtype(dtype);
+                        // `assign` converts a gradient of another dtype.
                         out.write()
                             .assign(&place(out.layout(), r), &g.read(), g.layout());
                     }
