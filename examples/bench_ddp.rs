@@ -6,6 +6,9 @@
 //! cargo build --release --features distributed --example bench_ddp
 //! target/release/examples/bench_ddp                                  # 1 process
 //! mpirun --allow-run-as-root -np 2 target/release/examples/bench_ddp  # 2 processes
+//! # NCCL: one process per GPU (more than one needs `cuda,distributed`)
+//! cargo build --release --features cuda --example bench_ddp
+//! target/release/examples/bench_ddp --backend nccl
 //! ```
 
 #[path = "common/seed.rs"]
@@ -32,6 +35,16 @@ struct Cli {
     /// Gradient bucket size in MiB.
     #[arg(long, default_value_t = 25.0)]
     bucket_cap_mb: f64,
+    /// The engine: MPI (CPU processes) or NCCL (one GPU per process).
+    #[arg(long, value_enum, default_value_t = Engine::Mpi)]
+    backend: Engine,
+}
+
+/// `--backend`'s values.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Engine {
+    Mpi,
+    Nccl,
 }
 
 fn die(msg: &str) -> ! {
@@ -42,8 +55,15 @@ fn die(msg: &str) -> ! {
 fn main() {
     use clap::Parser;
     let cli = Cli::parse();
-    let group =
-        distributed::init_process_group(Backend::Mpi).unwrap_or_else(|e| die(&e.to_string()));
+    let backend = match cli.backend {
+        Engine::Mpi => Backend::Mpi,
+        Engine::Nccl => Backend::Nccl,
+    };
+    let group = distributed::init_process_group(backend).unwrap_or_else(|e| die(&e.to_string()));
+    let device = match cli.backend {
+        Engine::Mpi => Device::Cpu,
+        Engine::Nccl => distributed::nccl_device(),
+    };
     let (rank, world) = (distributed::get_rank(), distributed::get_world_size());
     let batch = cli.batch as usize;
     if !batch.is_multiple_of(world) {
@@ -53,19 +73,23 @@ fn main() {
     }
     set_num_threads(cli.threads as usize);
     let g = Generator::new(rank as u64);
+    let on_device = |t: Tensor| t.to(device).unwrap_or_else(|e| die(&e.to_string()));
     let xs: Vec<Tensor> = (0..4)
-        .map(|_| Tensor::randn_with(&[batch / world, 784], &g))
+        .map(|_| on_device(Tensor::randn_with(&[batch / world, 784], &g)))
         .collect();
     let ys: Vec<Tensor> = (0..4)
-        .map(|_| Tensor::randint_with(0, 10, &[batch / world], &g))
+        .map(|_| on_device(Tensor::randint_with(0, 10, &[batch / world], &g)))
         .collect();
     manual_seed(0);
     let options = DdpOptions {
         bucket_cap_mb: cli.bucket_cap_mb,
         ..Default::default()
     };
-    let ddp = DistributedDataParallel::new(seed::Mlp::seed(), options)
+    let mut model = seed::Mlp::seed();
+    model
+        .to_device(device)
         .unwrap_or_else(|e| die(&e.to_string()));
+    let ddp = DistributedDataParallel::new(model, options).unwrap_or_else(|e| die(&e.to_string()));
     let params = ddp.module().parameters();
     let config = AdamWConfig {
         lr: 3e-4,
@@ -94,8 +118,9 @@ fn main() {
                 * 1e3
         });
         println!(
-            "{{\"workload\": \"ddp_mlp\", \"processes\": {world}, \"threads\": {}, \"batch\": {batch}, \"steps\": {}, \
+            "{{\"workload\": \"ddp_mlp\", \"backend\": \"{:?}\", \"device\": \"{device}\", \"processes\": {world}, \"threads\": {}, \"batch\": {batch}, \"steps\": {}, \
              \"seconds\": {seconds:.4}, \"samples_per_s\": {:.2}, \"buckets\": {}, \"first_bucket_lead_ms\": {overlap_ms:.3}}}",
+            backend,
             cli.threads,
             cli.steps,
             (cli.steps as usize * batch) as f64 / seconds,

@@ -6,7 +6,8 @@
 #   1. every CUDA kernel against its CPU twin (kernels-tests cuda::);
 #   2. the device tests: every op and gradient GPU vs CPU, the seed MLP
 #      trajectory GPU vs CPU with zero host round trips, checkpoints across
-#      devices, the caching allocator (tests/cuda.rs);
+#      devices, the caching allocator (tests/cuda.rs); NCCL collectives and
+#      DDP on one GPU rank (tests/nccl.rs);
 #   3. the PyTorch golden suites instantiated on the GPU (TAPIR_TEST_DEVICE);
 #   4. the main job, train_digits, trained on the GPU end to end;
 #   5. the GPU benchmarks, tapir and PyTorch on the same GPU, as ratios.
@@ -71,6 +72,8 @@ check() {
 export RUST_BACKTRACE=1
 wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests" cuda:: --include-ignored --nocapture --test-threads 1
 wanted device && check device-tests "$bins/cuda" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
+# NCCL (libnccl from the nvidia-nccl wheel on the library path above): one rank on the GPU.
+wanted device && check nccl "$bins/nccl" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 if wanted goldens; then
     for suite in goldens nn_goldens training; do
         # The golden suites are modules of the `suite` test binary.
@@ -95,6 +98,11 @@ timeout 300 "$bins/bench_ref" --device cuda --threads 4 --workloads $work,fusion
     >"$out/bench-tapir.jsonl" 2>"$out/bench-tapir.err" || { echo "bench_ref failed"; failed=1; }
 timeout 300 python3 benches/torch_ref.py --device cuda --threads 4 --workloads $work \
     >"$out/bench-torch.jsonl" 2>"$out/bench-torch.err" || { echo "torch_ref failed"; failed=1; }
+# Data parallel under NCCL at world size 1 (one GPU: NCCL puts no two ranks
+# on one GPU), the seed MLP step through DistributedDataParallel.
+timeout 120 "$bins/bench_ddp" --backend nccl --threads 4 --steps 200 \
+    >"$out/bench-ddp-nccl.jsonl" 2>"$out/bench-ddp-nccl.err" || { echo "bench_ddp (NCCL) failed"; failed=1; }
+cat "$out/bench-ddp-nccl.jsonl"
 python3 - "$out/bench-tapir.jsonl" "$out/bench-torch.jsonl" <<'PY' | tee "$out/bench-ratios.txt"
 import json, sys
 def load(p):

@@ -156,6 +156,16 @@ fn a_rank_with_another_model_is_an_error_on_every_rank() {
     );
 }
 
+/// NCCL's ranks meet over MPI and share how their GPU checks went before
+/// anyone joins NCCL, so a rank that cannot start it is an error on every
+/// rank, not a hang. Here no rank has a GPU (or the `cuda` feature).
+#[test]
+fn nccl_that_cannot_start_is_an_error_on_every_rank() {
+    let out = expect_success(2, "worker_nccl_cannot_start");
+    let lines = tagged(&out, "nccl refused:");
+    assert_eq!(lines.len(), 2, "{out}");
+}
+
 #[test]
 fn a_rank_that_panics_mid_step_ends_the_whole_job() {
     let job = mpirun(2, "worker_panics_mid_step", Duration::from_secs(120));
@@ -602,6 +612,18 @@ fn worker_model_mismatch() {
         "{msg}"
     );
     pg.destroy();
+}
+
+#[test]
+#[ignore = "a rank of nccl_that_cannot_start_is_an_error_on_every_rank"]
+fn worker_nccl_cannot_start() {
+    let err = distributed::init_process_group(Backend::Nccl)
+        .err()
+        .expect("no GPU here");
+    let msg = err.to_string();
+    assert!(msg.contains("NCCL"), "{msg}");
+    assert!(!distributed::is_initialized());
+    println!("nccl refused: {msg}");
 }
 
 #[test]

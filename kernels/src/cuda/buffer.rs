@@ -53,6 +53,18 @@ impl CudaBuffer {
             .expect("a live CudaBuffer holds its block")
     }
 
+    /// The whole block (for library calls that take a typed view of it).
+    pub(crate) fn block(&self) -> &CudaSlice<u8> {
+        self.slice()
+    }
+
+    /// The whole block, writable.
+    pub(crate) fn block_mut(&mut self) -> &mut CudaSlice<u8> {
+        self.slice
+            .as_mut()
+            .expect("a live CudaBuffer holds its block")
+    }
+
     /// The device address of byte `offset` (for kernel arguments).
     pub(crate) fn ptr(&self, offset: usize) -> u64 {
         let (p, _sync) = self.slice().device_ptr(self.dev.stream());

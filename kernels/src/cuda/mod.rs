@@ -7,6 +7,7 @@
 //! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU;
 //! - [`CudaBuffer`]: a block of device memory that returns to the cache on drop;
 //! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`);
+//! - [`nccl`]: NCCL collectives on device buffers (data-parallel training);
 //! - `checks`: index bounds checked on the device, reported at the next host read.
 
 mod buffer;
@@ -16,6 +17,7 @@ mod disk_cache;
 mod error;
 pub mod launch;
 pub mod modules;
+pub mod nccl;
 mod nvrtc;
 #[cfg(test)]
 mod twins;

@@ -160,7 +160,7 @@ impl Reducer {
                 let p = &self.params[i].1;
                 let part = match p.grad() {
                     Some(g) => Buf::of(&g, "DistributedDataParallel"),
-                    None => Buf::zeros(p.dtype(), p.numel(), "DistributedDataParallel"),
+                    None => Buf::zeros(p, "DistributedDataParallel"),
                 };
                 match &mut flat {
                     None => flat = Some(part),

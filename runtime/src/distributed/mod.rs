@@ -20,17 +20,26 @@
 //! }
 //! ```
 
+mod buf;
 mod ddp;
 #[cfg(feature = "distributed")]
 mod mpi_comm;
 #[cfg(not(feature = "distributed"))]
 #[path = "no_mpi.rs"]
 mod mpi_comm;
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+mod nccl_comm;
+#[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+#[path = "no_nccl.rs"]
+mod nccl_comm;
 
 pub use ddp::{BucketTiming, DdpOptions, DistributedDataParallel, NoSyncGuard, SyncTimeline};
 
-use crate::{DType, Error, Result, Tensor};
+use crate::{Device, Error, Result, Tensor};
+pub(crate) use buf::Buf;
+use buf::HostBuf;
 use mpi_comm::{Comm, MpiComm};
+use nccl_comm::NcclEngine;
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
@@ -40,8 +49,9 @@ use std::time::Instant;
 pub enum Backend {
     /// MPI (Open MPI): CPU tensors, processes started by `mpirun`.
     Mpi,
-    /// NCCL: one process per GPU. Not built yet: `init_process_group`
-    /// returns an error saying so.
+    /// NCCL: CUDA tensors, one process per GPU (`cuda:{local rank}`). Needs
+    /// the `cuda` feature; more than one process also needs `distributed`,
+    /// as the ranks meet over MPI (`mpirun`) to share NCCL's id.
     Nccl,
 }
 
@@ -60,11 +70,15 @@ pub enum ReduceOp {
     Min,
 }
 
-/// The default process group: who this process is, and its engine.
+/// The default process group: who this process is, and its engines. MPI
+/// carries host collectives (and is how NCCL ranks meet); NCCL, when the
+/// backend is NCCL, carries every tensor collective on the GPU. A one-process
+/// NCCL group built without MPI has no MPI engine.
 struct Group {
     rank: usize,
     world: usize,
-    engine: MpiComm,
+    mpi: Option<MpiComm>,
+    nccl: Option<NcclEngine>,
 }
 
 static GROUP: RwLock<Option<Arc<Group>>> = RwLock::new(None);
@@ -96,17 +110,22 @@ impl Drop for ProcessGroup {
         let Some(g) = GROUP.write().unwrap_or_else(|e| e.into_inner()).take() else {
             return;
         };
+        let Some(mpi) = &g.mpi else {
+            return;
+        };
         if std::thread::panicking() {
-            g.engine.abort(1);
+            mpi.abort(1);
         } else {
-            g.engine.finalize();
+            mpi.finalize();
         }
     }
 }
 
 /// Starts the default process group on `backend` (PyTorch's
 /// `init_process_group`). Under `mpirun -np N` each process learns its rank
-/// and the world size; started alone, it is rank 0 of 1.
+/// and the world size; started alone, it is rank 0 of 1. With
+/// [`Backend::Nccl`] each process takes the GPU of its local rank (Open MPI's
+/// `OMPI_COMM_WORLD_LOCAL_RANK`, or `LOCAL_RANK`), see [`nccl_device`].
 pub fn init_process_group(backend: Backend) -> Result<ProcessGroup> {
     let mut slot = GROUP.write().unwrap_or_else(|e| e.into_inner());
     if slot.is_some() {
@@ -114,21 +133,111 @@ pub fn init_process_group(backend: Backend) -> Result<ProcessGroup> {
             "init_process_group: the default process group is already initialized".into(),
         ));
     }
-    let engine = match backend {
-        Backend::Mpi => MpiComm::start()?,
-        Backend::Nccl => {
-            return Err(Error::Distributed(
-                "init_process_group: the NCCL backend is not available in this version of tapir; use Backend::Mpi"
-                    .into(),
-            ));
+    let group = match backend {
+        Backend::Mpi => {
+            let mpi = MpiComm::start()?;
+            Group {
+                rank: mpi.rank,
+                world: mpi.world,
+                mpi: Some(mpi),
+                nccl: None,
+            }
         }
+        Backend::Nccl => start_nccl()?,
     };
-    *slot = Some(Arc::new(Group {
-        rank: engine.rank,
-        world: engine.world,
-        engine,
-    }));
+    *slot = Some(Arc::new(group));
     Ok(ProcessGroup { _private: () })
+}
+
+/// Processes the launcher started, from its environment (1 when none says).
+fn launched_world_size() -> usize {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok())
+        .unwrap_or(1)
+}
+
+/// The NCCL group: ranks from MPI (when built with it), every rank's GPU
+/// checked and the outcome shared before anyone joins NCCL (so one rank
+/// without a GPU is an error on all, not a hang), then rank 0's NCCL id
+/// shared and the communicator joined.
+fn start_nccl() -> Result<Group> {
+    let mpi = match is_mpi_available() {
+        true => Some(MpiComm::start()?),
+        false if launched_world_size() > 1 => {
+            return Err(Error::Distributed(format!(
+                "init_process_group: {} processes were launched, and NCCL's ranks meet over MPI, which this build \
+                 lacks; build with `--features cuda,distributed`",
+                launched_world_size()
+            )));
+        }
+        false => None,
+    };
+    let (rank, world) = mpi.as_ref().map_or((0, 1), |m| (m.rank, m.world));
+    let local_rank = ["OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse().ok())
+        .unwrap_or(rank);
+    let gpu = nccl_comm::prepare(local_rank);
+    let mine = match (&gpu, rank) {
+        (Err(e), _) => Err(Error::Distributed(e.to_string())),
+        (Ok(_), 0) => unique_id_message(),
+        (Ok(_), _) => Ok(vec![b'+']),
+    };
+    let id = share_outcome(&mpi, rank, mine);
+    let joined = gpu.and_then(|gpu| gpu.join(rank, world, id?));
+    match joined {
+        Ok(engine) => Ok(Group {
+            rank,
+            world,
+            mpi,
+            nccl: Some(engine),
+        }),
+        Err(e) => {
+            if let Some(m) = &mpi {
+                m.finalize();
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Rank 0's message: `+` and NCCL's id, or `-` and why it failed.
+fn unique_id_message() -> Result<Vec<u8>> {
+    nccl_comm::unique_id().map(|id| [&b"+"[..], &id].concat())
+}
+
+/// Every rank's outcome so far (`+...` or `-why`) gathered on all ranks:
+/// the first failure becomes every rank's error; otherwise rank 0's NCCL id.
+fn share_outcome(mpi: &Option<MpiComm>, rank: usize, mine: Result<Vec<u8>>) -> Result<[u8; 128]> {
+    let mine = mine.unwrap_or_else(|e| [&b"-"[..], e.to_string().as_bytes()].concat());
+    let all = match mpi {
+        Some(m) => {
+            let (tx, rx) = channel();
+            m.submit(move |w| {
+                let _ = tx.send(mpi_comm::all_gather_bytes(w, &mine));
+            })?;
+            rx.recv()
+                .map_err(|_| Error::Distributed("init_process_group: MPI stopped".into()))?
+        }
+        None => vec![mine],
+    };
+    if let Some((r, why)) = all
+        .iter()
+        .enumerate()
+        .find(|(_, m)| m.first() == Some(&b'-'))
+    {
+        let why = String::from_utf8_lossy(&why[1..]);
+        return Err(match r == rank {
+            true => Error::Distributed(why.into_owned()),
+            false => Error::Distributed(format!(
+                "init_process_group: rank {r} could not start NCCL: {why}"
+            )),
+        });
+    }
+    all[0][1..].try_into().map_err(|_| {
+        Error::Distributed("init_process_group: rank 0 sent a malformed NCCL id".into())
+    })
 }
 
 /// Whether a default process group is running.
@@ -159,8 +268,15 @@ pub fn get_world_size() -> usize {
         .world
 }
 
-/// Waits until every rank has reached the barrier.
+/// Waits until every rank has reached the barrier. Under NCCL, as in
+/// PyTorch, it all-reduces one element on the GPU and waits for it.
 pub fn barrier() -> Result<()> {
+    let g = group("barrier")?;
+    if let Some(nccl) = &g.nccl {
+        let one = Tensor::zeros_on(&[1], crate::DType::F32, nccl.device());
+        nccl.all_reduce("barrier", &one, ReduceOp::Sum)?;
+        return crate::cuda::synchronize(nccl.device());
+    }
     launch("barrier", mpi_comm::barrier)?.wait()
 }
 
@@ -200,89 +316,75 @@ impl<R> Pending<R> {
     }
 }
 
+/// Queues `job` on the MPI engine.
 fn launch<R: Send + 'static>(
     op: &str,
     job: impl FnOnce(&Comm) -> R + Send + 'static,
 ) -> Result<Pending<R>> {
     let g = group(op)?;
+    let mpi = g.mpi.as_ref().ok_or_else(|| {
+        Error::Distributed(format!(
+            "{op}: this NCCL process group has no MPI engine for host data (built without `distributed`)"
+        ))
+    })?;
     let (tx, result) = channel();
     let started = Arc::new(OnceLock::new());
     let stamp = started.clone();
-    g.engine.submit(move |w| {
+    mpi.submit(move |w| {
         let _ = stamp.set(Instant::now());
         let _ = tx.send(job(w));
     })?;
     Ok(Pending { result, started })
 }
 
-/// A tensor's elements as the engine sends them.
-pub(crate) enum Buf {
-    F32(Vec<f32>),
-    F64(Vec<f64>),
-    I64(Vec<i64>),
+/// Runs a collective on the NCCL engine: it is queued on the GPU's stream at
+/// once, so its result is ready for every later op there.
+fn on_nccl<R>(op: &str, job: impl FnOnce(&NcclEngine, usize) -> Result<R>) -> Result<Pending<R>> {
+    let g = group(op)?;
+    let nccl = g
+        .nccl
+        .as_ref()
+        .expect("device buffers exist only under NCCL");
+    Ok(ready(job(nccl, g.world)?))
 }
 
-impl Buf {
-    fn of(t: &Tensor, op: &str) -> Buf {
-        match t.dtype() {
-            DType::F32 => Buf::F32(t.to_vec()),
-            DType::F64 => Buf::F64(t.to_vec()),
-            DType::I64 => Buf::I64(t.to_vec()),
-            d => panic!(
-                "{op}: the MPI backend carries f32, f64 and i64 tensors, not {d:?}; convert with to_dtype first"
-            ),
-        }
-    }
+/// Whether the running group carries tensors on NCCL.
+fn uses_nccl() -> bool {
+    GROUP
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|g| g.nccl.is_some())
+}
 
-    /// `n` zeros of `dtype` (a gradient this rank did not produce).
-    fn zeros(dtype: DType, n: usize, op: &str) -> Buf {
-        match dtype {
-            DType::F32 => Buf::F32(vec![0.0; n]),
-            DType::F64 => Buf::F64(vec![0.0; n]),
-            DType::I64 => Buf::I64(vec![0; n]),
-            d => panic!("{op}: the MPI backend carries f32, f64 and i64 tensors, not {d:?}"),
-        }
-    }
+/// The GPU this rank's NCCL communicator runs on (PyTorch's
+/// `torch.cuda.current_device()` after `set_device(local_rank)`): put the
+/// model and its batches there.
+///
+/// ```
+/// use tapir_runtime::Device;
+/// use tapir_runtime::distributed::{self, Backend};
+/// // Without a GPU (or the `cuda` feature) NCCL does not start.
+/// if let Ok(group) = distributed::init_process_group(Backend::Nccl) {
+///     assert!(matches!(distributed::nccl_device(), Device::Cuda(_)));
+///     group.destroy();
+/// }
+/// ```
+///
+/// # Panics
+/// When no process group has been initialized, or it is not NCCL's.
+pub fn nccl_device() -> Device {
+    nccl_device_for("nccl_device")
+}
 
-    /// Appends `other` (same dtype).
-    fn append(&mut self, other: Buf) {
-        match (self, other) {
-            (Buf::F32(a), Buf::F32(b)) => a.extend(b),
-            (Buf::F64(a), Buf::F64(b)) => a.extend(b),
-            (Buf::I64(a), Buf::I64(b)) => a.extend(b),
-            _ => panic!("reduce_scatter: every input must have one dtype"),
+/// [`nccl_device`], with `op` named in the panic.
+fn nccl_device_for(op: &str) -> Device {
+    let g = group(op).unwrap_or_else(|e| panic!("{e}"));
+    match &g.nccl {
+        Some(n) => n.device(),
+        None => {
+            panic!("{op}: the default process group runs MPI, not NCCL; it has no GPU of its own")
         }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Buf::F32(v) => v.len(),
-            Buf::F64(v) => v.len(),
-            Buf::I64(v) => v.len(),
-        }
-    }
-
-    fn scale(&mut self, by: f64) {
-        match self {
-            Buf::F32(v) => v.iter_mut().for_each(|x| *x *= by as f32),
-            Buf::F64(v) => v.iter_mut().for_each(|x| *x *= by),
-            Buf::I64(_) => unreachable!("Avg is refused for integer tensors"),
-        }
-    }
-
-    /// Elements `range` as a tensor of `shape` on `like`'s device.
-    fn tensor(
-        &self,
-        range: std::ops::Range<usize>,
-        shape: &[usize],
-        like: &Tensor,
-    ) -> Result<Tensor> {
-        let t = match self {
-            Buf::F32(v) => Tensor::from_slice(&v[range], shape),
-            Buf::F64(v) => Tensor::from_slice(&v[range], shape),
-            Buf::I64(v) => Tensor::from_slice(&v[range], shape),
-        };
-        t.to(like.device())
     }
 }
 
@@ -338,11 +440,7 @@ pub fn broadcast_async(t: &Tensor, src: usize) -> Result<Work> {
         src < world,
         "broadcast: source rank {src} is not below the world size {world}"
     );
-    let mut buf = Buf::of(t, "broadcast");
-    let pending = launch("broadcast", move |w| {
-        mpi_comm::broadcast(w, &mut buf, src);
-        buf
-    })?;
+    let pending = broadcast_buf("broadcast", Buf::of(t, "broadcast"), src)?;
     let t = t.clone();
     Ok(Work {
         started: pending.started.clone(),
@@ -360,13 +458,21 @@ pub fn all_gather_async(t: &Tensor) -> Result<Work<Vec<Tensor>>> {
     let buf = Buf::of(t, "all_gather");
     let shape = t.shape().to_vec();
     let signature = format!("{shape:?} {:?}", t.dtype()).into_bytes();
-    let pending = launch("all_gather", move |w| {
-        // Agree on shapes first: a mismatch is an error on every rank, not a
-        // truncated message.
-        let all = mpi_comm::all_gather_bytes(w, &signature);
-        let first = all.iter().position(|s| *s != all[0]);
-        first.map_or_else(|| Ok(mpi_comm::all_gather(w, &buf)), |r| Err((r, all)))
-    })?;
+    // Agree on shapes first: a mismatch is an error on every rank, not a
+    // truncated message.
+    let mismatch = |all: Vec<Vec<u8>>| all.iter().position(|s| *s != all[0]).map(|r| (r, all));
+    let pending = match buf {
+        Buf::Host(h) => launch("all_gather", move |w| {
+            let all = mpi_comm::all_gather_bytes(w, &signature);
+            mismatch(all).map_or_else(|| Ok(Buf::Host(mpi_comm::all_gather(w, &h))), Err)
+        })?,
+        Buf::Device(d) => match mismatch(all_gather_bytes("all_gather", signature)?) {
+            Some(bad) => ready(Err(bad)),
+            None => on_nccl("all_gather", |n, world| {
+                Ok(Ok(Buf::Device(n.all_gather("all_gather", &d, world)?)))
+            })?,
+        },
+    };
     let like = t.clone();
     Ok(Work {
         started: pending.started.clone(),
@@ -409,9 +515,19 @@ pub fn reduce_scatter_async(inputs: &[Tensor], op: ReduceOp) -> Result<Work<Tens
     for t in &inputs[1..] {
         buf.append(Buf::of(t, "reduce_scatter"));
     }
-    let pending = launch("reduce_scatter", move |w| {
-        mpi_comm::reduce_scatter(w, &buf, op)
-    })?;
+    let pending = match buf {
+        Buf::Host(h) => launch("reduce_scatter", move |w| {
+            Buf::Host(mpi_comm::reduce_scatter(w, &h, op))
+        })?,
+        Buf::Device(d) => on_nccl("reduce_scatter", |n, world| {
+            Ok(Buf::Device(n.reduce_scatter(
+                "reduce_scatter",
+                &d,
+                world,
+                op,
+            )?))
+        })?,
+    };
     let like = inputs[0].clone();
     Ok(Work {
         started: pending.started.clone(),
@@ -427,14 +543,47 @@ pub fn reduce_scatter_async(inputs: &[Tensor], op: ReduceOp) -> Result<Work<Tens
 
 /// Every rank's `bytes`, in rank order (DDP's model check).
 fn all_gather_bytes(op: &str, bytes: Vec<u8>) -> Result<Vec<Vec<u8>>> {
+    if group(op)?.mpi.is_none() {
+        return Ok(vec![bytes]); // one NCCL process built without MPI
+    }
     launch(op, move |w| mpi_comm::all_gather_bytes(w, &bytes))?.wait()
 }
 
-/// A flat buffer all-reduced on the engine (a tensor's elements, or DDP's
-/// bucket); `Avg` is left to the caller (MPI only sums).
-fn all_reduce_buf(name: &str, mut buf: Buf, op: ReduceOp) -> Result<Pending<Buf>> {
-    launch(name, move |w| {
-        mpi_comm::all_reduce(w, &mut buf, op);
-        buf
-    })
+/// A result that is already there.
+fn ready<R>(value: R) -> Pending<R> {
+    let (tx, result) = channel();
+    let _ = tx.send(value);
+    Pending {
+        result,
+        started: Arc::new(OnceLock::from(Instant::now())),
+    }
+}
+
+/// A flat buffer all-reduced on its engine (a tensor's elements, or DDP's
+/// bucket); `Avg` sums, and the caller divides.
+fn all_reduce_buf(name: &str, buf: Buf, op: ReduceOp) -> Result<Pending<Buf>> {
+    match buf {
+        Buf::Host(mut h) => launch(name, move |w| {
+            mpi_comm::all_reduce(w, &mut h, op);
+            Buf::Host(h)
+        }),
+        Buf::Device(d) => on_nccl(name, |n, _| {
+            n.all_reduce(name, &d, op)?;
+            Ok(Buf::Device(d))
+        }),
+    }
+}
+
+/// Rank `src`'s buffer on every rank.
+fn broadcast_buf(name: &str, buf: Buf, src: usize) -> Result<Pending<Buf>> {
+    match buf {
+        Buf::Host(mut h) => launch(name, move |w| {
+            mpi_comm::broadcast(w, &mut h, src);
+            Buf::Host(h)
+        }),
+        Buf::Device(d) => on_nccl(name, |n, _| {
+            n.broadcast(name, &d, src)?;
+            Ok(Buf::Device(d))
+        }),
+    }
 }

@@ -3,7 +3,7 @@
 //! PyTorch's `ProcessGroupMPI` does). Callers queue jobs on it and wait on
 //! their results; a job queued while backward runs proceeds beside it.
 
-use super::{Buf, ReduceOp};
+use super::{HostBuf as Buf, ReduceOp};
 use crate::{Error, Result};
 use mpi::collective::SystemOperation;
 use mpi::datatype::Equivalence;

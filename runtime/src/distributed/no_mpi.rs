@@ -2,7 +2,7 @@
 //! feature: starting it is an error, so nothing else here can be reached
 //! (`Comm` has no values).
 
-use super::{Buf, ReduceOp};
+use super::{HostBuf as Buf, ReduceOp};
 use crate::{Error, Result};
 
 /// No communicator exists without MPI.

@@ -167,6 +167,25 @@ impl Storage {
         }
     }
 
+    /// The device buffer of a CUDA storage, read-only (see `cuda_buffer_mut`).
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    pub fn cuda_buffer(&self) -> Option<&tapir_kernels::cuda::CudaBuffer> {
+        match self {
+            Storage::Cpu(_) => None,
+            Storage::Cuda(s) => Some(&s.buf),
+        }
+    }
+
+    /// The device buffer of a CUDA storage, for library calls that work on
+    /// it in place (NCCL's collectives); `None` for a CPU storage.
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    pub fn cuda_buffer_mut(&mut self) -> Option<&mut tapir_kernels::cuda::CudaBuffer> {
+        match self {
+            Storage::Cpu(_) => None,
+            Storage::Cuda(s) => Some(&mut s.buf),
+        }
+    }
+
     /// Elements in the buffer.
     pub fn len(&self) -> usize {
         match self {
