@@ -386,3 +386,32 @@ fn linear_with_bias_is_one_fused_op_that_gradchecks_and_matches_the_composition(
     // matmul (1.00390625 -> 1.0) and again after the add would give 1.0.
     assert_eq!(y.float().to_vec::<f32>(), vec![1.0078125]);
 }
+
+#[test]
+fn a_broadcast_left_operand_gets_the_summed_gradient_in_either_orientation() {
+    // A convolution's weight against its unfolded images: `a` broadcast over
+    // the batch. With fewer rows than columns its gradient is computed as
+    // (b @ g^T)^T summed; with more, as g @ b^T summed. Both must equal the
+    // per-product definition, come out contiguous, and pass finite
+    // differences (the conv goldens check the same against PyTorch).
+    for (m, k) in [(3usize, 7usize), (7, 3)] {
+        let a = rnd(&[2, m, k], 4).requires_grad_(true); // batch [2] kept
+        let b = rnd(&[5, 2, k, 4], 5); // batch [5, 2]: a is summed over 5
+        let g = rnd(&[5, 2, m, 4], 6);
+        (&a.matmul(&b) * &g).sum().backward();
+        let grad = a.grad().unwrap();
+        assert!(grad.is_contiguous(), "{m}x{k}: gradient layout");
+        let want = g.matmul(&b.transpose(-1, -2)).sum_dims(&[0], false);
+        let diff = (&grad - &want).abs().max().item::<f64>();
+        assert!(diff < 1e-12, "{m}x{k}: gradient off by {diff}");
+        let f = |t: &[Tensor]| (&t[0].matmul(&t[1]) * &g).sum();
+        gradcheck(
+            f,
+            &[a.detach().requires_grad_(true), b.requires_grad_(true)],
+            1e-6,
+            1e-6,
+            1e-5,
+        )
+        .unwrap_or_else(|e| panic!("{m}x{k}: {e}"));
+    }
+}

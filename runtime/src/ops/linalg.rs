@@ -116,7 +116,7 @@ impl Tensor {
             let (a, b) = (a.detach(), b.detach());
             move |g: &Tensor, needs: &[bool]| {
                 vec![
-                    needs[0].then(|| g.mm_nd(&b.transpose(-1, -2)).sum_to(&a_shape)),
+                    needs[0].then(|| left_grad(g, &b, &a_shape)),
                     needs[1].then(|| match a.ndim() {
                         2 => weight_grad(&a, g, &b),
                         _ => a.transpose(-1, -2).mm_nd(g).sum_to(&b_shape),
@@ -164,6 +164,28 @@ impl Tensor {
             }
         })
     }
+}
+
+/// `g @ b^T` summed to `a_shape`: the gradient of `a` in `a @ b`. When `a`
+/// was broadcast over the batch (a convolution's weight against the
+/// unfolded images) and has fewer rows than columns, it is computed as
+/// `(b @ g^T)^T` instead: the GEMM's column-major right operand is then
+/// `g^T`, `[n, m]` per product, rather than `b^T`, `[n, k]`, which the
+/// GEMM would first copy row-major (the CNN's conv2 weight gradient,
+/// 128 products of `[64, 196] @ [196, 288]`: 9.9 -> 5.7 ms).
+fn left_grad(g: &Tensor, b: &Tensor, a_shape: &[usize]) -> Tensor {
+    let nd = a_shape.len();
+    let (m, k) = (a_shape[nd - 2], a_shape[nd - 1]);
+    let products: usize = g.shape()[..g.ndim() - 2].iter().product();
+    let broadcast = a_shape[..nd - 2].iter().product::<usize>() < products;
+    if broadcast && m < k {
+        // Summed before the transpose, so the sum reads its input in order.
+        let mut swapped = a_shape.to_vec();
+        swapped.swap(nd - 2, nd - 1);
+        let summed = b.mm_nd(&g.transpose(-1, -2)).sum_to(&swapped);
+        return summed.transpose(-1, -2).contiguous();
+    }
+    g.mm_nd(&b.transpose(-1, -2)).sum_to(a_shape)
 }
 
 /// `x^T @ g`, the gradient of `w` in `x @ w`, laid out as `w` is: for a
