@@ -405,6 +405,11 @@ binary_rows! {
     /// GELU's backward in one pass: the upstream gradient `a` times
     /// `gelu'(b)` at the input `b` (was a map, a buffer and a multiply).
     GeluBackward = "gelu_backward", |a, b| a * gelu_grad(b), cuda "u * gelu_grad_f(v)";
+    /// ReLU's backward in one pass (PyTorch's `threshold_backward` at 0):
+    /// the upstream gradient `a` where the output `b` is above 0 or NaN,
+    /// else 0 (was a step map, a buffer and a multiply).
+    ReluBackward = "relu_backward", |a, b| if b <= T::zero() { T::zero() } else { a },
+        cuda "v <= 0.0f ? 0.0f : u";
 }
 
 /// An elementwise comparison, to bool (`<name>_<dtype>` kernels in `cu/copy.cu`).

@@ -155,6 +155,8 @@ instructions!(
         Mul,
         /// `a / b`.
         Div,
+        /// ReLU's backward: `a` where `b` is above 0 or NaN, else 0.
+        ReluBackward,
     ]
 );
 
@@ -246,12 +248,14 @@ impl Program {
     }
 
     /// Whether reverse-mode differentiation knows every instruction (the
-    /// derivative rows have none: [`Unary::is_derivative`]).
+    /// derivative rows have none: [`Unary::is_derivative`] and
+    /// [`Binary::ReluBackward`]).
     pub fn differentiable(&self) -> bool {
-        !self
-            .insts
-            .iter()
-            .any(|i| matches!(i, Inst::Unary(u, _) if u.is_derivative()))
+        !self.insts.iter().any(|i| match i {
+            Inst::Unary(u, _) => u.is_derivative(),
+            Inst::Binary(b, ..) => *b == Binary::ReluBackward,
+            _ => false,
+        })
     }
 
     /// The backward program of a one-output program: its inputs are this
@@ -473,10 +477,9 @@ fn unary_grad(e: &mut Emit, op: Unary, x: usize, y: usize, a: usize) -> Option<u
             let s = e.bin(Mul, y, d);
             e.bin(Mul, a, s)
         }
-        Unary::Relu => {
-            let s = e.un(Unary::Step, x);
-            e.bin(Mul, a, s)
-        }
+        // As eager ReLU's backward (PyTorch's threshold_backward): the
+        // gradient passes where x > 0 or x is NaN.
+        Unary::Relu => e.bin(Binary::ReluBackward, a, x),
         Unary::Silu => {
             let s = e.un(Unary::SiluGrad, x);
             e.bin(Mul, a, s)
@@ -531,6 +534,9 @@ fn binary_grad(e: &mut Emit, op: Binary, x: usize, y: usize, a: usize) -> (usize
             let q = e.bin(Div, x, y2);
             let p = e.bin(Mul, a, q);
             (gx, e.un(Unary::Neg, p))
+        }
+        Binary::ReluBackward => {
+            unreachable!("a derivative row has no derivative (Program::differentiable)")
         }
     }
 }

@@ -415,3 +415,19 @@ fn a_broadcast_left_operand_gets_the_summed_gradient_in_either_orientation() {
         .unwrap_or_else(|e| panic!("{m}x{k}: {e}"));
     }
 }
+
+#[test]
+fn relu_backward_passes_the_gradient_where_the_output_is_positive_or_nan() {
+    // PyTorch's threshold_backward at 0, read off torch 2.x:
+    // relu([-1, 0, 2, nan, -0]) backward with [5, 6, 7, 8, 9] gives
+    // [0, 0, 7, 8, 0]: zero at and below 0, the gradient through a NaN.
+    for dtype in [DType::F32, DType::F64, DType::BF16] {
+        let x = Tensor::from_vec(vec![-1.0f32, 0.0, 2.0, f32::NAN, -0.0], &[5])
+            .to_dtype(dtype)
+            .requires_grad_(true);
+        let g = Tensor::from_vec(vec![5.0f32, 6.0, 7.0, 8.0, 9.0], &[5]).to_dtype(dtype);
+        x.relu().backward_with(&g, false);
+        let grad = x.grad().unwrap().to_dtype(DType::F32).to_vec::<f32>();
+        assert_eq!(grad, [0.0, 0.0, 7.0, 8.0, 0.0], "{dtype:?}");
+    }
+}

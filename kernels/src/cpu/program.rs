@@ -250,6 +250,22 @@ mod tests {
         }
     }
 
+    /// A fused ReLU's backward is the eager one's (PyTorch's
+    /// threshold_backward): zero at and below 0, the gradient through NaN.
+    #[test]
+    fn relu_backward_passes_the_gradient_through_nan_as_eager() {
+        let p = Program {
+            n_inputs: 1,
+            insts: vec![Inst::Input(0), Inst::Unary(Unary::Relu, 0)],
+            outputs: vec![1],
+        };
+        let back = p.backward(&[true]);
+        let x = [-1.0f32, 0.0, 2.0, f32::NAN, -0.0];
+        let g = [5.0f32, 6.0, 7.0, 8.0, 9.0];
+        let out = run_program(&back, &[Operand::Full(&x), Operand::Full(&g)], &[], 5);
+        assert_eq!(out[0], [0.0, 0.0, 7.0, 8.0, 0.0]);
+    }
+
     /// A program's dropout is `philox_dropout_mask`'s, element for element,
     /// over tiles and threads and a tail that is not a whole Philox block.
     #[test]

@@ -7,8 +7,8 @@ use crate::Tensor;
 use crate::trace::{self, Attr};
 use tapir_kernels::elementwise::{
     Abs, Clamp, ClampMask, Cos, Erf, Exp, Gelu, GeluBackward, Hardswish, HardswishGrad, LeakyRelu,
-    LeakyStep, Log, Log1p, Neg, PowScalar, Relu, Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt,
-    Step, Tanh, UnaryFn,
+    LeakyStep, Log, Log1p, Neg, PowScalar, Relu, ReluBackward, Rsqrt, Sigmoid, Sign, Silu,
+    SiluGrad, Sin, Sqrt, Tanh, UnaryFn,
 };
 
 /// What a unary backward needs kept from forward.
@@ -181,7 +181,7 @@ impl Tensor {
     pub fn relu(&self) -> Tensor {
         trace::op("relu", [self], Vec::new, || {
             unary(self, Relu, "ReluBackward0", Save::Output, |y, g| {
-                g * &map(y, &Step)
+                super::binary::apply(g, y, &ReluBackward, "relu_backward", true)
             })
         })
     }
