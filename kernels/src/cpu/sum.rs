@@ -119,6 +119,26 @@ where
     T: Copy + Send + Sync,
     A: Float,
 {
+    if let Some(t) = trailing_rows(l, dims) {
+        // Reduced dims on both sides of kept ones, the trailing ones a
+        // contiguous row (a bias gradient of [N, C, H, W] over (0, 2, 3)):
+        // row sums first, then those column-wise, two fast passes instead
+        // of one strided walk per output (0.76 -> 0.3 ms over
+        // [128, 32, 28, 28]).
+        let rows = sum_planned(src, l, &dims[dims.len() - (l.ndim() - t)..], to);
+        let lead: Vec<usize> = dims.iter().copied().filter(|&d| d < t).collect();
+        return sum_planned(&rows, &Layout::contiguous(&l.shape[..t]), &lead, |v| v);
+    }
+    sum_planned(src, l, dims, to)
+}
+
+/// [`sum`] by one [`Plan`]: column-wise, one chunked sum, row sums, or a
+/// strided walk per output.
+fn sum_planned<T, A>(src: &[T], l: &Layout, dims: &[usize], to: impl Fn(T) -> A + Sync) -> Vec<A>
+where
+    T: Copy + Send + Sync,
+    A: Float,
+{
     let plan = Plan::new(l, dims);
     let (outer, inner) = (plan.outer, plan.inner);
     // Column sums (a bias gradient: [B, D] over B; channels of [N, C, H, W]
@@ -168,6 +188,30 @@ where
             },
         )
     })
+}
+
+/// The shortest row worth a pass of row sums of its own: each row sum has
+/// a fixed cost, and over [128, 64, 14, 14] (rows of 196) the strided walk
+/// stayed faster (0.27 against 0.38 ms).
+const MIN_ROW: usize = 512;
+
+/// For a contiguous view summed over some leading dims and all dims from
+/// `t` on, with a kept dim between and rows of at least [`MIN_ROW`]: `t`.
+fn trailing_rows(l: &Layout, dims: &[usize]) -> Option<usize> {
+    let nd = l.ndim();
+    l.contiguous_offset()?;
+    let mut sorted = dims.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    // The trailing run of reduced dims.
+    let mut t = nd;
+    while t > 0 && sorted.contains(&(t - 1)) {
+        t -= 1;
+    }
+    let row: usize = l.shape[t..].iter().product();
+    let lead = sorted.iter().any(|&d| d < t);
+    let kept_between = (0..t).any(|d| !sorted.contains(&d));
+    (t < nd && lead && kept_between && row >= MIN_ROW && sorted == dims).then_some(t)
 }
 
 /// Elements per chunk of one large sum.
@@ -281,6 +325,34 @@ mod tests {
 
     fn exact(v: &[f32]) -> f64 {
         v.iter().map(|&x| x as f64).sum()
+    }
+
+    /// Reduced dims on both sides of a kept one, with long trailing rows:
+    /// rows first, then columns (`trailing_rows`), against f64 sums, and
+    /// the same plan is not taken for short rows or a kept trailing dim.
+    #[test]
+    fn outer_and_trailing_dims_sum_in_two_passes_like_f64() {
+        let (n, c, hw) = (5, 3, 600);
+        let v = values(n * c * hw);
+        let l = Layout::contiguous(&[n, c, hw]);
+        assert_eq!(trailing_rows(&l, &[0, 2]), Some(2));
+        assert_eq!(
+            trailing_rows(&Layout::contiguous(&[n, c, 100]), &[0, 2]),
+            None
+        );
+        assert_eq!(trailing_rows(&l, &[0, 1]), None);
+        assert_eq!(trailing_rows(&l.transpose(0, 1), &[0, 2]), None);
+        let got = sum(&v, &l, &[0, 2], |x| x);
+        for (k, &g) in got.iter().enumerate() {
+            let want: f64 = (0..n)
+                .map(|i| exact(&v[(i * c + k) * hw..(i * c + k + 1) * hw]))
+                .sum();
+            let g = g as f64;
+            assert!(
+                (g - want).abs() <= 1e-6 * want.abs(),
+                "channel {k}: {g} vs {want}"
+            );
+        }
     }
 
     #[test]
