@@ -338,9 +338,6 @@ unary_rows! {
     /// `max(x, 0)`, NaN kept.
     Relu = "relu", |x| if x > T::zero() || x.is_nan() { x } else { T::zero() },
         cuda "(v > 0.0f || v != v) ? v : 0.0f", int |x| x.max(0);
-    /// 1 where `x > 0` else 0: the derivative of relu.
-    Step = "step", |x| if x > T::zero() { T::one() } else { T::zero() },
-        cuda "v > 0.0f ? 1.0f : 0.0f";
     /// `x * sigmoid(x)` (SiLU, swish).
     Silu = "silu", |x| x * sigmoid(x), cuda "v / (1.0f + expf(-v))";
     /// The derivative of SiLU: `s (1 + x (1 - s))` with `s = sigmoid(x)`.

@@ -126,8 +126,6 @@ instructions!(
         Sigmoid,
         /// `max(x, 0)`.
         Relu,
-        /// 1 where `x > 0`, else 0.
-        Step,
         /// `x σ(x)`.
         Silu,
         /// The derivative of SiLU.
@@ -161,7 +159,7 @@ instructions!(
 );
 
 impl Unary {
-    /// Whether this is another row's derivative (`Step`, `SiluGrad`,
+    /// Whether this is another row's derivative (`SiluGrad`,
     /// `GeluGrad`, `HardswishGrad`): backward programs use them, and they
     /// have no derivative of their own here.
     ///
@@ -172,7 +170,7 @@ impl Unary {
     pub fn is_derivative(self) -> bool {
         matches!(
             self,
-            Unary::Step | Unary::SiluGrad | Unary::GeluGrad | Unary::HardswishGrad
+            Unary::SiluGrad | Unary::GeluGrad | Unary::HardswishGrad
         )
     }
 }
@@ -514,7 +512,7 @@ fn unary_grad(e: &mut Emit, op: Unary, x: usize, y: usize, a: usize) -> Option<u
             let d = e.bin(Mul, ex, k);
             e.bin(Mul, a, d)
         }
-        Unary::Sign | Unary::Step | Unary::SiluGrad | Unary::GeluGrad | Unary::HardswishGrad => {
+        Unary::Sign | Unary::SiluGrad | Unary::GeluGrad | Unary::HardswishGrad => {
             return None;
         }
     })

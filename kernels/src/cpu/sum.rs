@@ -123,7 +123,7 @@ where
         // Reduced dims on both sides of kept ones, the trailing ones a
         // contiguous row (a bias gradient of [N, C, H, W] over (0, 2, 3)):
         // row sums first, then those column-wise, two fast passes instead
-        // of one strided walk per output (0.76 -> 0.3 ms over
+        // of one strided walk per output (0.76 -> 0.26 ms over
         // [128, 32, 28, 28]).
         let rows = sum_planned(src, l, &dims[dims.len() - (l.ndim() - t)..], to);
         let lead: Vec<usize> = dims.iter().copied().filter(|&d| d < t).collect();
@@ -197,21 +197,22 @@ const MIN_ROW: usize = 512;
 
 /// For a contiguous view summed over some leading dims and all dims from
 /// `t` on, with a kept dim between and rows of at least [`MIN_ROW`]: `t`.
+/// `dims` in increasing order (as the ops pass them; others take one pass).
 fn trailing_rows(l: &Layout, dims: &[usize]) -> Option<usize> {
     let nd = l.ndim();
     l.contiguous_offset()?;
-    let mut sorted = dims.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
+    if !dims.is_sorted_by(|a, b| a < b) {
+        return None;
+    }
     // The trailing run of reduced dims.
     let mut t = nd;
-    while t > 0 && sorted.contains(&(t - 1)) {
+    while t > 0 && dims.contains(&(t - 1)) {
         t -= 1;
     }
     let row: usize = l.shape[t..].iter().product();
-    let lead = sorted.iter().any(|&d| d < t);
-    let kept_between = (0..t).any(|d| !sorted.contains(&d));
-    (t < nd && lead && kept_between && row >= MIN_ROW && sorted == dims).then_some(t)
+    let lead = dims.first().is_some_and(|&d| d < t);
+    let kept_between = (0..t).any(|d| !dims.contains(&d));
+    (t < nd && lead && kept_between && row >= MIN_ROW).then_some(t)
 }
 
 /// Elements per chunk of one large sum.

@@ -112,8 +112,12 @@ impl Buf {
             Buf::Device(t) => {
                 // A tensor of its own, not a view into the bucket: optimizers
                 // and in-place accumulation then see an ordinary gradient.
+                // The whole buffer already is one (a collective's result).
                 let shape: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
-                let piece = t.narrow(0, range.start, range.len()).contiguous_copy();
+                let piece = match range.len() == t.numel() {
+                    true => t.clone(),
+                    false => t.narrow(0, range.start, range.len()).contiguous_copy(),
+                };
                 return Ok(piece.reshape(&shape));
             }
         };
