@@ -25,9 +25,9 @@ copy() {
 }
 cargo test --release -p tapir-kernels --features cuda --lib --no-run --message-format=json 2>/dev/null \
     | executables | sed 's/^tapir_kernels /kernels-tests /' | copy
-cargo test --release --features cuda --test cuda --test nccl --test suite \
+cargo test --release --features cuda --test cuda --test nccl --test pinned --test suite \
     --no-run --message-format=json 2>/dev/null | executables | copy
-cargo build --release --features cuda --example bench_ref --example train_digits --example bench_ddp \
+cargo build --release --features cuda --example bench_ref --example train_digits --example bench_ddp --example bench_h2d \
     --message-format=json 2>/dev/null \
     | executables | copy
 du -sh "$out"

@@ -7,7 +7,7 @@
 #   2. the device tests: every op and gradient GPU vs CPU, the seed MLP
 #      trajectory GPU vs CPU with zero host round trips, checkpoints across
 #      devices, the caching allocator (tests/cuda.rs); NCCL collectives and
-#      DDP on one GPU rank (tests/nccl.rs);
+#      DDP on one GPU rank (tests/nccl.rs); pinned memory (tests/pinned.rs);
 #   3. the PyTorch golden suites instantiated on the GPU (TAPIR_TEST_DEVICE);
 #   4. the main job, train_digits, trained on the GPU end to end;
 #   5. the GPU benchmarks, tapir and PyTorch on the same GPU, as ratios.
@@ -74,6 +74,8 @@ wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests"
 wanted device && check device-tests "$bins/cuda" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 # NCCL (libnccl from the nvidia-nccl wheel on the library path above): one rank on the GPU.
 wanted device && check nccl "$bins/nccl" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
+# Pinned host memory: DMA copies, write/drop ordering, pinned loader batches.
+wanted device && check pinned "$bins/pinned" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 if wanted goldens; then
     for suite in goldens nn_goldens training; do
         # The golden suites are modules of the `suite` test binary.
@@ -103,6 +105,10 @@ timeout 300 python3 benches/torch_ref.py --device cuda --threads 4 --workloads $
 timeout 120 "$bins/bench_ddp" --backend nccl --threads 4 --steps 200 \
     >"$out/bench-ddp-nccl.jsonl" 2>"$out/bench-ddp-nccl.err" || { echo "bench_ddp (NCCL) failed"; failed=1; }
 cat "$out/bench-ddp-nccl.jsonl"
+# Time in batch.to(device) per step, pageable against pin_memory batches.
+timeout 120 "$bins/bench_h2d" --steps 100 \
+    >"$out/bench-h2d.jsonl" 2>"$out/bench-h2d.err" || { echo "bench_h2d failed"; failed=1; }
+cat "$out/bench-h2d.jsonl"
 python3 - "$out/bench-tapir.jsonl" "$out/bench-torch.jsonl" <<'PY' | tee "$out/bench-ratios.txt"
 import json, sys
 def load(p):

@@ -18,6 +18,7 @@ const EXAMPLES: &[&str] = &[
     "train_synthetic",
     "bench_ref",
     "export_onnx",
+    "bench_h2d",
 ];
 
 /// The example binary `cargo test` built beside this test.
@@ -77,6 +78,20 @@ fn every_example_answers_help_and_rejects_a_bad_flag_in_one_line() {
         );
         assert!(!err.contains("panicked"), "{name}: {err}");
     }
+}
+
+#[test]
+fn a_gpu_benchmark_without_a_gpu_says_so_in_one_line() {
+    if tapir::cuda::is_available() {
+        println!("SKIPPED: a GPU is present");
+        return;
+    }
+    let err = refused("bench_h2d", &["--steps", "1"]);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("bench_h2d: device cuda:0 is unavailable"),
+        "{err}"
+    );
 }
 
 #[test]

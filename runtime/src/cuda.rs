@@ -77,6 +77,23 @@ pub fn max_memory_allocated(device: Device) -> Result<usize> {
     memory_stats(device).map(|s| s.peak_allocated)
 }
 
+/// Unregisters and frees the pinned host buffers that
+/// [`Tensor::pin_memory`](crate::Tensor::pin_memory) keeps for reuse
+/// (PyTorch's `torch._C._host_emptyCache`); returns the bytes released
+/// (0 without the `cuda` feature, where nothing is ever pinned).
+///
+/// ```
+/// let _released: usize = tapir_runtime::cuda::host_empty_cache();
+/// ```
+pub fn host_empty_cache() -> usize {
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    {
+        crate::storage::pinned_empty_cache()
+    }
+    #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+    0
+}
+
 /// Bytes taken from the driver, cached free blocks included.
 pub fn memory_reserved(device: Device) -> Result<usize> {
     memory_stats(device).map(|s| s.reserved)

@@ -478,6 +478,13 @@ impl Tensor {
     }
 
     /// This tensor on `device` (a copy when it moves; gradient flows back).
+    ///
+    /// A copy to a GPU never makes the host wait for queued GPU work: it is
+    /// always PyTorch's `non_blocking=True`. From pageable memory the data
+    /// goes through a pinned staging block (one host copy); from a
+    /// [pinned](Tensor::pin_memory) contiguous tensor the GPU reads the
+    /// tensor's own memory by DMA, and writing to or dropping that tensor
+    /// waits until the copy has read it, so the copy is never torn.
     pub fn to(&self, device: Device) -> Result<Tensor> {
         if device == self.device() {
             return Ok(self.clone());
@@ -492,6 +499,49 @@ impl Tensor {
                 )]
             }
         }))
+    }
+}
+
+impl Tensor {
+    /// A contiguous copy of this CPU tensor in page-locked (pinned) host
+    /// memory, which [`to`](Tensor::to) copies to a GPU by DMA, without a
+    /// staging copy (`Tensor.pin_memory()`); the tensor itself if it is
+    /// pinned already. Gradient flows back unchanged. Pinned buffers that
+    /// drop are kept for the next pin of the same dtype and size.
+    ///
+    /// `Err` when no GPU can be used (pinning needs the CUDA driver).
+    /// Panics on a tensor that is not on the CPU.
+    ///
+    /// ```
+    /// use tapir_runtime::{Tensor, cuda};
+    /// let x = Tensor::ones(&[2, 3]);
+    /// match x.pin_memory() {
+    ///     Ok(p) => assert!(p.is_pinned() && !x.is_pinned()),
+    ///     Err(e) => assert!(!cuda::is_available(), "{e}"),
+    /// }
+    /// ```
+    pub fn pin_memory(&self) -> Result<Tensor> {
+        assert!(
+            self.device() == Device::Cpu,
+            "pin_memory: only CPU tensors can be pinned, and this {:?} {} tensor is on {}",
+            self.shape(),
+            self.dtype(),
+            self.device()
+        );
+        if self.is_pinned() {
+            return Ok(self.clone());
+        }
+        let storage = self.read().pinned_copy(self.layout())?;
+        let out = Tensor::from_storage(storage, self.shape());
+        Ok(Tensor::record(out, "PinMemoryBackward0", &[self], || {
+            |g: &Tensor, _: &[bool]| vec![Some(g.clone())]
+        }))
+    }
+
+    /// Whether the tensor's memory is page-locked host memory
+    /// (`Tensor.is_pinned()`); always false on a GPU and without CUDA.
+    pub fn is_pinned(&self) -> bool {
+        self.read().is_pinned()
     }
 }
 

@@ -324,6 +324,14 @@ impl CudaDevice {
         self.report_index_errors()
     }
 
+    /// A fresh event on this device (no timing), for ordering host work
+    /// after a queued copy.
+    pub(crate) fn new_event(&self) -> CudaResult<CudaEvent> {
+        self.ctx
+            .new_event(None)
+            .map_err(|e| self.err("creating an event", e))
+    }
+
     pub(crate) fn checks(&self) -> &IndexChecks {
         &self.checks
     }

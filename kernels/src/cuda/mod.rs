@@ -7,6 +7,7 @@
 //! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU;
 //! - [`CudaBuffer`]: a block of device memory that returns to the cache on drop;
 //! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`);
+//! - [`HostPin`]: page-locked host memory, copied to the GPU by DMA;
 //! - [`nccl`]: NCCL collectives on device buffers (data-parallel training);
 //! - `checks`: index bounds checked on the device, reported at the next host read.
 
@@ -19,12 +20,14 @@ pub mod launch;
 pub mod modules;
 pub mod nccl;
 mod nvrtc;
+mod pinned;
 #[cfg(test)]
 mod twins;
 
 pub use buffer::CudaBuffer;
 pub use device::{CudaDevice, MemoryStats, TimingMark, device};
 pub use error::{CudaError, CudaResult};
+pub use pinned::HostPin;
 
 /// Whether CUDA device `ordinal` can be used; `Err` says why not.
 pub fn device_check(ordinal: usize) -> Result<(), CudaError> {

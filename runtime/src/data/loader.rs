@@ -3,6 +3,7 @@
 //! in order. Each pass (`iter`) is the next epoch.
 
 use super::dataset::Dataset;
+use super::pin::PinMemory;
 use super::sampler::{RandomSampler, Sampler, SequentialSampler};
 use crate::Tensor;
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use std::thread::JoinHandle;
 /// tensors are stacked along a new first dim.
 pub trait Collate: Sized + Send + 'static {
     /// What a batch of samples becomes.
-    type Batch: Send + 'static;
+    type Batch: PinMemory + Send + 'static;
     /// Stacks samples into one batch.
     fn collate(items: Vec<Self>) -> Self::Batch;
 }
@@ -73,10 +74,11 @@ pub struct DataLoaderOptions {
     pub num_workers: usize,
     /// Batches each worker may have loaded ahead.
     pub prefetch_factor: usize,
-    /// PyTorch's page-locked batches for fast, non-blocking copies to a GPU.
-    /// Accepted for familiarity and has no effect: with the `cuda` feature
-    /// every host-to-device copy already goes through pinned staging memory
-    /// and does not wait for the GPU (`batch.to(device)`).
+    /// Batches in page-locked memory ([`PinMemory`]), pinned by the
+    /// worker that loads them (or the calling thread with no workers), so
+    /// `batch.to(device)` copies them to the GPU by DMA without a staging
+    /// copy. Without a usable GPU it warns once and loads unpinned
+    /// batches, as PyTorch does.
     pub pin_memory: bool,
     /// The shuffle seed; `None` draws one from the default generator, so
     /// `manual_seed` makes runs reproducible.
@@ -131,7 +133,7 @@ where
     }
 }
 
-impl<D: Dataset + 'static, B: Send + 'static> DataLoader<D, B> {
+impl<D: Dataset + 'static, B: PinMemory + Send + 'static> DataLoader<D, B> {
     /// A loader with a custom collate function.
     pub fn with_collate(
         dataset: D,
@@ -151,16 +153,27 @@ impl<D: Dataset + 'static, B: Send + 'static> DataLoader<D, B> {
         } else {
             Box::new(SequentialSampler { n })
         };
+        let collate: Arc<CollateFn<D::Item, B>> = if opts.pin_memory && pinning_available() {
+            Arc::new(move |items| {
+                collate(items)
+                    .pinned()
+                    .unwrap_or_else(|e| panic!("DataLoader: pin_memory: {e}"))
+            })
+        } else {
+            Arc::new(collate)
+        };
         DataLoader {
             dataset: Arc::new(dataset),
             sampler,
-            collate: Arc::new(collate),
+            collate,
             opts,
             epoch: 0,
             skip: 0,
         }
     }
+}
 
+impl<D: Dataset + 'static, B: Send + 'static> DataLoader<D, B> {
     /// Replaces the sampler (weighted, distributed, ...).
     pub fn with_sampler(mut self, sampler: impl Sampler + 'static) -> Self {
         self.sampler = Box::new(sampler);
@@ -241,6 +254,21 @@ impl<D: Dataset + 'static, B: Send + 'static> DataLoader<D, B> {
             inline: None,
         }
     }
+}
+
+/// Whether batches can be pinned; warns once when they cannot.
+fn pinning_available() -> bool {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let available = crate::cuda::is_available();
+    if !available {
+        WARNED.call_once(|| {
+            eprintln!(
+                "warning: DataLoader: pin_memory is set but no CUDA device can be used, \
+                 so batches are not pinned"
+            )
+        });
+    }
+    available
 }
 
 impl<D: Dataset + 'static, B: Send + 'static> IntoIterator for &mut DataLoader<D, B> {

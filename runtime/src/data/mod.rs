@@ -4,6 +4,7 @@
 mod dataset;
 mod formats;
 mod loader;
+mod pin;
 mod sampler;
 mod stream;
 mod transforms;
@@ -13,6 +14,7 @@ pub use dataset::{
 };
 pub use formats::{CharTokenizer, parse_idx, read_csv, read_idx};
 pub use loader::{Collate, DataLoader, DataLoaderOptions, EpochIter};
+pub use pin::PinMemory;
 pub use sampler::{
     DistributedSampler, RandomSampler, Sampler, SequentialSampler, WeightedRandomSampler,
 };

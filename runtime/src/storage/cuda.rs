@@ -110,6 +110,18 @@ impl CudaStorage {
         Ok(CudaStorage::new(buf, host.dtype()))
     }
 
+    /// Uploads a pinned CPU buffer by DMA from its own memory (`pin` is its
+    /// registration; see `tapir_kernels::cuda::HostPin`).
+    pub fn upload_pinned(
+        ordinal: usize,
+        host: &CpuBuffer,
+        pin: &tapir_kernels::cuda::HostPin,
+    ) -> CudaResult<CudaStorage> {
+        let dev = device(ordinal)?;
+        let buf = super::cpu::with_vec!(host, v => dev.upload_pinned(v, pin))?;
+        Ok(CudaStorage::new(buf, host.dtype()))
+    }
+
     /// The whole buffer on the host (waits for queued work).
     pub fn download(&self) -> CudaResult<CpuBuffer> {
         let n = self.len();

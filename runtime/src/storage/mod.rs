@@ -15,9 +15,16 @@ mod cpu;
 mod cpu_nn;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub(crate) mod cuda;
+mod host;
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+mod pinned;
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+pub(crate) use pinned::empty_cache as pinned_empty_cache;
 
 pub(crate) use compute::{Along, ProgramInput};
-use cpu::{CpuBuffer, with_vec};
+use cpu::CpuBuffer;
+use host::Tracked;
+pub(crate) use host::{cpu_memory, reset_cpu_peak};
 /// The sizes of a fused attention call, as the seam's `attention` takes them.
 pub(crate) use tapir_kernels::cpu::AttentionDims;
 
@@ -26,9 +33,9 @@ use crate::dtype::{DType, Element};
 use crate::error::Result;
 use std::borrow::Cow;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use tapir_kernels::Layout;
-use tapir_kernels::alloc::{self, filled};
+use tapir_kernels::alloc::filled;
 
 static HOST_FALLBACKS: AtomicU64 = AtomicU64::new(0);
 
@@ -44,60 +51,6 @@ pub(crate) enum Storage {
     Cpu(Tracked),
     #[cfg(any(feature = "cuda", feature = "cuda12"))]
     Cuda(cuda::CudaStorage),
-}
-
-/// Bytes held by live CPU storages, and their peak (`tapir::memory`).
-static CPU_ALLOCATED: AtomicUsize = AtomicUsize::new(0);
-static CPU_PEAK: AtomicUsize = AtomicUsize::new(0);
-
-/// (bytes held by live CPU storages, their peak since the last reset).
-pub(crate) fn cpu_memory() -> (usize, usize) {
-    (
-        CPU_ALLOCATED.load(Ordering::Relaxed),
-        CPU_PEAK.load(Ordering::Relaxed),
-    )
-}
-
-/// Starts the CPU peak again from the current figure.
-pub(crate) fn reset_cpu_peak() {
-    CPU_PEAK.store(CPU_ALLOCATED.load(Ordering::Relaxed), Ordering::Relaxed);
-}
-
-/// A CPU storage's buffer, whose bytes are counted while it lives (the
-/// CPU side of `memory_allocated`). Reads and writes go through `Deref`.
-#[derive(Debug)]
-pub(crate) struct Tracked(CpuBuffer);
-
-impl Tracked {
-    fn new(b: CpuBuffer) -> Tracked {
-        let now = CPU_ALLOCATED.fetch_add(b.nbytes(), Ordering::Relaxed) + b.nbytes();
-        CPU_PEAK.fetch_max(now, Ordering::Relaxed);
-        Tracked(b)
-    }
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        CPU_ALLOCATED.fetch_sub(self.0.nbytes(), Ordering::Relaxed);
-        // The buffer goes to the caching allocator for the next op's output.
-        let buf = std::mem::replace(&mut self.0, CpuBuffer::U8(Vec::new()));
-        with_vec!(buf, v => {
-            alloc::recycle(v);
-        });
-    }
-}
-
-impl Deref for Tracked {
-    type Target = CpuBuffer;
-    fn deref(&self) -> &CpuBuffer {
-        &self.0
-    }
-}
-
-impl DerefMut for Tracked {
-    fn deref_mut(&mut self) -> &mut CpuBuffer {
-        &mut self.0
-    }
 }
 
 /// The host view of a storage opened for writing: the buffer itself on the
@@ -264,10 +217,20 @@ impl Storage {
         Storage::on_device(f(&self.host()), self.device())
     }
 
-    /// A copy of the view on `device`.
+    /// A copy of the view on `device`. From pinned memory to a GPU, a
+    /// whole contiguous buffer is copied by DMA from the buffer itself.
     pub fn to_device(&self, l: &Layout, device: Device) -> Result<Storage> {
         if let Device::Cuda(i) = device {
             cuda_device_check(i)?;
+        }
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let (Storage::Cpu(b), Device::Cuda(i)) = (self, device) {
+            let whole = l.contiguous_offset() == Some(0) && l.numel() == b.len();
+            if let Some(pin) = b.pin().filter(|_| whole) {
+                return cuda::CudaStorage::upload_pinned(i, b, pin)
+                    .map(Storage::Cuda)
+                    .map_err(|e| crate::device::cuda_error(device, e));
+            }
         }
         match (self, device) {
             (Storage::Cpu(b), Device::Cpu) => Ok(Storage::cpu(b.copy(l))),
@@ -284,6 +247,36 @@ impl Storage {
                 host.map_err(|e| crate::device::cuda_error(self.device(), e))
                     .and_then(|h| Storage::upload(&h, i))
             }
+        }
+    }
+
+    /// A contiguous copy of the view in page-locked host memory, which a
+    /// copy to a GPU reads by DMA (`Tensor::pin_memory`). `Err` without a
+    /// usable GPU. A CUDA storage is the caller's misuse (checked there).
+    pub fn pinned_copy(&self, l: &Layout) -> Result<Storage> {
+        let device = Device::Cuda(0);
+        cuda_device_check(0)?;
+        match self {
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cpu(b) => pinned::pinned_copy(b, l, 0)
+                .map(Storage::Cpu)
+                .map_err(|e| crate::device::cuda_error(device, e)),
+            #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+            Storage::Cpu(_) => {
+                let _ = l;
+                Err(crate::device::unavailable(device, "no CUDA support"))
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(_) => unreachable!("pin_memory checks for a CPU tensor"),
+        }
+    }
+
+    /// Whether the buffer is page-locked host memory.
+    pub fn is_pinned(&self) -> bool {
+        match self {
+            Storage::Cpu(b) => b.is_pinned(),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(_) => false,
         }
     }
 
