@@ -25,7 +25,7 @@ copy() {
 }
 cargo test --release -p tapir-kernels --features cuda --lib --no-run --message-format=json 2>/dev/null \
     | executables | sed 's/^tapir_kernels /kernels-tests /' | copy
-cargo test --release --features cuda --test cuda --test nccl --test pinned --test suite \
+cargo test --release --features cuda --test cuda --test nccl --test pinned --test cudnn --test suite \
     --no-run --message-format=json 2>/dev/null | executables | copy
 cargo build --release --features cuda --example bench_ref --example train_digits --example bench_ddp --example bench_h2d \
     --message-format=json 2>/dev/null \

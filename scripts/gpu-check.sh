@@ -8,6 +8,7 @@
 #      trajectory GPU vs CPU with zero host round trips, checkpoints across
 #      devices, the caching allocator (tests/cuda.rs); NCCL collectives and
 #      DDP on one GPU rank (tests/nccl.rs); pinned memory (tests/pinned.rs);
+#      convolution on cuDNN against the CPU (tests/cudnn.rs);
 #   3. the PyTorch golden suites instantiated on the GPU (TAPIR_TEST_DEVICE);
 #   4. the main job, train_digits, trained on the GPU end to end;
 #   5. the GPU benchmarks, tapir and PyTorch on the same GPU, as ratios.
@@ -74,6 +75,8 @@ wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests"
 wanted device && check device-tests "$bins/cuda" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 # NCCL (libnccl from the nvidia-nccl wheel on the library path above): one rank on the GPU.
 wanted device && check nccl "$bins/nccl" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
+# Convolution on cuDNN (libcudnn from the nvidia-cudnn wheel) against the CPU.
+wanted device && check cudnn "$bins/cudnn" --include-ignored --nocapture --test-threads 1 --skip without_cudnn
 # Pinned host memory: DMA copies, write/drop ordering, pinned loader batches.
 wanted device && check pinned "$bins/pinned" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 if wanted goldens; then
@@ -93,7 +96,7 @@ if ! wanted bench; then
     exit $failed
 fi
 echo "== benchmarks (tapir, then PyTorch, same GPU)"
-work=matmul,mlp,transformer
+work=matmul,mlp,inference,cnn,transformer
 # tapir's side adds `fusion` (tapir only: eager against compile's generated
 # CUDA kernel for an elementwise tail).
 timeout 300 "$bins/bench_ref" --device cuda --threads 4 --workloads $work,fusion \

@@ -17,6 +17,8 @@ include!("../examples/models/transformer.rs");
 include!("../examples/models/swish_tanh.rs");
 
 fn gpu() -> Option<Device> {
+    // The CPU comparisons hold f32 accuracy: no TF32 in cuDNN convolutions.
+    tapir::cuda::cudnn::set_allow_tf32(false);
     match Device::cuda(0) {
         Ok(d) => Some(d),
         Err(e) => {

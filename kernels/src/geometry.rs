@@ -2,7 +2,7 @@
 //! CPU and CUDA kernels.
 
 /// The geometry of a 2-D sliding window over an `[n, c, h, w]` input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Conv2dGeometry {
     /// Batch size.
     pub n: usize,
@@ -57,5 +57,38 @@ impl Conv2dGeometry {
     pub(crate) fn plane_cols(&self) -> usize {
         let (oh, ow) = self.out_hw().expect("conv geometry checked by the caller");
         oh * ow
+    }
+}
+
+/// A 2-D convolution: its window over the input, and its output channels
+/// and channel groups (weight `[oc, c / groups, kh, kw]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvSpec {
+    /// The input and the window.
+    pub geometry: Conv2dGeometry,
+    /// Output channels.
+    pub oc: usize,
+    /// Channel groups (dividing `c` and `oc`).
+    pub groups: usize,
+}
+
+impl ConvSpec {
+    /// Elements of the input, the weight and the output.
+    ///
+    /// ```
+    /// use tapir_kernels::{Conv2dGeometry, ConvSpec};
+    /// let geometry = Conv2dGeometry { n: 2, c: 4, h: 28, w: 20, kernel: (3, 5), stride: (2, 1), padding: (1, 2), dilation: (1, 2) };
+    /// let s = ConvSpec { geometry, oc: 8, groups: 2 };
+    /// // out: floor((28 + 2 - 2 - 1) / 2) + 1 = 14 by floor((20 + 4 - 8 - 1) / 1) + 1 = 16
+    /// assert_eq!(s.lens(), (2 * 4 * 28 * 20, 8 * 2 * 3 * 5, 2 * 8 * 14 * 16));
+    /// ```
+    pub fn lens(&self) -> (usize, usize, usize) {
+        let g = &self.geometry;
+        let (oh, ow) = g.out_hw().unwrap_or((0, 0));
+        (
+            g.n * g.c * g.h * g.w,
+            self.oc * (g.c / self.groups.max(1)) * g.kernel.0 * g.kernel.1,
+            g.n * self.oc * oh * ow,
+        )
     }
 }

@@ -200,3 +200,63 @@ pub fn host_syncs() -> u64 {
     #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
     0
 }
+
+/// cuDNN's switches (`torch.backends.cudnn`): convolutions on CUDA tensors
+/// of f32, f16 and bf16 run on cuDNN when it is available and enabled, and
+/// on tapir's own im2col + cuBLAS kernels otherwise (and for other dtypes).
+/// A convolution that ran on cuDNN records `ConvolutionBackward0` in the
+/// autograd graph and the profiler; the fallback records `Im2ColBackward0`
+/// and `MmBackward0`.
+///
+/// ```
+/// use tapir_runtime::cuda::cudnn;
+/// if !tapir_runtime::cuda::is_available() {
+///     assert!(!cudnn::is_available());
+/// }
+/// assert!(cudnn::enabled() && cudnn::allow_tf32()); // PyTorch's defaults
+/// ```
+pub mod cudnn {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static ENABLED: AtomicBool = AtomicBool::new(true);
+    static ALLOW_TF32: AtomicBool = AtomicBool::new(true);
+
+    /// Whether cuDNN can be used: a GPU, the `cuda` feature, and
+    /// `libcudnn.so.9` on the library path (`torch.backends.cudnn.is_available`).
+    pub fn is_available() -> bool {
+        version().is_some()
+    }
+
+    /// cuDNN's version number (e.g. 91002), `None` where it is not available
+    /// (`torch.backends.cudnn.version`).
+    pub fn version() -> Option<usize> {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if super::is_available() {
+            return tapir_kernels::cuda::cudnn::cudnn_version();
+        }
+        None
+    }
+
+    /// Whether convolutions use cuDNN where it is available
+    /// (`torch.backends.cudnn.enabled`; on by default).
+    pub fn enabled() -> bool {
+        ENABLED.load(Ordering::Relaxed)
+    }
+
+    /// Turns cuDNN on or off for later convolutions, in every thread.
+    pub fn set_enabled(on: bool) {
+        ENABLED.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether f32 convolutions on cuDNN may use TF32 tensor cores
+    /// (`torch.backends.cudnn.allow_tf32`; on by default, as there, unlike
+    /// matmul's [`set_allow_tf32`](super::set_allow_tf32)).
+    pub fn allow_tf32() -> bool {
+        ALLOW_TF32.load(Ordering::Relaxed)
+    }
+
+    /// Allows or forbids TF32 in later f32 convolutions on cuDNN.
+    pub fn set_allow_tf32(on: bool) {
+        ALLOW_TF32.store(on, Ordering::Relaxed);
+    }
+}

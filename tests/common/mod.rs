@@ -15,6 +15,9 @@ pub fn test_device() -> Device {
                 .strip_prefix("cuda:")
                 .and_then(|i| i.parse().ok())
                 .unwrap_or_else(|| panic!("TAPIR_TEST_DEVICE={s}: expected cpu or cuda:N"));
+            // Goldens hold f32 accuracy: no TF32 in cuDNN's convolutions
+            // (PyTorch allows it by default there; matmul's is off already).
+            tapir::cuda::cudnn::set_allow_tf32(false);
             Device::cuda(ordinal).unwrap_or_else(|e| panic!("TAPIR_TEST_DEVICE={s}: {e}"))
         }
     }

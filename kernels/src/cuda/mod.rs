@@ -7,12 +7,14 @@
 //! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU;
 //! - [`CudaBuffer`]: a block of device memory that returns to the cache on drop;
 //! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`);
+//! - [`cudnn`]: convolution and its gradients on cuDNN (f32, f16, bf16);
 //! - [`HostPin`]: page-locked host memory, copied to the GPU by DMA;
 //! - [`nccl`]: NCCL collectives on device buffers (data-parallel training);
 //! - `checks`: index bounds checked on the device, reported at the next host read.
 
 mod buffer;
 mod checks;
+pub mod cudnn;
 pub mod device;
 mod disk_cache;
 mod error;

@@ -1,11 +1,14 @@
 //! Convolution and average pooling, lowered to `unfold` (im2col) plus GEMM
 //! or a mean; `unfold`'s backward is `fold` (col2im), so they get their
-//! gradient for free. Max pooling has its own kernel (it was 41% of a small
-//! CNN's train step as unfold + max).
+//! gradient for free. On a GPU with cuDNN, convolution runs on cuDNN
+//! instead, with its own backward (`conv2d_cudnn`); the lowering is its CPU
+//! twin and its fallback. Max pooling has its own kernel (it was 41% of a
+//! small CNN's train step as unfold + max).
 
+use super::dense0;
 use crate::Tensor;
 use crate::trace::{self, Attr};
-use tapir_kernels::Conv2dGeometry;
+use tapir_kernels::{Conv2dGeometry, ConvSpec};
 
 /// Options of a 2-D sliding window (PyTorch's defaults: stride 1, padding 0, dilation 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +55,56 @@ impl Conv2dOptions {
         self.groups = g;
         self
     }
+}
+
+/// `y + bias` over the channels of an `[N, OC, OH, OW]` output.
+fn add_bias(y: Tensor, bias: Option<&Tensor>, oc: usize) -> Tensor {
+    let Some(b) = bias else { return y };
+    assert!(
+        b.shape() == [oc],
+        "conv2d: bias must have shape [{oc}], got {:?}",
+        b.shape()
+    );
+    &y + &b.reshape(&[1, oc as isize, 1, 1])
+}
+
+/// The convolution on cuDNN, recording `ConvolutionBackward0` (PyTorch's
+/// node), whose backward is cuDNN's two gradient convolutions; `None`
+/// where cuDNN does not run it (see `storage/cudnn.rs`).
+fn conv2d_cudnn(x: &Tensor, w: &Tensor, spec: ConvSpec) -> Option<Tensor> {
+    if !x.device().is_cuda() || x.dtype() != w.dtype() || x.device() != w.device() {
+        return None;
+    }
+    let (xd, wd) = (dense0(x), dense0(w));
+    let y = xd
+        .read()
+        .cudnn_conv2d(xd.layout(), (&wd.read(), wd.layout()), &spec)?;
+    let g = &spec.geometry;
+    let (oh, ow) = g.out_hw().expect("the op checked the window fits");
+    let out = Tensor::from_storage(y, &[g.n, spec.oc, oh, ow]);
+    Some(Tensor::record(out, "ConvolutionBackward0", &[x, w], || {
+        move |grad: &Tensor, needs: &[bool]| {
+            let gd = dense0(&grad.to_dtype(xd.dtype()));
+            let ran = "cuDNN, which ran the forward, runs its gradients";
+            let dx = needs[0].then(|| {
+                let s = gd.read().cudnn_conv2d_backward_input(
+                    gd.layout(),
+                    (&wd.read(), wd.layout()),
+                    &spec,
+                );
+                Tensor::from_storage(s.expect(ran), xd.shape())
+            });
+            let dw = needs[1].then(|| {
+                let s = xd.read().cudnn_conv2d_backward_weight(
+                    xd.layout(),
+                    (&gd.read(), gd.layout()),
+                    &spec,
+                );
+                Tensor::from_storage(s.expect(ran), wd.shape())
+            });
+            vec![dx, dw]
+        }
+    }))
 }
 
 fn geometry(x: &Tensor, kernel: (usize, usize), o: &Conv2dOptions, op: &str) -> Conv2dGeometry {
@@ -184,24 +237,24 @@ impl Tensor {
                     cg * groups
                 );
                 let g = geometry(self, (kh, kw), &opts, "conv2d");
+                let spec = ConvSpec {
+                    geometry: g,
+                    oc,
+                    groups,
+                };
+                if let Some(y) = conv2d_cudnn(self, weight, spec) {
+                    return add_bias(y, bias, oc);
+                }
                 let (oh, ow) = g.out_hw().unwrap();
                 let n = self.shape()[0] as isize;
                 let gi = groups as isize;
                 let cols = self.unfold2d((kh, kw), opts); // [N, C*kh*kw, L]
                 let cols = cols.reshape(&[n, gi, (cg * kh * kw) as isize, (oh * ow) as isize]);
                 let w = weight.reshape(&[gi, (oc / groups) as isize, (cg * kh * kw) as isize]);
-                let mut y = w
+                let y = w
                     .matmul(&cols)
                     .reshape(&[n, oc as isize, oh as isize, ow as isize]);
-                if let Some(b) = bias {
-                    assert!(
-                        b.shape() == [oc],
-                        "conv2d: bias must have shape [{oc}], got {:?}",
-                        b.shape()
-                    );
-                    y = &y + &b.reshape(&[1, oc as isize, 1, 1]);
-                }
-                y
+                add_bias(y, bias, oc)
             },
         )
     }

@@ -15,6 +15,7 @@ mod cpu;
 mod cpu_nn;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub(crate) mod cuda;
+mod cudnn;
 mod host;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 mod pinned;
