@@ -31,6 +31,19 @@ out=${OUT:-target/gpu-check}
 mkdir -p "$out"
 bins=target/gpu-bin
 test -d "$bins" || { echo "gpu-check: $bins missing: run scripts/build-gpu-bins.sh first"; exit 2; }
+# The binaries travel packed (bins.tar.xz); unpack them with Python's tarfile
+# (no xz tool needed on the GPU machine).
+if [ -f "$bins/bins.tar.xz" ]; then
+    python3 - "$bins/bins.tar.xz" target/gpu-unpacked <<'PY' || { echo "gpu-check: cannot unpack $bins/bins.tar.xz"; exit 2; }
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    try:
+        t.extractall(sys.argv[2], filter="data")
+    except TypeError:  # Python before 3.12 has no filter argument
+        t.extractall(sys.argv[2])
+PY
+    bins=target/gpu-unpacked/gpu-bin
+fi
 nvidia-smi -L || echo "gpu-check: nvidia-smi not found"
 
 # CUDA libraries: the toolkit's, and any from pip wheels (PyTorch ships them).
