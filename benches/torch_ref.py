@@ -172,6 +172,9 @@ def make_record(workload, variant, warmup, steps, timing, samples_per_step, **ex
     rec["loadavg_1m"] = load_average_1min()
     rec["peak_rss_mib"] = round(peak_rss_mib(), 1)
     rec["device"] = DEVICE
+    if DEVICE == "cuda":
+        # One variant per process (unless --in-process), so the peak is its own.
+        rec["peak_gpu_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     rec["torch"] = torch.__version__
     return rec
 

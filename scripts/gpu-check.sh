@@ -133,14 +133,22 @@ def load(p):
     except OSError:
         return {}
 ours, torch = load(sys.argv[1]), load(sys.argv[2])
-print(f"{'workload':<12} {'variant':<14} {'tapir':>12} {'pytorch':>12} {'ratio':>7}")
+print(f"{'workload':<12} {'variant':<14} {'tapir':>12} {'pytorch':>12} {'ratio':>7}"
+      f" {'peak MiB tapir':>15} {'pytorch':>8}")
 for key, r in ours.items():
-    t = torch.get(key)
+    t = torch.get(key) or {}
     metric = "gflops" if key[0] == "matmul" else "samples_per_s"
     a = r.get(metric)
-    b = t.get(metric) if t else None
+    b = t.get(metric)
     ratio = f"{a / b:.2f}" if a and b else "-"
-    print(f"{key[0]:<12} {key[1]:<14} {a!s:>12} {b!s:>12} {ratio:>7}  ({metric})")
+    pa, pb = r.get("peak_gpu_mib", "-"), t.get("peak_gpu_mib", "-")
+    print(f"{key[0]:<12} {key[1]:<14} {a!s:>12} {b!s:>12} {ratio:>7} {pa!s:>15} {pb!s:>8}  ({metric})")
 PY
-echo "gpu-check: $([ $failed -eq 0 ] && echo PASSED || echo FAILED); logs in $out"
+# The side-by-side table and the raw lines, beside the CPU runs.
+stamp=$(date +%F)
+mkdir -p benches/results
+cp "$out/bench-ratios.txt" "benches/results/$stamp-gpu-ratios.txt"
+cp "$out/bench-tapir.jsonl" "benches/results/$stamp-gpu-tapir.jsonl"
+cp "$out/bench-torch.jsonl" "benches/results/$stamp-gpu-torch.jsonl"
+echo "gpu-check: $([ $failed -eq 0 ] && echo PASSED || echo FAILED); logs in $out, tables in benches/results/$stamp-gpu-*"
 exit $failed

@@ -129,6 +129,14 @@ pub(crate) fn record(
     if let Ok(name) = tapir::cuda::get_device_name(t.device) {
         fields.push(format!("\"gpu\": \"{name}\""));
     }
+    // Each variant runs in a child process of its own, so this peak is the
+    // variant's (PyTorch's side: torch.cuda.max_memory_allocated()).
+    if let Ok(peak) = tapir::cuda::max_memory_allocated(t.device) {
+        fields.push(format!(
+            "\"peak_gpu_mib\": {:.1}",
+            peak as f64 / (1 << 20) as f64
+        ));
+    }
     fields.push(format!("\"tapir\": \"{}\"", env!("CARGO_PKG_VERSION")));
     format!("{{{}}}", fields.join(", "))
 }
