@@ -1,11 +1,21 @@
 //! NCCL collectives on device buffers (cudarc's `nccl` module, loaded at run
-//! time like the rest of CUDA). A communicator is bound to one device and
-//! queues its collectives on that device's one stream, so they run in order
-//! with the kernels around them and the host never waits for them.
+//! time like the rest of CUDA). A communicator runs on a stream of its own
+//! beside the device's compute stream, as PyTorch's NCCL backend does, so a
+//! bucket's all-reduce runs while backward's kernels go on:
+//!
+//! - a collective first makes its stream wait for the compute stream's work
+//!   so far (which wrote its inputs);
+//! - it returns an [`NcclLanding`]; landing it makes the compute stream wait
+//!   for the collective before the ops queued after that (which read its
+//!   result). The host never waits.
+//!
+//! The buffers stay with the caller until it lands the collective (dropping
+//! the landing lands it), so the caching allocator, which reuses blocks in
+//! compute-stream order, never hands a block NCCL still uses to a kernel.
 
 use super::CudaBuffer;
 use super::device::{CudaDevice, CudaError, CudaResult};
-use cudarc::driver::{CudaView, CudaViewMut};
+use cudarc::driver::{CudaEvent, CudaStream, CudaView, CudaViewMut};
 use cudarc::nccl::{Comm, Id, NcclType, ReduceOp};
 use half::{bf16, f16};
 use std::sync::{Arc, Mutex};
@@ -120,8 +130,45 @@ pub fn unique_id() -> CudaResult<[u8; 128]> {
 /// One rank's NCCL communicator on one device.
 pub struct NcclComm {
     dev: Arc<CudaDevice>,
+    /// The communication stream the collectives run on.
+    stream: Arc<CudaStream>,
     /// NCCL forbids concurrent calls on one communicator: the lock orders them.
     comm: Mutex<Comm>,
+}
+
+/// A collective queued on the communication stream whose result the
+/// compute stream has not waited for yet. [`land`](NcclLanding::land)
+/// makes it wait (on the GPU; the host goes on); dropping it does the same.
+#[must_use = "the compute stream must wait for the collective before reading its result"]
+pub struct NcclLanding {
+    dev: Arc<CudaDevice>,
+    /// Recorded on the communication stream after the collective.
+    done: Option<CudaEvent>,
+}
+
+impl NcclLanding {
+    /// Makes the device's compute stream wait for the collective.
+    pub fn land(mut self) -> CudaResult<()> {
+        self.wait()
+    }
+
+    fn wait(&mut self) -> CudaResult<()> {
+        match self.done.take() {
+            Some(done) => self
+                .dev
+                .stream()
+                .wait(&done)
+                .map_err(|e| self.dev.err("waiting for an NCCL collective", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for NcclLanding {
+    fn drop(&mut self) {
+        // Best effort: an error here means the context is gone.
+        let _ = self.wait();
+    }
 }
 
 // SAFETY: an NCCL communicator is a handle that any thread may use, one call
@@ -154,12 +201,39 @@ impl NcclComm {
             });
         }
         dev.bind()?;
+        let stream = dev
+            .stream()
+            .fork()
+            .map_err(|e| dev.err("creating the NCCL stream", e))?;
         let id = Id::uninit(id.map(|b| b as std::ffi::c_char));
-        let comm = Comm::from_rank(dev.stream().clone(), rank, world, id)
+        let comm = Comm::from_rank(stream.clone(), rank, world, id)
             .map_err(|e| dev.err("joining the NCCL communicator", e))?;
         Ok(NcclComm {
             dev: dev.clone(),
+            stream,
             comm: Mutex::new(comm),
+        })
+    }
+
+    /// Runs `call` on the communication stream after the compute stream's
+    /// work so far; the landing of its result.
+    fn on_stream(
+        &self,
+        what: &str,
+        call: impl FnOnce(&Comm) -> Result<(), cudarc::nccl::result::NcclError>,
+    ) -> CudaResult<NcclLanding> {
+        let comm = self.comm();
+        self.stream
+            .join(self.dev.stream())
+            .map_err(|e| self.dev.err("ordering an NCCL collective", e))?;
+        call(&comm).map_err(|e| self.dev.err(what, e))?;
+        let done = self
+            .stream
+            .record_event(None)
+            .map_err(|e| self.dev.err("recording an NCCL collective", e))?;
+        Ok(NcclLanding {
+            dev: self.dev.clone(),
+            done: Some(done),
         })
     }
 
@@ -179,13 +253,13 @@ impl NcclComm {
         dtype: NcclDtype,
         len: usize,
         op: NcclOp,
-    ) -> CudaResult<()> {
-        let comm = self.comm();
-        typed!(dtype, T => {
-            let mut v = view_mut::<T>(buf, len);
-            comm.all_reduce_in_place(&mut v, &op.nccl()).map(drop)
+    ) -> CudaResult<NcclLanding> {
+        self.on_stream("NCCL all_reduce", |comm| {
+            typed!(dtype, T => {
+                let mut v = view_mut::<T>(buf, len);
+                comm.all_reduce_in_place(&mut v, &op.nccl()).map(drop)
+            })
         })
-        .map_err(|e| self.dev.err("NCCL all_reduce", e))
     }
 
     /// Copies rank `root`'s first `len` elements of `buf` into every rank's.
@@ -195,13 +269,13 @@ impl NcclComm {
         dtype: NcclDtype,
         len: usize,
         root: usize,
-    ) -> CudaResult<()> {
-        let comm = self.comm();
-        typed!(dtype, T => {
-            let mut v = view_mut::<T>(buf, len);
-            comm.broadcast_in_place(&mut v, root as i32).map(drop)
+    ) -> CudaResult<NcclLanding> {
+        self.on_stream("NCCL broadcast", |comm| {
+            typed!(dtype, T => {
+                let mut v = view_mut::<T>(buf, len);
+                comm.broadcast_in_place(&mut v, root as i32).map(drop)
+            })
         })
-        .map_err(|e| self.dev.err("NCCL broadcast", e))
     }
 
     /// Every rank's first `len` elements of `send`, in rank order, into `recv`
@@ -212,15 +286,15 @@ impl NcclComm {
         recv: &mut CudaBuffer,
         dtype: NcclDtype,
         len: usize,
-    ) -> CudaResult<()> {
-        let comm = self.comm();
-        let world = comm.world_size();
-        typed!(dtype, T => {
-            let s = view::<T>(send, len);
-            let mut r = view_mut::<T>(recv, len * world);
-            comm.all_gather(&s, &mut r).map(drop)
+    ) -> CudaResult<NcclLanding> {
+        self.on_stream("NCCL all_gather", |comm| {
+            let world = comm.world_size();
+            typed!(dtype, T => {
+                let s = view::<T>(send, len);
+                let mut r = view_mut::<T>(recv, len * world);
+                comm.all_gather(&s, &mut r).map(drop)
+            })
         })
-        .map_err(|e| self.dev.err("NCCL all_gather", e))
     }
 
     /// Reduces `send` (`len * world` elements) across ranks and leaves block
@@ -232,15 +306,15 @@ impl NcclComm {
         dtype: NcclDtype,
         len: usize,
         op: NcclOp,
-    ) -> CudaResult<()> {
-        let comm = self.comm();
-        let world = comm.world_size();
-        typed!(dtype, T => {
-            let s = view::<T>(send, len * world);
-            let mut r = view_mut::<T>(recv, len);
-            comm.reduce_scatter(&s, &mut r, &op.nccl()).map(drop)
+    ) -> CudaResult<NcclLanding> {
+        self.on_stream("NCCL reduce_scatter", |comm| {
+            let world = comm.world_size();
+            typed!(dtype, T => {
+                let s = view::<T>(send, len * world);
+                let mut r = view_mut::<T>(recv, len);
+                comm.reduce_scatter(&s, &mut r, &op.nccl()).map(drop)
+            })
         })
-        .map_err(|e| self.dev.err("NCCL reduce_scatter", e))
     }
 }
 

@@ -39,7 +39,7 @@ use crate::{Device, Error, Result, Tensor};
 pub(crate) use buf::Buf;
 use buf::HostBuf;
 use mpi_comm::{Comm, MpiComm};
-use nccl_comm::NcclEngine;
+use nccl_comm::{Landing, NcclEngine};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
@@ -274,7 +274,7 @@ pub fn barrier() -> Result<()> {
     let g = group("barrier")?;
     if let Some(nccl) = &g.nccl {
         let one = Tensor::zeros_on(&[1], crate::DType::F32, nccl.device());
-        nccl.all_reduce("barrier", &one, ReduceOp::Sum)?;
+        nccl.all_reduce("barrier", &one, ReduceOp::Sum)?.land()?;
         return crate::cuda::synchronize(nccl.device());
     }
     launch("barrier", mpi_comm::barrier)?.wait()
@@ -302,12 +302,19 @@ impl<T> Work<T> {
 
 /// A job queued on the engine, with its result still to come.
 struct Pending<R> {
+    /// Under NCCL: the collective the compute stream has yet to wait for.
+    /// Declared first, so that dropping a `Pending` lands it before its
+    /// buffers go.
+    landing: Option<Landing>,
     result: Receiver<R>,
     started: Arc<OnceLock<Instant>>,
 }
 
 impl<R> Pending<R> {
-    fn wait(self) -> Result<R> {
+    fn wait(mut self) -> Result<R> {
+        if let Some(landing) = self.landing.take() {
+            landing.land()?;
+        }
         self.result.recv().map_err(|_| {
             Error::Distributed(
                 "the communication thread stopped before a collective finished".into(),
@@ -334,18 +341,28 @@ fn launch<R: Send + 'static>(
         let _ = stamp.set(Instant::now());
         let _ = tx.send(job(w));
     })?;
-    Ok(Pending { result, started })
+    Ok(Pending {
+        landing: None,
+        result,
+        started,
+    })
 }
 
-/// Runs a collective on the NCCL engine: it is queued on the GPU's stream at
-/// once, so its result is ready for every later op there.
-fn on_nccl<R>(op: &str, job: impl FnOnce(&NcclEngine, usize) -> Result<R>) -> Result<Pending<R>> {
+/// Runs a collective on the NCCL engine: it is queued on the communication
+/// stream at once; waiting on the `Pending` lands it on the compute stream.
+fn on_nccl<R>(
+    op: &str,
+    job: impl FnOnce(&NcclEngine, usize) -> Result<(R, Landing)>,
+) -> Result<Pending<R>> {
     let g = group(op)?;
     let nccl = g
         .nccl
         .as_ref()
         .expect("device buffers exist only under NCCL");
-    Ok(ready(job(nccl, g.world)?))
+    let (value, landing) = job(nccl, g.world)?;
+    let mut pending = ready(value);
+    pending.landing = Some(landing);
+    Ok(pending)
 }
 
 /// Whether the running group carries tensors on NCCL.
@@ -469,7 +486,8 @@ pub fn all_gather_async(t: &Tensor) -> Result<Work<Vec<Tensor>>> {
         Buf::Device(d) => match mismatch(all_gather_bytes("all_gather", signature)?) {
             Some(bad) => ready(Err(bad)),
             None => on_nccl("all_gather", |n, world| {
-                Ok(Ok(Buf::Device(n.all_gather("all_gather", &d, world)?)))
+                let (out, landing) = n.all_gather("all_gather", &d, world)?;
+                Ok((Ok(Buf::Device(out)), landing))
             })?,
         },
     };
@@ -520,12 +538,8 @@ pub fn reduce_scatter_async(inputs: &[Tensor], op: ReduceOp) -> Result<Work<Tens
             Buf::Host(mpi_comm::reduce_scatter(w, &h, op))
         })?,
         Buf::Device(d) => on_nccl("reduce_scatter", |n, world| {
-            Ok(Buf::Device(n.reduce_scatter(
-                "reduce_scatter",
-                &d,
-                world,
-                op,
-            )?))
+            let (out, landing) = n.reduce_scatter("reduce_scatter", &d, world, op)?;
+            Ok((Buf::Device(out), landing))
         })?,
     };
     let like = inputs[0].clone();
@@ -554,6 +568,7 @@ fn ready<R>(value: R) -> Pending<R> {
     let (tx, result) = channel();
     let _ = tx.send(value);
     Pending {
+        landing: None,
         result,
         started: Arc::new(OnceLock::from(Instant::now())),
     }
@@ -568,8 +583,8 @@ fn all_reduce_buf(name: &str, buf: Buf, op: ReduceOp) -> Result<Pending<Buf>> {
             Buf::Host(h)
         }),
         Buf::Device(d) => on_nccl(name, |n, _| {
-            n.all_reduce(name, &d, op)?;
-            Ok(Buf::Device(d))
+            let landing = n.all_reduce(name, &d, op)?;
+            Ok((Buf::Device(d), landing))
         }),
     }
 }
@@ -582,8 +597,8 @@ fn broadcast_buf(name: &str, buf: Buf, src: usize) -> Result<Pending<Buf>> {
             Buf::Host(h)
         }),
         Buf::Device(d) => on_nccl(name, |n, _| {
-            n.broadcast(name, &d, src)?;
-            Ok(Buf::Device(d))
+            let landing = n.broadcast(name, &d, src)?;
+            Ok((Buf::Device(d), landing))
         }),
     }
 }

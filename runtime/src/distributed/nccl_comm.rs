@@ -1,13 +1,36 @@
 //! The NCCL engine: one communicator per process on its GPU. Its
-//! collectives are queued on the device's stream, in order with the kernels
-//! around them, so the host does not wait for them: a collective's result
-//! is there for every later op on that GPU, as with PyTorch's NCCL backend.
+//! collectives run on a communication stream beside the compute stream (see
+//! `tapir_kernels::cuda::nccl`), so DDP's bucket all-reduces overlap the
+//! rest of backward; each returns a [`Landing`], and landing it makes the
+//! compute stream wait for the collective before the ops that read its
+//! result. The host does not wait for either, as with PyTorch's NCCL backend.
 
 use super::ReduceOp;
 use crate::device::{Device, cuda_error};
 use crate::{DType, Error, Result, Tensor};
 use tapir_kernels::cuda::CudaBuffer;
-use tapir_kernels::cuda::nccl::{self, NcclComm, NcclDtype, NcclOp};
+use tapir_kernels::cuda::nccl::{self, NcclComm, NcclDtype, NcclLanding, NcclOp};
+
+/// A collective on the communication stream, with the buffers it reads or
+/// writes: they are kept until the compute stream has waited for it (so the
+/// caching allocator cannot give their blocks to a kernel meanwhile).
+/// Dropping it lands it too.
+pub(super) struct Landing {
+    // Dropped first: the compute stream waits, then the buffers go.
+    collective: NcclLanding,
+    _buffers: Vec<Tensor>,
+    device: Device,
+}
+
+impl Landing {
+    /// Makes the compute stream wait for the collective (the host goes on).
+    pub fn land(self) -> Result<()> {
+        let device = self.device;
+        self.collective
+            .land()
+            .map_err(|e| Error::Distributed(format!("NCCL: {}", cuda_error(device, e))))
+    }
+}
 
 /// A GPU checked and ready to join a communicator.
 pub(super) struct Prepared {
@@ -109,32 +132,45 @@ impl NcclEngine {
         Error::Distributed(format!("{name}: {}", cuda_error(self.device, e)))
     }
 
+    fn landing(&self, collective: NcclLanding, buffers: &[&Tensor]) -> Landing {
+        Landing {
+            collective,
+            _buffers: buffers.iter().map(|t| (*t).clone()).collect(),
+            device: self.device,
+        }
+    }
+
     /// Reduces `flat` across ranks, in place.
-    pub fn all_reduce(&self, name: &str, flat: &Tensor, how: ReduceOp) -> Result<()> {
+    pub fn all_reduce(&self, name: &str, flat: &Tensor, how: ReduceOp) -> Result<Landing> {
         let (d, n) = (dtype(flat.dtype()), flat.numel());
-        with_buffer(flat, |b| self.comm.all_reduce(b, d, n, op(how)))
-            .map_err(|e| self.fail(name, e))
+        let done = with_buffer(flat, |b| self.comm.all_reduce(b, d, n, op(how)))
+            .map_err(|e| self.fail(name, e))?;
+        Ok(self.landing(done, &[flat]))
     }
 
     /// Copies rank `root`'s `flat` into every rank's.
-    pub fn broadcast(&self, name: &str, flat: &Tensor, root: usize) -> Result<()> {
+    pub fn broadcast(&self, name: &str, flat: &Tensor, root: usize) -> Result<Landing> {
         let (d, n) = (dtype(flat.dtype()), flat.numel());
-        with_buffer(flat, |b| self.comm.broadcast(b, d, n, root)).map_err(|e| self.fail(name, e))
+        let done = with_buffer(flat, |b| self.comm.broadcast(b, d, n, root))
+            .map_err(|e| self.fail(name, e))?;
+        Ok(self.landing(done, &[flat]))
     }
 
     /// Every rank's `flat`, in rank order, as one tensor of `world * n`.
-    pub fn all_gather(&self, name: &str, flat: &Tensor, world: usize) -> Result<Tensor> {
+    pub fn all_gather(&self, name: &str, flat: &Tensor, world: usize) -> Result<(Tensor, Landing)> {
         let (d, n) = (dtype(flat.dtype()), flat.numel());
         let out = Tensor::zeros_on(&[n * world], flat.dtype(), self.device);
         let send = flat.read();
         let send = send.cuda_buffer().expect("a Buf::Device lives on the GPU");
         let mut recv = out.write();
         let recv_buf = recv.cuda_buffer_mut().expect("made on the GPU");
-        self.comm
+        let done = self
+            .comm
             .all_gather(send, recv_buf, d, n)
             .map_err(|e| self.fail(name, e))?;
         drop(recv);
-        Ok(out)
+        let landing = self.landing(done, &[flat, &out]);
+        Ok((out, landing))
     }
 
     /// `flat` (`world` blocks) reduced across ranks; this rank's block.
@@ -144,17 +180,19 @@ impl NcclEngine {
         flat: &Tensor,
         world: usize,
         how: ReduceOp,
-    ) -> Result<Tensor> {
+    ) -> Result<(Tensor, Landing)> {
         let (d, n) = (dtype(flat.dtype()), flat.numel() / world);
         let out = Tensor::zeros_on(&[n], flat.dtype(), self.device);
         let send = flat.read();
         let send = send.cuda_buffer().expect("a Buf::Device lives on the GPU");
         let mut recv = out.write();
         let recv_buf = recv.cuda_buffer_mut().expect("made on the GPU");
-        self.comm
+        let done = self
+            .comm
             .reduce_scatter(send, recv_buf, d, n, op(how))
             .map_err(|e| self.fail(name, e))?;
         drop(recv);
-        Ok(out)
+        let landing = self.landing(done, &[flat, &out]);
+        Ok((out, landing))
     }
 }

@@ -12,6 +12,15 @@ pub(super) enum Prepared {}
 /// Never made: there is no GPU support in this build.
 pub(super) enum NcclEngine {}
 
+/// Never made: there is no GPU support in this build.
+pub(super) enum Landing {}
+
+impl Landing {
+    pub fn land(self) -> Result<()> {
+        match self {}
+    }
+}
+
 pub(super) fn prepare(_local_rank: usize) -> Result<Prepared> {
     Err(Error::Distributed(
         "init_process_group: the NCCL backend needs tapir built with `--features cuda` (and a GPU); use \
@@ -35,19 +44,25 @@ impl NcclEngine {
         match *self {}
     }
 
-    pub fn all_reduce(&self, _: &str, _: &Tensor, _: ReduceOp) -> Result<()> {
+    pub fn all_reduce(&self, _: &str, _: &Tensor, _: ReduceOp) -> Result<Landing> {
         match *self {}
     }
 
-    pub fn broadcast(&self, _: &str, _: &Tensor, _: usize) -> Result<()> {
+    pub fn broadcast(&self, _: &str, _: &Tensor, _: usize) -> Result<Landing> {
         match *self {}
     }
 
-    pub fn all_gather(&self, _: &str, _: &Tensor, _: usize) -> Result<Tensor> {
+    pub fn all_gather(&self, _: &str, _: &Tensor, _: usize) -> Result<(Tensor, Landing)> {
         match *self {}
     }
 
-    pub fn reduce_scatter(&self, _: &str, _: &Tensor, _: usize, _: ReduceOp) -> Result<Tensor> {
+    pub fn reduce_scatter(
+        &self,
+        _: &str,
+        _: &Tensor,
+        _: usize,
+        _: ReduceOp,
+    ) -> Result<(Tensor, Landing)> {
         match *self {}
     }
 }
