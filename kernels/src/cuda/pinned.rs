@@ -37,7 +37,10 @@ impl std::fmt::Debug for HostPin {
 
 impl HostPin {
     /// Registers `data`'s memory as page-locked, usable by every context
-    /// (`CU_MEMHOSTREGISTER_PORTABLE`), through device `dev`'s context.
+    /// (`CU_MEMHOSTREGISTER_PORTABLE`), through device `dev`'s context. The
+    /// driver refuses a page that is registered already, so the caller keeps
+    /// registered buffers from sharing a page (the runtime leaves a page of
+    /// spare capacity after each).
     pub fn register<T: DeviceRepr>(dev: &Arc<CudaDevice>, data: &[T]) -> CudaResult<HostPin> {
         let bytes = std::mem::size_of_val(data);
         let addr = data.as_ptr() as usize;

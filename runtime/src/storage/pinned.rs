@@ -50,9 +50,36 @@ pub(super) fn pinned_copy(src: &CpuBuffer, l: &Layout, ordinal: usize) -> CudaRe
         return Ok(Tracked::pinned(buf, pin));
     }
     let dev = tapir_kernels::cuda::device(ordinal)?;
-    let buf = src.copy(l);
+    let mut buf = padded(src.dtype(), l.numel());
+    buf.assign(&Layout::contiguous(&l.shape), src, l);
     let pin = with_vec!(&buf, v => HostPin::register(&dev, v))?;
     Ok(Tracked::pinned(buf, pin))
+}
+
+/// Bytes of unregistered room after each pinned buffer's elements.
+const PAGE: usize = 4096;
+
+/// `n` zeros of `dtype` in a fresh allocation with at least a page of
+/// spare capacity after them. The driver refuses to register a page twice,
+/// and two heap allocations can share a page; with this room, the page
+/// holding a pinned buffer's last element is never the first page of the
+/// next allocation, so no two pinned ranges share a page.
+fn padded(dtype: DType, n: usize) -> CpuBuffer {
+    fn zeros<T: Copy + Default>(n: usize) -> Vec<T> {
+        let room = PAGE.div_ceil(std::mem::size_of::<T>().max(1));
+        let mut v = Vec::with_capacity(n + room);
+        v.resize(n, T::default());
+        v
+    }
+    match dtype {
+        DType::F32 => CpuBuffer::F32(zeros(n)),
+        DType::F64 => CpuBuffer::F64(zeros(n)),
+        DType::F16 => CpuBuffer::F16(zeros(n)),
+        DType::BF16 => CpuBuffer::BF16(zeros(n)),
+        DType::I64 => CpuBuffer::I64(zeros(n)),
+        DType::U8 => CpuBuffer::U8(zeros(n)),
+        DType::Bool => CpuBuffer::Bool(zeros(n)),
+    }
 }
 
 /// Takes back a dropped pinned buffer: cached while there is room, else
