@@ -25,10 +25,12 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, OnceLock};
 
-/// Whether the cuDNN library can be loaded.
+/// Whether the cuDNN library can be loaded (looked up once: a failed
+/// lookup searches the library path for each of cudarc's candidate names).
 pub fn cudnn_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: only tries to dlopen libcudnn.
-    unsafe { sys::is_culib_present() }
+    *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
 /// cuDNN's version (`torch.backends.cudnn.version()`, e.g. 91002), or
