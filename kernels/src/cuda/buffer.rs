@@ -2,7 +2,7 @@
 //! cache when dropped. Untyped: the runtime's storage knows the dtype.
 
 use super::device::{CudaDevice, CudaResult};
-use cudarc::driver::{CudaSlice, DevicePtr, DeviceRepr};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtr, DeviceRepr};
 use std::sync::Arc;
 
 /// A block of device memory from the caching allocator, returned to it on drop.
@@ -53,16 +53,39 @@ impl CudaBuffer {
             .expect("a live CudaBuffer holds its block")
     }
 
-    /// The whole block (for library calls that take a typed view of it).
-    pub(crate) fn block(&self) -> &CudaSlice<u8> {
-        self.slice()
-    }
-
     /// The whole block, writable.
     pub(crate) fn block_mut(&mut self) -> &mut CudaSlice<u8> {
         self.slice
             .as_mut()
             .expect("a live CudaBuffer holds its block")
+    }
+
+    /// The first `len` elements as `T`, for library calls (NCCL, cuDNN)
+    /// that take typed views. `T` must be the dtype the buffer holds.
+    pub(crate) fn typed<T: DeviceRepr>(&self, len: usize) -> CudaView<'_, T> {
+        assert!(
+            len * std::mem::size_of::<T>() <= self.bytes,
+            "a view of {len} elements of {} bytes into a buffer of {}",
+            std::mem::size_of::<T>(),
+            self.bytes
+        );
+        // SAFETY: the view lies inside the block (checked above), and the
+        // runtime passes the dtype the buffer was written as, so every
+        // element read is a value of `T` (all the types are plain data).
+        unsafe { self.slice().transmute::<T>(len) }.expect("the block is large enough")
+    }
+
+    /// [`typed`](Self::typed), writable; the mutable borrow makes it the only
+    /// view of the block while the library call is queued.
+    pub(crate) fn typed_mut<T: DeviceRepr>(&mut self, len: usize) -> CudaViewMut<'_, T> {
+        assert!(
+            len * std::mem::size_of::<T>() <= self.bytes,
+            "a view of {len} elements of {} bytes into a buffer of {}",
+            std::mem::size_of::<T>(),
+            self.bytes
+        );
+        // SAFETY: as in `typed`.
+        unsafe { self.block_mut().transmute_mut::<T>(len) }.expect("the block is large enough")
     }
 
     /// The device address of byte `offset` (for kernel arguments).

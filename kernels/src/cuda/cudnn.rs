@@ -18,7 +18,7 @@ use cudarc::cudnn::{
     ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnDataType,
     FilterDescriptor, TensorDescriptor, sys,
 };
-use cudarc::driver::{CudaView, CudaViewMut, DeviceRepr};
+use cudarc::driver::DeviceRepr;
 use half::{bf16, f16};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -68,16 +68,19 @@ impl Elem for bf16 {
     const ZERO: bf16 = bf16::ZERO;
 }
 
-/// One of the three convolutions.
+/// One of the three convolutions of a convolution layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Pass {
+pub enum ConvPass {
+    /// The output from the input and the weight.
     Forward,
+    /// The input's gradient from the output's and the weight.
     BackwardInput,
+    /// The weight's gradient from the input and the output's gradient.
     BackwardWeight,
 }
 
 /// The algorithm cuDNN's heuristics chose per shape, as its raw number.
-type AlgoKey = (Pass, ConvSpec, ConvDtype, bool);
+type AlgoKey = (ConvPass, ConvSpec, ConvDtype, bool);
 fn algorithms() -> &'static Mutex<HashMap<AlgoKey, u32>> {
     static ALGOS: OnceLock<Mutex<HashMap<AlgoKey, u32>>> = OnceLock::new();
     ALGOS.get_or_init(Mutex::default)
@@ -170,31 +173,6 @@ fn descriptors<T: Elem>(
     Ok(Descriptors { x, w, y, conv })
 }
 
-/// The first `len` elements of `buf` as `T`.
-fn view<T: DeviceRepr>(buf: &CudaBuffer, len: usize) -> CudaView<'_, T> {
-    assert!(
-        len * std::mem::size_of::<T>() <= buf.bytes(),
-        "cuDNN: {len} elements of {} bytes from a buffer of {}",
-        std::mem::size_of::<T>(),
-        buf.bytes()
-    );
-    // SAFETY: the view lies inside the block (checked above), and the runtime
-    // passes the dtype the buffer was written as.
-    unsafe { buf.block().transmute::<T>(len) }.expect("the block is large enough")
-}
-
-/// The first `len` elements of `buf` as `T`, writable.
-fn view_mut<T: DeviceRepr>(buf: &mut CudaBuffer, len: usize) -> CudaViewMut<'_, T> {
-    assert!(
-        len * std::mem::size_of::<T>() <= buf.bytes(),
-        "cuDNN: {len} elements of {} bytes into a buffer of {}",
-        std::mem::size_of::<T>(),
-        buf.bytes()
-    );
-    // SAFETY: as in `view`; the mutable borrow makes it the only view.
-    unsafe { buf.block_mut().transmute_mut::<T>(len) }.expect("the block is large enough")
-}
-
 /// A workspace of `bytes` from the caching allocator (freed blocks are
 /// reused in stream order, so dropping it after the launch is safe).
 fn workspace(dev: &Arc<CudaDevice>, bytes: usize) -> CudaResult<Option<CudaBuffer>> {
@@ -202,173 +180,90 @@ fn workspace(dev: &Arc<CudaDevice>, bytes: usize) -> CudaResult<Option<CudaBuffe
 }
 
 impl CudaDevice {
-    /// `conv2d(x, w)` without bias: `[n, oc, oh, ow]` from contiguous `x`
-    /// and `w` of `dtype`.
-    pub fn conv2d_forward(
+    /// One of the three convolutions on cuDNN, from contiguous NCHW buffers
+    /// of `dtype`: `(a, b)` are `(x, w)` for [`ConvPass::Forward`] (giving
+    /// `[n, oc, oh, ow]`), `(dy, w)` for [`ConvPass::BackwardInput`] (giving
+    /// `[n, c, h, w]`) and `(x, dy)` for [`ConvPass::BackwardWeight`]
+    /// (giving `[oc, c / groups, kh, kw]`). No bias: the caller adds it.
+    pub fn conv2d(
         self: &Arc<Self>,
+        pass: ConvPass,
         dtype: ConvDtype,
         spec: &ConvSpec,
-        x: &CudaBuffer,
-        w: &CudaBuffer,
+        (a, b): (&CudaBuffer, &CudaBuffer),
         allow_tf32: bool,
     ) -> CudaResult<CudaBuffer> {
         match dtype {
-            ConvDtype::F32 => self.forward::<f32>(spec, x, w, allow_tf32),
-            ConvDtype::F16 => self.forward::<f16>(spec, x, w, allow_tf32),
-            ConvDtype::BF16 => self.forward::<bf16>(spec, x, w, allow_tf32),
+            ConvDtype::F32 => self.convolve::<f32>(pass, spec, a, b, allow_tf32),
+            ConvDtype::F16 => self.convolve::<f16>(pass, spec, a, b, allow_tf32),
+            ConvDtype::BF16 => self.convolve::<bf16>(pass, spec, a, b, allow_tf32),
         }
     }
 
-    /// The input's gradient `[n, c, h, w]` from the output's `dy`.
-    pub fn conv2d_backward_input(
+    fn convolve<T: Elem>(
         self: &Arc<Self>,
-        dtype: ConvDtype,
-        spec: &ConvSpec,
-        dy: &CudaBuffer,
-        w: &CudaBuffer,
-        allow_tf32: bool,
-    ) -> CudaResult<CudaBuffer> {
-        match dtype {
-            ConvDtype::F32 => self.backward_input::<f32>(spec, dy, w, allow_tf32),
-            ConvDtype::F16 => self.backward_input::<f16>(spec, dy, w, allow_tf32),
-            ConvDtype::BF16 => self.backward_input::<bf16>(spec, dy, w, allow_tf32),
-        }
-    }
-
-    /// The weight's gradient `[oc, c / groups, kh, kw]` from `x` and `dy`.
-    pub fn conv2d_backward_weight(
-        self: &Arc<Self>,
-        dtype: ConvDtype,
-        spec: &ConvSpec,
-        x: &CudaBuffer,
-        dy: &CudaBuffer,
-        allow_tf32: bool,
-    ) -> CudaResult<CudaBuffer> {
-        match dtype {
-            ConvDtype::F32 => self.backward_weight::<f32>(spec, x, dy, allow_tf32),
-            ConvDtype::F16 => self.backward_weight::<f16>(spec, x, dy, allow_tf32),
-            ConvDtype::BF16 => self.backward_weight::<bf16>(spec, x, dy, allow_tf32),
-        }
-    }
-
-    fn forward<T: Elem>(
-        self: &Arc<Self>,
+        pass: ConvPass,
         s: &ConvSpec,
-        x: &CudaBuffer,
-        w: &CudaBuffer,
+        a: &CudaBuffer,
+        b: &CudaBuffer,
         tf32: bool,
     ) -> CudaResult<CudaBuffer> {
-        let fail = |e| self.err("cuDNN convolution forward", e);
-        let cudnn = handle(self)?;
-        let (in_len, w_len, out_len) = s.lens();
-        let d = descriptors::<T>(&cudnn, s, tf32).map_err(fail)?;
-        let op = ConvForward {
-            conv: &d.conv,
-            x: &d.x,
-            w: &d.w,
-            y: &d.y,
+        let what = match pass {
+            ConvPass::Forward => "cuDNN convolution forward",
+            ConvPass::BackwardInput => "cuDNN convolution backward (input)",
+            ConvPass::BackwardWeight => "cuDNN convolution backward (weight)",
         };
-        let key = (Pass::Forward, *s, dtype_of::<T>(), tf32);
-        let algo = algorithm(key, || op.pick_algorithm(), |a| a as u32, fwd_algo).map_err(fail)?;
-        let bytes = op.get_workspace_size(algo).map_err(fail)?;
-        let mut ws = workspace(self, bytes)?;
-        let mut y = self.alloc(out_len * std::mem::size_of::<T>())?;
-        let (xv, wv) = (view::<T>(x, in_len), view::<T>(w, w_len));
-        let mut yv = view_mut::<T>(&mut y, out_len);
-        // SAFETY: the descriptors describe exactly these contiguous NCHW
-        // buffers of `T` (sizes checked by the views), the workspace has the
-        // bytes cuDNN asked for, and the handle runs on this device's stream.
-        unsafe {
-            op.launch(
-                algo,
-                ws.as_mut().map(CudaBuffer::block_mut),
-                (T::ONE, T::ZERO),
-                &xv,
-                &wv,
-                &mut yv,
-            )
-        }
-        .map_err(fail)?;
-        Ok(y)
-    }
-
-    fn backward_input<T: Elem>(
-        self: &Arc<Self>,
-        s: &ConvSpec,
-        dy: &CudaBuffer,
-        w: &CudaBuffer,
-        tf32: bool,
-    ) -> CudaResult<CudaBuffer> {
-        let fail = |e| self.err("cuDNN convolution backward (input)", e);
+        let fail = |e| self.err(what, e);
         let cudnn = handle(self)?;
-        let (in_len, w_len, out_len) = s.lens();
         let d = descriptors::<T>(&cudnn, s, tf32).map_err(fail)?;
-        let op = ConvBackwardData {
-            conv: &d.conv,
-            dx: &d.x,
-            w: &d.w,
-            dy: &d.y,
+        let (x, w, y) = s.lens();
+        let (a_len, b_len, out_len) = match pass {
+            ConvPass::Forward => (x, w, y),
+            ConvPass::BackwardInput => (y, w, x),
+            ConvPass::BackwardWeight => (x, y, w),
         };
-        let key = (Pass::BackwardInput, *s, dtype_of::<T>(), tf32);
-        let algo = algorithm(key, || op.pick_algorithm(), |a| a as u32, data_algo).map_err(fail)?;
-        let bytes = op.get_workspace_size(algo).map_err(fail)?;
-        let mut ws = workspace(self, bytes)?;
-        let mut dx = self.alloc(in_len * std::mem::size_of::<T>())?;
-        let (dyv, wv) = (view::<T>(dy, out_len), view::<T>(w, w_len));
-        let mut dxv = view_mut::<T>(&mut dx, in_len);
-        // SAFETY: as in `forward`: buffers of `T` as the descriptors say.
-        unsafe {
-            op.launch(
-                algo,
-                ws.as_mut().map(CudaBuffer::block_mut),
-                (T::ONE, T::ZERO),
-                &mut dxv,
-                &wv,
-                &dyv,
-            )
+        let mut out = self.alloc(out_len * std::mem::size_of::<T>())?;
+        let (av, bv) = (a.typed::<T>(a_len), b.typed::<T>(b_len));
+        let mut ov = out.typed_mut::<T>(out_len);
+        let key = (pass, *s, dtype_of::<T>(), tf32);
+        let scale = (T::ONE, T::ZERO);
+        // SAFETY (the three launches): the descriptors describe exactly
+        // these contiguous NCHW buffers of `T` (their sizes checked by the
+        // views), the workspace has the bytes cuDNN asked for, and the
+        // handle runs on this device's stream.
+        match pass {
+            ConvPass::Forward => {
+                let (conv, x, w, y) = (&d.conv, &d.x, &d.w, &d.y);
+                let op = ConvForward { conv, x, w, y };
+                let algo = algorithm(key, || op.pick_algorithm(), |a| a as u32, fwd_algo);
+                let algo = algo.map_err(fail)?;
+                let mut ws = workspace(self, op.get_workspace_size(algo).map_err(fail)?)?;
+                let ws = ws.as_mut().map(CudaBuffer::block_mut);
+                // SAFETY: see above.
+                unsafe { op.launch(algo, ws, scale, &av, &bv, &mut ov) }.map_err(fail)?;
+            }
+            ConvPass::BackwardInput => {
+                let (conv, dx, w, dy) = (&d.conv, &d.x, &d.w, &d.y);
+                let op = ConvBackwardData { conv, dx, w, dy };
+                let algo = algorithm(key, || op.pick_algorithm(), |a| a as u32, data_algo);
+                let algo = algo.map_err(fail)?;
+                let mut ws = workspace(self, op.get_workspace_size(algo).map_err(fail)?)?;
+                let ws = ws.as_mut().map(CudaBuffer::block_mut);
+                // SAFETY: see above.
+                unsafe { op.launch(algo, ws, scale, &mut ov, &bv, &av) }.map_err(fail)?;
+            }
+            ConvPass::BackwardWeight => {
+                let (conv, x, dw, dy) = (&d.conv, &d.x, &d.w, &d.y);
+                let op = ConvBackwardFilter { conv, x, dw, dy };
+                let algo = algorithm(key, || op.pick_algorithm(), |a| a as u32, filter_algo);
+                let algo = algo.map_err(fail)?;
+                let mut ws = workspace(self, op.get_workspace_size(algo).map_err(fail)?)?;
+                let ws = ws.as_mut().map(CudaBuffer::block_mut);
+                // SAFETY: see above.
+                unsafe { op.launch(algo, ws, scale, &av, &mut ov, &bv) }.map_err(fail)?;
+            }
         }
-        .map_err(fail)?;
-        Ok(dx)
-    }
-
-    fn backward_weight<T: Elem>(
-        self: &Arc<Self>,
-        s: &ConvSpec,
-        x: &CudaBuffer,
-        dy: &CudaBuffer,
-        tf32: bool,
-    ) -> CudaResult<CudaBuffer> {
-        let fail = |e| self.err("cuDNN convolution backward (weight)", e);
-        let cudnn = handle(self)?;
-        let (in_len, w_len, out_len) = s.lens();
-        let d = descriptors::<T>(&cudnn, s, tf32).map_err(fail)?;
-        let op = ConvBackwardFilter {
-            conv: &d.conv,
-            x: &d.x,
-            dw: &d.w,
-            dy: &d.y,
-        };
-        let key = (Pass::BackwardWeight, *s, dtype_of::<T>(), tf32);
-        let algo =
-            algorithm(key, || op.pick_algorithm(), |a| a as u32, filter_algo).map_err(fail)?;
-        let bytes = op.get_workspace_size(algo).map_err(fail)?;
-        let mut ws = workspace(self, bytes)?;
-        let mut dw = self.alloc(w_len * std::mem::size_of::<T>())?;
-        let (xv, dyv) = (view::<T>(x, in_len), view::<T>(dy, out_len));
-        let mut dwv = view_mut::<T>(&mut dw, w_len);
-        // SAFETY: as in `forward`: buffers of `T` as the descriptors say.
-        unsafe {
-            op.launch(
-                algo,
-                ws.as_mut().map(CudaBuffer::block_mut),
-                (T::ONE, T::ZERO),
-                &xv,
-                &mut dwv,
-                &dyv,
-            )
-        }
-        .map_err(fail)?;
-        Ok(dw)
+        Ok(out)
     }
 }
 

@@ -15,8 +15,8 @@
 
 use super::CudaBuffer;
 use super::device::{CudaDevice, CudaError, CudaResult};
-use cudarc::driver::{CudaEvent, CudaStream, CudaView, CudaViewMut};
-use cudarc::nccl::{Comm, Id, NcclType, ReduceOp};
+use cudarc::driver::{CudaEvent, CudaStream};
+use cudarc::nccl::{Comm, Id, ReduceOp};
 use half::{bf16, f16};
 use std::sync::{Arc, Mutex};
 
@@ -256,7 +256,7 @@ impl NcclComm {
     ) -> CudaResult<NcclLanding> {
         self.on_stream("NCCL all_reduce", |comm| {
             typed!(dtype, T => {
-                let mut v = view_mut::<T>(buf, len);
+                let mut v = buf.typed_mut::<T>(len);
                 comm.all_reduce_in_place(&mut v, &op.nccl()).map(drop)
             })
         })
@@ -272,7 +272,7 @@ impl NcclComm {
     ) -> CudaResult<NcclLanding> {
         self.on_stream("NCCL broadcast", |comm| {
             typed!(dtype, T => {
-                let mut v = view_mut::<T>(buf, len);
+                let mut v = buf.typed_mut::<T>(len);
                 comm.broadcast_in_place(&mut v, root as i32).map(drop)
             })
         })
@@ -290,8 +290,8 @@ impl NcclComm {
         self.on_stream("NCCL all_gather", |comm| {
             let world = comm.world_size();
             typed!(dtype, T => {
-                let s = view::<T>(send, len);
-                let mut r = view_mut::<T>(recv, len * world);
+                let s = send.typed::<T>(len);
+                let mut r = recv.typed_mut::<T>(len * world);
                 comm.all_gather(&s, &mut r).map(drop)
             })
         })
@@ -310,37 +310,10 @@ impl NcclComm {
         self.on_stream("NCCL reduce_scatter", |comm| {
             let world = comm.world_size();
             typed!(dtype, T => {
-                let s = view::<T>(send, len * world);
-                let mut r = view_mut::<T>(recv, len);
+                let s = send.typed::<T>(len * world);
+                let mut r = recv.typed_mut::<T>(len);
                 comm.reduce_scatter(&s, &mut r, &op.nccl()).map(drop)
             })
         })
     }
-}
-
-/// The first `len` elements of `buf` as `T`.
-fn view<T: NcclType>(buf: &CudaBuffer, len: usize) -> CudaView<'_, T> {
-    assert!(
-        len * std::mem::size_of::<T>() <= buf.bytes(),
-        "NCCL: {len} elements of {} bytes from a buffer of {}",
-        std::mem::size_of::<T>(),
-        buf.bytes()
-    );
-    // SAFETY: the view lies inside the block (checked above), and the runtime
-    // passes the dtype the buffer was written as, so every element read is a
-    // value of `T` (all the types here are plain data).
-    unsafe { buf.block().transmute::<T>(len) }.expect("the block is large enough")
-}
-
-/// The first `len` elements of `buf` as `T`, writable.
-fn view_mut<T: NcclType>(buf: &mut CudaBuffer, len: usize) -> CudaViewMut<'_, T> {
-    assert!(
-        len * std::mem::size_of::<T>() <= buf.bytes(),
-        "NCCL: {len} elements of {} bytes into a buffer of {}",
-        std::mem::size_of::<T>(),
-        buf.bytes()
-    );
-    // SAFETY: as in `view`; the mutable borrow of `buf` makes this the only
-    // view of the block while NCCL's call is queued.
-    unsafe { buf.block_mut().transmute_mut::<T>(len) }.expect("the block is large enough")
 }

@@ -23,7 +23,7 @@ fn run(
     s: &ConvSpec,
 ) -> Option<Storage> {
     use crate::dtype::DType;
-    use tapir_kernels::cuda::cudnn::{ConvDtype, cudnn_present};
+    use tapir_kernels::cuda::cudnn::{ConvDtype, ConvPass, cudnn_present};
     let dtype = match (a.0.dtype(), b.0.dtype()) {
         (DType::F32, DType::F32) => ConvDtype::F32,
         (DType::F16, DType::F16) => ConvDtype::F16,
@@ -41,17 +41,12 @@ fn run(
     }
     let dev = x.buf.device();
     let tf32 = crate::cuda::cudnn::allow_tf32();
-    let (out, what) = match pass {
-        Pass::Forward => (dev.conv2d_forward(dtype, s, &x.buf, &y.buf, tf32), "conv2d"),
-        Pass::BackwardInput => (
-            dev.conv2d_backward_input(dtype, s, &x.buf, &y.buf, tf32),
-            "conv2d backward (input)",
-        ),
-        Pass::BackwardWeight => (
-            dev.conv2d_backward_weight(dtype, s, &x.buf, &y.buf, tf32),
-            "conv2d backward (weight)",
-        ),
+    let (pass, what) = match pass {
+        Pass::Forward => (ConvPass::Forward, "conv2d"),
+        Pass::BackwardInput => (ConvPass::BackwardInput, "conv2d backward (input)"),
+        Pass::BackwardWeight => (ConvPass::BackwardWeight, "conv2d backward (weight)"),
     };
+    let out = dev.conv2d(pass, dtype, s, (&x.buf, &y.buf), tf32);
     let buf = out.unwrap_or_else(|e| super::cuda::fail(what, e));
     Some(Storage::Cuda(super::cuda::CudaStorage {
         buf,
