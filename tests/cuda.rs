@@ -478,10 +478,29 @@ fn random_draws_and_dropout_are_made_on_the_gpu() {
     let zeros = Tensor::zeros_on(&[5, 7], DType::BF16, device);
     let full = Tensor::full_on(&[4], 3.0, DType::I64, device);
     let r = Tensor::randn_on(&[64, 64], device);
+    let (fallbacks, ints) = (
+        tapir::cuda::host_fallbacks(),
+        Tensor::arange_on((10..-5, -3), device),
+    );
+    let floats = Tensor::arange_f_on(0.1, 2.0, 0.3, device);
+    assert_eq!(
+        tapir::cuda::host_fallbacks(),
+        fallbacks,
+        "arange went through the host"
+    );
     assert_eq!(
         tapir::cuda::host_syncs() - syncs,
         0,
         "creation waited for the host"
+    );
+    assert_eq!((ints.device(), floats.device()), (device, device));
+    assert_eq!(
+        ints.to_vec::<i64>(),
+        Tensor::arange((10..-5, -3)).to_vec::<i64>()
+    );
+    assert_eq!(
+        floats.to_vec::<f32>(),
+        Tensor::arange_f(0.1, 2.0, 0.3).to_vec::<f32>()
     );
     assert_eq!((zeros.device(), r.device()), (device, device));
     assert_eq!(zeros.to_vec::<f32>(), vec![0.0; 35]);

@@ -13,6 +13,7 @@ mod optim;
 mod philox;
 mod pool;
 mod program;
+mod range;
 mod reduce;
 mod softmax;
 mod strided;
@@ -37,6 +38,7 @@ pub use optim::{adam_update, rmsprop_update, sgd_update};
 pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};
 pub use pool::{max_pool2d, max_pool2d_backward};
 pub use program::{Operand, run_program};
+pub use range::{arange_f32, arange_i64};
 pub use reduce::reduce;
 pub use softmax::{
     log_softmax_rows, scaled_softmax_backward_rows, scaled_softmax_backward_rows_bf16,

@@ -61,6 +61,7 @@ pub fn modules() -> Vec<Module> {
         copy.extend(per_dtype(&[&format!("cast_to_{to}")], ALL_DTYPES));
     }
     copy.extend(per_dtype(&["fill"], ALL_DTYPES));
+    copy.extend(["arange_i64".to_string(), "arange_f32".to_string()]);
     // Comparisons, `<cmp>_<dtype>(n, Strided a, Strided b, a, b, bool* y)`.
     let compares: Vec<&str> = Compare::ALL.iter().map(|c| c.name()).collect();
     copy.extend(per_dtype(&compares, ALL_DTYPES));
@@ -313,7 +314,7 @@ mod tests {
             count / 2
         );
         let elementwise = 3 * (UNARY_ROWS.len() + BINARY_ROWS.len());
-        let copy = 3 * 4 + 7 * 7 + 7 + 6 * 7;
+        let copy = 3 * 4 + 7 * 7 + 7 + 2 + 6 * 7;
         let index = 2 * 4 + 2;
         assert_eq!(
             count,

@@ -1,7 +1,7 @@
 //! Creating tensors: constants, ranges and random draws.
 
 use crate::random::{Generator, default_generator};
-use crate::storage::Storage;
+use crate::storage::{Arange, Storage};
 use crate::trace::{self, Attr};
 use crate::{DType, Device, Element, Tensor};
 
@@ -42,6 +42,24 @@ fn draws_on(shape: &[usize], device: Device, normal: bool) -> Tensor {
         None if normal => Tensor::randn(shape),
         None => Tensor::rand(shape),
     }
+}
+
+/// `start, start + step, ...` below `end`, as int64 on `device`.
+fn int_range(start: i64, end: i64, step: i64, device: Device) -> Tensor {
+    assert!(step != 0, "arange: step must be nonzero");
+    let n = ((end - start) as f64 / step as f64).ceil().max(0.0) as usize;
+    let s = Storage::arange(n, Arange::I64 { start, step }, device);
+    Tensor::from_storage(s, &[n])
+}
+
+/// `start + i * step` below `end` (float arguments), as f32 on `device`.
+fn float_range(start: f64, end: f64, step: f64, device: Device) -> Tensor {
+    assert!(step != 0.0, "arange: step must be nonzero");
+    let n = ((end - start) / step).ceil().max(0.0) as usize;
+    Tensor::from_storage(
+        Storage::arange(n, Arange::F32 { start, step }, device),
+        &[n],
+    )
 }
 
 fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Tensor {
@@ -184,22 +202,36 @@ impl Tensor {
     /// `start, start + step, ...` below `end`, as int64.
     pub fn arange_step(start: i64, end: i64, step: i64) -> Tensor {
         trace::op("arange_step", trace::NO_INPUTS, Vec::new, || {
-            assert!(step != 0, "arange: step must be nonzero");
-            let n = ((end - start) as f64 / step as f64).ceil().max(0.0) as usize;
-            Tensor::from_vec((0..n as i64).map(|i| start + i * step).collect(), &[n])
+            int_range(start, end, step, Device::Cpu)
+        })
+    }
+
+    /// [`Tensor::arange`] made on `device` (`torch.arange(..., device=)`):
+    /// on a GPU by a kernel, with no host copy.
+    ///
+    /// ```
+    /// use tapir_runtime::{Device, Tensor};
+    /// assert_eq!(Tensor::arange_on(1..4, Device::Cpu).to_vec::<i64>(), vec![1, 2, 3]);
+    /// ```
+    pub fn arange_on(range: impl ArangeArgs, device: Device) -> Tensor {
+        trace::op("arange_on", trace::NO_INPUTS, Vec::new, || {
+            let (start, end, step) = range.start_end_step();
+            int_range(start, end, step, device)
         })
     }
 
     /// Float range (`torch.arange(start, end, step)` with float arguments), float32.
     pub fn arange_f(start: f64, end: f64, step: f64) -> Tensor {
         trace::op("arange_f", trace::NO_INPUTS, Vec::new, || {
-            assert!(step != 0.0, "arange: step must be nonzero");
-            let n = ((end - start) / step).ceil().max(0.0) as usize;
-            from_f64s(
-                (0..n).map(|i| start + i as f64 * step).collect(),
-                &[n],
-                DType::F32,
-            )
+            float_range(start, end, step, Device::Cpu)
+        })
+    }
+
+    /// [`Tensor::arange_f`] made on `device`: on a GPU by a kernel, with no
+    /// host copy (each value computed in f64, rounded once, on either device).
+    pub fn arange_f_on(start: f64, end: f64, step: f64, device: Device) -> Tensor {
+        trace::op("arange_f_on", trace::NO_INPUTS, Vec::new, || {
+            float_range(start, end, step, device)
         })
     }
 

@@ -3,6 +3,7 @@
 //! and the seam runs the CPU kernel on a host copy instead.
 
 use super::Along;
+use super::Arange;
 use super::cpu::CpuBuffer;
 use crate::device::Device;
 use crate::dtype::DType;
@@ -187,6 +188,20 @@ impl CudaStorage {
         let dev = device(ordinal)?;
         let buf = launch::fill(&dev, n, any_dtype(dtype), value)?;
         Ok(CudaStorage::new(buf, dtype))
+    }
+
+    /// `arange`'s values on device `ordinal`: i64, or f32 computed in f64
+    /// (see `launch::arange_i64` / `arange_f32`).
+    pub fn arange(ordinal: usize, n: usize, values: Arange) -> CudaResult<CudaStorage> {
+        let dev = device(ordinal)?;
+        Ok(match values {
+            Arange::I64 { start, step } => {
+                CudaStorage::new(launch::arange_i64(&dev, n, start, step)?, DType::I64)
+            }
+            Arange::F32 { start, step } => {
+                CudaStorage::new(launch::arange_f32(&dev, n, start, step)?, DType::F32)
+            }
+        })
     }
 
     /// `n` Philox draws as f32 on device `ordinal` (see `launch::philox`).

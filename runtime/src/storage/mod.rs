@@ -46,6 +46,13 @@ pub fn host_fallbacks() -> u64 {
     HOST_FALLBACKS.load(Ordering::Relaxed)
 }
 
+/// What `Storage::arange` makes: exact i64 values, or f32 computed in f64.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arange {
+    I64 { start: i64, step: i64 },
+    F32 { start: f64, step: f64 },
+}
+
 /// A tensor's buffer on its device.
 #[derive(Debug)]
 pub(crate) enum Storage {
@@ -321,6 +328,24 @@ impl Storage {
             DType::Bool => CpuBuffer::Bool(filled(n, value != 0.0)),
         };
         Storage::on_device(buf, device)
+    }
+
+    /// `start + i * step` for `i` in `0..n` on `device` (`arange`).
+    pub fn arange(n: usize, values: Arange, device: Device) -> Storage {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Device::Cuda(i) = device {
+            let s = cuda::CudaStorage::arange(i, n, values);
+            return Storage::Cuda(s.unwrap_or_else(|e| cuda::fail("arange", e)));
+        }
+        let _ = device; // only the CPU is left
+        Storage::cpu(match values {
+            Arange::I64 { start, step } => {
+                CpuBuffer::I64(tapir_kernels::cpu::arange_i64(n, start, step))
+            }
+            Arange::F32 { start, step } => {
+                CpuBuffer::F32(tapir_kernels::cpu::arange_f32(n, start, step))
+            }
+        })
     }
 
     /// `n` f32 draws made on `device` itself from the device generator

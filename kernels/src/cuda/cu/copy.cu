@@ -85,6 +85,16 @@ FILL(i64)
 FILL(u8)
 FILL(b8)
 
+// `arange_i64` / `arange_f32`: element i is start + i * step, exact in
+// integers, computed in double and rounded once for f32 (the CPU twins are
+// kernels/src/cpu/range.rs).
+extern "C" __global__ void arange_i64(size_t n, long long start, long long step, i64 *y) {
+    GRID_STRIDE(i, n) y[i] = start + (long long)i * step;
+}
+extern "C" __global__ void arange_f32(size_t n, double start, double step, f32 *y) {
+    GRID_STRIDE(i, n) y[i] = (float)(start + (double)i * step);
+}
+
 // `<cmp>_<dtype>`: elementwise comparison of two views to bool. Half types
 // compare as float, integers exactly.
 __device__ __forceinline__ float cv(f32 x) { return x; }

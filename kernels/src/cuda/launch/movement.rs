@@ -20,6 +20,54 @@ pub fn fill(dev: &Arc<CudaDevice>, n: usize, dtype: &str, value: f64) -> CudaRes
     Ok(y)
 }
 
+/// `start + i * step` for `i` in `0..n`, as i64 (the CPU twin is
+/// `cpu::arange_i64`).
+pub fn arange_i64(
+    dev: &Arc<CudaDevice>,
+    n: usize,
+    start: i64,
+    step: i64,
+) -> CudaResult<CudaBuffer> {
+    let y = dev.alloc(n * 8)?;
+    if n > 0 {
+        let py = y.ptr(0);
+        launch!(
+            dev,
+            "arange_i64".to_string(),
+            elems(n),
+            &n,
+            &start,
+            &step,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// `start + i * step` for `i` in `0..n`, computed in f64, as f32 (the CPU
+/// twin is `cpu::arange_f32`).
+pub fn arange_f32(
+    dev: &Arc<CudaDevice>,
+    n: usize,
+    start: f64,
+    step: f64,
+) -> CudaResult<CudaBuffer> {
+    let y = dev.alloc(n * 4)?;
+    if n > 0 {
+        let py = y.ptr(0);
+        launch!(
+            dev,
+            "arange_f32".to_string(),
+            elems(n),
+            &n,
+            &start,
+            &step,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
 /// `n` Philox4x32-10 draws as f32 at stream positions `offset..offset + n`
 /// under `seed`: uniform in `[0, 1)`, or standard normal with `normal`
 /// (the CPU twins are `cpu::philox_uniform` and `cpu::philox_normal`).

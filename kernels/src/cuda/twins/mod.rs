@@ -107,6 +107,26 @@ fn unary_and_binary_f32_match_the_cpu_with_broadcasting_and_views() {
 
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn arange_matches_the_cpu_twin() {
+    let Some(dev) = gpu() else { return };
+    let n = 100_003;
+    let ints = launch::arange_i64(&dev, n, -7, 3).unwrap();
+    assert_eq!(
+        ints.read::<i64>(n).unwrap(),
+        crate::cpu::arange_i64(n, -7, 3)
+    );
+    // Computed in f64 and rounded once on both: bit for bit.
+    let floats = launch::arange_f32(&dev, n, 0.1, 0.003).unwrap();
+    close(
+        "arange f32",
+        &down(&floats, n),
+        &crate::cpu::arange_f32(n, 0.1, 0.003),
+        0.0,
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn philox_draws_match_the_cpu_twin() {
     let Some(dev) = gpu() else { return };
     // An offset that is not a multiple of 4 and a length that crosses blocks.
