@@ -6,6 +6,7 @@
 use super::conv::valid_cols;
 use crate::threads::{par_chunks_mut, par_chunks_mut2, parallel, simd};
 use crate::{Conv2dGeometry, Float, alloc};
+use std::mem::MaybeUninit;
 
 /// Max pooling of a contiguous `[n, c, h, w]` input: the `[n, c, oh, ow]`
 /// maxima and, for each, the flat index `ih * w + iw` of the winning tap
@@ -27,9 +28,12 @@ pub fn max_pool2d<T: Float>(x: &[T], g: &Conv2dGeometry) -> (Vec<T>, Vec<i64>) {
         g.h,
         g.w
     );
-    let mut vals = alloc::filled(g.n * g.c * plane_out, T::zero());
-    let mut idx = alloc::filled(vals.len(), 0i64);
-    if plane_out == 0 {
+    // Written once, straight into the buffers' spare capacity (zero-filling
+    // them first was a third of the memory traffic of the CNN's first pool).
+    let total = g.n * g.c * plane_out;
+    let mut vals: Vec<T> = alloc::with_capacity(total);
+    let mut idx: Vec<i64> = alloc::with_capacity(total);
+    if total == 0 {
         return (vals, idx);
     }
     // For each kernel column: the outputs [lo, hi) whose tap lands inside
@@ -42,63 +46,80 @@ pub fn max_pool2d<T: Float>(x: &[T], g: &Conv2dGeometry) -> (Vec<T>, Vec<i64>) {
     // row (`tap`), and positions are kept as i32 beside the values (`at`):
     // the update is then a branch-free select over independent outputs that
     // vectorises (as compares on random data, half of them mispredicted).
-    let scratch = || (vec![T::zero(); ow], vec![0i32; ow]);
+    let scratch = || (vec![T::zero(); ow], vec![0i32; ow], vec![T::zero(); ow]);
     let two_by_two =
         g.kernel == (2, 2) && g.stride == (2, 2) && g.padding == (0, 0) && g.dilation == (1, 1);
-    let fill = |(tap, at): &mut (Vec<T>, Vec<i32>), p: usize, vals: &mut [T], idx: &mut [i64]| {
-        let src = &x[p * plane_in..(p + 1) * plane_in];
-        if two_by_two {
-            return pool_2x2(src, g.w, oh, ow, vals, idx);
-        }
-        simd(
-            #[inline(always)]
-            || {
-                for oi in 0..oh {
-                    let best = &mut vals[oi * ow..(oi + 1) * ow];
-                    best.fill(T::neg_infinity());
-                    at.fill(-1);
-                    for ki in 0..g.kernel.0 {
-                        let ih =
-                            (oi * g.stride.0 + ki * g.dilation.0) as isize - g.padding.0 as isize;
-                        if ih < 0 || ih >= g.h as isize {
-                            continue;
+    type Rows<'a, T> = (&'a mut [MaybeUninit<T>], &'a mut [MaybeUninit<i64>]);
+    let fill =
+        |(tap, at, best): &mut (Vec<T>, Vec<i32>, Vec<T>), p: usize, (vals, idx): Rows<T>| {
+            let src = &x[p * plane_in..(p + 1) * plane_in];
+            if two_by_two {
+                return pool_2x2(src, g.w, oh, ow, vals, idx);
+            }
+            simd(
+                #[inline(always)]
+                || {
+                    for oi in 0..oh {
+                        best.fill(T::neg_infinity());
+                        at.fill(-1);
+                        for ki in 0..g.kernel.0 {
+                            let ih = (oi * g.stride.0 + ki * g.dilation.0) as isize
+                                - g.padding.0 as isize;
+                            if ih < 0 || ih >= g.h as isize {
+                                continue;
+                            }
+                            let row_at = ih as usize * g.w;
+                            let row = &src[row_at..row_at + g.w];
+                            for &(lo, hi, iw0) in &cols {
+                                let step = g.stride.1;
+                                for (t, iw) in tap[lo..hi].iter_mut().zip((iw0..).step_by(step)) {
+                                    *t = row[iw];
+                                }
+                                let lanes = best[lo..hi]
+                                    .iter_mut()
+                                    .zip(&mut at[lo..hi])
+                                    .zip(&tap[lo..hi]);
+                                let (base, step) = ((row_at + iw0) as i32, step as i32);
+                                for (k, ((b, a), &v)) in (0..).zip(lanes) {
+                                    let take = (*a < 0) | (v > *b) | v.is_nan();
+                                    *b = if take { v } else { *b };
+                                    *a = if take { base + k * step } else { *a };
+                                }
+                            }
                         }
-                        let row_at = ih as usize * g.w;
-                        let row = &src[row_at..row_at + g.w];
-                        for &(lo, hi, iw0) in &cols {
-                            let step = g.stride.1;
-                            for (t, iw) in tap[lo..hi].iter_mut().zip((iw0..).step_by(step)) {
-                                *t = row[iw];
-                            }
-                            let lanes = best[lo..hi]
-                                .iter_mut()
-                                .zip(&mut at[lo..hi])
-                                .zip(&tap[lo..hi]);
-                            let (base, step) = ((row_at + iw0) as i32, step as i32);
-                            for (k, ((b, a), &v)) in (0..).zip(lanes) {
-                                let take = (*a < 0) | (v > *b) | v.is_nan();
-                                *b = if take { v } else { *b };
-                                *a = if take { base + k * step } else { *a };
-                            }
+                        let row = oi * ow..(oi + 1) * ow;
+                        for (d, &b) in vals[row.clone()].iter_mut().zip(best.iter()) {
+                            d.write(b);
+                        }
+                        for (d, &a) in idx[row].iter_mut().zip(at.iter()) {
+                            d.write(a as i64);
                         }
                     }
-                    for (d, &a) in idx[oi * ow..(oi + 1) * ow].iter_mut().zip(at.iter()) {
-                        *d = a as i64;
-                    }
-                }
-            },
-        )
-    };
+                },
+            )
+        };
+    let (vu, iu) = (
+        &mut vals.spare_capacity_mut()[..total],
+        &mut idx.spare_capacity_mut()[..total],
+    );
     if parallel(x.len()) {
-        par_chunks_mut2((&mut vals, plane_out), (&mut idx, plane_out), |p, v, i| {
-            fill(&mut scratch(), p, v, i)
+        par_chunks_mut2((vu, plane_out), (iu, plane_out), |p, v, i| {
+            fill(&mut scratch(), p, (v, i))
         });
     } else {
         let mut s = scratch();
-        vals.chunks_mut(plane_out)
-            .zip(idx.chunks_mut(plane_out))
+        vu.chunks_mut(plane_out)
+            .zip(iu.chunks_mut(plane_out))
             .enumerate()
-            .for_each(|(p, (v, i))| fill(&mut s, p, v, i));
+            .for_each(|(p, rows)| fill(&mut s, p, rows));
+    }
+    // SAFETY: both were empty with capacity `total`; every plane's chunk of
+    // `plane_out` slots went to `fill` once, and `fill` writes all `oh` rows
+    // of `ow` values and indices of its plane (pool_2x2 and the general
+    // path alike).
+    unsafe {
+        vals.set_len(total);
+        idx.set_len(total);
     }
     (vals, idx)
 }
@@ -109,7 +130,14 @@ pub fn max_pool2d<T: Float>(x: &[T], g: &Conv2dGeometry) -> (Vec<T>, Vec<i64>) {
 /// The general path's per-tap scratch rows cost more than the work on
 /// rows of 14 outputs: 4.0 ms per call on the CNN's pools at 1 thread
 /// (`bench_ref --workloads cnn --profile`), 1.5 ms this way.
-fn pool_2x2<T: Float>(src: &[T], w: usize, oh: usize, ow: usize, vals: &mut [T], idx: &mut [i64]) {
+fn pool_2x2<T: Float>(
+    src: &[T],
+    w: usize,
+    oh: usize,
+    ow: usize,
+    vals: &mut [MaybeUninit<T>],
+    idx: &mut [MaybeUninit<i64>],
+) {
     simd(
         #[inline(always)]
         || {
@@ -129,8 +157,8 @@ fn pool_2x2<T: Float>(src: &[T], w: usize, oh: usize, ow: usize, vals: &mut [T],
                         v = if take { t } else { v };
                         i = if take { ti } else { i };
                     }
-                    *b = v;
-                    *a = i as i64;
+                    b.write(v);
+                    a.write(i as i64);
                 }
             }
         },
