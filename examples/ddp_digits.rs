@@ -85,7 +85,7 @@ fn train(c: &Config) -> Result<()> {
     }
     let (train_set, val_set) = load_data(None)?;
     check_data(&train_set, val_set.as_ref()).map_err(tapir::Error::Format)?;
-    let (train, mut val) = loaders(c.seed, per_rank, 0, train_set, val_set);
+    let (train, mut val) = loaders(c.seed, per_rank, 0, false, train_set, val_set);
     // Each rank reads its own shard of every epoch's shuffled order.
     let n = train.dataset().len();
     let mut train =

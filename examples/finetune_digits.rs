@@ -67,7 +67,7 @@ fn main() {
         .load_state_dict(&ck.model, true)
         .unwrap_or_else(|e| die("finetune_digits", &e.to_string()));
     let (train, val) = load_data(None).unwrap_or_else(|e| die("finetune_digits", &e.to_string()));
-    let (mut train, mut val) = loaders(0, 64, 2, train, val);
+    let (mut train, mut val) = loaders(0, 64, 2, false, train, val);
     say!(
         "loaded {}: val acc {:.2}%",
         ckpt.display(),

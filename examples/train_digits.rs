@@ -419,7 +419,9 @@ fn main() {
         die("train_digits", &format!("{from}: {e}"));
     }
     let pixels: usize = train.images.shape()[1..].iter().product();
-    let (tl, vl) = loaders(c.seed, c.batch_size as usize, c.workers, train, val);
+    // Batches bound for a GPU are pinned, so their copies skip the staging copy.
+    let pin = dev.is_cuda();
+    let (tl, vl) = loaders(c.seed, c.batch_size as usize, c.workers, pin, train, val);
     let result = match pixels {
         64 => run::<64>(&c, dev, tl, vl),
         784 => run::<784>(&c, dev, tl, vl),

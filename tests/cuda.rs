@@ -480,7 +480,7 @@ fn random_draws_and_dropout_are_made_on_the_gpu() {
     let r = Tensor::randn_on(&[64, 64], device);
     let (fallbacks, ints) = (
         tapir::cuda::host_fallbacks(),
-        Tensor::arange_on((10..-5, -3), device),
+        Tensor::arange_on((-5..10, 3), device),
     );
     let floats = Tensor::arange_f_on(0.1, 2.0, 0.3, device);
     assert_eq!(
@@ -496,7 +496,7 @@ fn random_draws_and_dropout_are_made_on_the_gpu() {
     assert_eq!((ints.device(), floats.device()), (device, device));
     assert_eq!(
         ints.to_vec::<i64>(),
-        Tensor::arange((10..-5, -3)).to_vec::<i64>()
+        Tensor::arange((-5..10, 3)).to_vec::<i64>()
     );
     assert_eq!(
         floats.to_vec::<f32>(),

@@ -122,10 +122,12 @@ pub fn check_data(train: &Split, val: Option<&Split>) -> std::result::Result<(),
 
 pub type Loader = DataLoader<Transformed<tapir::data::Subset<TensorDataset>>, Vec<Tensor>>;
 
+/// Train and validation loaders; `pin_memory` for batches bound for a GPU.
 pub fn loaders(
     seed: u64,
     batch_size: usize,
     workers: usize,
+    pin_memory: bool,
     train: Split,
     val: Option<Split>,
 ) -> (Loader, Loader) {
@@ -191,6 +193,7 @@ pub fn loaders(
         shuffle,
         seed: Some(seed),
         num_workers: workers,
+        pin_memory,
         ..Default::default()
     };
     (
