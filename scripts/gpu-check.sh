@@ -6,7 +6,7 @@
 #   1. every CUDA kernel against its CPU twin (kernels-tests cuda::);
 #   2. the device tests: every op and gradient GPU vs CPU, the seed MLP
 #      trajectory GPU vs CPU with zero host round trips, checkpoints across
-#      devices, the caching allocator (tests/cuda.rs); NCCL collectives and
+#      devices, the caching allocator (tests/cuda/); NCCL collectives and
 #      DDP on one GPU rank (tests/nccl.rs); pinned memory (tests/pinned.rs);
 #      convolution on cuDNN against the CPU (tests/cudnn.rs);
 #   3. the PyTorch golden suites instantiated on the GPU (TAPIR_TEST_DEVICE);

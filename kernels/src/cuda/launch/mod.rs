@@ -1,6 +1,6 @@
 //! Host side of every CUDA kernel: argument packing and launch shapes. Each
 //! function here has a CPU twin in `crate::cpu` that the GPU checks compare
-//! it with (`twins/`, `tests/cuda.rs`).
+//! it with (`twins/`, `tests/cuda/`).
 //!
 //! Float kernels take the dtype name (`"f32"`, `"f16"`, `"bf16"`); the kernel
 //! launched is `<op>_<dtype>`, the same string as in the `.cu` source.
