@@ -483,8 +483,9 @@ impl Tensor {
     /// always PyTorch's `non_blocking=True`. From pageable memory the data
     /// goes through a pinned staging block (one host copy); from a
     /// [pinned](Tensor::pin_memory) contiguous tensor the GPU reads the
-    /// tensor's own memory by DMA, and writing to or dropping that tensor
-    /// waits until the copy has read it, so the copy is never torn.
+    /// tensor's own memory by DMA: writing to that tensor waits until the
+    /// copy has read it, and its memory, once dropped, is not reused before,
+    /// so the copy is never torn.
     pub fn to(&self, device: Device) -> Result<Tensor> {
         if device == self.device() {
             return Ok(self.clone());
