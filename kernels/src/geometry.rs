@@ -92,3 +92,14 @@ impl ConvSpec {
         )
     }
 }
+
+/// One of the three convolutions of a convolution layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConvPass {
+    /// The output from the input and the weight.
+    Forward,
+    /// The input's gradient from the output's and the weight.
+    BackwardInput,
+    /// The weight's gradient from the input and the output's gradient.
+    BackwardWeight,
+}

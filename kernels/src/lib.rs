@@ -29,5 +29,5 @@ pub mod stats;
 pub mod threads;
 
 pub use float::Float;
-pub use geometry::{Conv2dGeometry, ConvSpec};
+pub use geometry::{Conv2dGeometry, ConvPass, ConvSpec};
 pub use layout::{Layout, contiguous_strides};

@@ -13,7 +13,7 @@
 use super::CudaBuffer;
 use super::device::{CudaDevice, CudaResult};
 use super::error::CudaError;
-use crate::ConvSpec;
+use crate::{ConvPass, ConvSpec};
 use cudarc::cudnn::{
     ConvBackwardData, ConvBackwardFilter, ConvDescriptor, ConvForward, Cudnn, CudnnDataType,
     FilterDescriptor, TensorDescriptor, sys,
@@ -66,17 +66,6 @@ impl Elem for f16 {
 impl Elem for bf16 {
     const ONE: bf16 = bf16::ONE;
     const ZERO: bf16 = bf16::ZERO;
-}
-
-/// One of the three convolutions of a convolution layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ConvPass {
-    /// The output from the input and the weight.
-    Forward,
-    /// The input's gradient from the output's and the weight.
-    BackwardInput,
-    /// The weight's gradient from the input and the output's gradient.
-    BackwardWeight,
 }
 
 /// The algorithm cuDNN's heuristics chose per shape, as its raw number.

@@ -73,11 +73,6 @@ impl HostPin {
         data.as_ptr() as usize == self.addr && std::mem::size_of_val(data) == self.bytes
     }
 
-    /// Bytes registered.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     /// Waits until no queued copy reads the buffer any more (before the host
     /// writes it or lets it go).
     pub fn wait(&self) -> CudaResult<()> {

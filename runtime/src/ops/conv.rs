@@ -8,7 +8,7 @@
 use super::dense0;
 use crate::Tensor;
 use crate::trace::{self, Attr};
-use tapir_kernels::{Conv2dGeometry, ConvSpec};
+use tapir_kernels::{Conv2dGeometry, ConvPass, ConvSpec};
 
 /// Options of a 2-D sliding window (PyTorch's defaults: stride 1, padding 0, dilation 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,36 +72,26 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>, oc: usize) -> Tensor {
 /// node), whose backward is cuDNN's two gradient convolutions; `None`
 /// where cuDNN does not run it (see `storage/cudnn.rs`).
 fn conv2d_cudnn(x: &Tensor, w: &Tensor, spec: ConvSpec) -> Option<Tensor> {
-    if !x.device().is_cuda() || x.dtype() != w.dtype() || x.device() != w.device() {
+    if !x.read().takes_cudnn_conv(&w.read()) {
         return None;
     }
     let (xd, wd) = (dense0(x), dense0(w));
-    let y = xd
-        .read()
-        .cudnn_conv2d(xd.layout(), (&wd.read(), wd.layout()), &spec)?;
+    let run = move |pass, a: &Tensor, b: &Tensor| {
+        let s = a
+            .read()
+            .cudnn_conv2d(pass, a.layout(), (&b.read(), b.layout()), &spec);
+        s.expect("cuDNN runs every pass of a convolution it takes")
+    };
     let g = &spec.geometry;
     let (oh, ow) = g.out_hw().expect("the op checked the window fits");
-    let out = Tensor::from_storage(y, &[g.n, spec.oc, oh, ow]);
+    let out = Tensor::from_storage(run(ConvPass::Forward, &xd, &wd), &[g.n, spec.oc, oh, ow]);
     Some(Tensor::record(out, "ConvolutionBackward0", &[x, w], || {
         move |grad: &Tensor, needs: &[bool]| {
             let gd = dense0(&grad.to_dtype(xd.dtype()));
-            let ran = "cuDNN, which ran the forward, runs its gradients";
-            let dx = needs[0].then(|| {
-                let s = gd.read().cudnn_conv2d_backward_input(
-                    gd.layout(),
-                    (&wd.read(), wd.layout()),
-                    &spec,
-                );
-                Tensor::from_storage(s.expect(ran), xd.shape())
-            });
-            let dw = needs[1].then(|| {
-                let s = xd.read().cudnn_conv2d_backward_weight(
-                    xd.layout(),
-                    (&gd.read(), gd.layout()),
-                    &spec,
-                );
-                Tensor::from_storage(s.expect(ran), wd.shape())
-            });
+            let dx = needs[0]
+                .then(|| Tensor::from_storage(run(ConvPass::BackwardInput, &gd, &wd), xd.shape()));
+            let dw = needs[1]
+                .then(|| Tensor::from_storage(run(ConvPass::BackwardWeight, &xd, &gd), wd.shape()));
             vec![dx, dw]
         }
     }))
