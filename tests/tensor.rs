@@ -116,6 +116,13 @@ fn views_share_storage_and_copies_do_not() {
     assert_eq!(base.to_vec::<f32>(), vec![2.0; 6]);
     let e = Tensor::ones(&[3, 1]).expand(&[3, 4]);
     assert_eq!(e.strides(), &[1, 0]);
+    // data_ptr: views point into their base, copies elsewhere.
+    assert_eq!(v.data_ptr(), base.data_ptr());
+    assert_eq!(t.select(0, 2).data_ptr(), base.data_ptr() + 2 * 4);
+    assert_eq!(base.select(0, 1).data_ptr(), base.data_ptr() + 3 * 4);
+    assert_ne!(r.data_ptr(), base.data_ptr());
+    let f64s = Tensor::zeros(&[4]).to_dtype(DType::F64);
+    assert_eq!(f64s.narrow(0, 1, 2).data_ptr(), f64s.data_ptr() + 8);
 }
 
 #[test]

@@ -13,6 +13,8 @@
 //! (tapir only) runs the `mlp` and `inference` steps on the seed MLP written
 //! by hand and written with `model!`, to show the macro costs nothing.
 //! Variants ending in `compiled` run the same step through `tapir::compile`;
+//! on a GPU, `inference` adds `*_reduce_overhead` (compile's CUDA graphs,
+//! against `torch.compile(mode="reduce-overhead")`);
 //! `fusion` (tapir only) times a linear layer with a five-op elementwise
 //! tail, eager and compiled (the tail fused into one kernel each way).
 //!
@@ -138,6 +140,14 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
         ]),
         "mlp" => Some(&["train_b256", "compiled"]),
         "cnn" => Some(&["train_b128", "compiled"]),
+        "inference" if device.is_cuda() => Some(&[
+            "b1_latency",
+            "b256_throughput",
+            "b1_latency_compiled",
+            "b256_throughput_compiled",
+            "b1_latency_reduce_overhead",
+            "b256_throughput_reduce_overhead",
+        ]),
         "inference" => Some(&[
             "b1_latency",
             "b256_throughput",

@@ -72,7 +72,8 @@ pub(crate) fn scaled(args: &Args, key: &str) -> (usize, usize) {
 }
 
 /// The seed MLP, by hand or (for `model_*` variants) written with `model!`,
-/// on `device`; `tapir::compile`d for `*compiled` variants.
+/// on `device`; `tapir::compile`d for `*compiled` variants, with CUDA
+/// graphs for `*reduce_overhead` ones.
 pub(crate) fn seed_mlp(variant: &str, device: Device) -> Box<dyn Forward> {
     let mut m: Box<dyn Forward> = if variant.starts_with("model_") {
         Box::new(SeedMlp::<784, 10>::new(&Device::Cpu))
@@ -80,6 +81,13 @@ pub(crate) fn seed_mlp(variant: &str, device: Device) -> Box<dyn Forward> {
         Box::new(seed::Mlp::seed())
     };
     m.to_device(device).expect("the bench device is usable");
+    if variant.ends_with("reduce_overhead") {
+        let options = tapir::compile::CompileOptions {
+            mode: tapir::compile::Mode::ReduceOverhead,
+            ..Default::default()
+        };
+        return Box::new(tapir::compile::compile_with(m, options));
+    }
     match variant.ends_with("compiled") {
         true => Box::new(tapir::compile(m)),
         false => m,

@@ -84,3 +84,16 @@ pub fn catch_out_of_memory<T>(f: impl FnOnce() -> T) -> Result<T> {
         },
     }
 }
+
+/// The message of a caught panic: its text, or the tapir error it carries.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(e) = payload.downcast_ref::<Error>() {
+        e.to_string()
+    } else {
+        "(a non-string panic)".to_string()
+    }
+}

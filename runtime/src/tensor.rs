@@ -544,6 +544,20 @@ impl Tensor {
     pub fn is_pinned(&self) -> bool {
         self.read().is_pinned()
     }
+
+    /// The address of the first element (`Tensor.data_ptr()`): a host
+    /// address on the CPU, a device address on a GPU. Views of one tensor
+    /// differ by their offsets; a CUDA graph replays on the addresses it
+    /// captured.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::arange(6).reshape(&[2, 3]);
+    /// assert_eq!(x.select(0, 1).data_ptr(), x.data_ptr() + 3 * 8);
+    /// ```
+    pub fn data_ptr(&self) -> usize {
+        self.read().address() + self.layout().offset * self.dtype().size_in_bytes()
+    }
 }
 
 // Tensors cross threads (DataLoader workers, data-parallel replicas).

@@ -28,6 +28,7 @@ macro_rules! module_of_linear {
 
 mod breaks;
 mod fusion;
+mod modes;
 mod training;
 
 #[path = "../../examples/common/seed.rs"]

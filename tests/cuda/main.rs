@@ -42,5 +42,6 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 mod device;
+mod graphs;
 mod ops;
 mod training;

@@ -12,6 +12,8 @@ pub struct CudaBuffer {
     slice: Option<CudaSlice<u8>>,
     /// The bytes asked for (the block may be larger).
     bytes: usize,
+    /// The pool the block goes back to: the shared cache or a graph's.
+    owner: u64,
 }
 
 impl std::fmt::Debug for CudaBuffer {
@@ -23,17 +25,23 @@ impl std::fmt::Debug for CudaBuffer {
 impl Drop for CudaBuffer {
     fn drop(&mut self) {
         if let Some(s) = self.slice.take() {
-            self.dev.release(s);
+            self.dev.release(s, self.owner);
         }
     }
 }
 
 impl CudaBuffer {
-    pub(crate) fn new(dev: Arc<CudaDevice>, slice: CudaSlice<u8>, bytes: usize) -> Self {
+    pub(crate) fn new(
+        dev: Arc<CudaDevice>,
+        slice: CudaSlice<u8>,
+        bytes: usize,
+        owner: u64,
+    ) -> Self {
         CudaBuffer {
             dev,
             slice: Some(slice),
             bytes,
+            owner,
         }
     }
 
@@ -88,6 +96,12 @@ impl CudaBuffer {
         unsafe { self.block_mut().transmute_mut::<T>(len) }.expect("the block is large enough")
     }
 
+    /// The device address of the block: a CUDA graph replays on the
+    /// addresses it captured, so its users compare them.
+    pub fn address(&self) -> u64 {
+        self.ptr(0)
+    }
+
     /// The device address of byte `offset` (for kernel arguments).
     pub(crate) fn ptr(&self, offset: usize) -> u64 {
         let (p, _sync) = self.slice().device_ptr(self.dev.stream());
@@ -118,6 +132,7 @@ impl CudaBuffer {
             std::mem::size_of::<T>(),
             self.bytes
         );
+        self.dev.refuse_in_capture("a device-to-host copy")?;
         let mut out = vec![T::default(); len];
         if len == 0 {
             return Ok(out);

@@ -3,6 +3,7 @@
 //! shared; everything runs in order on the one stream, so the host waits only
 //! where it reads data back.
 
+use super::allocator::Pool;
 use super::checks::IndexChecks;
 use super::modules::{Compiled, Module, compiled, module_of, param_sizes};
 use cudarc::cublas::CudaBlas;
@@ -12,16 +13,12 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 pub use super::error::{CudaError, CudaResult};
 pub use crate::stats::MemoryStats;
-
-/// Blocks are rounded up to this many bytes, as PyTorch's allocator does, so
-/// that slightly different sizes share cached blocks.
-const ROUND: usize = 512;
 
 /// Host-to-device copies up to this size go through pinned staging memory.
 const STAGING_MAX: usize = 64 << 20;
@@ -30,18 +27,6 @@ const STAGING_MAX: usize = 64 << 20;
 struct Staging {
     block: PinnedHostSlice<u8>,
     copied: CudaEvent,
-}
-
-/// The caching allocator's books (PyTorch's `CUDACachingAllocator`, reduced
-/// to exact-size free lists: a training loop asks for the same sizes every
-/// step, so freed blocks are reused instead of returned to the driver).
-#[derive(Default)]
-struct Pool {
-    free: BTreeMap<usize, Vec<CudaSlice<u8>>>,
-    allocated: usize,
-    peak: usize,
-    reserved: usize,
-    device_allocs: u64,
 }
 
 /// A loaded kernel and its parameters' sizes in bytes (from its PTX).
@@ -82,7 +67,7 @@ pub struct CudaDevice {
     /// Each loaded kernel, with its parameters' sizes from the PTX.
     functions: Mutex<HashMap<String, Loaded>>,
     blas: OnceLock<CudaResult<CudaBlas>>,
-    pool: Mutex<Pool>,
+    pub(super) pool: Mutex<Pool>,
     staging: Mutex<HashMap<usize, Vec<Staging>>>,
     allow_tf32: AtomicBool,
     checks: IndexChecks,
@@ -317,6 +302,7 @@ impl CudaDevice {
     /// out-of-range index an indexing kernel found meanwhile (a panic, see
     /// `checks.rs`).
     pub fn synchronize(&self) -> CudaResult<()> {
+        self.refuse_in_capture("waiting for the device")?;
         HOST_WAITS.with(|w| w.set(w.get() + 1));
         self.stream
             .synchronize()
@@ -336,94 +322,6 @@ impl CudaDevice {
         &self.checks
     }
 
-    /// A block of at least `bytes` bytes, reused from the cache when one of
-    /// that size is free. Out of memory, it empties the cache and tries once
-    /// more before giving up with PyTorch's figures.
-    pub(crate) fn alloc(self: &Arc<Self>, bytes: usize) -> CudaResult<super::CudaBuffer> {
-        let size = bytes.max(1).div_ceil(ROUND) * ROUND;
-        let cached = {
-            let mut pool = lock(&self.pool);
-            let block = pool.free.get_mut(&size).and_then(Vec::pop);
-            if block.is_some() {
-                pool.allocated += size;
-                pool.peak = pool.peak.max(pool.allocated);
-            }
-            block
-        };
-        let slice = match cached {
-            Some(s) => s,
-            None => {
-                let fresh = |d: &Self| {
-                    // SAFETY: the block is uninitialised; every tapir op writes
-                    // its output in full before anything reads it.
-                    unsafe { d.stream.alloc::<u8>(size) }
-                };
-                let s = match fresh(self) {
-                    Ok(s) => s,
-                    Err(_) => {
-                        self.empty_cache();
-                        fresh(self).map_err(|_| {
-                            let st = self.memory_stats();
-                            CudaError::OutOfMemory {
-                                device: self.ordinal,
-                                requested: size,
-                                free: self.ctx.mem_get_info().map_or(0, |(free, _)| free),
-                                allocated: st.allocated,
-                                reserved: st.reserved,
-                            }
-                        })?
-                    }
-                };
-                let mut pool = lock(&self.pool);
-                pool.device_allocs += 1;
-                pool.reserved += size;
-                pool.allocated += size;
-                pool.peak = pool.peak.max(pool.allocated);
-                s
-            }
-        };
-        Ok(super::CudaBuffer::new(self.clone(), slice, bytes))
-    }
-
-    /// Returns a block to the cache (called when a buffer drops).
-    pub(crate) fn release(&self, slice: CudaSlice<u8>) {
-        let mut pool = lock(&self.pool);
-        let size = slice.len();
-        pool.allocated -= size;
-        pool.free.entry(size).or_default().push(slice);
-    }
-
-    /// Frees every cached block back to the driver (`torch.cuda.empty_cache`).
-    pub fn empty_cache(&self) {
-        let blocks: Vec<CudaSlice<u8>> = {
-            let mut pool = lock(&self.pool);
-            let blocks: Vec<_> = std::mem::take(&mut pool.free)
-                .into_values()
-                .flatten()
-                .collect();
-            pool.reserved -= blocks.iter().map(|b| b.len()).sum::<usize>();
-            blocks
-        };
-        drop(blocks);
-    }
-
-    /// The caching allocator's figures.
-    pub fn memory_stats(&self) -> MemoryStats {
-        let pool = lock(&self.pool);
-        MemoryStats {
-            allocated: pool.allocated,
-            peak_allocated: pool.peak,
-            reserved: pool.reserved,
-            num_device_alloc: pool.device_allocs,
-        }
-    }
-
-    /// Starts the peak figure again from what is allocated now.
-    pub fn reset_peak_memory_stats(&self) {
-        let mut pool = lock(&self.pool);
-        pool.peak = pool.allocated;
-    }
-
     /// Copies `data` into the start of `dst` without making the host wait for
     /// queued GPU work (a copy from pageable memory would): the bytes go to a
     /// pinned staging block, from which the copy runs in stream order, as
@@ -434,6 +332,7 @@ impl CudaDevice {
         data: &[T],
         dst: &mut CudaSlice<u8>,
     ) -> CudaResult<()> {
+        self.refuse_in_capture("a host-to-device copy")?;
         let n = std::mem::size_of_val(data);
         // SAFETY: T is plain data (DeviceRepr), so each of its bytes is a
         // valid u8, and the view covers exactly `data`'s memory.

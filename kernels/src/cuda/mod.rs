@@ -4,7 +4,9 @@
 //!
 //! - [`modules`]: the `.cu` sources and their NVRTC compilation (`nvrtc`:
 //!   PTX and machine code);
-//! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU;
+//! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU
+//!   (`allocator`: the cache and the private pools of graph captures);
+//! - [`CapturedGraph`]: queued work captured once and replayed (CUDA graphs);
 //! - [`CudaBuffer`]: a block of device memory that returns to the cache on drop;
 //! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`);
 //! - [`cudnn`]: convolution and its gradients on cuDNN (f32, f16, bf16);
@@ -12,12 +14,14 @@
 //! - [`nccl`]: NCCL collectives on device buffers (data-parallel training);
 //! - `checks`: index bounds checked on the device, reported at the next host read.
 
+mod allocator;
 mod buffer;
 mod checks;
 pub mod cudnn;
 pub mod device;
 mod disk_cache;
 mod error;
+mod graph;
 pub mod launch;
 pub mod modules;
 pub mod nccl;
@@ -29,6 +33,7 @@ mod twins;
 pub use buffer::CudaBuffer;
 pub use device::{CudaDevice, MemoryStats, TimingMark, device};
 pub use error::{CudaError, CudaResult};
+pub use graph::CapturedGraph;
 pub use pinned::HostPin;
 
 /// Whether CUDA device `ordinal` can be used; `Err` says why not.

@@ -128,6 +128,7 @@ impl CudaDevice {
             pin.covers(data),
             "upload_pinned: the pin does not cover the buffer"
         );
+        self.refuse_in_capture("a host-to-device copy from pinned memory")?;
         let bytes = std::mem::size_of_val(data);
         let buf = self.alloc(bytes)?;
         if bytes == 0 {

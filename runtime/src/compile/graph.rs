@@ -255,6 +255,20 @@ impl Graph {
         self.outputs.iter().map(|v| get(v, &vals)).collect()
     }
 
+    /// The first op that draws random numbers, if any: a CUDA graph would
+    /// bake in the generator's position and repeat the same numbers.
+    pub(crate) fn random_op(&self) -> Option<&'static str> {
+        use crate::trace::AttrLookup;
+        self.nodes.iter().find_map(|n| match &n.step {
+            Step::Replay { name, attrs, .. } => match *name {
+                "dropout" => (attrs.int("training") != 0).then_some(*name),
+                "rand_like" | "randn_like" | "bernoulli" | "uniform_" | "normal_" => Some(*name),
+                _ => None,
+            },
+            Step::Fused(k) => k.ops.iter().copied().find(|op| *op == "dropout"),
+        })
+    }
+
     /// The ops of each node, for `explain`: a replayed op's name, or the
     /// names a fused kernel stands for.
     pub(crate) fn describe(&self) -> Vec<Vec<&'static str>> {

@@ -39,6 +39,7 @@
 //! assert_eq!(model.explain().graphs, 1);
 //! ```
 
+mod cudagraphs;
 mod dynamic;
 mod fuse;
 mod fused;
@@ -59,8 +60,8 @@ use std::time::Instant;
 /// How [`compile`] works (PyTorch's `torch.compile` arguments).
 #[derive(Clone, Debug)]
 pub struct CompileOptions {
-    /// `default` or `reduce-overhead`. On the CPU both replay the same
-    /// graph; `reduce-overhead` is what will capture CUDA graphs on a GPU.
+    /// `default` or `reduce-overhead` (replays through CUDA graphs on a
+    /// GPU; on the CPU both replay the same graph).
     pub mode: Mode,
     /// A graph break is an error ([`crate::Error::GraphBreak`]) instead of
     /// an eager fallback.
@@ -95,8 +96,10 @@ impl Default for CompileOptions {
 pub enum Mode {
     /// Record, fuse, replay.
     Default,
-    /// As `Default`; on a GPU (not built yet) it would also replay through
-    /// CUDA graphs.
+    /// As `Default`, and on a GPU each signature's graph is captured into
+    /// a CUDA graph at its second call and replayed with one launch after
+    /// that (inference under `no_grad`, no random ops; the reasons for
+    /// anything else are in [`Explanation::cudagraph_skips`]).
     ReduceOverhead,
 }
 
@@ -121,6 +124,14 @@ pub struct Explanation {
     pub eager_calls: u64,
     /// Seconds spent turning recordings into graphs.
     pub compile_seconds: f64,
+    /// CUDA graphs captured (`mode: ReduceOverhead`).
+    pub cuda_graphs: usize,
+    /// Calls that replayed a CUDA graph.
+    pub cudagraph_replays: u64,
+    /// Signatures that replay without a CUDA graph under
+    /// `mode: ReduceOverhead`, each with why (PyTorch's "skipping
+    /// cudagraphs due to ...").
+    pub cudagraph_skips: Vec<String>,
 }
 
 impl std::fmt::Display for Explanation {
@@ -142,6 +153,16 @@ impl std::fmt::Display for Explanation {
             self.replays, self.eager_calls
         )?;
         writeln!(f, "Compile Time: {:.4} s", self.compile_seconds)?;
+        if self.cuda_graphs > 0 || !self.cudagraph_skips.is_empty() {
+            writeln!(
+                f,
+                "CUDA Graphs: {} captured, {} replays",
+                self.cuda_graphs, self.cudagraph_replays
+            )?;
+            for why in &self.cudagraph_skips {
+                writeln!(f, "  {why}")?;
+            }
+        }
         if !self.graph_breaks.is_empty() {
             writeln!(f, "Break Reasons:")?;
             for (i, why) in self.graph_breaks.iter().enumerate() {
@@ -283,6 +304,8 @@ pub struct Compiled<M> {
     tensors: Mutex<Option<Arc<Vec<Tensor>>>>,
     /// Which inputs have a symbolic batch dim, per generalised graph.
     batched: Mutex<Vec<Vec<bool>>>,
+    /// CUDA graphs per signature (`mode: ReduceOverhead`).
+    cudagraphs: cudagraphs::CudaGraphs,
 }
 
 /// `torch.compile(model)` with the default options.
@@ -315,6 +338,7 @@ pub fn compile_with<M: Module>(model: M, options: CompileOptions) -> Compiled<M>
         stats: Mutex::new(Explanation::default()),
         tensors: Mutex::new(None),
         batched: Mutex::new(Vec::new()),
+        cudagraphs: cudagraphs::CudaGraphs::default(),
     }
 }
 
@@ -359,6 +383,7 @@ impl<M: Module> Compiled<M> {
         *lock(&self.stats) = Explanation::default();
         *lock(&self.tensors) = None;
         lock(&self.batched).clear();
+        self.cudagraphs.clear();
     }
 
     /// What compile did so far.
@@ -396,6 +421,9 @@ impl<M: Module> Compiled<M> {
         match entry {
             Some(Entry::Graph(g)) => {
                 lock(&self.stats).replays += 1;
+                if self.options.mode == Mode::ReduceOverhead {
+                    return Ok(self.cudagraphs.run(&sig, &g, inputs, &tensors, &self.stats));
+                }
                 return Ok(g.run(inputs, &tensors));
             }
             Some(Entry::Eager(why)) => return self.eager(inputs, forward, &why),

@@ -295,15 +295,6 @@ struct Workers<B> {
     pending: BTreeMap<usize, Result<B, String>>,
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    match p.downcast::<String>() {
-        Ok(s) => *s,
-        Err(p) => p
-            .downcast_ref::<&str>()
-            .map_or("(a non-string panic)".into(), |s| s.to_string()),
-    }
-}
-
 impl<B: Send + 'static> Workers<B> {
     fn spawn<D: Dataset + 'static>(
         dataset: Arc<D>,
@@ -344,7 +335,7 @@ impl<B: Send + 'static> Workers<B> {
                             let result = catch_unwind(AssertUnwindSafe(|| {
                                 collate(batches[b].iter().map(|&i| dataset.get(i)).collect())
                             }))
-                            .map_err(panic_message);
+                            .map_err(|p| crate::error::panic_message(&*p));
                             if tx.send((b, result)).is_err() {
                                 break;
                             }

@@ -120,6 +120,15 @@ impl Storage {
         }
     }
 
+    /// The address of the buffer's first byte (host or device).
+    pub fn address(&self) -> usize {
+        match self {
+            Storage::Cpu(b) => cpu::with_vec!(&**b, v => v.as_ptr() as usize),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => s.buf.address() as usize,
+        }
+    }
+
     pub fn dtype(&self) -> DType {
         match self {
             Storage::Cpu(b) => b.dtype(),

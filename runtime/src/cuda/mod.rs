@@ -13,6 +13,9 @@
 use crate::device::Device;
 use crate::error::Result;
 
+mod graph;
+pub use graph::CudaGraph;
+
 /// Whether at least one CUDA device can be used.
 pub fn is_available() -> bool {
     device_count() > 0

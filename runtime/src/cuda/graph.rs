@@ -1,0 +1,92 @@
+//! CUDA graphs (`torch.cuda.CUDAGraph` with `torch.cuda.graph`): the kernels
+//! a closure queues on a GPU, captured once and replayed with one launch,
+//! so a replay costs no host time per op. [`compile`](crate::compile)'s
+//! `mode: ReduceOverhead` builds on this.
+//!
+//! As in PyTorch, a graph replays on the addresses it captured: it reads
+//! the tensors the closure read and rewrites the tensors the closure made,
+//! in place. Feed new data by copying it into the captured inputs
+//! (`copy_`), and read results from the captured outputs after each
+//! replay. Inside the closure a read to the host (`item`, `to_vec`), a copy
+//! from the host, or a `synchronize` panics, ending the capture: a graph
+//! cannot hold them. Run the work once before capturing it, so that lazy
+//! set-up (kernel loading, library workspaces) is not captured.
+
+use crate::device::Device;
+use crate::error::Result;
+
+/// A captured CUDA graph (`torch.cuda.CUDAGraph`). Dropping it returns its
+/// memory pool to the caching allocator.
+///
+/// ```
+/// use tapir_runtime::{cuda::CudaGraph, Device, Tensor};
+/// let dev = Device::Cuda(0);
+/// if let Ok(x) = Tensor::zeros(&[4]).to(dev) {
+///     let y0 = x.add(&x).relu(); // warm-up, eager
+///     let (graph, y) = CudaGraph::capture(dev, || x.add(&x).relu()).unwrap();
+///     x.copy_(&Tensor::ones(&[4]).to(dev).unwrap());
+///     graph.replay().unwrap();
+///     assert_eq!(y.to_vec::<f32>(), vec![2.0; 4]);
+///     assert_eq!(y0.to_vec::<f32>(), vec![0.0; 4]);
+/// } else {
+///     // No GPU: capturing is an error, never a crash.
+///     assert!(CudaGraph::capture(dev, || ()).is_err());
+///     assert!(CudaGraph::capture(Device::Cpu, || ()).is_err());
+/// }
+/// ```
+pub struct CudaGraph {
+    device: Device,
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    graph: tapir_kernels::cuda::CapturedGraph,
+}
+
+impl std::fmt::Debug for CudaGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaGraph({})", self.device)
+    }
+}
+
+impl CudaGraph {
+    /// Captures the work `work` queues on `device` (`with
+    /// torch.cuda.graph(g): out = work()`), returning the graph and
+    /// `work`'s value. Nothing captured has run yet: call
+    /// [`replay`](Self::replay). `Err` where there is no such GPU or the
+    /// driver refuses the capture; a panic inside `work` ends the capture
+    /// and continues.
+    pub fn capture<T>(device: Device, work: impl FnOnce() -> T) -> Result<(CudaGraph, T)> {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Device::Cuda(i) = device {
+            let dev = crate::storage::cuda::device(i)
+                .map_err(|e| crate::device::cuda_error(device, e))?;
+            let (graph, out) = dev
+                .capture(work)
+                .map_err(|e| crate::device::cuda_error(device, e))?;
+            return Ok((CudaGraph { device, graph }, out));
+        }
+        let _ = work;
+        Err(crate::device::unavailable(
+            device,
+            match device {
+                Device::Cpu => "CUDA graphs capture GPU work, and this is the CPU",
+                Device::Cuda(_) => "tapir was built without the `cuda` feature",
+            },
+        ))
+    }
+
+    /// Runs the captured work again (`g.replay()`), queued on the device's
+    /// stream like any op: reading an output waits for it.
+    pub fn replay(&self) -> Result<()> {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        return self
+            .graph
+            .replay()
+            .map_err(|e| crate::device::cuda_error(self.device, e));
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        unreachable!("a CudaGraph exists only with the `cuda` feature")
+    }
+
+    /// The GPU the graph runs on.
+    pub fn device(&self) -> Device {
+        self.device
+    }
+}

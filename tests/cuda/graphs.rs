@@ -1,0 +1,158 @@
+//! CUDA graphs: `cuda::CudaGraph` captures and replays, refuses what a graph
+//! cannot hold without breaking the device, and `compile`'s
+//! `mode: ReduceOverhead` replays inference through one graph with eager's
+//! bits.
+
+use super::*;
+use tapir::compile::{CompileOptions, Mode, compile_with};
+use tapir::cuda::CudaGraph;
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn a_captured_graph_replays_on_new_inputs_and_refuses_host_reads() {
+    let Some(device) = gpu() else { return };
+    let x = Tensor::from_vec(values(1000, 1), &[1000])
+        .to(device)
+        .unwrap();
+    let w = Tensor::from_vec(values(1000, 2), &[1000])
+        .to(device)
+        .unwrap();
+    let eager = |x: &Tensor| x.mul(&w).tanh().add(&x.sigmoid());
+    let warm = eager(&x);
+    let syncs = tapir::cuda::host_syncs();
+    let (graph, y) = CudaGraph::capture(device, || eager(&x)).unwrap();
+    assert_eq!(graph.device(), device);
+    assert_eq!(
+        tapir::cuda::host_syncs(),
+        syncs + 1,
+        "capture waits once, before"
+    );
+    for seed in 3..6 {
+        let fresh = Tensor::from_vec(values(1000, seed), &[1000])
+            .to(device)
+            .unwrap();
+        x.copy_(&fresh);
+        graph.replay().unwrap();
+        assert_eq!(
+            y.to_vec::<f32>(),
+            eager(&fresh).to_vec::<f32>(),
+            "replay {seed}: the same kernels on the new input"
+        );
+    }
+    drop(warm);
+
+    // A host read inside the capture panics with the reason, ends the
+    // capture, and leaves the device working.
+    let allocated = tapir::cuda::memory_allocated(device).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        CudaGraph::capture(device, || x.sum().item::<f32>())
+    }));
+    let message = match caught {
+        Err(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_else(|| "(not a string)".into()),
+        Ok(r) => panic!("a host read inside a capture did not panic: {r:?}"),
+    };
+    assert!(
+        message.contains("while a CUDA graph is being captured"),
+        "{message}"
+    );
+    assert_eq!(
+        x.add(&x).to_vec::<f32>().len(),
+        1000,
+        "the device still works"
+    );
+    assert_eq!(
+        tapir::cuda::memory_allocated(device).unwrap(),
+        allocated,
+        "the failed capture's blocks went back"
+    );
+    drop((graph, y));
+}
+
+fn reduce_overhead<M: Module>(model: M) -> tapir::compile::Compiled<M> {
+    let options = CompileOptions {
+        mode: Mode::ReduceOverhead,
+        ..CompileOptions::default()
+    };
+    compile_with(model, options)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn reduce_overhead_replays_inference_through_one_cuda_graph() {
+    let Some(device) = gpu() else { return };
+    let eager = SeedMlp::<48, 10>::new(&device);
+    let compiled = reduce_overhead(SeedMlp::<48, 10>::new(&device));
+    for ((_, a), (_, b)) in eager
+        .named_parameters()
+        .iter()
+        .zip(&compiled.named_parameters())
+    {
+        tapir::no_grad(|| b.copy_(a));
+    }
+    let input = |seed| {
+        Tensor::from_vec(values(8 * 48, seed), &[8, 48])
+            .to(device)
+            .unwrap()
+    };
+    let baseline = tapir::cuda::memory_allocated(device).unwrap();
+    tapir::no_grad(|| {
+        let mut kept = Vec::new();
+        for call in 0..6 {
+            let x = input(call);
+            let got = compiled.forward(&x);
+            // Record, warm-up, capture, then replays: the same kernels as
+            // eager (cuBLAS may pick another algorithm inside a capture, so
+            // within f32 rounding rather than bitwise).
+            let what = format!("call {call}");
+            close(&what, &got, &eager.forward(&x), 1e-6, 1e-5).unwrap();
+            kept.push(got);
+        }
+        // Results are copies: an earlier call's output survives replays.
+        close(
+            "call 3, kept",
+            &kept[3],
+            &eager.forward(&input(3)),
+            1e-6,
+            1e-5,
+        )
+        .unwrap();
+        // An in-place update of the parameters (what an optimizer does) is
+        // read by the next replay.
+        for (a, b) in eager.parameters().iter().zip(&compiled.parameters()) {
+            a.mul_scalar_(0.5);
+            b.mul_scalar_(0.5);
+        }
+        let x = input(9);
+        let (got, want) = (compiled.forward(&x), eager.forward(&x));
+        close(
+            "after an in-place parameter update",
+            &got,
+            &want,
+            1e-6,
+            1e-5,
+        )
+        .unwrap();
+    });
+    let e = compiled.explain();
+    assert_eq!((e.cuda_graphs, e.cudagraph_replays), (1, 5), "{e}");
+    assert!(e.cudagraph_skips.is_empty(), "{e}");
+    drop(compiled);
+    assert_eq!(
+        tapir::cuda::memory_allocated(device).unwrap(),
+        baseline,
+        "the graph's pool and static tensors went back with the model"
+    );
+
+    // With grad on, the replay records autograd: no graph, and why.
+    let training = reduce_overhead(SeedMlp::<48, 10>::new(&device));
+    for _ in 0..3 {
+        let y = training.forward(&input(1));
+        y.sum().backward();
+    }
+    let e = training.explain();
+    assert_eq!(e.cuda_graphs, 0, "{e}");
+    assert!(e.cudagraph_skips[0].contains("records autograd"), "{e}");
+}
