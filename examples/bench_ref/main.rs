@@ -13,8 +13,9 @@
 //! (tapir only) runs the `mlp` and `inference` steps on the seed MLP written
 //! by hand and written with `model!`, to show the macro costs nothing.
 //! Variants ending in `compiled` run the same step through `tapir::compile`;
-//! on a GPU, `inference` adds `*_reduce_overhead` (compile's CUDA graphs,
-//! against `torch.compile(mode="reduce-overhead")`);
+//! on a GPU, `inference` and `mlp` add `*_reduce_overhead` (compile's CUDA
+//! graphs, and `compile_step` for the train step, against
+//! `torch.compile(mode="reduce-overhead")`);
 //! `fusion` (tapir only) times a linear layer with a five-op elementwise
 //! tail, eager and compiled (the tail fused into one kernel each way).
 //!
@@ -138,6 +139,9 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
             "sdpa",
             "sdpa_compiled",
         ]),
+        "mlp" if device.is_cuda() => {
+            Some(&["train_b256", "compiled", "train_b256_reduce_overhead"])
+        }
         "mlp" => Some(&["train_b256", "compiled"]),
         "cnn" => Some(&["train_b128", "compiled"]),
         "inference" if device.is_cuda() => Some(&[

@@ -149,14 +149,22 @@ pub(crate) fn time_train(
 }
 
 /// The seed MLP train step: zero_grad, forward, cross entropy, backward,
-/// clip_grad_norm_(1.0), AdamW(3e-4, wd 1e-2); batch 256.
+/// clip_grad_norm_(1.0), AdamW(3e-4, wd 1e-2); batch 256. For
+/// `train_b256_reduce_overhead` the forward and backward go through
+/// `tapir::compile_step` (one CUDA graph on a GPU), the rest as eager.
 pub(crate) fn bench_mlp(args: &Args, variant: &str) -> String {
     let (batch, classes) = (256, 10);
     let dev = args.device;
     let (xs, ys) = labelled_batches(args, &[batch, 784], classes);
     manual_seed(args.seed);
-    let model = seed_mlp(variant, dev);
+    let graphed = variant.ends_with("reduce_overhead");
+    let model = seed_mlp(if graphed { "train_b256" } else { variant }, dev);
     let params = model.parameters();
+    let mut fwd_bwd = tapir::compile_step(params.clone(), |xy| {
+        let loss = args.autocast(|| cross_entropy(&model.forward(xy[0]), xy[1]));
+        loss.backward();
+        vec![loss]
+    });
     let mut opt = AdamW::new(
         params.clone(),
         AdamWConfig {
@@ -170,8 +178,14 @@ pub(crate) fn bench_mlp(args: &Args, variant: &str) -> String {
         let i = it % N_DATA_BATCHES;
         it += 1;
         opt.zero_grad();
-        let loss = args.autocast(|| cross_entropy(&model.forward(&xs[i]), &ys[i]));
-        loss.backward();
+        let loss = match graphed {
+            true => fwd_bwd.run(&[&xs[i], &ys[i]]).remove(0),
+            false => {
+                let loss = args.autocast(|| cross_entropy(&model.forward(&xs[i]), &ys[i]));
+                loss.backward();
+                loss
+            }
+        };
         clip_grad_norm_(&params, 1.0);
         opt.step();
         loss
@@ -180,8 +194,14 @@ pub(crate) fn bench_mlp(args: &Args, variant: &str) -> String {
         step();
     });
     let (t, warm, final_loss) = time_train(args, "mlp", step);
+    if graphed {
+        eprint!("{}", fwd_bwd.explain());
+    }
     record(
-        if matches!(variant, "train_b256" | "compiled") {
+        if matches!(
+            variant,
+            "train_b256" | "compiled" | "train_b256_reduce_overhead"
+        ) {
             "mlp"
         } else {
             "macro"

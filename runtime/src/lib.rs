@@ -40,7 +40,7 @@ pub use autograd::{
     checkpoint_with, enable_grad, gradcheck, is_grad_enabled, no_grad,
 };
 pub use checkpoint::{Checkpoint, load, save};
-pub use compile::{CompileOptions, Compiled, compile};
+pub use compile::{CompileOptions, Compiled, CompiledStep, compile, compile_step};
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

@@ -6,7 +6,8 @@
 //! A binary of its own: models draw their init from the global generator,
 //! and the dropout tests replay it, so the tests take one lock. `training`:
 //! compiled models train as eager ones; `fusion`: fused kernels and
-//! rewrites; `breaks`: graph breaks, in-place ops, fresh draws.
+//! rewrites; `breaks`: graph breaks, in-place ops, fresh draws; `modes`:
+//! `reduce-overhead` and `compile_step` off a GPU.
 
 /// `Module` for a test model `Name(Linear)` whose forward is its own:
 /// the linear layer's parameters, under the model's name.

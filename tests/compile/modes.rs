@@ -1,5 +1,6 @@
-//! `mode: ReduceOverhead` off a GPU: the same replays as the default mode,
-//! and the reason no CUDA graph was captured (the GPU side is in
+//! `mode: ReduceOverhead` and `compile_step` off a GPU: the same results as
+//! eager code, the reason no CUDA graph was captured, and the optimizer
+//! refused inside a compiled step (the GPU side is in
 //! `tests/cuda/graphs.rs`).
 
 use super::*;
@@ -58,4 +59,75 @@ fn capturing_a_cuda_graph_off_a_gpu_is_an_error_naming_the_device() {
         let r = CudaGraph::capture(tapir::Device::Cuda(0), || 1);
         assert!(matches!(r, Err(Error::DeviceUnavailable { .. })), "{r:?}");
     }
+}
+
+#[test]
+fn compile_step_on_the_cpu_trains_as_eager_and_says_why() {
+    let _serial = serial();
+    let (eager, stepped) = twins(seed::Mlp::seed);
+    let cfg = AdamWConfig {
+        lr: 1e-3,
+        ..AdamWConfig::default()
+    };
+    let mut opt_e = AdamW::new(eager.parameters(), cfg);
+    let mut opt_s = AdamW::new(stepped.parameters(), cfg);
+    let mut step = tapir::compile_step(stepped.parameters(), |xs| {
+        let loss = cross_entropy(&stepped.forward(xs[0]), xs[1]);
+        loss.backward();
+        vec![loss]
+    });
+    let g = Generator::new(13);
+    for k in 0..5 {
+        let x = Tensor::randn_with(&[16, 784], &g);
+        let y = Tensor::randint_with(0, 10, &[16], &g);
+        opt_e.zero_grad();
+        let want = cross_entropy(&eager.forward(&x), &y);
+        want.backward();
+        opt_e.step();
+        opt_s.zero_grad();
+        let got = step.run(&[&x, &y]).remove(0);
+        opt_s.step();
+        assert_eq!(got.item::<f32>(), want.item::<f32>(), "step {k}: loss");
+    }
+    for ((name, a), b) in eager.named_parameters().iter().zip(&stepped.parameters()) {
+        assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "{name} after 5 steps");
+    }
+    let e = step.explain();
+    assert_eq!(
+        (e.eager_calls, e.cuda_graphs, e.cudagraph_replays),
+        (5, 0, 0),
+        "{e}"
+    );
+    assert_eq!(e.cudagraph_skips.len(), 1, "{e}");
+    assert!(e.cudagraph_skips[0].contains("cpu device"), "{e}");
+}
+
+#[test]
+fn an_optimizer_step_inside_compile_step_panics_with_the_reason() {
+    let _serial = serial();
+    manual_seed(3);
+    let model = Linear::new(4, 2, true);
+    let opt = std::cell::RefCell::new(SGD::new(model.parameters(), SgdConfig::default()));
+    let mut step = tapir::compile_step(model.parameters(), |xs| {
+        let loss = model.forward(xs[0]).square().sum();
+        loss.backward();
+        opt.borrow_mut().step();
+        vec![loss]
+    });
+    let x = Tensor::ones(&[3, 4]);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step.run(&[&x])));
+    let payload = caught.expect_err("an optimizer step inside the closure must panic");
+    let message = match payload.downcast_ref::<&str>() {
+        Some(s) => s.to_string(),
+        None => payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default(),
+    };
+    assert!(
+        message.starts_with("optimizer step inside a compile_step closure"),
+        "{message}"
+    );
+    // Outside the closure the optimizer steps as usual.
+    opt.borrow_mut().step();
 }

@@ -156,3 +156,117 @@ fn reduce_overhead_replays_inference_through_one_cuda_graph() {
     assert_eq!(e.cuda_graphs, 0, "{e}");
     assert!(e.cudagraph_skips[0].contains("records autograd"), "{e}");
 }
+
+/// Two copies of one seed MLP on `device`: the second's parameters are the
+/// first's values.
+fn twin_mlps(device: Device) -> (SeedMlp<48, 10>, SeedMlp<48, 10>) {
+    let a = SeedMlp::<48, 10>::new(&device);
+    let b = SeedMlp::<48, 10>::new(&device);
+    for (p, q) in a.parameters().iter().zip(&b.parameters()) {
+        tapir::no_grad(|| q.copy_(p));
+    }
+    (a, b)
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn compile_step_replays_forward_and_backward_through_one_cuda_graph() {
+    let Some(device) = gpu() else { return };
+    let (eager, stepped) = twin_mlps(device);
+    let cfg = SgdConfig {
+        lr: 0.05,
+        momentum: 0.9,
+        ..SgdConfig::default()
+    };
+    let mut opt_e = SGD::new(eager.parameters(), cfg);
+    let mut opt_s = SGD::new(stepped.parameters(), cfg);
+    let mut step = tapir::compile_step(stepped.parameters(), |xs| {
+        let loss = cross_entropy(&stepped.forward(xs[0]), xs[1]);
+        loss.backward();
+        vec![loss]
+    });
+    let mut syncs_in_replays = Vec::new();
+    for k in 0..6 {
+        let (x, y) = super::training::batch(k);
+        let (x, y) = (x.to(device).unwrap(), y.to(device).unwrap());
+        opt_e.zero_grad();
+        let want = cross_entropy(&eager.forward(&x), &y);
+        want.backward();
+        opt_e.step();
+        opt_s.zero_grad();
+        let syncs = tapir::cuda::host_syncs();
+        let got = step.run(&[&x, &y]).remove(0);
+        clip_grad_norm_(&stepped.parameters(), 1e9); // reads the graph's gradients
+        opt_s.step();
+        syncs_in_replays.push(tapir::cuda::host_syncs() - syncs);
+        let (got, want) = (got.item::<f64>(), want.item::<f64>());
+        assert!(
+            (got - want).abs() <= 1e-5 * want.abs(),
+            "step {k}: loss {got} against eager {want}"
+        );
+    }
+    for ((name, a), b) in eager.named_parameters().iter().zip(&stepped.parameters()) {
+        close(name, b, a, 1e-6, 1e-4).unwrap();
+    }
+    let e = step.explain();
+    assert_eq!(
+        (e.eager_calls, e.cuda_graphs, e.cudagraph_replays),
+        (1, 1, 5),
+        "warm-up, capture, then replays: {e}"
+    );
+    assert!(e.cudagraph_skips.is_empty(), "{e}");
+    // The capture call waits once (before capturing); replays never.
+    assert_eq!(
+        &syncs_in_replays[2..],
+        &[0, 0, 0, 0],
+        "{syncs_in_replays:?}"
+    );
+
+    // Gradients not zeroed: that call accumulates eagerly, as eager code.
+    let (x, y) = super::training::batch(7);
+    let (x, y) = (x.to(device).unwrap(), y.to(device).unwrap());
+    let before = stepped.head.weight.grad().unwrap().to_vec::<f32>();
+    step.run(&[&x, &y]);
+    let after = stepped.head.weight.grad().unwrap().to_vec::<f32>();
+    assert_ne!(before, after);
+    let e = step.explain();
+    assert_eq!(e.eager_calls, 2, "{e}");
+    assert!(e.cudagraph_skips[0].contains("not zeroed"), "{e}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn compile_step_with_dropout_runs_eagerly_with_eagers_draws() {
+    let Some(device) = gpu() else { return };
+    let (eager, stepped) = twin_mlps(device);
+    let dropout = Dropout::new(0.2); // training mode
+    let run = |model: &SeedMlp<48, 10>, xs: &[&Tensor]| {
+        let h = dropout.forward(&model.forward(xs[0]));
+        let loss = cross_entropy(&h, xs[1]);
+        loss.backward();
+        vec![loss]
+    };
+    let (x, y) = super::training::batch(1);
+    let (x, y) = (x.to(device).unwrap(), y.to(device).unwrap());
+    manual_seed(21);
+    let want: Vec<f64> = (0..3)
+        .map(|_| {
+            eager.zero_grad();
+            run(&eager, &[&x, &y])[0].item::<f64>()
+        })
+        .collect();
+    let mut step = tapir::compile_step(stepped.parameters(), |xs| run(&stepped, xs));
+    manual_seed(21);
+    let got: Vec<f64> = (0..3)
+        .map(|_| {
+            stepped.zero_grad();
+            step.run(&[&x, &y])[0].item::<f64>()
+        })
+        .collect();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-5 * w.abs(), "{got:?} against {want:?}");
+    }
+    let e = step.explain();
+    assert_eq!((e.cuda_graphs, e.eager_calls), (0, 3), "{e}");
+    assert!(e.cudagraph_skips[0].contains("draws random numbers"), "{e}");
+}

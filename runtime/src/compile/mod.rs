@@ -46,6 +46,7 @@ mod fused;
 mod graph;
 mod patterns;
 mod replay;
+mod step;
 
 use crate::amp::{self, DeviceType};
 use crate::nn::{Forward, Module, TensorKind};
@@ -56,6 +57,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+pub(crate) use step::in_compiled_step;
+pub use step::{CompiledStep, compile_step};
 
 /// How [`compile`] works (PyTorch's `torch.compile` arguments).
 #[derive(Clone, Debug)]

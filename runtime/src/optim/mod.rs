@@ -234,6 +234,11 @@ pub(crate) fn load_state(
 /// Runs one fused update (`step`) of a parameter with its gradient and its
 /// state tensors, on whatever device they live (see `Storage::optim_step`).
 pub(crate) fn fused(p: &Tensor, g: &Tensor, states: &[&Tensor], step: OptimStep) {
+    assert!(
+        !crate::compile::in_compiled_step(),
+        "optimizer step inside a compile_step closure: a CUDA graph would freeze its learning \
+         rate and step count; call the optimizer after step.run()"
+    );
     for t in std::iter::once(p).chain(states.iter().copied()) {
         assert!(
             t.is_contiguous() && t.layout().offset == 0 && t.read().len() == t.numel(),

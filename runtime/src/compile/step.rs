@@ -1,0 +1,270 @@
+//! [`compile_step`]: a training step's forward and backward through one CUDA
+//! graph (PyTorch's whole-network capture, `torch.cuda.graph` around
+//! `loss.backward()`), with the optimizer run eagerly after it.
+//!
+//! Per input signature, the first call runs the closure eagerly (the
+//! warm-up: kernels load, the optimizer makes its state); the second
+//! captures it on static copies of the inputs, with every gradient `None`
+//! (so the captured backward writes fresh gradients, as after
+//! `zero_grad()`), and replays it; later calls copy the inputs in and
+//! replay. After each replay the parameters' gradients are the graph's own
+//! tensors, rewritten by the next replay, and the outputs are copies.
+//!
+//! The optimizer stays outside the closure: its learning rate, step count
+//! and schedule are host values that a graph would freeze (PyTorch needs
+//! `capturable=True` optimizers for that; tapir's are not yet), so an
+//! optimizer step inside the closure panics. A call whose gradients were
+//! not zeroed accumulates, as eager code does, by running eagerly; so does
+//! everything a graph cannot hold (the CPU, random ops, host reads), each
+//! with its reason in [`CompiledStep::explain`].
+
+use super::{Explanation, Signature, lock};
+use crate::cuda::CudaGraph;
+use crate::{Device, Tensor, default_generator, device_generator};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+thread_local! {
+    static IN_STEP: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is inside a [`compile_step`] closure (optimizers
+/// refuse to step there).
+pub(crate) fn in_compiled_step() -> bool {
+    IN_STEP.with(Cell::get)
+}
+
+/// Runs `f` marked as inside a compiled step.
+fn marked<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_STEP.with(|s| s.set(self.0));
+        }
+    }
+    let _reset = Reset(IN_STEP.with(|s| s.replace(true)));
+    f()
+}
+
+/// One signature's captured step.
+struct Captured {
+    graph: CudaGraph,
+    inputs: Vec<Tensor>,
+    outputs: Vec<Tensor>,
+    /// Each parameter's gradient as the graph writes it.
+    grads: Vec<Option<Tensor>>,
+    addresses: Vec<usize>,
+}
+
+enum State {
+    Warm,
+    Captured(Captured),
+    Skipped,
+}
+
+/// A training step compiled by [`compile_step`].
+pub struct CompiledStep<F> {
+    step: F,
+    params: Vec<Tensor>,
+    states: HashMap<Signature, State>,
+    stats: std::sync::Mutex<Explanation>,
+}
+
+/// Compiles `step`, a closure that runs the forward and `backward()` of a
+/// training step on its inputs and returns what the caller reads (the
+/// loss), for the model parameters `params`. On a GPU its second call per
+/// input signature captures it into a CUDA graph that later calls replay;
+/// elsewhere every call runs it eagerly. Call the optimizer after
+/// [`run`](CompiledStep::run), and `zero_grad()` before it.
+///
+/// ```
+/// use tapir_runtime::nn::{Forward, Linear, Module, cross_entropy};
+/// use tapir_runtime::optim::{Optimizer, SGD, SgdConfig};
+/// use tapir_runtime::{Tensor, compile::compile_step};
+/// let model = Linear::new(4, 3, true);
+/// let mut opt = SGD::new(model.parameters(), SgdConfig { lr: 0.1, ..Default::default() });
+/// let mut step = compile_step(model.parameters(), |xs| {
+///     let loss = cross_entropy(&model.forward(xs[0]), xs[1]);
+///     loss.backward();
+///     vec![loss]
+/// });
+/// let (x, y) = (Tensor::randn(&[8, 4]), Tensor::from_vec(vec![0i64, 1, 2, 0, 1, 2, 0, 1], &[8]));
+/// for _ in 0..3 {
+///     opt.zero_grad();
+///     let loss = step.run(&[&x, &y]).remove(0);
+///     opt.step();
+///     assert!(loss.item::<f32>().is_finite());
+/// }
+/// // On the CPU every call ran eagerly, and explain() says why.
+/// assert!(step.explain().cudagraph_skips[0].contains("cpu device"));
+/// ```
+pub fn compile_step<F>(params: Vec<Tensor>, step: F) -> CompiledStep<F>
+where
+    F: FnMut(&[&Tensor]) -> Vec<Tensor>,
+{
+    CompiledStep {
+        step,
+        params,
+        states: HashMap::new(),
+        stats: std::sync::Mutex::new(Explanation::default()),
+    }
+}
+
+impl<F> CompiledStep<F>
+where
+    F: FnMut(&[&Tensor]) -> Vec<Tensor>,
+{
+    /// Runs the step on `inputs`: eagerly, capturing, or replaying its
+    /// CUDA graph. Returns the closure's outputs (copies when replayed).
+    pub fn run(&mut self, inputs: &[&Tensor]) -> Vec<Tensor> {
+        let sig = Signature::of(inputs, false);
+        let addresses: Vec<usize> = self.params.iter().map(Tensor::data_ptr).collect();
+        let zeroed = self.params.iter().all(|p| p.grad().is_none());
+        let state = self.states.remove(&sig);
+        let (state, out) = match state {
+            None => match self.skip_reason(inputs) {
+                Some(why) => {
+                    self.note(why);
+                    (State::Skipped, self.eager(inputs))
+                }
+                None => (State::Warm, self.eager(inputs)),
+            },
+            Some(State::Skipped) => (State::Skipped, self.eager(inputs)),
+            Some(s) if !zeroed => {
+                self.note(
+                    "a call whose gradients were not zeroed (set to None) runs eagerly: \
+                     it accumulates, as eager code does"
+                        .into(),
+                );
+                (s, self.eager(inputs))
+            }
+            Some(State::Captured(c)) if c.addresses == addresses => {
+                let out = self.replay(&c, inputs);
+                (State::Captured(c), out)
+            }
+            // A parameter has new memory: warm up and capture again.
+            Some(State::Captured(_)) => (State::Warm, self.eager(inputs)),
+            Some(State::Warm) => match self.capture(inputs, addresses) {
+                Ok(c) => {
+                    lock(&self.stats).cuda_graphs += 1;
+                    let out = self.replay_captured(&c);
+                    (State::Captured(c), out)
+                }
+                Err(why) => {
+                    self.note(why);
+                    (State::Skipped, self.eager(inputs))
+                }
+            },
+        };
+        self.states.insert(sig, state);
+        out
+    }
+
+    /// What happened so far: CUDA graphs captured and replayed, eager
+    /// calls, and why calls ran eagerly.
+    pub fn explain(&self) -> Explanation {
+        lock(&self.stats).clone()
+    }
+
+    fn note(&self, why: String) {
+        let mut stats = lock(&self.stats);
+        if !stats.cudagraph_skips.contains(&why) {
+            stats.cudagraph_skips.push(why);
+        }
+    }
+
+    fn eager(&mut self, inputs: &[&Tensor]) -> Vec<Tensor> {
+        lock(&self.stats).eager_calls += 1;
+        let step = &mut self.step;
+        marked(|| step(inputs))
+    }
+
+    fn skip_reason(&self, inputs: &[&Tensor]) -> Option<String> {
+        let skip = |why: String| Some(format!("skipping CUDA graphs: {why}"));
+        let Some(first) = inputs.first() else {
+            return skip("the step takes no tensor".into());
+        };
+        let device = first.device();
+        if device == Device::Cpu {
+            return skip("cpu device (input 0 is on the CPU; CUDA graphs capture GPU work)".into());
+        }
+        let all = inputs.iter().copied().chain(&self.params);
+        if let Some(t) = all.into_iter().find(|t| t.device() != device) {
+            return skip(format!(
+                "a tensor is on {} while input 0 is on {device} (one GPU per graph)",
+                t.device()
+            ));
+        }
+        None
+    }
+
+    /// Captures the step on static copies of `inputs` (nothing runs yet).
+    /// On failure the host-side effects are undone: the gradients the
+    /// capture attached and the generators' draws.
+    fn capture(&mut self, inputs: &[&Tensor], addresses: Vec<usize>) -> Result<Captured, String> {
+        let device = inputs[0].device();
+        let statics: Vec<Tensor> = inputs
+            .iter()
+            .map(|x| x.detach().contiguous_copy())
+            .collect();
+        let refs: Vec<&Tensor> = statics.iter().collect();
+        let generators = (
+            default_generator().get_state(),
+            device_generator().get_state(),
+        );
+        let step = &mut self.step;
+        let work = || catch_unwind(AssertUnwindSafe(|| marked(|| step(&refs))));
+        let captured = CudaGraph::capture(device, work);
+        let drew = generators
+            != (
+                default_generator().get_state(),
+                device_generator().get_state(),
+            );
+        let failure = match captured {
+            Ok((graph, Ok(outputs))) if !drew => {
+                let grads = self.params.iter().map(Tensor::grad).collect();
+                return Ok(Captured {
+                    graph,
+                    inputs: statics,
+                    outputs: outputs.iter().map(Tensor::detach).collect(),
+                    grads,
+                    addresses,
+                });
+            }
+            Ok((_, Ok(_))) => {
+                "the step draws random numbers, which a graph would repeat at every replay".into()
+            }
+            Ok((_, Err(panic))) => format!(
+                "an op could not be captured: {}",
+                crate::error::panic_message(&*panic)
+            ),
+            Err(e) => format!("the capture failed: {e}"),
+        };
+        default_generator().set_state(generators.0);
+        device_generator().set_state(generators.1);
+        for p in &self.params {
+            p.set_grad(None);
+        }
+        Err(format!("skipping CUDA graphs: {failure}"))
+    }
+
+    fn replay(&self, c: &Captured, inputs: &[&Tensor]) -> Vec<Tensor> {
+        for (s, x) in c.inputs.iter().zip(inputs) {
+            s.copy_(x);
+        }
+        self.replay_captured(c)
+    }
+
+    /// Replays; the parameters' gradients become the graph's again.
+    fn replay_captured(&self, c: &Captured) -> Vec<Tensor> {
+        c.graph
+            .replay()
+            .unwrap_or_else(|e| panic!("compile_step: {e}"));
+        lock(&self.stats).cudagraph_replays += 1;
+        for (p, g) in self.params.iter().zip(&c.grads) {
+            p.set_grad(g.clone());
+        }
+        c.outputs.iter().map(Tensor::contiguous_copy).collect()
+    }
+}
