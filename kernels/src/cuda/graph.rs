@@ -30,6 +30,8 @@ pub struct CapturedGraph {
     /// `None` only while dropping; the lock serialises calls on the graph.
     graph: Mutex<Option<SendGraph>>,
     pool: u64,
+    /// Whether the graph holds launches with index checks.
+    checked: bool,
 }
 
 impl std::fmt::Debug for CapturedGraph {
@@ -48,9 +50,17 @@ impl CudaDevice {
         self: &Arc<Self>,
         work: impl FnOnce() -> T,
     ) -> CudaResult<(CapturedGraph, T)> {
+        if self.is_capturing() {
+            return Err(CudaError::Unsupported(format!(
+                "cuda:{}: a CUDA graph is already being captured on this device",
+                self.ordinal()
+            )));
+        }
         // Earlier work must be done: blocks from the shared cache join the
         // capture, and a capture may not wait for anything.
         self.synchronize()?;
+        self.index_flag()?;
+        let checks_before = self.captured_checks();
         let pool = self.start_private()?;
         // Relaxed: the allocator may call cuMemAlloc while capturing (PyTorch
         // relaxes its allocator calls the same way); tapir itself refuses
@@ -78,6 +88,7 @@ impl CudaDevice {
                     dev: self.clone(),
                     graph: Mutex::new(Some(SendGraph(graph))),
                     pool,
+                    checked: self.captured_checks() > checks_before,
                 },
                 out,
             )),
@@ -115,6 +126,9 @@ impl CudaDevice {
 impl CapturedGraph {
     /// Queues the whole graph on the device's stream (one launch).
     pub fn replay(&self) -> CudaResult<()> {
+        if self.checked {
+            self.dev.note_checked_replay();
+        }
         self.graph
             .lock()
             .unwrap_or_else(|e| e.into_inner())
