@@ -270,3 +270,36 @@ fn compile_step_with_dropout_runs_eagerly_with_eagers_draws() {
     assert_eq!((e.cuda_graphs, e.eager_calls), (0, 3), "{e}");
     assert!(e.cudagraph_skips[0].contains("draws random numbers"), "{e}");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn an_out_of_range_index_in_a_replay_is_reported_at_the_next_read() {
+    let Some(device) = gpu() else { return };
+    let on = |t: Tensor| t.to(device).unwrap();
+    let table = on(Tensor::from_vec(values(20, 4), &[4, 5]));
+    let ids = on(Tensor::from_vec(vec![0i64, 3], &[2]));
+    table.embedding(&ids).to_vec::<f32>(); // warm-up
+    let (graph, rows) = CudaGraph::capture(device, || table.embedding(&ids)).unwrap();
+    graph.replay().unwrap();
+    assert_eq!(rows.to_vec::<f32>()[..5], values(20, 4)[..5]);
+    // Several reads later the captured launch's id must still be known.
+    for _ in 0..3 {
+        graph.replay().unwrap();
+        rows.to_vec::<f32>();
+    }
+    ids.copy_(&on(Tensor::from_vec(vec![1i64, 6], &[2])));
+    graph.replay().unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rows.to_vec::<f32>()));
+    let msg = caught
+        .err()
+        .and_then(|p| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(
+        msg.starts_with("index_select: index 6 is out of bounds for dim of size 4"),
+        "{msg}"
+    );
+    // Reported once; a good replay reads cleanly.
+    ids.copy_(&on(Tensor::from_vec(vec![2i64, 1], &[2])));
+    graph.replay().unwrap();
+    assert_eq!(rows.to_vec::<f32>()[..5], values(20, 4)[10..15]);
+}
