@@ -44,7 +44,9 @@ use tapir::nn::{
     CrossEntropyOptions, Dropout, Forward, Linear, Module, Reduction, Sequential, TensorKind,
     cross_entropy, cross_entropy_with,
 };
-use tapir::optim::{AdamW, AdamWConfig, Optimizer, SGD, SgdConfig, clip_grad_norm_};
+use tapir::optim::{
+    AdamW, AdamWConfig, LrScheduler, Optimizer, SGD, SgdConfig, StepLR, clip_grad_norm_,
+};
 use tapir::{Error, Generator, Tensor, compile, manual_seed};
 
 fn serial() -> MutexGuard<'static, ()> {

@@ -131,3 +131,44 @@ fn an_optimizer_step_inside_compile_step_panics_with_the_reason() {
     // Outside the closure the optimizer steps as usual.
     opt.borrow_mut().step();
 }
+
+#[test]
+fn run_with_optimizer_on_the_cpu_steps_as_eager_with_a_schedule() {
+    let _serial = serial();
+    let (eager, stepped) = twins(seed::Mlp::seed);
+    let cfg = AdamWConfig {
+        lr: 1e-3,
+        ..AdamWConfig::default()
+    };
+    let mut opt_e = AdamW::new(eager.parameters(), cfg);
+    let mut opt_s = AdamW::new(stepped.parameters(), cfg);
+    let mut sched_e = StepLR::new(&mut opt_e, 2, 0.5);
+    let mut sched_s = StepLR::new(&mut opt_s, 2, 0.5);
+    let params = stepped.parameters();
+    let mut step = tapir::compile_step(stepped.parameters(), |xs| {
+        let loss = cross_entropy(&stepped.forward(xs[0]), xs[1]);
+        loss.backward();
+        clip_grad_norm_(&params, 1.0);
+        vec![loss]
+    });
+    let g = Generator::new(17);
+    for k in 0..5 {
+        let x = Tensor::randn_with(&[16, 784], &g);
+        let y = Tensor::randint_with(0, 10, &[16], &g);
+        opt_e.zero_grad();
+        let want = cross_entropy(&eager.forward(&x), &y);
+        want.backward();
+        clip_grad_norm_(&eager.parameters(), 1.0);
+        opt_e.step();
+        sched_e.step(&mut opt_e);
+        opt_s.zero_grad();
+        let got = step.run_with_optimizer(&[&x, &y], &mut opt_s).remove(0);
+        sched_s.step(&mut opt_s);
+        assert_eq!(got.item::<f32>(), want.item::<f32>(), "step {k}: loss");
+    }
+    assert_eq!(opt_s.lr(), opt_e.lr());
+    for ((name, a), b) in eager.named_parameters().iter().zip(&stepped.parameters()) {
+        assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "{name} after 5 steps");
+    }
+    assert_eq!(step.explain().eager_calls, 5);
+}

@@ -303,3 +303,84 @@ fn an_out_of_range_index_in_a_replay_is_reported_at_the_next_read() {
     graph.replay().unwrap();
     assert_eq!(rows.to_vec::<f32>()[..5], values(20, 4)[10..15]);
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn run_with_optimizer_captures_adamw_with_its_schedule_in_the_graph() {
+    let Some(device) = gpu() else { return };
+    let (eager, stepped) = twin_mlps(device);
+    let cfg = AdamWConfig {
+        lr: 1e-3,
+        weight_decay: 1e-2,
+        ..AdamWConfig::default()
+    };
+    let mut opt_e = AdamW::new(eager.parameters(), cfg);
+    let mut opt_s = AdamW::new(stepped.parameters(), cfg);
+    let mut sched_e = CosineAnnealingLR::new(&mut opt_e, 8, 0.0);
+    let mut sched_s = CosineAnnealingLR::new(&mut opt_s, 8, 0.0);
+    let params = stepped.parameters();
+    let mut step = tapir::compile_step(stepped.parameters(), |xs| {
+        let loss = cross_entropy(&stepped.forward(xs[0]), xs[1]);
+        loss.backward();
+        clip_grad_norm_(&params, 1.0);
+        vec![loss]
+    });
+    let mut syncs = Vec::new();
+    for k in 0..8 {
+        let (x, y) = super::training::batch(k);
+        let (x, y) = (x.to(device).unwrap(), y.to(device).unwrap());
+        opt_e.zero_grad();
+        let want = cross_entropy(&eager.forward(&x), &y);
+        want.backward();
+        clip_grad_norm_(&eager.parameters(), 1.0);
+        opt_e.step();
+        sched_e.step(&mut opt_e);
+        opt_s.zero_grad();
+        let before = tapir::cuda::host_syncs();
+        let got = step.run_with_optimizer(&[&x, &y], &mut opt_s).remove(0);
+        sched_s.step(&mut opt_s);
+        syncs.push(tapir::cuda::host_syncs() - before);
+        let (got, want) = (got.item::<f64>(), want.item::<f64>());
+        assert!(
+            (got - want).abs() <= 1e-5 * want.abs(),
+            "step {k}: loss {got} against eager {want}"
+        );
+    }
+    // The same kernels with the same hyper-parameters: the schedule and the
+    // bias corrections reached the graph at every replay.
+    for ((name, a), b) in eager.named_parameters().iter().zip(&stepped.parameters()) {
+        close(name, b, a, 1e-5, 1e-4).unwrap();
+    }
+    let e = step.explain();
+    assert_eq!(
+        (e.eager_calls, e.cuda_graphs, e.cudagraph_replays),
+        (1, 1, 7),
+        "{e}"
+    );
+    assert_eq!(&syncs[2..], &[0; 6], "replays never wait: {syncs:?}");
+
+    // State replaced behind the graph's back is refused, not corrupted.
+    let state = opt_s.state_dict();
+    opt_s.load_state_dict(&state).unwrap();
+    opt_s.zero_grad();
+    let (x, y) = super::training::batch(9);
+    let (x, y) = (x.to(device).unwrap(), y.to(device).unwrap());
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        step.run_with_optimizer(&[&x, &y], &mut opt_s)
+    }));
+    let msg = caught
+        .err()
+        .and_then(|p| p.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    assert!(
+        msg.contains("is not the one the CUDA graph captured"),
+        "{msg}"
+    );
+    // After reset the step warms up and captures again on the new state.
+    step.reset();
+    opt_s.zero_grad();
+    step.run_with_optimizer(&[&x, &y], &mut opt_s);
+    opt_s.zero_grad();
+    step.run_with_optimizer(&[&x, &y], &mut opt_s);
+    assert_eq!(step.explain().cuda_graphs, 2);
+}

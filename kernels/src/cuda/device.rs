@@ -71,6 +71,9 @@ pub struct CudaDevice {
     staging: Mutex<HashMap<usize, Vec<Staging>>>,
     allow_tf32: AtomicBool,
     checks: IndexChecks,
+    /// Where fused optimizer updates put their hyper-parameters, while a
+    /// graph captures or prepares a step (`hyper.rs`).
+    pub(super) hyper: Mutex<Option<super::hyper::HyperTable>>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -131,6 +134,7 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
         staging: Mutex::new(HashMap::new()),
         allow_tf32: AtomicBool::new(false),
         checks: IndexChecks::new(),
+        hyper: Mutex::new(None),
     });
     Ok(lock(devices).entry(ordinal).or_insert(dev).clone())
 }

@@ -6,7 +6,8 @@
 //!   PTX and machine code);
 //! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU
 //!   (`allocator`: the cache and the private pools of graph captures);
-//! - [`CapturedGraph`]: queued work captured once and replayed (CUDA graphs);
+//! - [`CapturedGraph`]: queued work captured once and replayed (CUDA graphs),
+//!   with [`HyperTable`] for optimizer steps inside them;
 //! - [`CudaBuffer`]: a block of device memory that returns to the cache on drop;
 //! - [`launch`]: the host side of each kernel (each has a CPU twin in `crate::cpu`);
 //! - [`cudnn`]: convolution and its gradients on cuDNN (f32, f16, bf16);
@@ -22,6 +23,7 @@ pub mod device;
 mod disk_cache;
 mod error;
 mod graph;
+mod hyper;
 pub mod launch;
 pub mod modules;
 pub mod nccl;
@@ -34,6 +36,7 @@ pub use buffer::CudaBuffer;
 pub use device::{CudaDevice, MemoryStats, TimingMark, device};
 pub use error::{CudaError, CudaResult};
 pub use graph::CapturedGraph;
+pub use hyper::{HyperTable, TableMode};
 pub use pinned::HostPin;
 
 /// Whether CUDA device `ordinal` can be used; `Err` says why not.

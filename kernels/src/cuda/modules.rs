@@ -115,7 +115,10 @@ pub fn modules() -> Vec<Module> {
         Module {
             name: "optim",
             source: Cow::Borrowed(include_str!("cu/optim.cu")),
-            kernels: per_dtype(&["adam", "sgd", "rmsprop"], DTYPES),
+            kernels: per_dtype(
+                &["adam", "sgd", "rmsprop", "adam_at", "sgd_at", "rmsprop_at"],
+                DTYPES,
+            ),
         },
         Module {
             name: "index",
@@ -320,8 +323,8 @@ mod tests {
             count,
             // conv 4 (im2col, col2im, max pool and its backward); random 2
             // (philox uniform, normal); per float dtype: softmax 2, rows 2,
-            // layer norm 3, optimizers 3.
-            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 3 + 3))
+            // layer norm 3, optimizers 6 (by value and `_at`).
+            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 3 + 6))
         );
     }
 

@@ -10,16 +10,24 @@
 //! replay. After each replay the parameters' gradients are the graph's own
 //! tensors, rewritten by the next replay, and the outputs are copies.
 //!
-//! The optimizer stays outside the closure: its learning rate, step count
-//! and schedule are host values that a graph would freeze (PyTorch needs
-//! `capturable=True` optimizers for that; tapir's are not yet), so an
-//! optimizer step inside the closure panics. A call whose gradients were
+//! The optimizer never goes inside the closure: its learning rate, step
+//! count and schedule are host values that a graph would freeze, so an
+//! optimizer step there panics. Either call it after
+//! [`run`](CompiledStep::run) (eagerly), or hand it to
+//! [`run_with_optimizer`](CompiledStep::run_with_optimizer), which captures
+//! its fused updates into the same graph with their hyper-parameters read
+//! from a device table: before each replay the optimizer steps on the host
+//! without launching anything, writing exactly what an eager step would
+//! compute (step counts, bias corrections, a scheduler's learning rate),
+//! and one upload puts it where the graph reads it (PyTorch's
+//! `capturable=True`, computed on the host instead). A call whose gradients were
 //! not zeroed accumulates, as eager code does, by running eagerly; so does
 //! everything a graph cannot hold (the CPU, random ops, host reads), each
 //! with its reason in [`CompiledStep::explain`].
 
 use super::{Explanation, Signature, lock};
-use crate::cuda::CudaGraph;
+use crate::cuda::{CudaGraph, StepTable};
+use crate::optim::Optimizer;
 use crate::{Device, Tensor, default_generator, device_generator};
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -55,11 +63,13 @@ struct Captured {
     /// Each parameter's gradient as the graph writes it.
     grads: Vec<Option<Tensor>>,
     addresses: Vec<usize>,
+    /// The optimizer step's hyper-parameter rows, when it was captured too.
+    table: Option<StepTable>,
 }
 
 enum State {
     Warm,
-    Captured(Captured),
+    Captured(Box<Captured>),
     Skipped,
 }
 
@@ -67,7 +77,8 @@ enum State {
 pub struct CompiledStep<F> {
     step: F,
     params: Vec<Tensor>,
-    states: HashMap<Signature, State>,
+    /// Per input signature, and whether the optimizer is in the graph.
+    states: HashMap<(Signature, bool), State>,
     stats: std::sync::Mutex<Explanation>,
 }
 
@@ -75,8 +86,10 @@ pub struct CompiledStep<F> {
 /// training step on its inputs and returns what the caller reads (the
 /// loss), for the model parameters `params`. On a GPU its second call per
 /// input signature captures it into a CUDA graph that later calls replay;
-/// elsewhere every call runs it eagerly. Call the optimizer after
-/// [`run`](CompiledStep::run), and `zero_grad()` before it.
+/// elsewhere every call runs it eagerly. Call `zero_grad()` before each
+/// call, and the optimizer after [`run`](CompiledStep::run), or through
+/// [`run_with_optimizer`](CompiledStep::run_with_optimizer) to capture it
+/// too (then gradient clipping goes inside the closure).
 ///
 /// ```
 /// use tapir_runtime::nn::{Forward, Linear, Module, cross_entropy};
@@ -118,7 +131,27 @@ where
     /// Runs the step on `inputs`: eagerly, capturing, or replaying its
     /// CUDA graph. Returns the closure's outputs (copies when replayed).
     pub fn run(&mut self, inputs: &[&Tensor]) -> Vec<Tensor> {
-        let sig = Signature::of(inputs, false);
+        self.run_inner(inputs, None)
+    }
+
+    /// [`run`](Self::run), then `opt.step()`, both in the graph when one is
+    /// captured. `opt` must step exactly the parameters given to
+    /// [`compile_step`]; between calls a scheduler may change its learning
+    /// rate as usual.
+    pub fn run_with_optimizer(
+        &mut self,
+        inputs: &[&Tensor],
+        opt: &mut dyn Optimizer,
+    ) -> Vec<Tensor> {
+        self.run_inner(inputs, Some(opt))
+    }
+
+    fn run_inner<'o>(
+        &mut self,
+        inputs: &[&Tensor],
+        mut opt: Option<&mut (dyn Optimizer + 'o)>,
+    ) -> Vec<Tensor> {
+        let sig = (Signature::of(inputs, false), opt.is_some());
         let addresses: Vec<usize> = self.params.iter().map(Tensor::data_ptr).collect();
         let zeroed = self.params.iter().all(|p| p.grad().is_none());
         let state = self.states.remove(&sig);
@@ -126,39 +159,46 @@ where
             None => match self.skip_reason(inputs) {
                 Some(why) => {
                     self.note(why);
-                    (State::Skipped, self.eager(inputs))
+                    (State::Skipped, self.eager(inputs, opt))
                 }
-                None => (State::Warm, self.eager(inputs)),
+                None => (State::Warm, self.eager(inputs, opt)),
             },
-            Some(State::Skipped) => (State::Skipped, self.eager(inputs)),
+            Some(State::Skipped) => (State::Skipped, self.eager(inputs, opt)),
             Some(s) if !zeroed => {
                 self.note(
                     "a call whose gradients were not zeroed (set to None) runs eagerly: \
                      it accumulates, as eager code does"
                         .into(),
                 );
-                (s, self.eager(inputs))
+                (s, self.eager(inputs, opt))
             }
-            Some(State::Captured(c)) if c.addresses == addresses => {
-                let out = self.replay(&c, inputs);
+            Some(State::Captured(mut c)) if c.addresses == addresses => {
+                let out = self.replay(&mut c, inputs, opt);
                 (State::Captured(c), out)
             }
             // A parameter has new memory: warm up and capture again.
-            Some(State::Captured(_)) => (State::Warm, self.eager(inputs)),
-            Some(State::Warm) => match self.capture(inputs, addresses) {
+            Some(State::Captured(_)) => (State::Warm, self.eager(inputs, opt)),
+            Some(State::Warm) => match self.capture(inputs, addresses, opt.as_deref_mut()) {
                 Ok(c) => {
+                    let mut c = Box::new(c);
                     lock(&self.stats).cuda_graphs += 1;
-                    let out = self.replay_captured(&c);
+                    let out = self.replay_captured(&mut c);
                     (State::Captured(c), out)
                 }
                 Err(why) => {
                     self.note(why);
-                    (State::Skipped, self.eager(inputs))
+                    (State::Skipped, self.eager(inputs, opt))
                 }
             },
         };
         self.states.insert(sig, state);
         out
+    }
+
+    /// Drops every captured graph (call it after replacing the optimizer's
+    /// state or parameter groups); the next calls warm up and capture anew.
+    pub fn reset(&mut self) {
+        self.states.clear();
     }
 
     /// What happened so far: CUDA graphs captured and replayed, eager
@@ -174,10 +214,18 @@ where
         }
     }
 
-    fn eager(&mut self, inputs: &[&Tensor]) -> Vec<Tensor> {
+    fn eager<'o>(
+        &mut self,
+        inputs: &[&Tensor],
+        opt: Option<&mut (dyn Optimizer + 'o)>,
+    ) -> Vec<Tensor> {
         lock(&self.stats).eager_calls += 1;
         let step = &mut self.step;
-        marked(|| step(inputs))
+        let out = marked(|| step(inputs));
+        if let Some(opt) = opt {
+            opt.step();
+        }
+        out
     }
 
     fn skip_reason(&self, inputs: &[&Tensor]) -> Option<String> {
@@ -199,11 +247,26 @@ where
         None
     }
 
-    /// Captures the step on static copies of `inputs` (nothing runs yet).
-    /// On failure the host-side effects are undone: the gradients the
-    /// capture attached and the generators' draws.
-    fn capture(&mut self, inputs: &[&Tensor], addresses: Vec<usize>) -> Result<Captured, String> {
+    /// Captures the step (and `opt`'s step, through a hyper table) on
+    /// static copies of `inputs`; nothing runs yet. On failure the
+    /// host-side effects are undone: the gradients the capture attached,
+    /// the generators' draws and the optimizer's step counts.
+    fn capture<'o>(
+        &mut self,
+        inputs: &[&Tensor],
+        addresses: Vec<usize>,
+        mut opt: Option<&mut (dyn Optimizer + 'o)>,
+    ) -> Result<Captured, String> {
         let device = inputs[0].device();
+        let skip = |why: String| format!("skipping CUDA graphs: {why}");
+        let mut table = match opt {
+            Some(_) => Some(
+                StepTable::new(device, 2 * self.params.len() + 16)
+                    .map_err(|e| skip(e.to_string()))?,
+            ),
+            None => None,
+        };
+        let snapshot = opt.as_deref().map(|o| o.state_dict());
         let statics: Vec<Tensor> = inputs
             .iter()
             .map(|x| x.detach().contiguous_copy())
@@ -214,7 +277,15 @@ where
             device_generator().get_state(),
         );
         let step = &mut self.step;
-        let work = || catch_unwind(AssertUnwindSafe(|| marked(|| step(&refs))));
+        let work = || {
+            catch_unwind(AssertUnwindSafe(|| {
+                let out = marked(|| step(&refs));
+                if let (Some(opt), Some(table)) = (opt.as_deref_mut(), table.as_mut()) {
+                    table.route(false, || opt.step());
+                }
+                out
+            }))
+        };
         let captured = CudaGraph::capture(device, work);
         let drew = generators
             != (
@@ -230,6 +301,7 @@ where
                     outputs: outputs.iter().map(Tensor::detach).collect(),
                     grads,
                     addresses,
+                    table,
                 });
             }
             Ok((_, Ok(_))) => {
@@ -246,25 +318,56 @@ where
         for p in &self.params {
             p.set_grad(None);
         }
-        Err(format!("skipping CUDA graphs: {failure}"))
+        if let (Some(opt), Some(snapshot)) = (opt, snapshot) {
+            opt.load_state_dict(&snapshot)
+                .unwrap_or_else(|e| panic!("compile_step: restoring the optimizer: {e}"));
+        }
+        Err(skip(failure))
     }
 
-    fn replay(&self, c: &Captured, inputs: &[&Tensor]) -> Vec<Tensor> {
+    /// Copies `inputs` into the static ones, steps `opt` on the host into
+    /// the graph's table, and replays.
+    fn replay<'o>(
+        &self,
+        c: &mut Captured,
+        inputs: &[&Tensor],
+        opt: Option<&mut (dyn Optimizer + 'o)>,
+    ) -> Vec<Tensor> {
         for (s, x) in c.inputs.iter().zip(inputs) {
             s.copy_(x);
+        }
+        // The optimizer finds the graph's gradients, as after eager backward.
+        self.attach(c);
+        if let (Some(opt), Some(table)) = (opt, c.table.as_mut()) {
+            let (written, captured) = table.route(true, || opt.step());
+            assert!(
+                written == captured,
+                "compile_step: the optimizer made {written} updates where the captured graph \
+                 has {captured} (its parameters changed since the capture: reset the step)"
+            );
         }
         self.replay_captured(c)
     }
 
-    /// Replays; the parameters' gradients become the graph's again.
-    fn replay_captured(&self, c: &Captured) -> Vec<Tensor> {
+    fn attach(&self, c: &Captured) {
+        for (p, g) in self.params.iter().zip(&c.grads) {
+            p.set_grad(g.clone());
+        }
+    }
+
+    /// Replays (uploading the optimizer's rows first); the parameters'
+    /// gradients become the graph's again.
+    fn replay_captured(&self, c: &mut Captured) -> Vec<Tensor> {
+        if let Some(table) = c.table.as_mut() {
+            table
+                .upload()
+                .unwrap_or_else(|e| panic!("compile_step: {e}"));
+        }
         c.graph
             .replay()
             .unwrap_or_else(|e| panic!("compile_step: {e}"));
         lock(&self.stats).cudagraph_replays += 1;
-        for (p, g) in self.params.iter().zip(&c.grads) {
-            p.set_grad(g.clone());
-        }
+        self.attach(c);
         c.outputs.iter().map(Tensor::contiguous_copy).collect()
     }
 }

@@ -90,3 +90,87 @@ impl CudaGraph {
         self.device
     }
 }
+
+/// The hyper-parameter rows of an optimizer step inside a CUDA graph
+/// (`tapir_kernels::cuda::HyperTable`): while one is active, the device's
+/// fused optimizer updates read their learning rate and step constants from
+/// device memory that the host rewrites before each replay.
+pub(crate) struct StepTable {
+    #[cfg_attr(not(any(feature = "cuda", feature = "cuda12")), allow(dead_code))]
+    device: Device,
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    table: Option<tapir_kernels::cuda::HyperTable>,
+}
+
+impl StepTable {
+    /// A table of `rows` updates on `device` (made outside any capture).
+    pub(crate) fn new(device: Device, rows: usize) -> Result<StepTable> {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        if let Device::Cuda(i) = device {
+            let err = |e| crate::device::cuda_error(device, e);
+            let dev = crate::storage::cuda::device(i).map_err(err)?;
+            let table = tapir_kernels::cuda::HyperTable::new(&dev, rows).map_err(err)?;
+            return Ok(StepTable {
+                device,
+                table: Some(table),
+            });
+        }
+        let _ = rows;
+        Err(crate::device::unavailable(
+            device,
+            "optimizer steps go into CUDA graphs only on a GPU",
+        ))
+    }
+
+    /// Runs `step` (an optimizer's `step()`) with its fused updates routed
+    /// through the table: launched to read it when `prepare` is false (while
+    /// capturing), only written when it is true (before a replay). Returns
+    /// the rows written and the rows the capture wrote.
+    pub(crate) fn route(&mut self, prepare: bool, step: impl FnOnce()) -> (usize, usize) {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        {
+            use tapir_kernels::cuda::TableMode;
+            let Device::Cuda(i) = self.device else {
+                unreachable!("a StepTable lives on a GPU")
+            };
+            let dev = crate::storage::cuda::device(i)
+                .unwrap_or_else(|e| crate::storage::cuda::fail("optimizer step", e));
+            let table = self
+                .table
+                .take()
+                .expect("the table is back after each route");
+            let mode = if prepare {
+                TableMode::Prepare
+            } else {
+                TableMode::Capture
+            };
+            dev.set_hyper_table(table, mode);
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(step));
+            let table = dev.take_hyper_table().expect("set above");
+            let counts = (table.written(), table.captured());
+            self.table = Some(table);
+            if let Err(panic) = out {
+                std::panic::resume_unwind(panic);
+            }
+            counts
+        }
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        {
+            let _ = (prepare, step);
+            unreachable!("a StepTable exists only with the `cuda` feature")
+        }
+    }
+
+    /// Copies the rows to the device, queued before the next replay.
+    pub(crate) fn upload(&mut self) -> Result<()> {
+        #[cfg(any(feature = "cuda", feature = "cuda12"))]
+        return self
+            .table
+            .as_mut()
+            .expect("the table is back after each route")
+            .upload()
+            .map_err(|e| crate::device::cuda_error(self.device, e));
+        #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+        unreachable!("a StepTable exists only with the `cuda` feature")
+    }
+}

@@ -15,6 +15,7 @@ use crate::error::Result;
 
 mod graph;
 pub use graph::CudaGraph;
+pub(crate) use graph::StepTable;
 
 /// Whether at least one CUDA device can be used.
 pub fn is_available() -> bool {

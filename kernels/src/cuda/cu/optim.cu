@@ -1,5 +1,7 @@
 // Fused optimizer updates, operation for operation as their CPU twins
-// (kernels/src/cpu/optim.rs) in f32. Parameter, gradient and state share the
+// (kernels/src/cpu/optim.rs) in f32. The `_at` kernels read their
+// hyper-parameters from device memory instead of their arguments: inside a
+// CUDA graph the host rewrites them before each replay (hyper.rs). Parameter, gradient and state share the
 // parameter's dtype, as PyTorch's state tensors do; half types are computed
 // in f32 and rounded once when stored, as PyTorch's fused kernels do.
 
@@ -108,7 +110,13 @@ __device__ void rmsprop_impl(size_t n, T *p, const T *g, T *sq, T *gavg, T *buf,
     extern "C" __global__ void sgd_##T(size_t n, T *p, const T *g, T *buf, SgdHyper h)     \
         { sgd_impl<T>(n, p, g, buf, h); }                                                  \
     extern "C" __global__ void rmsprop_##T(size_t n, T *p, const T *g, T *sq, T *gavg,     \
-        T *buf, RmspropHyper h) { rmsprop_impl<T>(n, p, g, sq, gavg, buf, h); }
+        T *buf, RmspropHyper h) { rmsprop_impl<T>(n, p, g, sq, gavg, buf, h); }           \
+    extern "C" __global__ void adam_at_##T(size_t n, T *p, const T *g, T *m, T *v,         \
+        T *vmax, const AdamHyper *h) { adam_impl<T>(n, p, g, m, v, vmax, *h); }           \
+    extern "C" __global__ void sgd_at_##T(size_t n, T *p, const T *g, T *buf,              \
+        const SgdHyper *h) { sgd_impl<T>(n, p, g, buf, *h); }                              \
+    extern "C" __global__ void rmsprop_at_##T(size_t n, T *p, const T *g, T *sq, T *gavg,  \
+        T *buf, const RmspropHyper *h) { rmsprop_impl<T>(n, p, g, sq, gavg, buf, *h); }
 
 OPTIM(f32)
 OPTIM(f16)

@@ -1,6 +1,7 @@
 //! Fused optimizer updates. They take the CPU twins' hyper-parameters
 //! (`AdamStep`, `SgdStep`, `RmspropStep`) and derive the same f32
-//! constants from them.
+//! constants from them; with a hyper table set on the device (a CUDA
+//! graph's optimizer step, `cuda/hyper.rs`) the constants go through it.
 
 use super::*;
 use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
@@ -82,18 +83,34 @@ pub fn adam(
     let (pm, pv) = (state[0].ptr(0), state[1].ptr(0));
     // Without amsgrad the kernel gets a null `vmax` and never reads it.
     let pmax = state.get(2).map_or(0, |b| b.ptr(0));
-    launch!(
-        &dev,
-        format!("adam_{dtype}"),
-        elems(n),
-        &n,
-        &pp,
-        &pg,
-        &pm,
-        &pv,
-        &pmax,
-        &hyper
-    )
+    let at_kernel = format!("adam_at_{dtype}");
+    match dev.hyper_row(&at_kernel, n, &[pp, pg, pm, pv, pmax], &hyper)? {
+        None => launch!(
+            &dev,
+            format!("adam_{dtype}"),
+            elems(n),
+            &n,
+            &pp,
+            &pg,
+            &pm,
+            &pv,
+            &pmax,
+            &hyper
+        ),
+        Some((at, true)) => launch!(
+            &dev,
+            at_kernel,
+            elems(n),
+            &n,
+            &pp,
+            &pg,
+            &pm,
+            &pv,
+            &pmax,
+            &at
+        ),
+        Some((_, false)) => Ok(()),
+    }
 }
 
 /// One fused SGD step on `n` elements; `buf` is the momentum buffer (of
@@ -129,16 +146,21 @@ pub fn sgd(
     // Without momentum there is no buffer, and the kernel never reads it.
     let pb = buf.map_or(0, |b| b.ptr(0));
     let (pp, pg) = (p.ptr(0), g.ptr(0));
-    launch!(
-        &dev,
-        format!("sgd_{dtype}"),
-        elems(n),
-        &n,
-        &pp,
-        &pg,
-        &pb,
-        &hyper
-    )
+    let at_kernel = format!("sgd_at_{dtype}");
+    match dev.hyper_row(&at_kernel, n, &[pp, pg, pb], &hyper)? {
+        None => launch!(
+            &dev,
+            format!("sgd_{dtype}"),
+            elems(n),
+            &n,
+            &pp,
+            &pg,
+            &pb,
+            &hyper
+        ),
+        Some((at, true)) => launch!(&dev, at_kernel, elems(n), &n, &pp, &pg, &pb, &at),
+        Some((_, false)) => Ok(()),
+    }
 }
 
 /// `RmspropHyper` in `cu/optim.cu`, same field order and C layout.
@@ -194,18 +216,34 @@ pub fn rmsprop(
     } else {
         0
     };
-    launch!(
-        &dev,
-        format!("rmsprop_{dtype}"),
-        elems(n),
-        &n,
-        &pp,
-        &pg,
-        &psq,
-        &pavg,
-        &pbuf,
-        &hyper
-    )
+    let at_kernel = format!("rmsprop_at_{dtype}");
+    match dev.hyper_row(&at_kernel, n, &[pp, pg, psq, pavg, pbuf], &hyper)? {
+        None => launch!(
+            &dev,
+            format!("rmsprop_{dtype}"),
+            elems(n),
+            &n,
+            &pp,
+            &pg,
+            &psq,
+            &pavg,
+            &pbuf,
+            &hyper
+        ),
+        Some((at, true)) => launch!(
+            &dev,
+            at_kernel,
+            elems(n),
+            &n,
+            &pp,
+            &pg,
+            &psq,
+            &pavg,
+            &pbuf,
+            &at
+        ),
+        Some((_, false)) => Ok(()),
+    }
 }
 
 /// One fused optimizer step of any kind on `n` elements of `dtype`: the

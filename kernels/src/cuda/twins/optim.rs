@@ -192,3 +192,89 @@ fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
         }
     }
 }
+
+/// Optimizer steps inside a CUDA graph read their hyper-parameters from a
+/// table the host rewrites before each replay: three replays of one
+/// captured update equal three eager updates bit for bit, with the step
+/// count and the learning rate changing between them.
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn optimizer_steps_replay_from_a_hyper_table_as_eager_steps() {
+    use crate::cuda::{HyperTable, TableMode};
+    let Some(dev) = gpu() else { return };
+    let n = 3000;
+    let adam = |step: u64| AdamStep {
+        lr: 1e-2 / step as f64, // a schedule
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 1e-2,
+        decoupled: true,
+        amsgrad: false,
+        maximize: false,
+        step,
+    };
+    let sgd = |step: u64| SgdStep {
+        lr: 0.1 / step as f64,
+        momentum: 0.9,
+        ..Default::default()
+    };
+    let fresh = || {
+        let mut bufs = vec![up(&dev, &inputs(n, 3)), up(&dev, &inputs(n, 5))];
+        bufs.extend((0..3).map(|_| up(&dev, &vec![0.0; n])));
+        bufs
+    };
+    // bufs: [p, g, exp_avg, exp_avg_sq, momentum]
+    let update = |b: &mut [CudaBuffer], step: u64| {
+        let (pg, st) = b.split_at_mut(2);
+        let (p, g) = pg.split_at_mut(1);
+        let (m, rest) = st.split_at_mut(1);
+        let (v, mom) = rest.split_at_mut(1);
+        launch::adam(
+            &mut p[0],
+            &g[0],
+            &mut [&mut m[0], &mut v[0]],
+            n,
+            "f32",
+            &adam(step),
+        )
+        .unwrap();
+        launch::sgd(
+            &mut p[0],
+            &g[0],
+            Some(&mut mom[0]),
+            n,
+            "f32",
+            &sgd(step),
+            step == 1,
+        )
+        .unwrap();
+    };
+    let mut eager = fresh();
+    for step in 1..=3 {
+        update(&mut eager, step);
+    }
+    let mut graphed = fresh();
+    update(&mut graphed, 1); // warm-up: the first SGD step starts its buffer
+    let table = HyperTable::new(&dev, 4).unwrap();
+    let (graph, table) = dev
+        .capture(|| {
+            dev.set_hyper_table(table, TableMode::Capture);
+            update(&mut graphed, 2);
+            dev.take_hyper_table().unwrap()
+        })
+        .unwrap();
+    let mut table = table;
+    assert_eq!(table.captured(), 2);
+    table.upload().unwrap();
+    graph.replay().unwrap();
+    dev.set_hyper_table(table, TableMode::Prepare);
+    update(&mut graphed, 3); // writes the rows, launches nothing
+    let mut table = dev.take_hyper_table().unwrap();
+    assert_eq!(table.written(), 2);
+    table.upload().unwrap();
+    graph.replay().unwrap();
+    for (k, (a, b)) in eager.iter().zip(&graphed).enumerate() {
+        assert_eq!(down(a, n), down(b, n), "buffer {k} after three steps");
+    }
+}
