@@ -389,7 +389,10 @@ def bench_transformer(args, variant):
     xs, ys = data[:, :, :-1].contiguous().to(DEVICE), data[:, :, 1:].contiguous().to(DEVICE)
 
     torch.manual_seed(args.seed)
-    model = CharTransformer(vocab=vocab, context=context, use_sdpa=(variant == "sdpa")).to(DEVICE)
+    model = CharTransformer(vocab=vocab, context=context,
+                            use_sdpa=variant.startswith("sdpa")).to(DEVICE)
+    if variant.endswith("_reduce_overhead"):
+        model = torch.compile(model, mode="reduce-overhead")  # GPU only
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=1e-2)
     it = [0]
 
@@ -580,6 +583,8 @@ def parse_args(argv=None):
     if DEVICE == "cuda":
         BENCHES["matmul"] = (bench_matmul, ["f32_n4096", "tf32_n4096", "bf16_n4096"])
         BENCHES["mlp"] = (bench_mlp, ["train_b256", "train_b256_reduce_overhead"])
+        BENCHES["transformer"] = (bench_transformer, [
+            "manual_attn", "sdpa", "sdpa_reduce_overhead"])
         BENCHES["inference"] = (bench_inference, [
             "b1_latency", "b256_throughput",
             "b1_latency_reduce_overhead", "b256_throughput_reduce_overhead"])

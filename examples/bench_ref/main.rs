@@ -13,8 +13,8 @@
 //! (tapir only) runs the `mlp` and `inference` steps on the seed MLP written
 //! by hand and written with `model!`, to show the macro costs nothing.
 //! Variants ending in `compiled` run the same step through `tapir::compile`;
-//! on a GPU, `inference` and `mlp` add `*_reduce_overhead` (compile's CUDA
-//! graphs, and `compile_step` for the train step, against
+//! on a GPU, `inference`, `mlp` and `transformer` add `*_reduce_overhead`
+//! (compile's CUDA graphs, and `compile_step` for the train steps, against
 //! `torch.compile(mode="reduce-overhead")`);
 //! `fusion` (tapir only) times a linear layer with a five-op elementwise
 //! tail, eager and compiled (the tail fused into one kernel each way).
@@ -133,6 +133,13 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
     match workload {
         "matmul" if device.is_cuda() => Some(&["f32_n4096", "tf32_n4096", "bf16_n4096"]),
         "matmul" => Some(&["n1024", "n2048"]),
+        "transformer" if device.is_cuda() => Some(&[
+            "manual_attn",
+            "manual_attn_compiled",
+            "sdpa",
+            "sdpa_compiled",
+            "sdpa_reduce_overhead",
+        ]),
         "transformer" => Some(&[
             "manual_attn",
             "manual_attn_compiled",

@@ -325,17 +325,37 @@ pub(crate) fn bench_transformer(args: &Args, variant: &str) -> String {
     );
     // `manual_attn` is PyTorch's attention from plain ops: the Math backend
     // (q kᵀ, scale, mask, softmax, · v). `sdpa` lets the fused kernel run.
-    // `sdpa_compiled`: `sdpa` through `tapir::compile`.
-    let backends: &[SdpBackend] = match variant {
-        "sdpa" | "sdpa_compiled" => &[SdpBackend::Flash, SdpBackend::Math],
-        _ => &[SdpBackend::Math],
+    // `sdpa_compiled`: `sdpa` through `tapir::compile`; on a GPU,
+    // `sdpa_reduce_overhead`: that whole step in one CUDA graph.
+    let backends: &[SdpBackend] = match variant.starts_with("sdpa") {
+        true => &[SdpBackend::Flash, SdpBackend::Math],
+        false => &[SdpBackend::Math],
     };
-    let compiled = variant.ends_with("_compiled");
+    let graphed = variant.ends_with("_reduce_overhead");
+    let compiled = variant.ends_with("_compiled") || graphed;
+    let mut whole_step = tapir::compile_step(params.clone(), |xy| {
+        let loss = args.autocast(|| {
+            sdpa_kernel(backends, || {
+                let logits = model
+                    .forward_inputs(&[xy[0], &positions])
+                    .unwrap()
+                    .remove(0);
+                cross_entropy(&logits.reshape(&[-1, V as isize]), xy[1])
+            })
+        });
+        loss.backward();
+        clip_grad_norm_(&params, 1.0);
+        vec![loss]
+    });
     let mut it = 0;
     let mut step = || {
         let (x, y) = &data[it % N_DATA_BATCHES];
         it += 1;
         opt.zero_grad();
+        if graphed {
+            whole_step.run_with_optimizer(&[x, y], &mut opt);
+            return;
+        }
         let loss = args.autocast(|| {
             sdpa_kernel(backends, || {
                 let logits = match compiled {
@@ -352,6 +372,9 @@ pub(crate) fn bench_transformer(args: &Args, variant: &str) -> String {
     let first = first_call(dev, &mut step);
     let (warm, steps) = scaled(args, "transformer");
     let t = time_loop(dev, &mut step, warm, steps);
+    if graphed {
+        eprint!("{}", whole_step.explain());
+    }
     let sps = t.per_step.len() as f64 / t.total;
     record(
         "transformer",
