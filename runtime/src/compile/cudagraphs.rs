@@ -14,8 +14,9 @@
 //!
 //! What is not captured, each with its reason in `explain()`:
 //! inputs or parameters off a single GPU (the CPU: "cpu device", as
-//! PyTorch says), a graph that records autograd (training steps replay
-//! without CUDA graphs; inference runs under `no_grad`), and random ops
+//! PyTorch says), a graph that records autograd (a training step goes
+//! through [`compile_step`](super::compile_step) instead, whose graph holds
+//! forward, backward and the optimizer), and random ops
 //! (a graph would repeat the same numbers). A capture that fails (an op
 //! that reads the host) runs without a graph from then on, with the reason.
 
@@ -126,8 +127,9 @@ fn skip_reason(g: &Graph, inputs: &[&Tensor], params: &[Tensor]) -> Option<Strin
         inputs.iter().any(|t| t.requires_grad()) || params.iter().any(Tensor::requires_grad);
     if crate::is_grad_enabled() && needs_grad {
         return skip(
-            "the forward records autograd (grad mode is on and tensors require grad); \
-             training steps replay without CUDA graphs, run inference under no_grad"
+            "the forward records autograd (grad mode is on and tensors require grad): \
+             run inference under no_grad, and put training steps through \
+             tapir::compile_step, which captures forward, backward and the optimizer"
                 .into(),
         );
     }
