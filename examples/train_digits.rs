@@ -83,6 +83,12 @@ struct Config {
     /// then stop without writing checkpoints.
     #[arg(long, conflicts_with = "resume")]
     profile: bool,
+    /// Capture each training step (forward, backward, clipping and the
+    /// AdamW update) into one CUDA graph with `tapir::compile_step`, and
+    /// replay it (needs --device cuda; not with --amp f16, whose loss
+    /// scaler reads the GPU at every step).
+    #[arg(long)]
+    cuda_graphs: bool,
 }
 
 /// The settings a run's schedule and data order depend on, as stored in its
@@ -221,6 +227,15 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
         "{model}\nparameters: {}, train batches per epoch: {steps_per_epoch}",
         model.num_parameters()
     );
+    let params = model.parameters();
+    let mut graphed = tapir::compile_step(model.parameters(), |xy| {
+        let loss = amp::autocast(device_type, amp_dtype, amp_dtype.is_some(), || {
+            cross_entropy(&model.forward(xy[0]), xy[1])
+        });
+        loss.backward();
+        clip_grad_norm_(&params, 1.0);
+        vec![loss]
+    });
     let start = Instant::now();
     // `--profile` counts steps across epochs: an epoch may be shorter than
     // the warm-up plus the profiled steps.
@@ -247,14 +262,20 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             }
             let (x, y) = (batch[0].flatten(1, -1).to(dev)?, &batch[1].to(dev)?);
             opt.zero_grad();
-            let loss = amp::autocast(device_type, amp_dtype, amp_dtype.is_some(), || {
-                cross_entropy(&model.forward(&x), y)
-            });
-            scaler.scale(&loss).backward();
-            scaler.unscale_(&mut opt);
-            clip_grad_norm_(&model.parameters(), 1.0);
-            scaler.step(&mut opt);
-            scaler.update();
+            let loss = match c.cuda_graphs {
+                true => graphed.run_with_optimizer(&[&x, y], &mut opt).remove(0),
+                false => {
+                    let loss = amp::autocast(device_type, amp_dtype, amp_dtype.is_some(), || {
+                        cross_entropy(&model.forward(&x), y)
+                    });
+                    scaler.scale(&loss).backward();
+                    scaler.unscale_(&mut opt);
+                    clip_grad_norm_(&params, 1.0);
+                    scaler.step(&mut opt);
+                    scaler.update();
+                    loss
+                }
+            };
             sched.step(&mut opt);
             let l = loss.item::<f64>();
             if !l.is_finite() {
@@ -346,6 +367,19 @@ fn run<const IN: usize>(c: &Config, dev: Device, mut train: Loader, mut val: Loa
             ))),
         };
     }
+    if c.cuda_graphs {
+        let e = graphed.explain();
+        say!(
+            "CUDA graphs: {} captured, {} replays, {} eager steps{}",
+            e.cuda_graphs,
+            e.cudagraph_replays,
+            e.eager_calls,
+            e.cudagraph_skips
+                .iter()
+                .map(|w| format!("; {w}"))
+                .collect::<String>()
+        );
+    }
     say!(
         "done in {:.1} s: best val acc {:.2}%; checkpoints, metrics.csv and curves.png are in {}",
         start.elapsed().as_secs_f64(),
@@ -385,6 +419,13 @@ fn main() {
         "cpu" => Device::Cpu,
         _ => Device::cuda(0).unwrap_or_else(|e| die("train_digits", &format!("--device: {e}"))),
     };
+    if c.cuda_graphs && (dev == Device::Cpu || c.amp.as_deref() == Some("f16")) {
+        die(
+            "train_digits",
+            "--cuda-graphs needs --device cuda and no --amp f16 (CUDA graphs capture GPU work; \
+             f16's loss scaler reads the GPU at every step)",
+        );
+    }
     if c.out.exists() && !c.out.is_dir() {
         die(
             "train_digits",

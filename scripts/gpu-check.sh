@@ -102,6 +102,11 @@ fi
 if wanted digits; then
     check train-digits "$bins/train_digits" --device cuda --epochs 10 --overwrite --out "$out/digits"
     grep "val_acc" "$out/train-digits.log" | tail -n 1
+    # The same run with every step replayed from one CUDA graph
+    # (tapir::compile_step): the accuracy should match the line above.
+    check train-digits-graphs "$bins/train_digits" --device cuda --cuda-graphs --epochs 10 \
+        --overwrite --out "$out/digits-graphs"
+    grep -E "val_acc|CUDA graphs" "$out/train-digits-graphs.log" | tail -n 2
 fi
 
 if ! wanted bench; then

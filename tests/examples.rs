@@ -106,6 +106,11 @@ fn bad_values_are_refused_before_any_work() {
         ("train_digits", &["--batch-size", "0"][..], "not in 1.."),
         ("train_digits", &["--device", "tpu"][..], "possible values"),
         (
+            "train_digits",
+            &["--cuda-graphs"][..],
+            "--cuda-graphs needs --device cuda",
+        ),
+        (
             "train_shakespeare",
             &["--batch-size", "0"][..],
             "not in 1..",
