@@ -106,11 +106,12 @@ impl CudaGraphs {
     }
 }
 
-/// Why this call's graph is not captured, if it is not.
-fn skip_reason(g: &Graph, inputs: &[&Tensor], params: &[Tensor]) -> Option<String> {
+/// Why work on `inputs` with `params` cannot go into one CUDA graph, if
+/// it cannot: no tensor input, the CPU, or more than one device.
+pub(super) fn device_reason(inputs: &[&Tensor], params: &[Tensor]) -> Option<String> {
     let skip = |why: String| Some(format!("skipping CUDA graphs: {why}"));
     let Some(first) = inputs.first() else {
-        return skip("the forward takes no tensor".into());
+        return skip("no tensor input".into());
     };
     let device = first.device();
     if device == Device::Cpu {
@@ -123,6 +124,15 @@ fn skip_reason(g: &Graph, inputs: &[&Tensor], params: &[Tensor]) -> Option<Strin
             "a {what} is on {d} while input 0 is on {device} (one GPU per graph)"
         ));
     }
+    None
+}
+
+/// Why this call's graph is not captured, if it is not.
+fn skip_reason(g: &Graph, inputs: &[&Tensor], params: &[Tensor]) -> Option<String> {
+    if let Some(why) = device_reason(inputs, params) {
+        return Some(why);
+    }
+    let skip = |why: String| Some(format!("skipping CUDA graphs: {why}"));
     let needs_grad =
         inputs.iter().any(|t| t.requires_grad()) || params.iter().any(Tensor::requires_grad);
     if crate::is_grad_enabled() && needs_grad {

@@ -28,7 +28,7 @@
 use super::{Explanation, Signature, lock};
 use crate::cuda::{CudaGraph, StepTable};
 use crate::optim::Optimizer;
-use crate::{Device, Tensor, default_generator, device_generator};
+use crate::{Tensor, default_generator, device_generator};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -156,7 +156,7 @@ where
         let zeroed = self.params.iter().all(|p| p.grad().is_none());
         let state = self.states.remove(&sig);
         let (state, out) = match state {
-            None => match self.skip_reason(inputs) {
+            None => match super::cudagraphs::device_reason(inputs, &self.params) {
                 Some(why) => {
                     self.note(why);
                     (State::Skipped, self.eager(inputs, opt))
@@ -226,25 +226,6 @@ where
             opt.step();
         }
         out
-    }
-
-    fn skip_reason(&self, inputs: &[&Tensor]) -> Option<String> {
-        let skip = |why: String| Some(format!("skipping CUDA graphs: {why}"));
-        let Some(first) = inputs.first() else {
-            return skip("the step takes no tensor".into());
-        };
-        let device = first.device();
-        if device == Device::Cpu {
-            return skip("cpu device (input 0 is on the CPU; CUDA graphs capture GPU work)".into());
-        }
-        let all = inputs.iter().copied().chain(&self.params);
-        if let Some(t) = all.into_iter().find(|t| t.device() != device) {
-            return skip(format!(
-                "a tensor is on {} while input 0 is on {device} (one GPU per graph)",
-                t.device()
-            ));
-        }
-        None
     }
 
     /// Captures the step (and `opt`'s step, through a hyper table) on

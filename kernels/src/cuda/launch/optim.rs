@@ -6,6 +6,21 @@
 use super::*;
 use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
 
+/// Launches the fused update `<$name>_<dtype>` on `n` elements with its
+/// device pointers `[$arg..]` and `$hyper` by value; with a hyper table set
+/// on the device (a CUDA graph's optimizer step) the `_at` form reading a
+/// table row instead, or, while a replay is prepared, nothing.
+macro_rules! launch_update {
+    ($dev:expr, $name:expr, $dtype:expr, $n:expr, [$($arg:expr),+], $hyper:expr) => {{
+        let at_kernel = format!("{}_at_{}", $name, $dtype);
+        match $dev.hyper_row(&at_kernel, $n, &[$($arg),+], &$hyper)? {
+            None => launch!(&$dev, format!("{}_{}", $name, $dtype), elems($n), &$n, $(&$arg,)+ &$hyper),
+            Some((at, true)) => launch!(&$dev, at_kernel, elems($n), &$n, $(&$arg,)+ &at),
+            Some((_, false)) => Ok(()),
+        }
+    }};
+}
+
 /// `AdamHyper` in `cu/optim.cu`, same field order and C layout.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -83,34 +98,7 @@ pub fn adam(
     let (pm, pv) = (state[0].ptr(0), state[1].ptr(0));
     // Without amsgrad the kernel gets a null `vmax` and never reads it.
     let pmax = state.get(2).map_or(0, |b| b.ptr(0));
-    let at_kernel = format!("adam_at_{dtype}");
-    match dev.hyper_row(&at_kernel, n, &[pp, pg, pm, pv, pmax], &hyper)? {
-        None => launch!(
-            &dev,
-            format!("adam_{dtype}"),
-            elems(n),
-            &n,
-            &pp,
-            &pg,
-            &pm,
-            &pv,
-            &pmax,
-            &hyper
-        ),
-        Some((at, true)) => launch!(
-            &dev,
-            at_kernel,
-            elems(n),
-            &n,
-            &pp,
-            &pg,
-            &pm,
-            &pv,
-            &pmax,
-            &at
-        ),
-        Some((_, false)) => Ok(()),
-    }
+    launch_update!(dev, "adam", dtype, n, [pp, pg, pm, pv, pmax], hyper)
 }
 
 /// One fused SGD step on `n` elements; `buf` is the momentum buffer (of
@@ -146,21 +134,7 @@ pub fn sgd(
     // Without momentum there is no buffer, and the kernel never reads it.
     let pb = buf.map_or(0, |b| b.ptr(0));
     let (pp, pg) = (p.ptr(0), g.ptr(0));
-    let at_kernel = format!("sgd_at_{dtype}");
-    match dev.hyper_row(&at_kernel, n, &[pp, pg, pb], &hyper)? {
-        None => launch!(
-            &dev,
-            format!("sgd_{dtype}"),
-            elems(n),
-            &n,
-            &pp,
-            &pg,
-            &pb,
-            &hyper
-        ),
-        Some((at, true)) => launch!(&dev, at_kernel, elems(n), &n, &pp, &pg, &pb, &at),
-        Some((_, false)) => Ok(()),
-    }
+    launch_update!(dev, "sgd", dtype, n, [pp, pg, pb], hyper)
 }
 
 /// `RmspropHyper` in `cu/optim.cu`, same field order and C layout.
@@ -216,34 +190,7 @@ pub fn rmsprop(
     } else {
         0
     };
-    let at_kernel = format!("rmsprop_at_{dtype}");
-    match dev.hyper_row(&at_kernel, n, &[pp, pg, psq, pavg, pbuf], &hyper)? {
-        None => launch!(
-            &dev,
-            format!("rmsprop_{dtype}"),
-            elems(n),
-            &n,
-            &pp,
-            &pg,
-            &psq,
-            &pavg,
-            &pbuf,
-            &hyper
-        ),
-        Some((at, true)) => launch!(
-            &dev,
-            at_kernel,
-            elems(n),
-            &n,
-            &pp,
-            &pg,
-            &psq,
-            &pavg,
-            &pbuf,
-            &at
-        ),
-        Some((_, false)) => Ok(()),
-    }
+    launch_update!(dev, "rmsprop", dtype, n, [pp, pg, psq, pavg, pbuf], hyper)
 }
 
 /// One fused optimizer step of any kind on `n` elements of `dtype`: the
