@@ -121,6 +121,9 @@ timeout 300 "$bins/bench_ref" --device cuda --threads 4 --workloads $work,fusion
     >"$out/bench-tapir.jsonl" 2>"$out/bench-tapir.err" || { echo "bench_ref failed"; failed=1; }
 timeout 300 python3 benches/torch_ref.py --device cuda --threads 4 --workloads $work \
     >"$out/bench-torch.jsonl" 2>"$out/bench-torch.err" || { echo "torch_ref failed"; failed=1; }
+# Whether the *_reduce_overhead variants really replayed CUDA graphs (their
+# compile_step explain(), on bench_ref's stderr).
+grep -E "CUDA Graphs|skipping CUDA graphs" "$out/bench-tapir.err" || echo "no CUDA graph lines from bench_ref"
 # Data parallel under NCCL at world size 1 (one GPU: NCCL puts no two ranks
 # on one GPU), the seed MLP step through DistributedDataParallel.
 timeout 120 "$bins/bench_ddp" --backend nccl --threads 4 --steps 200 \
