@@ -10,7 +10,9 @@
 //! replay. Inside the closure a read to the host (`item`, `to_vec`), a copy
 //! from the host, or a `synchronize` panics, ending the capture: a graph
 //! cannot hold them. Run the work once before capturing it, so that lazy
-//! set-up (kernel loading, library workspaces) is not captured.
+//! set-up (kernel loading, library workspaces) is not captured. While a
+//! capture runs the GPU's one stream belongs to it: work another thread
+//! queues on that GPU meanwhile would be captured too.
 
 use crate::device::Device;
 use crate::error::Result;
