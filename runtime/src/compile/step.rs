@@ -138,6 +138,30 @@ where
     /// captured. `opt` must step exactly the parameters given to
     /// [`compile_step`]; between calls a scheduler may change its learning
     /// rate as usual.
+    ///
+    /// ```
+    /// use tapir_runtime::nn::{Forward, Linear, Module};
+    /// use tapir_runtime::optim::{AdamW, AdamWConfig, LrScheduler, Optimizer, StepLR, clip_grad_norm_};
+    /// use tapir_runtime::{Tensor, compile_step};
+    /// let model = Linear::new(3, 1, true);
+    /// let params = model.parameters();
+    /// let mut opt = AdamW::new(model.parameters(), AdamWConfig::default());
+    /// let mut sched = StepLR::new(&mut opt, 10, 0.5);
+    /// let mut step = compile_step(model.parameters(), |xs| {
+    ///     let loss = model.forward(xs[0]).square().mean();
+    ///     loss.backward();
+    ///     clip_grad_norm_(&params, 1.0); // inside: it runs before the update
+    ///     vec![loss]
+    /// });
+    /// let x = Tensor::ones(&[4, 3]);
+    /// let w0 = model.weight.to_vec::<f32>();
+    /// for _ in 0..3 {
+    ///     opt.zero_grad();
+    ///     step.run_with_optimizer(&[&x], &mut opt);
+    ///     sched.step(&mut opt);
+    /// }
+    /// assert_ne!(model.weight.to_vec::<f32>(), w0); // AdamW stepped three times
+    /// ```
     pub fn run_with_optimizer(
         &mut self,
         inputs: &[&Tensor],
