@@ -4,7 +4,7 @@
 //!
 //! - [`modules`]: the `.cu` sources and their NVRTC compilation (`nvrtc`:
 //!   PTX and machine code);
-//! - [`device`]: one context, stream, cuBLAS handle and caching allocator per GPU
+//! - [`device`](mod@device): one context, stream, cuBLAS handle and caching allocator per GPU
 //!   (`allocator`: the cache and the private pools of graph captures);
 //! - [`CapturedGraph`]: queued work captured once and replayed (CUDA graphs),
 //!   with [`HyperTable`] for optimizer steps inside them;
