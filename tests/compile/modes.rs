@@ -172,3 +172,26 @@ fn run_with_optimizer_on_the_cpu_steps_as_eager_with_a_schedule() {
     }
     assert_eq!(step.explain().eager_calls, 5);
 }
+
+#[test]
+fn cuda_graphs_turned_off_say_so_and_run_as_before() {
+    let _serial = serial();
+    let (eager, compiled) = twins(seed::Mlp::seed);
+    let compiled = compile_with(
+        compiled,
+        CompileOptions {
+            mode: Mode::ReduceOverhead,
+            ..CompileOptions::default()
+        },
+    );
+    tapir::cuda::set_graphs_enabled(false);
+    let x = Tensor::ones(&[2, 784]);
+    let outs: Vec<Vec<f32>> = (0..3)
+        .map(|_| tapir::no_grad(|| compiled.forward(&x).to_vec::<f32>()))
+        .collect();
+    tapir::cuda::set_graphs_enabled(true);
+    let want = tapir::no_grad(|| eager.forward(&x).to_vec::<f32>());
+    assert!(outs.iter().all(|o| *o == want));
+    let e = compiled.explain();
+    assert!(e.cudagraph_skips[0].contains("they are off"), "{e}");
+}

@@ -107,9 +107,15 @@ impl CudaGraphs {
 }
 
 /// Why work on `inputs` with `params` cannot go into one CUDA graph, if
-/// it cannot: no tensor input, the CPU, or more than one device.
+/// it cannot: graphs turned off, no tensor input, the CPU, or more than one
+/// device.
 pub(super) fn device_reason(inputs: &[&Tensor], params: &[Tensor]) -> Option<String> {
     let skip = |why: String| Some(format!("skipping CUDA graphs: {why}"));
+    if !crate::cuda::graphs_enabled() {
+        return skip(
+            "they are off (tapir::cuda::set_graphs_enabled(false) or TAPIR_CUDA_GRAPHS=0)".into(),
+        );
+    }
     let Some(first) = inputs.first() else {
         return skip("no tensor input".into());
     };

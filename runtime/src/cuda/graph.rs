@@ -16,6 +16,45 @@
 
 use crate::device::Device;
 use crate::error::Result;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// 0: not yet read from the environment; 1: on; 2: off.
+static GRAPHS: AtomicU8 = AtomicU8::new(0);
+
+/// Whether `compile`'s `mode: ReduceOverhead` and `compile_step` capture
+/// CUDA graphs: on unless `TAPIR_CUDA_GRAPHS=0` is set or
+/// [`set_graphs_enabled`]`(false)` was called. Off, they run as they do on
+/// the CPU (replay without graphs, eager steps), with that as the reason.
+/// [`CudaGraph::capture`] itself is not affected.
+///
+/// ```
+/// use tapir_runtime::cuda;
+/// // Doctests share a process: this one looks without switching.
+/// if !cuda::graphs_enabled() {
+///     println!("CUDA graphs are off: compiled GPU models replay without them");
+/// }
+/// ```
+pub fn graphs_enabled() -> bool {
+    match GRAPHS.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("TAPIR_CUDA_GRAPHS").map_or(true, |v| v.trim() != "0");
+            let _ = GRAPHS.compare_exchange(
+                0,
+                if on { 1 } else { 2 },
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            GRAPHS.load(Ordering::Relaxed) == 1
+        }
+        v => v == 1,
+    }
+}
+
+/// Turns graph capture by `compile` and `compile_step` on or off for the
+/// process (signatures already decided keep their state until `reset`).
+pub fn set_graphs_enabled(on: bool) {
+    GRAPHS.store(if on { 1 } else { 2 }, Ordering::Relaxed);
+}
 
 /// A captured CUDA graph (`torch.cuda.CUDAGraph`). Dropping it returns its
 /// memory pool to the caching allocator.

@@ -14,8 +14,8 @@ use crate::device::Device;
 use crate::error::Result;
 
 mod graph;
-pub use graph::CudaGraph;
 pub(crate) use graph::StepTable;
+pub use graph::{CudaGraph, graphs_enabled, set_graphs_enabled};
 
 /// Whether at least one CUDA device can be used.
 pub fn is_available() -> bool {
