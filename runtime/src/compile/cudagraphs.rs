@@ -19,6 +19,8 @@
 //! forward, backward and the optimizer), and random ops
 //! (a graph would repeat the same numbers). A capture that fails (an op
 //! that reads the host) runs without a graph from then on, with the reason.
+//! Each captured signature keeps its own memory, so at most
+//! `cache_size_limit` of them hold a graph; later ones replay without.
 
 use super::graph::Graph;
 use super::{Explanation, Signature, lock};
@@ -58,7 +60,8 @@ impl CudaGraphs {
         lock(&self.states).clear();
     }
 
-    /// Runs graph `g` for this call: warm-up, capture or replay.
+    /// Runs graph `g` for this call: warm-up, capture or replay; at most
+    /// `limit` signatures hold a CUDA graph (each holds its own memory).
     pub(super) fn run(
         &self,
         sig: &Signature,
@@ -66,6 +69,7 @@ impl CudaGraphs {
         inputs: &[&Tensor],
         params: &[Tensor],
         stats: &Mutex<Explanation>,
+        limit: usize,
     ) -> Vec<Tensor> {
         // Held throughout: the static inputs and outputs are shared.
         let mut states = lock(&self.states);
@@ -85,6 +89,10 @@ impl CudaGraphs {
             }
             // A parameter moved: warm up and capture again.
             Some(State::Captured(_)) => State::Warm,
+            Some(State::Warm) if captured(&states) >= limit => {
+                lock(stats).cudagraph_skips.push(full(limit));
+                State::Skipped
+            }
             Some(State::Warm) => match capture(g, inputs, params, addresses) {
                 Ok(c) => {
                     let mut stats = lock(stats);
@@ -104,6 +112,22 @@ impl CudaGraphs {
         states.insert(sig.clone(), state);
         g.run(inputs, params)
     }
+}
+
+/// How many signatures hold a captured graph.
+fn captured<K>(states: &HashMap<K, State>) -> usize {
+    states
+        .values()
+        .filter(|s| matches!(s, State::Captured(_)))
+        .count()
+}
+
+/// The reason a signature past the limit runs without a graph.
+pub(super) fn full(limit: usize) -> String {
+    format!(
+        "skipping CUDA graphs: {limit} signatures already hold one (each keeps its own memory; \
+         inputs of many shapes: pad them to a few sizes)"
+    )
 }
 
 /// Why work on `inputs` with `params` cannot go into one CUDA graph, if

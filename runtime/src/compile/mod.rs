@@ -425,7 +425,11 @@ impl<M: Module> Compiled<M> {
             Some(Entry::Graph(g)) => {
                 lock(&self.stats).replays += 1;
                 if self.options.mode == Mode::ReduceOverhead {
-                    return Ok(self.cudagraphs.run(&sig, &g, inputs, &tensors, &self.stats));
+                    let limit = self.options.cache_size_limit;
+                    let stats = &self.stats;
+                    return Ok(self
+                        .cudagraphs
+                        .run(&sig, &g, inputs, &tensors, stats, limit));
                 }
                 return Ok(g.run(inputs, &tensors));
             }

@@ -33,6 +33,10 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
+/// Signatures that may hold a captured graph at once (each keeps its own
+/// memory); later ones run eagerly (Dynamo's `cache_size_limit`, 8).
+const MAX_GRAPHS: usize = 8;
+
 thread_local! {
     static IN_STEP: Cell<bool> = const { Cell::new(false) };
 }
@@ -202,6 +206,10 @@ where
             }
             // A parameter has new memory: warm up and capture again.
             Some(State::Captured(_)) => (State::Warm, self.eager(inputs, opt)),
+            Some(State::Warm) if self.graphs() >= MAX_GRAPHS => {
+                self.note(super::cudagraphs::full(MAX_GRAPHS));
+                (State::Skipped, self.eager(inputs, opt))
+            }
             Some(State::Warm) => match self.capture(inputs, addresses, opt.as_deref_mut()) {
                 Ok(c) => {
                     let mut c = Box::new(c);
@@ -217,6 +225,14 @@ where
         };
         self.states.insert(sig, state);
         out
+    }
+
+    /// How many signatures hold a captured graph.
+    fn graphs(&self) -> usize {
+        self.states
+            .values()
+            .filter(|s| matches!(s, State::Captured(_)))
+            .count()
     }
 
     /// Drops every captured graph (call it after replacing the optimizer's
