@@ -46,10 +46,10 @@ impl Pool {
     /// A free block of `size` bytes for `owner`: from its private pool
     /// first, then from the shared cache (the block joins the capture).
     fn take(&mut self, size: usize, owner: u64) -> Option<CudaSlice<u8>> {
+        // Private pools are numbered from 1, so SHARED finds none here.
         let private = self
             .private
             .get_mut(&owner)
-            .filter(|_| owner != SHARED)
             .and_then(|p| p.get_mut(&size).and_then(Vec::pop));
         let block = private.or_else(|| self.free.get_mut(&size).and_then(Vec::pop));
         if block.is_some() {
@@ -142,8 +142,8 @@ impl CudaDevice {
         let size = slice.len();
         pool.allocated -= size;
         let list = match pool.private.get_mut(&owner) {
-            Some(p) if owner != SHARED => p,
-            _ => &mut pool.free,
+            Some(p) => p,
+            None => &mut pool.free,
         };
         list.entry(size).or_default().push(slice);
     }

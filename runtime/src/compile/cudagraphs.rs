@@ -73,7 +73,8 @@ impl CudaGraphs {
     ) -> Vec<Tensor> {
         // Held throughout: the static inputs and outputs are shared.
         let mut states = lock(&self.states);
-        let addresses: Vec<usize> = params.iter().map(Tensor::data_ptr).collect();
+        // Read only where a graph is in play (not on the CPU's every call).
+        let addresses = || params.iter().map(Tensor::data_ptr).collect::<Vec<_>>();
         let state = match states.get(sig) {
             None => match skip_reason(g, inputs, params) {
                 Some(why) => {
@@ -83,7 +84,7 @@ impl CudaGraphs {
                 None => State::Warm,
             },
             Some(State::Skipped) => return g.run(inputs, params),
-            Some(State::Captured(c)) if c.addresses == addresses => {
+            Some(State::Captured(c)) if c.addresses == addresses() => {
                 lock(stats).cudagraph_replays += 1;
                 return replay(c, inputs);
             }
@@ -93,7 +94,7 @@ impl CudaGraphs {
                 lock(stats).cudagraph_skips.push(full(limit));
                 State::Skipped
             }
-            Some(State::Warm) => match capture(g, inputs, params, addresses) {
+            Some(State::Warm) => match capture(g, inputs, params, addresses()) {
                 Ok(c) => {
                     let mut stats = lock(stats);
                     stats.cuda_graphs += 1;

@@ -1,6 +1,6 @@
-//! [`compile_step`]: a training step's forward and backward through one CUDA
-//! graph (PyTorch's whole-network capture, `torch.cuda.graph` around
-//! `loss.backward()`), with the optimizer run eagerly after it.
+//! [`compile_step`]: a training step's forward and backward, and optionally
+//! its optimizer step, through one CUDA graph (PyTorch's whole-network
+//! capture, `torch.cuda.graph` around `loss.backward()` and `opt.step()`).
 //!
 //! Per input signature, the first call runs the closure eagerly (the
 //! warm-up: kernels load, the optimizer makes its state); the second
@@ -25,7 +25,7 @@
 //! everything a graph cannot hold (the CPU, random ops, host reads), each
 //! with its reason in [`CompiledStep::explain`].
 
-use super::{Explanation, Signature, lock};
+use super::{Explanation, Signature};
 use crate::cuda::{CudaGraph, StepTable};
 use crate::optim::Optimizer;
 use crate::{Tensor, default_generator, device_generator};
@@ -83,7 +83,7 @@ pub struct CompiledStep<F> {
     params: Vec<Tensor>,
     /// Per input signature, and whether the optimizer is in the graph.
     states: HashMap<(Signature, bool), State>,
-    stats: std::sync::Mutex<Explanation>,
+    stats: Explanation,
 }
 
 /// Compiles `step`, a closure that runs the forward and `backward()` of a
@@ -124,7 +124,7 @@ where
         step,
         params,
         states: HashMap::new(),
-        stats: std::sync::Mutex::new(Explanation::default()),
+        stats: Explanation::default(),
     }
 }
 
@@ -180,8 +180,9 @@ where
         mut opt: Option<&mut (dyn Optimizer + 'o)>,
     ) -> Vec<Tensor> {
         let sig = (Signature::of(inputs, false), opt.is_some());
-        let addresses: Vec<usize> = self.params.iter().map(Tensor::data_ptr).collect();
-        let zeroed = self.params.iter().all(|p| p.grad().is_none());
+        // Read only where a graph is in play (not on the CPU's every call).
+        let zeroed = |params: &[Tensor]| params.iter().all(|p| p.grad().is_none());
+        let addresses = |params: &[Tensor]| params.iter().map(Tensor::data_ptr).collect::<Vec<_>>();
         let state = self.states.remove(&sig);
         let (state, out) = match state {
             None => match super::cudagraphs::device_reason(inputs, &self.params) {
@@ -192,7 +193,7 @@ where
                 None => (State::Warm, self.eager(inputs, opt)),
             },
             Some(State::Skipped) => (State::Skipped, self.eager(inputs, opt)),
-            Some(s) if !zeroed => {
+            Some(s) if !zeroed(&self.params) => {
                 self.note(
                     "a call whose gradients were not zeroed (set to None) runs eagerly: \
                      it accumulates, as eager code does"
@@ -200,7 +201,7 @@ where
                 );
                 (s, self.eager(inputs, opt))
             }
-            Some(State::Captured(mut c)) if c.addresses == addresses => {
+            Some(State::Captured(mut c)) if c.addresses == addresses(&self.params) => {
                 let out = self.replay(&mut c, inputs, opt);
                 (State::Captured(c), out)
             }
@@ -210,18 +211,20 @@ where
                 self.note(super::cudagraphs::full(MAX_GRAPHS));
                 (State::Skipped, self.eager(inputs, opt))
             }
-            Some(State::Warm) => match self.capture(inputs, addresses, opt.as_deref_mut()) {
-                Ok(c) => {
-                    let mut c = Box::new(c);
-                    lock(&self.stats).cuda_graphs += 1;
-                    let out = self.replay_captured(&mut c);
-                    (State::Captured(c), out)
+            Some(State::Warm) => {
+                match self.capture(inputs, addresses(&self.params), opt.as_deref_mut()) {
+                    Ok(c) => {
+                        let mut c = Box::new(c);
+                        self.stats.cuda_graphs += 1;
+                        let out = self.replay_captured(&mut c);
+                        (State::Captured(c), out)
+                    }
+                    Err(why) => {
+                        self.note(why);
+                        (State::Skipped, self.eager(inputs, opt))
+                    }
                 }
-                Err(why) => {
-                    self.note(why);
-                    (State::Skipped, self.eager(inputs, opt))
-                }
-            },
+            }
         };
         self.states.insert(sig, state);
         out
@@ -244,13 +247,12 @@ where
     /// What happened so far: CUDA graphs captured and replayed, eager
     /// calls, and why calls ran eagerly.
     pub fn explain(&self) -> Explanation {
-        lock(&self.stats).clone()
+        self.stats.clone()
     }
 
-    fn note(&self, why: String) {
-        let mut stats = lock(&self.stats);
-        if !stats.cudagraph_skips.contains(&why) {
-            stats.cudagraph_skips.push(why);
+    fn note(&mut self, why: String) {
+        if !self.stats.cudagraph_skips.contains(&why) {
+            self.stats.cudagraph_skips.push(why);
         }
     }
 
@@ -259,7 +261,7 @@ where
         inputs: &[&Tensor],
         opt: Option<&mut (dyn Optimizer + 'o)>,
     ) -> Vec<Tensor> {
-        lock(&self.stats).eager_calls += 1;
+        self.stats.eager_calls += 1;
         let step = &mut self.step;
         let out = marked(|| step(inputs));
         if let Some(opt) = opt {
@@ -349,7 +351,7 @@ where
     /// Copies `inputs` into the static ones, steps `opt` on the host into
     /// the graph's table, and replays.
     fn replay<'o>(
-        &self,
+        &mut self,
         c: &mut Captured,
         inputs: &[&Tensor],
         opt: Option<&mut (dyn Optimizer + 'o)>,
@@ -376,9 +378,9 @@ where
         }
     }
 
-    /// Replays (uploading the optimizer's rows first); the parameters'
-    /// gradients become the graph's again.
-    fn replay_captured(&self, c: &mut Captured) -> Vec<Tensor> {
+    /// Replays, uploading the optimizer's rows first (the parameters hold
+    /// the graph's gradients already: attached, or set by the capture).
+    fn replay_captured(&mut self, c: &mut Captured) -> Vec<Tensor> {
         if let Some(table) = c.table.as_mut() {
             table
                 .upload()
@@ -387,8 +389,7 @@ where
         c.graph
             .replay()
             .unwrap_or_else(|e| panic!("compile_step: {e}"));
-        lock(&self.stats).cudagraph_replays += 1;
-        self.attach(c);
+        self.stats.cudagraph_replays += 1;
         c.outputs.iter().map(Tensor::contiguous_copy).collect()
     }
 }

@@ -1,7 +1,8 @@
 //! CUDA graphs (`torch.cuda.CUDAGraph` with `torch.cuda.graph`): the kernels
 //! a closure queues on a GPU, captured once and replayed with one launch,
 //! so a replay costs no host time per op. [`compile`](crate::compile)'s
-//! `mode: ReduceOverhead` builds on this.
+//! `mode: ReduceOverhead` and [`compile_step`](crate::compile_step) build
+//! on this.
 //!
 //! As in PyTorch, a graph replays on the addresses it captured: it reads
 //! the tensors the closure read and rewrites the tensors the closure made,
