@@ -5,6 +5,7 @@
 //! Needs `--features distributed` and Open MPI (`mpirun` on the PATH).
 
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tapir::Tensor;
 use tapir::distributed::{
@@ -342,10 +343,31 @@ fn worker_ddp_matches_full_batch() {
             ..Default::default()
         },
     );
+    // Where backward accumulated each gradient: the averaged gradient must
+    // land in that same memory (PyTorch's reducer copies back into `.grad`),
+    // not in fresh tensors.
+    let accumulated_at = Arc::new(Mutex::new(vec![0usize; ddp.module().parameters().len()]));
+    for (i, p) in ddp.module().parameters().iter().enumerate() {
+        let at = accumulated_at.clone();
+        p.register_post_accumulate_grad_hook(move |p| {
+            at.lock().unwrap()[i] = p.grad().unwrap().data_ptr();
+        });
+    }
     for step in 0..6 {
         let (x, y) = batch(64, 20, 5, step);
         opt.zero_grad();
         nn::cross_entropy(&ddp.forward(&rows(&x, rank, world)), &rows(&y, rank, world)).backward();
+        let landed: Vec<usize> = ddp
+            .module()
+            .parameters()
+            .iter()
+            .map(|p| p.grad().unwrap().data_ptr())
+            .collect();
+        assert_eq!(
+            landed,
+            *accumulated_at.lock().unwrap(),
+            "DDP wrote the averaged gradients somewhere other than where backward accumulated them"
+        );
         opt.step();
         opt_alone.zero_grad();
         nn::cross_entropy(&alone.forward(&x), &y).backward();

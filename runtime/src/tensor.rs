@@ -460,6 +460,18 @@ impl Tensor {
         self.read().to_vec(self.layout())
     }
 
+    /// The elements in row-major order, converted to `T`, into `dst` (no
+    /// allocation for a dense CPU tensor of `T`): data parallel's buckets.
+    pub(crate) fn read_into<T: Element>(&self, dst: &mut [T]) {
+        self.read().read_into(self.layout(), dst)
+    }
+
+    /// Overwrites `self` in place with `src · scale` when it is a dense CPU
+    /// tensor of `T` with `src.len()` elements; otherwise `false`, untouched.
+    pub(crate) fn write_scaled<T: Element>(&self, src: &[T], scale: f64) -> bool {
+        self.write().write_scaled(self.layout(), src, scale)
+    }
+
     /// The value of a one-element tensor.
     pub fn item<T: Element>(&self) -> T {
         assert!(

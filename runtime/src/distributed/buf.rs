@@ -31,7 +31,51 @@ impl HostBuf {
         }
     }
 
-    fn len(&self) -> usize {
+    /// `n` zeros of `dtype`: a bucket's buffer, made once and reused at
+    /// every step (fresh pages each step cost more than the copies).
+    pub(crate) fn zeros(dtype: DType, n: usize, op: &str) -> HostBuf {
+        match dtype {
+            DType::F32 => HostBuf::F32(vec![0.0; n]),
+            DType::F64 => HostBuf::F64(vec![0.0; n]),
+            DType::I64 => HostBuf::I64(vec![0; n]),
+            d => panic!(
+                "{op}: the MPI backend carries f32, f64 and i64 tensors, not {d:?}; convert with to_dtype first"
+            ),
+        }
+    }
+
+    /// Copies `t`'s elements over `self[at..at + n]`, or zeros where `t` is
+    /// `None` (a gradient this rank did not produce).
+    pub(crate) fn fill(&mut self, at: usize, n: usize, t: Option<&Tensor>) {
+        match (self, t) {
+            (HostBuf::F32(v), Some(t)) => t.read_into(&mut v[at..at + n]),
+            (HostBuf::F64(v), Some(t)) => t.read_into(&mut v[at..at + n]),
+            (HostBuf::I64(v), Some(t)) => t.read_into(&mut v[at..at + n]),
+            (HostBuf::F32(v), None) => v[at..at + n].fill(0.0),
+            (HostBuf::F64(v), None) => v[at..at + n].fill(0.0),
+            (HostBuf::I64(v), None) => v[at..at + n].fill(0),
+        }
+    }
+
+    /// Writes `self[range] · scale` over `t` in place (`false` where `t` is
+    /// not a dense CPU tensor of this dtype: then nothing is written).
+    pub(crate) fn write_to(&self, range: std::ops::Range<usize>, t: &Tensor, scale: f64) -> bool {
+        match self {
+            HostBuf::F32(v) => t.write_scaled(&v[range], scale),
+            HostBuf::F64(v) => t.write_scaled(&v[range], scale),
+            HostBuf::I64(v) => t.write_scaled(&v[range], scale),
+        }
+    }
+
+    pub(crate) fn dtype(&self) -> DType {
+        match self {
+            HostBuf::F32(_) => DType::F32,
+            HostBuf::F64(_) => DType::F64,
+            HostBuf::I64(_) => DType::I64,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
         match self {
             HostBuf::F32(v) => v.len(),
             HostBuf::F64(v) => v.len(),

@@ -4,7 +4,9 @@
 //! gradient in it (a post-accumulate hook on each parameter), so the
 //! communication of the last layers overlaps the backward of the first.
 
-use super::{Buf, Pending, ReduceOp, all_gather_bytes, all_reduce_buf, broadcast_async, group};
+use super::{
+    Buf, HostBuf, Pending, ReduceOp, all_gather_bytes, all_reduce_buf, broadcast_async, group,
+};
 use crate::nn::{Forward, Module, TensorKind};
 use crate::{Error, Result, Tensor};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,6 +82,8 @@ struct Step {
     pending: Vec<usize>,
     next_launch: usize,
     launched: Vec<(Pending<Buf>, Instant)>,
+    /// Per bucket: the host buffer of the last step, reused (MPI engine).
+    staging: Vec<Option<HostBuf>>,
 }
 
 /// Averages gradients across ranks, bucket by bucket.
@@ -122,12 +126,15 @@ impl Reducer {
     /// First gradient of a backward: reset, queue the end-of-backward
     /// callback, and count unreached parameters as ready.
     fn begin(self: &Arc<Self>, step: &mut Step) {
+        let mut staging = std::mem::take(&mut step.staging);
+        staging.resize_with(self.buckets.len(), || None);
         *step = Step {
             active: true,
             ready: vec![false; self.params.len()],
             pending: self.buckets.iter().map(Vec::len).collect(),
             next_launch: 0,
             launched: vec![],
+            staging,
         };
         let me: Weak<Reducer> = Arc::downgrade(self);
         crate::autograd::queue_callback(move || {
@@ -155,24 +162,50 @@ impl Reducer {
         while step.next_launch < self.buckets.len() && (all || step.pending[step.next_launch] == 0)
         {
             let b = step.next_launch;
-            let mut flat: Option<Buf> = None;
-            for &i in &self.buckets[b] {
-                let p = &self.params[i].1;
-                let part = match p.grad() {
-                    Some(g) => Buf::of(&g, "DistributedDataParallel"),
-                    None => Buf::zeros(p, "DistributedDataParallel"),
-                };
-                match &mut flat {
-                    None => flat = Some(part),
-                    Some(f) => f.append(part),
-                }
-            }
-            let flat = flat.expect("buckets are never empty");
+            let flat = match super::uses_nccl() {
+                true => self.device_bucket(b),
+                false => Buf::Host(self.host_bucket(b, step.staging[b].take())),
+            };
             let pending = all_reduce_buf("DistributedDataParallel", flat, ReduceOp::Sum)
                 .unwrap_or_else(|e| panic!("{e}"));
             step.launched.push((pending, Instant::now()));
             step.next_launch += 1;
         }
+    }
+
+    /// Bucket `b`'s gradients copied into `reuse` (the buffer of the last
+    /// step, or a new one): no allocation after the first step.
+    fn host_bucket(&self, b: usize, reuse: Option<HostBuf>) -> HostBuf {
+        let params = &self.buckets[b];
+        let numel: usize = params.iter().map(|&i| self.params[i].1.numel()).sum();
+        let dtype = self.params[params[0]].1.dtype();
+        let mut flat = reuse
+            .filter(|h| h.len() == numel && h.dtype() == dtype)
+            .unwrap_or_else(|| HostBuf::zeros(dtype, numel, "DistributedDataParallel"));
+        let mut at = 0;
+        for &i in params {
+            let p = &self.params[i].1;
+            flat.fill(at, p.numel(), p.grad().as_ref());
+            at += p.numel();
+        }
+        flat
+    }
+
+    /// Bucket `b`'s gradients in one buffer on the NCCL engine's GPU.
+    fn device_bucket(&self, b: usize) -> Buf {
+        let mut flat: Option<Buf> = None;
+        for &i in &self.buckets[b] {
+            let p = &self.params[i].1;
+            let part = match p.grad() {
+                Some(g) => Buf::of(&g, "DistributedDataParallel"),
+                None => Buf::zeros(p, "DistributedDataParallel"),
+            };
+            match &mut flat {
+                None => flat = Some(part),
+                Some(f) => f.append(part),
+            }
+        }
+        flat.expect("buckets are never empty")
     }
 
     /// End of backward: launch what is left, wait for every bucket, and
@@ -182,25 +215,19 @@ impl Reducer {
         self.launch_ready(&mut step, true);
         let backward_end = Instant::now();
         let mut buckets = vec![];
+        let scale = 1.0 / self.world as f64;
         for (b, (pending, queued_at)) in std::mem::take(&mut step.launched).into_iter().enumerate()
         {
             let started = pending.started.clone();
-            let mut flat = pending
+            let flat = pending
                 .wait()
                 .unwrap_or_else(|e| panic!("DistributedDataParallel: {e}"));
-            flat.scale(1.0 / self.world as f64);
-            let mut at = 0;
-            for &i in &self.buckets[b] {
-                let p = &self.params[i].1;
-                let g = flat
-                    .tensor(at..at + p.numel(), p.shape(), p)
-                    .unwrap_or_else(|e| panic!("DistributedDataParallel: {e}"));
-                p.set_grad(Some(g));
-                at += p.numel();
-            }
+            let numel = self
+                .write_back(b, flat, scale, &mut step)
+                .unwrap_or_else(|e| panic!("DistributedDataParallel: {e}"));
             buckets.push(BucketTiming {
                 params: self.buckets[b].len(),
-                numel: at,
+                numel,
                 queued_at,
                 started_at: started.get().copied().unwrap_or(queued_at),
                 finished_at: Instant::now(),
@@ -211,6 +238,40 @@ impl Reducer {
             backward_end,
             buckets,
         });
+    }
+
+    /// Sets every gradient of bucket `b` to its summed value · `scale`: in
+    /// place where the gradient is a dense CPU tensor (PyTorch's reducer
+    /// copies back into `.grad` too), else as a new tensor. A host buffer is
+    /// kept for the next step. Returns the bucket's element count.
+    fn write_back(&self, b: usize, mut flat: Buf, scale: f64, step: &mut Step) -> Result<usize> {
+        let mut at = 0;
+        if let Buf::Host(h) = &flat {
+            for &i in &self.buckets[b] {
+                let p = &self.params[i].1;
+                let range = at..at + p.numel();
+                at += p.numel();
+                if p.grad()
+                    .is_some_and(|g| h.write_to(range.clone(), &g, scale))
+                {
+                    continue;
+                }
+                let g = Tensor::zeros_on(p.shape(), h.dtype(), crate::Device::Cpu);
+                h.write_to(range, &g, scale);
+                p.set_grad(Some(g.to(p.device())?));
+            }
+            if let Buf::Host(h) = flat {
+                step.staging[b] = Some(h);
+            }
+            return Ok(at);
+        }
+        flat.scale(scale);
+        for &i in &self.buckets[b] {
+            let p = &self.params[i].1;
+            p.set_grad(Some(flat.tensor(at..at + p.numel(), p.shape(), p)?));
+            at += p.numel();
+        }
+        Ok(at)
     }
 }
 

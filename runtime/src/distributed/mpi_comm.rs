@@ -10,6 +10,7 @@ use mpi::datatype::Equivalence;
 use mpi::environment::Threading;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
+use std::cell::RefCell;
 use std::sync::Mutex;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
@@ -117,8 +118,16 @@ fn system_op(op: ReduceOp) -> SystemOperation {
     }
 }
 
-fn all_reduce_vec<T: Equivalence + Copy>(w: &Comm, v: &mut [T], op: ReduceOp) {
-    let send = v.to_vec();
+thread_local! {
+    /// The communication thread's send buffers, one per dtype, kept between
+    /// collectives: MPI reduces from a copy into the caller's buffer, and a
+    /// fresh copy per bucket per step paid its page faults every time.
+    static SEND: RefCell<(Vec<f32>, Vec<f64>, Vec<i64>)> = const { RefCell::new((vec![], vec![], vec![])) };
+}
+
+fn all_reduce_vec<T: Equivalence + Copy>(w: &Comm, send: &mut Vec<T>, v: &mut [T], op: ReduceOp) {
+    send.clear();
+    send.extend_from_slice(v);
     w.all_reduce_into(&send[..], v, system_op(op));
 }
 
@@ -140,11 +149,11 @@ fn reduce_scatter_vec<T: Equivalence + Copy + Default>(w: &Comm, v: &[T], op: Re
 
 /// The collectives on flat buffers, run on the communication thread.
 pub(super) fn all_reduce(w: &Comm, buf: &mut Buf, op: ReduceOp) {
-    match buf {
-        Buf::F32(v) => all_reduce_vec(w, v, op),
-        Buf::F64(v) => all_reduce_vec(w, v, op),
-        Buf::I64(v) => all_reduce_vec(w, v, op),
-    }
+    SEND.with_borrow_mut(|(f32s, f64s, i64s)| match buf {
+        Buf::F32(v) => all_reduce_vec(w, f32s, v, op),
+        Buf::F64(v) => all_reduce_vec(w, f64s, v, op),
+        Buf::I64(v) => all_reduce_vec(w, i64s, v, op),
+    })
 }
 
 pub(super) fn broadcast(w: &Comm, buf: &mut Buf, src: usize) {

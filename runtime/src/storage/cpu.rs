@@ -150,6 +150,41 @@ impl CpuBuffer {
         with_vec!(self, v => cast_vec(v, l))
     }
 
+    /// Copies the view's elements into `dst` (row-major, converting): one
+    /// `memcpy` when the view is dense and already `T`.
+    pub fn read_into<T: Element>(&self, l: &Layout, dst: &mut [T]) {
+        debug_assert_eq!(dst.len(), l.numel());
+        if let Some(at) = l.contiguous_offset() {
+            let dense = with_vec!(self, v => (v as &dyn std::any::Any).downcast_ref::<Vec<T>>());
+            if let Some(v) = dense {
+                dst.copy_from_slice(&v[at..at + dst.len()]);
+                return;
+            }
+        }
+        dst.copy_from_slice(&self.to_vec::<T>(l));
+    }
+
+    /// Writes `src · scale` over the view in place when the view is dense
+    /// and of `T` (`false`, and nothing written, otherwise).
+    pub fn write_scaled<T: Element>(&mut self, l: &Layout, src: &[T], scale: f64) -> bool {
+        let Some(at) = l.contiguous_offset().filter(|_| l.numel() == src.len()) else {
+            return false;
+        };
+        let dense = with_vec!(self, v => (v as &mut dyn std::any::Any).downcast_mut::<Vec<T>>());
+        let Some(v) = dense else {
+            return false;
+        };
+        let dst = &mut v[at..at + src.len()];
+        match scale == 1.0 {
+            true => dst.copy_from_slice(src),
+            false => dst
+                .iter_mut()
+                .zip(src)
+                .for_each(|(d, &s)| *d = T::from_f64(s.to_f64() * scale)),
+        }
+        true
+    }
+
     pub fn copy(&self, l: &Layout) -> CpuBuffer {
         with_vec!(self, v => Wrap::wrap(cpu::copy_strided(v, l)))
     }

@@ -400,6 +400,26 @@ impl Storage {
         }
     }
 
+    /// The view's elements as `T`, row-major, into `dst` (on the host; a
+    /// dense CPU view of `T` is one copy, with no allocation).
+    pub fn read_into<T: Element>(&self, l: &Layout, dst: &mut [T]) {
+        match self {
+            Storage::Cpu(b) => b.read_into(l, dst),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(_) => dst.copy_from_slice(&self.to_vec::<T>(l)),
+        }
+    }
+
+    /// Overwrites a dense CPU view of `T` with `src · scale`; `false` (and
+    /// nothing written) for any other view, dtype or device.
+    pub fn write_scaled<T: Element>(&mut self, l: &Layout, src: &[T], scale: f64) -> bool {
+        match self {
+            Storage::Cpu(b) => b.write_scaled(l, src, scale),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(_) => false,
+        }
+    }
+
     /// The view's elements as `T`, row-major (on the host).
     pub fn to_vec<T: Element>(&self, l: &Layout) -> Vec<T> {
         match self {
