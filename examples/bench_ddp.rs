@@ -1,6 +1,8 @@
 //! Data-parallel scaling: `bench_ref`'s `mlp` train step (the seed MLP,
 //! batch 256, AdamW + clip) under `DistributedDataParallel`, each of the
-//! processes on its share of the 256 rows. Rank 0 prints one JSON line.
+//! processes on its share of the 256 rows. Rank 0 prints one JSON line,
+//! with the median host milliseconds of forward, backward, the part of
+//! backward spent waiting for the last buckets, and clip + optimizer.
 //!
 //! ```sh
 //! cargo build --release --features distributed --example bench_ddp
@@ -97,11 +99,25 @@ fn main() {
         ..Default::default()
     };
     let mut opt = AdamW::new(params.clone(), config);
+    // Per timed step, host milliseconds: forward, backward (its end waits
+    // for the last buckets), of which that wait, and clip + optimizer.
+    let mut phases: Vec<[f64; 4]> = vec![];
     let mut step = |i: usize| {
+        let t0 = Instant::now();
         opt.zero_grad();
-        cross_entropy(&ddp.module().forward(&xs[i % 4]), &ys[i % 4]).backward();
+        let loss = cross_entropy(&ddp.module().forward(&xs[i % 4]), &ys[i % 4]);
+        let t1 = Instant::now();
+        loss.backward();
+        let t2 = Instant::now();
         clip_grad_norm_(&params, 1.0);
         opt.step();
+        let t3 = Instant::now();
+        let sync_wait = ddp.last_sync_timeline().map_or(Default::default(), |t| {
+            let last = t.buckets.last().map_or(t.backward_end, |b| b.finished_at);
+            last.saturating_duration_since(t.backward_end)
+        });
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        phases.push([ms(t1 - t0), ms(t2 - t1), ms(sync_wait), ms(t3 - t2)]);
     };
     (0..10).for_each(&mut step);
     distributed::barrier().unwrap_or_else(|e| die(&e.to_string()));
@@ -109,6 +125,12 @@ fn main() {
     (0..cli.steps as usize).for_each(&mut step);
     distributed::barrier().unwrap_or_else(|e| die(&e.to_string()));
     let seconds = t0.elapsed().as_secs_f64();
+    let timed = &phases[10..];
+    let median = |k: usize| {
+        let mut v: Vec<f64> = timed.iter().map(|p| p[k]).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     if rank == 0 {
         let timeline = ddp.last_sync_timeline();
         let overlap_ms = timeline.map_or(0.0, |t| {
@@ -119,12 +141,17 @@ fn main() {
         });
         println!(
             "{{\"workload\": \"ddp_mlp\", \"backend\": \"{:?}\", \"device\": \"{device}\", \"processes\": {world}, \"threads\": {}, \"batch\": {batch}, \"steps\": {}, \
-             \"seconds\": {seconds:.4}, \"samples_per_s\": {:.2}, \"buckets\": {}, \"first_bucket_lead_ms\": {overlap_ms:.3}}}",
+             \"seconds\": {seconds:.4}, \"samples_per_s\": {:.2}, \"buckets\": {}, \"first_bucket_lead_ms\": {overlap_ms:.3}, \
+             \"forward_ms\": {:.3}, \"backward_ms\": {:.3}, \"sync_wait_ms\": {:.3}, \"optimizer_ms\": {:.3}}}",
             backend,
             cli.threads,
             cli.steps,
             (cli.steps as usize * batch) as f64 / seconds,
-            ddp.buckets().len()
+            ddp.buckets().len(),
+            median(0),
+            median(1),
+            median(2),
+            median(3)
         );
     }
     drop(ddp);
