@@ -71,6 +71,48 @@ fn a_captured_graph_replays_on_new_inputs_and_refuses_host_reads() {
     drop((graph, y));
 }
 
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn masks_and_zero_states_are_made_on_the_device_so_they_capture() {
+    // `tril`, `triu`, the causal mask of attention on the Math backend and
+    // a recurrent layer's zero state were built on the host and uploaded:
+    // a capture refuses the upload. Made on the device, they capture, and
+    // replay as the CPU computes them.
+    let Some(device) = gpu() else { return };
+    let x = Tensor::from_vec(values(6 * 5, 7), &[6, 5]);
+    let q = Tensor::from_vec(values(2 * 4 * 8, 8), &[2, 4, 8]);
+    let (kv, rnn_in) = (
+        Tensor::from_vec(values(2 * 4 * 8, 9), &[2, 4, 8]),
+        Tensor::from_vec(values(3 * 2 * 4, 10), &[3, 2, 4]),
+    );
+    let twin_gru = || {
+        tapir::manual_seed(3);
+        GRU::new(4, 5, RnnOptions::default())
+    };
+    let gru = twin_gru();
+    let work = |x: &Tensor, q: &Tensor, kv: &Tensor, rnn_in: &Tensor, gru: &GRU| {
+        let attn = sdpa_kernel(&[SdpBackend::Math], || {
+            scaled_dot_product_attention(q, kv, kv, None, 0.0, true, None)
+        });
+        vec![x.tril(1), x.triu(-1), attn, gru.forward(rnn_in, None).0]
+    };
+    let want = no_grad(|| work(&x, &q, &kv, &rnn_in, &gru));
+    let on = |t: &Tensor| t.to(device).unwrap();
+    let mut gru_dev = twin_gru();
+    gru_dev.to_device(device).unwrap();
+    let inputs = [on(&x), on(&q), on(&kv), on(&rnn_in)];
+    let (graph, got) = no_grad(|| {
+        CudaGraph::capture(device, || {
+            work(&inputs[0], &inputs[1], &inputs[2], &inputs[3], &gru_dev)
+        })
+    })
+    .unwrap();
+    graph.replay().unwrap();
+    for (i, (got, want)) in got.iter().zip(&want).enumerate() {
+        close(&format!("output {i}"), got, want, 1e-6, 1e-5).unwrap();
+    }
+}
+
 fn reduce_overhead<M: Module>(model: M) -> tapir::compile::Compiled<M> {
     let options = CompileOptions {
         mode: Mode::ReduceOverhead,

@@ -120,7 +120,13 @@ pub fn device(ordinal: usize) -> CudaResult<Arc<CudaDevice>> {
         .map_err(|e| driver("reading the compute capability", e))?;
     let arch = format!("sm_{major}{minor}");
     let capability = (major as u32, minor as u32);
-    let stream = ctx.default_stream();
+    // A stream of its own, not the context's default (legacy NULL) stream:
+    // CUDA cannot capture the legacy stream into a graph (`torch.cuda.graph`
+    // captures on a side stream for the same reason). Non-blocking, so no
+    // other library's work on the legacy stream orders itself against it.
+    let stream = ctx
+        .new_stream()
+        .map_err(|e| driver("creating the compute stream", e))?;
     let dev = Arc::new(CudaDevice {
         ordinal,
         ctx,

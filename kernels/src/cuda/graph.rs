@@ -164,3 +164,43 @@ impl Drop for CapturedGraph {
         self.dev.retire_private(self.pool);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// CUDA cannot begin a capture on the legacy NULL stream (cudarc's
+    /// `CudaContext::default_stream`), and the per-thread default stream is
+    /// another stream on every host thread; with either, every CUDA graph
+    /// would fail on the first GPU run. Every launch goes to the stream
+    /// `device()` creates, so no code here may reach for those.
+    #[test]
+    fn no_work_goes_to_a_default_stream() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cuda");
+        let mut files = vec![];
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).expect("src/cuda is readable") {
+                let path = entry.expect("a directory entry").path();
+                match path.is_dir() {
+                    true => stack.push(path),
+                    false if path.extension().is_some_and(|e| e == "rs") => files.push(path),
+                    false => {}
+                }
+            }
+        }
+        assert!(files.len() > 10, "found only {files:?}");
+        for path in files {
+            let src = std::fs::read_to_string(&path).expect("a readable source file");
+            // Spelled in pieces, so that this file does not match itself.
+            for bad in [
+                concat!(".default", "_stream()"),
+                concat!(".per_thread", "_stream()"),
+            ] {
+                assert!(
+                    !src.contains(bad),
+                    "{} calls `{bad}`: CUDA graphs cannot capture it; use the device's stream",
+                    path.display()
+                );
+            }
+        }
+    }
+}

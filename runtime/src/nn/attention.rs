@@ -204,11 +204,8 @@ crate::display_as_repr!(MultiheadAttention);
 pub(crate) fn mask_future(scores: &Tensor) -> Tensor {
     crate::trace::op("causal_mask", [scores], Vec::new, || {
         let (l, s) = (scores.size(-2), scores.size(-1));
-        let future = Tensor::ones(&[l, s])
-            .triu(1)
-            .gt_scalar(0.0)
-            .to(scores.device())
-            .expect("the scores' device is in use");
+        let (cols, rows) = crate::ops::view::diagonal_grid(l, s, 0, scores.device());
+        let future = cols.gt(&rows);
         scores.masked_fill(&future, f64::NEG_INFINITY)
     })
 }

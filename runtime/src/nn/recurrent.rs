@@ -160,9 +160,7 @@ impl Stack {
         let (name, h) = (self.name, self.hidden_size);
         let ld = self.opts.num_layers * self.dirs();
         let Some(t) = t else {
-            return Tensor::full_dtype(&[ld, n, h], 0.0, like.dtype())
-                .to(like.device())
-                .expect("the input's device is in use");
+            return Tensor::zeros_on(&[ld, n, h], like.dtype(), like.device());
         };
         let want: Vec<usize> = if batched { vec![ld, n, h] } else { vec![ld, h] };
         assert!(

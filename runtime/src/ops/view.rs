@@ -1,8 +1,8 @@
 //! Views that share storage (reshape, transpose, permute, expand, slicing, ...)
 //! and the ops that join or split tensors (cat, stack, split, chunk).
 
-use crate::Tensor;
 use crate::trace::{self, Attr};
+use crate::{Device, Tensor};
 use tapir_kernels::Layout;
 
 /// `l` narrowed along `dim` to `len` elements from `start`, every `step`-th.
@@ -618,15 +618,11 @@ impl Tensor {
             self.shape()
         );
         let (r, c) = (self.shape()[self.ndim() - 2], self.shape()[self.ndim() - 1]);
-        let mask: Vec<bool> = (0..r * c)
-            .map(|p| {
-                let (i, j) = ((p / c) as isize, (p % c) as isize);
-                if lower { j - i > k } else { j - i < k }
-            })
-            .collect();
-        let mask = Tensor::from_vec(mask, &[r, c])
-            .to(self.device())
-            .expect("the tensor's device is in use");
+        let (cols, rows_plus_k) = diagonal_grid(r, c, k, self.device());
+        let mask = match lower {
+            true => cols.gt(&rows_plus_k),
+            false => cols.lt(&rows_plus_k),
+        };
         self.masked_fill(&mask, 0.0)
     }
 
@@ -649,4 +645,16 @@ impl Tensor {
             || self.triangle(k, false, "triu"),
         )
     }
+}
+
+/// The column index `j` as `[1, c]` and the row index plus `k`, `i + k`, as
+/// `[r, 1]` (i64, made on `device`): compared, they broadcast to an
+/// `[r, c]` mask of the elements on one side of diagonal `k`, with nothing
+/// built on the host (a mask uploaded from the host would stop a CUDA graph
+/// capture, and costs a copy per call on a GPU).
+pub(crate) fn diagonal_grid(r: usize, c: usize, k: isize, device: Device) -> (Tensor, Tensor) {
+    let cols = Tensor::arange_on(0..c as i64, device).reshape(&[1, c as isize]);
+    let k = k as i64;
+    let rows_plus_k = Tensor::arange_on(k..r as i64 + k, device).reshape(&[r as isize, 1]);
+    (cols, rows_plus_k)
 }
