@@ -41,6 +41,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+mod attention;
 mod device;
 mod graphs;
 mod ops;

@@ -113,6 +113,18 @@ pub fn modules() -> Vec<Module> {
             ),
         },
         Module {
+            name: "attention",
+            source: Cow::Borrowed(include_str!("cu/attention.cu")),
+            kernels: per_dtype(
+                &[
+                    "attention_forward",
+                    "attention_backward_dq",
+                    "attention_backward_dkv",
+                ],
+                DTYPES,
+            ),
+        },
+        Module {
             name: "optim",
             source: Cow::Borrowed(include_str!("cu/optim.cu")),
             kernels: per_dtype(
@@ -323,8 +335,8 @@ mod tests {
             count,
             // conv 4 (im2col, col2im, max pool and its backward); random 2
             // (philox uniform, normal); per float dtype: softmax 2, rows 2,
-            // layer norm 3, optimizers 6 (by value and `_at`).
-            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 3 + 6))
+            // layer norm 3, optimizers 6 (by value and `_at`), attention 3.
+            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 3 + 6 + 3))
         );
     }
 
@@ -410,6 +422,11 @@ mod tests {
         assert_eq!(sizes("add_scaled_f32"), [8, 136, 136, 4, 8, 8, 8]);
         assert_eq!(sizes("layer_norm_backward_bf16"), [8; 7]);
         assert_eq!(sizes("layer_norm_param_grads_f16"), [8; 8]);
+        // Five sizes, the scale, the causal flag, then the buffers.
+        let attention = |buffers: usize| [[8; 5].as_slice(), &[4, 4], &vec![8; buffers]].concat();
+        assert_eq!(sizes("attention_forward_bf16"), attention(5));
+        assert_eq!(sizes("attention_backward_dq_f32"), attention(8));
+        assert_eq!(sizes("attention_backward_dkv_f16"), attention(8));
         assert_eq!(param_size(".param .align 8 .b8 k_param_1[136],"), Some(136));
         assert_eq!(param_size(".param .f32 k_param_2"), Some(4));
         assert_eq!(param_size("ld.param.u64 %rd1, [k_param_0];"), None);

@@ -9,7 +9,7 @@ use super::cpu::CpuBuffer;
 use super::cuda::fail;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use crate::dtype::DType;
-use tapir_kernels::cpu::{AttentionDims, Operand, run_program};
+use tapir_kernels::cpu::{Operand, run_program};
 use tapir_kernels::elementwise::{BinaryFn, Compare, Second, UnaryFn};
 use tapir_kernels::optim::OptimStep;
 use tapir_kernels::program::Program;
@@ -330,58 +330,6 @@ impl Storage {
         }
         tapir_kernels::cpu::scale_many(&mut slices, k);
         true
-    }
-
-    /// Whether this device has the fused attention kernel (CUDA does not
-    /// yet: there attention is composed from ops, on cuBLAS).
-    pub fn fuses_attention(&self) -> bool {
-        matches!(self, Storage::Cpu(_))
-    }
-
-    /// Fused scaled-dot-product attention of this query, view `lq` `[..,
-    /// l, e]`, over `k` `[.., s, e]` and `v` `[.., s, ev]` of the same dtype,
-    /// each read in place (their last dim must have stride 1): the dense
-    /// output `[batch, l, ev]` (this dtype) and each query row's
-    /// log-sum-exp (f64 for f64, f32 otherwise). Callers ask
-    /// [`Storage::fuses_attention`] first; elsewhere it runs on host copies.
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention(
-        &self,
-        lq: &Layout,
-        (k, lk): (&Storage, &Layout),
-        (v, lv): (&Storage, &Layout),
-        d: AttentionDims,
-        scale: f64,
-        causal: bool,
-    ) -> [Storage; 2] {
-        let (kh, vh) = (k.host(), v.host());
-        let out = self
-            .host()
-            .attention(lq, (&kh, lk), (&vh, lv), d, scale, causal);
-        out.map(|b| Storage::on_device(b, self.device()))
-    }
-
-    /// The fused attention's dense gradients `[dq, dk, dv]` for this query,
-    /// `k` and `v` (views as in [`Storage::attention`]), the forward's dense
-    /// `out` and `lse` and the dense upstream `g`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn attention_backward(
-        &self,
-        lq: &Layout,
-        (k, lk): (&Storage, &Layout),
-        (v, lv): (&Storage, &Layout),
-        (out, lse, g): (&Storage, &Storage, &Storage),
-        d: AttentionDims,
-        scale: f64,
-        causal: bool,
-    ) -> [Storage; 3] {
-        // Only CPU storages reach here (see `fuses_attention`); host views
-        // keep the method total.
-        let (k, v, o, m, g) = (k.host(), v.host(), out.host(), lse.host(), g.host());
-        let grads =
-            self.host()
-                .attention_backward(lq, (&k, lk), (&v, lv), (&o, &m, &g), d, scale, causal);
-        grads.map(|b| Storage::on_device(b, self.device()))
     }
 
     /// LayerNorm of the first `rows * n` elements (dense, rows of `n`), with

@@ -51,7 +51,7 @@ fn gathered(a: Along<'_>) -> launch::Gathered<'_> {
 }
 
 /// The kernels' name for a float dtype with CUDA kernels.
-fn kernel_dtype(d: DType) -> Option<&'static str> {
+pub(super) fn kernel_dtype(d: DType) -> Option<&'static str> {
     match d {
         DType::F32 => Some("f32"),
         DType::F16 => Some("f16"),
@@ -87,7 +87,7 @@ impl CudaStorage {
         CudaStorage::new(buf, DType::F32)
     }
 
-    fn new(buf: CudaBuffer, dtype: DType) -> CudaStorage {
+    pub(super) fn new(buf: CudaBuffer, dtype: DType) -> CudaStorage {
         CudaStorage { buf, dtype }
     }
 

@@ -10,6 +10,7 @@
 //! `mod.rs` holds the storage itself and data movement; `compute.rs` the
 //! compute primitives; `cpu.rs` / `cpu_nn.rs` and `cuda.rs` their two arms.
 
+mod attention;
 mod compute;
 mod cpu;
 mod cpu_nn;

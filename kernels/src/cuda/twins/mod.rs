@@ -3,8 +3,10 @@
 //! prints SKIPPED and passes; the GPU check script (`scripts/gpu-check.sh`)
 //! runs them where a GPU is lent and fails on any SKIPPED.
 
-//! The optimizer and indexing twins are in `optim.rs` and `index.rs`.
+//! The attention, optimizer and indexing twins are in `attention.rs`,
+//! `optim.rs` and `index.rs`.
 
+mod attention;
 mod index;
 mod optim;
 

@@ -1,0 +1,128 @@
+//! Fused attention, forward and backward, against its tiled CPU twin.
+
+use super::*;
+use crate::cpu::{AttentionDims, Rows, attention_backward, attention_forward};
+
+/// Shapes that cross the kernels' edges: chunks of 32 keys and queries cut
+/// mid-way, `l != s` with the causal mask on either side, `e != ev`, a
+/// width past 32 lanes, one row, and a head as wide as the kernel takes.
+fn shapes() -> Vec<(AttentionDims, bool)> {
+    let d = |batch, l, s, e, ev| AttentionDims { batch, l, s, e, ev };
+    vec![
+        (d(3, 37, 37, 16, 16), true),
+        (d(3, 37, 37, 16, 16), false),
+        (d(2, 70, 45, 40, 24), true),
+        (d(2, 45, 70, 24, 40), true),
+        (d(2, 33, 65, 64, 64), false),
+        (d(1, 1, 1, 8, 8), true),
+        (d(1, 40, 40, 256, 256), true),
+    ]
+}
+
+/// f32 values through `dtype` and back (what the GPU's inputs hold).
+fn rounded(x: &[f32], dtype: &str) -> Vec<f32> {
+    match dtype {
+        "f16" => x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect(),
+        "bf16" => x
+            .iter()
+            .map(|&v| half::bf16::from_f32(v).to_f32())
+            .collect(),
+        _ => x.to_vec(),
+    }
+}
+
+/// `x` on the GPU as `dtype`.
+fn up_as(dev: &Arc<CudaDevice>, x: &[f32], dtype: &str) -> CudaBuffer {
+    let b = up(dev, x);
+    match dtype {
+        "f32" => b,
+        _ => launch::cast(&b, &Layout::contiguous(&[x.len()]), "f32", dtype).unwrap(),
+    }
+}
+
+/// `n` elements of `dtype` on the GPU, as f32.
+fn down_as(b: &CudaBuffer, n: usize, dtype: &str) -> Vec<f32> {
+    match dtype {
+        "f32" => down(b, n),
+        _ => down(
+            &launch::cast(b, &Layout::contiguous(&[n]), dtype, "f32").unwrap(),
+            n,
+        ),
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn fused_attention_matches_its_cpu_twin_forward_and_backward() {
+    let Some(dev) = gpu() else { return };
+    for (dtype, tol) in [("f32", 2e-5), ("f16", 2e-2), ("bf16", 6e-2)] {
+        for (n, (d, causal)) in shapes().into_iter().enumerate() {
+            let what = |part: &str| format!("{dtype} {d:?} causal {causal}: {part}");
+            let scale = 1.0 / (d.e as f32).sqrt();
+            let seed = 10 * n as u32;
+            // Inputs in [-1, 1]: scores stay in a range where f16 holds them.
+            let draw = |len: usize, s: u32| -> Vec<f32> {
+                rounded(
+                    &inputs(len, s).iter().map(|v| v / 2.0).collect::<Vec<_>>(),
+                    dtype,
+                )
+            };
+            let q = draw(d.batch * d.l * d.e, seed);
+            let k = draw(d.batch * d.s * d.e, seed + 1);
+            let v = draw(d.batch * d.s * d.ev, seed + 2);
+            let g = draw(d.batch * d.l * d.ev, seed + 3);
+            let (cq, ck, cv) = (
+                Rows::dense(&q, d.batch, d.l, d.e),
+                Rows::dense(&k, d.batch, d.s, d.e),
+                Rows::dense(&v, d.batch, d.s, d.ev),
+            );
+            let want = attention_forward(&cq, &ck, &cv, d, scale, causal);
+            let (want_dq, want_dk, want_dv) =
+                attention_backward(&cq, &ck, &cv, &want.out, &want.lse, &g, d, scale, causal);
+
+            let (gq, gk, gv) = (
+                up_as(&dev, &q, dtype),
+                up_as(&dev, &k, dtype),
+                up_as(&dev, &v, dtype),
+            );
+            let (out, lse) =
+                launch::attention_forward((&gq, &gk, &gv), d, scale, causal, dtype).unwrap();
+            let got = down_as(&out, d.batch * d.l * d.ev, dtype);
+            close(&what("out"), &got, &want.out, tol);
+            close(&what("lse"), &down(&lse, d.batch * d.l), &want.lse, tol);
+
+            // The backward from the CPU's output (rounded as the GPU holds
+            // it), so the two differ only by their own arithmetic.
+            let gout = up_as(&dev, &rounded(&want.out, dtype), dtype);
+            let glse = up(&dev, &want.lse);
+            let gg = up_as(&dev, &g, dtype);
+            let (dq, dk, dv) = launch::attention_backward(
+                (&gq, &gk, &gv),
+                (&gout, &glse, &gg),
+                d,
+                scale,
+                causal,
+                dtype,
+            )
+            .unwrap();
+            close(
+                &what("dq"),
+                &down_as(&dq, want_dq.len(), dtype),
+                &want_dq,
+                tol,
+            );
+            close(
+                &what("dk"),
+                &down_as(&dk, want_dk.len(), dtype),
+                &want_dk,
+                tol,
+            );
+            close(
+                &what("dv"),
+                &down_as(&dv, want_dv.len(), dtype),
+                &want_dv,
+                tol,
+            );
+        }
+    }
+}
