@@ -422,8 +422,8 @@ mod tests {
         assert_eq!(sizes("add_scaled_f32"), [8, 136, 136, 4, 8, 8, 8]);
         assert_eq!(sizes("layer_norm_backward_bf16"), [8; 7]);
         assert_eq!(sizes("layer_norm_param_grads_f16"), [8; 8]);
-        // Five sizes, the scale, the causal flag, then the buffers.
-        let attention = |buffers: usize| [[8; 5].as_slice(), &[4, 4], &vec![8; buffers]].concat();
+        // Four sizes, the scale, the causal flag, then the buffers.
+        let attention = |buffers: usize| [[8; 4].as_slice(), &[4, 4], &vec![8; buffers]].concat();
         assert_eq!(sizes("attention_forward_bf16"), attention(5));
         assert_eq!(sizes("attention_backward_dq_f32"), attention(8));
         assert_eq!(sizes("attention_backward_dkv_f16"), attention(8));

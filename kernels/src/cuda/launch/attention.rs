@@ -1,29 +1,37 @@
-//! Fused attention on the GPU (`cu/attention.cu`): one warp per row, an
-//! online softmax, no `[l, s]` scores in memory. CPU twins:
+//! Fused attention on the GPU (`cu/attention.cu`): blocks of rows of one
+//! slice, a warp per row, chunks of 32 keys (or queries) staged in shared
+//! memory, an online softmax, no `[l, s]` scores in memory. CPU twins:
 //! `cpu::attention_forward` and `cpu::attention_backward`.
 
 use super::*;
 use crate::cpu::AttentionDims;
 
 /// Rows (warps) per block, as `TAPIR_ATTN_WARPS` in the source.
-const WARPS: usize = 4;
+const WARPS: usize = 8;
 
-/// The widest `e` and `ev` the kernels hold in registers
-/// (`TAPIR_ATTN_MAX_WIDTH`); wider heads run as separate ops.
-pub const ATTENTION_MAX_WIDTH: usize = 256;
+/// Keys (or queries) staged per step, as `TAPIR_ATTN_CHUNK`.
+const CHUNK: usize = 32;
 
-/// One warp per row over `rows`, with `floats` shared floats per warp.
-fn per_warp(rows: usize, floats: usize) -> LaunchConfig {
+/// The widest `e` and `ev` the kernels take (`TAPIR_ATTN_MAX_WIDTH`: what
+/// they hold in registers, and what keeps their staged rows within 48 KiB
+/// of shared memory); wider heads run as separate ops.
+pub const ATTENTION_MAX_WIDTH: usize = 128;
+
+/// A block per `WARPS` of a slice's `rows`, a slice per grid column, with
+/// `row_floats` shared floats per warp's row and two staged chunks of
+/// `CHUNK` padded rows of `e` and `ev` floats.
+fn blocks(d: AttentionDims, rows: usize, row_floats: usize) -> LaunchConfig {
+    let staged = CHUNK * (d.e + 1) + CHUNK * (d.ev + 1);
     LaunchConfig {
-        grid_dim: (rows.div_ceil(WARPS) as u32, 1, 1),
+        grid_dim: (d.batch as u32, rows.div_ceil(WARPS) as u32, 1),
         block_dim: (32 * WARPS as u32, 1, 1),
-        shared_mem_bytes: (WARPS * floats * 4) as u32,
+        shared_mem_bytes: ((WARPS * row_floats + staged) * 4) as u32,
     }
 }
 
-/// The kernels' scalar arguments, in their order.
-fn sizes(d: AttentionDims) -> [usize; 5] {
-    [d.batch, d.l, d.s, d.e, d.ev]
+/// The kernels' size arguments, in their order.
+fn sizes(d: AttentionDims) -> [usize; 4] {
+    [d.l, d.s, d.e, d.ev]
 }
 
 fn check(d: AttentionDims, op: &str) {
@@ -50,14 +58,13 @@ pub fn attention_forward(
     let out = dev.alloc(d.batch * d.l * d.ev * width(dtype))?;
     let lse = dev.alloc(d.batch * d.l * 4)?;
     if d.batch * d.l > 0 {
-        let [b, l, s, e, ev] = sizes(d);
+        let [l, s, e, ev] = sizes(d);
         let causal = causal as i32;
         let (pq, pk, pv, po, pm) = (q.ptr(0), k.ptr(0), v.ptr(0), out.ptr(0), lse.ptr(0));
         launch!(
             dev,
             format!("attention_forward_{dtype}"),
-            per_warp(b * l, e),
-            &b,
+            blocks(d, l, e),
             &l,
             &s,
             &e,
@@ -93,17 +100,16 @@ pub fn attention_backward(
     let dk = dev.alloc(d.batch * d.s * d.e * w)?;
     let dv = dev.alloc(d.batch * d.s * d.ev * w)?;
     let delta = dev.alloc(d.batch * d.l * 4)?;
-    let [b, l, s, e, ev] = sizes(d);
+    let [l, s, e, ev] = sizes(d);
     let causal = causal as i32;
     let (pq, pk, pv) = (q.ptr(0), k.ptr(0), v.ptr(0));
     let (po, pm, pg, pd) = (out.ptr(0), lse.ptr(0), g.ptr(0), delta.ptr(0));
     let (pdq, pdk, pdv) = (dq.ptr(0), dk.ptr(0), dv.ptr(0));
-    if b * l > 0 {
+    if d.batch * l > 0 {
         launch!(
             dev,
             format!("attention_backward_dq_{dtype}"),
-            per_warp(b * l, e + ev),
-            &b,
+            blocks(d, l, e + ev),
             &l,
             &s,
             &e,
@@ -120,12 +126,11 @@ pub fn attention_backward(
             &pdq
         )?;
     }
-    if b * s > 0 {
+    if d.batch * s > 0 {
         launch!(
             dev,
             format!("attention_backward_dkv_{dtype}"),
-            per_warp(b * s, e + ev),
-            &b,
+            blocks(d, s, e + ev),
             &l,
             &s,
             &e,

@@ -3,9 +3,10 @@
 use super::*;
 use crate::cpu::{AttentionDims, Rows, attention_backward, attention_forward};
 
-/// Shapes that cross the kernels' edges: chunks of 32 keys and queries cut
-/// mid-way, `l != s` with the causal mask on either side, `e != ev`, a
-/// width past 32 lanes, one row, and a head as wide as the kernel takes.
+/// Shapes that cross the kernels' edges: chunks of 32 keys and queries and
+/// blocks of 8 rows cut mid-way, `l != s` with the causal mask on either
+/// side, `e != ev`, a width past 32 lanes, one row, and a head as wide as
+/// the kernels take.
 fn shapes() -> Vec<(AttentionDims, bool)> {
     let d = |batch, l, s, e, ev| AttentionDims { batch, l, s, e, ev };
     vec![
@@ -15,7 +16,8 @@ fn shapes() -> Vec<(AttentionDims, bool)> {
         (d(2, 45, 70, 24, 40), true),
         (d(2, 33, 65, 64, 64), false),
         (d(1, 1, 1, 8, 8), true),
-        (d(1, 40, 40, 256, 256), true),
+        (d(1, 40, 40, 128, 128), true),
+        (d(2, 41, 39, 128, 96), false),
     ]
 }
 
