@@ -20,7 +20,7 @@ pub enum SdpBackend {
     Math,
     /// One tiled kernel with an online softmax and a backward that
     /// recomputes the probabilities: `O(L)` memory. Takes `is_causal` but no
-    /// `attn_mask` or dropout; on a GPU, f32, f16 and bf16 heads up to 256
+    /// `attn_mask` or dropout; on a GPU, f32, f16 and bf16 heads up to 128
     /// wide.
     Flash,
 }
@@ -120,7 +120,7 @@ pub fn scaled_dot_product_attention(
     }
     assert!(
         math,
-        "scaled_dot_product_attention: no allowed backend takes query {:?} ({}, {}) with{} attn_mask and dropout_p {dropout_p}: sdpa_kernel allows only Flash, which needs no mask, no dropout and equal leading dims (on a GPU also f32, f16 or bf16 and heads up to 256 wide)",
+        "scaled_dot_product_attention: no allowed backend takes query {:?} ({}, {}) with{} attn_mask and dropout_p {dropout_p}: sdpa_kernel allows only Flash, which needs no mask, no dropout and equal leading dims (on a GPU also f32, f16 or bf16 and heads up to 128 wide)",
         q.shape(),
         q.dtype(),
         q.device(),

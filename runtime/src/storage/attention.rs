@@ -16,7 +16,7 @@ use tapir_kernels::cuda::{CudaBuffer, CudaResult, launch};
 impl Storage {
     /// Whether this device has a fused attention kernel for this dtype and
     /// these widths: the CPU always; a GPU for f32, f16 and bf16 with `e`
-    /// and `ev` up to 256. Elsewhere attention is composed from ops.
+    /// and `ev` up to 128. Elsewhere attention is composed from ops.
     pub fn fuses_attention(&self, d: AttentionDims) -> bool {
         #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
         let _ = d; // every width fuses on the CPU
