@@ -244,32 +244,33 @@ impl Reducer {
     /// place where the gradient is a dense CPU tensor (PyTorch's reducer
     /// copies back into `.grad` too), else as a new tensor. A host buffer is
     /// kept for the next step. Returns the bucket's element count.
-    fn write_back(&self, b: usize, mut flat: Buf, scale: f64, step: &mut Step) -> Result<usize> {
+    fn write_back(&self, b: usize, flat: Buf, scale: f64, step: &mut Step) -> Result<usize> {
         let mut at = 0;
-        if let Buf::Host(h) = &flat {
-            for &i in &self.buckets[b] {
-                let p = &self.params[i].1;
-                let range = at..at + p.numel();
-                at += p.numel();
-                if p.grad()
-                    .is_some_and(|g| h.write_to(range.clone(), &g, scale))
-                {
-                    continue;
+        match flat {
+            Buf::Host(h) => {
+                for &i in &self.buckets[b] {
+                    let p = &self.params[i].1;
+                    let range = at..at + p.numel();
+                    at += p.numel();
+                    if p.grad()
+                        .is_some_and(|g| h.write_to(range.clone(), &g, scale))
+                    {
+                        continue;
+                    }
+                    let g = Tensor::zeros_on(p.shape(), h.dtype(), crate::Device::Cpu);
+                    h.write_to(range, &g, scale);
+                    p.set_grad(Some(g.to(p.device())?));
                 }
-                let g = Tensor::zeros_on(p.shape(), h.dtype(), crate::Device::Cpu);
-                h.write_to(range, &g, scale);
-                p.set_grad(Some(g.to(p.device())?));
-            }
-            if let Buf::Host(h) = flat {
                 step.staging[b] = Some(h);
             }
-            return Ok(at);
-        }
-        flat.scale(scale);
-        for &i in &self.buckets[b] {
-            let p = &self.params[i].1;
-            p.set_grad(Some(flat.tensor(at..at + p.numel(), p.shape(), p)?));
-            at += p.numel();
+            mut device => {
+                device.scale(scale);
+                for &i in &self.buckets[b] {
+                    let p = &self.params[i].1;
+                    p.set_grad(Some(device.tensor(at..at + p.numel(), p.shape(), p)?));
+                    at += p.numel();
+                }
+            }
         }
         Ok(at)
     }
