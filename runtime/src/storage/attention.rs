@@ -15,8 +15,9 @@ use tapir_kernels::cuda::{CudaBuffer, CudaResult, launch};
 
 impl Storage {
     /// Whether this device has a fused attention kernel for this dtype and
-    /// these widths: the CPU always; a GPU for f32, f16 and bf16 with `e`
-    /// and `ev` up to 128. Elsewhere attention is composed from ops.
+    /// these sizes: the CPU always; a GPU for f32, f16 and bf16 with `e`
+    /// and `ev` up to 128 (and at most 524,280 rows per slice). Elsewhere
+    /// attention is composed from ops.
     pub fn fuses_attention(&self, d: AttentionDims) -> bool {
         #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
         let _ = d; // every width fuses on the CPU
@@ -24,7 +25,9 @@ impl Storage {
             Storage::Cpu(_) => true,
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(c) => {
-                kernel_dtype(c.dtype).is_some() && d.e.max(d.ev) <= launch::ATTENTION_MAX_WIDTH
+                kernel_dtype(c.dtype).is_some()
+                    && d.e.max(d.ev) <= launch::ATTENTION_MAX_WIDTH
+                    && d.l.max(d.s) <= launch::ATTENTION_MAX_ROWS
             }
         }
     }

@@ -17,7 +17,11 @@ const CHUNK: usize = 32;
 /// of shared memory); wider heads run as separate ops.
 pub const ATTENTION_MAX_WIDTH: usize = 128;
 
-/// A block per `WARPS` of a slice's `rows`, a slice per grid column, with
+/// The most query or key rows per slice: blocks of rows are the grid's y
+/// dimension, which CUDA bounds at 65,535.
+pub const ATTENTION_MAX_ROWS: usize = 65_535 * WARPS;
+
+/// A block per `WARPS` of a slice's `rows` (grid y), a slice per grid x, with
 /// `row_floats` shared floats per warp's row and two staged chunks of
 /// `CHUNK` padded rows of `e` and `ev` floats.
 fn blocks(d: AttentionDims, rows: usize, row_floats: usize) -> LaunchConfig {
@@ -36,10 +40,13 @@ fn sizes(d: AttentionDims) -> [usize; 4] {
 
 fn check(d: AttentionDims, op: &str) {
     assert!(
-        d.e <= ATTENTION_MAX_WIDTH && d.ev <= ATTENTION_MAX_WIDTH,
-        "{op}: the CUDA kernel takes head widths up to {ATTENTION_MAX_WIDTH}, got e {} and ev {}",
+        d.e.max(d.ev) <= ATTENTION_MAX_WIDTH && d.l.max(d.s) <= ATTENTION_MAX_ROWS,
+        "{op}: the CUDA kernel takes head widths up to {ATTENTION_MAX_WIDTH} and up to \
+         {ATTENTION_MAX_ROWS} rows, got e {}, ev {}, l {} and s {}",
         d.e,
-        d.ev
+        d.ev,
+        d.l,
+        d.s
     );
 }
 

@@ -133,7 +133,9 @@ mod optim;
 mod program;
 mod rows;
 
-pub use attention::{ATTENTION_MAX_WIDTH, attention_backward, attention_forward};
+pub use attention::{
+    ATTENTION_MAX_ROWS, ATTENTION_MAX_WIDTH, attention_backward, attention_forward,
+};
 pub use blas::matmul;
 pub use conv::{ConvGeom, col2im_f32, im2col_f32, max_pool2d_backward_f32, max_pool2d_f32};
 pub use index::{Gathered, gather, index_add_f32, scatter_add_f32};
