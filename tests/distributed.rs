@@ -183,6 +183,24 @@ fn a_rank_that_panics_mid_step_ends_the_whole_job() {
     assert!(job.took < Duration::from_secs(120), "took {:?}", job.took);
 }
 
+#[test]
+fn a_rank_that_dies_mid_step_ends_the_whole_job() {
+    // No unwinding and no MPI_Abort: the process is gone, as after a crash
+    // or an out-of-memory kill. Open MPI's launcher ends the others.
+    let job = mpirun(2, "worker_dies_mid_step", Duration::from_secs(120));
+    assert!(
+        !job.ok,
+        "the job should fail when a rank dies:\n{}",
+        job.output
+    );
+    assert!(
+        job.output.contains("rank 1 dies at step 3"),
+        "{}",
+        job.output
+    );
+    assert!(job.took < Duration::from_secs(120), "took {:?}", job.took);
+}
+
 // ---- the workers: run in every rank by the tests above ----------------------
 
 fn init() -> ProcessGroup {
@@ -646,6 +664,22 @@ fn worker_nccl_cannot_start() {
     assert!(msg.contains("NCCL"), "{msg}");
     assert!(!distributed::is_initialized());
     println!("nccl refused: {msg}");
+}
+
+#[test]
+#[ignore = "a rank of a_rank_that_dies_mid_step_ends_the_whole_job"]
+fn worker_dies_mid_step() {
+    let _pg = init();
+    let rank = distributed::get_rank();
+    let ddp = DistributedDataParallel::new(seed_mlp(8, 8, 1, 2), DdpOptions::default()).unwrap();
+    let (x, y) = batch(16, 8, 2, 0);
+    for step in 0.. {
+        if rank == 1 && step == 3 {
+            eprintln!("rank 1 dies at step 3");
+            std::process::abort();
+        }
+        nn::cross_entropy(&ddp.forward(&x), &y).backward();
+    }
 }
 
 #[test]
