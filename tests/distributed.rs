@@ -167,38 +167,25 @@ fn nccl_that_cannot_start_is_an_error_on_every_rank() {
     assert_eq!(lines.len(), 2, "{out}");
 }
 
+/// Runs `worker` on 2 ranks, whose rank 1 fails at step 3 saying `said`:
+/// the whole job must fail, and soon (no rank may wait in a collective).
+fn assert_the_job_ends(worker: &str, said: &str) {
+    let job = mpirun(2, worker, Duration::from_secs(120));
+    assert!(!job.ok, "the job should fail ({said}):\n{}", job.output);
+    assert!(job.output.contains(said), "{}", job.output);
+    assert!(job.took < Duration::from_secs(120), "took {:?}", job.took);
+}
+
 #[test]
 fn a_rank_that_panics_mid_step_ends_the_whole_job() {
-    let job = mpirun(2, "worker_panics_mid_step", Duration::from_secs(120));
-    assert!(
-        !job.ok,
-        "the job should fail when a rank panics:\n{}",
-        job.output
-    );
-    assert!(
-        job.output.contains("rank 1 gives up at step 3"),
-        "{}",
-        job.output
-    );
-    assert!(job.took < Duration::from_secs(120), "took {:?}", job.took);
+    assert_the_job_ends("worker_panics_mid_step", "rank 1 gives up at step 3");
 }
 
 #[test]
 fn a_rank_that_dies_mid_step_ends_the_whole_job() {
     // No unwinding and no MPI_Abort: the process is gone, as after a crash
     // or an out-of-memory kill. Open MPI's launcher ends the others.
-    let job = mpirun(2, "worker_dies_mid_step", Duration::from_secs(120));
-    assert!(
-        !job.ok,
-        "the job should fail when a rank dies:\n{}",
-        job.output
-    );
-    assert!(
-        job.output.contains("rank 1 dies at step 3"),
-        "{}",
-        job.output
-    );
-    assert!(job.took < Duration::from_secs(120), "took {:?}", job.took);
+    assert_the_job_ends("worker_dies_mid_step", "rank 1 dies at step 3");
 }
 
 // ---- the workers: run in every rank by the tests above ----------------------
@@ -666,34 +653,32 @@ fn worker_nccl_cannot_start() {
     println!("nccl refused: {msg}");
 }
 
-#[test]
-#[ignore = "a rank of a_rank_that_dies_mid_step_ends_the_whole_job"]
-fn worker_dies_mid_step() {
+/// DDP steps on every rank until rank 1 calls `fail` at step 3; rank 0
+/// goes on into the next all-reduce, which rank 1 never joins.
+fn fail_mid_step(fail: impl Fn()) {
     let _pg = init();
     let rank = distributed::get_rank();
     let ddp = DistributedDataParallel::new(seed_mlp(8, 8, 1, 2), DdpOptions::default()).unwrap();
     let (x, y) = batch(16, 8, 2, 0);
     for step in 0.. {
         if rank == 1 && step == 3 {
-            eprintln!("rank 1 dies at step 3");
-            std::process::abort();
+            fail();
         }
         nn::cross_entropy(&ddp.forward(&x), &y).backward();
     }
 }
 
 #[test]
+#[ignore = "a rank of a_rank_that_dies_mid_step_ends_the_whole_job"]
+fn worker_dies_mid_step() {
+    fail_mid_step(|| {
+        eprintln!("rank 1 dies at step 3");
+        std::process::abort();
+    });
+}
+
+#[test]
 #[ignore = "a rank of a_rank_that_panics_mid_step_ends_the_whole_job"]
 fn worker_panics_mid_step() {
-    let _pg = init();
-    let rank = distributed::get_rank();
-    let ddp = DistributedDataParallel::new(seed_mlp(8, 8, 1, 2), DdpOptions::default()).unwrap();
-    let (x, y) = batch(16, 8, 2, 0);
-    for step in 0.. {
-        if rank == 1 && step == 3 {
-            panic!("rank 1 gives up at step 3");
-        }
-        // rank 0 goes on into the next all-reduce, which rank 1 never joins
-        nn::cross_entropy(&ddp.forward(&x), &y).backward();
-    }
+    fail_mid_step(|| panic!("rank 1 gives up at step 3"));
 }
