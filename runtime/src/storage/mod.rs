@@ -8,7 +8,8 @@
 //! nn and optim never see a buffer type.
 //!
 //! `mod.rs` holds the storage itself and data movement; `compute.rs` the
-//! compute primitives; `cpu.rs` / `cpu_nn.rs` and `cuda.rs` their two arms.
+//! compute primitives (`attention.rs` the fused attention's); `cpu.rs` /
+//! `cpu_nn.rs` and `cuda.rs` their two arms.
 
 mod attention;
 mod compute;
