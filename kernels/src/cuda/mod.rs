@@ -21,6 +21,8 @@ mod checks;
 pub mod cudnn;
 pub mod device;
 mod disk_cache;
+#[cfg(test)]
+mod emulator;
 mod error;
 mod graph;
 mod hyper;

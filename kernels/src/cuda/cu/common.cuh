@@ -2,7 +2,8 @@
 // conversions to and from float (all arithmetic is done in f32, as PyTorch
 // does for half types), and the strided index used for broadcasting.
 // Prepended to each module's source. It needs no CUDA headers, so NVRTC
-// compiles it with no include path.
+// compiles it with no include path. `TAPIR_EMULATED` is defined only by the
+// CPU emulator (kernels/src/cuda/emulator), which has no PTX.
 
 struct f16 { unsigned short bits; };
 struct bf16 { unsigned short bits; };
@@ -12,9 +13,13 @@ typedef float f32;
 
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(f16 x) {
+#ifdef TAPIR_EMULATED
+    return tapir_emu_half_to_float(x.bits);
+#else
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x.bits));
     return f;
+#endif
 }
 __device__ __forceinline__ float to_f(bf16 x) { return __uint_as_float(((unsigned)x.bits) << 16); }
 
@@ -22,7 +27,11 @@ template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ f16 from_f<f16>(float x) {
     f16 h;
+#ifdef TAPIR_EMULATED
+    h.bits = tapir_emu_float_to_half(x);
+#else
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.bits) : "f"(x));
+#endif
     return h;
 }
 // Round to nearest even, NaN kept quiet (as PyTorch's c10::BFloat16).

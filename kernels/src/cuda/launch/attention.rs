@@ -24,7 +24,7 @@ pub const ATTENTION_MAX_ROWS: usize = 65_535 * WARPS;
 /// A block per `WARPS` of a slice's `rows` (grid y), a slice per grid x, with
 /// `row_floats` shared floats per warp's row and two staged chunks of
 /// `CHUNK` padded rows of `e` and `ev` floats.
-fn blocks(d: AttentionDims, rows: usize, row_floats: usize) -> LaunchConfig {
+pub(in crate::cuda) fn blocks(d: AttentionDims, rows: usize, row_floats: usize) -> LaunchConfig {
     let staged = CHUNK * (d.e + 1) + CHUNK * (d.ev + 1);
     LaunchConfig {
         grid_dim: (d.batch as u32, rows.div_ceil(WARPS) as u32, 1),

@@ -124,7 +124,7 @@ macro_rules! launch {
     }};
 }
 
-mod attention;
+pub(super) mod attention;
 mod blas;
 mod conv;
 mod index;

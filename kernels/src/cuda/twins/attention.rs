@@ -7,7 +7,7 @@ use crate::cpu::{AttentionDims, Rows, attention_backward, attention_forward};
 /// blocks of 8 rows cut mid-way, `l != s` with the causal mask on either
 /// side, `e != ev`, a width past 32 lanes, one row, and a head as wide as
 /// the kernels take.
-fn shapes() -> Vec<(AttentionDims, bool)> {
+pub(in crate::cuda) fn shapes() -> Vec<(AttentionDims, bool)> {
     let d = |batch, l, s, e, ev| AttentionDims { batch, l, s, e, ev };
     vec![
         (d(3, 37, 37, 16, 16), true),
@@ -22,7 +22,7 @@ fn shapes() -> Vec<(AttentionDims, bool)> {
 }
 
 /// f32 values through `dtype` and back (what the GPU's inputs hold).
-fn rounded(x: &[f32], dtype: &str) -> Vec<f32> {
+pub(in crate::cuda) fn rounded(x: &[f32], dtype: &str) -> Vec<f32> {
     match dtype {
         "f16" => x.iter().map(|&v| half::f16::from_f32(v).to_f32()).collect(),
         "bf16" => x

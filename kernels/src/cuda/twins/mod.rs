@@ -6,7 +6,7 @@
 //! The attention, optimizer and indexing twins are in `attention.rs`,
 //! `optim.rs` and `index.rs`.
 
-mod attention;
+pub(super) mod attention;
 mod index;
 mod optim;
 
