@@ -149,7 +149,8 @@ static void launch(Reader &job, std::vector<unsigned char *> &buffers,
     std::vector<void *> args(nargs);
     for (uint32_t i = 0; i < nargs; ++i) {
         const std::string which = name + "'s argument " + std::to_string(i);
-        if (job.next<uint8_t>() == 0) {
+        const uint8_t kind = job.next<uint8_t>();
+        if (kind == 0) {
             const uint32_t len = job.next<uint32_t>();
             if (params[i].pointer) fail(which + " is a pointer; the launch passed a value");
             if (len != params[i].size)
@@ -157,6 +158,9 @@ static void launch(Reader &job, std::vector<unsigned char *> &buffers,
                      std::to_string(len));
             storage[i].resize(len / 8 + 1);
             job.take(storage[i].data(), len);
+        } else if (kind == 2) {
+            if (!params[i].pointer) fail(which + " is a value; the launch passed a null pointer");
+            storage[i].assign(1, 0);
         } else {
             const uint32_t index = job.next<uint32_t>();
             const uint64_t offset = job.next<uint64_t>();

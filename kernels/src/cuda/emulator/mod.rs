@@ -20,6 +20,8 @@
 //! default; Debian's `g++` package).
 
 mod attention;
+mod random;
+mod rows;
 
 use super::modules::{Module, modules};
 use cudarc::driver::LaunchConfig;
@@ -30,12 +32,13 @@ use std::process::Command;
 const EMU_H: &str = include_str!("emu.h");
 const HARNESS: &str = include_str!("harness.cpp");
 
-/// A kernel argument: bytes passed by value, or a job buffer (by index,
-/// from a byte offset) passed as a pointer.
+/// A kernel argument: bytes passed by value, a job buffer (by index, from a
+/// byte offset) passed as a pointer, or a null pointer.
 #[derive(Clone)]
 pub(crate) enum Arg {
     Value(Vec<u8>),
     Buffer(usize, u64),
+    Null,
 }
 
 /// Values a kernel takes as arguments, as their little-endian bytes.
@@ -97,6 +100,7 @@ impl Job {
                     u32s(out, &[*index as u32]);
                     out.extend(offset.to_le_bytes());
                 }
+                Arg::Null => out.push(2),
             }
         }
     }
@@ -123,7 +127,11 @@ impl Job {
             let nargs = u32_at(at);
             at += 4;
             for _ in 0..nargs {
-                at += 1 + if b[at] == 0 { 4 + u32_at(at + 1) } else { 12 };
+                at += 1 + match b[at] {
+                    0 => 4 + u32_at(at + 1),
+                    1 => 12,
+                    _ => 0,
+                };
             }
             count += 1;
         }

@@ -87,7 +87,7 @@ fn unit(width: usize) -> &'static str {
 }
 
 /// Grid-stride launch shape for `n` elements (at most 64K blocks of 256).
-fn elems(n: usize) -> LaunchConfig {
+pub(in crate::cuda) fn elems(n: usize) -> LaunchConfig {
     let blocks = n.div_ceil(256).clamp(1, 65536) as u32;
     LaunchConfig {
         grid_dim: (blocks, 1, 1),
@@ -97,7 +97,7 @@ fn elems(n: usize) -> LaunchConfig {
 }
 
 /// One block of 256 threads per row, with a float of shared memory per thread.
-fn per_row(rows: usize) -> LaunchConfig {
+pub(in crate::cuda) fn per_row(rows: usize) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (rows as u32, 1, 1),
         block_dim: (256, 1, 1),
