@@ -71,8 +71,8 @@ fn emulated_softmax_sums_and_extremes_match_their_cpu_twins() {
             let mut args = vec![n.arg()];
             args.extend(ptrs(&[bx, sum]));
             job.launch(&format!("sum_last_{dtype}"), per_row(rows), &args);
-            for (max, v, i) in [(1, maxv, maxi), (0, minv, mini)] {
-                let mut args = vec![rows.arg(), n.arg(), (max as i32).arg()];
+            for (max, v, i) in [(1i32, maxv, maxi), (0, minv, mini)] {
+                let mut args = vec![rows.arg(), n.arg(), max.arg()];
                 args.extend(ptrs(&[bx, v, i]));
                 job.launch(&format!("extreme_last_{dtype}"), elems(rows), &args);
             }
