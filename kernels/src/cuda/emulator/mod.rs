@@ -20,6 +20,8 @@
 //! default; Debian's `g++` package).
 
 mod attention;
+mod conv;
+mod optim;
 mod random;
 mod rows;
 

@@ -129,7 +129,7 @@ mod blas;
 mod conv;
 mod index;
 mod movement;
-mod optim;
+pub(super) mod optim;
 mod program;
 mod rows;
 

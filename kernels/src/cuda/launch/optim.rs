@@ -24,7 +24,7 @@ macro_rules! launch_update {
 /// `AdamHyper` in `cu/optim.cu`, same field order and C layout.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-struct AdamHyper {
+pub(in crate::cuda) struct AdamHyper {
     beta1: f32,
     beta2: f32,
     eps: f32,
@@ -42,7 +42,7 @@ unsafe impl DeviceRepr for AdamHyper {}
 /// `SgdHyper` in `cu/optim.cu`, same field order and C layout.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-struct SgdHyper {
+pub(in crate::cuda) struct SgdHyper {
     lr: f32,
     momentum: f32,
     damp: f32,
@@ -55,6 +55,43 @@ struct SgdHyper {
 // SAFETY: plain `#[repr(C)]` data matching the C struct, passed by value.
 unsafe impl DeviceRepr for SgdHyper {}
 
+impl AdamHyper {
+    /// As `cpu::adam_update`: constants from the step in f64, then rounded.
+    fn new(h: &AdamStep) -> AdamHyper {
+        let bc1 = 1.0 - h.beta1.powi(h.step as i32);
+        let decoupled = h.decoupled && h.weight_decay != 0.0;
+        AdamHyper {
+            beta1: h.beta1 as f32,
+            beta2: h.beta2 as f32,
+            eps: h.eps as f32,
+            weight_decay: h.weight_decay as f32,
+            decay: if decoupled {
+                (1.0 - h.lr * h.weight_decay) as f32
+            } else {
+                1.0
+            },
+            step_size: (h.lr / bc1) as f32,
+            bc2_sqrt: (1.0 - h.beta2.powi(h.step as i32)).sqrt() as f32,
+            decoupled: h.decoupled as i32,
+            maximize: h.maximize as i32,
+        }
+    }
+}
+
+impl SgdHyper {
+    fn new(h: &SgdStep, first: bool) -> SgdHyper {
+        SgdHyper {
+            lr: h.lr as f32,
+            momentum: h.momentum as f32,
+            damp: (1.0 - h.dampening) as f32,
+            weight_decay: h.weight_decay as f32,
+            nesterov: h.nesterov as i32,
+            maximize: h.maximize as i32,
+            first: first as i32,
+        }
+    }
+}
+
 /// One fused Adam/AdamW step on `n` elements of parameter `p` with gradient
 /// `g`, updating `state` in place: `[exp_avg, exp_avg_sq]`, plus
 /// `max_exp_avg_sq` with amsgrad. Every buffer holds `dtype`.
@@ -66,39 +103,7 @@ pub fn adam(
     dtype: &str,
     h: &AdamStep,
 ) -> CudaResult<()> {
-    assert!(
-        state.len() == 2 + h.amsgrad as usize,
-        "adam: expected {} state buffers (amsgrad {})",
-        2 + h.amsgrad as usize,
-        h.amsgrad
-    );
-    if n == 0 {
-        return Ok(());
-    }
-    // As `cpu::adam_update`: constants from the step in f64, then rounded.
-    let bc1 = 1.0 - h.beta1.powi(h.step as i32);
-    let decoupled = h.decoupled && h.weight_decay != 0.0;
-    let hyper = AdamHyper {
-        beta1: h.beta1 as f32,
-        beta2: h.beta2 as f32,
-        eps: h.eps as f32,
-        weight_decay: h.weight_decay as f32,
-        decay: if decoupled {
-            (1.0 - h.lr * h.weight_decay) as f32
-        } else {
-            1.0
-        },
-        step_size: (h.lr / bc1) as f32,
-        bc2_sqrt: (1.0 - h.beta2.powi(h.step as i32)).sqrt() as f32,
-        decoupled: h.decoupled as i32,
-        maximize: h.maximize as i32,
-    };
-    let dev = p.device().clone();
-    let (pp, pg) = (p.ptr(0), g.ptr(0));
-    let (pm, pv) = (state[0].ptr(0), state[1].ptr(0));
-    // Without amsgrad the kernel gets a null `vmax` and never reads it.
-    let pmax = state.get(2).map_or(0, |b| b.ptr(0));
-    launch_update!(dev, "adam", dtype, n, [pp, pg, pm, pv, pmax], hyper)
+    optim_step(p, g, state, n, dtype, &OptimStep::Adam(*h))
 }
 
 /// One fused SGD step on `n` elements; `buf` is the momentum buffer (of
@@ -113,34 +118,14 @@ pub fn sgd(
     h: &SgdStep,
     first: bool,
 ) -> CudaResult<()> {
-    assert!(
-        buf.is_some() || h.momentum == 0.0,
-        "sgd: momentum {} needs a buffer",
-        h.momentum
-    );
-    if n == 0 {
-        return Ok(());
-    }
-    let hyper = SgdHyper {
-        lr: h.lr as f32,
-        momentum: h.momentum as f32,
-        damp: (1.0 - h.dampening) as f32,
-        weight_decay: h.weight_decay as f32,
-        nesterov: h.nesterov as i32,
-        maximize: h.maximize as i32,
-        first: first as i32,
-    };
-    let dev = p.device().clone();
-    // Without momentum there is no buffer, and the kernel never reads it.
-    let pb = buf.map_or(0, |b| b.ptr(0));
-    let (pp, pg) = (p.ptr(0), g.ptr(0));
-    launch_update!(dev, "sgd", dtype, n, [pp, pg, pb], hyper)
+    let mut state: Vec<&mut CudaBuffer> = buf.into_iter().collect();
+    optim_step(p, g, &mut state, n, dtype, &OptimStep::Sgd { h: *h, first })
 }
 
 /// `RmspropHyper` in `cu/optim.cu`, same field order and C layout.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-struct RmspropHyper {
+pub(in crate::cuda) struct RmspropHyper {
     lr: f32,
     alpha: f32,
     eps: f32,
@@ -151,6 +136,19 @@ struct RmspropHyper {
 
 // SAFETY: plain `#[repr(C)]` data matching the C struct, passed by value.
 unsafe impl DeviceRepr for RmspropHyper {}
+
+impl RmspropHyper {
+    fn new(h: &RmspropStep) -> RmspropHyper {
+        RmspropHyper {
+            lr: h.lr as f32,
+            alpha: h.alpha as f32,
+            eps: h.eps as f32,
+            weight_decay: h.weight_decay as f32,
+            momentum: h.momentum as f32,
+            maximize: h.maximize as i32,
+        }
+    }
+}
 
 /// One fused RMSprop step on `n` elements, updating `state` in place:
 /// `[square_avg]`, then `momentum_buffer` when `momentum > 0`, then
@@ -163,34 +161,92 @@ pub fn rmsprop(
     dtype: &str,
     h: &RmspropStep,
 ) -> CudaResult<()> {
-    let has_mom = h.momentum > 0.0;
-    assert!(
-        state.len() == 1 + has_mom as usize + h.centered as usize,
-        "rmsprop: state buffers for momentum {} and centered {}",
-        h.momentum,
-        h.centered
-    );
-    if n == 0 {
-        return Ok(());
+    optim_step(p, g, state, n, dtype, &OptimStep::Rmsprop(*h))
+}
+
+/// A fused update's hyper-parameters, as its kernel takes them.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::cuda) enum Hyper {
+    Adam(AdamHyper),
+    Sgd(SgdHyper),
+    Rmsprop(RmspropHyper),
+}
+
+#[cfg(test)]
+impl Hyper {
+    /// The C struct's bytes, as its kernel takes it by value (f32 fields,
+    /// then i32 fields, no padding), for the emulator.
+    pub(in crate::cuda) fn bytes(&self) -> Vec<u8> {
+        let (floats, ints) = match *self {
+            Hyper::Adam(h) => (
+                vec![
+                    h.beta1,
+                    h.beta2,
+                    h.eps,
+                    h.weight_decay,
+                    h.decay,
+                    h.step_size,
+                    h.bc2_sqrt,
+                ],
+                vec![h.decoupled, h.maximize],
+            ),
+            Hyper::Sgd(h) => (
+                vec![h.lr, h.momentum, h.damp, h.weight_decay],
+                vec![h.nesterov, h.maximize, h.first],
+            ),
+            Hyper::Rmsprop(h) => (
+                vec![h.lr, h.alpha, h.eps, h.weight_decay, h.momentum],
+                vec![h.maximize],
+            ),
+        };
+        let f = floats.into_iter().flat_map(f32::to_le_bytes);
+        f.chain(ints.into_iter().flat_map(i32::to_le_bytes))
+            .collect()
     }
-    let hyper = RmspropHyper {
-        lr: h.lr as f32,
-        alpha: h.alpha as f32,
-        eps: h.eps as f32,
-        weight_decay: h.weight_decay as f32,
-        momentum: h.momentum as f32,
-        maximize: h.maximize as i32,
-    };
-    let dev = p.device().clone();
-    let (pp, pg, psq) = (p.ptr(0), g.ptr(0), state[0].ptr(0));
-    // Unused state is a null pointer, which the kernel never follows.
-    let pbuf = if has_mom { state[1].ptr(0) } else { 0 };
-    let pavg = if h.centered {
-        state[1 + has_mom as usize].ptr(0)
-    } else {
-        0
-    };
-    launch_update!(dev, "rmsprop", dtype, n, [pp, pg, psq, pavg, pbuf], hyper)
+}
+
+/// What one fused update launches: the kernel's op (`adam`, `sgd`,
+/// `rmsprop`), for each of its state pointers in the kernel's order the
+/// index of the step's state buffer it is (`None`: a null pointer the
+/// kernel never follows), and the hyper-parameters. The emulator's tests
+/// run the kernels from this plan, so it is checked without a GPU.
+pub(in crate::cuda) struct UpdatePlan {
+    pub op: &'static str,
+    pub state: Vec<Option<usize>>,
+    pub hyper: Hyper,
+}
+
+impl UpdatePlan {
+    pub(in crate::cuda) fn new(step: &OptimStep) -> UpdatePlan {
+        match step {
+            // adam_<T>(n, p, g, m, v, vmax, h)
+            OptimStep::Adam(h) => UpdatePlan {
+                op: "adam",
+                state: vec![Some(0), Some(1), h.amsgrad.then_some(2)],
+                hyper: Hyper::Adam(AdamHyper::new(h)),
+            },
+            // sgd_<T>(n, p, g, buf, h)
+            OptimStep::Sgd { h, first } => UpdatePlan {
+                op: "sgd",
+                state: vec![(h.momentum != 0.0).then_some(0)],
+                hyper: Hyper::Sgd(SgdHyper::new(h, *first)),
+            },
+            // rmsprop_<T>(n, p, g, sq, gavg, buf, h); the state is
+            // [square_avg, momentum_buffer?, grad_avg?].
+            OptimStep::Rmsprop(h) => {
+                let mom = h.momentum > 0.0;
+                UpdatePlan {
+                    op: "rmsprop",
+                    state: vec![
+                        Some(0),
+                        h.centered.then_some(1 + mom as usize),
+                        mom.then_some(1),
+                    ],
+                    hyper: Hyper::Rmsprop(RmspropHyper::new(h)),
+                }
+            }
+        }
+    }
 }
 
 /// One fused optimizer step of any kind on `n` elements of `dtype`: the
@@ -203,12 +259,24 @@ pub fn optim_step(
     dtype: &str,
     step: &OptimStep,
 ) -> CudaResult<()> {
-    match step {
-        OptimStep::Adam(h) => adam(p, g, state, n, dtype, h),
-        OptimStep::Sgd { h, first } => {
-            let buf = state.first_mut().map(|b| &mut **b);
-            sgd(p, g, buf, n, dtype, h, *first)
+    assert!(
+        state.len() == step.state_len(),
+        "optimizer step on the GPU: {} state buffers for {step:?}",
+        state.len()
+    );
+    if n == 0 {
+        return Ok(());
+    }
+    let plan = UpdatePlan::new(step);
+    let dev = p.device().clone();
+    let (pp, pg) = (p.ptr(0), g.ptr(0));
+    let ptr = |k: Option<usize>| k.map_or(0, |i| state[i].ptr(0));
+    let s: Vec<u64> = plan.state.iter().map(|&k| ptr(k)).collect();
+    match plan.hyper {
+        Hyper::Adam(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1], s[2]], h),
+        Hyper::Sgd(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0]], h),
+        Hyper::Rmsprop(h) => {
+            launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1], s[2]], h)
         }
-        OptimStep::Rmsprop(h) => rmsprop(p, g, state, n, dtype, h),
     }
 }

@@ -1,0 +1,137 @@
+//! The fused optimizer kernels (`cu/optim.cu`), emulated from the
+//! launcher's own plan (`launch::optim::UpdatePlan`: which state buffer each
+//! kernel pointer is, and the hyper-parameter struct), three steps against
+//! `OptimStep::apply` (the CPU twin) in every configuration and float dtype
+//! of the GPU twin test. The first GPU run found plain SGD wrong here; this
+//! runs that path without a GPU.
+
+use super::rows::{close, draw};
+use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
+use crate::cuda::launch::elems;
+use crate::cuda::launch::optim::UpdatePlan;
+use crate::cuda::twins::attention::rounded;
+use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
+
+/// Every configuration of the twin test, as the step at `t` (0, 1, 2).
+fn configs() -> Vec<(&'static str, Box<dyn Fn(usize) -> OptimStep>)> {
+    let adamw = AdamStep {
+        lr: 1e-2,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 1e-2,
+        decoupled: true,
+        amsgrad: false,
+        maximize: false,
+        step: 0,
+    };
+    let amsgrad_max = AdamStep {
+        weight_decay: 0.1,
+        decoupled: false,
+        amsgrad: true,
+        maximize: true,
+        ..adamw
+    };
+    let nesterov = SgdStep {
+        lr: 0.05,
+        momentum: 0.9,
+        dampening: 0.0,
+        weight_decay: 1e-3,
+        nesterov: true,
+        maximize: false,
+    };
+    let damped_max = SgdStep {
+        lr: 0.1,
+        momentum: 0.5,
+        dampening: 0.2,
+        weight_decay: 0.0,
+        nesterov: false,
+        maximize: true,
+    };
+    let plain = SgdStep {
+        lr: 0.1,
+        ..Default::default()
+    };
+    let rms_all = RmspropStep {
+        weight_decay: 0.1,
+        momentum: 0.9,
+        centered: true,
+        maximize: true,
+        ..Default::default()
+    };
+    let rms_momentum = RmspropStep {
+        momentum: 0.5,
+        ..Default::default()
+    };
+    let rms_centered = RmspropStep {
+        centered: true,
+        ..Default::default()
+    };
+    let adam = |h: AdamStep| -> Box<dyn Fn(usize) -> OptimStep> {
+        Box::new(move |t| {
+            OptimStep::Adam(AdamStep {
+                step: t as u64 + 1,
+                ..h
+            })
+        })
+    };
+    let sgd = |h: SgdStep| -> Box<dyn Fn(usize) -> OptimStep> {
+        Box::new(move |t| OptimStep::Sgd { h, first: t == 0 })
+    };
+    let rms = |h: RmspropStep| -> Box<dyn Fn(usize) -> OptimStep> {
+        Box::new(move |_| OptimStep::Rmsprop(h))
+    };
+    vec![
+        ("adamw", adam(adamw)),
+        ("adam amsgrad maximize", adam(amsgrad_max)),
+        ("sgd nesterov", sgd(nesterov)),
+        ("sgd damped maximize", sgd(damped_max)),
+        ("sgd plain", sgd(plain)),
+        ("rmsprop plain", rms(RmspropStep::default())),
+        ("rmsprop centered momentum", rms(rms_all)),
+        ("rmsprop momentum", rms(rms_momentum)),
+        ("rmsprop centered", rms(rms_centered)),
+    ]
+}
+
+#[test]
+fn emulated_optimizer_kernels_step_as_their_cpu_twin_from_the_launch_plan() {
+    let optim = Emulator::module("optim").unwrap();
+    let n = 5000;
+    for (dtype, width, tol) in [("f32", 4, 1e-5), ("f16", 2, 4e-3), ("bf16", 2, 2e-2)] {
+        for (name, step) in configs() {
+            let what = format!("{name} ({dtype})");
+            let states = step(0).state_len();
+            let mut p = rounded(&draw(n, 17), dtype);
+            let g = rounded(&draw(n, 19), dtype);
+            let mut st = vec![vec![0.0f32; n]; states];
+            let mut job = Job::default();
+            let bp = job.buffer(bytes_as(&p, dtype));
+            let bg = job.buffer(bytes_as(&g, dtype));
+            let bst: Vec<usize> = st.iter().map(|s| job.buffer(bytes_as(s, dtype))).collect();
+            for t in 0..3 {
+                let s = step(t);
+                let mut views: Vec<&mut [f32]> = st.iter_mut().map(|v| &mut v[..]).collect();
+                s.apply(&mut p, &g, &mut views);
+                p = rounded(&p, dtype);
+                st.iter_mut().for_each(|v| *v = rounded(v, dtype));
+
+                let plan = UpdatePlan::new(&s);
+                let mut args = vec![n.arg(), Arg::Buffer(bp, 0), Arg::Buffer(bg, 0)];
+                args.extend(plan.state.iter().map(|k| match k {
+                    Some(i) => Arg::Buffer(bst[*i], 0),
+                    None => Arg::Null,
+                }));
+                args.push(Arg::Value(plan.hyper.bytes()));
+                job.launch(&format!("{}_{dtype}", plan.op), elems(n), &args);
+            }
+            let got = optim.run(&job).unwrap_or_else(|e| panic!("{what}: {e}"));
+            close(&what, &floats_from(&got[bp], dtype), &p, tol);
+            for (k, (b, want)) in bst.iter().zip(&st).enumerate() {
+                let got = floats_from(&got[*b], dtype);
+                close(&format!("{what} state {k}"), &got, want, tol);
+            }
+            assert_eq!(got[bp].len(), n * width);
+        }
+    }
+}
