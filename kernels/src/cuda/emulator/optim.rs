@@ -12,8 +12,11 @@ use crate::cuda::launch::optim::UpdatePlan;
 use crate::cuda::twins::attention::rounded;
 use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
 
-/// Every configuration of the twin test, as the step at `t` (0, 1, 2).
-fn configs() -> Vec<(&'static str, Box<dyn Fn(usize) -> OptimStep>)> {
+/// An optimizer's step at step index `t` (0, 1, 2).
+type StepAt = Box<dyn Fn(usize) -> OptimStep>;
+
+/// Every configuration of the twin test, and two more RMSprop ones.
+fn configs() -> Vec<(&'static str, StepAt)> {
     let adamw = AdamStep {
         lr: 1e-2,
         beta1: 0.9,
@@ -67,7 +70,7 @@ fn configs() -> Vec<(&'static str, Box<dyn Fn(usize) -> OptimStep>)> {
         centered: true,
         ..Default::default()
     };
-    let adam = |h: AdamStep| -> Box<dyn Fn(usize) -> OptimStep> {
+    let adam = |h: AdamStep| -> StepAt {
         Box::new(move |t| {
             OptimStep::Adam(AdamStep {
                 step: t as u64 + 1,
@@ -75,12 +78,8 @@ fn configs() -> Vec<(&'static str, Box<dyn Fn(usize) -> OptimStep>)> {
             })
         })
     };
-    let sgd = |h: SgdStep| -> Box<dyn Fn(usize) -> OptimStep> {
-        Box::new(move |t| OptimStep::Sgd { h, first: t == 0 })
-    };
-    let rms = |h: RmspropStep| -> Box<dyn Fn(usize) -> OptimStep> {
-        Box::new(move |_| OptimStep::Rmsprop(h))
-    };
+    let sgd = |h: SgdStep| -> StepAt { Box::new(move |t| OptimStep::Sgd { h, first: t == 0 }) };
+    let rms = |h: RmspropStep| -> StepAt { Box::new(move |_| OptimStep::Rmsprop(h)) };
     vec![
         ("adamw", adam(adamw)),
         ("adam amsgrad maximize", adam(amsgrad_max)),
