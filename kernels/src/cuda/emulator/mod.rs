@@ -22,6 +22,7 @@
 mod attention;
 mod conv;
 mod optim;
+mod program;
 mod random;
 mod rows;
 
