@@ -21,6 +21,7 @@
 
 mod attention;
 mod conv;
+mod elementwise;
 mod optim;
 mod program;
 mod random;

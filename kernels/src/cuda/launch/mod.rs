@@ -17,10 +17,10 @@ const MAX_DIMS: usize = 8;
 /// `cu/common.cuh`, same field order and C layout).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-struct Strided {
-    ndim: i32,
-    shape: [u64; MAX_DIMS],
-    strides: [i64; MAX_DIMS],
+pub(in crate::cuda) struct Strided {
+    pub ndim: i32,
+    pub shape: [u64; MAX_DIMS],
+    pub strides: [i64; MAX_DIMS],
 }
 
 // SAFETY: plain `#[repr(C)]` data matching the C struct, passed by value.
@@ -28,7 +28,7 @@ unsafe impl DeviceRepr for Strided {}
 
 /// Packs views that share one shape (the output's), merging dims only where
 /// every view allows it.
-fn pack(shape: &[usize], views: &[&[usize]], op: &str) -> Vec<Strided> {
+pub(in crate::cuda) fn pack(shape: &[usize], views: &[&[usize]], op: &str) -> Vec<Strided> {
     // Merge jointly: a dim pair merges only if it merges in every view.
     let mut dims: Vec<(usize, Vec<usize>)> = Vec::new();
     for d in 0..shape.len() {
