@@ -89,6 +89,15 @@ impl HyperTable {
     }
 }
 
+/// The bytes of a hyper struct, as a table row holds them (and as its
+/// kernel takes it by value).
+pub(crate) fn row_bytes<H: DeviceRepr + Copy>(h: &H) -> &[u8] {
+    // SAFETY: `H` is plain `#[repr(C)]` data of 4-byte fields (a
+    // `DeviceRepr` hyper struct), so its bytes are initialised and it has
+    // no padding; the view covers exactly `*h` and borrows it.
+    unsafe { std::slice::from_raw_parts((h as *const H).cast::<u8>(), std::mem::size_of::<H>()) }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -153,12 +162,9 @@ impl CudaDevice {
                 }
             }
         }
-        let size = std::mem::size_of::<H>();
+        let bytes = row_bytes(h);
+        let size = bytes.len();
         assert!(size <= ROW, "a hyper struct of {size} bytes exceeds a row");
-        // SAFETY: `H` is plain `#[repr(C)]` data of 4-byte fields (a
-        // `DeviceRepr` hyper struct), so its bytes are initialised and it
-        // has no padding; the view covers exactly `*h`.
-        let bytes = unsafe { std::slice::from_raw_parts((h as *const H).cast::<u8>(), size) };
         table.mirror[row * ROW..row * ROW + size].copy_from_slice(bytes);
         table.cursor += 1;
         let at = table.buf.ptr(row * ROW);

@@ -174,34 +174,15 @@ pub(in crate::cuda) enum Hyper {
 
 #[cfg(test)]
 impl Hyper {
-    /// The C struct's bytes, as its kernel takes it by value (f32 fields,
-    /// then i32 fields, no padding), for the emulator.
+    /// The struct's bytes, as its kernel takes it by value and as a hyper
+    /// table row holds it (for the emulator).
     pub(in crate::cuda) fn bytes(&self) -> Vec<u8> {
-        let (floats, ints) = match *self {
-            Hyper::Adam(h) => (
-                vec![
-                    h.beta1,
-                    h.beta2,
-                    h.eps,
-                    h.weight_decay,
-                    h.decay,
-                    h.step_size,
-                    h.bc2_sqrt,
-                ],
-                vec![h.decoupled, h.maximize],
-            ),
-            Hyper::Sgd(h) => (
-                vec![h.lr, h.momentum, h.damp, h.weight_decay],
-                vec![h.nesterov, h.maximize, h.first],
-            ),
-            Hyper::Rmsprop(h) => (
-                vec![h.lr, h.alpha, h.eps, h.weight_decay, h.momentum],
-                vec![h.maximize],
-            ),
-        };
-        let f = floats.into_iter().flat_map(f32::to_le_bytes);
-        f.chain(ints.into_iter().flat_map(i32::to_le_bytes))
-            .collect()
+        use crate::cuda::hyper::row_bytes;
+        match self {
+            Hyper::Adam(h) => row_bytes(h).to_vec(),
+            Hyper::Sgd(h) => row_bytes(h).to_vec(),
+            Hyper::Rmsprop(h) => row_bytes(h).to_vec(),
+        }
     }
 }
 
