@@ -107,6 +107,7 @@ pub fn modules() -> Vec<Module> {
                 &[
                     "layer_norm",
                     "layer_norm_backward",
+                    "layer_norm_param_partials",
                     "layer_norm_param_grads",
                 ],
                 DTYPES,
@@ -335,8 +336,9 @@ mod tests {
             count,
             // conv 4 (im2col, col2im, max pool and its backward); random 2
             // (philox uniform, normal); per float dtype: softmax 2, rows 2,
-            // layer norm 3, optimizers 6 (by value and `_at`), attention 3.
-            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 3 + 6 + 3))
+            // layer norm 4 (forward, dx, the two stages of dw and db),
+            // optimizers 6 (by value and `_at`), attention 3.
+            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 4 + 6 + 3))
         );
     }
 
@@ -421,7 +423,8 @@ mod tests {
         assert_eq!(sizes("exp_f32"), [8, 136, 4, 4, 8, 8]);
         assert_eq!(sizes("add_scaled_f32"), [8, 136, 136, 4, 8, 8, 8]);
         assert_eq!(sizes("layer_norm_backward_bf16"), [8; 7]);
-        assert_eq!(sizes("layer_norm_param_grads_f16"), [8; 8]);
+        assert_eq!(sizes("layer_norm_param_partials_f16"), [8; 9]);
+        assert_eq!(sizes("layer_norm_param_grads_bf16"), [8; 6]);
         // Four sizes, the scale, the causal flag, then the buffers.
         let attention = |buffers: usize| [[8; 4].as_slice(), &[4, 4], &vec![8; buffers]].concat();
         assert_eq!(sizes("attention_forward_bf16"), attention(5));

@@ -5,6 +5,7 @@
 
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
 use crate::cpu::{layer_norm_backward_rows, layer_norm_rows, log_softmax_rows, softmax_rows};
+use crate::cuda::launch::rows::{param_grad_chunks, param_grad_partials};
 use crate::cuda::launch::{elems, per_row};
 use crate::cuda::twins::attention::rounded;
 
@@ -118,7 +119,13 @@ fn emulated_softmax_sums_and_extremes_match_their_cpu_twins() {
 fn emulated_layer_norm_matches_its_cpu_twin_forward_and_backward() {
     let norm = Emulator::module("norm").unwrap();
     for (dtype, width, tol) in [("f32", 4, 1e-4), ("f16", 2, 1e-2), ("bf16", 2, 5e-2)] {
-        for (rows, n) in [(17, 300), (3, 1), (2, 1000), (5, 256)] {
+        // In f32 also shapes that cut the gradients' chunks of 64 rows and
+        // blocks of 32 columns mid-way (a block per row is slow to emulate).
+        let mut shapes = vec![(17, 300), (3, 1), (2, 1000), (5, 256)];
+        if dtype == "f32" {
+            shapes.extend([(130, 40), (200, 70)]);
+        }
+        for (rows, n) in shapes {
             for affine in [true, false] {
                 let what = format!("layer_norm_{dtype} [{rows}, {n}] affine {affine}");
                 let x = rounded(&draw(rows * n, 5), dtype);
@@ -155,8 +162,14 @@ fn emulated_layer_norm_matches_its_cpu_twin_forward_and_backward() {
                     per_row(rows),
                     &args,
                 );
-                let mut args = vec![rows.arg(), n.arg()];
-                args.extend(ptrs(&[bx, bg, cmean, crstd, dw, db]));
+                let (per, chunks) = param_grad_chunks(rows);
+                let [pw, pb] = [0; 2].map(|_| job.output(chunks * n, 4));
+                let mut args = vec![rows.arg(), n.arg(), per.arg()];
+                args.extend(ptrs(&[bx, bg, cmean, crstd, pw, pb]));
+                let shape = param_grad_partials(n, chunks);
+                job.launch(&format!("layer_norm_param_partials_{dtype}"), shape, &args);
+                let mut args = vec![chunks.arg(), n.arg()];
+                args.extend(ptrs(&[pw, pb, dw, db]));
                 job.launch(&format!("layer_norm_param_grads_{dtype}"), elems(n), &args);
 
                 let got = norm.run(&job).unwrap_or_else(|e| panic!("{what}: {e}"));

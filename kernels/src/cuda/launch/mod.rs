@@ -131,7 +131,7 @@ mod index;
 mod movement;
 pub(super) mod optim;
 mod program;
-mod rows;
+pub(super) mod rows;
 
 pub use attention::{
     ATTENTION_MAX_ROWS, ATTENTION_MAX_WIDTH, attention_backward, attention_forward,

@@ -147,18 +147,54 @@ pub fn layer_norm_backward(
         &pw,
         &pdx
     )?;
+    let (per, chunks) = param_grad_chunks(rows);
+    let partials = dev.alloc(2 * chunks * n * 4)?;
+    let (ppw, ppb) = (partials.ptr(0), partials.ptr(chunks * n * 4));
     launch!(
         dev,
-        format!("layer_norm_param_grads_{dtype}"),
-        elems(n),
+        format!("layer_norm_param_partials_{dtype}"),
+        param_grad_partials(n, chunks),
         &rows,
         &n,
+        &per,
         &px,
         &pg,
         &pm,
         &pr,
+        &ppw,
+        &ppb
+    )?;
+    // `partials` goes back to the cache after this launch is queued; the
+    // cache reuses blocks in stream order, so no later kernel overwrites
+    // it before this one has read it.
+    launch!(
+        dev,
+        format!("layer_norm_param_grads_{dtype}"),
+        elems(n),
+        &chunks,
+        &n,
+        &ppw,
+        &ppb,
         &pdw,
         &pdb
     )?;
     Ok((dx, dw, db))
+}
+
+/// Rows per chunk and chunks for LayerNorm's weight and bias gradients:
+/// chunks of at least 64 rows, at most 256 chunks.
+pub(in crate::cuda) fn param_grad_chunks(rows: usize) -> (usize, usize) {
+    let per = rows.div_ceil(256).max(64);
+    (per, rows.div_ceil(per))
+}
+
+/// The first stage of LayerNorm's weight and bias gradients: a block per
+/// 32 columns (x) and chunk of rows (y), 8 row lanes of 32 threads, two
+/// floats of shared memory per thread.
+pub(in crate::cuda) fn param_grad_partials(n: usize, chunks: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (n.div_ceil(32) as u32, chunks as u32, 1),
+        block_dim: (32, 8, 1),
+        shared_mem_bytes: 2 * 32 * 8 * 4,
+    }
 }
