@@ -70,6 +70,15 @@ fn cases() -> Vec<Case> {
         case("layer_norm_plain_3d", &[&[2, 3, 6]], |x| {
             x[0].layer_norm(&[6], None, None, 1e-5)
         }),
+        // Enough rows for several chunks of the column sums that give a
+        // broadcast operand's gradient and LayerNorm's weight and bias
+        // gradients, and columns past one block of 32.
+        case("bias_gradient_over_many_rows", &[&[300, 70], &[70]], |x| {
+            &x[0] * &x[1]
+        }),
+        case("layer_norm_many_rows", &[&[3, 70, 40], &[40], &[40]], |x| {
+            x[0].layer_norm(&[40], Some(&x[1]), Some(&x[2]), 1e-5)
+        }),
         with_index(
             case("cross_entropy", &[&[6, 5]], |x| cross_entropy(&x[0], &x[1])),
             &[6],

@@ -88,7 +88,15 @@ pub fn modules() -> Vec<Module> {
         Module {
             name: "reduce",
             source: Cow::Borrowed(include_str!("cu/reduce.cu")),
-            kernels: per_dtype(&["sum_last", "extreme_last"], DTYPES),
+            kernels: per_dtype(
+                &[
+                    "sum_last",
+                    "sum_first_partials",
+                    "sum_first_finish",
+                    "extreme_last",
+                ],
+                DTYPES,
+            ),
         },
         Module {
             name: "conv",
@@ -335,10 +343,11 @@ mod tests {
         assert_eq!(
             count,
             // conv 4 (im2col, col2im, max pool and its backward); random 2
-            // (philox uniform, normal); per float dtype: softmax 2, rows 2,
-            // layer norm 4 (forward, dx, the two stages of dw and db),
-            // optimizers 6 (by value and `_at`), attention 3.
-            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 2 + 4 + 6 + 3))
+            // (philox uniform, normal); per float dtype: softmax 2, rows 4
+            // (sums of the last dim, the two stages of sums of the first,
+            // extremes), layer norm 4 (forward, dx, the two stages of dw
+            // and db), optimizers 6 (by value and `_at`), attention 3.
+            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 4 + 4 + 6 + 3))
         );
     }
 
@@ -425,6 +434,8 @@ mod tests {
         assert_eq!(sizes("layer_norm_backward_bf16"), [8; 7]);
         assert_eq!(sizes("layer_norm_param_partials_f16"), [8; 9]);
         assert_eq!(sizes("layer_norm_param_grads_bf16"), [8; 6]);
+        assert_eq!(sizes("sum_first_partials_f32"), [8; 5]);
+        assert_eq!(sizes("sum_first_finish_f16"), [8; 4]);
         // Four sizes, the scale, the causal flag, then the buffers.
         let attention = |buffers: usize| [[8; 4].as_slice(), &[4, 4], &vec![8; buffers]].concat();
         assert_eq!(sizes("attention_forward_bf16"), attention(5));

@@ -570,10 +570,18 @@ impl CudaStorage {
         ))
     }
 
-    /// Sum over `dims`: the reduced dims are moved last and made contiguous,
-    /// then each row is summed by one block.
+    /// Sum over `dims`. Over the leading dims of a dense view (a bias's
+    /// gradient), as column sums in place; otherwise the reduced dims are
+    /// moved last and made contiguous, then each row is summed by one block.
     pub fn sum(&self, l: &Layout, dims: &[usize]) -> Option<CudaResult<CudaStorage>> {
         let kd = kernel_dtype(self.dtype)?;
+        let leading = (0..dims.len()).all(|d| dims.contains(&d));
+        if leading && dims.len() < l.ndim() && l.contiguous_offset() == Some(0) {
+            let rows: usize = l.shape[..dims.len()].iter().product();
+            let n: usize = l.shape[dims.len()..].iter().product();
+            let out = launch::sum_first(&self.buf, rows, n, kd);
+            return Some(out.map(|b| CudaStorage::new(b, self.dtype)));
+        }
         let keep: Vec<usize> = (0..l.ndim()).filter(|d| !dims.contains(d)).collect();
         let order: Vec<usize> = keep.iter().chain(dims).copied().collect();
         let moved = l.permute(&order);

@@ -5,7 +5,7 @@
 
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
 use crate::cpu::{layer_norm_backward_rows, layer_norm_rows, log_softmax_rows, softmax_rows};
-use crate::cuda::launch::rows::{param_grad_chunks, param_grad_partials};
+use crate::cuda::launch::rows::{column_chunks, column_partials};
 use crate::cuda::launch::{elems, per_row};
 use crate::cuda::twins::attention::rounded;
 
@@ -116,6 +116,47 @@ fn emulated_softmax_sums_and_extremes_match_their_cpu_twins() {
 }
 
 #[test]
+fn emulated_column_sums_match_the_cpu_in_every_float_dtype() {
+    let reduce = Emulator::module("reduce").unwrap();
+    for (dtype, width, tol) in [("f32", 4, 1e-5), ("f16", 2, 4e-3), ("bf16", 2, 2e-2)] {
+        // One chunk, chunks and column blocks cut mid-way, one column, and
+        // more rows than 256 chunks of 64 hold.
+        for (rows, n) in [(5, 3), (130, 40), (200, 70), (1000, 1), (20_000, 33)] {
+            // Positive values: no cancellation, so f32 sums in any order
+            // stay within the bound relative to the sum.
+            let x: Vec<f32> = draw(rows * n, (rows + n) as u32)
+                .iter()
+                .map(|v| v.abs() / 2.0 + 0.5)
+                .collect();
+            let x = rounded(&x, dtype);
+            let mut job = Job::default();
+            let bx = job.buffer(bytes_as(&x, dtype));
+            let (per, chunks) = column_chunks(rows);
+            let partial = job.output(chunks * n, 4);
+            let y = job.output(n, width);
+            let mut args = vec![rows.arg(), n.arg(), per.arg()];
+            args.extend(ptrs(&[bx, partial]));
+            let shape = column_partials(n, chunks, 1);
+            job.launch(&format!("sum_first_partials_{dtype}"), shape, &args);
+            let mut args = vec![chunks.arg(), n.arg()];
+            args.extend(ptrs(&[partial, y]));
+            job.launch(&format!("sum_first_finish_{dtype}"), elems(n), &args);
+            let what = format!("sum_first_{dtype} [{rows}, {n}]");
+            let got = reduce.run(&job).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let want: Vec<f32> = (0..n)
+                .map(|j| (0..rows).map(|r| x[r * n + j] as f64).sum::<f64>() as f32)
+                .collect();
+            close(
+                &what,
+                &floats_from(&got[y], dtype),
+                &rounded(&want, dtype),
+                tol,
+            );
+        }
+    }
+}
+
+#[test]
 fn emulated_layer_norm_matches_its_cpu_twin_forward_and_backward() {
     let norm = Emulator::module("norm").unwrap();
     for (dtype, width, tol) in [("f32", 4, 1e-4), ("f16", 2, 1e-2), ("bf16", 2, 5e-2)] {
@@ -162,11 +203,11 @@ fn emulated_layer_norm_matches_its_cpu_twin_forward_and_backward() {
                     per_row(rows),
                     &args,
                 );
-                let (per, chunks) = param_grad_chunks(rows);
+                let (per, chunks) = column_chunks(rows);
                 let [pw, pb] = [0; 2].map(|_| job.output(chunks * n, 4));
                 let mut args = vec![rows.arg(), n.arg(), per.arg()];
                 args.extend(ptrs(&[bx, bg, cmean, crstd, pw, pb]));
-                let shape = param_grad_partials(n, chunks);
+                let shape = column_partials(n, chunks, 2);
                 job.launch(&format!("layer_norm_param_partials_{dtype}"), shape, &args);
                 let mut args = vec![chunks.arg(), n.arg()];
                 args.extend(ptrs(&[pw, pb, dw, db]));

@@ -144,7 +144,7 @@ pub use movement::{
 };
 pub use optim::{adam, optim_step, rmsprop, sgd};
 pub use program::run_program;
-pub use rows::{extreme_last, layer_norm, layer_norm_backward, softmax, sum_last};
+pub use rows::{extreme_last, layer_norm, layer_norm_backward, softmax, sum_first, sum_last};
 
 /// `y = op(x)` elementwise over the view `l` of `x`; contiguous result.
 pub fn unary(

@@ -147,13 +147,13 @@ pub fn layer_norm_backward(
         &pw,
         &pdx
     )?;
-    let (per, chunks) = param_grad_chunks(rows);
+    let (per, chunks) = column_chunks(rows);
     let partials = dev.alloc(2 * chunks * n * 4)?;
     let (ppw, ppb) = (partials.ptr(0), partials.ptr(chunks * n * 4));
     launch!(
         dev,
         format!("layer_norm_param_partials_{dtype}"),
-        param_grad_partials(n, chunks),
+        column_partials(n, chunks, 2),
         &rows,
         &n,
         &per,
@@ -181,20 +181,58 @@ pub fn layer_norm_backward(
     Ok((dx, dw, db))
 }
 
-/// Rows per chunk and chunks for LayerNorm's weight and bias gradients:
-/// chunks of at least 64 rows, at most 256 chunks.
-pub(in crate::cuda) fn param_grad_chunks(rows: usize) -> (usize, usize) {
+/// Rows per chunk and chunks of a two-stage column reduction (column sums,
+/// LayerNorm's weight and bias gradients): chunks of at least 64 rows, at
+/// most 256 chunks.
+pub(in crate::cuda) fn column_chunks(rows: usize) -> (usize, usize) {
     let per = rows.div_ceil(256).max(64);
     (per, rows.div_ceil(per))
 }
 
-/// The first stage of LayerNorm's weight and bias gradients: a block per
-/// 32 columns (x) and chunk of rows (y), 8 row lanes of 32 threads, two
-/// floats of shared memory per thread.
-pub(in crate::cuda) fn param_grad_partials(n: usize, chunks: usize) -> LaunchConfig {
+/// The first stage of a column reduction: a block per 32 columns (x) and
+/// chunk of rows (y), 8 row lanes of 32 threads, `floats` floats of shared
+/// memory per thread.
+pub(in crate::cuda) fn column_partials(n: usize, chunks: usize, floats: usize) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(32) as u32, chunks as u32, 1),
         block_dim: (32, 8, 1),
-        shared_mem_bytes: 2 * 32 * 8 * 4,
+        shared_mem_bytes: (floats * 32 * 8 * 4) as u32,
     }
+}
+
+/// Column sums of a contiguous `[rows, n]` buffer (a sum over its leading
+/// dims), in f32 whatever `dtype`, without a transposing copy.
+pub fn sum_first(x: &CudaBuffer, rows: usize, n: usize, dtype: &str) -> CudaResult<CudaBuffer> {
+    let dev = x.device();
+    if n == 0 {
+        return dev.alloc(0);
+    }
+    if rows == 0 {
+        return fill(dev, n, dtype, 0.0);
+    }
+    let y = dev.alloc(n * width(dtype))?;
+    let (per, chunks) = column_chunks(rows);
+    let partial = dev.alloc(chunks * n * 4)?;
+    let (px, pp, py) = (x.ptr(0), partial.ptr(0), y.ptr(0));
+    launch!(
+        dev,
+        format!("sum_first_partials_{dtype}"),
+        column_partials(n, chunks, 1),
+        &rows,
+        &n,
+        &per,
+        &px,
+        &pp
+    )?;
+    // `partial` goes back to the cache once queued: reused in stream order.
+    launch!(
+        dev,
+        format!("sum_first_finish_{dtype}"),
+        elems(n),
+        &chunks,
+        &n,
+        &pp,
+        &py
+    )?;
+    Ok(y)
 }
