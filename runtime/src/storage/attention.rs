@@ -112,8 +112,9 @@ impl Storage {
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 impl CudaStorage {
     /// The view's buffer when it is dense from the buffer's start, else a
-    /// dense copy kept in `copy`.
-    fn dense<'a>(
+    /// dense copy kept in `copy` (a kernel that reads dense rows then needs
+    /// no copy of a tensor that already is).
+    pub(super) fn dense<'a>(
         &'a self,
         l: &Layout,
         copy: &'a mut Option<CudaStorage>,

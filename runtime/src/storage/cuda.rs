@@ -330,8 +330,9 @@ impl CudaStorage {
         let n = l.shape[dim];
         let rows = l.numel() / n.max(1);
         Some((|| {
-            let packed = launch::strided_copy(&self.buf, &moved, self.dtype.size_in_bytes())?;
-            let (v, i) = launch::extreme_last(&packed, rows, n, kd, max)?;
+            let mut copy = None;
+            let packed = self.dense(&moved, &mut copy)?;
+            let (v, i) = launch::extreme_last(packed, rows, n, kd, max)?;
             Ok((
                 CudaStorage::new(v, self.dtype),
                 CudaStorage::new(i, DType::I64),
@@ -588,8 +589,9 @@ impl CudaStorage {
         let rows: usize = keep.iter().map(|&d| l.shape[d]).product();
         let n: usize = dims.iter().map(|&d| l.shape[d]).product();
         Some((|| {
-            let packed = launch::strided_copy(&self.buf, &moved, self.dtype.size_in_bytes())?;
-            let out = launch::sum_last(&packed, rows, n, kd)?;
+            let mut copy = None;
+            let packed = self.dense(&moved, &mut copy)?;
+            let out = launch::sum_last(packed, rows, n, kd)?;
             Ok(CudaStorage::new(out, self.dtype))
         })())
     }
@@ -600,8 +602,8 @@ impl CudaStorage {
         let n = *l.shape.last()?;
         let rows = l.numel() / n.max(1);
         Some((|| {
-            let x = launch::strided_copy(&self.buf, l, self.dtype.size_in_bytes())?;
-            let y = launch::softmax(&x, rows, n, kd, log)?;
+            let mut copy = None;
+            let y = launch::softmax(self.dense(l, &mut copy)?, rows, n, kd, log)?;
             Ok(CudaStorage::new(y, self.dtype))
         })())
     }
