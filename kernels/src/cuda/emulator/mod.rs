@@ -22,6 +22,8 @@
 mod attention;
 mod conv;
 mod elementwise;
+mod index;
+mod movement;
 mod optim;
 mod program;
 mod random;
