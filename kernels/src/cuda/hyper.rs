@@ -18,7 +18,7 @@ use cudarc::driver::DeviceRepr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Bytes per row: every hyper struct fits, and rows stay aligned.
-const ROW: usize = 64;
+pub(crate) const ROW: usize = 64;
 
 /// What a table does with the rows launchers give it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,9 +3,8 @@
 //! bounds as the GPU twin test (`twins/attention.rs`).
 
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
-use crate::cpu::{Rows, attention_backward, attention_forward};
 use crate::cuda::launch::attention::blocks;
-use crate::cuda::twins::attention::{rounded, shapes};
+use crate::cuda::twins::attention::{AttentionCase, attention_case, rounded, shapes};
 
 fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "{what}: length");
@@ -15,36 +14,21 @@ fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     }
 }
 
-/// Deterministic inputs in [-1, 1].
-fn draw(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            let x = (i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 2000;
-            x as f32 / 1000.0 - 1.0
-        })
-        .collect()
-}
-
 #[test]
 fn emulated_attention_kernels_match_their_cpu_twin_forward_and_backward() {
     let emu = Emulator::module("attention").unwrap();
     for (dtype, width, tol) in [("f32", 4, 2e-5), ("f16", 2, 2e-2), ("bf16", 2, 6e-2)] {
         for (n, (d, causal)) in shapes().into_iter().enumerate() {
             let what = |part: &str| format!("{dtype} {d:?} causal {causal}: {part}");
-            let scale = 1.0 / (d.e as f32).sqrt();
-            let seed = 10 * n as u32;
-            let q = rounded(&draw(d.batch * d.l * d.e, seed), dtype);
-            let k = rounded(&draw(d.batch * d.s * d.e, seed + 1), dtype);
-            let v = rounded(&draw(d.batch * d.s * d.ev, seed + 2), dtype);
-            let g = rounded(&draw(d.batch * d.l * d.ev, seed + 3), dtype);
-            let (cq, ck, cv) = (
-                Rows::dense(&q, d.batch, d.l, d.e),
-                Rows::dense(&k, d.batch, d.s, d.e),
-                Rows::dense(&v, d.batch, d.s, d.ev),
-            );
-            let want = attention_forward(&cq, &ck, &cv, d, scale, causal);
-            let (want_dq, want_dk, want_dv) =
-                attention_backward(&cq, &ck, &cv, &want.out, &want.lse, &g, d, scale, causal);
+            let AttentionCase {
+                q,
+                k,
+                v,
+                g,
+                scale,
+                want,
+                grads: (want_dq, want_dk, want_dv),
+            } = attention_case(d, causal, 10 * n as u32, dtype);
 
             let mut job = Job::default();
             let [bq, bk, bv] = [&q, &k, &v].map(|x| job.buffer(bytes_as(x, dtype)));

@@ -9,94 +9,11 @@
 
 use super::rows::{close, draw};
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
+use crate::cuda::hyper::ROW;
 use crate::cuda::launch::elems;
 use crate::cuda::launch::optim::UpdatePlan;
 use crate::cuda::twins::attention::rounded;
-use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
-
-/// An optimizer's step at step index `t` (0, 1, 2).
-type StepAt = Box<dyn Fn(usize) -> OptimStep>;
-
-/// Every configuration of the twin test, and two more RMSprop ones.
-fn configs() -> Vec<(&'static str, StepAt)> {
-    let adamw = AdamStep {
-        lr: 1e-2,
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 1e-2,
-        decoupled: true,
-        amsgrad: false,
-        maximize: false,
-        step: 0,
-    };
-    let amsgrad_max = AdamStep {
-        weight_decay: 0.1,
-        decoupled: false,
-        amsgrad: true,
-        maximize: true,
-        ..adamw
-    };
-    let nesterov = SgdStep {
-        lr: 0.05,
-        momentum: 0.9,
-        dampening: 0.0,
-        weight_decay: 1e-3,
-        nesterov: true,
-        maximize: false,
-    };
-    let damped_max = SgdStep {
-        lr: 0.1,
-        momentum: 0.5,
-        dampening: 0.2,
-        weight_decay: 0.0,
-        nesterov: false,
-        maximize: true,
-    };
-    let plain = SgdStep {
-        lr: 0.1,
-        ..Default::default()
-    };
-    let rms_all = RmspropStep {
-        weight_decay: 0.1,
-        momentum: 0.9,
-        centered: true,
-        maximize: true,
-        ..Default::default()
-    };
-    let rms_momentum = RmspropStep {
-        momentum: 0.5,
-        ..Default::default()
-    };
-    let rms_centered = RmspropStep {
-        centered: true,
-        ..Default::default()
-    };
-    let adam = |h: AdamStep| -> StepAt {
-        Box::new(move |t| {
-            OptimStep::Adam(AdamStep {
-                step: t as u64 + 1,
-                ..h
-            })
-        })
-    };
-    let sgd = |h: SgdStep| -> StepAt { Box::new(move |t| OptimStep::Sgd { h, first: t == 0 }) };
-    let rms = |h: RmspropStep| -> StepAt { Box::new(move |_| OptimStep::Rmsprop(h)) };
-    vec![
-        ("adamw", adam(adamw)),
-        ("adam amsgrad maximize", adam(amsgrad_max)),
-        ("sgd nesterov", sgd(nesterov)),
-        ("sgd damped maximize", sgd(damped_max)),
-        ("sgd plain", sgd(plain)),
-        ("rmsprop plain", rms(RmspropStep::default())),
-        ("rmsprop centered momentum", rms(rms_all)),
-        ("rmsprop momentum", rms(rms_momentum)),
-        ("rmsprop centered", rms(rms_centered)),
-    ]
-}
-
-/// Bytes per hyper-table row (`ROW` in `hyper.rs`).
-const ROW: usize = 64;
+use crate::cuda::twins::optim::configs;
 
 #[test]
 fn emulated_optimizer_kernels_step_as_their_cpu_twin_from_the_launch_plan() {

@@ -53,6 +53,53 @@ fn down_as(b: &CudaBuffer, n: usize, dtype: &str) -> Vec<f32> {
     }
 }
 
+/// One case: inputs in [-1, 1] (scores stay in a range where f16 holds
+/// them) rounded through `dtype` as the GPU holds them, and the tiled CPU
+/// twin's output, log-sum-exp and gradients.
+pub(in crate::cuda) struct AttentionCase {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub g: Vec<f32>,
+    pub scale: f32,
+    pub want: crate::cpu::AttentionForward<f32>,
+    pub grads: (Vec<f32>, Vec<f32>, Vec<f32>),
+}
+
+/// The case of `d` (causal or not) drawn from `seed`, in `dtype`.
+pub(in crate::cuda) fn attention_case(
+    d: AttentionDims,
+    causal: bool,
+    seed: u32,
+    dtype: &str,
+) -> AttentionCase {
+    let scale = 1.0 / (d.e as f32).sqrt();
+    let draw = |len: usize, s: u32| -> Vec<f32> {
+        let x: Vec<f32> = inputs(len, s).iter().map(|v| v / 2.0).collect();
+        rounded(&x, dtype)
+    };
+    let q = draw(d.batch * d.l * d.e, seed);
+    let k = draw(d.batch * d.s * d.e, seed + 1);
+    let v = draw(d.batch * d.s * d.ev, seed + 2);
+    let g = draw(d.batch * d.l * d.ev, seed + 3);
+    let (cq, ck, cv) = (
+        Rows::dense(&q, d.batch, d.l, d.e),
+        Rows::dense(&k, d.batch, d.s, d.e),
+        Rows::dense(&v, d.batch, d.s, d.ev),
+    );
+    let want = attention_forward(&cq, &ck, &cv, d, scale, causal);
+    let grads = attention_backward(&cq, &ck, &cv, &want.out, &want.lse, &g, d, scale, causal);
+    AttentionCase {
+        q,
+        k,
+        v,
+        g,
+        scale,
+        want,
+        grads,
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn fused_attention_matches_its_cpu_twin_forward_and_backward() {
@@ -60,27 +107,15 @@ fn fused_attention_matches_its_cpu_twin_forward_and_backward() {
     for (dtype, tol) in [("f32", 2e-5), ("f16", 2e-2), ("bf16", 6e-2)] {
         for (n, (d, causal)) in shapes().into_iter().enumerate() {
             let what = |part: &str| format!("{dtype} {d:?} causal {causal}: {part}");
-            let scale = 1.0 / (d.e as f32).sqrt();
-            let seed = 10 * n as u32;
-            // Inputs in [-1, 1]: scores stay in a range where f16 holds them.
-            let draw = |len: usize, s: u32| -> Vec<f32> {
-                rounded(
-                    &inputs(len, s).iter().map(|v| v / 2.0).collect::<Vec<_>>(),
-                    dtype,
-                )
-            };
-            let q = draw(d.batch * d.l * d.e, seed);
-            let k = draw(d.batch * d.s * d.e, seed + 1);
-            let v = draw(d.batch * d.s * d.ev, seed + 2);
-            let g = draw(d.batch * d.l * d.ev, seed + 3);
-            let (cq, ck, cv) = (
-                Rows::dense(&q, d.batch, d.l, d.e),
-                Rows::dense(&k, d.batch, d.s, d.e),
-                Rows::dense(&v, d.batch, d.s, d.ev),
-            );
-            let want = attention_forward(&cq, &ck, &cv, d, scale, causal);
-            let (want_dq, want_dk, want_dv) =
-                attention_backward(&cq, &ck, &cv, &want.out, &want.lse, &g, d, scale, causal);
+            let AttentionCase {
+                q,
+                k,
+                v,
+                g,
+                scale,
+                want,
+                grads: (want_dq, want_dk, want_dv),
+            } = attention_case(d, causal, 10 * n as u32, dtype);
 
             let (gq, gk, gv) = (
                 up_as(&dev, &q, dtype),

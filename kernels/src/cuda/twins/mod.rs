@@ -8,7 +8,7 @@
 
 pub(super) mod attention;
 mod index;
-mod optim;
+pub(super) mod optim;
 
 use super::launch;
 use super::{CudaBuffer, CudaDevice, device};

@@ -1,8 +1,8 @@
-//! The fused optimizer kernels against `crate::cpu::{adam,sgd,rmsprop}_update`.
+//! The fused optimizer kernels against `OptimStep::apply` (the CPU twin),
+//! in every configuration of [`configs`] (which the emulator runs too).
 
 use super::*;
-use crate::cpu::{adam_update, rmsprop_update, sgd_update};
-use crate::optim::{AdamStep, RmspropStep, SgdStep};
+use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
 
 /// Rounds through `dtype` as a kernel stores it (f32 unchanged).
 fn round_through(dtype: &str, v: &mut [f32]) {
@@ -79,11 +79,11 @@ fn three_steps(
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
-fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
-    let Some(dev) = gpu() else { return };
-    let n = 5000;
+/// An optimizer's step at step index `t` (0, 1, 2).
+pub(in crate::cuda) type StepAt = Box<dyn Fn(usize) -> OptimStep>;
+
+/// Every configuration of the twin test, and two more RMSprop ones.
+pub(in crate::cuda) fn configs() -> Vec<(&'static str, StepAt)> {
     let adamw = AdamStep {
         lr: 1e-2,
         beta1: 0.9,
@@ -95,7 +95,7 @@ fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
         maximize: false,
         step: 0,
     };
-    let adam_amsgrad_max = AdamStep {
+    let amsgrad_max = AdamStep {
         weight_decay: 0.1,
         decoupled: false,
         amsgrad: true,
@@ -122,72 +122,64 @@ fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
         lr: 0.1,
         ..Default::default()
     };
-    let rms_plain = RmspropStep::default();
     let rms_all = RmspropStep {
         weight_decay: 0.1,
         momentum: 0.9,
         centered: true,
         maximize: true,
-        ..rms_plain
+        ..Default::default()
     };
+    let rms_momentum = RmspropStep {
+        momentum: 0.5,
+        ..Default::default()
+    };
+    let rms_centered = RmspropStep {
+        centered: true,
+        ..Default::default()
+    };
+    let adam = |h: AdamStep| -> StepAt {
+        Box::new(move |t| {
+            OptimStep::Adam(AdamStep {
+                step: t as u64 + 1,
+                ..h
+            })
+        })
+    };
+    let sgd = |h: SgdStep| -> StepAt { Box::new(move |t| OptimStep::Sgd { h, first: t == 0 }) };
+    let rms = |h: RmspropStep| -> StepAt { Box::new(move |_| OptimStep::Rmsprop(h)) };
+    vec![
+        ("adamw", adam(adamw)),
+        ("adam amsgrad maximize", adam(amsgrad_max)),
+        ("sgd nesterov", sgd(nesterov)),
+        ("sgd damped maximize", sgd(damped_max)),
+        ("sgd plain", sgd(plain)),
+        ("rmsprop plain", rms(RmspropStep::default())),
+        ("rmsprop centered momentum", rms(rms_all)),
+        ("rmsprop momentum", rms(rms_momentum)),
+        ("rmsprop centered", rms(rms_centered)),
+    ]
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn optimizers_match_their_cpu_twins_in_every_float_dtype() {
+    let Some(dev) = gpu() else { return };
+    let n = 5000;
     // Fused multiply-adds on the GPU can move a half result by one unit in
     // the last place.
     for dt in [("f32", 1e-5), ("f16", 4e-3), ("bf16", 2e-2)] {
         let dtype = dt.0;
-        for cfg in [adamw, adam_amsgrad_max] {
-            // [exp_avg, exp_avg_sq, max_exp_avg_sq with amsgrad]
-            let h = |step: usize| AdamStep {
-                step: step as u64 + 1,
-                ..cfg
-            };
+        for (name, step) in configs() {
             three_steps(
                 &dev,
                 dt,
-                &format!("adam (amsgrad {})", cfg.amsgrad),
-                2 + cfg.amsgrad as usize,
-                &|p, g, st, step| {
-                    let (m, rest) = st.split_first_mut().unwrap();
-                    let (v, rest) = rest.split_first_mut().unwrap();
-                    adam_update(p, g, m, v, rest.first_mut().map(|x| &mut x[..]), &h(step))
+                name,
+                step(0).state_len(),
+                &|p, g, st, t| {
+                    let mut views: Vec<&mut [f32]> = st.iter_mut().map(|v| &mut v[..]).collect();
+                    step(t).apply(p, g, &mut views)
                 },
-                &|p, g, st, step| launch::adam(p, g, st, n, dtype, &h(step)).unwrap(),
-            );
-        }
-        for cfg in [nesterov, damped_max, plain] {
-            three_steps(
-                &dev,
-                dt,
-                &format!("sgd {cfg:?}"),
-                (cfg.momentum != 0.0) as usize,
-                &|p, g, st, step| {
-                    sgd_update(p, g, st.first_mut().map(|b| &mut b[..]), step == 0, &cfg)
-                },
-                &|p, g, st, step| {
-                    let buf = st.first_mut().map(|b| &mut **b);
-                    launch::sgd(p, g, buf, n, dtype, &cfg, step == 0).unwrap()
-                },
-            );
-        }
-        for cfg in [rms_plain, rms_all] {
-            // [square_avg, momentum_buffer, grad_avg], as the optimizer keeps them.
-            let mom = cfg.momentum > 0.0;
-            three_steps(
-                &dev,
-                dt,
-                &format!("rmsprop (centered {})", cfg.centered),
-                1 + mom as usize + cfg.centered as usize,
-                &|p, g, st, _| {
-                    let (sq, rest) = st.split_first_mut().unwrap();
-                    let (buf, rest) = if mom {
-                        let (b, r) = rest.split_first_mut().unwrap();
-                        (Some(&mut b[..]), r)
-                    } else {
-                        (None, rest)
-                    };
-                    let gavg = rest.first_mut().map(|x| &mut x[..]);
-                    rmsprop_update(p, g, sq, gavg, buf, &cfg)
-                },
-                &|p, g, st, _| launch::rmsprop(p, g, st, n, dtype, &cfg).unwrap(),
+                &|p, g, st, t| launch::optim_step(p, g, st, n, dtype, &step(t)).unwrap(),
             );
         }
     }
