@@ -84,7 +84,8 @@ check() {
 # the kernel twins with synchronous launches, so a faulting kernel is named
 # by its own launch rather than by a later read.
 export RUST_BACKTRACE=1
-wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests" cuda:: --include-ignored --nocapture --test-threads 1
+# (The CPU emulator's tests, cuda::emulator, ran in CI already and need g++.)
+wanted kernels && check kernels env CUDA_LAUNCH_BLOCKING=1 "$bins/kernels-tests" cuda:: --include-ignored --nocapture --test-threads 1 --skip cuda::emulator
 wanted device && check device-tests "$bins/cuda" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 # NCCL (libnccl from the nvidia-nccl wheel on the library path above): one rank on the GPU.
 wanted device && check nccl "$bins/nccl" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
