@@ -10,8 +10,9 @@
 // a partial warp mask. Blocks run one after another, so `__shared__` arrays
 // are plain statics and dynamic shared memory is one heap block of exactly
 // the launch's size (AddressSanitizer catches a kernel that overruns it).
-// Threads run in increasing or decreasing order (the harness runs both and
-// compares): a result that depends on the order is a race.
+// Blocks, and a block's threads, run in increasing or decreasing order (the
+// harness runs both and compares): a result that depends on the order is a
+// race, between threads of a block or between blocks.
 
 #include <ucontext.h>
 

@@ -1,8 +1,8 @@
 // The emulator's program: `harness JOB OUT ORDER` reads a job (buffers and
 // launches, written by kernels/src/cuda/emulator/mod.rs), runs the launches
 // in order over the buffers, and writes the buffers back to OUT. ORDER is
-// `forward` or `reverse`: the order in which a block's threads run between
-// barriers. It follows the kernel sources and `emu::kernels`, the table of
+// `forward` or `reverse`: the order in which the blocks run, and a block's
+// threads between barriers. It follows the kernel sources and `emu::kernels`, the table of
 // the module's kernels, in the same translation unit.
 
 namespace emu {
@@ -181,17 +181,21 @@ static void launch(Reader &job, std::vector<unsigned char *> &buffers,
     running_args = args.data();
     grid_dim = grid;
     block_dim = block;
-    for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-            for (unsigned x = 0; x < grid.x; ++x) {
-                block_idx.x = x, block_idx.y = y, block_idx.z = z;
-                // Never-written shared memory reads as NaN (all ones).
-                dynamic_shared_block = std::malloc(shared_bytes ? shared_bytes : 1);
-                std::memset(dynamic_shared_block, 0xff, shared_bytes);
-                run_block(fibers, stacks, reverse);
-                std::free(dynamic_shared_block);
-                dynamic_shared_block = nullptr;
-            }
+    // Blocks run one after another, in reverse order too when threads do:
+    // two blocks that write one element (without atomics) then disagree.
+    const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
+    for (unsigned long long k = 0; k < blocks; ++k) {
+        const unsigned long long b = reverse ? blocks - 1 - k : k;
+        block_idx.x = (unsigned)(b % grid.x);
+        block_idx.y = (unsigned)(b / grid.x % grid.y);
+        block_idx.z = (unsigned)(b / ((unsigned long long)grid.x * grid.y));
+        // Never-written shared memory reads as NaN (all ones).
+        dynamic_shared_block = std::malloc(shared_bytes ? shared_bytes : 1);
+        std::memset(dynamic_shared_block, 0xff, shared_bytes);
+        run_block(fibers, stacks, reverse);
+        std::free(dynamic_shared_block);
+        dynamic_shared_block = nullptr;
+    }
 }
 
 }  // namespace emu

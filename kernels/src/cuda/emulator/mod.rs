@@ -6,8 +6,9 @@
 //! `harness.cpp`, a program that runs a [`Job`]'s launches over its buffers.
 //! It is built with AddressSanitizer and UBSan: an out-of-bounds read or
 //! write of global or dynamic shared memory stops the run. Each job runs
-//! twice, a block's threads in increasing and then decreasing order; the
-//! two must agree bit for bit, or the kernel races.
+//! twice, the blocks and a block's threads in increasing and then
+//! decreasing order; the two must agree bit for bit, or the kernel races
+//! (within a block, or two blocks writing one element).
 //!
 //! What this checks that the CPU twins and NVRTC cannot: the kernels' index
 //! arithmetic, shared-memory sizes and layout, barriers and warp exchanges,
@@ -237,9 +238,10 @@ impl Emulator {
         Ok(Emulator { exe })
     }
 
-    /// Runs `job`'s launches, threads in increasing then decreasing order;
-    /// the buffers after them, or what went wrong (a sanitizer report, a
-    /// deadlock, an argument the kernel does not take, a race).
+    /// Runs `job`'s launches, blocks and threads in increasing then
+    /// decreasing order: the buffers after them, or what went wrong (a
+    /// sanitizer report, a deadlock, an argument the kernel does not take,
+    /// a race).
     pub(crate) fn run(&self, job: &Job) -> Result<Vec<Vec<u8>>, String> {
         let dir = std::env::temp_dir().join("tapir-cuda-emulator");
         let stem = format!(
@@ -378,4 +380,18 @@ fn the_emulator_reports_a_race_a_deadlock_and_an_overrun() {
     let overrun = good.replace("s[63 - threadIdx.x]", "s[64 + threadIdx.x]");
     let err = run(&overrun).unwrap_err();
     assert!(err.contains("heap-buffer-overflow"), "{err}");
+    // Two blocks that write the same elements: the last one wins.
+    let emu = Emulator::build(&module(
+        r#"extern "C" __global__ void k(float *y) { y[threadIdx.x] = blockIdx.x; }"#,
+        "k",
+    ))
+    .unwrap();
+    let mut job = Job::default();
+    let y = job.output(64, 4);
+    let two_blocks = LaunchConfig {
+        grid_dim: (2, 1, 1),
+        ..one_block
+    };
+    job.launch("k", two_blocks, &[Arg::Buffer(y, 0)]);
+    assert!(emu.run(&job).unwrap_err().contains("race"), "blocks racing");
 }
