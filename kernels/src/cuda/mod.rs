@@ -13,7 +13,10 @@
 //! - [`cudnn`]: convolution and its gradients on cuDNN (f32, f16, bf16);
 //! - [`HostPin`]: page-locked host memory, copied to the GPU by DMA;
 //! - [`nccl`]: NCCL collectives on device buffers (data-parallel training);
-//! - `checks`: index bounds checked on the device, reported at the next host read.
+//! - `checks`: index bounds checked on the device, reported at the next host read;
+//! - `twins` (tests, on a GPU): each kernel through its launcher against its
+//!   CPU twin; `emulator` (tests, no GPU): the kernel sources compiled for
+//!   the CPU, run with the launchers' shapes against the same twins.
 
 mod allocator;
 mod buffer;

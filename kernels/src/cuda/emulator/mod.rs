@@ -235,6 +235,7 @@ impl Emulator {
         }
         std::fs::rename(&tmp, &exe).map_err(|e| format!("{}: {e}", exe.display()))?;
         let _ = std::fs::remove_file(&src);
+        remove_older_builds(&dir, module.name, &exe);
         Ok(Emulator { exe })
     }
 
@@ -299,6 +300,29 @@ impl Emulator {
             results.push(bytes);
         }
         Ok(results)
+    }
+}
+
+/// Removes the builds of module `name` from other versions of its source
+/// (a few MB each) made over a day ago, keeping `keep` (a newer one may
+/// belong to another checkout's tests running now).
+fn remove_older_builds(dir: &std::path::Path, name: &str, keep: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let file = e.file_name().to_string_lossy().into_owned();
+        let hash = file.strip_prefix(name).and_then(|r| r.strip_prefix('-'));
+        let is_build =
+            hash.is_some_and(|h| h.len() == 16 && h.chars().all(|c| c.is_ascii_hexdigit()));
+        let day_old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|a| a.as_secs() > 24 * 3600));
+        if is_build && day_old && path != keep {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
