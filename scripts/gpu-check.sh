@@ -143,7 +143,7 @@ def load(p):
         return {}
 ours, torch = load(sys.argv[1]), load(sys.argv[2])
 print(f"{'workload':<12} {'variant':<14} {'tapir':>12} {'pytorch':>12} {'ratio':>7}"
-      f" {'peak MiB tapir':>15} {'pytorch':>8}")
+      f" {'peak MiB tapir':>15} {'pytorch':>8} {'launches/step':>13}")
 for key, r in ours.items():
     t = torch.get(key) or {}
     metric = "gflops" if key[0] == "matmul" else "samples_per_s"
@@ -151,7 +151,9 @@ for key, r in ours.items():
     b = t.get(metric)
     ratio = f"{a / b:.2f}" if a and b else "-"
     pa, pb = r.get("peak_gpu_mib", "-"), t.get("peak_gpu_mib", "-")
-    print(f"{key[0]:<12} {key[1]:<14} {a!s:>12} {b!s:>12} {ratio:>7} {pa!s:>15} {pb!s:>8}  ({metric})")
+    launches = r.get("gpu_launches_per_step", "-")
+    print(f"{key[0]:<12} {key[1]:<14} {a!s:>12} {b!s:>12} {ratio:>7} {pa!s:>15} {pb!s:>8}"
+          f" {launches!s:>13}  ({metric})")
 PY
 # The side-by-side table and the raw lines, beside the CPU runs.
 stamp=$(date +%F)

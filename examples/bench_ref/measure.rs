@@ -31,6 +31,8 @@ pub(crate) struct Timing {
     pub per_step: Vec<f64>,
     pub cpu: f64,
     pub device: Device,
+    /// GPU kernels queued by the timed steps (`tapir::cuda::kernel_launches`).
+    pub launches: u64,
 }
 
 /// Times `steps` calls after `warm` untimed ones; on a GPU each step ends
@@ -61,6 +63,7 @@ pub(crate) fn time_loop(
         })
     });
     let (c0, t0) = (cpu_seconds(), Instant::now());
+    let launches0 = tapir::cuda::kernel_launches();
     let mut per_step = Vec::with_capacity(steps);
     for _ in 0..steps {
         let s = Instant::now();
@@ -69,6 +72,7 @@ pub(crate) fn time_loop(
         per_step.push(s.elapsed().as_secs_f64());
     }
     let total = t0.elapsed().as_secs_f64();
+    let launches = tapir::cuda::kernel_launches() - launches0;
     if let Some(p) = profiler {
         let table = p.stop().key_averages();
         eprint!(
@@ -81,6 +85,7 @@ pub(crate) fn time_loop(
         per_step,
         cpu: cpu_seconds() - c0,
         device,
+        launches,
     }
 }
 
@@ -128,6 +133,10 @@ pub(crate) fn record(
     fields.push(format!("\"device\": \"{}\"", t.device));
     if let Ok(name) = tapir::cuda::get_device_name(t.device) {
         fields.push(format!("\"gpu\": \"{name}\""));
+        fields.push(format!(
+            "\"gpu_launches_per_step\": {:.1}",
+            t.launches as f64 / steps.max(1) as f64
+        ));
     }
     // Each variant runs in a child process of its own, so this peak is the
     // variant's (PyTorch's side: torch.cuda.max_memory_allocated()).

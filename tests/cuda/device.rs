@@ -161,6 +161,30 @@ fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
     close("gather", &good, &want, 0.0, 0.0).unwrap();
 }
 
+/// `kernel_launches` counts what each op queues: one kernel for an
+/// elementwise op, one GEMM for a matmul, two stages for a bias-style sum
+/// over the leading dim, and nothing for a view.
+#[test]
+#[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
+fn kernel_launches_count_what_each_op_queues() {
+    let Some(device) = gpu() else { return };
+    let a = Tensor::ones(&[64, 32]).to(device).unwrap();
+    let b = Tensor::ones(&[32, 16]).to(device).unwrap();
+    let count = |f: &dyn Fn() -> Tensor| {
+        let before = tapir::cuda::kernel_launches();
+        let _keep = f();
+        tapir::cuda::kernel_launches() - before
+    };
+    assert_eq!(count(&|| &a * &a), 1, "an elementwise op");
+    assert_eq!(count(&|| a.matmul(&b)), 1, "a matmul is one GEMM");
+    assert_eq!(
+        count(&|| a.sum_dim(0, false)),
+        2,
+        "column sums in two stages"
+    );
+    assert_eq!(count(&|| a.t()), 0, "a view queues nothing");
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn the_gpu_names_itself() {

@@ -252,6 +252,7 @@ impl CudaDevice {
                 unsafe { op.launch(algo, ws, scale, &av, &mut ov, &bv) }.map_err(fail)?;
             }
         }
+        super::device::count_launch();
         Ok(out)
     }
 }

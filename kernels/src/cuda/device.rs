@@ -14,7 +14,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 pub use super::error::{CudaError, CudaResult};
@@ -90,6 +90,21 @@ thread_local! {
 /// (`CudaDevice::synchronize`, which every read of device data calls).
 pub fn host_waits() -> u64 {
     HOST_WAITS.with(Cell::get)
+}
+
+static KERNEL_LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// Work items queued on any device by this process so far: each tapir
+/// kernel launch (fills and strided copies included), each cuBLAS GEMM
+/// and each cuDNN convolution counts one; plain memory copies (uploads,
+/// reads, duplicates) do not.
+pub fn kernel_launches() -> u64 {
+    KERNEL_LAUNCHES.load(Ordering::Relaxed)
+}
+
+/// Counts one launch (see [`kernel_launches`]).
+pub(crate) fn count_launch() {
+    KERNEL_LAUNCHES.fetch_add(1, Ordering::Relaxed);
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -205,6 +205,23 @@ pub fn host_syncs() -> u64 {
     0
 }
 
+/// How many kernels this process has queued on its GPUs: each tapir kernel
+/// (fills and strided copies included), cuBLAS GEMM and cuDNN convolution
+/// counts one; plain memory copies (uploads, reads to the host) do not. At small sizes a GPU step's speed is its launch count times the
+/// host's cost per launch, so `bench_ref` reports it per step.
+///
+/// ```
+/// let before = tapir_runtime::cuda::kernel_launches();
+/// let _ = &tapir_runtime::Tensor::ones(&[3]) + 1.0; // a CPU op launches nothing
+/// assert_eq!(tapir_runtime::cuda::kernel_launches(), before);
+/// ```
+pub fn kernel_launches() -> u64 {
+    #[cfg(any(feature = "cuda", feature = "cuda12"))]
+    return tapir_kernels::cuda::device::kernel_launches();
+    #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
+    0
+}
+
 /// cuDNN's switches (`torch.backends.cudnn`): convolutions on CUDA tensors
 /// of f32, f16 and bf16 run on cuDNN when it is available and enabled, and
 /// on tapir's own im2col + cuBLAS kernels otherwise (and for other dtypes).

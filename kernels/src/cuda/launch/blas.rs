@@ -105,5 +105,6 @@ pub fn matmul(
         )
     }
     .map_err(|e| dev.err("cuBLAS gemm", e))?;
+    crate::cuda::device::count_launch();
     Ok(c)
 }

@@ -119,7 +119,7 @@ macro_rules! launch {
         // addresses of live buffers; all launches are ordered on the device's
         // one stream, so a buffer is not reused before its kernels ran.
         unsafe { b.launch($cfg) }
-            .map(|_| ())
+            .map(|_| crate::cuda::device::count_launch())
             .map_err(|e| dev.err(&format!("launching {name}"), e))
     }};
 }

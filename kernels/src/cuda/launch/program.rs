@@ -57,7 +57,7 @@ pub fn run_program(
     // f32 and is written at `i < n`; launches are ordered on the device's
     // one stream, so no buffer is reused before the kernel ran.
     unsafe { b.launch(elems(n)) }
-        .map(|_| ())
+        .map(|_| crate::cuda::device::count_launch())
         .map_err(|e| dev.err(&format!("launching {name}"), e))?;
     Ok(outs)
 }
