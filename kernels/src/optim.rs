@@ -14,7 +14,7 @@ use crate::Float;
 use crate::cpu::{adam_update, rmsprop_update, sgd_update};
 
 /// Hyper-parameters of one Adam/AdamW step.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamStep {
     /// Learning rate.
     pub lr: f64,
@@ -37,7 +37,7 @@ pub struct AdamStep {
 }
 
 /// Hyper-parameters of SGD (for one step, or as an optimizer's defaults).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SgdStep {
     /// Learning rate.
     pub lr: f64,
@@ -68,7 +68,7 @@ impl Default for SgdStep {
 }
 
 /// Hyper-parameters of RMSprop (for one step, or as an optimizer's defaults).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RmspropStep {
     /// Learning rate.
     pub lr: f64,
@@ -103,7 +103,7 @@ impl Default for RmspropStep {
 
 /// One fused optimizer update, whatever the device: the parameter, its
 /// gradient and its state buffers in the optimizer's order.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum OptimStep {
     /// Adam/AdamW; state `[exp_avg, exp_avg_sq]`, plus `max_exp_avg_sq` with amsgrad.
     Adam(AdamStep),

@@ -163,7 +163,8 @@ fn an_out_of_range_index_on_the_gpu_is_reported_at_the_next_read() {
 
 /// `kernel_launches` counts what each op queues: one kernel for an
 /// elementwise op, one GEMM for a matmul, two stages for a bias-style sum
-/// over the leading dim, and nothing for a view.
+/// over the leading dim, nothing for a view, and one multi-tensor launch
+/// for an optimizer step of several parameters.
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn kernel_launches_count_what_each_op_queues() {
@@ -183,6 +184,24 @@ fn kernel_launches_count_what_each_op_queues() {
         "column sums in two stages"
     );
     assert_eq!(count(&|| a.t()), 0, "a view queues nothing");
+    // An AdamW step of three parameters is one multi-tensor launch (after
+    // the first step, which also creates the state with fills).
+    let ps: Vec<Tensor> = [&[4usize, 5][..], &[3], &[7]]
+        .iter()
+        .map(|s| Tensor::ones(s).to(device).unwrap().requires_grad_(true))
+        .collect();
+    for p in &ps {
+        p.set_grad(Some(Tensor::ones(p.shape()).to(device).unwrap()));
+    }
+    let mut opt = tapir::optim::AdamW::new(ps.clone(), Default::default());
+    opt.step();
+    let before = tapir::cuda::kernel_launches();
+    opt.step();
+    assert_eq!(
+        tapir::cuda::kernel_launches() - before,
+        1,
+        "an optimizer step of three tensors"
+    );
 }
 
 #[test]

@@ -321,19 +321,37 @@ fn optimizer_cases_agree(device: Device) -> Result<(), String> {
     let mut failures = vec![];
     for (dtype, tol) in [(DType::F32, 1e-6), (DType::F16, 1e-3), (DType::BF16, 8e-3)] {
         for (name, make) in makers {
-            // A fresh parameter per run: `.to()` onto the device a tensor is
+            // Fresh parameters per run: `.to()` onto the device a tensor is
             // already on returns that tensor (as in PyTorch), so a shared
-            // start would be stepped by both runs.
+            // start would be stepped by both runs. Three of them, of
+            // different sizes, so one step updates several tensors at once
+            // (one multi-tensor launch on a GPU).
             let on = |d: Device| {
-                let p0 = Tensor::from_vec(values(300, 1), &[20, 15]).to_dtype(dtype);
-                let p = p0.to(d).unwrap().requires_grad_(true);
-                let mut opt = make(vec![p.clone()]);
+                let shapes: [&[usize]; 3] = [&[20, 15], &[7], &[3, 11]];
+                let ps: Vec<Tensor> = shapes
+                    .iter()
+                    .enumerate()
+                    .map(|(j, s)| {
+                        let n = s.iter().product();
+                        let p0 = Tensor::from_vec(values(n, 1 + 10 * j as u64), s);
+                        p0.to_dtype(dtype).to(d).unwrap().requires_grad_(true)
+                    })
+                    .collect();
+                let mut opt = make(ps.clone());
                 for k in 0..3 {
-                    let g = Tensor::from_vec(values(300, 2 + k), &[20, 15]).to_dtype(dtype);
-                    p.set_grad(Some(g.to(d).unwrap()));
+                    for (j, (p, s)) in ps.iter().zip(shapes).enumerate() {
+                        let n = s.iter().product();
+                        let g = Tensor::from_vec(values(n, 2 + k + 10 * j as u64), s);
+                        p.set_grad(Some(g.to_dtype(dtype).to(d).unwrap()));
+                    }
                     opt.step();
                 }
-                p.to(Device::Cpu).unwrap().to_dtype(DType::F64)
+                let flat: Vec<Tensor> = ps.iter().map(|p| p.reshape(&[-1])).collect();
+                let refs: Vec<&Tensor> = flat.iter().collect();
+                Tensor::cat(&refs, 0)
+                    .to(Device::Cpu)
+                    .unwrap()
+                    .to_dtype(DType::F64)
             };
             let (want, got) = (on(Device::Cpu), on(device));
             if let Err(e) = close(&format!("{name} ({dtype})"), &got, &want, tol, tol) {

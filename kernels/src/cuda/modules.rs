@@ -137,7 +137,20 @@ pub fn modules() -> Vec<Module> {
             name: "optim",
             source: Cow::Borrowed(include_str!("cu/optim.cu")),
             kernels: per_dtype(
-                &["adam", "sgd", "rmsprop", "adam_at", "sgd_at", "rmsprop_at"],
+                &[
+                    "adam",
+                    "sgd",
+                    "rmsprop",
+                    "adam_at",
+                    "sgd_at",
+                    "rmsprop_at",
+                    "adam_multi",
+                    "sgd_multi",
+                    "rmsprop_multi",
+                    "adam_multi_at",
+                    "sgd_multi_at",
+                    "rmsprop_multi_at",
+                ],
                 DTYPES,
             ),
         },
@@ -346,8 +359,9 @@ mod tests {
             // (philox uniform, normal); per float dtype: softmax 2, rows 4
             // (sums of the last dim, the two stages of sums of the first,
             // extremes), layer norm 4 (forward, dx, the two stages of dw
-            // and db), optimizers 6 (by value and `_at`), attention 3.
-            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 4 + 4 + 6 + 3))
+            // and db), optimizers 12 (one tensor or many, by value and
+            // `_at`), attention 3.
+            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 4 + 4 + 12 + 3))
         );
     }
 
@@ -428,6 +442,8 @@ mod tests {
         assert_eq!(sizes("adam_f32"), [8, 8, 8, 8, 8, 8, 36]);
         assert_eq!(sizes("sgd_bf16"), [8, 8, 8, 8, 28]);
         assert_eq!(sizes("rmsprop_f16"), [8, 8, 8, 8, 8, 8, 24]);
+        assert_eq!(sizes("adam_multi_bf16"), [768, 36]);
+        assert_eq!(sizes("sgd_multi_at_f32"), [768, 8]);
         assert_eq!(sizes("gather_u32"), [8, 136, 8, 8, 8, 8, 8, 8, 8, 8, 8]);
         assert_eq!(sizes("exp_f32"), [8, 136, 4, 4, 8, 8]);
         assert_eq!(sizes("add_scaled_f32"), [8, 136, 136, 4, 8, 8, 8]);

@@ -1,7 +1,7 @@
 //! Adam and AdamW (decoupled weight decay), with amsgrad and maximize.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state,
+    GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
     with_grads,
 };
 use crate::nn::StateDict;
@@ -202,6 +202,7 @@ impl Optimizer for Adam {
             "optimizer",
         );
         let _g = crate::NoGradGuard::new();
+        let mut updates = Updates::default();
         for (i, p, g, lr, wd) in with_grads(&self.groups) {
             let st = self.state[i].get_or_insert_with(|| {
                 let mut bufs = vec![
@@ -226,8 +227,9 @@ impl Optimizer for Adam {
                 step: st.step,
             };
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            fused(&p, &g, &bufs, OptimStep::Adam(h));
+            updates.push(&p, &g, &bufs, OptimStep::Adam(h));
         }
+        updates.run();
     }
     fn param_groups(&self) -> &[ParamGroup] {
         &self.groups

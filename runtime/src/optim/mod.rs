@@ -1,15 +1,19 @@
 //! Optimizers (`torch.optim`), learning-rate schedulers and gradient clipping.
 //! Updates run as fused kernels that follow PyTorch's single-tensor
-//! implementations, record nothing, and skip parameters whose grad is None.
+//! implementations, record nothing, and skip parameters whose grad is None;
+//! on a GPU, consecutive parameters with the same step share a launch
+//! (`fused.rs`).
 
 mod adam;
 mod clip;
+mod fused;
 mod lr_scheduler;
 mod rmsprop;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
+pub(crate) use fused::Updates;
 pub use lr_scheduler::{
     ClosedForm, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LinearLR,
     LrScheduler, MultiStepLR, OneCycleLR, PlateauMode, ReduceLROnPlateau, SequentialLR, StepLR,
@@ -18,10 +22,7 @@ pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use sgd::{SGD, SgdConfig};
 
 use crate::nn::StateDict;
-use crate::storage::Storage;
 use crate::{Error, Result, Tensor};
-use std::sync::RwLockWriteGuard;
-use tapir_kernels::optim::OptimStep;
 
 /// Parameters that share a learning rate and weight decay, as given to an
 /// optimizer's `with_groups`: each option left unset takes the optimizer's
@@ -229,33 +230,6 @@ pub(crate) fn load_state(
         };
     }
     Ok(())
-}
-
-/// Runs one fused update (`step`) of a parameter with its gradient and its
-/// state tensors, on whatever device they live (see `Storage::optim_step`).
-pub(crate) fn fused(p: &Tensor, g: &Tensor, states: &[&Tensor], step: OptimStep) {
-    assert!(
-        !crate::compile::in_compiled_step(),
-        "optimizer step inside a compile_step closure: a CUDA graph would freeze its learning \
-         rate and step count; call the optimizer after step.run()"
-    );
-    for t in std::iter::once(p).chain(states.iter().copied()) {
-        assert!(
-            t.is_contiguous() && t.layout().offset == 0 && t.read().len() == t.numel(),
-            "optimizer: parameters and their state must be whole contiguous tensors (got shape {:?}, strides {:?})",
-            t.shape(),
-            t.strides()
-        );
-    }
-    let g = crate::ops::dense0(&g.to_dtype(p.dtype()));
-    let gs = g.read();
-    let mut guards: Vec<RwLockWriteGuard<'_, Storage>> = std::iter::once(p)
-        .chain(states.iter().copied())
-        .map(|t| t.write())
-        .collect();
-    let (pg, rest) = guards.split_first_mut().expect("the parameter");
-    let mut rest: Vec<&mut Storage> = rest.iter_mut().map(|s| &mut **s).collect();
-    Storage::optim_step(pg, &gs, &mut rest, &step);
 }
 
 /// Every parameter that has a gradient, with its flat index, group lr and weight decay.

@@ -1,7 +1,7 @@
 //! RMSprop, plain or centered, with optional momentum.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state,
+    GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
     with_grads,
 };
 use crate::nn::StateDict;
@@ -47,6 +47,7 @@ impl Optimizer for RMSprop {
         let _p = crate::profiler::scope("Optimizer.step#RMSprop.step", "optimizer");
         let _g = crate::NoGradGuard::new();
         let c = self.cfg;
+        let mut updates = Updates::default();
         for (i, p, g, lr, wd) in with_grads(&self.groups) {
             let st = self.state[i].get_or_insert_with(|| {
                 let mut bufs = vec![("square_avg", Tensor::zeros_like(&p))];
@@ -65,8 +66,9 @@ impl Optimizer for RMSprop {
                 ..c
             };
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            fused(&p, &g, &bufs, OptimStep::Rmsprop(h));
+            updates.push(&p, &g, &bufs, OptimStep::Rmsprop(h));
         }
+        updates.run();
     }
     fn param_groups(&self) -> &[ParamGroup] {
         &self.groups

@@ -1,7 +1,7 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, fused, load_state, resolve_groups, save_state,
+    GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
     with_grads,
 };
 use crate::nn::StateDict;
@@ -58,6 +58,7 @@ impl Optimizer for SGD {
     fn step(&mut self) {
         let _p = crate::profiler::scope("Optimizer.step#SGD.step", "optimizer");
         let _g = crate::NoGradGuard::new();
+        let mut updates = Updates::default();
         for (i, p, g, lr, wd) in with_grads(&self.groups) {
             let h = SgdStep {
                 lr,
@@ -75,8 +76,9 @@ impl Optimizer for SGD {
             });
             st.step += 1;
             let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            fused(&p, &g, &bufs, OptimStep::Sgd { h, first });
+            updates.push(&p, &g, &bufs, OptimStep::Sgd { h, first });
         }
+        updates.run();
     }
     fn param_groups(&self) -> &[ParamGroup] {
         &self.groups

@@ -11,7 +11,6 @@ use super::cuda::fail;
 use crate::dtype::DType;
 use tapir_kernels::cpu::{Operand, run_program};
 use tapir_kernels::elementwise::{BinaryFn, Compare, Second, UnaryFn};
-use tapir_kernels::optim::OptimStep;
 use tapir_kernels::program::Program;
 use tapir_kernels::{Conv2dGeometry, Layout};
 
@@ -597,35 +596,5 @@ impl Storage {
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => s.fill(l, value).unwrap_or_else(|e| fail("fill_", e)),
         }
-    }
-
-    /// One fused optimizer update of `p` (dense, whole buffer) with gradient
-    /// `g` (dense, same dtype) and `state` (each dense, whole, same dtype) in
-    /// the step's order. f16/bf16 compute in f32 and round each stored
-    /// value once, as PyTorch's fused kernels.
-    pub fn optim_step(p: &mut Storage, g: &Storage, state: &mut [&mut Storage], step: &OptimStep) {
-        #[cfg(any(feature = "cuda", feature = "cuda12"))]
-        if let (Storage::Cuda(pc), Storage::Cuda(gc)) = (&mut *p, g) {
-            let n = state.len();
-            let mut bufs = Vec::with_capacity(n);
-            for s in state.iter_mut() {
-                if let Storage::Cuda(c) = &mut **s {
-                    bufs.push(c);
-                }
-            }
-            if bufs.len() == n
-                && let Some(r) = pc.optim_step(gc, &mut bufs, step)
-            {
-                return r.unwrap_or_else(|e| fail("optimizer step", e));
-            }
-        }
-        let gh = g.host();
-        let mut hosts: Vec<super::HostMut<'_>> = std::iter::once(p)
-            .chain(state.iter_mut().map(|s| &mut **s))
-            .map(|s| s.host_mut())
-            .collect();
-        let (ph, rest) = hosts.split_first_mut().expect("the parameter");
-        let mut rest: Vec<&mut CpuBuffer> = rest.iter_mut().map(|h| &mut **h).collect();
-        ph.optim_step(&gh, &mut rest, step);
     }
 }

@@ -10,7 +10,6 @@ use crate::dtype::DType;
 use half::{bf16, f16};
 use std::sync::Arc;
 use tapir_kernels::cuda::{CudaBuffer, CudaDevice, CudaError, CudaResult, launch};
-use tapir_kernels::optim::OptimStep;
 use tapir_kernels::{Conv2dGeometry, Layout};
 
 #[derive(Debug)]
@@ -545,30 +544,6 @@ impl CudaStorage {
         let ordinal = self.buf.device().ordinal();
         let v = CudaStorage::filled(ordinal, l.numel(), value, self.dtype)?;
         self.assign(l, &v, &Layout::contiguous(&l.shape))
-    }
-
-    /// One fused optimizer update of this whole buffer (f32, f16, bf16;
-    /// `None` for other dtypes).
-    pub fn optim_step(
-        &mut self,
-        g: &CudaStorage,
-        state: &mut [&mut CudaStorage],
-        step: &OptimStep,
-    ) -> Option<CudaResult<()>> {
-        let kd = kernel_dtype(self.dtype)?;
-        if g.dtype != self.dtype || state.iter().any(|s| s.dtype != self.dtype) {
-            return None;
-        }
-        let n = self.len();
-        let mut bufs: Vec<&mut CudaBuffer> = state.iter_mut().map(|s| &mut s.buf).collect();
-        Some(launch::optim_step(
-            &mut self.buf,
-            &g.buf,
-            &mut bufs,
-            n,
-            kd,
-            step,
-        ))
     }
 
     /// Sum over `dims`. Over the leading dims of a dense view (a bias's

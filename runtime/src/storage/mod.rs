@@ -8,8 +8,8 @@
 //! nn and optim never see a buffer type.
 //!
 //! `mod.rs` holds the storage itself and data movement; `compute.rs` the
-//! compute primitives (`attention.rs` the fused attention's); `cpu.rs` /
-//! `cpu_nn.rs` and `cuda.rs` their two arms.
+//! compute primitives (`attention.rs` the fused attention's, `optim.rs` the
+//! optimizer updates'); `cpu.rs` / `cpu_nn.rs` and `cuda.rs` their two arms.
 
 mod attention;
 mod compute;
@@ -19,6 +19,7 @@ mod cpu_nn;
 pub(crate) mod cuda;
 mod cudnn;
 mod host;
+mod optim;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 mod pinned;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
@@ -28,6 +29,7 @@ pub(crate) use compute::{Along, ProgramInput};
 use cpu::CpuBuffer;
 use host::Tracked;
 pub(crate) use host::{cpu_memory, reset_cpu_peak};
+pub(crate) use optim::OptimItem;
 /// The sizes of a fused attention call, as the seam's `attention` takes them.
 pub(crate) use tapir_kernels::cpu::AttentionDims;
 

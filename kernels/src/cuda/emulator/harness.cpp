@@ -158,6 +158,21 @@ static void launch(Reader &job, std::vector<unsigned char *> &buffers,
                      std::to_string(len));
             storage[i].resize(len / 8 + 1);
             job.take(storage[i].data(), len);
+        } else if (kind == 3) {
+            // A struct by value with buffer addresses at given positions.
+            const uint32_t len = job.next<uint32_t>();
+            if (params[i].pointer || len != params[i].size)
+                fail(which + " is not a struct of " + std::to_string(len) + " bytes");
+            storage[i].resize(len / 8 + 1);
+            job.take(storage[i].data(), len);
+            const uint32_t patches = job.next<uint32_t>();
+            for (uint32_t k = 0; k < patches; ++k) {
+                const uint32_t at = job.next<uint32_t>(), index = job.next<uint32_t>();
+                if (at + 8 > len || index >= buffers.size())
+                    fail(which + ": an address outside the struct or the job's buffers");
+                unsigned char *p = buffers[index];
+                std::memcpy(reinterpret_cast<unsigned char *>(storage[i].data()) + at, &p, sizeof p);
+            }
         } else if (kind == 2) {
             if (!params[i].pointer) fail(which + " is a value; the launch passed a null pointer");
             storage[i].assign(1, 0);

@@ -40,12 +40,15 @@ const EMU_H: &str = include_str!("emu.h");
 const HARNESS: &str = include_str!("harness.cpp");
 
 /// A kernel argument: bytes passed by value, a job buffer (by index, from a
-/// byte offset) passed as a pointer, or a null pointer.
+/// byte offset) passed as a pointer, a null pointer, or a struct by value
+/// holding buffer addresses (`(byte position, buffer)` pairs the harness
+/// fills in).
 #[derive(Clone)]
 pub(crate) enum Arg {
     Value(Vec<u8>),
     Buffer(usize, u64),
     Null,
+    Addresses(Vec<u8>, Vec<(usize, usize)>),
 }
 
 /// Values a kernel takes as arguments, as their little-endian bytes.
@@ -111,6 +114,15 @@ impl Job {
                     out.extend(offset.to_le_bytes());
                 }
                 Arg::Null => out.push(2),
+                Arg::Addresses(bytes, patches) => {
+                    out.push(3);
+                    u32s(out, &[bytes.len() as u32]);
+                    out.extend(bytes);
+                    u32s(out, &[patches.len() as u32]);
+                    for &(at, buffer) in patches {
+                        u32s(out, &[at as u32, buffer as u32]);
+                    }
+                }
             }
         }
     }

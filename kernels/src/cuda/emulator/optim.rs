@@ -10,8 +10,9 @@
 use super::rows::{close, draw};
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
 use crate::cuda::hyper::ROW;
+use crate::cuda::launch::MULTI;
 use crate::cuda::launch::elems;
-use crate::cuda::launch::optim::UpdatePlan;
+use crate::cuda::launch::optim::{MultiTensors, UpdatePlan, multi_blocks};
 use crate::cuda::twins::attention::rounded;
 use crate::cuda::twins::optim::configs;
 
@@ -83,6 +84,105 @@ fn emulated_optimizer_kernels_step_as_their_cpu_twin_from_the_launch_plan() {
                 for (k, (b, want)) in bst.iter().zip(&st).enumerate() {
                     let got = floats_from(&got[*b], dtype);
                     close(&format!("{what} state {k}"), &got, want, tol);
+                }
+            }
+        }
+    }
+}
+
+/// `multi` by value, its addresses (job buffer + 1, or 0 for null) filled
+/// in by the harness: the arrays after the lengths hold them.
+fn with_addresses(multi: &MultiTensors) -> Arg {
+    let bytes = multi.bytes();
+    let lengths = 8 * MULTI;
+    let patches = (lengths..bytes.len())
+        .step_by(8)
+        .filter_map(|at| {
+            let v = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+            (v != 0).then(|| (at, v as usize - 1))
+        })
+        .collect();
+    Arg::Addresses(bytes, patches)
+}
+
+/// The multi-tensor kernels (`<op>_multi_<T>`, and `_multi_at_` from a
+/// table row) on three tensors of different lengths at once, as the
+/// launcher packs them (`MultiTensors::new`, `multi_blocks`), against
+/// `OptimStep::apply` on each tensor alone.
+#[test]
+fn emulated_multi_tensor_updates_step_each_tensor_as_alone() {
+    let optim = Emulator::module("optim").unwrap();
+    let lens = [1000, 7, 300];
+    for (dtype, tol) in [("f32", 1e-5), ("bf16", 2e-2)] {
+        for (name, step) in configs() {
+            let states = step(0).state_len();
+            let mut job = Job::default();
+            // Per tensor: CPU values and state, and (per launch form) the
+            // job buffers of the parameter and its state.
+            let mut cpu = Vec::new();
+            let mut forms: Vec<Vec<(usize, usize, Vec<usize>)>> = vec![Vec::new(), Vec::new()];
+            for (k, &n) in lens.iter().enumerate() {
+                let p = rounded(&draw(n, 17 + k as u32), dtype);
+                let g = rounded(&draw(n, 19 + k as u32), dtype);
+                let bg = job.buffer(bytes_as(&g, dtype));
+                for form in forms.iter_mut() {
+                    let bp = job.buffer(bytes_as(&p, dtype));
+                    let bst = (0..states).map(|_| job.buffer(bytes_as(&vec![0.0; n], dtype)));
+                    form.push((bp, bg, bst.collect()));
+                }
+                cpu.push((p, g, vec![vec![0.0f32; n]; states]));
+            }
+            let mut table = vec![0u8; 3 * ROW];
+            let mut plans = Vec::new();
+            for t in 0..3 {
+                let s = step(t);
+                for (p, g, st) in cpu.iter_mut() {
+                    let mut views: Vec<&mut [f32]> = st.iter_mut().map(|v| &mut v[..]).collect();
+                    s.apply(p, g, &mut views);
+                    *p = rounded(p, dtype);
+                    st.iter_mut().for_each(|v| *v = rounded(v, dtype));
+                }
+                let plan = UpdatePlan::new(&s);
+                let hyper = plan.hyper.bytes();
+                table[t * ROW..t * ROW + hyper.len()].copy_from_slice(&hyper);
+                plans.push((plan, hyper));
+            }
+            let bt = job.buffer(table);
+            for (t, (plan, hyper)) in plans.iter().enumerate() {
+                for (f, form) in forms.iter().enumerate() {
+                    // Buffer index + 1 stands for each address (0 is null);
+                    // the harness writes the real ones.
+                    let items: Vec<(u64, u64, Vec<u64>, usize)> = form
+                        .iter()
+                        .zip(lens)
+                        .map(|((bp, bg, bst), n)| {
+                            let s = bst.iter().map(|&b| b as u64 + 1).collect();
+                            (*bp as u64 + 1, *bg as u64 + 1, s, n)
+                        })
+                        .collect();
+                    let multi = MultiTensors::new(plan, &items);
+                    let h = match f {
+                        0 => Arg::Value(hyper.clone()),
+                        _ => Arg::Buffer(bt, (t * ROW) as u64),
+                    };
+                    let kernel = match f {
+                        0 => format!("{}_multi_{dtype}", plan.op),
+                        _ => format!("{}_multi_at_{dtype}", plan.op),
+                    };
+                    let table = with_addresses(&multi);
+                    job.launch(&kernel, multi_blocks(1000, lens.len()), &[table, h]);
+                }
+            }
+            let got = optim
+                .run(&job)
+                .unwrap_or_else(|e| panic!("{name} ({dtype}): {e}"));
+            for (f, form) in forms.iter().enumerate() {
+                for ((bp, _, bst), (p, _, st)) in form.iter().zip(&cpu) {
+                    let what = format!("{name} ({dtype}, multi form {f}, {} elements)", p.len());
+                    close(&what, &floats_from(&got[*bp], dtype), p, tol);
+                    for (b, want) in bst.iter().zip(st) {
+                        close(&what, &floats_from(&got[*b], dtype), want, tol);
+                    }
                 }
             }
         }

@@ -142,7 +142,7 @@ pub use index::{Gathered, gather, index_add_f32, scatter_add_f32};
 pub use movement::{
     arange_f32, arange_i64, cast, compare, fill, philox, select_where, strided_assign, strided_copy,
 };
-pub use optim::{adam, optim_step, rmsprop, sgd};
+pub use optim::{MULTI, UpdateItem, adam, optim_step, optim_step_many, rmsprop, sgd};
 pub use program::run_program;
 pub use rows::{extreme_last, layer_norm, layer_norm_backward, softmax, sum_first, sum_last};
 

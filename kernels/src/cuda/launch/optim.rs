@@ -261,3 +261,135 @@ pub fn optim_step(
         }
     }
 }
+
+/// Tensors per multi-tensor launch (`TAPIR_MULTI` in `cu/optim.cu`).
+pub const MULTI: usize = 16;
+
+/// `MultiTensors` in `cu/optim.cu`: lengths and addresses of up to
+/// [`MULTI`] tensors, state pointers in the kernel's order (0 where unused).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(in crate::cuda) struct MultiTensors {
+    pub n: [u64; MULTI],
+    pub p: [u64; MULTI],
+    pub g: [u64; MULTI],
+    pub s: [[u64; MULTI]; 3],
+}
+
+// SAFETY: plain `#[repr(C)]` u64 arrays matching the C struct, by value.
+unsafe impl DeviceRepr for MultiTensors {}
+
+/// One tensor of a multi-tensor update: the parameter, its gradient, its
+/// state buffers in the step's order, and its length.
+pub type UpdateItem<'a> = (
+    &'a mut CudaBuffer,
+    &'a CudaBuffer,
+    Vec<&'a mut CudaBuffer>,
+    usize,
+);
+
+impl MultiTensors {
+    /// The table of `items` (at most [`MULTI`]) for `plan`: each kernel
+    /// state pointer is the plan's state buffer, or 0.
+    pub(in crate::cuda) fn new(plan: &UpdatePlan, items: &[(u64, u64, Vec<u64>, usize)]) -> Self {
+        assert!(items.len() <= MULTI, "at most {MULTI} tensors per launch");
+        let mut t = MultiTensors::default();
+        for (k, (p, g, state, n)) in items.iter().enumerate() {
+            t.n[k] = *n as u64;
+            t.p[k] = *p;
+            t.g[k] = *g;
+            for (j, which) in plan.state.iter().enumerate() {
+                t.s[j][k] = which.map_or(0, |i| state[i]);
+            }
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+impl MultiTensors {
+    /// The struct's bytes as its kernel takes it (for the emulator).
+    pub(in crate::cuda) fn bytes(&self) -> Vec<u8> {
+        let arrays = [
+            &self.n, &self.p, &self.g, &self.s[0], &self.s[1], &self.s[2],
+        ];
+        arrays
+            .iter()
+            .flat_map(|a| a.iter().flat_map(|x| x.to_le_bytes()))
+            .collect()
+    }
+}
+
+/// The launch shape of a multi-tensor update: a row of blocks (grid y) per
+/// tensor, enough blocks across (grid x, at most 1024) for the longest.
+pub(in crate::cuda) fn multi_blocks(longest: usize, tensors: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (
+            longest.div_ceil(256).clamp(1, 1024) as u32,
+            tensors as u32,
+            1,
+        ),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// One fused optimizer step of `step` on many tensors of `dtype` at once,
+/// [`MULTI`] per launch (PyTorch's default multi-tensor `foreach` path on
+/// CUDA): the same update as [`optim_step`] on each, in fewer launches.
+pub fn optim_step_many(
+    items: &mut [UpdateItem<'_>],
+    dtype: &str,
+    step: &OptimStep,
+) -> CudaResult<()> {
+    for (_, _, state, _) in items.iter() {
+        assert!(
+            state.len() == step.state_len(),
+            "optimizer step on the GPU: {} state buffers for {step:?}",
+            state.len()
+        );
+    }
+    let plan = UpdatePlan::new(step);
+    for chunk in items.chunks(MULTI) {
+        let addresses: Vec<(u64, u64, Vec<u64>, usize)> = chunk
+            .iter()
+            .map(|(p, g, state, n)| {
+                (
+                    p.ptr(0),
+                    g.ptr(0),
+                    state.iter().map(|s| s.ptr(0)).collect(),
+                    *n,
+                )
+            })
+            .collect();
+        let longest = chunk.iter().map(|c| c.3).max().unwrap_or(0);
+        if longest == 0 {
+            continue;
+        }
+        let dev = chunk[0].0.device().clone();
+        let table = MultiTensors::new(&plan, &addresses);
+        let cfg = multi_blocks(longest, chunk.len());
+        let total: usize = chunk.iter().map(|c| c.3).sum();
+        let flat: Vec<u64> = addresses
+            .iter()
+            .flat_map(|(p, g, s, _)| [*p, *g].into_iter().chain(s.iter().copied()))
+            .collect();
+        let at_kernel = format!("{}_multi_at_{dtype}", plan.op);
+        let name = format!("{}_multi_{dtype}", plan.op);
+        macro_rules! go {
+            ($h:expr) => {
+                match dev.hyper_row(&at_kernel, total, &flat, &$h)? {
+                    None => launch!(&dev, name, cfg, &table, &$h),
+                    Some((at, true)) => launch!(&dev, at_kernel, cfg, &table, &at),
+                    Some((_, false)) => Ok(()),
+                }
+            };
+        }
+        match plan.hyper {
+            Hyper::Adam(h) => go!(h),
+            Hyper::Sgd(h) => go!(h),
+            Hyper::Rmsprop(h) => go!(h),
+        }?;
+    }
+    Ok(())
+}
