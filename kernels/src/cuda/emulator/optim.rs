@@ -14,7 +14,32 @@ use crate::cuda::launch::MULTI;
 use crate::cuda::launch::elems;
 use crate::cuda::launch::optim::{MultiTensors, UpdatePlan, multi_blocks};
 use crate::cuda::twins::attention::rounded;
-use crate::cuda::twins::optim::configs;
+use crate::cuda::twins::optim::{StepAt, configs};
+use crate::optim::OptimStep;
+
+/// One step of the CPU twin, each stored value rounded through `dtype` as
+/// the kernel stores it.
+fn cpu_step(s: &OptimStep, p: &mut Vec<f32>, g: &[f32], st: &mut [Vec<f32>], dtype: &str) {
+    let mut views: Vec<&mut [f32]> = st.iter_mut().map(|v| &mut v[..]).collect();
+    s.apply(p, g, &mut views);
+    *p = rounded(p, dtype);
+    st.iter_mut().for_each(|v| *v = rounded(v, dtype));
+}
+
+/// The launch plans of steps 0, 1, 2 with their hyper structs' bytes, and
+/// a hyper table holding those bytes in rows 0, 1, 2.
+fn plans_and_table(step: &StepAt) -> (Vec<(UpdatePlan, Vec<u8>)>, Vec<u8>) {
+    let mut table = vec![0u8; 3 * ROW];
+    let plans = (0..3)
+        .map(|t| {
+            let plan = UpdatePlan::new(&step(t));
+            let hyper = plan.hyper.bytes();
+            table[t * ROW..t * ROW + hyper.len()].copy_from_slice(&hyper);
+            (plan, hyper)
+        })
+        .collect();
+    (plans, table)
+}
 
 #[test]
 fn emulated_optimizer_kernels_step_as_their_cpu_twin_from_the_launch_plan() {
@@ -39,20 +64,10 @@ fn emulated_optimizer_kernels_step_as_their_cpu_twin_from_the_launch_plan() {
                     (bp, bst)
                 })
                 .collect();
-            let mut table = vec![0u8; 3 * ROW];
-            let mut launches = Vec::new();
             for t in 0..3 {
-                let s = step(t);
-                let mut views: Vec<&mut [f32]> = st.iter_mut().map(|v| &mut v[..]).collect();
-                s.apply(&mut p, &g, &mut views);
-                p = rounded(&p, dtype);
-                st.iter_mut().for_each(|v| *v = rounded(v, dtype));
-
-                let plan = UpdatePlan::new(&s);
-                let hyper = plan.hyper.bytes();
-                table[t * ROW..t * ROW + hyper.len()].copy_from_slice(&hyper);
-                launches.push((plan, hyper));
+                cpu_step(&step(t), &mut p, &g, &mut st, dtype);
             }
+            let (launches, table) = plans_and_table(&step);
             let bt = job.buffer(table);
             for (t, (plan, hyper)) in launches.into_iter().enumerate() {
                 for (copy, (bp, bst)) in copies.iter().enumerate() {
@@ -132,21 +147,12 @@ fn emulated_multi_tensor_updates_step_each_tensor_as_alone() {
                 }
                 cpu.push((p, g, vec![vec![0.0f32; n]; states]));
             }
-            let mut table = vec![0u8; 3 * ROW];
-            let mut plans = Vec::new();
             for t in 0..3 {
-                let s = step(t);
                 for (p, g, st) in cpu.iter_mut() {
-                    let mut views: Vec<&mut [f32]> = st.iter_mut().map(|v| &mut v[..]).collect();
-                    s.apply(p, g, &mut views);
-                    *p = rounded(p, dtype);
-                    st.iter_mut().for_each(|v| *v = rounded(v, dtype));
+                    cpu_step(&step(t), p, g, st, dtype);
                 }
-                let plan = UpdatePlan::new(&s);
-                let hyper = plan.hyper.bytes();
-                table[t * ROW..t * ROW + hyper.len()].copy_from_slice(&hyper);
-                plans.push((plan, hyper));
             }
+            let (plans, table) = plans_and_table(&step);
             let bt = job.buffer(table);
             for (t, (plan, hyper)) in plans.iter().enumerate() {
                 for (f, form) in forms.iter().enumerate() {
