@@ -50,6 +50,23 @@ impl Tensor {
         )
     }
 
+    /// A tensor of `shape` over all of `storage`, held in an attention
+    /// result's `order` (dense, or heads inside rows).
+    pub(crate) fn from_storage_in(
+        storage: Storage,
+        shape: &[usize],
+        order: tapir_kernels::cpu::AttentionOrder,
+    ) -> Tensor {
+        let dtype = storage.dtype();
+        let device = storage.device();
+        let layout = Layout {
+            strides: order.strides(shape),
+            shape: shape.to_vec(),
+            offset: 0,
+        };
+        Tensor::from_parts(Arc::new(RwLock::new(storage)), layout, dtype, device)
+    }
+
     pub(crate) fn from_parts(
         storage: Arc<RwLock<Storage>>,
         layout: Layout,

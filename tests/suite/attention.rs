@@ -186,3 +186,51 @@ fn sdpa_reads_q_k_v_that_share_one_buffer() {
         }
     }
 }
+
+/// Self-attention (`query`, `key` and `value` the same tensor, PyTorch's
+/// `query is key is value`) projects q, k and v with one packed GEMM; the
+/// same values as three tensors take three. Outputs and every gradient
+/// agree.
+#[test]
+fn multihead_self_attention_packs_its_projection_as_three_inputs_would_give() {
+    tapir::manual_seed(11);
+    for need_weights in [false, true] {
+        let mha = MultiheadAttention::new(24, 3, true);
+        let x = Tensor::randn(&[2, 9, 24]).requires_grad_(true);
+        let mut results = vec![];
+        for packed in [true, false] {
+            mha.zero_grad();
+            let x = x.detach().requires_grad_(true);
+            // A reshape to the same shape is another tensor over the same
+            // values, so the projection is not packed.
+            let (k, v) = match packed {
+                true => (x.clone(), x.clone()),
+                false => (x.reshape(&[2, 9, 24]), x.reshape(&[2, 9, 24])),
+            };
+            let out = mha.forward(&x, &k, &v, None, None, need_weights, true).0;
+            let w = Tensor::linspace(-1.0, 1.0, out.numel()).reshape(&[2, 9, 24]);
+            (&out * &w).sum().backward();
+            let p = mha.named_parameters();
+            let grad = |name: &str| {
+                let (_, t) = p.iter().find(|(n, _)| n == name).expect(name);
+                t.grad().unwrap()
+            };
+            results.push([
+                out.detach(),
+                x.grad().unwrap(),
+                grad("in_proj_weight"),
+                grad("in_proj_bias"),
+            ]);
+        }
+        for (name, (a, b)) in ["out", "dx", "d in_proj_weight", "d in_proj_bias"]
+            .iter()
+            .zip(results[0].iter().zip(&results[1]))
+        {
+            let d = max_rel_diff(a, b);
+            assert!(
+                d < 1e-5,
+                "need_weights {need_weights}: {name} differs by {d:e}"
+            );
+        }
+    }
+}

@@ -37,6 +37,34 @@ pub struct AttentionDims {
     pub ev: usize,
 }
 
+/// The memory order of a dense attention result `[outer, heads, rows,
+/// width]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttentionOrder {
+    /// Row-major: `[outer, heads, rows, width]`.
+    Dense,
+    /// `[outer, rows, heads, width]` memory, read as `[outer, heads, rows,
+    /// width]` (PyTorch's flash attention gives its output and gradients
+    /// this order for a head split's transposed inputs, so merging the
+    /// heads back needs no copy).
+    HeadsInside,
+}
+
+impl AttentionOrder {
+    /// The strides of a `shape` `[lead.., heads, rows, width]` tensor held
+    /// in this order (a 2-dim shape has no heads: dense).
+    pub fn strides(self, shape: &[usize]) -> Vec<usize> {
+        let mut strides = crate::contiguous_strides(shape);
+        let n = shape.len();
+        if self == AttentionOrder::HeadsInside && n >= 3 {
+            let (heads, width) = (shape[n - 3], shape[n - 1]);
+            strides[n - 3] = width;
+            strides[n - 2] = heads * width;
+        }
+        strides
+    }
+}
+
 /// The forward's results: the output `[batch, l, ev]` and each query row's
 /// log-sum-exp of its scaled scores `[batch, l]`, which the backward uses to
 /// recompute the probabilities.

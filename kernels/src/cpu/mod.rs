@@ -21,8 +21,8 @@ mod sum;
 mod transpose;
 
 pub use attention::{
-    AttentionDims, AttentionForward, Rows, TILE as ATTENTION_TILE, attention_backward,
-    attention_forward,
+    AttentionDims, AttentionForward, AttentionOrder, Rows, TILE as ATTENTION_TILE,
+    attention_backward, attention_forward,
 };
 pub use conv::{col2im, im2col};
 pub use convert::{bf16_from_f32, bf16_to_f32, f16_to_f32, f32_from_bf16, f32_to_bf16, f32_to_f16};

@@ -452,8 +452,9 @@ mod tests {
         assert_eq!(sizes("layer_norm_param_grads_bf16"), [8; 6]);
         assert_eq!(sizes("sum_first_partials_f32"), [8; 5]);
         assert_eq!(sizes("sum_first_finish_f16"), [8; 4]);
-        // Four sizes, the scale, the causal flag, then the buffers.
-        let attention = |buffers: usize| [[8; 4].as_slice(), &[4, 4], &vec![8; buffers]].concat();
+        // Sizes, scale, causal, the 200-byte `AttnViews`, then addresses.
+        let attention =
+            |buffers: usize| [[8; 4].as_slice(), &[4, 4, 200], &vec![8; buffers]].concat();
         assert_eq!(sizes("attention_forward_bf16"), attention(5));
         assert_eq!(sizes("attention_backward_dq_f32"), attention(8));
         assert_eq!(sizes("attention_backward_dkv_f16"), attention(8));

@@ -94,14 +94,31 @@ impl MultiheadAttention {
         }
         let (b, l, s) = (q.size(0), q.size(1), k.size(1));
         let (h, hd) = (self.num_heads, e / self.num_heads);
-        let w = self.in_proj_weight.chunk(3, 0);
-        let bias = self.in_proj_bias.chunk(3, 0);
-        let heads = |x: &Tensor, i: usize, n: usize| {
-            super::linear::linear(x, &w[i], Some(&bias[i]))
-                .reshape(&[b as isize, n as isize, h as isize, hd as isize])
+        // [B, n, E] -> [B, H, n, hd]: a view whose heads lie inside its rows
+        // (the fused attention reads it in place).
+        let split = |x: &Tensor, n: usize| {
+            x.reshape(&[b as isize, n as isize, h as isize, hd as isize])
                 .transpose(1, 2)
         };
-        let (qh, kh, vh) = (heads(&q, 0, l), heads(&k, 1, s), heads(&v, 2, s));
+        let self_attention =
+            std::sync::Arc::ptr_eq(&query.0, &key.0) && std::sync::Arc::ptr_eq(&key.0, &value.0);
+        let (qh, kh, vh) = if self_attention {
+            // PyTorch's packed in-projection (`query is key is value`): one
+            // GEMM for q, k and v, whose backward is one GEMM per operand
+            // and no gradient sum over three branches.
+            let w = Some(&self.in_proj_bias);
+            let qkv = super::linear::linear(&q, &self.in_proj_weight, w).chunk(3, -1);
+            (split(&qkv[0], l), split(&qkv[1], l), split(&qkv[2], l))
+        } else {
+            let w = self.in_proj_weight.chunk(3, 0);
+            let bias = self.in_proj_bias.chunk(3, 0);
+            let project = |x: &Tensor, i: usize| super::linear::linear(x, &w[i], Some(&bias[i]));
+            (
+                split(&project(&q, 0), l),
+                split(&project(&k, 1), s),
+                split(&project(&v, 2), s),
+            )
+        };
         let no_dropout = self.dropout == 0.0 || !self.training.get();
         if !need_weights && key_padding_mask.is_none() && attn_mask.is_none() && no_dropout {
             // PyTorch's fast path: without weights to return, attention is

@@ -174,12 +174,12 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
     trace::op("scaled_dot_product_attention", [q, k, v], attrs, || {
         // Read in place (a head split's transposed view needs no copy)
         // unless a row's elements are not contiguous.
-        let rows = |t: &Tensor| match t.strides()[nd - 1] == 1 || t.size(-1) == 1 {
+        let rows = move |t: &Tensor| match t.strides()[nd - 1] == 1 || t.size(-1) == 1 {
             true => t.detach(),
             false => dense0(t),
         };
         let (qd, kd, vd) = (rows(q), rows(k), rows(v));
-        let [out, lse] = qd.read().attention(
+        let ([out, lse], order) = qd.read().attention(
             qd.layout(),
             (&kd.read(), kd.layout()),
             (&vd.read(), vd.layout()),
@@ -189,18 +189,26 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
         );
         let mut shape = q.shape()[..nd - 1].to_vec();
         shape.push(d.ev);
-        let out = Tensor::from_storage(out, &shape);
+        // A GPU gives a head split's output with its heads inside rows, so
+        // the caller's `transpose(1, 2).reshape(..)` that merges them is free.
+        let out = Tensor::from_storage_in(out, &shape, order);
         let lse = Tensor::from_storage(lse, &[d.batch * d.l]);
         let name = qd.read().attention_node();
         Tensor::record(out.detach(), name, &[q, k, v], || {
             let shapes = [q, k, v].map(|t| t.shape().to_vec());
             move |g: &Tensor, needs: &[bool]| {
-                let g = dense0(&g.to_dtype(out.dtype()));
+                // Read in place where its rows are consecutive (a GPU
+                // takes a merged-heads gradient's transposed view as is).
+                let g = rows(&g.to_dtype(out.dtype()));
                 let grads = qd.read().attention_backward(
                     qd.layout(),
                     (&kd.read(), kd.layout()),
                     (&vd.read(), vd.layout()),
-                    (&out.read(), &lse.read(), &g.read()),
+                    (
+                        (&out.read(), out.layout()),
+                        &lse.read(),
+                        (&g.read(), g.layout()),
+                    ),
                     d,
                     scale,
                     causal,
@@ -209,7 +217,9 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
                     .into_iter()
                     .zip(&shapes)
                     .zip(needs)
-                    .map(|((s, shape), &need)| need.then(|| Tensor::from_storage(s, shape)))
+                    .map(|(((s, order), shape), &need)| {
+                        need.then(|| Tensor::from_storage_in(s, shape, order))
+                    })
                     .collect()
             }
         })

@@ -3,13 +3,16 @@
 //! one-warp-per-row kernels of `cu/attention.cu`, whose twin it is. Both
 //! keep only each query row's log-sum-exp for the backward.
 
-use super::Storage;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use super::cuda::{CudaStorage, fail, kernel_dtype};
+use super::{CpuBuffer, Storage};
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use crate::dtype::DType;
+use std::borrow::Cow;
 use tapir_kernels::Layout;
-use tapir_kernels::cpu::AttentionDims;
+use tapir_kernels::cpu::{AttentionDims, AttentionOrder};
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+use tapir_kernels::cuda::launch::{AttentionSpec, AttentionView};
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use tapir_kernels::cuda::{CudaBuffer, CudaResult, launch};
 
@@ -44,10 +47,14 @@ impl Storage {
 
     /// Fused scaled-dot-product attention of this query, view `lq` `[..,
     /// l, e]`, over `k` `[.., s, e]` and `v` `[.., s, ev]` of the same dtype
-    /// and device (their last dim must have stride 1): the dense output
-    /// `[batch, l, ev]` (this dtype) and each query row's log-sum-exp (f64
-    /// for f64, f32 otherwise). The CPU reads the views in place; a GPU
-    /// reads dense copies of views that are not dense. Callers ask
+    /// and device (their last dim must have stride 1): the output `[batch,
+    /// l, ev]` (this dtype) held in the returned order, and each query
+    /// row's log-sum-exp (f64 for f64, f32 otherwise, dense). The CPU reads
+    /// the views in place and writes a dense output. A GPU reads in place
+    /// every view whose leading dims but the last (the heads) merge, and
+    /// writes the output in the query's order: heads inside rows for a head
+    /// split's transposed query, so merging the heads back costs no copy
+    /// (as PyTorch's flash attention). Callers ask
     /// [`Storage::fuses_attention`] first; elsewhere it runs on host copies.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
@@ -58,37 +65,40 @@ impl Storage {
         d: AttentionDims,
         scale: f64,
         causal: bool,
-    ) -> [Storage; 2] {
+    ) -> ([Storage; 2], AttentionOrder) {
         #[cfg(any(feature = "cuda", feature = "cuda12"))]
         if let (Storage::Cuda(q), Storage::Cuda(k), Storage::Cuda(v)) = (self, k, v)
             && self.fuses_attention(d)
         {
-            return q
+            let (out, order) = q
                 .attention([(q, lq), (k, lk), (v, lv)], d, scale, causal)
-                .unwrap_or_else(|e| fail("scaled_dot_product_attention", e))
-                .map(Storage::Cuda);
+                .unwrap_or_else(|e| fail("scaled_dot_product_attention", e));
+            return (out.map(Storage::Cuda), order);
         }
         let (kh, vh) = (k.host(), v.host());
         let out = self
             .host()
             .attention(lq, (&kh, lk), (&vh, lv), d, scale, causal);
-        out.map(|b| Storage::on_device(b, self.device()))
+        let out = out.map(|b| Storage::on_device(b, self.device()));
+        (out, AttentionOrder::Dense)
     }
 
-    /// The fused attention's dense gradients `[dq, dk, dv]` for this query,
-    /// `k` and `v` (views as in [`Storage::attention`]), the forward's dense
-    /// `out` and `lse` and the dense upstream `g`.
+    /// The fused attention's gradients `[dq, dk, dv]`, each with the order
+    /// it is held in, for this query, `k` and `v` (views as in
+    /// [`Storage::attention`]), the forward's output (its view `lo`) and
+    /// log-sum-exp, and the upstream view `g` (`[.., l, ev]`). The CPU gives
+    /// dense gradients; a GPU gives each in its input's order.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward(
         &self,
         lq: &Layout,
         (k, lk): (&Storage, &Layout),
         (v, lv): (&Storage, &Layout),
-        (out, lse, g): (&Storage, &Storage, &Storage),
+        ((out, lo), lse, (g, lg)): ((&Storage, &Layout), &Storage, (&Storage, &Layout)),
         d: AttentionDims,
         scale: f64,
         causal: bool,
-    ) -> [Storage; 3] {
+    ) -> [(Storage, AttentionOrder); 3] {
         #[cfg(any(feature = "cuda", feature = "cuda12"))]
         if let (Storage::Cuda(q), Storage::Cuda(k), Storage::Cuda(v)) = (self, k, v)
             && let (Storage::Cuda(out), Storage::Cuda(lse), Storage::Cuda(g)) = (out, lse, g)
@@ -96,16 +106,24 @@ impl Storage {
         {
             let inputs = [(q, lq), (k, lk), (v, lv)];
             return q
-                .attention_backward(inputs, [out, lse, g], d, scale, causal)
+                .attention_backward(inputs, [(out, lo), (g, lg)], lse, d, scale, causal)
                 .unwrap_or_else(|e| fail("scaled_dot_product_attention backward", e))
-                .map(Storage::Cuda);
+                .map(|(s, order)| (Storage::Cuda(s), order));
         }
-        // The CPU kernel, on the buffers themselves or on host copies.
-        let (k, v, o, m, g) = (k.host(), v.host(), out.host(), lse.host(), g.host());
+        // The CPU kernel, on the buffers themselves or on host copies, with
+        // the output and upstream gradient dense.
+        fn dense<'a>(b: Cow<'a, CpuBuffer>, l: &Layout) -> Cow<'a, CpuBuffer> {
+            match l.contiguous_offset() {
+                Some(0) => b,
+                _ => Cow::Owned(b.copy(l)),
+            }
+        }
+        let (k, v, m) = (k.host(), v.host(), lse.host());
+        let (o, g) = (dense(out.host(), lo), dense(g.host(), lg));
         let grads =
             self.host()
                 .attention_backward(lq, (&k, lk), (&v, lv), (&o, &m, &g), d, scale, causal);
-        grads.map(|b| Storage::on_device(b, self.device()))
+        grads.map(|b| (Storage::on_device(b, self.device()), AttentionOrder::Dense))
     }
 }
 
@@ -125,47 +143,101 @@ impl CudaStorage {
         Ok(&copy.insert(self.copy(l)?).buf)
     }
 
+    /// This view read in place by the attention kernels, or a dense copy
+    /// (kept in `copy`) where its rows do not suit them; `heads` as the
+    /// call splits its slices, `rows` rows of `width`.
+    fn attention_view<'a>(
+        &'a self,
+        l: &Layout,
+        copy: &'a mut Option<CudaStorage>,
+        (heads, rows, width): (usize, usize, usize),
+    ) -> CudaResult<AttentionView<'a>> {
+        if let Some(view) = AttentionView::of(&self.buf, l) {
+            return Ok(view);
+        }
+        let dense = &copy.insert(self.copy(l)?).buf;
+        Ok(AttentionView::whole(
+            dense,
+            AttentionOrder::Dense,
+            heads,
+            rows,
+            width,
+        ))
+    }
+
     /// `[out, lse]` of [`Storage::attention`] for `(q, k, v)` views of
-    /// this dtype.
+    /// this dtype, and the output's order.
     fn attention(
         &self,
         [(q, lq), (k, lk), (v, lv)]: [(&CudaStorage, &Layout); 3],
         d: AttentionDims,
         scale: f64,
         causal: bool,
-    ) -> CudaResult<[CudaStorage; 2]> {
-        let kd = kernel_dtype(self.dtype).expect("fuses_attention checked the dtype");
+    ) -> CudaResult<([CudaStorage; 2], AttentionOrder)> {
+        let spec = attention_spec(self.dtype, lq, d, scale, causal);
+        let h = spec.heads;
         let mut copies: [Option<CudaStorage>; 3] = [None, None, None];
         let [cq, ck, cv] = &mut copies;
-        let (q, k, v) = (q.dense(lq, cq)?, k.dense(lk, ck)?, v.dense(lv, cv)?);
-        let (out, lse) = launch::attention_forward((q, k, v), d, scale as f32, causal, kd)?;
-        Ok([
+        let inputs = [
+            q.attention_view(lq, cq, (h, d.l, d.e))?,
+            k.attention_view(lk, ck, (h, d.s, d.e))?,
+            v.attention_view(lv, cv, (h, d.s, d.ev))?,
+        ];
+        let order = inputs[0].rows.order();
+        let (out, lse) = launch::attention_forward(spec, inputs, order)?;
+        let out = [
             CudaStorage::new(out, self.dtype),
             CudaStorage::new(lse, DType::F32),
-        ])
+        ];
+        Ok((out, order))
     }
 
-    /// `[dq, dk, dv]` of [`Storage::attention_backward`].
+    /// `[dq, dk, dv]` of [`Storage::attention_backward`], each in the order
+    /// of its input's rows.
     fn attention_backward(
         &self,
         [(q, lq), (k, lk), (v, lv)]: [(&CudaStorage, &Layout); 3],
-        [out, lse, g]: [&CudaStorage; 3],
+        [(out, lo), (g, lg)]: [(&CudaStorage, &Layout); 2],
+        lse: &CudaStorage,
         d: AttentionDims,
         scale: f64,
         causal: bool,
-    ) -> CudaResult<[CudaStorage; 3]> {
-        let kd = kernel_dtype(self.dtype).expect("fuses_attention checked the dtype");
-        let mut copies: [Option<CudaStorage>; 3] = [None, None, None];
-        let [cq, ck, cv] = &mut copies;
-        let (q, k, v) = (q.dense(lq, cq)?, k.dense(lk, ck)?, v.dense(lv, cv)?);
-        let grads = launch::attention_backward(
-            (q, k, v),
-            (&out.buf, &lse.buf, &g.buf),
-            d,
-            scale as f32,
-            causal,
-            kd,
-        )?;
-        Ok([grads.0, grads.1, grads.2].map(|b| CudaStorage::new(b, self.dtype)))
+    ) -> CudaResult<[(CudaStorage, AttentionOrder); 3]> {
+        let spec = attention_spec(self.dtype, lq, d, scale, causal);
+        let h = spec.heads;
+        let mut copies: [Option<CudaStorage>; 5] = [None, None, None, None, None];
+        let [cq, ck, cv, co, cg] = &mut copies;
+        let inputs = [
+            q.attention_view(lq, cq, (h, d.l, d.e))?,
+            k.attention_view(lk, ck, (h, d.s, d.e))?,
+            v.attention_view(lv, cv, (h, d.s, d.ev))?,
+        ];
+        let out = out.attention_view(lo, co, (h, d.l, d.ev))?;
+        let g = g.attention_view(lg, cg, (h, d.l, d.ev))?;
+        let orders = inputs.map(|x| x.rows.order());
+        let (dq, dk, dv) = launch::attention_backward(spec, inputs, (out, &lse.buf, g), orders)?;
+        let grads = [dq, dk, dv].map(|b| CudaStorage::new(b, self.dtype));
+        let [a, b, c] = grads;
+        Ok([(a, orders[0]), (b, orders[1]), (c, orders[2])])
+    }
+}
+
+/// The launch spec of an attention call on query view `lq`: its heads are
+/// the query's last leading dim (1 without one).
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+fn attention_spec(
+    dtype: DType,
+    lq: &Layout,
+    d: AttentionDims,
+    scale: f64,
+    causal: bool,
+) -> AttentionSpec<'static> {
+    let n = lq.ndim();
+    AttentionSpec {
+        d,
+        heads: if n > 2 { lq.shape[n - 3] } else { 1 },
+        scale: scale as f32,
+        causal,
+        dtype: kernel_dtype(dtype).expect("fuses_attention checked the dtype"),
     }
 }

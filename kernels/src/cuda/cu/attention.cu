@@ -1,6 +1,13 @@
-// Fused scaled-dot-product attention over dense row-major q [batch, l, e],
-// k [batch, s, e], v [batch, s, ev]: flash attention's online softmax, so no
-// [l, s] matrix is ever stored (O(l) memory), forward and backward.
+// Fused scaled-dot-product attention over q [batch, l, e], k [batch, s, e],
+// v [batch, s, ev]: flash attention's online softmax, so no [l, s] matrix is
+// ever stored (O(l) memory), forward and backward.
+//
+// Every tensor but the log-sum-exp and delta rows is a strided view whose
+// rows are consecutive elements (`AttnRows`): a head split's transposed
+// q/k/v ([B, T, H, E] memory read as [B, H, T, E]) is read in place, and the
+// output and gradients can be written in that memory order, so neither side
+// of a multi-head attention needs a transposing copy (PyTorch's flash kernel
+// takes and gives the same layouts).
 //
 // A block is TAPIR_ATTN_WARPS rows (grid.y) of one (batch, head) slice
 // (grid.x), a warp per row. The forward and dq walk the slice's keys 32 at a time: the
@@ -29,6 +36,31 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
+// Where a view's rows lie, in elements: slice b, split as (b / heads,
+// b % heads), starts at (b / heads) * outer + (b % heads) * head; its row i
+// at i * row from there.
+struct AttnRows {
+    size_t outer, head, row;
+};
+
+// The views of every tensor the kernels read or write (each kernel uses
+// some), and the heads that split a slice index. `AttentionViews` in
+// launch/attention.rs.
+struct AttnViews {
+    size_t heads;
+    AttnRows q, k, v, out, g, dq, dk, dv;
+};
+
+// The offset of slice `b`'s first row in view `r`.
+__device__ __forceinline__ size_t slice_start(AttnRows r, size_t heads, size_t b) {
+    return (b / heads) * r.outer + (b % heads) * r.head;
+}
+
+// The offset of row `i` of slice `b` in view `r`.
+__device__ __forceinline__ size_t row_at(AttnRows r, size_t heads, size_t b, size_t i) {
+    return slice_start(r, heads, b) + i * r.row;
+}
+
 __device__ __forceinline__ size_t smaller(size_t a, size_t b) { return a < b ? a : b; }
 
 // Keys query `i` sees.
@@ -43,14 +75,15 @@ __device__ __forceinline__ void row_to_shared(float *dst, const T *src, size_t n
     __syncwarp();
 }
 
-// The whole block stages rows first..first+CHUNK of `src` (rows of `n`,
-// `rows` in all; missing rows are zeros) as shared rows of `n + 1` floats.
+// The whole block stages rows first..first+CHUNK of `src` (rows of `n`
+// elements `stride` apart, `rows` in all; missing rows are zeros) as shared
+// rows of `n + 1` floats.
 template <typename T>
-__device__ __forceinline__ void chunk_to_shared(float *dst, const T *src, size_t first, size_t rows,
-                                                size_t n) {
+__device__ __forceinline__ void chunk_to_shared(float *dst, const T *src, size_t stride,
+                                                size_t first, size_t rows, size_t n) {
     for (size_t x = threadIdx.x; x < TAPIR_ATTN_CHUNK * n; x += blockDim.x) {
         const size_t r = x / n, d = x % n;
-        dst[r * (n + 1) + d] = first + r < rows ? to_f(src[(first + r) * n + d]) : 0.0f;
+        dst[r * (n + 1) + d] = first + r < rows ? to_f(src[(first + r) * stride + d]) : 0.0f;
     }
 }
 
@@ -67,8 +100,8 @@ __device__ __forceinline__ float dot_shared(const float *a, const float *b, size
 // chunk of CHUNK x (ev + 1).
 template <typename T>
 __device__ void attention_forward_impl(size_t l, size_t s, size_t e, size_t ev, float scale,
-                                       int causal, const T *q, const T *k, const T *v, T *out,
-                                       float *lse) {
+                                       int causal, const AttnViews &w, const T *q, const T *k,
+                                       const T *v, T *out, float *lse) {
     extern __shared__ float shared[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t b = blockIdx.x, first = (size_t)blockIdx.y * TAPIR_ATTN_WARPS;
@@ -76,17 +109,17 @@ __device__ void attention_forward_impl(size_t l, size_t s, size_t e, size_t ev, 
     const bool active = i < l;  // warp-uniform: a warp is one row
     float *qs = shared + warp * e;
     float *ks = shared + TAPIR_ATTN_WARPS * e, *vs = ks + TAPIR_ATTN_CHUNK * (e + 1);
-    if (active) row_to_shared(qs, q + (b * l + i) * e, e, lane);
+    if (active) row_to_shared(qs, q + row_at(w.q, w.heads, b, i), e, lane);
     const size_t seen = active ? keys_seen(causal, i, s) : 0;
     // Keys the block's last row sees: every chunk some row needs.
     const size_t block_seen = keys_seen(causal, smaller(first + TAPIR_ATTN_WARPS, l) - 1, s);
-    const T *kb = k + b * s * e, *vb = v + b * s * ev;
+    const T *kb = k + slice_start(w.k, w.heads, b), *vb = v + slice_start(w.v, w.heads, b);
     float m = -TAPIR_INF, sum = 0.0f, acc[TAPIR_ATTN_PER_LANE];
     for (int t = 0; t < TAPIR_ATTN_PER_LANE; ++t) acc[t] = 0.0f;
     for (size_t c = 0; c < block_seen; c += TAPIR_ATTN_CHUNK) {
         __syncthreads();  // every warp is done with the last chunk
-        chunk_to_shared(ks, kb, c, s, e);
-        chunk_to_shared(vs, vb, c, s, ev);
+        chunk_to_shared(ks, kb, w.k.row, c, s, e);
+        chunk_to_shared(vs, vb, w.v.row, c, s, ev);
         __syncthreads();
         if (c >= seen) continue;  // warp-uniform
         const size_t j = c + lane;
@@ -108,13 +141,13 @@ __device__ void attention_forward_impl(size_t l, size_t s, size_t e, size_t ev, 
         m = m_new;
     }
     if (!active) return;
-    const size_t row = b * l + i;
     const float inv = seen > 0 ? 1.0f / sum : 0.0f;
+    T *o = out + row_at(w.out, w.heads, b, i);
     for (int t = 0; t < TAPIR_ATTN_PER_LANE; ++t) {
         const size_t d = lane + 32 * t;
-        if (d < ev) out[row * ev + d] = from_f<T>(acc[t] * inv);
+        if (d < ev) o[d] = from_f<T>(acc[t] * inv);
     }
-    if (lane == 0) lse[row] = seen > 0 ? m + logf(sum) : -TAPIR_INF;
+    if (lane == 0) lse[b * l + i] = seen > 0 ? m + logf(sum) : -TAPIR_INF;
 }
 
 // dq for each query row, and delta[row] = dout[row] · out[row], which the
@@ -124,9 +157,9 @@ __device__ void attention_forward_impl(size_t l, size_t s, size_t e, size_t ev, 
 // forward.
 template <typename T>
 __device__ void attention_backward_dq_impl(size_t l, size_t s, size_t e, size_t ev, float scale,
-                                           int causal, const T *q, const T *k, const T *v,
-                                           const T *out, const float *lse, const T *dout,
-                                           float *delta, T *dq) {
+                                           int causal, const AttnViews &w, const T *q, const T *k,
+                                           const T *v, const T *out, const float *lse,
+                                           const T *dout, float *delta, T *dq) {
     extern __shared__ float shared[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t b = blockIdx.x, first = (size_t)blockIdx.y * TAPIR_ATTN_WARPS;
@@ -136,23 +169,24 @@ __device__ void attention_backward_dq_impl(size_t l, size_t s, size_t e, size_t 
     float *ks = shared + TAPIR_ATTN_WARPS * (e + ev), *vs = ks + TAPIR_ATTN_CHUNK * (e + 1);
     float di = 0.0f, m = 0.0f;
     if (active) {
-        row_to_shared(qs, q + row * e, e, lane);
-        row_to_shared(gs, dout + row * ev, ev, lane);
+        row_to_shared(qs, q + row_at(w.q, w.heads, b, i), e, lane);
+        row_to_shared(gs, dout + row_at(w.g, w.heads, b, i), ev, lane);
+        const T *o = out + row_at(w.out, w.heads, b, i);
         float part = 0.0f;
-        for (size_t d = lane; d < ev; d += 32) part += gs[d] * to_f(out[row * ev + d]);
+        for (size_t d = lane; d < ev; d += 32) part += gs[d] * to_f(o[d]);
         di = warp_sum(part);
         if (lane == 0) delta[row] = di;
         m = lse[row];
     }
     const size_t seen = active ? keys_seen(causal, i, s) : 0;
     const size_t block_seen = keys_seen(causal, smaller(first + TAPIR_ATTN_WARPS, l) - 1, s);
-    const T *kb = k + b * s * e, *vb = v + b * s * ev;
+    const T *kb = k + slice_start(w.k, w.heads, b), *vb = v + slice_start(w.v, w.heads, b);
     float acc[TAPIR_ATTN_PER_LANE];
     for (int t = 0; t < TAPIR_ATTN_PER_LANE; ++t) acc[t] = 0.0f;
     for (size_t c = 0; c < block_seen; c += TAPIR_ATTN_CHUNK) {
         __syncthreads();
-        chunk_to_shared(ks, kb, c, s, e);
-        chunk_to_shared(vs, vb, c, s, ev);
+        chunk_to_shared(ks, kb, w.k.row, c, s, e);
+        chunk_to_shared(vs, vb, w.v.row, c, s, ev);
         __syncthreads();
         if (c >= seen) continue;
         float ds = 0.0f;
@@ -171,9 +205,10 @@ __device__ void attention_backward_dq_impl(size_t l, size_t s, size_t e, size_t 
         }
     }
     if (!active) return;
+    T *dqr = dq + row_at(w.dq, w.heads, b, i);
     for (int t = 0; t < TAPIR_ATTN_PER_LANE; ++t) {
         const size_t d = lane + 32 * t;
-        if (d < e) dq[row * e + d] = from_f<T>(acc[t] * scale);
+        if (d < e) dqr[d] = from_f<T>(acc[t] * scale);
     }
 }
 
@@ -183,31 +218,31 @@ __device__ void attention_backward_dq_impl(size_t l, size_t s, size_t e, size_t 
 // of CHUNK x (ev + 1).
 template <typename T>
 __device__ void attention_backward_dkv_impl(size_t l, size_t s, size_t e, size_t ev, float scale,
-                                            int causal, const T *q, const T *k, const T *v,
-                                            const float *lse, const float *delta, const T *dout,
-                                            T *dk, T *dv) {
+                                            int causal, const AttnViews &w, const T *q,
+                                            const T *k, const T *v, const float *lse,
+                                            const float *delta, const T *dout, T *dk, T *dv) {
     extern __shared__ float shared[];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t b = blockIdx.x, first = (size_t)blockIdx.y * TAPIR_ATTN_WARPS;
-    const size_t j = first + warp, row = b * s + j;
+    const size_t j = first + warp;
     const bool active = j < s;
     float *ks = shared + warp * (e + ev), *vs = ks + e;
     float *qs = shared + TAPIR_ATTN_WARPS * (e + ev), *gs = qs + TAPIR_ATTN_CHUNK * (e + 1);
     if (active) {
-        row_to_shared(ks, k + row * e, e, lane);
-        row_to_shared(vs, v + row * ev, ev, lane);
+        row_to_shared(ks, k + row_at(w.k, w.heads, b, j), e, lane);
+        row_to_shared(vs, v + row_at(w.v, w.heads, b, j), ev, lane);
     }
     // Queries from `from` on see key j; the block's first key is seen from
     // `first` on under the causal mask.
     const size_t from = causal ? j : 0, block_from = causal ? first : 0;
-    const T *qb = q + b * l * e, *gb = dout + b * l * ev;
+    const T *qb = q + slice_start(w.q, w.heads, b), *gb = dout + slice_start(w.g, w.heads, b);
     const float *lb = lse + b * l, *db = delta + b * l;
     float ak[TAPIR_ATTN_PER_LANE], av[TAPIR_ATTN_PER_LANE];
     for (int t = 0; t < TAPIR_ATTN_PER_LANE; ++t) ak[t] = av[t] = 0.0f;
     for (size_t c = block_from; c < l; c += TAPIR_ATTN_CHUNK) {
         __syncthreads();
-        chunk_to_shared(qs, qb, c, l, e);
-        chunk_to_shared(gs, gb, c, l, ev);
+        chunk_to_shared(qs, qb, w.q.row, c, l, e);
+        chunk_to_shared(gs, gb, w.g.row, c, l, ev);
         __syncthreads();
         if (!active || c + TAPIR_ATTN_CHUNK <= from) continue;  // warp-uniform
         const size_t i = c + lane;
@@ -229,32 +264,34 @@ __device__ void attention_backward_dkv_impl(size_t l, size_t s, size_t e, size_t
         }
     }
     if (!active) return;
+    T *dkr = dk + row_at(w.dk, w.heads, b, j), *dvr = dv + row_at(w.dv, w.heads, b, j);
     for (int t = 0; t < TAPIR_ATTN_PER_LANE; ++t) {
         const size_t d = lane + 32 * t;
-        if (d < e) dk[row * e + d] = from_f<T>(ak[t] * scale);
-        if (d < ev) dv[row * ev + d] = from_f<T>(av[t]);
+        if (d < e) dkr[d] = from_f<T>(ak[t] * scale);
+        if (d < ev) dvr[d] = from_f<T>(av[t]);
     }
 }
 
 #define ATTENTION(T)                                                                           \
-    extern "C" __global__ void attention_forward_##T(                                          \
-        size_t l, size_t s, size_t e, size_t ev, float scale, int causal, const T *q,          \
-        const T *k, const T *v, T *out, float *lse) {                                          \
-        attention_forward_impl<T>(l, s, e, ev, scale, causal, q, k, v, out, lse);              \
+    extern "C" __global__ void attention_forward_##T(size_t l, size_t s, size_t e, size_t ev,  \
+                                                     float scale, int causal, AttnViews w,     \
+                                                     const T *q, const T *k, const T *v,       \
+                                                     T *out, float *lse) {                     \
+        attention_forward_impl<T>(l, s, e, ev, scale, causal, w, q, k, v, out, lse);           \
     }                                                                                          \
     extern "C" __global__ void attention_backward_dq_##T(                                      \
-        size_t l, size_t s, size_t e, size_t ev, float scale, int causal, const T *q,          \
-        const T *k, const T *v, const T *out, const float *lse, const T *dout, float *delta,   \
-        T *dq) {                                                                               \
-        attention_backward_dq_impl<T>(l, s, e, ev, scale, causal, q, k, v, out, lse, dout,     \
+        size_t l, size_t s, size_t e, size_t ev, float scale, int causal, AttnViews w,         \
+        const T *q, const T *k, const T *v, const T *out, const float *lse, const T *dout,     \
+        float *delta, T *dq) {                                                                 \
+        attention_backward_dq_impl<T>(l, s, e, ev, scale, causal, w, q, k, v, out, lse, dout,  \
                                       delta, dq);                                              \
     }                                                                                          \
     extern "C" __global__ void attention_backward_dkv_##T(                                     \
-        size_t l, size_t s, size_t e, size_t ev, float scale, int causal, const T *q,          \
-        const T *k, const T *v, const float *lse, const float *delta, const T *dout, T *dk,    \
-        T *dv) {                                                                               \
-        attention_backward_dkv_impl<T>(l, s, e, ev, scale, causal, q, k, v, lse, delta, dout,  \
-                                       dk, dv);                                                \
+        size_t l, size_t s, size_t e, size_t ev, float scale, int causal, AttnViews w,         \
+        const T *q, const T *k, const T *v, const float *lse, const float *delta,              \
+        const T *dout, T *dk, T *dv) {                                                         \
+        attention_backward_dkv_impl<T>(l, s, e, ev, scale, causal, w, q, k, v, lse, delta,     \
+                                       dout, dk, dv);                                          \
     }
 
 ATTENTION(f32)

@@ -1,10 +1,11 @@
 //! The fused attention kernels (`cu/attention.cu`), emulated with the
-//! launchers' shapes, against their tiled CPU twin: the same cases and
-//! bounds as the GPU twin test (`twins/attention.rs`).
+//! launchers' shapes and views, against their tiled CPU twin: the same
+//! cases, placements and bounds as the GPU twin test (`twins/attention.rs`).
 
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
-use crate::cuda::launch::attention::blocks;
-use crate::cuda::twins::attention::{AttentionCase, attention_case, rounded, shapes};
+use crate::cuda::launch::AttentionRows;
+use crate::cuda::launch::attention::{AttentionViews, blocks};
+use crate::cuda::twins::attention::{AttentionCase, Placement, attention_case, rounded, shapes};
 
 fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "{what}: length");
@@ -19,7 +20,6 @@ fn emulated_attention_kernels_match_their_cpu_twin_forward_and_backward() {
     let emu = Emulator::module("attention").unwrap();
     for (dtype, width, tol) in [("f32", 4, 2e-5), ("f16", 2, 2e-2), ("bf16", 2, 6e-2)] {
         for (n, (d, causal)) in shapes().into_iter().enumerate() {
-            let what = |part: &str| format!("{dtype} {d:?} causal {causal}: {part}");
             let AttentionCase {
                 q,
                 k,
@@ -29,50 +29,108 @@ fn emulated_attention_kernels_match_their_cpu_twin_forward_and_backward() {
                 want,
                 grads: (want_dq, want_dk, want_dv),
             } = attention_case(d, causal, 10 * n as u32, dtype);
-
-            let mut job = Job::default();
-            let [bq, bk, bv] = [&q, &k, &v].map(|x| job.buffer(bytes_as(x, dtype)));
-            let out = job.output(d.batch * d.l * d.ev, width);
-            let lse = job.output(d.batch * d.l, 4);
-            // The backward reads the CPU's output (rounded as the GPU holds
-            // it), so the two differ only by their own arithmetic.
-            let cpu_out = job.buffer(bytes_as(&rounded(&want.out, dtype), dtype));
-            let cpu_lse = job.buffer(bytes_as(&want.lse, "f32"));
-            let bg = job.buffer(bytes_as(&g, dtype));
-            let delta = job.output(d.batch * d.l, 4);
-            let dq = job.output(d.batch * d.l * d.e, width);
-            let dk = job.output(d.batch * d.s * d.e, width);
-            let dv = job.output(d.batch * d.s * d.ev, width);
-            let sizes = [d.l, d.s, d.e, d.ev].map(|x| x.arg());
-            let head = |job_args: &[usize]| {
-                let mut a: Vec<Arg> = sizes.to_vec();
-                a.extend([scale.arg(), (causal as i32).arg()]);
-                a.extend(job_args.iter().map(|&b| Arg::Buffer(b, 0)));
-                a
-            };
-            job.launch(
-                &format!("attention_forward_{dtype}"),
-                blocks(d, d.l, d.e),
-                &head(&[bq, bk, bv, out, lse]),
-            );
-            job.launch(
-                &format!("attention_backward_dq_{dtype}"),
-                blocks(d, d.l, d.e + d.ev),
-                &head(&[bq, bk, bv, cpu_out, cpu_lse, bg, delta, dq]),
-            );
-            job.launch(
-                &format!("attention_backward_dkv_{dtype}"),
-                blocks(d, d.s, d.e + d.ev),
-                &head(&[bq, bk, bv, cpu_lse, delta, bg, dk, dv]),
-            );
-            let got = emu
-                .run(&job)
-                .unwrap_or_else(|e| panic!("{}: {e}", what("run")));
-            close(&what("out"), &floats_from(&got[out], dtype), &want.out, tol);
-            close(&what("lse"), &floats_from(&got[lse], "f32"), &want.lse, tol);
-            close(&what("dq"), &floats_from(&got[dq], dtype), &want_dq, tol);
-            close(&what("dk"), &floats_from(&got[dk], dtype), &want_dk, tol);
-            close(&what("dv"), &floats_from(&got[dv], dtype), &want_dv, tol);
+            for place in Placement::both(d.batch) {
+                let what = |part: &str| format!("{dtype} {d:?} causal {causal} {place:?}: {part}");
+                let mut job = Job::default();
+                // Each input laid out as the placement says, its rows found
+                // from its layout as the runtime finds them.
+                let mut input = |x: &[f32], rows: usize, width_: usize, offset: usize| {
+                    let laid = place.lay(x, rows, width_, offset);
+                    let layout = place.layout(d.batch, rows, width_, offset);
+                    let rows = AttentionRows::of(&layout).expect("a view with rows");
+                    let buffer = job.buffer(bytes_as(&laid, dtype));
+                    (Arg::Buffer(buffer, (offset * width) as u64), rows)
+                };
+                let (bq, rq) = input(&q, d.l, d.e, 0);
+                let (bk, rk) = input(&k, d.s, d.e, place.k_pad());
+                let (bv, rv) = input(&v, d.s, d.ev, 0);
+                // The backward reads the CPU's output (rounded as the GPU
+                // holds it), so the two differ only by their own arithmetic.
+                let (cpu_out, rout) = input(&rounded(&want.out, dtype), d.l, d.ev, 0);
+                let (bg, rg) = input(&g, d.l, d.ev, 0);
+                let cpu_lse = job.buffer(bytes_as(&want.lse, "f32"));
+                let out = job.output(d.batch * d.l * d.ev, width);
+                let lse = job.output(d.batch * d.l, 4);
+                let delta = job.output(d.batch * d.l, 4);
+                let dq = job.output(d.batch * d.l * d.e, width);
+                let dk = job.output(d.batch * d.s * d.e, width);
+                let dv = job.output(d.batch * d.s * d.ev, width);
+                let order =
+                    |rows, width| AttentionRows::in_order(place.order, place.heads, rows, width);
+                let views = AttentionViews {
+                    heads: place.heads as u64,
+                    rows: [
+                        rq,
+                        rk,
+                        rv,
+                        // The forward writes `out` in the placement's order;
+                        // the backward reads the CPU's output laid out so.
+                        rout,
+                        rg,
+                        order(d.l, d.e),
+                        order(d.s, d.e),
+                        order(d.s, d.ev),
+                    ],
+                };
+                // The runtime gives results the order of the inputs' rows.
+                if place.heads > 1 {
+                    for rows in [rq, rk, rv, rout, rg] {
+                        assert_eq!(rows.order(), place.order, "{}", what("order"));
+                    }
+                }
+                let head = |args: Vec<Arg>| {
+                    let mut a: Vec<Arg> = [d.l, d.s, d.e, d.ev].map(|x| x.arg()).to_vec();
+                    a.extend([scale.arg(), (causal as i32).arg()]);
+                    a.push(Arg::Value(views.bytes()));
+                    a.extend(args);
+                    a
+                };
+                let buf = |i| Arg::Buffer(i, 0);
+                job.launch(
+                    &format!("attention_forward_{dtype}"),
+                    blocks(d, d.l, d.e),
+                    &head(vec![bq.clone(), bk.clone(), bv.clone(), buf(out), buf(lse)]),
+                );
+                job.launch(
+                    &format!("attention_backward_dq_{dtype}"),
+                    blocks(d, d.l, d.e + d.ev),
+                    &head(vec![
+                        bq.clone(),
+                        bk.clone(),
+                        bv.clone(),
+                        cpu_out,
+                        buf(cpu_lse),
+                        bg.clone(),
+                        buf(delta),
+                        buf(dq),
+                    ]),
+                );
+                job.launch(
+                    &format!("attention_backward_dkv_{dtype}"),
+                    blocks(d, d.s, d.e + d.ev),
+                    &head(vec![
+                        bq,
+                        bk,
+                        bv,
+                        buf(cpu_lse),
+                        buf(delta),
+                        bg,
+                        buf(dk),
+                        buf(dv),
+                    ]),
+                );
+                let got = emu
+                    .run(&job)
+                    .unwrap_or_else(|e| panic!("{}: {e}", what("run")));
+                let back = |i: usize, rows, width_| {
+                    place.unlay(&floats_from(&got[i], dtype), rows, width_)
+                };
+                close(&what("out"), &back(out, d.l, d.ev), &want.out, tol);
+                close(&what("lse"), &floats_from(&got[lse], "f32"), &want.lse, tol);
+                close(&what("dq"), &back(dq, d.l, d.e), &want_dq, tol);
+                close(&what("dk"), &back(dk, d.s, d.e), &want_dk, tol);
+                close(&what("dv"), &back(dv, d.s, d.ev), &want_dv, tol);
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 //! `cpu::attention_forward` and `cpu::attention_backward`.
 
 use super::*;
-use crate::cpu::AttentionDims;
+use crate::cpu::{AttentionDims, AttentionOrder};
 
 /// Rows (warps) per block, as `TAPIR_ATTN_WARPS` in the source.
 const WARPS: usize = 8;
@@ -33,41 +33,218 @@ pub(in crate::cuda) fn blocks(d: AttentionDims, rows: usize, row_floats: usize) 
     }
 }
 
-/// The kernels' size arguments, in their order.
-fn sizes(d: AttentionDims) -> [usize; 4] {
-    [d.l, d.s, d.e, d.ev]
+/// Where a view's rows lie (`AttnRows` in `cu/attention.cu`), in
+/// elements: slice `b` of a `heads`-way split starts at `(b / heads) *
+/// outer + (b % heads) * head`, its row `i` `i * row` further on, and a
+/// row's elements are consecutive.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AttentionRows {
+    /// Stride of the slice index's outer part (`b / heads`).
+    pub outer: u64,
+    /// Stride of the slice index's head part (`b % heads`).
+    pub head: u64,
+    /// Stride of a row.
+    pub row: u64,
 }
 
-fn check(d: AttentionDims, op: &str) {
-    assert!(
-        d.e.max(d.ev) <= ATTENTION_MAX_WIDTH && d.l.max(d.s) <= ATTENTION_MAX_ROWS,
-        "{op}: the CUDA kernel takes head widths up to {ATTENTION_MAX_WIDTH} and up to \
-         {ATTENTION_MAX_ROWS} rows, got e {}, ev {}, l {} and s {}",
-        d.e,
-        d.ev,
-        d.l,
-        d.s
-    );
+impl AttentionRows {
+    /// The rows of `layout`, `[lead.., rows, width]`, split at its last
+    /// leading dim (the heads): `None` when a row's elements are not
+    /// consecutive or the other leading dims do not merge into one stride
+    /// (then the caller reads a dense copy).
+    pub fn of(layout: &Layout) -> Option<Self> {
+        let (shape, strides) = (&layout.shape, &layout.strides);
+        let n = shape.len();
+        if n < 2 || (shape[n - 1] > 1 && strides[n - 1] != 1) {
+            return None;
+        }
+        let head = if n > 2 { strides[n - 3] } else { 0 };
+        // The outer dims (all leading dims but the heads) as one stride.
+        let mut outer: Option<(usize, usize)> = None; // (size, stride) so far
+        for d in (0..n.saturating_sub(3)).rev() {
+            if shape[d] == 1 {
+                continue;
+            }
+            outer = match outer {
+                None => Some((shape[d], strides[d])),
+                Some((size, stride)) if strides[d] == size * stride => {
+                    Some((size * shape[d], stride))
+                }
+                Some(_) => return None,
+            };
+        }
+        Some(AttentionRows {
+            outer: outer.map_or(0, |(_, stride)| stride) as u64,
+            head: head as u64,
+            row: strides[n - 2] as u64,
+        })
+    }
+
+    /// The rows of a tensor `[outer, heads, rows, width]` held in `order`.
+    pub fn in_order(order: AttentionOrder, heads: usize, rows: usize, width: usize) -> Self {
+        let (heads, rows, width) = (heads as u64, rows as u64, width as u64);
+        match order {
+            AttentionOrder::Dense => AttentionRows {
+                outer: heads * rows * width,
+                head: rows * width,
+                row: width,
+            },
+            AttentionOrder::HeadsInside => AttentionRows {
+                outer: rows * heads * width,
+                head: width,
+                row: heads * width,
+            },
+        }
+    }
+
+    /// The order of [`AttentionRows::in_order`] that a result should take
+    /// to match these input rows: heads inside rows (a head split's
+    /// transposed view) when a row steps over the heads, dense otherwise.
+    pub fn order(&self) -> AttentionOrder {
+        match self.head < self.row {
+            true => AttentionOrder::HeadsInside,
+            false => AttentionOrder::Dense,
+        }
+    }
 }
 
-/// `softmax(q kᵀ · scale [+ causal mask]) v` for dense `q` `[batch, l, e]`,
-/// `k` `[batch, s, e]`, `v` `[batch, s, ev]` of `dtype` (f32, f16, bf16):
-/// the output `[batch, l, ev]` and each query row's f32 log-sum-exp.
+/// A tensor the attention kernels read in place: its buffer, the element
+/// offset of its first row, and where its rows lie.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionView<'a> {
+    /// The buffer.
+    pub buf: &'a CudaBuffer,
+    /// Elements before the view's first element.
+    pub offset: usize,
+    /// Where its rows lie.
+    pub rows: AttentionRows,
+}
+
+impl<'a> AttentionView<'a> {
+    /// The view `layout` of `buf`, or `None` where [`AttentionRows::of`]
+    /// is.
+    pub fn of(buf: &'a CudaBuffer, layout: &Layout) -> Option<Self> {
+        AttentionRows::of(layout).map(|rows| AttentionView {
+            buf,
+            offset: layout.offset,
+            rows,
+        })
+    }
+
+    /// A buffer holding `[outer, heads, rows, width]` in `order`.
+    pub fn whole(
+        buf: &'a CudaBuffer,
+        order: AttentionOrder,
+        heads: usize,
+        rows: usize,
+        width: usize,
+    ) -> Self {
+        AttentionView {
+            buf,
+            offset: 0,
+            rows: AttentionRows::in_order(order, heads, rows, width),
+        }
+    }
+
+    /// Its first element's device address, for elements of `dtype`.
+    fn ptr(&self, dtype: &str) -> u64 {
+        self.buf.ptr(self.offset * width(dtype))
+    }
+}
+
+/// `AttnViews` in `cu/attention.cu`: the heads splitting a slice index,
+/// and the rows of every tensor (each kernel reads some; the rest are 0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(in crate::cuda) struct AttentionViews {
+    pub heads: u64,
+    /// q, k, v, out, g (the upstream gradient), dq, dk, dv.
+    pub rows: [AttentionRows; 8],
+}
+
+// SAFETY: plain `#[repr(C)]` u64 fields matching the C struct, by value.
+unsafe impl DeviceRepr for AttentionViews {}
+
+#[cfg(test)]
+impl AttentionViews {
+    /// The struct's bytes as the kernels take it (for the emulator).
+    pub(in crate::cuda) fn bytes(&self) -> Vec<u8> {
+        let rows = self.rows.iter().flat_map(|r| [r.outer, r.head, r.row]);
+        std::iter::once(self.heads)
+            .chain(rows)
+            .flat_map(|x| x.to_le_bytes())
+            .collect()
+    }
+}
+
+/// How a call runs: its sizes, the heads that split its slices (a divisor
+/// of `d.batch`), the score scale, the causal mask and the dtype name.
+#[derive(Clone, Copy, Debug)]
+pub struct AttentionSpec<'a> {
+    /// Slices, rows and widths.
+    pub d: AttentionDims,
+    /// The slice index's inner part (the last leading dim of the tensors).
+    pub heads: usize,
+    /// Multiplies `q kᵀ`.
+    pub scale: f32,
+    /// PyTorch's `is_causal` (query `i` sees keys `0..=i`).
+    pub causal: bool,
+    /// `f32`, `f16` or `bf16`.
+    pub dtype: &'a str,
+}
+
+impl AttentionSpec<'_> {
+    fn check(&self, op: &str) {
+        let d = self.d;
+        assert!(
+            d.e.max(d.ev) <= ATTENTION_MAX_WIDTH && d.l.max(d.s) <= ATTENTION_MAX_ROWS,
+            "{op}: the CUDA kernel takes head widths up to {ATTENTION_MAX_WIDTH} and up to \
+             {ATTENTION_MAX_ROWS} rows, got e {}, ev {}, l {} and s {}",
+            d.e,
+            d.ev,
+            d.l,
+            d.s
+        );
+        assert!(
+            self.heads > 0 && d.batch.is_multiple_of(self.heads),
+            "{op}: {} heads do not split {} slices",
+            self.heads,
+            d.batch
+        );
+    }
+
+    /// The kernels' leading arguments: sizes, scale, causal flag.
+    fn sizes(&self) -> ([usize; 4], f32, i32) {
+        let d = self.d;
+        ([d.l, d.s, d.e, d.ev], self.scale, self.causal as i32)
+    }
+}
+
+/// `softmax(q kᵀ · scale [+ causal mask]) v` for views `q` `[batch, l,
+/// e]`, `k` `[batch, s, e]`, `v` `[batch, s, ev]` of `spec.dtype` (f32,
+/// f16, bf16): the output `[batch, l, ev]` in `order` and each query row's
+/// f32 log-sum-exp (dense).
 pub fn attention_forward(
-    (q, k, v): (&CudaBuffer, &CudaBuffer, &CudaBuffer),
-    d: AttentionDims,
-    scale: f32,
-    causal: bool,
-    dtype: &str,
+    spec: AttentionSpec,
+    [q, k, v]: [AttentionView; 3],
+    order: AttentionOrder,
 ) -> CudaResult<(CudaBuffer, CudaBuffer)> {
-    check(d, "attention_forward");
-    let dev = q.device();
+    spec.check("attention_forward");
+    let (d, dtype) = (spec.d, spec.dtype);
+    let dev = q.buf.device();
     let out = dev.alloc(d.batch * d.l * d.ev * width(dtype))?;
     let lse = dev.alloc(d.batch * d.l * 4)?;
     if d.batch * d.l > 0 {
-        let [l, s, e, ev] = sizes(d);
-        let causal = causal as i32;
-        let (pq, pk, pv, po, pm) = (q.ptr(0), k.ptr(0), v.ptr(0), out.ptr(0), lse.ptr(0));
+        let out_rows = AttentionRows::in_order(order, spec.heads, d.l, d.ev);
+        let none = AttentionRows::default(); // the backward's views
+        let views = AttentionViews {
+            heads: spec.heads as u64,
+            rows: [q.rows, k.rows, v.rows, out_rows, none, none, none, none],
+        };
+        let ([l, s, e, ev], scale, causal) = spec.sizes();
+        let (pq, pk, pv) = (q.ptr(dtype), k.ptr(dtype), v.ptr(dtype));
+        let (po, pm) = (out.ptr(0), lse.ptr(0));
         launch!(
             dev,
             format!("attention_forward_{dtype}"),
@@ -78,6 +255,7 @@ pub fn attention_forward(
             &ev,
             &scale,
             &causal,
+            &views,
             &pq,
             &pk,
             &pv,
@@ -88,29 +266,47 @@ pub fn attention_forward(
     Ok((out, lse))
 }
 
-/// The gradients `(dq, dk, dv)` of [`attention_forward`] for the upstream
-/// `g` `[batch, l, ev]`, from the same inputs and the forward's output and
-/// log-sum-exp: one kernel per query row for `dq` (which also writes each
-/// row's `g · out`), then one per key row for `dk` and `dv`.
+/// The gradients `(dq, dk, dv)` of [`attention_forward`], each in its
+/// `orders` entry, for the upstream view `g` `[batch, l, ev]`, from the
+/// same inputs, the forward's output (a view) and its log-sum-exp: one
+/// kernel per query row for `dq` (which also writes each row's `g · out`),
+/// then one per key row for `dk` and `dv`.
 pub fn attention_backward(
-    (q, k, v): (&CudaBuffer, &CudaBuffer, &CudaBuffer),
-    (out, lse, g): (&CudaBuffer, &CudaBuffer, &CudaBuffer),
-    d: AttentionDims,
-    scale: f32,
-    causal: bool,
-    dtype: &str,
+    spec: AttentionSpec,
+    [q, k, v]: [AttentionView; 3],
+    (out, lse, g): (AttentionView, &CudaBuffer, AttentionView),
+    orders: [AttentionOrder; 3],
 ) -> CudaResult<(CudaBuffer, CudaBuffer, CudaBuffer)> {
-    check(d, "attention_backward");
-    let dev = q.device();
+    spec.check("attention_backward");
+    let (d, dtype) = (spec.d, spec.dtype);
+    let dev = q.buf.device();
     let w = width(dtype);
     let dq = dev.alloc(d.batch * d.l * d.e * w)?;
     let dk = dev.alloc(d.batch * d.s * d.e * w)?;
     let dv = dev.alloc(d.batch * d.s * d.ev * w)?;
     let delta = dev.alloc(d.batch * d.l * 4)?;
-    let [l, s, e, ev] = sizes(d);
-    let causal = causal as i32;
-    let (pq, pk, pv) = (q.ptr(0), k.ptr(0), v.ptr(0));
-    let (po, pm, pg, pd) = (out.ptr(0), lse.ptr(0), g.ptr(0), delta.ptr(0));
+    let h = spec.heads;
+    let grad_rows = [
+        AttentionRows::in_order(orders[0], h, d.l, d.e),
+        AttentionRows::in_order(orders[1], h, d.s, d.e),
+        AttentionRows::in_order(orders[2], h, d.s, d.ev),
+    ];
+    let views = AttentionViews {
+        heads: h as u64,
+        rows: [
+            q.rows,
+            k.rows,
+            v.rows,
+            out.rows,
+            g.rows,
+            grad_rows[0],
+            grad_rows[1],
+            grad_rows[2],
+        ],
+    };
+    let ([l, s, e, ev], scale, causal) = spec.sizes();
+    let (pq, pk, pv) = (q.ptr(dtype), k.ptr(dtype), v.ptr(dtype));
+    let (po, pm, pg, pd) = (out.ptr(dtype), lse.ptr(0), g.ptr(dtype), delta.ptr(0));
     let (pdq, pdk, pdv) = (dq.ptr(0), dk.ptr(0), dv.ptr(0));
     if d.batch * l > 0 {
         launch!(
@@ -123,6 +319,7 @@ pub fn attention_backward(
             &ev,
             &scale,
             &causal,
+            &views,
             &pq,
             &pk,
             &pv,
@@ -144,6 +341,7 @@ pub fn attention_backward(
             &ev,
             &scale,
             &causal,
+            &views,
             &pq,
             &pk,
             &pv,
@@ -155,4 +353,44 @@ pub fn attention_backward(
         )?;
     }
     Ok((dq, dk, dv))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_of_a_head_split_are_read_in_place_and_others_are_refused() {
+        // [B, T, H, E] = [2, 5, 3, 4] memory read as [B, H, T, E].
+        let split = Layout::contiguous(&[2, 5, 3, 4]).transpose(1, 2);
+        let rows = AttentionRows::of(&split).unwrap();
+        assert_eq!(
+            rows,
+            AttentionRows {
+                outer: 60,
+                head: 4,
+                row: 12
+            }
+        );
+        assert_eq!(rows.order(), AttentionOrder::HeadsInside);
+        assert_eq!(rows, AttentionRows::in_order(rows.order(), 3, 5, 4));
+        assert_eq!(
+            split.strides,
+            AttentionOrder::HeadsInside.strides(&split.shape)
+        );
+        // Dense, with two outer dims that merge.
+        let dense = Layout::contiguous(&[2, 2, 3, 5, 4]);
+        let rows = AttentionRows::of(&dense).unwrap();
+        assert_eq!(
+            rows,
+            AttentionRows::in_order(AttentionOrder::Dense, 3, 5, 4)
+        );
+        assert_eq!((rows.outer, rows.order()), (60, AttentionOrder::Dense));
+        // Outer dims that do not merge, and rows whose elements are apart.
+        assert_eq!(AttentionRows::of(&dense.transpose(0, 1)), None);
+        assert_eq!(AttentionRows::of(&dense.transpose(3, 4)), None);
+        // Without leading dims: one slice.
+        let one = AttentionRows::of(&Layout::contiguous(&[5, 4])).unwrap();
+        assert_eq!((one.head, one.row), (0, 4));
+    }
 }

@@ -134,7 +134,8 @@ mod program;
 pub(super) mod rows;
 
 pub use attention::{
-    ATTENTION_MAX_ROWS, ATTENTION_MAX_WIDTH, attention_backward, attention_forward,
+    ATTENTION_MAX_ROWS, ATTENTION_MAX_WIDTH, AttentionRows, AttentionSpec, AttentionView,
+    attention_backward, attention_forward,
 };
 pub use blas::matmul;
 pub use conv::{ConvGeom, col2im_f32, im2col_f32, max_pool2d_backward_f32, max_pool2d_f32};

@@ -1,7 +1,8 @@
 //! Fused attention, forward and backward, against its tiled CPU twin.
 
 use super::*;
-use crate::cpu::{AttentionDims, Rows, attention_backward, attention_forward};
+use crate::cpu::{AttentionDims, AttentionOrder, Rows, attention_backward, attention_forward};
+use crate::cuda::launch::{AttentionSpec, AttentionView};
 
 /// Shapes that cross the kernels' edges: chunks of 32 keys and queries and
 /// blocks of 8 rows cut mid-way, `l != s` with the causal mask on either
@@ -100,6 +101,79 @@ pub(in crate::cuda) fn attention_case(
     }
 }
 
+/// Where a case's tensors lie: dense with one head, or a head split's
+/// memory (`[outer, rows, heads, width]` read as `[outer, heads, rows,
+/// width]`) with inputs read in place, results written in that order and
+/// the key `K_PAD` elements into its buffer (a view's offset).
+#[derive(Clone, Copy, Debug)]
+pub(in crate::cuda) struct Placement {
+    pub order: AttentionOrder,
+    pub heads: usize,
+}
+
+/// Elements before the key in its buffer in a heads-inside placement.
+pub(in crate::cuda) const K_PAD: usize = 5;
+
+impl Placement {
+    /// Both placements of slices `batch`: dense, then heads inside with the
+    /// most heads (up to 3) that divide `batch`.
+    pub fn both(batch: usize) -> [Placement; 2] {
+        let heads = (1..=3).rev().find(|h| batch.is_multiple_of(*h)).unwrap_or(1);
+        [
+            Placement {
+                order: AttentionOrder::Dense,
+                heads: 1,
+            },
+            Placement {
+                order: AttentionOrder::HeadsInside,
+                heads,
+            },
+        ]
+    }
+
+    /// The element offset of the key (`K_PAD` heads inside, else 0).
+    pub fn k_pad(&self) -> usize {
+        match self.order {
+            AttentionOrder::Dense => 0,
+            AttentionOrder::HeadsInside => K_PAD,
+        }
+    }
+
+    /// The view `[outer, heads, rows, width]` of a buffer holding it in
+    /// this order from element `offset`.
+    pub fn layout(&self, batch: usize, rows: usize, width: usize, offset: usize) -> Layout {
+        let shape = [batch / self.heads, self.heads, rows, width];
+        Layout {
+            strides: self.order.strides(&shape),
+            shape: shape.to_vec(),
+            offset,
+        }
+    }
+
+    /// Dense `[batch, rows, width]` values in this order, behind `offset`
+    /// zeros.
+    pub fn lay(&self, x: &[f32], rows: usize, width: usize, offset: usize) -> Vec<f32> {
+        let batch = x.len() / (rows * width);
+        let l = self.layout(batch, rows, width, offset);
+        let mut out = vec![0.0; offset + x.len()];
+        let mut k = 0;
+        l.for_each_offset(|at| {
+            out[at] = x[k];
+            k += 1;
+        });
+        out
+    }
+
+    /// The dense `[batch, rows, width]` values of a result in this order.
+    pub fn unlay(&self, x: &[f32], rows: usize, width: usize) -> Vec<f32> {
+        let batch = x.len() / (rows * width);
+        let mut out = Vec::with_capacity(x.len());
+        self.layout(batch, rows, width, 0)
+            .for_each_offset(|at| out.push(x[at]));
+        out
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
 fn fused_attention_matches_its_cpu_twin_forward_and_backward() {
@@ -117,49 +191,53 @@ fn fused_attention_matches_its_cpu_twin_forward_and_backward() {
                 grads: (want_dq, want_dk, want_dv),
             } = attention_case(d, causal, 10 * n as u32, dtype);
 
-            let (gq, gk, gv) = (
-                up_as(&dev, &q, dtype),
-                up_as(&dev, &k, dtype),
-                up_as(&dev, &v, dtype),
-            );
-            let (out, lse) =
-                launch::attention_forward((&gq, &gk, &gv), d, scale, causal, dtype).unwrap();
-            let got = down_as(&out, d.batch * d.l * d.ev, dtype);
-            close(&what("out"), &got, &want.out, tol);
-            close(&what("lse"), &down(&lse, d.batch * d.l), &want.lse, tol);
+            for place in Placement::both(d.batch) {
+                let what = |part: &str| format!("{place:?} {}", what(part));
+                let spec = AttentionSpec {
+                    d,
+                    heads: place.heads,
+                    scale,
+                    causal,
+                    dtype,
+                };
+                let on_gpu = |x: &[f32], rows, width, offset| {
+                    let laid = place.lay(x, rows, width, offset);
+                    (
+                        up_as(&dev, &laid, dtype),
+                        place.layout(d.batch, rows, width, offset),
+                    )
+                };
+                let (gq, lq) = on_gpu(&q, d.l, d.e, 0);
+                let (gk, lk) = on_gpu(&k, d.s, d.e, place.k_pad());
+                let (gv, lv) = on_gpu(&v, d.s, d.ev, 0);
+                let view = |b, l| AttentionView::of(b, l).expect("a view with rows");
+                let inputs = [view(&gq, &lq), view(&gk, &lk), view(&gv, &lv)];
+                let (out, lse) = launch::attention_forward(spec, inputs, place.order).unwrap();
+                let got = down_as(&out, d.batch * d.l * d.ev, dtype);
+                close(&what("out"), &place.unlay(&got, d.l, d.ev), &want.out, tol);
+                close(&what("lse"), &down(&lse, d.batch * d.l), &want.lse, tol);
 
-            // The backward from the CPU's output (rounded as the GPU holds
-            // it), so the two differ only by their own arithmetic.
-            let gout = up_as(&dev, &rounded(&want.out, dtype), dtype);
-            let glse = up(&dev, &want.lse);
-            let gg = up_as(&dev, &g, dtype);
-            let (dq, dk, dv) = launch::attention_backward(
-                (&gq, &gk, &gv),
-                (&gout, &glse, &gg),
-                d,
-                scale,
-                causal,
-                dtype,
-            )
-            .unwrap();
-            close(
-                &what("dq"),
-                &down_as(&dq, want_dq.len(), dtype),
-                &want_dq,
-                tol,
-            );
-            close(
-                &what("dk"),
-                &down_as(&dk, want_dk.len(), dtype),
-                &want_dk,
-                tol,
-            );
-            close(
-                &what("dv"),
-                &down_as(&dv, want_dv.len(), dtype),
-                &want_dv,
-                tol,
-            );
+                // The backward from the CPU's output (rounded as the GPU
+                // holds it), so the two differ only by their own arithmetic.
+                let (gout, lout) = on_gpu(&rounded(&want.out, dtype), d.l, d.ev, 0);
+                let glse = up(&dev, &want.lse);
+                let (gg, lg) = on_gpu(&g, d.l, d.ev, 0);
+                let (dq, dk, dv) = launch::attention_backward(
+                    spec,
+                    inputs,
+                    (view(&gout, &lout), &glse, view(&gg, &lg)),
+                    [place.order; 3],
+                )
+                .unwrap();
+                for (name, got, want, rows, width) in [
+                    ("dq", &dq, &want_dq, d.l, d.e),
+                    ("dk", &dk, &want_dk, d.s, d.e),
+                    ("dv", &dv, &want_dv, d.s, d.ev),
+                ] {
+                    let got = place.unlay(&down_as(got, want.len(), dtype), rows, width);
+                    close(&what(name), &got, want, tol);
+                }
+            }
         }
     }
 }
