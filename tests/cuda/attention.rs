@@ -42,9 +42,20 @@ fn fused_attention_runs_on_the_gpu_as_on_the_cpu() {
     let Some(device) = gpu() else { return };
     for causal in [true, false] {
         let q = heads(device, 1);
+        let launches = tapir::cuda::kernel_launches();
         let out = sdpa_kernel(&[SdpBackend::Flash], || {
             scaled_dot_product_attention(&q[0], &q[1], &q[2], None, 0.0, causal, None)
         });
+        assert_eq!(
+            tapir::cuda::kernel_launches() - launches,
+            1,
+            "head-split views are read in place: one launch, no copies"
+        );
+        assert!(
+            out.transpose(1, 2).is_contiguous(),
+            "the output has its heads inside rows, so merging them is free: strides {:?}",
+            out.strides()
+        );
         assert_eq!(
             out.grad_fn_name(),
             Some("ScaledDotProductFlashAttentionBackward0"),

@@ -118,7 +118,10 @@ impl Placement {
     /// Both placements of slices `batch`: dense, then heads inside with the
     /// most heads (up to 3) that divide `batch`.
     pub fn both(batch: usize) -> [Placement; 2] {
-        let heads = (1..=3).rev().find(|h| batch.is_multiple_of(*h)).unwrap_or(1);
+        let heads = (1..=3)
+            .rev()
+            .find(|h| batch.is_multiple_of(*h))
+            .unwrap_or(1);
         [
             Placement {
                 order: AttentionOrder::Dense,
