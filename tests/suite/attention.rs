@@ -180,6 +180,17 @@ fn sdpa_reads_q_k_v_that_share_one_buffer() {
         let shared = [heads(&shared[0]), heads(&shared[1]), heads(&shared[2])];
         let apart = shared.each_ref().map(|x| x.contiguous());
         let (a, p) = (run(&shared, true, None), run(&apart, true, None));
+        // The output of head-split inputs comes with its heads inside rows
+        // (PyTorch's flash layout), so merging the heads is no copy; that
+        // of dense inputs is dense. (The gradients are laid out so too,
+        // which the leaves' accumulation does not keep.)
+        let merged = a[0].transpose(1, 2);
+        assert!(
+            merged.is_contiguous(),
+            "{dtype}: strides {:?}",
+            a[0].strides()
+        );
+        assert!(p[0].is_contiguous(), "{dtype}: dense output");
         for (name, (x, y)) in ["out", "dq", "dk", "dv"].iter().zip(a.iter().zip(&p)) {
             // The same kernel on the same values: bit for bit.
             assert_eq!(x.to_vec::<f64>(), y.to_vec::<f64>(), "{dtype} {name}");

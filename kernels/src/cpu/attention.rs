@@ -51,6 +51,32 @@ pub enum AttentionOrder {
 }
 
 impl AttentionOrder {
+    /// The order a result takes from the input view `l` it matches (`q`
+    /// for the output and `dq`, `k` for `dk`, `v` for `dv`): heads inside
+    /// rows when the view's rows step over its heads (`[.., heads, rows,
+    /// width]` with a head stride below the row stride: a head split's
+    /// transposed view), as PyTorch's flash attention gives them on either
+    /// device, so merging the heads back is no copy; dense otherwise.
+    pub fn of(l: &crate::Layout) -> Self {
+        let n = l.ndim();
+        match n >= 3 && l.shape[n - 3] > 1 && l.strides[n - 3] < l.strides[n - 2] {
+            true => AttentionOrder::HeadsInside,
+            false => AttentionOrder::Dense,
+        }
+    }
+
+    /// Where a dense `[lead.., heads, rows, width]` result's elements go in
+    /// this order: the view of the dense values that, copied row-major,
+    /// holds them in this order.
+    pub fn arranging(self, shape: &[usize]) -> crate::Layout {
+        let n = shape.len();
+        let dense = crate::Layout::contiguous(shape);
+        match (self, n >= 3) {
+            (AttentionOrder::HeadsInside, true) => dense.transpose(n - 3, n - 2),
+            _ => dense,
+        }
+    }
+
     /// The strides of a `shape` `[lead.., heads, rows, width]` tensor held
     /// in this order (a 2-dim shape has no heads: dense).
     pub fn strides(self, shape: &[usize]) -> Vec<usize> {

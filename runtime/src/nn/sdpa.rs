@@ -189,8 +189,8 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
         );
         let mut shape = q.shape()[..nd - 1].to_vec();
         shape.push(d.ev);
-        // A GPU gives a head split's output with its heads inside rows, so
-        // the caller's `transpose(1, 2).reshape(..)` that merges them is free.
+        // A head split's output comes with its heads inside rows, so the
+        // caller's `transpose(1, 2).reshape(..)` that merges them is free.
         let out = Tensor::from_storage_in(out, &shape, order);
         let lse = Tensor::from_storage(lse, &[d.batch * d.l]);
         let name = qd.read().attention_node();
@@ -198,7 +198,8 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
             let shapes = [q, k, v].map(|t| t.shape().to_vec());
             move |g: &Tensor, needs: &[bool]| {
                 // Read in place where its rows are consecutive (a GPU
-                // takes a merged-heads gradient's transposed view as is).
+                // takes a merged-heads gradient's transposed view as is;
+                // the CPU kernel copies it dense).
                 let g = rows(&g.to_dtype(out.dtype()));
                 let grads = qd.read().attention_backward(
                     qd.layout(),

@@ -49,12 +49,12 @@ impl Storage {
     /// l, e]`, over `k` `[.., s, e]` and `v` `[.., s, ev]` of the same dtype
     /// and device (their last dim must have stride 1): the output `[batch,
     /// l, ev]` (this dtype) held in the returned order, and each query
-    /// row's log-sum-exp (f64 for f64, f32 otherwise, dense). The CPU reads
-    /// the views in place and writes a dense output. A GPU reads in place
-    /// every view whose leading dims but the last (the heads) merge, and
-    /// writes the output in the query's order: heads inside rows for a head
-    /// split's transposed query, so merging the heads back costs no copy
-    /// (as PyTorch's flash attention). Callers ask
+    /// row's log-sum-exp (f64 for f64, f32 otherwise, dense). The output
+    /// takes the query's order ([`AttentionOrder::of`]): heads inside rows
+    /// for a head split's transposed query, so merging the heads back costs
+    /// no copy (PyTorch's flash attention does the same on either device).
+    /// The CPU reads the views in place; a GPU reads in place every view
+    /// whose leading dims but the last (the heads) merge. Callers ask
     /// [`Storage::fuses_attention`] first; elsewhere it runs on host copies.
     #[allow(clippy::too_many_arguments)]
     pub fn attention(
@@ -76,18 +76,24 @@ impl Storage {
             return (out.map(Storage::Cuda), order);
         }
         let (kh, vh) = (k.host(), v.host());
-        let out = self
+        let [out, lse] = self
             .host()
             .attention(lq, (&kh, lk), (&vh, lv), d, scale, causal);
-        let out = out.map(|b| Storage::on_device(b, self.device()));
-        (out, AttentionOrder::Dense)
+        // The kernel writes dense rows; a head split's output is laid out
+        // as on a GPU (the copy that merging the heads would make).
+        let order = AttentionOrder::of(lq);
+        let mut shape = lq.shape.clone();
+        *shape.last_mut().expect("attention views have rows") = d.ev;
+        let out = arrange(out, &shape, order);
+        let out = [out, lse].map(|b| Storage::on_device(b, self.device()));
+        (out, order)
     }
 
     /// The fused attention's gradients `[dq, dk, dv]`, each with the order
     /// it is held in, for this query, `k` and `v` (views as in
     /// [`Storage::attention`]), the forward's output (its view `lo`) and
-    /// log-sum-exp, and the upstream view `g` (`[.., l, ev]`). The CPU gives
-    /// dense gradients; a GPU gives each in its input's order.
+    /// log-sum-exp, and the upstream view `g` (`[.., l, ev]`). Each gradient
+    /// takes its input's order.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward(
         &self,
@@ -118,12 +124,33 @@ impl Storage {
                 _ => Cow::Owned(b.copy(l)),
             }
         }
-        let (k, v, m) = (k.host(), v.host(), lse.host());
+        let (kh, vh, m) = (k.host(), v.host(), lse.host());
         let (o, g) = (dense(out.host(), lo), dense(g.host(), lg));
-        let grads =
-            self.host()
-                .attention_backward(lq, (&k, lk), (&v, lv), (&o, &m, &g), d, scale, causal);
-        grads.map(|b| (Storage::on_device(b, self.device()), AttentionOrder::Dense))
+        let grads = self.host().attention_backward(
+            lq,
+            (&kh, lk),
+            (&vh, lv),
+            (&o, &m, &g),
+            d,
+            scale,
+            causal,
+        );
+        let mut views = [lq, lk, lv].into_iter();
+        grads.map(|b| {
+            let l = views.next().expect("three inputs");
+            let order = AttentionOrder::of(l);
+            let b = arrange(b, &l.shape, order);
+            (Storage::on_device(b, self.device()), order)
+        })
+    }
+}
+
+/// A dense result of `shape` (`[lead.., heads, rows, width]`) held in
+/// `order`.
+fn arrange(b: CpuBuffer, shape: &[usize], order: AttentionOrder) -> CpuBuffer {
+    match order {
+        AttentionOrder::Dense => b,
+        AttentionOrder::HeadsInside => b.copy(&order.arranging(shape)),
     }
 }
 
@@ -183,7 +210,7 @@ impl CudaStorage {
             k.attention_view(lk, ck, (h, d.s, d.e))?,
             v.attention_view(lv, cv, (h, d.s, d.ev))?,
         ];
-        let order = inputs[0].rows.order();
+        let order = AttentionOrder::of(lq);
         let (out, lse) = launch::attention_forward(spec, inputs, order)?;
         let out = [
             CudaStorage::new(out, self.dtype),
@@ -214,7 +241,7 @@ impl CudaStorage {
         ];
         let out = out.attention_view(lo, co, (h, d.l, d.ev))?;
         let g = g.attention_view(lg, cg, (h, d.l, d.ev))?;
-        let orders = inputs.map(|x| x.rows.order());
+        let orders = [lq, lk, lv].map(AttentionOrder::of);
         let (dq, dk, dv) = launch::attention_backward(spec, inputs, (out, &lse.buf, g), orders)?;
         let grads = [dq, dk, dv].map(|b| CudaStorage::new(b, self.dtype));
         let [a, b, c] = grads;

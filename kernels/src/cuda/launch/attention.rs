@@ -97,16 +97,6 @@ impl AttentionRows {
             },
         }
     }
-
-    /// The order of [`AttentionRows::in_order`] that a result should take
-    /// to match these input rows: heads inside rows (a head split's
-    /// transposed view) when a row steps over the heads, dense otherwise.
-    pub fn order(&self) -> AttentionOrder {
-        match self.head < self.row {
-            true => AttentionOrder::HeadsInside,
-            false => AttentionOrder::Dense,
-        }
-    }
 }
 
 /// A tensor the attention kernels read in place: its buffer, the element
@@ -372,8 +362,11 @@ mod tests {
                 row: 12
             }
         );
-        assert_eq!(rows.order(), AttentionOrder::HeadsInside);
-        assert_eq!(rows, AttentionRows::in_order(rows.order(), 3, 5, 4));
+        assert_eq!(AttentionOrder::of(&split), AttentionOrder::HeadsInside);
+        assert_eq!(
+            rows,
+            AttentionRows::in_order(AttentionOrder::HeadsInside, 3, 5, 4)
+        );
         assert_eq!(
             split.strides,
             AttentionOrder::HeadsInside.strides(&split.shape)
@@ -385,7 +378,22 @@ mod tests {
             rows,
             AttentionRows::in_order(AttentionOrder::Dense, 3, 5, 4)
         );
-        assert_eq!((rows.outer, rows.order()), (60, AttentionOrder::Dense));
+        assert_eq!(rows.outer, 60);
+        assert_eq!(AttentionOrder::of(&dense), AttentionOrder::Dense);
+        // Copying a dense result through `arranging` lays it out in order.
+        let arranged = AttentionOrder::HeadsInside.arranging(&split.shape);
+        let mut at = vec![];
+        arranged.for_each_offset(|o| at.push(o));
+        let mut expected = vec![0; 120];
+        let mut k = 0;
+        split.for_each_offset(|o| {
+            expected[o] = k;
+            k += 1;
+        });
+        assert_eq!(
+            at, expected,
+            "element i of the arranged copy is the dense result's"
+        );
         // Outer dims that do not merge, and rows whose elements are apart.
         assert_eq!(AttentionRows::of(&dense.transpose(0, 1)), None);
         assert_eq!(AttentionRows::of(&dense.transpose(3, 4)), None);
