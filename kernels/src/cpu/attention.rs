@@ -138,6 +138,12 @@ impl<'a, T> Rows<'a, T> {
         }
     }
 
+    /// Row `i` of slice `b`, `width` elements.
+    fn row(&self, b: usize, i: usize, width: usize) -> &'a [T] {
+        let start = self.offsets[b] + i * self.row_stride;
+        &self.data[start..start + width]
+    }
+
     /// Slice `b`'s rows from `first` as a matrix operand (`transposed`: read
     /// as columns).
     fn operand(&self, b: usize, first: usize, transposed: bool) -> Operand<'a, T> {
@@ -304,17 +310,19 @@ fn forward_tile<T: Float>(
 }
 
 /// The gradients `(dq, dk, dv)` of [`attention_forward`] for the upstream
-/// gradient `g` of its output, from the same inputs, its output and its
-/// log-sum-exp (flash attention 2's backward: per slice, key tiles outer so
-/// each key tile's `dk`, `dv` are finished in one place, query tiles inner).
+/// gradient rows `g` of its output, from the same inputs, its output's rows
+/// (read in place, as the inputs: a head split's output or gradient needs no
+/// dense copy) and its dense log-sum-exp (flash attention 2's backward: per
+/// slice, key tiles outer so each key tile's `dk`, `dv` are finished in one
+/// place, query tiles inner).
 #[allow(clippy::too_many_arguments)]
 pub fn attention_backward<T: Float>(
     q: &Rows<'_, T>,
     k: &Rows<'_, T>,
     v: &Rows<'_, T>,
-    out: &[T],
+    out: &Rows<'_, T>,
     lse: &[T],
-    g: &[T],
+    g: &Rows<'_, T>,
     d: AttentionDims,
     scale: T,
     causal: bool,
@@ -322,8 +330,8 @@ pub fn attention_backward<T: Float>(
     check(&d, q, k, v);
     let (ql, kl, vl) = (d.l * d.e, d.s * d.e, d.s * d.ev);
     assert!(
-        out.len() == g.len() && g.len() == d.batch * d.l * d.ev && lse.len() == d.batch * d.l,
-        "attention_backward kernel: output, gradient or log-sum-exp length does not match {d:?}"
+        out.fits(d.batch, d.l, d.ev) && g.fits(d.batch, d.l, d.ev) && lse.len() == d.batch * d.l,
+        "attention_backward kernel: output, gradient or log-sum-exp rows do not fit {d:?}"
     );
     let mut dq = crate::alloc::filled(d.batch * ql, T::zero());
     let mut dk = crate::alloc::filled(d.batch * kl, T::zero());
@@ -335,16 +343,14 @@ pub fn attention_backward<T: Float>(
         fn rows<T>(x: &[T], n: usize, b: usize) -> &[T] {
             &x[b * n..(b + 1) * n]
         }
-        let rows = |x, n| rows(x, n, b);
-        let o = (rows(out, d.l * d.ev), rows(g, d.l * d.ev));
         simd(
             #[inline(always)]
             || {
                 backward_slice(
                     (q, k, v),
                     b,
-                    o,
-                    rows(lse, d.l),
+                    (out, g),
+                    rows(lse, d.l, b),
                     &d,
                     (scale, causal),
                     (dq, dk, dv),
@@ -377,17 +383,18 @@ pub fn attention_backward<T: Float>(
 fn backward_slice<T: Float>(
     (q, k, v): (&Rows<'_, T>, &Rows<'_, T>, &Rows<'_, T>),
     slice: usize,
-    (out, g): (&[T], &[T]),
+    (out, g): (&Rows<'_, T>, &Rows<'_, T>),
     lse: &[T],
     d: &AttentionDims,
     (scale, causal): (T, bool),
     (dq, dk, dv): (&mut [T], &mut [T], &mut [T]),
 ) {
     // delta_i = sum_c g[i, c] out[i, c]: softmax's backward term per row.
-    let delta: Vec<T> = out
-        .chunks(d.ev)
-        .zip(g.chunks(d.ev))
-        .map(|(o, g)| o.iter().zip(g).fold(T::zero(), |s, (&o, &g)| s + o * g))
+    let delta: Vec<T> = (0..d.l)
+        .map(|i| {
+            let (o, g) = (out.row(slice, i, d.ev), g.row(slice, i, d.ev));
+            o.iter().zip(g).fold(T::zero(), |s, (&o, &g)| s + o * g)
+        })
         .collect();
     let mut p = [T::zero(); TILE * TILE];
     let mut dp = [T::zero(); TILE * TILE];
@@ -402,7 +409,7 @@ fn backward_slice<T: Float>(
             }
             let (p, dp) = (&mut p[..bq * bk], &mut dp[..bq * bk]);
             let q_tile = q.operand(slice, qs, false);
-            let g_tile = Operand::new(g, qs * d.ev, d.ev, 1);
+            let g_tile = g.operand(slice, qs, false);
             // p = exp(scale · q kᵀ - lse): the forward's probabilities.
             gemm_tile(
                 (bq, bk, d.e),
@@ -564,12 +571,15 @@ mod tests {
         let f2 = attention_forward(&packed, &packed, &packed, d, 0.5, true);
         assert_eq!(f1.out, f2.out);
         let g = values(f1.out.len(), 6);
+        let (o1, o2) = (
+            Rows::dense(&f1.out, b * h, t, e),
+            Rows::dense(&f2.out, b * h, t, e),
+        );
+        let gr = Rows::dense(&g, b * h, t, e);
         let b1 = attention_backward(
-            &strided, &strided, &strided, &f1.out, &f1.lse, &g, d, 0.5, true,
+            &strided, &strided, &strided, &o1, &f1.lse, &gr, d, 0.5, true,
         );
-        let b2 = attention_backward(
-            &packed, &packed, &packed, &f2.out, &f2.lse, &g, d, 0.5, true,
-        );
+        let b2 = attention_backward(&packed, &packed, &packed, &o2, &f2.lse, &gr, d, 0.5, true);
         assert_eq!(b1, b2);
     }
 

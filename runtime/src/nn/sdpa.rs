@@ -197,9 +197,8 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
         Tensor::record(out.detach(), name, &[q, k, v], || {
             let shapes = [q, k, v].map(|t| t.shape().to_vec());
             move |g: &Tensor, needs: &[bool]| {
-                // Read in place where its rows are consecutive (a GPU
-                // takes a merged-heads gradient's transposed view as is;
-                // the CPU kernel copies it dense).
+                // Read in place where its rows are consecutive (a
+                // merged-heads gradient's transposed view is taken as is).
                 let g = rows(&g.to_dtype(out.dtype()));
                 let grads = qd.read().attention_backward(
                     qd.layout(),

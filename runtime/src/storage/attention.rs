@@ -8,7 +8,6 @@ use super::cuda::{CudaStorage, fail, kernel_dtype};
 use super::{CpuBuffer, Storage};
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use crate::dtype::DType;
-use std::borrow::Cow;
 use tapir_kernels::Layout;
 use tapir_kernels::cpu::{AttentionDims, AttentionOrder};
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
@@ -116,21 +115,14 @@ impl Storage {
                 .unwrap_or_else(|e| fail("scaled_dot_product_attention backward", e))
                 .map(|(s, order)| (Storage::Cuda(s), order));
         }
-        // The CPU kernel, on the buffers themselves or on host copies, with
-        // the output and upstream gradient dense.
-        fn dense<'a>(b: Cow<'a, CpuBuffer>, l: &Layout) -> Cow<'a, CpuBuffer> {
-            match l.contiguous_offset() {
-                Some(0) => b,
-                _ => Cow::Owned(b.copy(l)),
-            }
-        }
+        // The CPU kernel, on the buffers themselves or on host copies.
         let (kh, vh, m) = (k.host(), v.host(), lse.host());
-        let (o, g) = (dense(out.host(), lo), dense(g.host(), lg));
+        let (oh, gh) = (out.host(), g.host());
         let grads = self.host().attention_backward(
             lq,
             (&kh, lk),
             (&vh, lv),
-            (&o, &m, &g),
+            ((&oh, lo), &m, (&gh, lg)),
             d,
             scale,
             causal,

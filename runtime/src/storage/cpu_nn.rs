@@ -205,30 +205,33 @@ impl CpuBuffer {
     }
 
     /// Fused attention's `[dq, dk, dv]` (dense) for q (this buffer), k, v as
-    /// in [`CpuBuffer::attention`], the forward's dense output and
-    /// log-sum-exp and the dense upstream `g`.
+    /// in [`CpuBuffer::attention`], the forward's output and the upstream
+    /// `g` (views whose rows are read in place, as the inputs') and its
+    /// dense log-sum-exp.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward(
         &self,
         lq: &Layout,
         (k, lk): (&CpuBuffer, &Layout),
         (v, lv): (&CpuBuffer, &Layout),
-        (out, lse, g): (&CpuBuffer, &CpuBuffer, &CpuBuffer),
+        ((out, lo), lse, (g, lg)): ((&CpuBuffer, &Layout), &CpuBuffer, (&CpuBuffer, &Layout)),
         d: cpu::AttentionDims,
         scale: f64,
         causal: bool,
     ) -> [CpuBuffer; 3] {
-        let (no, nl) = (d.batch * d.l * d.ev, d.batch * d.l);
+        let nl = d.batch * d.l;
         if self.dtype() == DType::F64 {
             let (c, [iq, ik, iv]) = convert_once([self, k, v], f64s);
             let (q, k, v) = (rows(&c[iq], lq), rows(&c[ik], lk), rows(&c[iv], lv));
-            let (o, m, g) = (f64s(out, no), f64s(lse, nl), f64s(g, no));
+            let (o, m, g) = (f64s(out, out.len()), f64s(lse, nl), f64s(g, g.len()));
+            let (o, g) = (rows(&o, lo), rows(&g, lg));
             let (dq, dk, dv) = cpu::attention_backward(&q, &k, &v, &o, &m, &g, d, scale, causal);
             return [dq, dk, dv].map(CpuBuffer::F64);
         }
         let (c, [iq, ik, iv]) = convert_once([self, k, v], f32s);
         let (q, k, v) = (rows(&c[iq], lq), rows(&c[ik], lk), rows(&c[iv], lv));
-        let (o, m, g) = (f32s(out, no), f32s(lse, nl), f32s(g, no));
+        let (o, m, g) = (f32s(out, out.len()), f32s(lse, nl), f32s(g, g.len()));
+        let (o, g) = (rows(&o, lo), rows(&g, lg));
         let (dq, dk, dv) = cpu::attention_backward(&q, &k, &v, &o, &m, &g, d, scale as f32, causal);
         [dq, dk, dv].map(|x| CpuBuffer::F32(x).into_dtype(self.dtype()))
     }

@@ -89,7 +89,11 @@ pub(in crate::cuda) fn attention_case(
         Rows::dense(&v, d.batch, d.s, d.ev),
     );
     let want = attention_forward(&cq, &ck, &cv, d, scale, causal);
-    let grads = attention_backward(&cq, &ck, &cv, &want.out, &want.lse, &g, d, scale, causal);
+    let (co, cg) = (
+        Rows::dense(&want.out, d.batch, d.l, d.ev),
+        Rows::dense(&g, d.batch, d.l, d.ev),
+    );
+    let grads = attention_backward(&cq, &ck, &cv, &co, &want.lse, &cg, d, scale, causal);
     AttentionCase {
         q,
         k,
