@@ -91,8 +91,9 @@ impl Storage {
     /// The fused attention's gradients `[dq, dk, dv]`, each with the order
     /// it is held in, for this query, `k` and `v` (views as in
     /// [`Storage::attention`]), the forward's output (its view `lo`) and
-    /// log-sum-exp, and the upstream view `g` (`[.., l, ev]`). Each gradient
-    /// takes its input's order.
+    /// log-sum-exp, and the upstream view `g` (`[.., l, ev]`; both views'
+    /// last dims with stride 1, as the inputs'). Each gradient takes its
+    /// input's order.
     #[allow(clippy::too_many_arguments)]
     pub fn attention_backward(
         &self,
