@@ -4,8 +4,8 @@
 
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
 use crate::cpu::AttentionOrder;
-use crate::cuda::launch::AttentionRows;
 use crate::cuda::launch::attention::{AttentionViews, blocks};
+use crate::cuda::launch::{AttentionRows, AttentionSpec};
 use crate::cuda::twins::attention::{AttentionCase, Placement, attention_case, rounded, shapes};
 
 fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
@@ -60,23 +60,18 @@ fn emulated_attention_kernels_match_their_cpu_twin_forward_and_backward() {
                 let dq = job.output(d.batch * d.l * d.e, width);
                 let dk = job.output(d.batch * d.s * d.e, width);
                 let dv = job.output(d.batch * d.s * d.ev, width);
-                let order =
-                    |rows, width| AttentionRows::in_order(place.order, place.heads, rows, width);
-                let views = AttentionViews {
-                    heads: place.heads as u64,
-                    rows: [
-                        rq,
-                        rk,
-                        rv,
-                        // The forward writes `out` in the placement's order;
-                        // the backward reads the CPU's output laid out so.
-                        rout,
-                        rg,
-                        order(d.l, d.e),
-                        order(d.s, d.e),
-                        order(d.s, d.ev),
-                    ],
+                // One struct for the three kernels, packed as the launcher
+                // packs the backward's: the forward writes `out` in the
+                // placement's order, as the backward reads the CPU's output.
+                let spec = AttentionSpec {
+                    d,
+                    heads: place.heads,
+                    scale,
+                    causal,
+                    dtype,
                 };
+                let views =
+                    AttentionViews::backward(&spec, [rq, rk, rv, rout, rg], [place.order; 3]);
                 let head = |args: Vec<Arg>| {
                     let mut a: Vec<Arg> = [d.l, d.s, d.e, d.ev].map(|x| x.arg()).to_vec();
                     a.extend([scale.arg(), (causal as i32).arg()]);

@@ -156,6 +156,32 @@ pub(in crate::cuda) struct AttentionViews {
 // SAFETY: plain `#[repr(C)]` u64 fields matching the C struct, by value.
 unsafe impl DeviceRepr for AttentionViews {}
 
+impl AttentionViews {
+    /// The backward kernels' views: the rows they read (q, k, v, out, g)
+    /// and the gradients' rows in `orders`.
+    pub(in crate::cuda) fn backward(
+        spec: &AttentionSpec,
+        read: [AttentionRows; 5],
+        orders: [AttentionOrder; 3],
+    ) -> Self {
+        let (d, h) = (spec.d, spec.heads);
+        let [q, k, v, out, g] = read;
+        AttentionViews {
+            heads: h as u64,
+            rows: [
+                q,
+                k,
+                v,
+                out,
+                g,
+                AttentionRows::in_order(orders[0], h, d.l, d.e),
+                AttentionRows::in_order(orders[1], h, d.s, d.e),
+                AttentionRows::in_order(orders[2], h, d.s, d.ev),
+            ],
+        }
+    }
+}
+
 #[cfg(test)]
 impl AttentionViews {
     /// The struct's bytes as the kernels take it (for the emulator).
@@ -275,25 +301,8 @@ pub fn attention_backward(
     let dk = dev.alloc(d.batch * d.s * d.e * w)?;
     let dv = dev.alloc(d.batch * d.s * d.ev * w)?;
     let delta = dev.alloc(d.batch * d.l * 4)?;
-    let h = spec.heads;
-    let grad_rows = [
-        AttentionRows::in_order(orders[0], h, d.l, d.e),
-        AttentionRows::in_order(orders[1], h, d.s, d.e),
-        AttentionRows::in_order(orders[2], h, d.s, d.ev),
-    ];
-    let views = AttentionViews {
-        heads: h as u64,
-        rows: [
-            q.rows,
-            k.rows,
-            v.rows,
-            out.rows,
-            g.rows,
-            grad_rows[0],
-            grad_rows[1],
-            grad_rows[2],
-        ],
-    };
+    let read = [q.rows, k.rows, v.rows, out.rows, g.rows];
+    let views = AttentionViews::backward(&spec, read, orders);
     let ([l, s, e, ev], scale, causal) = spec.sizes();
     let (pq, pk, pv) = (q.ptr(dtype), k.ptr(dtype), v.ptr(dtype));
     let (po, pm, pg, pd) = (out.ptr(dtype), lse.ptr(0), g.ptr(dtype), delta.ptr(0));
