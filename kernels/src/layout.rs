@@ -68,6 +68,29 @@ impl Layout {
         self.contiguous_offset().is_some()
     }
 
+    /// The dims from outermost to innermost when the elements fill one
+    /// dense run in some order of the dims (PyTorch's "non-overlapping and
+    /// dense"): a permutation whose strides, in that order, are row-major.
+    /// `None` for views with gaps, overlaps or broadcast dims.
+    ///
+    /// ```
+    /// use tapir_kernels::Layout;
+    /// let t = Layout::contiguous(&[2, 3, 4]).permute(&[2, 0, 1]);
+    /// assert_eq!(t.dense_order(), Some(vec![1, 2, 0]));
+    /// let mut sliced = Layout::contiguous(&[4, 3]);
+    /// sliced.shape[0] = 2;
+    /// sliced.strides[0] = 6;
+    /// assert_eq!(sliced.dense_order(), None);
+    /// ```
+    pub fn dense_order(&self) -> Option<Vec<usize>> {
+        let mut order: Vec<usize> = (0..self.ndim()).collect();
+        // Outermost first; a size-1 dim's stride says nothing, so it goes
+        // outside, and ties keep the dims' own order.
+        order.sort_by_key(|&d| std::cmp::Reverse((self.shape[d] != 1, self.strides[d])));
+        let permuted = self.permute(&order);
+        permuted.is_contiguous().then_some(order)
+    }
+
     /// Swaps two dimensions (no data moves).
     pub fn transpose(&self, a: usize, b: usize) -> Self {
         let mut l = self.clone();

@@ -332,6 +332,17 @@ impl Tensor {
     }
 
     /// The accumulated gradient: `None` until a backward reaches this leaf.
+    /// Later backwards add into this same tensor in place (as PyTorch's),
+    /// so a handle taken now sees their sum.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let w = Tensor::ones(&[2]).requires_grad_(true);
+    /// (&w * 3.0).sum().backward();
+    /// let g = w.grad().unwrap();
+    /// (&w * 2.0).sum().backward();
+    /// assert_eq!(g.to_vec::<f32>(), vec![5.0, 5.0]);
+    /// ```
     pub fn grad(&self) -> Option<Tensor> {
         self.0.grad.lock().unwrap().clone()
     }

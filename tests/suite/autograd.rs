@@ -140,6 +140,93 @@ fn gradients_accumulate_across_backward_calls() {
     assert!(w.grad().is_none());
 }
 
+/// As PyTorch's AccumulateGrad without `create_graph`: later gradients are
+/// added into the existing one in place, so a handle taken between two
+/// backwards (a gradient-accumulation monitor, say) sees the sum, and so
+/// does a gradient the user set.
+#[test]
+fn later_backwards_add_into_the_gradient_a_handle_already_holds() {
+    let w = t64(&[1.0, 2.0], &[2]).requires_grad_(true);
+    (&w * 3.0).sum().backward();
+    let first = w.grad().unwrap();
+    (&w * &w).sum().backward();
+    assert_eq!(first.to_vec::<f64>(), vec![5.0, 7.0]);
+    assert_eq!(w.grad().unwrap().to_vec::<f64>(), vec![5.0, 7.0]);
+
+    let mine = t64(&[10.0, 20.0], &[2]);
+    w.set_grad(Some(mine.clone()));
+    (&w * 3.0).sum().backward();
+    assert_eq!(mine.to_vec::<f64>(), vec![13.0, 23.0]);
+
+    // A leaf used twice in one graph gets both contributions.
+    let v = t64(&[1.0, -2.0], &[2]).requires_grad_(true);
+    (&v * 2.0 + &v * &v).sum().backward();
+    assert_eq!(v.grad().unwrap().to_vec::<f64>(), vec![4.0, -2.0]);
+}
+
+/// `a + b`'s backward hands one tensor to both inputs; each leaf still gets
+/// a gradient of its own, so scaling one in place (clipping does) leaves
+/// the other alone.
+#[test]
+fn leaves_fed_the_same_gradient_tensor_get_their_own_copies() {
+    let a = t64(&[1.0, 2.0], &[2]).requires_grad_(true);
+    let b = t64(&[3.0, 4.0], &[2]).requires_grad_(true);
+    (&a + &b).sum().backward();
+    no_grad(|| {
+        a.grad().unwrap().mul_scalar_(0.5);
+    });
+    assert_eq!(a.grad().unwrap().to_vec::<f64>(), vec![0.5, 0.5]);
+    assert_eq!(b.grad().unwrap().to_vec::<f64>(), vec![1.0, 1.0]);
+    (&a + &b).sum().backward();
+    assert_eq!(a.grad().unwrap().to_vec::<f64>(), vec![1.5, 1.5]);
+    assert_eq!(b.grad().unwrap().to_vec::<f64>(), vec![2.0, 2.0]);
+}
+
+/// PyTorch's layout contract: a dense leaf's gradient has the leaf's
+/// strides (`torch.arange(12.).reshape(4, 3).t()` as a leaf gets a
+/// gradient of strides (1, 3)), any other leaf's is row-major. Later
+/// accumulation keeps the layout.
+#[test]
+fn a_dense_leafs_gradient_has_the_leafs_strides() {
+    let base: Vec<f64> = (0..12).map(f64::from).collect();
+    let w = t64(&base, &[4, 3]).t().requires_grad_(true);
+    assert_eq!(w.strides(), &[1, 3]);
+    let c = t64(&base, &[3, 4]);
+    (&w * &c).sum().backward();
+    let g = w.grad().unwrap();
+    assert_eq!(g.strides(), &[1, 3]);
+    assert_eq!(g.to_vec::<f64>(), base, "the gradient of sum(w * c) is c");
+    (&w * &c).sum().backward();
+    assert_eq!(w.grad().unwrap().strides(), &[1, 3]);
+    assert_eq!(
+        w.grad().unwrap().to_vec::<f64>(),
+        base.iter().map(|v| 2.0 * v).collect::<Vec<_>>()
+    );
+
+    // Three dims in another order, with a size-1 dim.
+    let p = rnd(&[2, 1, 3, 4], 3)
+        .permute(&[2, 0, 3, 1])
+        .requires_grad_(true);
+    (&p * 2.0).exp().sum().backward();
+    let g = p.grad().unwrap();
+    assert_eq!(g.strides()[0], p.strides()[0]);
+    assert_eq!(g.strides()[1], p.strides()[1]);
+    assert_eq!(g.strides()[2], p.strides()[2]);
+    let want: Vec<f64> = p
+        .to_vec::<f64>()
+        .iter()
+        .map(|x| 2.0 * (2.0 * x).exp())
+        .collect();
+    assert_eq!(g.to_vec::<f64>(), want);
+
+    // A strided slice is not dense: its gradient is row-major.
+    let s = t64(&base, &[12]).slice(0, 0, 12, 2).requires_grad_(true);
+    (&s * 2.0).sum().backward();
+    let g = s.grad().unwrap();
+    assert!(g.is_contiguous());
+    assert_eq!(g.to_vec::<f64>(), vec![2.0; 6]);
+}
+
 #[test]
 fn backward_twice_without_retain_graph_is_an_error() {
     let w = t64(&[1.0, 2.0], &[2]).requires_grad_(true);

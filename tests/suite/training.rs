@@ -303,3 +303,68 @@ fn optimizer_state_round_trips() {
         assert_eq!(a.to_vec::<f64>(), b.to_vec::<f64>(), "{k1}");
     }
 }
+
+/// PyTorch's optimizers take any leaf: a transposed parameter (a weight
+/// loaded as `w.t()`) and a strided slice update exactly as row-major
+/// copies of them would, and a slice leaves the rest of its buffer alone.
+#[test]
+fn optimizers_update_transposed_and_sliced_parameters() {
+    let base: Vec<f32> = (0..24).map(|i| (i as f32 - 11.5) * 0.1).collect();
+    type MakeOptimizer = fn(Vec<Tensor>) -> Box<dyn Optimizer>;
+    let optimizers: [(&str, MakeOptimizer); 3] = [
+        ("sgd", |ps| {
+            Box::new(SGD::new(
+                ps,
+                SgdConfig {
+                    lr: 0.1,
+                    momentum: 0.9,
+                    ..Default::default()
+                },
+            ))
+        }),
+        ("adamw", |ps| {
+            Box::new(AdamW::new(ps, AdamWConfig::default()))
+        }),
+        ("rmsprop", |ps| {
+            Box::new(RMSprop::new(ps, RMSpropConfig::default()))
+        }),
+    ];
+    for (name, make) in optimizers {
+        let buffer = Tensor::from_vec(base.clone(), &[24]);
+        let transposed = Tensor::from_vec(base[..12].to_vec(), &[4, 3])
+            .t()
+            .requires_grad_(true);
+        let sliced = buffer.slice(0, 0, 24, 2).requires_grad_(true);
+        let strided = [transposed.clone(), sliced.clone()];
+        let dense: Vec<Tensor> = strided
+            .iter()
+            .map(|p| Tensor::from_vec(p.to_vec::<f32>(), p.shape()).requires_grad_(true))
+            .collect();
+        let mut a = make(strided.to_vec());
+        let mut b = make(dense.clone());
+        for _ in 0..3 {
+            for (ps, opt) in [(&strided[..], &mut a), (&dense[..], &mut b)] {
+                opt.zero_grad();
+                let loss = (&ps[0] * &ps[0]).sum() + (&ps[1] * &ps[1] * &ps[1]).sum();
+                loss.backward();
+                opt.step();
+            }
+        }
+        for (s, d) in strided.iter().zip(&dense) {
+            assert_eq!(s.to_vec::<f32>(), d.to_vec::<f32>(), "{name}");
+        }
+        assert_eq!(
+            transposed.strides(),
+            &[1, 3],
+            "{name}: the parameter keeps its layout"
+        );
+        let all = buffer.to_vec::<f32>();
+        for i in (1..24).step_by(2) {
+            assert_eq!(all[i], base[i], "{name}: element {i} is outside the slice");
+        }
+        assert_ne!(
+            all[0], base[0],
+            "{name}: the slice was updated in its buffer"
+        );
+    }
+}

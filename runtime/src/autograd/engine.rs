@@ -151,22 +151,72 @@ fn apply_hooks(hooks: &[GradHook], mut grad: Tensor) -> Tensor {
     grad
 }
 
+/// Adds `grad` into `leaf`'s gradient, as PyTorch's `AccumulateGrad` under
+/// a backward without `create_graph`: the first gradient is kept (or copied)
+/// in the leaf's layout, later ones are added to it in place, so a handle
+/// to the gradient taken before a backward sees the sum after it.
 pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor) {
     let grad = apply_hooks(&leaf.0.hooks.lock().unwrap(), grad);
     let mut slot = leaf.0.grad.lock().unwrap();
-    *slot = Some(match slot.take() {
-        // Keep the incoming buffer only when nothing else holds it: gradients
-        // are updated in place (clipping), and one op may hand the same
-        // tensor to several inputs (as AccumulateGrad, which clones then).
-        None if std::sync::Arc::strong_count(&grad.0.storage) == 1
-            && grad.is_contiguous()
-            && grad.is_leaf() =>
+    match slot.as_ref() {
+        // Keep the incoming tensor only when nothing else holds it or its
+        // buffer: gradients are updated in place (clipping, later
+        // backwards), and one op may hand the same tensor to several inputs
+        // (`a + b`'s backward; AccumulateGrad clones then too).
+        None if Arc::strong_count(&grad.0) == 1
+            && Arc::strong_count(&grad.0.storage) == 1
+            && grad.is_leaf()
+            && obeys_layout_contract(&grad, leaf) =>
         {
-            grad
+            *slot = Some(grad)
         }
-        None => grad.contiguous_copy(),
-        Some(old) => &old + &grad,
-    });
+        None => *slot = Some(copy_obeying_layout_contract(&grad, leaf)),
+        Some(old) if can_add_in_place(old, &grad) => {
+            old.add_(&grad);
+        }
+        Some(old) => *slot = Some(old + &grad),
+    }
+}
+
+/// PyTorch's layout contract for a leaf's gradient: the leaf's strides when
+/// the leaf is dense (a permuted parameter gets a gradient permuted alike,
+/// so optimizers can walk both as flat buffers), row-major otherwise.
+fn obeys_layout_contract(grad: &Tensor, leaf: &Tensor) -> bool {
+    if leaf.layout().dense_order().is_none() {
+        return grad.is_contiguous();
+    }
+    let sized = |t: &Tensor| -> Vec<usize> {
+        (t.shape().iter().zip(t.strides()))
+            .filter(|&(&n, _)| n != 1)
+            .map(|(_, &s)| s)
+            .collect()
+    };
+    sized(grad) == sized(leaf)
+}
+
+/// A copy of `grad` that shares nothing, in the leaf's layout (see
+/// [`obeys_layout_contract`]).
+fn copy_obeying_layout_contract(grad: &Tensor, leaf: &Tensor) -> Tensor {
+    match leaf.layout().dense_order() {
+        Some(order) if !leaf.is_contiguous() => {
+            // Row-major in the leaf's order of dims, then viewed back.
+            let order: Vec<isize> = order.iter().map(|&d| d as isize).collect();
+            let dense = grad.detach().permute(&order).contiguous_copy();
+            let mut layout = leaf.layout().clone();
+            layout.offset = 0;
+            dense.view_with(layout)
+        }
+        _ => grad.contiguous_copy(),
+    }
+}
+
+/// Whether `grad` can be added into the existing gradient `old` in place:
+/// the same shape, dtype and device, and no autograd history on `old`.
+fn can_add_in_place(old: &Tensor, grad: &Tensor) -> bool {
+    old.shape() == grad.shape()
+        && old.dtype() == grad.dtype()
+        && old.device() == grad.device()
+        && !old.requires_grad()
 }
 
 /// Backpropagates `grad` from `root` through its graph.

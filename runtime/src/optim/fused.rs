@@ -28,7 +28,13 @@ impl Updates {
     }
 
     /// Runs every queued update: runs of equal steps together.
-    pub(crate) fn run(self) {
+    pub(crate) fn run(mut self) {
+        let mut staged: Vec<(Tensor, Tensor)> = vec![];
+        for ((p, _, states), _) in &mut self.queued {
+            std::iter::once(p)
+                .chain(states)
+                .for_each(|t| stage(t, &mut staged));
+        }
         let mut rest = &self.queued[..];
         while let Some(((_, step), _)) = rest.split_first() {
             let run = rest.iter().take_while(|(_, s)| s == step).count();
@@ -36,12 +42,45 @@ impl Updates {
             fused_many(&items, *step);
             rest = &rest[run..];
         }
+        for (original, work) in staged {
+            let w = work.read();
+            original
+                .write()
+                .assign(original.layout(), &w, work.layout());
+        }
     }
+}
+
+/// Whether `t` is what the fused kernels walk: a whole row-major buffer
+/// from offset 0.
+fn is_whole(t: &Tensor) -> bool {
+    t.is_contiguous() && t.layout().offset == 0 && t.read().len() == t.numel()
+}
+
+/// Puts a row-major copy in place of a tensor that is not whole (a
+/// transposed or sliced parameter, which PyTorch's optimizers take as any
+/// other), and keeps `(original, copy)` in `staged` so the updated copy is
+/// written back; a tensor met again gets the same copy. A whole tensor is
+/// updated where it lies.
+fn stage(t: &mut Tensor, staged: &mut Vec<(Tensor, Tensor)>) {
+    if is_whole(t) {
+        return;
+    }
+    let same = |o: &Tensor| o.storage_id() == t.storage_id() && o.layout() == t.layout();
+    let work = match staged.iter().find(|(o, _)| same(o)) {
+        Some((_, w)) => w.clone(),
+        None => {
+            let w = t.contiguous_copy();
+            staged.push((t.clone(), w.clone()));
+            w
+        }
+    };
+    *t = work;
 }
 
 fn check_whole(t: &Tensor) {
     assert!(
-        t.is_contiguous() && t.layout().offset == 0 && t.read().len() == t.numel(),
+        is_whole(t),
         "optimizer: parameters and their state must be whole contiguous tensors (got shape {:?}, strides {:?})",
         t.shape(),
         t.strides()
