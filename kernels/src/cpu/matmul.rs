@@ -37,8 +37,8 @@ pub fn matmul_bias<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout, bias: &
 
 /// `a @ b`, plus `bias` along the columns when given (2-D only). The
 /// output is written once: not zero-filled first, and the bias joins in the
-/// GEMM's epilogue where the element type can (bf16), else as the GEMM's
-/// starting rows.
+/// GEMM's epilogue where the element type can (bf16), else as the starting
+/// rows of each thread's piece, written just before its GEMM adds to them.
 pub(super) fn product<T: GemmElement + Default>(
     a: &[T],
     la: &Layout,
@@ -74,10 +74,6 @@ pub(super) fn product<T: GemmElement + Default>(
             None => out.resize(len, T::default()),
             Some(bias) => (0..m).for_each(|_| out.extend_from_slice(bias)),
         },
-        Some(bias) if !T::FUSED_BIAS => {
-            (0..m).for_each(|_| out.extend_from_slice(bias));
-            matmul_into(a, la, b, lb, Dst::Accumulate(&mut out), None);
-        }
         _ => {
             matmul_into(
                 a,
@@ -125,7 +121,32 @@ impl<T> Dst<'_, T> {
     }
 }
 
-impl<T: Float> Dst<'_, T> {
+impl<'a, T: Float> Dst<'a, T> {
+    /// The outputs with `row` added to each of their rows (fresh slots
+    /// start as copies of it).
+    fn plus_rows(self, row: &[T]) -> &'a mut [T] {
+        match self {
+            Dst::Accumulate(d) => {
+                for out in d.chunks_exact_mut(row.len()) {
+                    out.iter_mut().zip(row).for_each(|(o, &r)| *o = *o + r);
+                }
+                d
+            }
+            Dst::Overwrite(d) => {
+                // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the view
+                // only reads `row`'s initialised elements.
+                let row: &[MaybeUninit<T>] =
+                    unsafe { std::slice::from_raw_parts(row.as_ptr().cast(), row.len()) };
+                for out in d.chunks_exact_mut(row.len()) {
+                    out.copy_from_slice(row);
+                }
+                // SAFETY: every slot was written just above (`d` holds
+                // whole rows).
+                unsafe { crate::alloc::written(d) }
+            }
+        }
+    }
+
     /// The outputs to add to: fresh slots are zeroed first.
     fn zeroed(&mut self) -> &mut [T] {
         match self {
@@ -142,7 +163,7 @@ impl<T: Float> Dst<'_, T> {
 }
 
 /// The batched product into `out` (row-major `[..batch, m, n]`), `+ bias`
-/// per column when given (only for an element type with `FUSED_BIAS`).
+/// per column when given.
 /// `k > 0`.
 fn matmul_into<T: GemmElement>(
     a: &[T],
@@ -234,11 +255,13 @@ fn plan_products<U: Send>(
         par_chunks_mut(out, m * n, |i, dst| {
             f(dst, a_off[i], b_off[i], m, Parallelism::None)
         });
-    } else if split && m >= 64 * threads && flops <= 64 * BIG {
-        // Mid-size products (a 256-row batch through a 256-wide layer):
-        // each thread takes a block of rows as its own single-threaded
-        // GEMM. gemm's own split of such sizes gave a second core nothing
-        // (the seed MLP's b256 inference ran at the same speed on 1 and 2).
+    } else if split && m >= 64 * threads {
+        // Products with rows to share (a 256-row batch through a 256-wide
+        // layer, the char transformer's 4096 tokens): each thread takes a
+        // block of rows as its own single-threaded GEMM. gemm's own split
+        // gave a second core nothing at the smaller sizes (the seed MLP's
+        // b256 inference ran at the same speed on 1 and 2) and ~85% of it
+        // at 4096 x 256 x 768, where row blocks get ~90% on AVX2.
         let rows = m.div_ceil(threads).next_multiple_of(8).min(m);
         for ((dst, &ao), &bo) in out.chunks_mut(m * n).zip(a_off).zip(b_off) {
             par_chunks_mut(dst, rows * n, |i, d| {
@@ -268,10 +291,6 @@ pub(crate) trait GemmElement: Copy + Send + Sync + 'static {
     /// one (40% at `k = 1024` with few rows).
     const TRANSPOSE_COLUMN_MAJOR_B: bool;
 
-    /// Whether [`GemmElement::product`] adds a bias in its epilogue;
-    /// otherwise the bias is the destination's starting value.
-    const FUSED_BIAS: bool;
-
     /// `dst = a b (+ bias)`, or `dst += a b` for an accumulating `dst`, for
     /// one `[m, k]` by `[k, n]` product into a dense row-major `dst`
     /// (`k > 0`).
@@ -287,12 +306,11 @@ pub(crate) trait GemmElement: Copy + Send + Sync + 'static {
 
 impl<T: Float> GemmElement for T {
     const TRANSPOSE_COLUMN_MAJOR_B: bool = std::mem::size_of::<T>() == 4;
-    const FUSED_BIAS: bool = false;
 
     fn product(
         (m, n, k): (usize, usize, usize),
         dst: Dst<'_, T>,
-        _bias: Option<&[T]>,
+        bias: Option<&[T]>,
         a: Operand<'_, T>,
         b: Operand<'_, T>,
         par: Parallelism,
@@ -301,7 +319,12 @@ impl<T: Float> GemmElement for T {
             dst.len() == m * n && a.fits(m, k) && b.fits(k, n),
             "matmul kernel: a {m} x {k} by {k} x {n} product does not fit its buffers"
         );
-        let mut dst = dst;
+        // The bias rows are the starting value the GEMM adds to, written by
+        // the thread that runs this piece, just before its product.
+        let mut dst = match bias {
+            Some(bias) => Dst::Accumulate(dst.plus_rows(bias)),
+            None => dst,
+        };
         if m == 1 && a.cs == 1 && (b.rs == 1 || b.cs == 1) {
             // A row vector times a matrix (batch-1 layers): gemm's m = 1 path
             // runs at ~15% of peak, a vectorised GEMV near memory speed.
@@ -522,6 +545,46 @@ mod tests {
                         assert!(
                             (g - exact).abs() <= 1e-5 * size,
                             "({i}, {j}): {g} vs {exact}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The bias rows are written by whichever thread runs a piece: every
+    /// path (one row's GEMV, one thread, blocks of rows per thread, gemm's
+    /// own split of a product with few rows) gives `a @ b` plus the bias
+    /// in every row, as the exact sum does.
+    #[test]
+    fn the_bias_joins_every_row_on_every_path() {
+        let f = |n: usize, seed: usize| -> Vec<f64> {
+            (0..n)
+                .map(|i| ((i * 7919 + seed * 104_729) % 1013) as f64 / 337.0 - 1.5)
+                .collect()
+        };
+        for threads in [1, 2] {
+            crate::threads::set_num_threads(threads);
+            // (m, k, n): a GEMV, a small product, row blocks (m >= 128,
+            // >= 2 MFLOP, also past the old 128 MFLOP bound), few rows.
+            for (m, k, n) in [
+                (1, 40, 24),
+                (9, 17, 33),
+                (200, 96, 136),
+                (520, 512, 520),
+                (72, 300, 200),
+            ] {
+                let (a, b, bias) = (f(m * k, 1), f(k * n, 2), f(n, 3));
+                let (la, lb) = (Layout::contiguous(&[m, k]), Layout::contiguous(&[k, n]));
+                let got = matmul_bias(&a, &la, &b, &lb, &bias);
+                for i in 0..m {
+                    for j in 0..n {
+                        let exact: f64 =
+                            bias[j] + (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum::<f64>();
+                        let g = got[i * n + j];
+                        assert!(
+                            (g - exact).abs() <= 1e-9 * (1.0 + exact.abs()),
+                            "{threads} threads, {m}x{k}x{n} ({i}, {j}): {g} vs {exact}"
                         );
                     }
                 }

@@ -55,7 +55,6 @@ pub fn matmul_bf16(
 
 impl GemmElement for bf16 {
     const TRANSPOSE_COLUMN_MAJOR_B: bool = false;
-    const FUSED_BIAS: bool = true;
 
     fn product(
         (m, n, k): (usize, usize, usize),
