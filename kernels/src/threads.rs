@@ -1,7 +1,7 @@
 //! The CPU threads kernels run on, sized by [`set_num_threads`]: a
 //! fork-join pool whose helpers spin between jobs ([`parallel_for`],
 //! [`par_chunks_mut`]) for the mid-size kernels of a step, and a rayon pool
-//! ([`install`]) for gemm's own splitting of large products.
+//! ([`install`]) for gemm's own splitting of large products with few rows.
 //!
 //! rayon's global pool cannot be resized once built, and `torch.set_num_threads`
 //! can be called at any time, so tapir keeps its own pools behind a lock and
