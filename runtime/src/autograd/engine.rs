@@ -153,8 +153,9 @@ fn apply_hooks(hooks: &[GradHook], mut grad: Tensor) -> Tensor {
 
 /// Adds `grad` into `leaf`'s gradient, as PyTorch's `AccumulateGrad` under
 /// a backward without `create_graph`: the first gradient is kept (or copied)
-/// in the leaf's layout, later ones are added to it in place, so a handle
-/// to the gradient taken before a backward sees the sum after it.
+/// in the leaf's layout, later ones are added to it in place (wherever that
+/// can be observed), so a handle to the gradient taken before a backward
+/// sees the sum after it.
 pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor) {
     let grad = apply_hooks(&leaf.0.hooks.lock().unwrap(), grad);
     let mut slot = leaf.0.grad.lock().unwrap();
@@ -171,11 +172,20 @@ pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor) {
             *slot = Some(grad)
         }
         None => *slot = Some(copy_obeying_layout_contract(&grad, leaf)),
-        Some(old) if can_add_in_place(old, &grad) => {
+        // In place where the difference can be seen: someone else holds the
+        // gradient or its buffer, or it has the leaf's strides to keep.
+        // Otherwise a fresh sum is the same to every observer and costs one
+        // GPU launch where an in-place add costs two.
+        Some(old) if can_add_in_place(old, &grad) && (is_observed(old) || !old.is_contiguous()) => {
             old.add_(&grad);
         }
         Some(old) => *slot = Some(old + &grad),
     }
+}
+
+/// Whether a tensor or its buffer has a holder besides this one handle.
+fn is_observed(t: &Tensor) -> bool {
+    Arc::strong_count(&t.0) > 1 || Arc::strong_count(&t.0.storage) > 1
 }
 
 /// PyTorch's layout contract for a leaf's gradient: the leaf's strides when
