@@ -75,14 +75,7 @@ pub(super) fn product<T: GemmElement + Default>(
             Some(bias) => (0..m).for_each(|_| out.extend_from_slice(bias)),
         },
         _ => {
-            matmul_into(
-                a,
-                la,
-                b,
-                lb,
-                Dst::Overwrite(&mut out.spare_capacity_mut()[..len]),
-                bias,
-            );
+            matmul_into(a, la, b, lb, &mut out.spare_capacity_mut()[..len], bias);
             // SAFETY: `out` was empty with capacity `len`, and `matmul_into`
             // wrote all `len` outputs (`k > 0`, and every product of every
             // batch covers its `m x n` block of the destination).
@@ -170,7 +163,7 @@ fn matmul_into<T: GemmElement>(
     la: &Layout,
     b: &[T],
     lb: &Layout,
-    out: Dst<'_, T>,
+    out: &mut [MaybeUninit<T>],
     bias: Option<&[T]>,
 ) {
     crate::threads::warn_if_unoptimised();
@@ -203,16 +196,9 @@ fn matmul_into<T: GemmElement>(
         let (a, b) = (Operand::new(a, ao, ars, acs), Operand::new(b, bo, brs, bcs));
         T::product((m, n, k), dst, bias, a, b, par)
     };
-    match out {
-        Dst::Overwrite(o) => plan_products(o, (m, n, k), &a_off, &b_off, ars, |d, ao, bo, m, p| {
-            one(Dst::Overwrite(d), ao, bo, m, p)
-        }),
-        Dst::Accumulate(o) => {
-            plan_products(o, (m, n, k), &a_off, &b_off, ars, |d, ao, bo, m, p| {
-                one(Dst::Accumulate(d), ao, bo, m, p)
-            })
-        }
-    }
+    plan_products(out, (m, n, k), &a_off, &b_off, ars, |d, ao, bo, m, p| {
+        one(Dst::Overwrite(d), ao, bo, m, p)
+    });
     if let Some((copy, _)) = row_major_b {
         crate::alloc::recycle(copy);
     }

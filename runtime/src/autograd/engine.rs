@@ -192,7 +192,9 @@ fn is_observed(t: &Tensor) -> bool {
 /// the leaf is dense (a permuted parameter gets a gradient permuted alike,
 /// so optimizers can walk both as flat buffers), row-major otherwise.
 fn obeys_layout_contract(grad: &Tensor, leaf: &Tensor) -> bool {
-    if leaf.layout().dense_order().is_none() {
+    // A row-major leaf (every module parameter) asks for a row-major
+    // gradient, checked without sorting dims on each accumulation.
+    if leaf.is_contiguous() || leaf.layout().dense_order().is_none() {
         return grad.is_contiguous();
     }
     let sized = |t: &Tensor| -> Vec<usize> {
