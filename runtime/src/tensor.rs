@@ -5,7 +5,7 @@ use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::Result;
 use crate::storage::Storage;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use tapir_kernels::Layout;
 
@@ -23,7 +23,7 @@ use tapir_kernels::Layout;
 pub struct Tensor(pub(crate) Arc<Inner>);
 
 pub(crate) struct Inner {
-    pub storage: Arc<RwLock<Storage>>,
+    pub storage: Arc<SharedStorage>,
     pub layout: Layout,
     pub dtype: DType,
     pub device: Device,
@@ -36,6 +36,27 @@ pub(crate) struct Inner {
     /// Leaves only: called once a backward has accumulated everything it
     /// will into `.grad` (data parallel's bucket trigger).
     pub post_accumulate_hooks: Mutex<Vec<PostAccumulateHook>>,
+    /// Handles a backward closure keeps (see [`Tensor::saved`]): the
+    /// storage's version when the forward saved it. Reading through the
+    /// handle checks that nothing has written to the storage since.
+    pub saved_version: Option<u64>,
+}
+
+/// A buffer shared by a tensor, its views and its detached handles, with
+/// PyTorch's version counter: every write bumps it, so a backward can tell
+/// that a tensor it saved was modified in place after the forward.
+pub(crate) struct SharedStorage {
+    data: RwLock<Storage>,
+    version: AtomicU64,
+}
+
+impl SharedStorage {
+    fn new(storage: Storage) -> Arc<SharedStorage> {
+        Arc::new(SharedStorage {
+            data: RwLock::new(storage),
+            version: AtomicU64::new(0),
+        })
+    }
 }
 
 impl Tensor {
@@ -43,7 +64,7 @@ impl Tensor {
         let dtype = storage.dtype();
         let device = storage.device();
         Tensor::from_parts(
-            Arc::new(RwLock::new(storage)),
+            SharedStorage::new(storage),
             Layout::contiguous(shape),
             dtype,
             device,
@@ -64,11 +85,11 @@ impl Tensor {
             shape: shape.to_vec(),
             offset: 0,
         };
-        Tensor::from_parts(Arc::new(RwLock::new(storage)), layout, dtype, device)
+        Tensor::from_parts(SharedStorage::new(storage), layout, dtype, device)
     }
 
     pub(crate) fn from_parts(
-        storage: Arc<RwLock<Storage>>,
+        storage: Arc<SharedStorage>,
         layout: Layout,
         dtype: DType,
         device: Device,
@@ -76,6 +97,17 @@ impl Tensor {
         if crate::trace::active() {
             crate::trace::made_outside_ops(layout.numel());
         }
+        Tensor::handle(storage, layout, dtype, device, None)
+    }
+
+    /// A new detached handle on `storage`, unseen by a recording.
+    fn handle(
+        storage: Arc<SharedStorage>,
+        layout: Layout,
+        dtype: DType,
+        device: Device,
+        saved_version: Option<u64>,
+    ) -> Tensor {
         Tensor(Arc::new(Inner {
             storage,
             layout,
@@ -87,12 +119,54 @@ impl Tensor {
             output_nr: 0,
             hooks: Mutex::new(Vec::new()),
             post_accumulate_hooks: Mutex::new(Vec::new()),
+            saved_version,
         }))
     }
 
     /// A view of this tensor's storage with another layout (no autograd).
+    /// A view of a [saved](Tensor::saved) handle checks its reads as the
+    /// handle does.
     pub(crate) fn view_with(&self, layout: Layout) -> Tensor {
-        Tensor::from_parts(self.0.storage.clone(), layout, self.0.dtype, self.0.device)
+        let (storage, dtype, device) = (self.0.storage.clone(), self.0.dtype, self.0.device);
+        match self.0.saved_version {
+            None => Tensor::from_parts(storage, layout, dtype, device),
+            saved => Tensor::handle(storage, layout, dtype, device, saved),
+        }
+    }
+
+    /// A handle for a backward closure to keep: detached, and checked at
+    /// every read that no in-place op has written to the data since it was
+    /// saved (PyTorch's `save_for_backward` and its version check). Without
+    /// the check a backward would silently use the modified values.
+    pub(crate) fn saved(&self) -> Tensor {
+        // Not through `from_parts`: a new handle on existing data is no new
+        // tensor to a recording (a checkpoint saves its inputs outside any
+        // op).
+        let (storage, layout) = (self.0.storage.clone(), self.0.layout.clone());
+        Tensor::handle(
+            storage,
+            layout,
+            self.0.dtype,
+            self.0.device,
+            Some(self.version()),
+        )
+    }
+
+    /// How many times the data has been written in place
+    /// (PyTorch's `Tensor._version`): shared by views and detached handles,
+    /// since they share the data. A backward that needs a tensor checks
+    /// that it is still at the version the forward saved.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::zeros(&[3]);
+    /// let row = x.narrow(0, 1, 2);
+    /// row.add_scalar_(1.0);
+    /// assert_eq!((x.version(), row.version()), (1, 1));
+    /// assert_eq!((&x + 1.0).version(), 0);
+    /// ```
+    pub fn version(&self) -> u64 {
+        self.0.storage.version.load(Ordering::Acquire)
     }
 
     /// Attaches a backward node to a freshly computed `out` when grad mode is
@@ -169,6 +243,7 @@ impl Tensor {
             // recorded outside an op (a checkpoint region's) may find its
             // tensor held there, and gets a new handle on the same data.
             Err(shared) if crate::trace::active() => Inner {
+                saved_version: None,
                 storage: shared.storage.clone(),
                 layout: shared.layout.clone(),
                 dtype: shared.dtype,
@@ -191,11 +266,39 @@ impl Tensor {
     }
 
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, Storage> {
-        self.0.storage.read().unwrap_or_else(|e| e.into_inner())
+        if let Some(saved) = self.0.saved_version {
+            self.check_saved_version(saved);
+        }
+        self.0
+            .storage
+            .data
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Every write goes through here, and counts as one version.
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Storage> {
-        self.0.storage.write().unwrap_or_else(|e| e.into_inner())
+        self.0.storage.version.fetch_add(1, Ordering::AcqRel);
+        self.0
+            .storage
+            .data
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Panics, naming the backward node that reads, when the data of a
+    /// saved handle was written after the save.
+    fn check_saved_version(&self, saved: u64) {
+        let now = self.version();
+        assert!(
+            now == saved,
+            "{}: one of the tensors needed for gradient computation ({} {:?}) has been modified by an in-place \
+             operation since the forward saved it: it is at version {now}, the backward expected version {saved} \
+             (modify a clone() instead, or make the in-place change after backward)",
+            crate::autograd::running_node().unwrap_or("backward"),
+            self.dtype(),
+            self.shape()
+        );
     }
 
     pub(crate) fn layout(&self) -> &Layout {

@@ -25,3 +25,4 @@ mod layer_table;
 mod model_macro;
 mod nn_goldens;
 mod training;
+mod versions;

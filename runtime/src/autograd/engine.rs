@@ -103,6 +103,28 @@ struct Frame {
 
 thread_local! {
     static FRAMES: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    /// The node whose backward closure runs now on this thread.
+    static RUNNING: std::cell::Cell<Option<&'static str>> = const { std::cell::Cell::new(None) };
+}
+
+/// The name of the node whose backward runs now on this thread, if any
+/// (errors raised inside a backward name it).
+pub(crate) fn running_node() -> Option<&'static str> {
+    RUNNING.with(|r| r.get())
+}
+
+/// Marks `name` as the running node until dropped (restoring the outer one:
+/// a backward can run inside another's, as a checkpoint's recompute).
+struct Running(Option<&'static str>);
+impl Running {
+    fn enter(name: &'static str) -> Running {
+        Running(RUNNING.with(|r| r.replace(Some(name))))
+    }
+}
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.with(|r| r.set(self.0));
+    }
 }
 
 /// Pops its frame however the backward ends (a panic discards the callbacks).
@@ -326,8 +348,9 @@ fn walk(
                 )
             });
             let timed = crate::profiler::scope(n.name, "autograd");
+            let running = Running::enter(n.name);
             let out = f(&gs, &needs);
-            drop(timed);
+            drop((running, timed));
             if !retain_graph {
                 *slot = None; // release saved activations now
             }

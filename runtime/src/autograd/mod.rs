@@ -7,7 +7,9 @@ mod grad_mode;
 mod gradcheck;
 mod recompute;
 
-pub(crate) use engine::{Edge, Node, queue_callback, reached_by_current_backward, run_backward};
+pub(crate) use engine::{
+    Edge, Node, queue_callback, reached_by_current_backward, run_backward, running_node,
+};
 pub use grad_mode::{EnableGradGuard, NoGradGuard, enable_grad, is_grad_enabled, no_grad};
 pub use gradcheck::{GradcheckError, gradcheck};
 pub use recompute::{Region, checkpoint, checkpoint_sequential, checkpoint_with};

@@ -41,6 +41,8 @@ pub fn checkpoint_with(f: Arc<Region>, inputs: &[Tensor], preserve_rng_state: bo
         .map(|d| (d, is_autocast_enabled(d), get_autocast_dtype(d)));
     let detached: Vec<Tensor> = inputs.iter().map(Tensor::detach).collect();
     let out = no_grad(|| f(&detached)).detach();
+    // The recompute reads the inputs again: checked, as saved tensors.
+    let detached: Vec<Tensor> = detached.iter().map(Tensor::saved).collect();
     // An anchor that requires grad, so the region is recorded even when no
     // input needs a gradient but the parameters inside it do (PyTorch's
     // non-reentrant behaviour); its own gradient is never produced.

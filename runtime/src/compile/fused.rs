@@ -75,7 +75,7 @@ impl FusedKernel {
         let out = Tensor::from_storage(out, &shape);
         let kernel = self.clone();
         Tensor::record(out, "FusedElementwiseBackward0", refs, move || {
-            let saved = dense;
+            let saved: Vec<Tensor> = dense.iter().map(Tensor::saved).collect();
             move |g: &Tensor, needs: &[bool]| {
                 BACKWARD_LAUNCHES.fetch_add(1, Ordering::Relaxed);
                 let program = kernel.backward_program(needs);

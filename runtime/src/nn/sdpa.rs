@@ -196,6 +196,7 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
         let name = qd.read().attention_node();
         Tensor::record(out.detach(), name, &[q, k, v], || {
             let shapes = [q, k, v].map(|t| t.shape().to_vec());
+            let [qd, kd, vd, out] = [qd, kd, vd, out].map(|t| t.saved());
             move |g: &Tensor, needs: &[bool]| {
                 // Read in place where its rows are consecutive (a
                 // merged-heads gradient's transposed view is taken as is).

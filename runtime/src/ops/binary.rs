@@ -76,7 +76,7 @@ fn binary<F: BinaryFn>(
         (b.shape().to_vec(), b.dtype()),
     ];
     Tensor::record(out, name, &[a, b], || {
-        let saved = save.then(|| (a.detach(), b.detach()));
+        let saved = save.then(|| (a.saved(), b.saved()));
         move |g: &Tensor, needs: &[bool]| {
             let [ga, gb] = bw(saved.as_ref(), g, needs);
             vec![ga.map(|t| fit(t, &metas[0])), gb.map(|t| fit(t, &metas[1]))]
@@ -259,7 +259,7 @@ impl Tensor {
                 (y.shape().to_vec(), y.dtype()),
             ];
             Tensor::record(out, "WhereBackward0", &[x, y], || {
-                let cond = cond_b.detach();
+                let cond = cond_b.saved();
                 move |g: &Tensor, n: &[bool]| {
                     let z = Tensor::zeros_like(g);
                     vec![

@@ -86,6 +86,7 @@ fn conv2d_cudnn(x: &Tensor, w: &Tensor, spec: ConvSpec) -> Option<Tensor> {
     let (oh, ow) = g.out_hw().expect("the op checked the window fits");
     let out = Tensor::from_storage(run(ConvPass::Forward, &xd, &wd), &[g.n, spec.oc, oh, ow]);
     Some(Tensor::record(out, "ConvolutionBackward0", &[x, w], || {
+        let (xd, wd) = (xd.saved(), wd.saved());
         move |grad: &Tensor, needs: &[bool]| {
             let gd = dense0(&grad.to_dtype(xd.dtype()));
             let dx = needs[0]
@@ -316,7 +317,7 @@ impl Tensor {
                 let out_shape = [g.n, g.c, oh, ow];
                 let (vals, idx) = self.read().max_pool2d(self.layout(), &g);
                 let indices = Tensor::from_storage(idx, &out_shape);
-                let saved = indices.clone();
+                let saved = indices.saved();
                 let in_shape = self.shape().to_vec();
                 let out = Tensor::record(
                     Tensor::from_storage(vals, &out_shape),

@@ -64,7 +64,7 @@ impl Tensor {
                 };
                 let out =
                     Tensor::from_storage(self.read().gather(along, &idx.read(), false), &shape);
-                let in_shape = self.shape().to_vec();
+                let (in_shape, idx) = (self.shape().to_vec(), idx.saved());
                 Tensor::record(out, "IndexSelectBackward0", &[self], move || {
                     move |g: &Tensor, _: &[bool]| {
                         // Rows add up in f32 (f64 for f64), then round once.
@@ -131,7 +131,7 @@ impl Tensor {
         };
         let out = Tensor::from_storage(self.read().gather(along, &idx.read(), true), index.shape());
         let in_shape = self.shape().to_vec();
-        let index = index.detach();
+        let index = index.saved();
         Tensor::record(out, "GatherBackward0", &[self], move || {
             move |g: &Tensor, _: &[bool]| {
                 vec![Some(
@@ -194,7 +194,7 @@ impl Tensor {
                 let (s, i) = (src_d.read(), idx.read());
                 dst.write().scatter_add(along, &s, &ls, &i);
             }
-            let index = index.detach();
+            let index = index.saved();
             Tensor::record(dst, "ScatterAddBackward0", &[self, src], move || {
                 move |g: &Tensor, n: &[bool]| {
                     vec![

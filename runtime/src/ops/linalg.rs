@@ -113,7 +113,7 @@ impl Tensor {
         );
         let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
         Tensor::record(out, "MmBackward0", &[a, b], || {
-            let (a, b) = (a.detach(), b.detach());
+            let (a, b) = (a.saved(), b.saved());
             move |g: &Tensor, needs: &[bool]| {
                 vec![
                     needs[0].then(|| left_grad(g, &b, &a_shape)),
@@ -154,7 +154,7 @@ impl Tensor {
         };
         let out = Tensor::from_storage(storage, &[m, n]);
         Tensor::record(out, "AddmmBackward0", &[bias, x, w], || {
-            let (x, w) = (x.detach(), w.detach());
+            let (x, w) = (x.saved(), w.saved());
             move |g: &Tensor, needs: &[bool]| {
                 vec![
                     needs[0].then(|| g.sum_to(&[n])),

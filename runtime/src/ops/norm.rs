@@ -236,6 +236,9 @@ fn record_layer_norm(
             rows,
             d,
         } = saved;
+        // The input and weight may share the caller's data, which an
+        // in-place op could change before backward.
+        let (x, w) = (x.saved(), w.map(|w| w.saved()));
         move |g: &Tensor, needs: &[bool]| {
             let g = dense0(&g.to_dtype(x.dtype()));
             let [dx, dw, db] = {

@@ -241,7 +241,7 @@ impl Tensor {
             .iter()
             .map(|&x| x as isize)
             .collect();
-        let idx_saved = indices.clone();
+        let idx_saved = indices.saved();
         let name = if max { "MaxBackward0" } else { "MinBackward0" };
         let out = Tensor::record(out, name, &[self], move || {
             move |g: &Tensor, _: &[bool]| {

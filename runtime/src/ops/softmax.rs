@@ -51,7 +51,7 @@ impl Tensor {
                 let (out, d) = self.rowwise(dim, "softmax", false);
                 let last = self.ndim().saturating_sub(1);
                 Tensor::record(out.detach(), "SoftmaxBackward0", &[self], || {
-                    let y = out;
+                    let y = out.saved();
                     move |g: &Tensor, _: &[bool]| {
                         // Along the last dim where the fused row kernel runs
                         // (the CPU): `y * (g - sum(g * y))` in one pass per
@@ -83,7 +83,7 @@ impl Tensor {
                 }
                 let (out, d) = self.rowwise(dim, "log_softmax", true);
                 Tensor::record(out.detach(), "LogSoftmaxBackward0", &[self], || {
-                    let y = out;
+                    let y = out.saved();
                     move |g: &Tensor, _: &[bool]| {
                         vec![Some(g - &(&y.exp() * &g.sum_dim(d as isize, true)))]
                     }
@@ -111,7 +111,7 @@ impl Tensor {
                 .scaled_softmax(self.layout(), queries, scale, causal);
             let out = Tensor::from_storage(out, self.shape());
             Tensor::record(out.detach(), "ScaledSoftmaxBackward0", &[self], || {
-                let y = out;
+                let y = out.saved();
                 move |g: &Tensor, _: &[bool]| {
                     let dx = y
                         .read()

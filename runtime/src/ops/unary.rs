@@ -40,7 +40,7 @@ pub(crate) fn unary<F: UnaryFn>(
         Save::Output => Some(&out),
         Save::Nothing => None,
     }
-    .map(|t| t.detach());
+    .map(|t| t.saved());
     let shape_src = x.detach();
     Tensor::record(out, name, &[x], move || {
         move |g: &Tensor, _: &[bool]| vec![Some(bw(saved.as_ref().unwrap_or(&shape_src), g))]
