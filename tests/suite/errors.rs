@@ -237,3 +237,68 @@ fn sequence_layers_name_themselves_and_the_shapes() {
         "TransformerEncoderLayer: expected src [L, N, 8], got [5, 2, 6]"
     );
 }
+
+/// An in-place op on an expanded view would write each address several
+/// times (from several threads): PyTorch refuses it, and so does tapir.
+/// Writing one value (`fill_`, `zero_`) is allowed, as in PyTorch.
+#[test]
+fn in_place_ops_refuse_a_target_whose_elements_share_memory() {
+    let x = Tensor::zeros(&[1, 4]);
+    let e = x.expand(&[3, 4]);
+    type InPlaceOp<'a> = (&'static str, Box<dyn Fn() + 'a>);
+    let ops: [InPlaceOp<'_>; 6] = [
+        (
+            "add_",
+            Box::new(|| {
+                e.add_(&Tensor::ones(&[3, 4]));
+            }),
+        ),
+        (
+            "mul_",
+            Box::new(|| {
+                e.mul_scalar_(2.0);
+            }),
+        ),
+        (
+            "clamp_",
+            Box::new(|| {
+                e.clamp_(0.0, 1.0);
+            }),
+        ),
+        (
+            "copy_",
+            Box::new(|| {
+                e.copy_(&Tensor::ones(&[3, 4]));
+            }),
+        ),
+        (
+            "uniform_",
+            Box::new(|| {
+                e.uniform_(0.0, 1.0);
+            }),
+        ),
+        (
+            "normal_",
+            Box::new(|| {
+                e.normal_(0.0, 1.0);
+            }),
+        ),
+    ];
+    for (op, f) in ops {
+        let m = panic_message(f);
+        assert_eq!(
+            m,
+            format!(
+                "{op}: more than one element of the written-to tensor refers to a single memory location \
+                 (shape [3, 4], strides [0, 1], as an expand makes); clone() the tensor before the in-place op"
+            )
+        );
+    }
+    assert_eq!(x.to_vec::<f32>(), vec![0.0; 4], "a refused op wrote");
+    e.fill_(2.0);
+    assert_eq!(x.to_vec::<f32>(), vec![2.0; 4]);
+    // A strided view whose elements are distinct is writable.
+    let y = Tensor::zeros(&[6]);
+    y.slice(0, 0, isize::MAX, 2).add_scalar_(1.0);
+    assert_eq!(y.to_vec::<f32>(), vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
+}

@@ -22,6 +22,22 @@ impl Tensor {
         );
     }
 
+    /// [`check_inplace`](Tensor::check_inplace), and that no two elements
+    /// share memory (an expanded view): the op would write each address
+    /// several times, from several threads (PyTorch refuses it too; `fill_`
+    /// and `zero_`, which write one value, may).
+    fn check_writable(&self, op: &str) {
+        self.check_inplace(op);
+        let overlaps = (self.shape().iter().zip(self.strides())).any(|(&n, &s)| n > 1 && s == 0);
+        assert!(
+            !overlaps,
+            "{op}: more than one element of the written-to tensor refers to a single memory location (shape \
+             {:?}, strides {:?}, as an expand makes); clone() the tensor before the in-place op",
+            self.shape(),
+            self.strides()
+        );
+    }
+
     /// `self = f(self, src)` with `src` broadcast to this tensor's shape.
     fn zip_assign_<F: BinaryFn>(&self, src: &Tensor, op: &str, f: F) {
         let (src, ls) = self.inplace_source(src, op);
@@ -33,7 +49,7 @@ impl Tensor {
     /// this buffer: reading and writing one buffer would deadlock) with its
     /// layout broadcast to this tensor's shape.
     fn inplace_source(&self, src: &Tensor, op: &str) -> (Tensor, tapir_kernels::Layout) {
-        self.check_inplace(op);
+        self.check_writable(op);
         super::same_device(self, src, op);
         let shape = super::broadcast_shapes(self.shape(), src.shape(), op);
         assert!(
@@ -53,7 +69,7 @@ impl Tensor {
 
     /// `self = f(self)`.
     fn map_assign_<F: UnaryFn>(&self, op: &str, f: F) {
-        self.check_inplace(op);
+        self.check_writable(op);
         self.write().map_assign(self.layout(), &f);
     }
 
@@ -201,10 +217,10 @@ impl Tensor {
     /// As `uniform_`, drawing from `g`.
     pub fn uniform_with_(&self, low: f64, high: f64, g: &Generator) -> &Tensor {
         trace::op("uniform_with_", [self], Vec::new, || {
+            self.check_writable("uniform_");
             let u = Tensor::from_vec(g.uniform(self.numel()), self.shape())
                 .to(self.device())
                 .expect("the tensor's device is in use");
-            self.check_inplace("uniform_");
             crate::no_grad(|| self.copy_(&(&(&u * (high - low)) + low)));
             self
         })
@@ -221,10 +237,10 @@ impl Tensor {
     /// As `normal_`, drawing from `g`.
     pub fn normal_with_(&self, mean: f64, std: f64, g: &Generator) -> &Tensor {
         trace::op("normal_with_", [self], Vec::new, || {
+            self.check_writable("normal_");
             let z = Tensor::from_vec(g.normal(self.numel()), self.shape())
                 .to(self.device())
                 .expect("the tensor's device is in use");
-            self.check_inplace("normal_");
             crate::no_grad(|| self.copy_(&(&(&z * std) + mean)));
             self
         })
