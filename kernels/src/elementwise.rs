@@ -255,13 +255,15 @@ fn c<T: Float>(v: f64) -> T {
     T::from_f64(v)
 }
 
+/// PyTorch's `(0 < x) - (x < 0)`: 0 for both zeros and for NaN (so
+/// `abs`'s gradient at NaN is 0, as PyTorch's).
 fn sign<T: Float>(x: T) -> T {
     if x > T::zero() {
         T::one()
     } else if x < T::zero() {
         -T::one()
     } else {
-        x
+        T::zero()
     }
 }
 
@@ -471,7 +473,7 @@ impl Compare {
 /// CUDA helpers the rows' expressions call.
 /// Device functions the rows' CUDA expressions call.
 pub(crate) const CUDA_HELPERS: &str = r#"
-__device__ __forceinline__ float sign_f(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); }
+__device__ __forceinline__ float sign_f(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); }
 __device__ __forceinline__ float pow_scalar_f(float v, float e) {
     if (e == 2.0f) return v * v;
     if (e == 1.0f) return v;

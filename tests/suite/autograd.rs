@@ -518,3 +518,26 @@ fn relu_backward_passes_the_gradient_where_the_output_is_positive_or_nan() {
         assert_eq!(grad, [0.0, 0.0, 7.0, 8.0, 0.0], "{dtype:?}");
     }
 }
+
+#[test]
+fn sign_and_the_gradient_of_abs_are_zero_at_both_zeros_and_nan() {
+    // PyTorch's sign is `(0 < x) - (x < 0)`, read off torch 2.x:
+    // sign([nan, -0, 0, -2, 3]) = [0, 0, 0, -1, 1] (positive zeros), and
+    // abs's backward (grad * sign) gives the same with a gradient of ones.
+    for dtype in [DType::F32, DType::F64, DType::BF16] {
+        let x = Tensor::from_vec(vec![f32::NAN, -0.0, 0.0, -2.0, 3.0], &[5])
+            .to_dtype(dtype)
+            .requires_grad_(true);
+        let bits = |t: &Tensor| -> Vec<u32> {
+            let v = t.to_dtype(DType::F32).to_vec::<f32>();
+            v.iter().map(|v| v.to_bits()).collect()
+        };
+        let want: Vec<u32> = [0.0f32, 0.0, 0.0, -1.0, 1.0]
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert_eq!(bits(&x.sign()), want, "sign {dtype:?}");
+        x.abs().sum().backward();
+        assert_eq!(bits(&x.grad().unwrap()), want, "abs backward {dtype:?}");
+    }
+}
