@@ -368,3 +368,83 @@ fn optimizers_update_transposed_and_sliced_parameters() {
         );
     }
 }
+
+fn panic_text(f: impl FnOnce()) -> String {
+    let e =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).expect_err("expected a panic");
+    e.downcast::<String>().map_or_else(|_| "?".into(), |s| *s)
+}
+
+#[test]
+fn optimizers_refuse_the_parameter_lists_pytorch_refuses() {
+    let sgd = |groups: Vec<GroupSpec>| {
+        SGD::with_groups(
+            groups,
+            SgdConfig {
+                lr: 0.1,
+                ..Default::default()
+            },
+        );
+    };
+    let w = Tensor::ones(&[2, 3]).requires_grad_(true);
+    assert_eq!(
+        panic_text(|| sgd(vec![GroupSpec::new(vec![])])),
+        "SGD: optimizer got an empty parameter list"
+    );
+    assert_eq!(
+        panic_text(|| sgd(vec![GroupSpec::new(vec![&w * 2.0])])),
+        "SGD: can't optimize a non-leaf tensor (parameter 0 of group 0, [2, 3], comes from MulBackward0); pass \
+         the leaf it was computed from"
+    );
+    let b = Tensor::zeros(&[3]).requires_grad_(true);
+    assert_eq!(
+        panic_text(|| sgd(vec![
+            GroupSpec::new(vec![w.clone()]),
+            GroupSpec::new(vec![b, w.clone()])
+        ])),
+        "SGD: some parameters appear in more than one parameter group (parameter 1 of group 1, [2, 3], is in \
+         group 0 too)"
+    );
+}
+
+/// A tied weight: one tensor registered under two names (an embedding and
+/// the output head that shares it).
+struct Tied {
+    weight: Tensor,
+}
+
+impl Module for Tied {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        f("embed.weight", &self.weight, TensorKind::Parameter);
+        f("head.weight", &self.weight, TensorKind::Parameter);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        f("embed.weight", &mut self.weight, TensorKind::Parameter);
+    }
+    fn repr(&self) -> String {
+        "Tied()".into()
+    }
+}
+
+#[test]
+fn a_tied_weight_is_one_parameter_stepped_once() {
+    let m = Tied {
+        weight: Tensor::from_vec(vec![1.0f64, 2.0], &[2]).requires_grad_(true),
+    };
+    // PyTorch's parameters() lists a tensor once; its state dict keeps both keys.
+    let names: Vec<String> = m.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["embed.weight"]);
+    assert_eq!(m.num_parameters(), 2);
+    assert_eq!(m.state_dict().len(), 2);
+    let mut opt = SGD::new(
+        m.parameters(),
+        SgdConfig {
+            lr: 0.5,
+            ..Default::default()
+        },
+    );
+    // Both uses add into one gradient, 1 + 1 per element; one step of 0.5.
+    (&m.weight + &m.weight).sum().backward();
+    opt.step();
+    assert_eq!(m.weight.to_vec::<f64>(), vec![0.0, 1.0]);
+}

@@ -88,15 +88,11 @@ pub trait Module: Send + Sync {
         self.set_training(false);
     }
 
-    /// Every parameter with its dotted PyTorch name.
+    /// Every parameter with its dotted PyTorch name, each once: a tensor
+    /// registered twice (tied weights) is listed under its first name, as
+    /// PyTorch's `remove_duplicate=True` does, so an optimizer steps it once.
     fn named_parameters(&self) -> Vec<(String, Tensor)> {
-        let mut out = vec![];
-        self.visit(&mut |n, t, k| {
-            if k == TensorKind::Parameter {
-                out.push((n.to_string(), t.clone()));
-            }
-        });
-        out
+        named_once(self, TensorKind::Parameter)
     }
 
     /// Every parameter.
@@ -107,15 +103,10 @@ pub trait Module: Send + Sync {
             .collect()
     }
 
-    /// Every buffer with its dotted PyTorch name.
+    /// Every buffer with its dotted PyTorch name, each once (as
+    /// [`Module::named_parameters`]).
     fn named_buffers(&self) -> Vec<(String, Tensor)> {
-        let mut out = vec![];
-        self.visit(&mut |n, t, k| {
-            if k == TensorKind::Buffer {
-                out.push((n.to_string(), t.clone()));
-            }
-        });
-        out
+        named_once(self, TensorKind::Buffer)
     }
 
     /// Total number of parameter elements.
@@ -294,6 +285,19 @@ impl<M: Forward + ?Sized> Forward for Box<M> {
     fn forward(&self, x: &Tensor) -> Tensor {
         (**self).forward(x)
     }
+}
+
+/// The tensors of `kind` with their names, each tensor once (by identity:
+/// the first name a tied tensor is met under).
+fn named_once<M: Module + ?Sized>(m: &M, kind: TensorKind) -> Vec<(String, Tensor)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = vec![];
+    m.visit(&mut |n, t, k| {
+        if k == kind && seen.insert(std::sync::Arc::as_ptr(&t.0)) {
+            out.push((n.to_string(), t.clone()));
+        }
+    });
+    out
 }
 
 /// Visits a child's tensors under `name.` — the building block of a

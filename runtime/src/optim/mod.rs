@@ -130,6 +130,7 @@ pub(crate) fn resolve_groups(
     wd: f64,
     who: &str,
 ) -> Vec<ParamGroup> {
+    check_params(&groups, who);
     groups
         .into_iter()
         .map(|g| {
@@ -144,6 +145,44 @@ pub(crate) fn resolve_groups(
             }
         })
         .collect()
+}
+
+/// PyTorch's checks on an optimizer's parameters: some, all leaves, none in
+/// two groups (errors); one listed twice in a group is stepped twice, with
+/// PyTorch's warning.
+fn check_params(groups: &[GroupSpec], who: &str) {
+    assert!(
+        groups.iter().any(|g| !g.params.is_empty()),
+        "{who}: optimizer got an empty parameter list"
+    );
+    let mut group_of = std::collections::HashMap::new();
+    let mut duplicate = false;
+    for (gi, g) in groups.iter().enumerate() {
+        for (i, p) in g.params.iter().enumerate() {
+            assert!(
+                p.is_leaf(),
+                "{who}: can't optimize a non-leaf tensor (parameter {i} of group {gi}, {:?}, comes from {}); pass \
+                 the leaf it was computed from",
+                p.shape(),
+                p.grad_fn_name().unwrap_or("an op")
+            );
+            match group_of.insert(std::sync::Arc::as_ptr(&p.0), gi) {
+                Some(other) if other != gi => panic!(
+                    "{who}: some parameters appear in more than one parameter group (parameter {i} of group {gi}, \
+                     {:?}, is in group {other} too)",
+                    p.shape()
+                ),
+                Some(_) => duplicate = true,
+                None => {}
+            }
+        }
+    }
+    if duplicate {
+        eprintln!(
+            "warning: {who}: optimizer contains a parameter group with duplicate parameters; each copy is stepped \
+             (as in PyTorch, which will make this an error)"
+        );
+    }
 }
 
 /// Per-parameter optimizer state: a step count and named buffers.
