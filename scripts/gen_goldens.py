@@ -353,6 +353,16 @@ case("hardswish_randn", "hardswish", [randn(3, 4) * 3])
 # unbind (one autograd node for all its slices), along the middle dim of a
 # transposed view.
 case("unbind", "unbind", [randn(3, 2, 4)], {"dim": 1}, views=["t"])
+# ---- added later: the subgradients at kinks as torch 2.15 takes them (of minimum
+# norm: 0 at a clamp bound, at hardswish's breaks the flatter side, 0 where a
+# vector norm is 0 and, for p < 1, at its zero elements) ----------------------
+case("clamp_at_bounds", "clamp", [torch.tensor([-1.0, 1.0, 0.0, 2.0, -3.0])], {"min": -1.0, "max": 1.0})
+case("hardswish_at_kinks", "hardswish", [torch.tensor([-3.0, 3.0, 0.0, -4.0])])
+case("abs_at_zero", "abs", [torch.tensor([0.0, -0.0, 2.0, -1.5])])
+case("norm2_zero", "norm", [torch.zeros(3)], {"p": 2.0})
+case("norm3_zero", "norm", [torch.zeros(2, 3)], {"p": 3.0})
+case("norm1_5_zero_element", "norm", [torch.tensor([0.0, 2.0, -3.0])], {"p": 1.5})
+case("norm_half_zero_element", "norm", [torch.tensor([0.0, 2.0, -3.0])], {"p": 0.5})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -355,11 +355,12 @@ unary_rows! {
     /// `x * relu6(x + 3) / 6` (PyTorch's `hardswish`).
     Hardswish = "hardswish", |x| x * (x + c(3.0)).max(T::zero()).min(c(6.0)) / c(6.0),
         cuda "v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f", domain Wide;
-    /// The derivative of hardswish as PyTorch takes it: 0 below -3,
-    /// `x / 3 + 0.5` up to 3, 1 above.
+    /// The derivative of hardswish as PyTorch (2.15) takes it: 0 up to -3,
+    /// `x / 3 + 0.5` strictly between, 1 from 3 (at the kinks the
+    /// subgradient of minimum norm).
     HardswishGrad = "hardswish_grad",
-        |x| if x < c(-3.0) { T::zero() } else if x <= c(3.0) { x / c(3.0) + c(0.5) } else { T::one() },
-        cuda "v < -3.0f ? 0.0f : (v <= 3.0f ? v / 3.0f + 0.5f : 1.0f)", domain Wide;
+        |x| if x <= c(-3.0) { T::zero() } else if x < c(3.0) { x / c(3.0) + c(0.5) } else { T::one() },
+        cuda "v <= -3.0f ? 0.0f : (v < 3.0f ? v / 3.0f + 0.5f : 1.0f)", domain Wide;
     /// `x ^ e` for a scalar exponent.
     PowScalar { e } = "pow_scalar", |x| pow_scalar(x, e), cuda "pow_scalar_f(v, p0)", sample [3.0];
     /// `x` above 0, `slope * x` otherwise.
@@ -371,9 +372,12 @@ unary_rows! {
     /// `x` limited to `[lo, hi]` (NaN kept).
     Clamp { lo, hi } = "clamp", |x| if x.is_nan() { x } else { x.max(lo).min(hi) },
         cuda "v != v ? v : fminf(fmaxf(v, p0), p1)", int |x| clamp_int(x, lo, hi), sample [-0.5, 0.25];
-    /// 1 inside `[lo, hi]` else 0: the derivative of clamp.
-    ClampMask { lo, hi } = "clamp_mask", |x| if x >= lo && x <= hi { T::one() } else { T::zero() },
-        cuda "(v >= p0 && v <= p1) ? 1.0f : 0.0f", sample [-0.5, 0.25];
+    /// 1 strictly inside `(lo, hi)` else 0: the derivative of clamp, 0 at
+    /// a finite bound (PyTorch's minimum-norm subgradient, as relu's at 0;
+    /// an infinite bound is no bound).
+    ClampMask { lo, hi } = "clamp_mask",
+        |x| if (x > lo || lo.is_infinite()) && (x < hi || hi.is_infinite()) { T::one() } else { T::zero() },
+        cuda "((v > p0 || isinf(p0)) && (v < p1 || isinf(p1))) ? 1.0f : 0.0f", sample [-0.5, 0.25];
     /// `x * k` for a scalar `k` (in-place scaling).
     MulScalar { k } = "mul_scalar", |x| x * k, cuda "v * p0", int |x| x.wrapping_mul(k as i64), sample [-1.5];
     /// `x + k` for a scalar `k` (in-place shifts, counters).
@@ -537,8 +541,9 @@ mod tests {
         for (x, w) in xs.iter().zip(want) {
             assert!((Hardswish.f(*x) - w).abs() < 1e-15, "hardswish({x})");
         }
-        // torch's hardswish_backward: 0 below -3, x/3 + 0.5 on [-3, 3], 1 above.
-        let dwant = [0.0, -0.5, 1.0 / 6.0, 0.5, 1.0, 1.5, 1.0];
+        // torch 2.15's hardswish backward: 0 up to -3, x/3 + 0.5 on (-3, 3),
+        // 1 from 3 (before 2.15 the kinks took the inner side: -0.5, 1.5).
+        let dwant = [0.0, 0.0, 1.0 / 6.0, 0.5, 1.0, 1.0, 1.0];
         for (x, w) in xs.iter().zip(dwant) {
             assert!((HardswishGrad.f(*x) - w).abs() < 1e-15, "hardswish'({x})");
         }

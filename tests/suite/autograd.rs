@@ -30,6 +30,14 @@ const AT_A_KINK: &[(&str, &str)] = &[
         "amax",
         "two equal maxima: the gradient is split by convention",
     ),
+    (
+        "clamp_at_bounds",
+        "inputs at the bounds: the subgradient of minimum norm, 0, by convention",
+    ),
+    (
+        "hardswish_at_kinks",
+        "inputs at -3 and 3: the subgradient of minimum norm by convention",
+    ),
 ];
 
 /// Every golden op with a gradient (`tests/goldens/core.json`), checked by

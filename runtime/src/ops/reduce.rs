@@ -198,7 +198,17 @@ impl Tensor {
         })
     }
 
-    /// The p-norm over `dims` (`p` = inf: the largest magnitude).
+    /// The p-norm over `dims` (`torch.linalg.vector_norm`): `p` = inf is the
+    /// largest magnitude, 0 the count of nonzeros (no gradient). The
+    /// gradient is PyTorch's: 0 where the norm is 0, and for `p` < 1 at the
+    /// zero elements, where the composition would give NaN.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::zeros(&[2]).requires_grad_(true);
+    /// x.norm(2.0).backward();
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![0.0, 0.0]);
+    /// ```
     pub fn norm_dims(&self, p: f64, dims: &[isize], keepdim: bool) -> Tensor {
         trace::op("norm_dims", [self], Vec::new, || {
             if p == f64::INFINITY {
@@ -210,10 +220,29 @@ impl Tensor {
                 }
                 return m;
             }
-            if p == 2.0 {
-                return (self * self).sum_dims(dims, keepdim).sqrt();
+            let count = || self.ne_scalar(0.0).to_dtype(self.dtype().to_float());
+            match p {
+                0.0 => return crate::no_grad(|| count().sum_dims(dims, keepdim)),
+                // |x|'s gradient is sign(x), 0 at 0: PyTorch's for p = 1.
+                1.0 => return self.abs().sum_dims(dims, keepdim),
+                _ => {}
             }
-            self.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p)
+            let out = crate::no_grad(|| match p {
+                2.0 => (self * self).sum_dims(dims, keepdim).sqrt(),
+                _ => self.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p),
+            });
+            let kept: Vec<isize> = self
+                .reduced_shape(&self.reduce_dims(dims, "norm"), true)
+                .iter()
+                .map(|&n| n as isize)
+                .collect();
+            Tensor::record(out.detach(), "LinalgVectorNormBackward0", &[self], || {
+                let (x, norm) = (self.saved(), out.saved());
+                move |g: &Tensor, _: &[bool]| {
+                    let (norm, g) = (norm.reshape(&kept), g.reshape(&kept));
+                    vec![Some(norm_backward(&x, &norm, &g, p))]
+                }
+            })
         })
     }
 
@@ -396,6 +425,30 @@ impl Tensor {
 }
 
 /// A reduction's attributes for export: its dims and `keepdim`.
+/// PyTorch's gradient of `norm = (sum |x|^p)^(1/p)` (`p` not 0, 1 or inf)
+/// for `g` and `norm` with the reduced dims kept: `x |x|^(p-2) g /
+/// norm^(p-1)`, taken as 0 where the norm is 0, and written with `sign`
+/// for `p` < 2 so a zero element gives 0 rather than `0 * inf`.
+fn norm_backward(x: &Tensor, norm: &Tensor, g: &Tensor, p: f64) -> Tensor {
+    let zero_norm = norm.eq_scalar(0.0);
+    if p < 1.0 {
+        // norm^(1-p) is 0 at a zero norm, so no mask is needed there.
+        let scaled = (&x.sign() * &x.abs().powf(p - 1.0)).masked_fill(&x.eq_scalar(0.0), 0.0);
+        return &scaled * &(g * &norm.powf(1.0 - p));
+    }
+    let scale = match p {
+        2.0 => g / norm,
+        _ => g / &norm.powf(p - 1.0),
+    }
+    .masked_fill(&zero_norm, 0.0);
+    let scaled = match p {
+        2.0 => x.clone(),
+        _ if p < 2.0 => &x.sign() * &x.abs().powf(p - 1.0),
+        _ => x * &x.abs().powf(p - 2.0),
+    };
+    &scaled * &scale
+}
+
 fn dims_attrs(dims: &[isize], keepdim: bool) -> trace::Attrs {
     vec![
         ("dims", Attr::Ints(dims.iter().map(|&d| d as i64).collect())),
