@@ -208,6 +208,8 @@ impl Tensor {
     /// let x = Tensor::zeros(&[2]).requires_grad_(true);
     /// x.norm(2.0).backward();
     /// assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![0.0, 0.0]);
+    /// let y = Tensor::from_vec(vec![0.0f32, 2.0, -3.0], &[3]);
+    /// assert_eq!(y.norm(0.0).item::<f32>(), 2.0);
     /// ```
     pub fn norm_dims(&self, p: f64, dims: &[isize], keepdim: bool) -> Tensor {
         trace::op("norm_dims", [self], Vec::new, || {
