@@ -32,6 +32,52 @@ fn dtypes_convert_and_promote() {
     );
 }
 
+/// `torch.result_type`, read off torch 2.15: a 0-d tensor widens the
+/// result only when it is of a higher category (bool < integer < float).
+#[test]
+fn binary_ops_take_pytorchs_result_type() {
+    let f32_ = Tensor::ones(&[2]);
+    let of = |d| f32_.to_dtype(d);
+    let b = Tensor::from_vec(vec![true, false], &[2]);
+    let cases = [
+        (of(DType::F32), of(DType::F64), DType::F64),
+        (of(DType::F32), Tensor::scalar(2.5f64), DType::F32),
+        (of(DType::F16), Tensor::scalar(2.5f64), DType::F16),
+        (of(DType::I64), Tensor::scalar(2.5f64), DType::F64),
+        (of(DType::I64), Tensor::scalar(2.5f32), DType::F32),
+        (of(DType::U8), Tensor::scalar(3i64), DType::U8),
+        (of(DType::U8), of(DType::I64), DType::I64),
+        (b.clone(), Tensor::scalar(3i64), DType::I64),
+        (of(DType::F16), of(DType::BF16), DType::F32),
+        (Tensor::scalar(1.0f32), Tensor::scalar(2.5f64), DType::F64),
+    ];
+    for (x, y, want) in &cases {
+        let what = format!(
+            "{} {:?} with {} {:?}",
+            x.dtype(),
+            x.shape(),
+            y.dtype(),
+            y.shape()
+        );
+        assert_eq!((x + y).dtype(), *want, "add: {what}");
+        assert_eq!((y * x).dtype(), *want, "mul: {what}");
+        assert_eq!(Tensor::where_(&b, x, y).dtype(), *want, "where: {what}");
+        assert_eq!(DType::result_type(x, y), *want, "{what}");
+    }
+    // Comparisons compare in the result type: 0.1 as f32 equals the f64
+    // scalar rounded to f32.
+    let tenth = Tensor::from_vec(vec![0.1f32], &[1]);
+    assert_eq!(tenth.eq(&Tensor::scalar(0.1f64)).to_vec::<bool>(), [true]);
+    // Each operand's gradient comes back in its own dtype.
+    let w = Tensor::ones(&[2]).requires_grad_(true);
+    let s = Tensor::scalar(0.5f64).requires_grad_(true);
+    (&w * &s).sum().backward();
+    assert_eq!(
+        (w.grad().unwrap().dtype(), s.grad().unwrap().dtype()),
+        (DType::F32, DType::F64)
+    );
+}
+
 #[test]
 fn half_precision_rounds_like_pytorch() {
     // 1/3 in bf16 is 0.333984375; in f16 0.333251953125.

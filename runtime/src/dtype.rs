@@ -83,6 +83,40 @@ impl DType {
         if a.rank() >= b.rank() { a } else { b }
     }
 
+    /// The result dtype of an op between two tensors (`torch.result_type`):
+    /// as [`DType::promote`], except that a 0-d tensor takes part only when
+    /// its category (bool < integer < float) is above the other operand's,
+    /// so a float32 tensor times a float64 scalar tensor stays float32, as
+    /// in PyTorch.
+    ///
+    /// ```
+    /// use tapir_runtime::{DType, Tensor};
+    /// let x = Tensor::ones(&[3]);
+    /// assert_eq!(DType::result_type(&x, &Tensor::scalar(0.5f64)), DType::F32);
+    /// assert_eq!(DType::result_type(&Tensor::arange(3), &Tensor::scalar(0.5f64)), DType::F64);
+    /// assert_eq!(DType::result_type(&x, &x.to_dtype(DType::F64)), DType::F64);
+    /// ```
+    pub fn result_type(a: &crate::Tensor, b: &crate::Tensor) -> DType {
+        DType::result_type_of((a.dtype(), a.ndim()), (b.dtype(), b.ndim()))
+    }
+
+    /// [`DType::result_type`] of operands given as (dtype, number of dims).
+    pub(crate) fn result_type_of(a: (DType, usize), b: (DType, usize)) -> DType {
+        let (dim, zero) = match (a.1 > 0, b.1 > 0) {
+            (true, false) => (a.0, b.0),
+            (false, true) => (b.0, a.0),
+            _ => return DType::promote(a.0, b.0),
+        };
+        // PyTorch's combine_categories(dimensioned, zero-dim).
+        if dim.is_float() {
+            dim
+        } else if dim == DType::Bool || zero.is_float() {
+            DType::promote(dim, zero)
+        } else {
+            dim
+        }
+    }
+
     /// The dtype an op that needs floats (exp, div, mean, ...) computes in.
     pub fn to_float(self) -> DType {
         if self.is_float() { self } else { DType::F32 }

@@ -244,8 +244,13 @@ fn binary(b: &mut Builder, op: &OpView) -> Lowered {
     // comparisons the wider of the two).
     let common = match op.out_dtypes[0] {
         DType::Bool if !matches!(op.name, "logical_and" | "logical_or") => {
-            let (a, c) = (op.in_dtypes[0], op.in_dtypes[1]);
-            DType::promote(a.unwrap_or(DType::F32), c.unwrap_or(DType::F32))
+            // As eager: the result type, where a 0-d operand of the same
+            // category does not widen.
+            let operand = |i: usize| {
+                let ndim = op.in_dims[i].as_ref().map_or(0, |d| d.0.len());
+                (op.in_dtypes[i].unwrap_or(DType::F32), ndim)
+            };
+            DType::result_type_of(operand(0), operand(1))
         }
         DType::Bool => DType::Bool,
         t => t,

@@ -11,7 +11,7 @@ use tapir_kernels::elementwise::{self as ew, BinaryFn, Compare};
 fn prepare(a: &Tensor, b: &Tensor, op: &str, float_only: bool) -> (Tensor, Tensor, Vec<usize>) {
     same_device(a, b, op);
     let shape = broadcast_shapes(a.shape(), b.shape(), op);
-    let mut dtype = DType::promote(a.dtype(), b.dtype());
+    let mut dtype = DType::result_type(a, b);
     if float_only {
         dtype = dtype.to_float();
     }
@@ -238,7 +238,7 @@ impl Tensor {
             };
             let xy = broadcast_shapes(x.shape(), y.shape(), "where");
             let shape = broadcast_shapes(cond.shape(), &xy, "where");
-            let dtype = DType::promote(x.dtype(), y.dtype());
+            let dtype = DType::result_type(x, y);
             let (xc, yc) = (x.to_dtype(dtype).detach(), y.to_dtype(dtype).detach());
             let storage = {
                 // x and y may share a buffer (where_(c, t, t)): take its lock once.
