@@ -269,3 +269,24 @@ fn large_sums_are_accurate_in_f32_and_bf16() {
         }
     }
 }
+
+/// PyTorch's `preserve_format`: a dense tensor's strides carry over to
+/// `zeros_like` and friends (an optimizer's state for a transposed
+/// parameter is laid out as the parameter); anything else is row-major.
+#[test]
+fn like_constructors_keep_a_dense_tensors_strides() {
+    let t = Tensor::arange(6).reshape(&[2, 3]).to_dtype(DType::F32).t();
+    let p = Tensor::zeros(&[2, 1, 3]).permute(&[2, 1, 0]);
+    for x in [&t, &p] {
+        for (name, y) in [
+            ("zeros_like", Tensor::zeros_like(x)),
+            ("ones_like", Tensor::ones_like(x)),
+            ("full_like", Tensor::full_like(x, 2.5)),
+        ] {
+            assert_eq!((y.shape(), y.strides()), (x.shape(), x.strides()), "{name}");
+        }
+    }
+    assert_eq!(Tensor::full_like(&t, 2.5).to_vec::<f32>(), vec![2.5; 6]);
+    let sliced = Tensor::zeros(&[4, 3]).slice(0, 0, isize::MAX, 2);
+    assert!(Tensor::zeros_like(&sliced).is_contiguous());
+}

@@ -20,6 +20,22 @@ pub(crate) fn ones_like(t: &Tensor) -> Tensor {
     filled_on(t.shape(), 1.0, t.dtype(), t.device())
 }
 
+/// `value` shaped like `t`, in `t`'s strides when `t` is dense but not
+/// row-major (PyTorch's `preserve_format`: the state an optimizer makes
+/// for a transposed parameter walks in the parameter's order).
+fn filled_like(t: &Tensor, value: f64) -> Tensor {
+    match t.layout().dense_order() {
+        Some(order) if !t.is_contiguous() => {
+            let shape: Vec<usize> = order.iter().map(|&d| t.shape()[d]).collect();
+            let dense = filled_on(&shape, value, t.dtype(), t.device());
+            let mut layout = t.layout().clone();
+            layout.offset = 0;
+            dense.view_with(layout)
+        }
+        _ => filled_on(t.shape(), value, t.dtype(), t.device()),
+    }
+}
+
 /// `t` (made on the host) moved to `like`'s device.
 fn on_device_of(t: Tensor, like: &Tensor) -> Tensor {
     t.to(like.device())
@@ -159,25 +175,32 @@ impl Tensor {
         })
     }
 
-    /// Zeros with `t`'s shape, dtype and device.
+    /// Zeros with `t`'s shape, dtype and device, laid out as `t` when it
+    /// is dense (PyTorch's default `memory_format=torch.preserve_format`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let w = Tensor::ones(&[3, 2]).t();
+    /// assert_eq!(Tensor::zeros_like(&w).strides(), w.strides());
+    /// ```
     pub fn zeros_like(t: &Tensor) -> Tensor {
-        trace::op("zeros_like", [t], Vec::new, || {
-            filled_on(t.shape(), 0.0, t.dtype(), t.device())
-        })
+        trace::op("zeros_like", [t], Vec::new, || filled_like(t, 0.0))
     }
 
-    /// Ones with `t`'s shape, dtype and device.
+    /// Ones with `t`'s shape, dtype and device (laid out as
+    /// [`Tensor::zeros_like`] lays out).
     pub fn ones_like(t: &Tensor) -> Tensor {
-        trace::op("ones_like", [t], Vec::new, || ones_like(t))
+        trace::op("ones_like", [t], Vec::new, || filled_like(t, 1.0))
     }
 
-    /// `value` with `t`'s shape, dtype and device.
+    /// `value` with `t`'s shape, dtype and device (laid out as
+    /// [`Tensor::zeros_like`] lays out).
     pub fn full_like(t: &Tensor, value: f64) -> Tensor {
         trace::op(
             "full_like",
             [t],
             || vec![("value", Attr::Float(value))],
-            || filled_on(t.shape(), value, t.dtype(), t.device()),
+            || filled_like(t, value),
         )
     }
 
