@@ -302,3 +302,22 @@ fn in_place_ops_refuse_a_target_whose_elements_share_memory() {
     y.slice(0, 0, isize::MAX, 2).add_scalar_(1.0);
     assert_eq!(y.to_vec::<f32>(), vec![1.0, 0.0, 1.0, 0.0, 1.0, 0.0]);
 }
+
+/// PyTorch refuses a training batch norm over one value per channel (no
+/// variance to normalise by); in eval the running statistics serve.
+#[test]
+fn batch_norm_needs_more_than_one_value_per_channel_when_training() {
+    use tapir::nn::{BatchNorm, Forward, Module};
+    let bn = BatchNorm::new_1d(2);
+    let m = panic_message(|| {
+        bn.forward(&Tensor::ones(&[1, 2]));
+    });
+    assert_eq!(
+        m,
+        "BatchNorm1d(2): expected more than 1 value per channel when training, got input of shape [1, 2]"
+    );
+    let bn2 = BatchNorm::new_2d(3);
+    bn2.forward(&Tensor::ones(&[1, 3, 2, 1]));
+    bn.eval();
+    assert_eq!(bn.forward(&Tensor::ones(&[1, 2])).shape(), &[1, 2]);
+}

@@ -269,6 +269,14 @@ impl Forward for BatchNorm {
             self.num_features,
             x.shape()
         );
+        // PyTorch's check: one value has no variance to normalise by (the
+        // output would be all zeros and the running variance NaN).
+        assert!(
+            !self.training.get() || x.numel() / self.num_features.max(1) != 1,
+            "{name}({}): expected more than 1 value per channel when training, got input of shape {:?}",
+            self.num_features,
+            x.shape()
+        );
         batch_norm(
             x,
             BatchNormState {
