@@ -242,19 +242,11 @@ impl Tensor {
             // A recording (compile, export) holds every op's output; a node
             // recorded outside an op (a checkpoint region's) may find its
             // tensor held there, and gets a new handle on the same data.
-            Err(shared) if crate::trace::active() => Inner {
-                saved_version: None,
-                storage: shared.storage.clone(),
-                layout: shared.layout.clone(),
-                dtype: shared.dtype,
-                device: shared.device,
-                requires_grad: AtomicBool::new(false),
-                grad: Mutex::new(None),
-                grad_fn: None,
-                output_nr: 0,
-                hooks: Mutex::new(Vec::new()),
-                post_accumulate_hooks: Mutex::new(Vec::new()),
-            },
+            Err(shared) if crate::trace::active() => {
+                let (storage, layout) = (shared.storage.clone(), shared.layout.clone());
+                let fresh = Tensor::handle(storage, layout, shared.dtype, shared.device, None);
+                Arc::into_inner(fresh.0).expect("a handle made just now has no other holder")
+            }
             Err(_) => panic!("{name}: op output is shared before recording"),
         };
         Tensor(Arc::new(Inner {

@@ -321,3 +321,24 @@ fn batch_norm_needs_more_than_one_value_per_channel_when_training() {
     bn.eval();
     assert_eq!(bn.forward(&Tensor::ones(&[1, 2])).shape(), &[1, 2]);
 }
+
+/// A narrow past the end was clamped to what was there (a shorter view,
+/// silently); PyTorch refuses it, and so does tapir. `cat` of 0-d tensors
+/// gets PyTorch's message instead of an index panic.
+#[test]
+fn narrow_past_the_end_and_cat_of_scalars_are_refused() {
+    let x = Tensor::zeros(&[3, 4]);
+    assert_eq!(
+        panic_message(|| {
+            x.narrow(1, 3, 2);
+        }),
+        "narrow: start (3) + length (2) exceeds dimension size (4) of dim 1 in shape [3, 4]"
+    );
+    assert_eq!(x.narrow(1, 2, 2).shape(), &[3, 2]);
+    assert_eq!(
+        panic_message(|| {
+            Tensor::cat(&[&x, &Tensor::scalar(1.0f32)], 0);
+        }),
+        "cat: zero-dimensional tensor (at position 1) cannot be concatenated"
+    );
+}

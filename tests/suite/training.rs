@@ -448,3 +448,20 @@ fn a_tied_weight_is_one_parameter_stepped_once() {
     opt.step();
     assert_eq!(m.weight.to_vec::<f64>(), vec![0.0, 1.0]);
 }
+
+/// A tensor listed twice in one group is stepped twice, as PyTorch (which
+/// warns) does today.
+#[test]
+fn a_parameter_listed_twice_in_a_group_is_stepped_twice() {
+    let w = Tensor::ones(&[2]).requires_grad_(true);
+    let cfg = SgdConfig {
+        lr: 0.1,
+        ..Default::default()
+    };
+    let mut opt = SGD::new(vec![w.clone(), w.clone()], cfg);
+    w.sum().backward();
+    opt.step();
+    // torch 2.15 gives 0x1.999998p-1 for each: two steps of 0.1.
+    assert_eq!(w.to_vec::<f32>(), vec![1.0f32 - 0.1 - 0.1; 2]);
+    assert_eq!(w.to_vec::<f32>()[0].to_bits(), 0x3f4c_cccc);
+}

@@ -305,7 +305,20 @@ impl Tensor {
                     ("step", Attr::Int(1)),
                 ]
             },
-            || self.slice(dim, start as isize, (start + len) as isize, 1),
+            || {
+                assert!(
+                    self.ndim() > 0,
+                    "narrow: cannot be applied to a 0-dim tensor"
+                );
+                let size = self.shape()[self.dim(dim, "narrow")];
+                assert!(
+                    start + len <= size,
+                    "narrow: start ({start}) + length ({len}) exceeds dimension size ({size}) of dim {dim} in \
+                     shape {:?}",
+                    self.shape()
+                );
+                self.slice(dim, start as isize, (start + len) as isize, 1)
+            },
         )
     }
 
@@ -445,6 +458,9 @@ impl Tensor {
                     !tensors.is_empty(),
                     "cat: expected a non-empty list of tensors"
                 );
+                if let Some(i) = tensors.iter().position(|t| t.ndim() == 0) {
+                    panic!("cat: zero-dimensional tensor (at position {i}) cannot be concatenated");
+                }
                 let first = tensors[0];
                 let d = first.dim(dim, "cat");
                 let mut dtype = first.dtype();
