@@ -290,3 +290,18 @@ fn like_constructors_keep_a_dense_tensors_strides() {
     let sliced = Tensor::zeros(&[4, 3]).slice(0, 0, isize::MAX, 2);
     assert!(Tensor::zeros_like(&sliced).is_contiguous());
 }
+
+/// An empty dim list reduces every dim, as PyTorch's `x.sum(dim=())`
+/// (read off torch 2.15: 66.0 and 5.5 for `arange(12)`); it was the
+/// identity.
+#[test]
+fn an_empty_dim_list_reduces_every_dim() {
+    let x = Tensor::arange(12).to_dtype(DType::F32).reshape(&[3, 4]);
+    assert_eq!(x.sum_dims(&[], false).to_vec::<f32>(), vec![66.0]);
+    assert_eq!(x.mean_dims(&[], false).to_vec::<f32>(), vec![5.5]);
+    assert_eq!(x.sum_dims(&[], true).shape(), &[1, 1]);
+    assert_eq!(
+        x.var_dims(&[], 1, false).to_vec::<f32>(),
+        x.var().to_vec::<f32>()
+    );
+}

@@ -5,7 +5,12 @@ use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
 
 impl Tensor {
+    /// The dims a reduction over `dims` takes, checked and sorted; an
+    /// empty list means every dim, as in PyTorch (`x.sum(dim=())`).
     fn reduce_dims(&self, dims: &[isize], op: &str) -> Vec<usize> {
+        if dims.is_empty() {
+            return (0..self.ndim()).collect();
+        }
         let mut out: Vec<usize> = dims.iter().map(|&d| self.dim(d, op)).collect();
         out.sort_unstable();
         let before = out.len();
@@ -47,7 +52,8 @@ impl Tensor {
         })
     }
 
-    /// Sum over `dims`, keeping them as size 1 when `keepdim`.
+    /// Sum over `dims` (every dim when `dims` is empty, as PyTorch's
+    /// `dim=()`), keeping them as size 1 when `keepdim`.
     pub fn sum_dims(&self, dims: &[isize], keepdim: bool) -> Tensor {
         trace::op(
             "sum_dims",
