@@ -639,47 +639,6 @@ impl Tensor {
 }
 
 impl Tensor {
-    /// A contiguous copy of this CPU tensor in page-locked (pinned) host
-    /// memory, which [`to`](Tensor::to) copies to a GPU by DMA, without a
-    /// staging copy (`Tensor.pin_memory()`); the tensor itself if it is
-    /// pinned already. Gradient flows back unchanged. Pinned buffers that
-    /// drop are kept for the next pin of the same dtype and size.
-    ///
-    /// `Err` when no GPU can be used (pinning needs the CUDA driver).
-    /// Panics on a tensor that is not on the CPU.
-    ///
-    /// ```
-    /// use tapir_runtime::{Tensor, cuda};
-    /// let x = Tensor::ones(&[2, 3]);
-    /// match x.pin_memory() {
-    ///     Ok(p) => assert!(p.is_pinned() && !x.is_pinned()),
-    ///     Err(e) => assert!(!cuda::is_available(), "{e}"),
-    /// }
-    /// ```
-    pub fn pin_memory(&self) -> Result<Tensor> {
-        assert!(
-            self.device() == Device::Cpu,
-            "pin_memory: only CPU tensors can be pinned, and this {:?} {} tensor is on {}",
-            self.shape(),
-            self.dtype(),
-            self.device()
-        );
-        if self.is_pinned() {
-            return Ok(self.clone());
-        }
-        let storage = self.read().pinned_copy(self.layout())?;
-        let out = Tensor::from_storage(storage, self.shape());
-        Ok(Tensor::record(out, "PinMemoryBackward0", &[self], || {
-            |g: &Tensor, _: &[bool]| vec![Some(g.clone())]
-        }))
-    }
-
-    /// Whether the tensor's memory is page-locked host memory
-    /// (`Tensor.is_pinned()`); always false on a GPU and without CUDA.
-    pub fn is_pinned(&self) -> bool {
-        self.read().is_pinned()
-    }
-
     /// The address of the first element (`Tensor.data_ptr()`): a host
     /// address on the CPU, a device address on a GPU. Views of one tensor
     /// differ by their offsets; a CUDA graph replays on the addresses it
