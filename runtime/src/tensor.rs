@@ -134,6 +134,24 @@ impl Tensor {
         }
     }
 
+    /// PyTorch's `preserve_format` for a new buffer like `self`: when
+    /// `self` is dense but not row-major, its dims from outermost to
+    /// innermost, and a function that views a row-major tensor of those
+    /// dims with `self`'s strides; `None` when a row-major buffer is what
+    /// PyTorch makes (`self` row-major, or with gaps or overlaps).
+    pub(crate) fn preserved_format(&self) -> Option<(Vec<usize>, impl Fn(Tensor) -> Tensor + '_)> {
+        let order = self
+            .layout()
+            .dense_order()
+            .filter(|_| !self.is_contiguous())?;
+        let view = move |dense: Tensor| {
+            let mut layout = self.layout().clone();
+            layout.offset = 0;
+            dense.view_with(layout)
+        };
+        Some((order, view))
+    }
+
     /// A handle for a backward closure to keep: detached, and checked at
     /// every read that no in-place op has written to the data since it was
     /// saved (PyTorch's `save_for_backward` and its version check). Without

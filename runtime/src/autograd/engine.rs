@@ -231,16 +231,13 @@ fn obeys_layout_contract(grad: &Tensor, leaf: &Tensor) -> bool {
 /// A copy of `grad` that shares nothing, in the leaf's layout (see
 /// [`obeys_layout_contract`]).
 fn copy_obeying_layout_contract(grad: &Tensor, leaf: &Tensor) -> Tensor {
-    match leaf.layout().dense_order() {
-        Some(order) if !leaf.is_contiguous() => {
-            // Row-major in the leaf's order of dims, then viewed back.
+    match leaf.preserved_format() {
+        // Row-major in the leaf's order of dims, then viewed back.
+        Some((order, view)) => {
             let order: Vec<isize> = order.iter().map(|&d| d as isize).collect();
-            let dense = grad.detach().permute(&order).contiguous_copy();
-            let mut layout = leaf.layout().clone();
-            layout.offset = 0;
-            dense.view_with(layout)
+            view(grad.detach().permute(&order).contiguous_copy())
         }
-        _ => grad.contiguous_copy(),
+        None => grad.contiguous_copy(),
     }
 }
 

@@ -24,15 +24,12 @@ pub(crate) fn ones_like(t: &Tensor) -> Tensor {
 /// row-major (PyTorch's `preserve_format`: the state an optimizer makes
 /// for a transposed parameter walks in the parameter's order).
 fn filled_like(t: &Tensor, value: f64) -> Tensor {
-    match t.layout().dense_order() {
-        Some(order) if !t.is_contiguous() => {
+    match t.preserved_format() {
+        Some((order, view)) => {
             let shape: Vec<usize> = order.iter().map(|&d| t.shape()[d]).collect();
-            let dense = filled_on(&shape, value, t.dtype(), t.device());
-            let mut layout = t.layout().clone();
-            layout.offset = 0;
-            dense.view_with(layout)
+            view(filled_on(&shape, value, t.dtype(), t.device()))
         }
-        _ => filled_on(t.shape(), value, t.dtype(), t.device()),
+        None => filled_on(t.shape(), value, t.dtype(), t.device()),
     }
 }
 
