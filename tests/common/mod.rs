@@ -162,3 +162,17 @@ pub fn max_rel_diff(a: &Tensor, b: &Tensor) -> f64 {
         .map(|(x, y)| (x - y).abs() / scale)
         .fold(0.0, f64::max)
 }
+
+/// The message `f` panics with, or `None` when it returns.
+pub fn panic_text(f: impl FnOnce()) -> Option<String> {
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).err()?;
+    Some(match e.downcast::<String>() {
+        Ok(s) => *s,
+        Err(e) => e.downcast::<&str>().map_or("?".into(), |s| s.to_string()),
+    })
+}
+
+/// The message `f` panics with (a test failure when it returns).
+pub fn panic_message(f: impl FnOnce()) -> String {
+    panic_text(f).expect("expected a panic")
+}

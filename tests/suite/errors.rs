@@ -1,17 +1,9 @@
 //! Misuse panics with one message naming the op and its operands; run-time
 //! conditions (no device) are `Result`s.
 
+use crate::common::panic_message;
 use tapir::Error;
 use tapir::prelude::*;
-
-fn panic_message(f: impl FnOnce()) -> String {
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    let e = r.expect_err("expected a panic");
-    e.downcast_ref::<String>()
-        .cloned()
-        .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap()
-}
 
 #[test]
 fn matmul_names_both_shapes() {

@@ -3,24 +3,14 @@
 //! saved it stops with an error naming its node, instead of silently
 //! computing a wrong gradient; changes it does not read are allowed.
 
-use crate::common;
+use crate::common::{self, panic_text};
 use crate::core_ops;
 
 use safetensors::SafeTensors;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use tapir::nn::{Forward, Linear, Module};
 use tapir::no_grad;
 use tapir::optim::{Optimizer, SGD, SgdConfig};
 use tapir::prelude::*;
-
-/// The panic message of `f`, or `None` when it returns.
-fn refusal(f: impl FnOnce()) -> Option<String> {
-    let err = catch_unwind(AssertUnwindSafe(f)).err()?;
-    Some(match err.downcast::<String>() {
-        Ok(s) => *s,
-        Err(e) => e.downcast::<&str>().map_or("?".into(), |s| s.to_string()),
-    })
-}
 
 const MODIFIED: &str = "has been modified by an in-place operation";
 
@@ -34,18 +24,7 @@ fn the_version_counts_writes_and_is_shared_by_views_and_detached_handles() {
     assert_eq!([x.version(), row.version(), handle.version()], [2, 2, 2]);
     // Out-of-place results are new data at version 0.
     assert_eq!((&x + 1.0).version(), 0);
-    assert_eq!(x.contiguous_copy_for_test().version(), 0);
-}
-
-/// `x.clone()` in PyTorch: new data (tapir's `contiguous` of a contiguous
-/// tensor is the tensor itself).
-trait CloneData {
-    fn contiguous_copy_for_test(&self) -> Tensor;
-}
-impl CloneData for Tensor {
-    fn contiguous_copy_for_test(&self) -> Tensor {
-        self * 1.0
-    }
+    assert_eq!((&x * 1.0).version(), 0);
 }
 
 #[test]
@@ -54,7 +33,7 @@ fn a_saved_input_changed_in_place_stops_the_backward_naming_its_node() {
     let x = Tensor::ones(&[3]);
     let loss = (&w * &x).sum();
     x.mul_scalar_(2.0);
-    let msg = refusal(|| loss.backward()).expect("the backward must refuse");
+    let msg = panic_text(|| loss.backward()).expect("the backward must refuse");
     assert!(msg.starts_with("MulBackward0: "), "{msg}");
     assert!(
         msg.contains(MODIFIED) && msg.contains("float32 [3]"),
@@ -73,7 +52,7 @@ fn a_saved_output_changed_in_place_stops_the_backward() {
     let x = Tensor::from_vec(vec![0.5f64, -1.0], &[2]).requires_grad_(true);
     let y = x.exp();
     no_grad(|| y.add_scalar_(1.0));
-    let msg = refusal(|| y.sum().backward()).expect("exp's backward reads its output");
+    let msg = panic_text(|| y.sum().backward()).expect("exp's backward reads its output");
     assert!(
         msg.starts_with("ExpBackward0: ") && msg.contains(MODIFIED),
         "{msg}"
@@ -86,7 +65,7 @@ fn a_change_through_a_view_or_a_detached_handle_is_seen() {
     let x = Tensor::ones(&[3]);
     let loss = (&w * &x).sum();
     x.detach().narrow(0, 1, 1).fill_(5.0);
-    let msg = refusal(|| loss.backward()).expect("the backward must refuse");
+    let msg = panic_text(|| loss.backward()).expect("the backward must refuse");
     assert!(msg.contains(MODIFIED), "{msg}");
 }
 
@@ -104,7 +83,7 @@ fn an_optimizer_step_between_forward_and_backward_is_caught() {
     let loss = lin.forward(&x).sum();
     loss.backward_with(&Tensor::ones(&[]), true);
     opt.step();
-    let msg = refusal(|| loss.backward()).expect("x's gradient needs the old weight");
+    let msg = panic_text(|| loss.backward()).expect("x's gradient needs the old weight");
     assert!(
         msg.starts_with("AddmmBackward0: ") && msg.contains(MODIFIED),
         "{msg}"
@@ -133,7 +112,7 @@ fn a_checkpoint_refuses_an_input_changed_before_its_recompute() {
     let wc = w.clone();
     let y = tapir::checkpoint(move |xs| &xs[0] * &wc, std::slice::from_ref(&x));
     x.add_scalar_(1.0);
-    let msg = refusal(|| y.sum().backward()).expect("the recompute reads x again");
+    let msg = panic_text(|| y.sum().backward()).expect("the recompute reads x again");
     assert!(msg.contains(MODIFIED), "{msg}");
 }
 
@@ -151,7 +130,7 @@ fn the_fused_ops_check_what_they_saved() {
                 let (x, w) = (grad_leaf(&[3, 4]), grad_leaf(&[4]));
                 let y = x.layer_norm(&[4], Some(&w), None, 1e-5);
                 no_grad(|| w.mul_scalar_(2.0));
-                refusal(|| y.sum().backward())
+                panic_text(|| y.sum().backward())
             }),
         ),
         (
@@ -164,7 +143,7 @@ fn the_fused_ops_check_what_they_saved() {
                 );
                 let y = tapir::nn::scaled_dot_product_attention(&q, &k, &v, None, 0.0, true, None);
                 no_grad(|| k.add_scalar_(1.0));
-                refusal(|| y.sum().backward())
+                panic_text(|| y.sum().backward())
             }),
         ),
         (
@@ -173,7 +152,7 @@ fn the_fused_ops_check_what_they_saved() {
                 let x = grad_leaf(&[1, 1, 4, 4]);
                 let (y, idx) = x.max_pool2d_with_indices((2, 2), (2, 2), (0, 0), (1, 1));
                 idx.zero_();
-                refusal(|| y.sum().backward())
+                panic_text(|| y.sum().backward())
             }),
         ),
         (
@@ -182,7 +161,7 @@ fn the_fused_ops_check_what_they_saved() {
                 let x = grad_leaf(&[3, 4]);
                 let (y, idx) = x.max_dim(1, false);
                 idx.zero_();
-                refusal(|| y.sum().backward())
+                panic_text(|| y.sum().backward())
             }),
         ),
     ];
@@ -242,9 +221,8 @@ fn run_case(
             total = &total + &(o * &common::load_cpu(st, &key)).sum();
         }
     }
-    let backward = catch_unwind(AssertUnwindSafe(|| total.backward()));
-    if let Err(e) = backward {
-        return Err(e.downcast::<String>().map_or("?".into(), |s| *s));
+    if let Some(msg) = panic_text(|| total.backward()) {
+        return Err(msg);
     }
     Ok((0..grads.len())
         .filter(|&k| grads[k])
