@@ -44,6 +44,7 @@ def run(op, a, x):
         "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "erf": torch.erf, "silu": F.silu,
         "softplus": F.softplus, "square": torch.square, "reciprocal": torch.reciprocal,
         "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "hardswish": F.hardswish,
+        "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
         "sum": torch.sum, "mean": torch.mean, "max": torch.max, "min": torch.min, "var": torch.var, "std": torch.std,
     }
     if op in u:
@@ -363,6 +364,11 @@ case("norm2_zero", "norm", [torch.zeros(3)], {"p": 2.0})
 case("norm3_zero", "norm", [torch.zeros(2, 3)], {"p": 3.0})
 case("norm1_5_zero_element", "norm", [torch.tensor([0.0, 2.0, -3.0])], {"p": 1.5})
 case("norm_half_zero_element", "norm", [torch.tensor([0.0, 2.0, -3.0])], {"p": 0.5})
+# ---- added later: rounding (gradient zero; halves round to even) -------------------
+for op in ["floor", "ceil", "round", "trunc"]:
+    case(op, op, [randn(3, 4) * 3])
+case("round_halves", "round", [torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.6, -2.6])], grad=[False])
+case("floor_t", "floor", [randn(4, 3) * 3], views=["t"])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -267,6 +267,24 @@ fn sign<T: Float>(x: T) -> T {
     }
 }
 
+/// Rounds to the nearest integer, halves to the even one (PyTorch's
+/// `round`, C's `rint` in the default rounding mode); infinities and NaN
+/// pass through.
+fn round_half_even<T: Float>(x: T) -> T {
+    let lower = x.floor();
+    let diff = x - lower;
+    let half = c::<T>(0.5);
+    if diff < half {
+        lower
+    } else if diff > half {
+        lower + T::one()
+    } else if (lower * half).floor() * c(2.0) == lower {
+        lower
+    } else {
+        lower + T::one()
+    }
+}
+
 fn pow_scalar<T: Float>(x: T, e: T) -> T {
     let e64 = e.to_f64();
     if e64 == 2.0 {
@@ -378,6 +396,14 @@ unary_rows! {
     ClampMask { lo, hi } = "clamp_mask",
         |x| if (x > lo || lo.is_infinite()) && (x < hi || hi.is_infinite()) { T::one() } else { T::zero() },
         cuda "((v > p0 || isinf(p0)) && (v < p1 || isinf(p1))) ? 1.0f : 0.0f", sample [-0.5, 0.25];
+    /// The largest integer not above `x` (integers pass through).
+    Floor = "floor", |x| x.floor(), cuda "floorf(v)", int |x| x, domain Wide;
+    /// The smallest integer not below `x` (integers pass through).
+    Ceil = "ceil", |x| x.ceil(), cuda "ceilf(v)", int |x| x, domain Wide;
+    /// The nearest integer, halves to even (integers pass through).
+    Round = "round", |x| round_half_even(x), cuda "rintf(v)", int |x| x, domain Wide;
+    /// `x` with its fraction dropped, toward zero (integers pass through).
+    Trunc = "trunc", |x| x.trunc(), cuda "truncf(v)", int |x| x, domain Wide;
     /// `x * k` for a scalar `k` (in-place scaling).
     MulScalar { k } = "mul_scalar", |x| x * k, cuda "v * p0", int |x| x.wrapping_mul(k as i64), sample [-1.5];
     /// `x + k` for a scalar `k` (in-place shifts, counters).
@@ -547,5 +573,37 @@ mod tests {
         for (x, w) in xs.iter().zip(dwant) {
             assert!((HardswishGrad.f(*x) - w).abs() < 1e-15, "hardswish'({x})");
         }
+    }
+
+    #[test]
+    fn rounding_follows_pytorch() {
+        // torch.round / floor / ceil / trunc at these points (torch 2.15).
+        let xs = [
+            -2.5f64,
+            -1.5,
+            -0.5,
+            0.5,
+            1.5,
+            2.5,
+            2.6,
+            -2.6,
+            0.49999999999999994,
+        ];
+        let round = [-2.0, -2.0, -0.0, 0.0, 2.0, 2.0, 3.0, -3.0, 0.0];
+        let floor = [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 2.0, -3.0, 0.0];
+        let ceil = [-2.0, -1.0, -0.0, 1.0, 2.0, 3.0, 3.0, -2.0, 1.0];
+        let trunc = [-2.0, -1.0, -0.0, 0.0, 1.0, 2.0, 2.0, -2.0, 0.0];
+        for (k, x) in xs.iter().enumerate() {
+            assert_eq!(Round.f(*x), round[k], "round({x})");
+            assert_eq!(Round.f(*x as f32), round[k] as f32, "round({x}) in f32");
+            assert_eq!(Floor.f(*x), floor[k], "floor({x})");
+            assert_eq!(Ceil.f(*x), ceil[k], "ceil({x})");
+            assert_eq!(Trunc.f(*x), trunc[k], "trunc({x})");
+        }
+        for v in [f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(Round.f(v), v);
+        }
+        assert!(Round.f(f64::NAN).is_nan());
+        assert_eq!(Round.i(7), 7);
     }
 }

@@ -91,6 +91,23 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         "detach" | "contiguous" => unary(b, "Identity"),
         "dropout" if op.int("training") == 0 => unary(b, "Identity"),
         "softplus" => unary(b, "Softplus"),
+        // ONNX rounds floats only; on integers these are the identity.
+        "floor" | "ceil" | "round" | "trunc" if !op.out_dtypes[0].is_float() => {
+            unary(b, "Identity")
+        }
+        "floor" => unary(b, "Floor"),
+        "ceil" => unary(b, "Ceil"),
+        "round" => unary(b, "Round"),
+        "trunc" => {
+            // No Trunc in opset 17: ceil below zero, floor elsewhere.
+            let t = op.out_dtypes[0];
+            let zero = b.scalar(0.0, t);
+            let neg = b.tmp("Less", &[op.x(0), &zero], vec![]);
+            let up = b.tmp("Ceil", &[op.x(0)], vec![]);
+            let down = b.tmp("Floor", &[op.x(0)], vec![]);
+            b.node("Where", &[&neg, &up, &down], &[out], vec![]);
+            Ok(())
+        }
         "rsqrt" => {
             let s = b.tmp("Sqrt", &[op.x(0)], vec![]);
             b.node("Reciprocal", &[&s], &[out], vec![]);

@@ -6,9 +6,9 @@
 use crate::Tensor;
 use crate::trace::{self, Attr};
 use tapir_kernels::elementwise::{
-    Abs, Clamp, ClampMask, Cos, Erf, Exp, Gelu, GeluBackward, Hardswish, HardswishGrad, LeakyRelu,
-    LeakyStep, Log, Log1p, Neg, PowScalar, Relu, ReluBackward, Rsqrt, Sigmoid, Sign, Silu,
-    SiluGrad, Sin, Sqrt, Tanh, UnaryFn,
+    Abs, Ceil, Clamp, ClampMask, Cos, Erf, Exp, Floor, Gelu, GeluBackward, Hardswish,
+    HardswishGrad, LeakyRelu, LeakyStep, Log, Log1p, Neg, PowScalar, Relu, ReluBackward, Round,
+    Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt, Tanh, Trunc, UnaryFn,
 };
 
 /// What a unary backward needs kept from forward.
@@ -45,6 +45,15 @@ pub(crate) fn unary<F: UnaryFn>(
     Tensor::record(out, name, &[x], move || {
         move |g: &Tensor, _: &[bool]| vec![Some(bw(saved.as_ref().unwrap_or(&shape_src), g))]
     })
+}
+
+/// A rounding op: piecewise constant, so its gradient is zero (PyTorch's
+/// `zeros_like(grad)`); on integers it is the identity, as PyTorch's.
+fn rounding<F: UnaryFn>(x: &Tensor, op: F, name: &'static str) -> Tensor {
+    if !x.dtype().is_float() {
+        return map(x, &op);
+    }
+    unary(x, op, name, Save::Nothing, |_, g| Tensor::zeros_like(g))
 }
 
 impl Tensor {
@@ -129,6 +138,59 @@ impl Tensor {
             unary(self, Sign, "SignBackward0", Save::Nothing, |_, g| {
                 Tensor::zeros_like(g)
             })
+        })
+    }
+
+    /// The largest integer not above each element (`torch.floor`); its
+    /// gradient is zero everywhere, and integer tensors come back unchanged.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.5f32, 0.5, 2.0], &[3]);
+    /// assert_eq!(x.floor().to_vec::<f32>(), vec![-2.0, 0.0, 2.0]);
+    /// ```
+    pub fn floor(&self) -> Tensor {
+        trace::op("floor", [self], Vec::new, || {
+            rounding(self, Floor, "FloorBackward0")
+        })
+    }
+
+    /// The smallest integer not below each element (`torch.ceil`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.5f32, 0.5, 2.0], &[3]);
+    /// assert_eq!(x.ceil().to_vec::<f32>(), vec![-1.0, 1.0, 2.0]);
+    /// ```
+    pub fn ceil(&self) -> Tensor {
+        trace::op("ceil", [self], Vec::new, || {
+            rounding(self, Ceil, "CeilBackward0")
+        })
+    }
+
+    /// The nearest integer, halves to the even one (`torch.round`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![0.5f32, 1.5, 2.5, -2.7], &[4]);
+    /// assert_eq!(x.round().to_vec::<f32>(), vec![0.0, 2.0, 2.0, -3.0]);
+    /// ```
+    pub fn round(&self) -> Tensor {
+        trace::op("round", [self], Vec::new, || {
+            rounding(self, Round, "RoundBackward0")
+        })
+    }
+
+    /// Each element with its fraction dropped, toward zero (`torch.trunc`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![-1.5f32, 0.5, 2.7], &[3]);
+    /// assert_eq!(x.trunc().to_vec::<f32>(), vec![-1.0, 0.0, 2.0]);
+    /// ```
+    pub fn trunc(&self) -> Tensor {
+        trace::op("trunc", [self], Vec::new, || {
+            rounding(self, Trunc, "TruncBackward0")
         })
     }
 
