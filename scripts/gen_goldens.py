@@ -134,6 +134,18 @@ def run(op, a, x):
         return list(torch.chunk(x[0], a["chunks"], dim=a["dim"]))
     if op == "unbind":
         return list(torch.unbind(x[0], dim=a["dim"]))
+    if op == "repeat":
+        return [x[0].repeat(*a["repeats"])]
+    if op == "tile":
+        return [x[0].tile(a["reps"])]
+    if op == "flip":
+        return [x[0].flip(a["dims"])]
+    if op == "roll":
+        return [x[0].roll(a["shifts"], a["dims"])]
+    if op == "repeat_interleave":
+        return [x[0].repeat_interleave(a["repeats"], dim=a.get("dim"))]
+    if op == "movedim":
+        return [x[0].movedim(a["source"], a["destination"])]
     if op == "tril":
         return [torch.tril(x[0], a["k"])]
     if op == "triu":
@@ -369,6 +381,18 @@ for op in ["floor", "ceil", "round", "trunc"]:
     case(op, op, [randn(3, 4) * 3])
 case("round_halves", "round", [torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 2.6, -2.6])], grad=[False])
 case("floor_t", "floor", [randn(4, 3) * 3], views=["t"])
+# ---- added later: rearranging copies ------------------------------------------------
+case("repeat", "repeat", [randn(2, 3)], {"repeats": [2, 1, 3]})
+case("repeat_t", "repeat", [randn(3, 2)], {"repeats": [2, 2]}, views=["t"])
+case("tile", "tile", [randn(2, 3)], {"reps": [2]})
+case("flip", "flip", [randn(2, 3, 4)], {"dims": [0, 2]})
+case("flip_neg_t", "flip", [randn(4, 3)], {"dims": [-1]}, views=["t"])
+case("roll", "roll", [randn(3, 4)], {"shifts": [1, -2], "dims": [0, 1]})
+case("roll_flat", "roll", [randn(2, 3)], {"shifts": [4], "dims": []})
+case("roll_wraps", "roll", [randn(3, 2)], {"shifts": [7], "dims": [0]})
+case("repeat_interleave", "repeat_interleave", [randn(2, 3)], {"repeats": 2, "dim": 1})
+case("repeat_interleave_flat", "repeat_interleave", [randn(2, 3)], {"repeats": 3})
+case("movedim", "movedim", [randn(2, 3, 4)], {"source": 0, "destination": -1})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

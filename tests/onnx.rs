@@ -207,6 +207,28 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Split"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Squeeze"), 4, "{:?}", op_types(&m));
 
+    // Rearranging copies and rounding: Slice with negative steps, Slice +
+    // Concat, Tile, Floor, Round and trunc's Where (roll along the dynamic
+    // batch dim too).
+    let rearranged = Custom(
+        |h: &Tensor| {
+            let r = &h.flip(&[1]) * &h.roll(&[1, -1], &[0, 1]);
+            let t = h.repeat(&[1, 2]).narrow(1, 3, 4);
+            let h3 = h * 3.0;
+            &(&r + &t) + &(&(&h3.floor() + &h3.round()) - &h3.trunc())
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (rearranged_case, m) = case(
+        "rearranged",
+        &rearranged,
+        |b| vec![Tensor::randn(&[b, 4])],
+        &[3, 6],
+    );
+    assert_eq!(count(&m, "Tile"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Concat"), 2, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Round"), 1, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -222,7 +244,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             lm_case,
             bn_case,
             fused_case,
-            unbind_case
+            unbind_case,
+            rearranged_case
         ])
         .to_string(),
     )
@@ -240,7 +263,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 12, "{text}");
+    assert_eq!(text.matches(" ok").count(), 14, "{text}");
 }
 
 tapir::model! {

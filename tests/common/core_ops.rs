@@ -60,6 +60,9 @@ fn list(a: &Value, k: &str) -> Vec<isize> {
         .map(|v| v.as_i64().unwrap() as isize)
         .collect()
 }
+fn usizes(a: &Value, k: &str) -> Vec<usize> {
+    list(a, k).iter().map(|&v| v as usize).collect()
+}
 fn f64s(t: &Tensor) -> Tensor {
     t.to_dtype(DType::F64)
 }
@@ -95,6 +98,21 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         "ceil" => one(x[0].ceil()),
         "round" => one(x[0].round()),
         "trunc" => one(x[0].trunc()),
+        "repeat" => one(x[0].repeat(&usizes(a, "repeats"))),
+        "tile" => one(x[0].tile(&usizes(a, "reps"))),
+        "flip" => one(x[0].flip(&list(a, "dims"))),
+        "roll" => one(x[0].roll(
+            &list(a, "shifts")
+                .iter()
+                .map(|&s| s as i64)
+                .collect::<Vec<_>>(),
+            &list(a, "dims"),
+        )),
+        "repeat_interleave" => one(x[0].repeat_interleave(
+            a["repeats"].as_u64().unwrap() as usize,
+            a.get("dim").map(|d| d.as_i64().unwrap() as isize),
+        )),
+        "movedim" => one(x[0].movedim(i(a, "source"), i(a, "destination"))),
         "sum" => one(x[0].sum()),
         "mean" => one(x[0].mean()),
         "max" => one(x[0].max()),

@@ -158,3 +158,39 @@ fn in_place_ops_replay_in_order_and_keep_their_graph_unfused() {
     assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
     assert!(e.fused.is_empty(), "{e:?}");
 }
+
+/// A forward of the rearranging copies and rounding ops.
+struct Rearranged(Linear);
+
+module_of_linear!(Rearranged);
+
+impl Forward for Rearranged {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let r = &h.flip(&[1]) * &h.roll(&[1, -1], &[0, 1]);
+        let t = h.repeat(&[1, 2]).narrow(1, 1, 4);
+        &(&r + &t) * &(&h * 3.0).round()
+    }
+}
+
+#[test]
+fn rearranging_and_rounding_ops_replay_without_a_graph_break() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Rearranged(Linear::new(3, 4, true)));
+    let compiled = compile(compiled);
+    for step in 0..3 {
+        let x = Tensor::randn(&[5, 3]);
+        let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
+        assert_eq!(out_c.to_vec::<f32>(), out_e.to_vec::<f32>(), "step {step}");
+        assert_same_grads(
+            (&eager, &out_e),
+            (compiled.model(), &out_c),
+            |y| y.square().sum(),
+            0.0,
+            "rearranged",
+        );
+    }
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty(), "{e:?}");
+    assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+}

@@ -334,3 +334,38 @@ fn narrow_past_the_end_and_cat_of_scalars_are_refused() {
         "cat: zero-dimensional tensor (at position 1) cannot be concatenated"
     );
 }
+
+/// The rearranging copies refuse what PyTorch refuses, naming the op and
+/// what was given.
+#[test]
+fn rearranging_ops_name_their_bad_arguments() {
+    let x = Tensor::zeros(&[2, 3]);
+    assert_eq!(
+        panic_message(|| {
+            x.repeat(&[2]);
+        }),
+        "repeat: 1 repeats were given for a tensor of shape [2, 3]; give at least one per dim"
+    );
+    assert_eq!(
+        panic_message(|| {
+            x.flip(&[1, -1]);
+        }),
+        "flip: dim -1 appears more than once in [1, -1]"
+    );
+    assert_eq!(
+        panic_message(|| {
+            x.roll(&[1, 2], &[0]);
+        }),
+        "roll: 2 shifts were given for 1 dims ([1, 2] and [0]); give one per dim"
+    );
+    assert!(
+        panic_message(|| {
+            x.movedim(2, 0);
+        })
+        .starts_with("movedim: dim 2 is out of range for a tensor of shape [2, 3]"),
+    );
+    // Nothing to move still gives a fresh tensor, as PyTorch's clone.
+    let y = x.flip(&[]);
+    y.fill_(1.0);
+    assert_eq!(x.sum().item::<f32>(), 0.0);
+}

@@ -127,6 +127,17 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         },
         "unbind" => |a| a.x(0).unbind(a.int("dim") as isize),
         "cat" => |a| vec![Tensor::cat(&a.all(), a.int("dim") as isize)],
+        "flip" => |a| vec![a.x(0).flip(&a.isizes("dims"))],
+        "roll" => |a| vec![a.x(0).roll(&a.attrs.ints("shifts"), &a.isizes("dims"))],
+        "repeat" => |a| {
+            let reps: Vec<usize> = a
+                .attrs
+                .ints("repeats")
+                .iter()
+                .map(|&r| r as usize)
+                .collect();
+            vec![a.x(0).repeat(&reps)]
+        },
         "stack" => |a| vec![Tensor::stack(&a.all(), a.int("dim") as isize)],
         "contiguous" => |a| vec![a.x(0).contiguous()],
         "detach" => |a| vec![a.x(0).detach()],

@@ -9,6 +9,7 @@ pub(crate) mod inplace;
 pub(crate) mod linalg;
 pub(crate) mod norm;
 pub(crate) mod reduce;
+pub(crate) mod shape;
 pub(crate) mod softmax;
 pub(crate) mod unary;
 pub(crate) mod view;

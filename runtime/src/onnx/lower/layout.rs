@@ -3,7 +3,7 @@
 
 use super::{Dims, Lowered, OpView};
 use crate::onnx::builder::{Builder, int, ints};
-use crate::trace::{Attr, Attrs};
+use crate::trace::{Attr, AttrLookup, Attrs};
 
 /// The target shape for a Reshape from `input` to `output`: static sizes as
 /// numbers, a dim that follows the input's at the same place as 0, and at
@@ -57,6 +57,9 @@ pub(super) fn layout_op(b: &mut Builder, op: &OpView) -> Option<Lowered> {
         "stack",
         "expand",
         "broadcast_to",
+        "flip",
+        "roll",
+        "repeat",
     ];
     LAYOUT.contains(&op.name).then(|| layout(b, op))
 }
@@ -167,8 +170,84 @@ fn layout(b: &mut Builder, op: &OpView) -> Lowered {
             b.node("Expand", &[op.x(0), &shape], &[out], vec![]);
             Ok(())
         }
+        "flip" => {
+            let axes: Vec<i64> = op.ints("dims").iter().map(|&d| op.axis(d, 0)).collect();
+            if axes.is_empty() {
+                b.node("Identity", &[op.x(0)], &[out], vec![]);
+                return Ok(());
+            }
+            let k = axes.len();
+            let starts = b.vec_i64(&vec![-1; k]);
+            let ends = b.vec_i64(&vec![i64::MIN; k]);
+            let axes = b.vec_i64(&axes);
+            let steps = b.vec_i64(&vec![-1; k]);
+            b.node(
+                "Slice",
+                &[op.x(0), &starts, &ends, &axes, &steps],
+                &[out],
+                vec![],
+            );
+            Ok(())
+        }
+        "roll" => roll(b, op),
+        "repeat" => {
+            let repeats = op.ints("repeats");
+            let lead = repeats.len() as i64 - op.rank(0);
+            let x = if lead > 0 {
+                let axes = b.vec_i64(&(0..lead).collect::<Vec<_>>());
+                b.tmp("Unsqueeze", &[op.x(0), &axes], vec![])
+            } else {
+                op.x(0).to_string()
+            };
+            let reps = b.vec_i64(&repeats);
+            b.node("Tile", &[&x, &reps], &[out], vec![]);
+            Ok(())
+        }
         _ => op.fail("not a layout op"),
     }
+}
+
+/// roll: per dim, the last `s` elements (a Slice) joined before the rest;
+/// with no dims, the same on the flattened tensor, reshaped back.
+fn roll(b: &mut Builder, op: &OpView) -> Lowered {
+    let input = op.in_dims[0].as_ref().ok_or("no input")?;
+    let mut dims: Vec<i64> = op.ints("dims").iter().map(|&d| op.axis(d, 0)).collect();
+    let (mut size_a, mut size_b): (Vec<usize>, Vec<usize>) = (input.0.clone(), input.1.clone());
+    let mut x = op.x(0).to_string();
+    if dims.is_empty() {
+        let flat = b.vec_i64(&[-1]);
+        x = b.tmp("Reshape", &[&x, &flat], vec![]);
+        dims = vec![0];
+        size_a = vec![size_a.iter().product()];
+        size_b = vec![size_b.iter().product()];
+    }
+    for (k, &axis) in dims.iter().enumerate() {
+        let shift = |sizes: &[usize], attrs: &Attrs| {
+            let n = sizes[axis as usize] as i64;
+            let s = attrs.ints("shifts").get(k).copied().unwrap_or(0);
+            if n == 0 { 0 } else { s.rem_euclid(n) }
+        };
+        let (s, s_b) = (shift(&size_a, op.attrs), shift(&size_b, op.attrs_b));
+        if s != s_b {
+            return op.fail("its shift wraps around a dynamic dim differently per size");
+        }
+        if s == 0 {
+            continue;
+        }
+        let axes = b.vec_i64(&[axis]);
+        let (tail_start, tail_end) = (b.vec_i64(&[-s]), b.vec_i64(&[i64::MAX]));
+        let tail = b.tmp("Slice", &[&x, &tail_start, &tail_end, &axes], vec![]);
+        let (head_start, head_end) = (b.vec_i64(&[0]), b.vec_i64(&[-s]));
+        let head = b.tmp("Slice", &[&x, &head_start, &head_end, &axes], vec![]);
+        x = b.tmp("Concat", &[&tail, &head], vec![int("axis", axis)]);
+    }
+    if op.ints("dims").is_empty() {
+        let shape = b.tmp("Shape", &[op.x(0)], vec![]);
+        b.node("Reshape", &[&x, &shape], &[op.out()], vec![]);
+    } else {
+        b.node("Identity", &[&x], &[op.out()], vec![]);
+    }
+    Ok(())
 }
 
 /// narrow / slice: one axis; an end at the dim's full size stays "to the
