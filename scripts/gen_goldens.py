@@ -146,6 +146,14 @@ def run(op, a, x):
         return [x[0].repeat_interleave(a["repeats"], dim=a.get("dim"))]
     if op == "movedim":
         return [x[0].movedim(a["source"], a["destination"])]
+    if op == "cumsum":
+        return [x[0].cumsum(a["dim"])]
+    if op == "sort":
+        v, i = torch.sort(x[0], dim=a["dim"], descending=a["descending"], stable=True)
+        return [v, i.double()]
+    if op == "topk":
+        v, i = torch.topk(x[0], a["k"], dim=a["dim"], largest=a["largest"])
+        return [v, i.double()]
     if op == "tril":
         return [torch.tril(x[0], a["k"])]
     if op == "triu":
@@ -393,6 +401,15 @@ case("roll_wraps", "roll", [randn(3, 2)], {"shifts": [7], "dims": [0]})
 case("repeat_interleave", "repeat_interleave", [randn(2, 3)], {"repeats": 2, "dim": 1})
 case("repeat_interleave_flat", "repeat_interleave", [randn(2, 3)], {"repeats": 3})
 case("movedim", "movedim", [randn(2, 3, 4)], {"source": 0, "destination": -1})
+# ---- added later: ordering ---------------------------------------------------------
+case("cumsum", "cumsum", [randn(3, 5)], {"dim": 1})
+case("cumsum_dim0_t", "cumsum", [randn(4, 3)], {"dim": 0}, views=["t"])
+case("cumsum_3d", "cumsum", [randn(2, 3, 4)], {"dim": -2})
+case("sort", "sort", [randn(3, 6)], {"dim": 1, "descending": False})
+case("sort_desc_dim0", "sort", [randn(5, 3)], {"dim": 0, "descending": True})
+case("sort_ties_nan", "sort", [torch.tensor([2.0, float("nan"), -1.0, 2.0, 0.5, -1.0])], {"dim": 0, "descending": True})
+case("topk", "topk", [randn(4, 7)], {"k": 3, "dim": -1, "largest": True})
+case("topk_smallest_dim0", "topk", [randn(6, 3)], {"k": 2, "dim": 0, "largest": False})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

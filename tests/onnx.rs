@@ -207,15 +207,20 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Split"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Squeeze"), 4, "{:?}", op_types(&m));
 
-    // Rearranging copies and rounding: Slice with negative steps, Slice +
-    // Concat, Tile, Floor, Round and trunc's Where (roll along the dynamic
-    // batch dim too).
+    // Rearranging copies, rounding and ordering: Slice with negative steps,
+    // Slice + Concat, Tile, Floor, Round, trunc's Where, TopK for topk and
+    // sort, CumSum (roll along the dynamic batch dim too).
     let rearranged = Custom(
         |h: &Tensor| {
             let r = &h.flip(&[1]) * &h.roll(&[1, -1], &[0, 1]);
             let t = h.repeat(&[1, 2]).narrow(1, 3, 4);
             let h3 = h * 3.0;
-            &(&r + &t) + &(&(&h3.floor() + &h3.round()) - &h3.trunc())
+            let rounded = &(&h3.floor() + &h3.round()) - &h3.trunc();
+            let (big, _) = h.topk(2, 1, true);
+            let (small, _) = h.topk(2, -1, false);
+            let (sorted, idx) = h.sort(1, true);
+            let ordered = &(&sorted * &idx.to_dtype(tapir::DType::F32)) + &h.cumsum(1);
+            &(&(&r + &t) + &rounded) + &(&ordered * &Tensor::cat(&[&big, &small], 1))
         },
         tapir::nn::Linear::new(4, 4, true),
     );
@@ -226,8 +231,10 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         &[3, 6],
     );
     assert_eq!(count(&m, "Tile"), 1, "{:?}", op_types(&m));
-    assert_eq!(count(&m, "Concat"), 2, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Concat"), 3, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Round"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "TopK"), 3, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "CumSum"), 1, "{:?}", op_types(&m));
 
     let Some(py) = python() else {
         eprintln!(

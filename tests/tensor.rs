@@ -305,3 +305,33 @@ fn an_empty_dim_list_reduces_every_dim() {
         x.var().to_vec::<f32>()
     );
 }
+
+/// Running sums of integers and bools give int64, as PyTorch's; sorts and
+/// running sums of 0-d tensors and empty dims give what PyTorch gives.
+#[test]
+fn ordering_ops_take_pytorchs_dtypes_and_shapes() {
+    let mask = Tensor::from_vec(vec![true, false, true, true], &[4]);
+    let c = mask.cumsum(0);
+    assert_eq!(c.dtype(), DType::I64);
+    assert_eq!(c.to_vec::<i64>(), vec![1, 1, 2, 3]);
+    let bytes = Tensor::from_vec(vec![200u8, 100, 50], &[3]).cumsum(0);
+    assert_eq!(bytes.to_vec::<i64>(), vec![200, 300, 350], "no wrap at 255");
+    let s = Tensor::scalar(2.5f32);
+    assert_eq!(s.cumsum(0).item::<f32>(), 2.5);
+    let (v, i) = s.sort(-1, true);
+    assert_eq!((v.item::<f32>(), i.item::<i64>()), (2.5, 0));
+    let empty = Tensor::zeros(&[2, 0]);
+    assert_eq!(empty.sort(1, false).0.shape(), &[2, 0]);
+    assert_eq!(empty.cumsum(1).shape(), &[2, 0]);
+    let (v, i) = Tensor::from_vec(vec![5i64, -2, 9, 0], &[2, 2]).sort(0, false);
+    assert_eq!(v.to_vec::<i64>(), vec![5, -2, 9, 0]);
+    assert_eq!(i.to_vec::<i64>(), vec![0, 0, 1, 1]);
+    // f32 running sums add in f64, as PyTorch's CPU kernel: 1 + 2^-30
+    // repeated, which an f32 accumulator would lose.
+    let tiny = Tensor::from_vec(
+        vec![1.0f32, 2f32.powi(-25), 2f32.powi(-25), 2f32.powi(-25)],
+        &[4],
+    );
+    let last = tiny.cumsum(0).to_vec::<f32>()[3];
+    assert_eq!(last, 1.0 + 3.0 * 2f32.powi(-25));
+}

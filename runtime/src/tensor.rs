@@ -397,14 +397,15 @@ impl Tensor {
 
     /// Normalises a possibly negative dim, panicking with `op`'s name.
     pub(crate) fn dim(&self, d: isize, op: &str) -> usize {
-        let n = self.ndim() as isize;
+        // A 0-d tensor takes dims 0 and -1, as PyTorch's.
+        let n = self.ndim().max(1) as isize;
         let r = if d < 0 { d + n } else { d };
         assert!(
-            (0..n.max(1)).contains(&r),
+            (0..n).contains(&r),
             "{op}: dim {d} is out of range for a tensor of shape {:?} (expected in [{}, {}])",
             self.shape(),
-            -n.max(1),
-            n.max(1) - 1
+            -n,
+            n - 1
         );
         r as usize
     }

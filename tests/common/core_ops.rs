@@ -112,6 +112,15 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             a["repeats"].as_u64().unwrap() as usize,
             a.get("dim").map(|d| d.as_i64().unwrap() as isize),
         )),
+        "cumsum" => one(x[0].cumsum(i(a, "dim"))),
+        "sort" => {
+            let (v, k) = x[0].sort(i(a, "dim"), b(a, "descending"));
+            vec![v, f64s(&k)]
+        }
+        "topk" => {
+            let (v, k) = x[0].topk(u(a, "k"), i(a, "dim"), b(a, "largest"));
+            vec![v, f64s(&k)]
+        }
         "movedim" => one(x[0].movedim(i(a, "source"), i(a, "destination"))),
         "sum" => one(x[0].sum()),
         "mean" => one(x[0].mean()),

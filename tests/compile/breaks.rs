@@ -194,3 +194,40 @@ fn rearranging_and_rounding_ops_replay_without_a_graph_break() {
     assert!(e.graph_breaks.is_empty(), "{e:?}");
     assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
 }
+
+/// A forward that sorts, picks the top entries and sums as it goes.
+struct Ordered(Linear);
+
+module_of_linear!(Ordered);
+
+impl Forward for Ordered {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let (top, _) = h.topk(2, 1, true);
+        let (sorted, idx) = h.sort(1, false);
+        let picked = idx.to_dtype(tapir::DType::F32);
+        &(&sorted.cumsum(1) * &picked).sum_dim(1, true) + &top.sum_dim(1, true)
+    }
+}
+
+#[test]
+fn ordering_ops_replay_without_a_graph_break() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Ordered(Linear::new(3, 5, true)));
+    let compiled = compile(compiled);
+    for step in 0..3 {
+        let x = Tensor::randn(&[4, 3]);
+        let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
+        assert_eq!(out_c.to_vec::<f32>(), out_e.to_vec::<f32>(), "step {step}");
+        assert_same_grads(
+            (&eager, &out_e),
+            (compiled.model(), &out_c),
+            |y| y.square().sum(),
+            0.0,
+            "ordered",
+        );
+    }
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty(), "{e:?}");
+    assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+}

@@ -38,6 +38,10 @@ const AT_A_KINK: &[(&str, &str)] = &[
         "hardswish_at_kinks",
         "inputs at -3 and 3: the subgradient of minimum norm by convention",
     ),
+    (
+        "sort_ties_nan",
+        "a NaN input and equal elements: a step moves ties past each other",
+    ),
 ];
 
 /// Every golden op with a gradient (`tests/goldens/core.json`), checked by

@@ -99,6 +99,11 @@ pub fn modules() -> Vec<Module> {
             ),
         },
         Module {
+            name: "order",
+            source: Cow::Borrowed(include_str!("cu/order.cu")),
+            kernels: per_dtype(&["cumsum_last", "sort_last"], DTYPES),
+        },
+        Module {
             name: "conv",
             source: Cow::Borrowed(include_str!("cu/conv.cu")),
             kernels: vec![
@@ -360,8 +365,8 @@ mod tests {
             // (sums of the last dim, the two stages of sums of the first,
             // extremes), layer norm 4 (forward, dx, the two stages of dw
             // and db), optimizers 12 (one tensor or many, by value and
-            // `_at`), attention 3.
-            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 4 + 4 + 12 + 3))
+            // `_at`), attention 3, order 2 (running sums, sorts).
+            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 4 + 4 + 12 + 3 + 2))
         );
     }
 

@@ -100,6 +100,13 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         },
         "t" => |a| vec![a.x(0).t()],
         "permute" => |a| vec![a.x(0).permute(&a.isizes("perm"))],
+        "slice" => |a| {
+            let (start, end) = (a.int("start") as isize, a.int("end") as isize);
+            vec![
+                a.x(0)
+                    .slice(a.int("dim") as isize, start, end, a.int("step") as usize),
+            ]
+        },
         "narrow" => |a| {
             let (start, end) = (a.int("start") as usize, a.int("end") as usize);
             vec![a.x(0).narrow(a.int("dim") as isize, start, end - start)]
@@ -127,6 +134,16 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         },
         "unbind" => |a| a.x(0).unbind(a.int("dim") as isize),
         "cat" => |a| vec![Tensor::cat(&a.all(), a.int("dim") as isize)],
+        "cumsum" => |a| vec![a.x(0).cumsum(a.int("dim") as isize)],
+        "sort" => |a| {
+            let (v, i) = a.x(0).sort(a.int("dim") as isize, a.int("descending") != 0);
+            vec![v, i]
+        },
+        "topk" => |a| {
+            let dim = a.int("dim") as isize;
+            let (v, i) = a.x(0).topk(a.int("k") as usize, dim, a.int("largest") != 0);
+            vec![v, i]
+        },
         "flip" => |a| vec![a.x(0).flip(&a.isizes("dims"))],
         "roll" => |a| vec![a.x(0).roll(&a.attrs.ints("shifts"), &a.isizes("dims"))],
         "repeat" => |a| {
@@ -240,6 +257,9 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         "global_avg_pool2d" => |a| vec![a.x(0).mean_dims(&[2, 3], true)],
         "sum_dims" => |a| vec![a.x(0).sum_dims(&a.isizes("dims"), a.int("keepdim") != 0)],
         "mean_dims" => |a| vec![a.x(0).mean_dims(&a.isizes("dims"), a.int("keepdim") != 0)],
+        "sum_dim" => |a| vec![a.x(0).sum_dim(a.isizes("dims")[0], a.int("keepdim") != 0)],
+        "mean_dim" => |a| vec![a.x(0).mean_dim(a.isizes("dims")[0], a.int("keepdim") != 0)],
+        "gather" => |a| vec![a.x(0).gather(a.int("dim") as isize, a.x(1))],
         "amax_dim" => |a| {
             vec![
                 a.x(0)

@@ -181,6 +181,36 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             b.node(onnx, &[op.x(0)], &[out], vec![int("axis", op.int("dim"))]);
             Ok(())
         }
+        "cumsum" => {
+            let x = cast_to(b, op.x(0), op.in_dtypes[0], op.out_dtypes[0]);
+            let axis = b.const_i64(&[op.axis(op.int("dim"), 0)], vec![]);
+            b.node("CumSum", &[&x, &axis], &[out], vec![]);
+            Ok(())
+        }
+        "sort" | "topk" => {
+            let axis = op.axis(op.int("dim"), 0);
+            let k = if op.name == "topk" {
+                b.vec_i64(&[op.int("k")])
+            } else {
+                // The whole dim, read from the shape (it may be dynamic).
+                let shape = b.tmp("Shape", &[op.x(0)], vec![]);
+                let (from, to) = (b.vec_i64(&[axis]), b.vec_i64(&[axis + 1]));
+                b.tmp("Slice", &[&shape, &from, &to], vec![])
+            };
+            let largest = if op.name == "topk" {
+                op.int("largest")
+            } else {
+                op.int("descending")
+            };
+            let outs: Vec<&str> = op.outputs.iter().map(|s| s.as_str()).collect();
+            b.node(
+                "TopK",
+                &[op.x(0), &k],
+                &outs,
+                vec![int("axis", axis), int("largest", largest), int("sorted", 1)],
+            );
+            Ok(())
+        }
         "conv2d" => conv(b, op),
         "max_pool2d" | "avg_pool2d" => pool(b, op),
         "embedding" => {

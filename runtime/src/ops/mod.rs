@@ -8,6 +8,7 @@ pub(crate) mod index;
 pub(crate) mod inplace;
 pub(crate) mod linalg;
 pub(crate) mod norm;
+pub(crate) mod order;
 pub(crate) mod reduce;
 pub(crate) mod shape;
 pub(crate) mod softmax;

@@ -20,6 +20,7 @@ pub(crate) mod cuda;
 mod cudnn;
 mod host;
 mod optim;
+mod order;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 mod pinned;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]

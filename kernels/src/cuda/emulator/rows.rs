@@ -225,3 +225,73 @@ fn emulated_layer_norm_matches_its_cpu_twin_forward_and_backward() {
         }
     }
 }
+
+#[test]
+fn emulated_running_sums_and_sorts_match_their_cpu_twins() {
+    use crate::cpu::{cumsum_rows, sort_rows};
+    let order = Emulator::module("order").unwrap();
+    for (dtype, width) in [("f32", 4), ("f16", 2), ("bf16", 2)] {
+        // Rows of one, odd and power-of-two widths, with ties (the draws
+        // repeat) and NaN, which sorts last ascending and first descending.
+        for (rows, n) in [(3, 1), (4, 7), (2, 64), (5, 33)] {
+            let what = |op: &str| format!("{op}_{dtype} [{rows}, {n}]");
+            let mut x = rounded(&draw(rows * n, n as u32), dtype);
+            for v in x.iter_mut().step_by(5) {
+                *v = (*v * 2.0).round() / 2.0;
+            }
+            if n > 3 {
+                x[2] = f32::NAN;
+            }
+            let mut job = Job::default();
+            let bx = job.buffer(bytes_as(&x, dtype));
+            let sums = job.output(rows * n, width);
+            let mut args = vec![rows.arg(), n.arg()];
+            args.extend(ptrs(&[bx, sums]));
+            job.launch(&format!("cumsum_last_{dtype}"), elems(rows), &args);
+            let mut sorted = Vec::new();
+            for descending in [0i32, 1] {
+                let (v, i, s) = (
+                    job.output(rows * n, width),
+                    job.output(rows * n, 8),
+                    job.output(rows * n, 8),
+                );
+                let mut args = vec![rows.arg(), n.arg(), descending.arg()];
+                args.extend(ptrs(&[bx, v, i, s]));
+                job.launch(&format!("sort_last_{dtype}"), elems(rows), &args);
+                sorted.push((descending == 1, v, i));
+            }
+            let got = order
+                .run(&job)
+                .unwrap_or_else(|e| panic!("{}: {e}", what("order")));
+            let want = cumsum_rows(&x, n, 0.0f64, |a, v| a + v as f64, |a| a as f32);
+            let want = rounded(&want, dtype);
+            let got_sums = floats_from(&got[sums], dtype);
+            for (k, (g, w)) in got_sums.iter().zip(&want).enumerate() {
+                assert!(
+                    g == w || (g.is_nan() && w.is_nan()),
+                    "{}[{k}]: emulated {g} vs CPU {w}",
+                    what("cumsum_last")
+                );
+            }
+            for (descending, v, i) in sorted {
+                let (want_v, want_i) = sort_rows(&x, n, descending);
+                let got_i: Vec<i64> = got[i]
+                    .chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                    .collect();
+                assert_eq!(
+                    got_i,
+                    want_i,
+                    "{} (descending {descending})",
+                    what("sort_last")
+                );
+                let got_v = floats_from(&got[v], dtype);
+                let same = got_v
+                    .iter()
+                    .zip(&want_v)
+                    .all(|(g, w)| g == w || (g.is_nan() && w.is_nan()));
+                assert!(same, "{} values", what("sort_last"));
+            }
+        }
+    }
+}

@@ -145,7 +145,10 @@ pub use movement::{
 };
 pub use optim::{MULTI, UpdateItem, adam, optim_step, optim_step_many, rmsprop, sgd};
 pub use program::run_program;
-pub use rows::{extreme_last, layer_norm, layer_norm_backward, softmax, sum_first, sum_last};
+pub use rows::{
+    cumsum_last, extreme_last, layer_norm, layer_norm_backward, softmax, sort_last, sum_first,
+    sum_last,
+};
 
 /// `y = op(x)` elementwise over the view `l` of `x`; contiguous result.
 pub fn unary(

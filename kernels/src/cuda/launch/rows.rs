@@ -73,6 +73,59 @@ pub fn extreme_last(
     Ok((vals, idx))
 }
 
+/// Running sums along each row of a contiguous `[rows, n]` buffer,
+/// accumulated in f64 (twin: `cpu::cumsum_rows`).
+pub fn cumsum_last(x: &CudaBuffer, rows: usize, n: usize, dtype: &str) -> CudaResult<CudaBuffer> {
+    let dev = x.device();
+    let y = dev.alloc(rows * n * width(dtype))?;
+    if rows > 0 && n > 0 {
+        let (px, py) = (x.ptr(0), y.ptr(0));
+        launch!(
+            dev,
+            format!("cumsum_last_{dtype}"),
+            elems(rows),
+            &rows,
+            &n,
+            &px,
+            &py
+        )?;
+    }
+    Ok(y)
+}
+
+/// Each row of a contiguous `[rows, n]` buffer sorted stably, NaN last
+/// (first when `descending`), with the i64 index of each value (twin:
+/// `cpu::sort_rows`).
+pub fn sort_last(
+    x: &CudaBuffer,
+    rows: usize,
+    n: usize,
+    dtype: &str,
+    descending: bool,
+) -> CudaResult<(CudaBuffer, CudaBuffer)> {
+    let dev = x.device();
+    let vals = dev.alloc(rows * n * width(dtype))?;
+    let idx = dev.alloc(rows * n * 8)?;
+    if rows > 0 && n > 0 {
+        let scratch = dev.alloc(rows * n * 8)?;
+        let (px, pv, pi, ps) = (x.ptr(0), vals.ptr(0), idx.ptr(0), scratch.ptr(0));
+        let d = descending as i32;
+        launch!(
+            dev,
+            format!("sort_last_{dtype}"),
+            elems(rows),
+            &rows,
+            &n,
+            &d,
+            &px,
+            &pv,
+            &pi,
+            &ps
+        )?;
+    }
+    Ok((vals, idx))
+}
+
 /// LayerNorm over the last dim of a contiguous `[rows, n]` buffer, with an
 /// optional affine `(weight, bias)`: the output and the per-row f32 mean and
 /// 1/std kept for backward.

@@ -1,0 +1,108 @@
+//! Ordering through the device seam: running sums and stable sorts along
+//! the last dim of a view, by the CPU kernels of `tapir_kernels::cpu`
+//! (`cumsum_rows`, `sort_rows`) or on a GPU their twins in `cu/order.cu`
+//! (f32, f16, bf16; other dtypes on a host copy).
+
+use super::cpu::{Wrap, with_vec};
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+use super::cuda::{CudaStorage, fail, kernel_dtype};
+use super::{CpuBuffer, Storage};
+use crate::dtype::{DType, Element};
+use tapir_kernels::Layout;
+use tapir_kernels::cpu::{copy_strided, cumsum_rows, sort_rows};
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+use tapir_kernels::cuda::launch;
+
+/// Rows of the last dim: `(rows, n)` of a view.
+fn rows_of(l: &Layout) -> (usize, usize) {
+    let n = l.shape.last().copied().unwrap_or(1);
+    (l.numel().checked_div(n).unwrap_or(0), n)
+}
+
+impl CpuBuffer {
+    /// Running sums along the last dim of the view, dense. Floats add in
+    /// f64 (as PyTorch's CPU kernel) and round each sum once through f32
+    /// (the GPU twin's path; exact for f32); integers and bools as i64.
+    fn cumsum_last(&self, l: &Layout) -> CpuBuffer {
+        let (_, n) = rows_of(l);
+        if !self.dtype().is_float() {
+            let CpuBuffer::I64(v) = self.cast(l, DType::I64) else {
+                unreachable!("a cast to i64 gives i64")
+            };
+            return CpuBuffer::I64(cumsum_rows(&v, n, 0i64, |a, x| a.wrapping_add(x), |a| a));
+        }
+        let wide = self.dtype() == DType::F64;
+        with_vec!(self, v => {
+            let rows = copy_strided(v, l);
+            let round = move |a: f64| Element::from_f64(if wide { a } else { a as f32 as f64 });
+            Wrap::wrap(cumsum_rows(&rows, n, 0.0f64, |a, x| a + x.to_f64(), round))
+        })
+    }
+
+    /// A stable sort along the last dim of the view: values and indices.
+    fn sort_last(&self, l: &Layout, descending: bool) -> (CpuBuffer, CpuBuffer) {
+        let (_, n) = rows_of(l);
+        with_vec!(self, v => {
+            let (vals, idx) = sort_rows(&copy_strided(v, l), n, descending);
+            (Wrap::wrap(vals), CpuBuffer::I64(idx))
+        })
+    }
+}
+
+impl Storage {
+    /// Running sums along the last dim of the view `l`, dense in its shape:
+    /// this dtype for floats, i64 for integers and bools (PyTorch's result
+    /// type).
+    pub fn cumsum_last(&self, l: &Layout) -> Storage {
+        match self {
+            Storage::Cpu(b) => Storage::cpu(b.cumsum_last(l)),
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match kernel_dtype(s.dtype) {
+                Some(kd) => {
+                    let (rows, n) = rows_of(l);
+                    let run = || {
+                        let mut copy = None;
+                        let packed = s.dense(l, &mut copy)?;
+                        launch::cumsum_last(packed, rows, n, kd)
+                    };
+                    let buf = run().unwrap_or_else(|e| fail("cumsum", e));
+                    Storage::Cuda(CudaStorage::new(buf, s.dtype))
+                }
+                None => self.map_host(|b| b.cumsum_last(l)),
+            },
+        }
+    }
+
+    /// A stable sort along the last dim of the view `l` (NaN last, or first
+    /// when `descending`): the values in this dtype and their i64 indices,
+    /// both dense in its shape.
+    pub fn sort_last(&self, l: &Layout, descending: bool) -> (Storage, Storage) {
+        match self {
+            Storage::Cpu(b) => {
+                let (v, i) = b.sort_last(l, descending);
+                (Storage::cpu(v), Storage::cpu(i))
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            Storage::Cuda(s) => match kernel_dtype(s.dtype) {
+                Some(kd) => {
+                    let (rows, n) = rows_of(l);
+                    let run = || {
+                        let mut copy = None;
+                        let packed = s.dense(l, &mut copy)?;
+                        launch::sort_last(packed, rows, n, kd, descending)
+                    };
+                    let (v, i) = run().unwrap_or_else(|e| fail("sort", e));
+                    (
+                        Storage::Cuda(CudaStorage::new(v, s.dtype)),
+                        Storage::Cuda(CudaStorage::new(i, DType::I64)),
+                    )
+                }
+                None => {
+                    let (v, i) = self.host().sort_last(l, descending);
+                    let d = self.device();
+                    (Storage::on_device(v, d), Storage::on_device(i, d))
+                }
+            },
+        }
+    }
+}
