@@ -335,3 +335,81 @@ fn ordering_ops_take_pytorchs_dtypes_and_shapes() {
     let last = tiny.cumsum(0).to_vec::<f32>()[3];
     assert_eq!(last, 1.0 + 3.0 * 2f32.powi(-25));
 }
+
+/// Draw frequencies follow the weights (within 5 standard errors over
+/// 20,000 draws, seeded, so the test is deterministic); a zero weight is
+/// never drawn; without replacement a row holds no repeats and its first
+/// draw follows the weights too.
+#[test]
+fn multinomial_draws_follow_the_weights() {
+    let w = Tensor::from_vec(vec![1.0f32, 0.0, 2.0, 5.0, 2.0], &[5]);
+    let p = [0.1, 0.0, 0.2, 0.5, 0.2];
+    let n = 20_000;
+    let within = |counts: &[usize], n: usize, what: &str| {
+        for (k, (&c, &pk)) in counts.iter().zip(&p).enumerate() {
+            let f = c as f64 / n as f64;
+            let se = (pk * (1.0 - pk) / n as f64).sqrt();
+            assert!(
+                (f - pk).abs() <= 5.0 * se + 1e-12,
+                "{what}: category {k} drawn {f}, expected {pk}"
+            );
+        }
+    };
+    let g = Generator::new(11);
+    let draws = w.multinomial_with(n, true, &g).to_vec::<i64>();
+    let mut counts = [0usize; 5];
+    for d in draws {
+        counts[d as usize] += 1;
+    }
+    assert_eq!(counts[1], 0, "a weight of 0 is never drawn");
+    within(&counts, n, "with replacement");
+
+    let rows = w.unsqueeze(0).expand(&[4000, 5]).contiguous();
+    let picks = rows.multinomial_with(3, false, &g);
+    assert_eq!(picks.shape(), &[4000, 3]);
+    let mut first = [0usize; 5];
+    for row in picks.to_vec::<i64>().chunks(3) {
+        assert!(
+            row[0] != row[1] && row[1] != row[2] && row[0] != row[2],
+            "{row:?}"
+        );
+        assert!(!row.contains(&1), "a weight of 0 is never drawn: {row:?}");
+        first[row[0] as usize] += 1;
+    }
+    within(&first, 4000, "first draw without replacement");
+
+    let again = w
+        .multinomial_with(50, true, &Generator::new(11))
+        .to_vec::<i64>();
+    let first_50 = w
+        .multinomial_with(50, true, &Generator::new(11))
+        .to_vec::<i64>();
+    assert_eq!(again, first_50, "a seeded generator repeats its draws");
+}
+
+#[test]
+fn nonzero_and_masked_select_match_pytorch() {
+    // torch.nonzero / masked_select on these inputs (torch 2.15).
+    let x = Tensor::from_vec(vec![0.0f32, 1.5, 0.0, -2.0, 0.0, 3.0], &[2, 3]);
+    assert_eq!(x.nonzero().to_vec::<i64>(), vec![0, 1, 1, 0, 1, 2]);
+    assert_eq!(x.nonzero().shape(), &[3, 2]);
+    assert_eq!(Tensor::zeros(&[2, 2]).nonzero().shape(), &[0, 2]);
+    assert_eq!(Tensor::scalar(4.0f32).nonzero().shape(), &[1, 0]);
+    let keep = x.gt_scalar(0.0);
+    let x = x.requires_grad_(true);
+    let picked = x.masked_select(&keep);
+    assert_eq!(picked.to_vec::<f32>(), vec![1.5, 3.0]);
+    (&picked * &Tensor::from_vec(vec![2.0f32, 5.0], &[2]))
+        .sum()
+        .backward();
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f32>(),
+        vec![0.0, 2.0, 0.0, 0.0, 0.0, 5.0]
+    );
+    // The mask broadcasts: one column mask picks from every row.
+    let cols = Tensor::from_vec(vec![true, false, true], &[3]);
+    assert_eq!(
+        x.detach().masked_select(&cols).to_vec::<f32>(),
+        vec![0.0, 0.0, -2.0, 3.0]
+    );
+}

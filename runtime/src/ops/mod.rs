@@ -10,6 +10,7 @@ pub(crate) mod linalg;
 pub(crate) mod norm;
 pub(crate) mod order;
 pub(crate) mod reduce;
+pub(crate) mod select;
 pub(crate) mod shape;
 pub(crate) mod softmax;
 pub(crate) mod unary;

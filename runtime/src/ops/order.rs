@@ -2,8 +2,8 @@
 //! The kernels work on the last dim (`Storage::cumsum_last`,
 //! `Storage::sort_last`); a view moves `dim` there and the result back.
 
-use crate::Tensor;
 use crate::trace::{self, Attr};
+use crate::{Generator, Tensor};
 use tapir_kernels::Layout;
 
 /// `x`'s layout with dim `d` moved last (a 0-d tensor as one element).
@@ -157,5 +157,104 @@ impl Tensor {
                 (v.narrow(d, 0, k), i.narrow(d, 0, k))
             },
         )
+    }
+}
+
+impl Tensor {
+    /// Draws `num_samples` category indices from each row of
+    /// non-negative weights `[C]` or `[N, C]` (`torch.multinomial`; rows
+    /// need not sum to 1), from the default generators.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let w = Tensor::from_vec(vec![0.0f32, 1.0, 0.0, 3.0], &[4]);
+    /// let picks = w.multinomial(3, true).to_vec::<i64>();
+    /// assert!(picks.iter().all(|&i| i == 1 || i == 3));
+    /// let all = w.multinomial(2, false).to_vec::<i64>();
+    /// assert!(all == vec![1, 3] || all == vec![3, 1]);
+    /// ```
+    pub fn multinomial(&self, num_samples: usize, replacement: bool) -> Tensor {
+        let u = Tensor::rand_on(
+            &self.multinomial_draws(num_samples, replacement),
+            self.device(),
+        );
+        self.multinomial_from(u, num_samples, replacement)
+    }
+
+    /// [`Tensor::multinomial`] drawing from `g` (PyTorch's `generator=`).
+    pub fn multinomial_with(&self, num_samples: usize, replacement: bool, g: &Generator) -> Tensor {
+        let shape = self.multinomial_draws(num_samples, replacement);
+        let u = Tensor::rand_with(&shape, g)
+            .to(self.device())
+            .unwrap_or_else(|e| panic!("multinomial: {e}"));
+        self.multinomial_from(u, num_samples, replacement)
+    }
+
+    /// Checks the weights as PyTorch does and says how many uniform draws
+    /// the sampling takes: one per sample with replacement, one per
+    /// category without.
+    fn multinomial_draws(&self, num_samples: usize, replacement: bool) -> Vec<usize> {
+        assert!(
+            (1..=2).contains(&self.ndim()) && self.dtype().is_float(),
+            "multinomial: weights must be a 1-D or 2-D float tensor, got {} of shape {:?}",
+            self.dtype(),
+            self.shape()
+        );
+        let c = self.shape()[self.ndim() - 1];
+        assert!(num_samples > 0, "multinomial: cannot sample 0 samples");
+        assert!(
+            replacement || num_samples <= c,
+            "multinomial: cannot sample {num_samples} > {c} categories without replacement"
+        );
+        let w = self.detach().to_dtype(crate::DType::F64);
+        assert!(
+            w.all_finite() && w.numel() > 0 && w.min().item::<f64>() >= 0.0,
+            "multinomial: weights of shape {:?} contain inf, NaN or an element < 0",
+            self.shape()
+        );
+        let rows = w.reshape(&[-1, c as isize]);
+        assert!(
+            rows.sum_dim(1, false).min().item::<f64>() > 0.0,
+            "multinomial: a row of weights of shape {:?} sums to 0",
+            self.shape()
+        );
+        if !replacement {
+            let fewest = rows
+                .ne_scalar(0.0)
+                .to_dtype(crate::DType::I64)
+                .sum_dim(1, false);
+            assert!(
+                fewest.min().item::<i64>() >= num_samples as i64,
+                "multinomial: a row of weights of shape {:?} has fewer than {num_samples} nonzero categories to sample without replacement",
+                self.shape()
+            );
+        }
+        let mut shape = self.shape().to_vec();
+        if replacement {
+            *shape.last_mut().expect("1-D or 2-D") = num_samples;
+        }
+        shape
+    }
+
+    /// Sampling from uniform draws `u` in `[0, 1)`. With replacement: the
+    /// count of running-sum entries below `(1 - u) * total`, so a category
+    /// of weight 0 is never drawn. Without: the `num_samples` largest `w /
+    /// e`, `e = -ln(1 - u)` exponential draws (PyTorch's own method, the
+    /// same distribution as drawing one at a time).
+    fn multinomial_from(&self, u: Tensor, num_samples: usize, replacement: bool) -> Tensor {
+        let w = self.detach();
+        let u = u.to_dtype(w.dtype());
+        if !replacement {
+            let e = (&u.neg() + 1.0).log().neg();
+            return (&w / &e).topk(num_samples, -1, true).1;
+        }
+        let cdf = w.cumsum(-1);
+        let total = cdf.narrow(-1, cdf.shape()[cdf.ndim() - 1] - 1, 1);
+        let target = &(&u.neg() + 1.0) * &total;
+        // [.., S, 1] against [.., 1, C]: entries below each target.
+        cdf.unsqueeze(-2)
+            .lt(&target.unsqueeze(-1))
+            .to_dtype(crate::DType::I64)
+            .sum_dim(-1, false)
     }
 }
