@@ -44,6 +44,8 @@ def run(op, a, x):
         "tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "erf": torch.erf, "silu": F.silu,
         "softplus": F.softplus, "square": torch.square, "reciprocal": torch.reciprocal,
         "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "hardswish": F.hardswish,
+        "selu": F.selu, "mish": F.mish, "relu6": F.relu6, "hardsigmoid": F.hardsigmoid,
+        "logsigmoid": F.logsigmoid, "softsign": F.softsign, "tanhshrink": F.tanhshrink,
         "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
         "sum": torch.sum, "mean": torch.mean, "max": torch.max, "min": torch.min, "var": torch.var, "std": torch.std,
     }
@@ -146,6 +148,20 @@ def run(op, a, x):
         return [x[0].repeat_interleave(a["repeats"], dim=a.get("dim"))]
     if op == "movedim":
         return [x[0].movedim(a["source"], a["destination"])]
+    if op == "elu":
+        return [F.elu(x[0], a["alpha"])]
+    if op == "celu":
+        return [F.celu(x[0], a["alpha"])]
+    if op == "hardtanh":
+        return [F.hardtanh(x[0], a["min"], a["max"])]
+    if op == "hardshrink":
+        return [F.hardshrink(x[0], a["lambd"])]
+    if op == "softshrink":
+        return [F.softshrink(x[0], a["lambd"])]
+    if op == "threshold":
+        return [F.threshold(x[0], a["threshold"], a["value"])]
+    if op == "glu":
+        return [F.glu(x[0], a["dim"])]
     if op == "cumsum":
         return [x[0].cumsum(a["dim"])]
     if op == "sort":
@@ -410,6 +426,22 @@ case("sort_desc_dim0", "sort", [randn(5, 3)], {"dim": 0, "descending": True})
 case("sort_ties_nan", "sort", [torch.tensor([2.0, float("nan"), -1.0, 2.0, 0.5, -1.0])], {"dim": 0, "descending": True})
 case("topk", "topk", [randn(4, 7)], {"k": 3, "dim": -1, "largest": True})
 case("topk_smallest_dim0", "topk", [randn(6, 3)], {"k": 2, "dim": 0, "largest": False})
+# ---- added later: more activations (compositions; large inputs must not give
+# a NaN gradient through an unused exp branch) --------------------------------------
+for op in ["selu", "mish", "relu6", "hardsigmoid", "logsigmoid", "softsign", "tanhshrink"]:
+    case(op, op, [randn(3, 4) * 3])
+case("elu", "elu", [randn(3, 4) * 3], {"alpha": 1.0})
+case("elu_alpha", "elu", [randn(3, 4) * 3], {"alpha": 0.5})
+case("celu", "celu", [randn(3, 4) * 3], {"alpha": 2.0})
+case("hardtanh", "hardtanh", [randn(3, 4) * 2], {"min": -1.0, "max": 1.5})
+case("hardshrink", "hardshrink", [randn(3, 4)], {"lambd": 0.5})
+case("softshrink", "softshrink", [randn(3, 4)], {"lambd": 0.5})
+case("threshold", "threshold", [randn(3, 4)], {"threshold": 0.1, "value": -2.0})
+case("glu", "glu", [randn(3, 4)], {"dim": 1})
+case("glu_dim0_t", "glu", [randn(3, 4)], {"dim": 0}, views=["t"])
+case("softplus_huge", "softplus", [torch.tensor([100.0, -100.0, 95.0, 0.5])])
+case("elu_huge", "elu", [torch.tensor([100.0, -100.0, 95.0, -0.5])], {"alpha": 1.0})
+case("logsigmoid_huge", "logsigmoid", [torch.tensor([100.0, -100.0, -95.0, 0.5])])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

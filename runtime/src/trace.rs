@@ -5,7 +5,9 @@
 //! An op is wrapped once, where it is defined: `trace::op("add", &[a, b],
 //! Vec::new, || ...)`. Ops built from other ops are wrapped too, so the
 //! profiler nests them and export sees the composite (a `linear`, not its
-//! `matmul` and `add`).
+//! `matmul` and `add`), except the compositions whose parts already say it
+//! all (`ops/activation.rs`, `tile`, `movedim`, `repeat_interleave`):
+//! export, `compile` and its fusion see their parts.
 
 use crate::Tensor;
 use std::cell::{Cell, RefCell};

@@ -14,8 +14,20 @@ use tapir::prelude::*;
 const F64_TOL: (f64, f64) = (1e-10, 1e-9); // (atol, rtol)
 const F32_TOL: (f64, f64) = (2e-4, 2e-4);
 
+/// Cases whose golden carries a rounding of PyTorch's own in f64, with the
+/// relative tolerance that admits it and why.
+const F64_LOOSER: &[(&str, f64, &str)] = &[(
+    "hardsigmoid",
+    1e-7,
+    "PyTorch's f64 hardsigmoid backward multiplies by 1/6 rounded to f32 (3e-8 relative)",
+)];
+
 fn check_case(st: &SafeTensors, c: &Value, dtype: DType, tol: (f64, f64)) -> Result<(), String> {
     let name = c["name"].as_str().unwrap();
+    let tol = match F64_LOOSER.iter().find(|(n, _, _)| *n == name) {
+        Some((_, rtol, _)) if dtype == DType::F64 => (tol.0, *rtol),
+        _ => tol,
+    };
     let n_in = c["n_in"].as_u64().unwrap() as usize;
     let grads = core_ops::grads(c);
     let leaves: Vec<Tensor> = (0..n_in)

@@ -108,6 +108,19 @@ const COVERED: &[&str] = &[
     "GRU",
     "LSTM",
     "TransformerEncoderLayer",
+    "SELU",
+    "Mish",
+    "ReLU6",
+    "Hardsigmoid",
+    "LogSigmoid",
+    "Softsign",
+    "Softplus",
+    "Tanhshrink",
+    "ELU",
+    "CELU",
+    "Hardtanh",
+    "Hardshrink",
+    "Softshrink",
 ];
 
 #[test]
@@ -257,4 +270,86 @@ fn symbolic_rules_match_at_several_sizes() {
     assert_eq!(a.shape(), &[2, 6, 4, 4]);
     let b = Pyramid::<1, 32>::new(&Device::Cpu).forward(&Tensor::randn(&[1, 1, 32, 32]));
     assert_eq!(b.shape(), &[1, 2, 7, 7]);
+}
+
+model! {
+    /// The activation rows added with the PyTorch activation set: each
+    /// keeps its input's shape; parameters as PyTorch names them.
+    pub struct ActivationTable {
+        selu: SELU,
+        mish: Mish,
+        relu6: ReLU6,
+        hardsigmoid: Hardsigmoid,
+        logsigmoid: LogSigmoid,
+        softsign: Softsign,
+        softplus: Softplus,
+        tanhshrink: Tanhshrink,
+        elu: ELU<alpha = 0.5>,
+        celu: CELU,
+        hardtanh: Hardtanh<min_val = -2.0, max_val = 2.0>,
+        hardshrink: Hardshrink<0.25>,
+        softshrink: Softshrink,
+    }
+    fn forward(&self, x: [2, 3]) -> (
+        [2, 3], [2, 3], [2, 3], [2, 3], [2, 3], [2, 3], [2, 3],
+        [2, 3], [2, 3], [2, 3], [2, 3], [2, 3], [2, 3],
+    ) {
+        (
+            self.selu(x), self.mish(x), self.relu6(x), self.hardsigmoid(x),
+            self.logsigmoid(x), self.softsign(x), self.softplus(x), self.tanhshrink(x),
+            self.elu(x), self.celu(x), self.hardtanh(x), self.hardshrink(x),
+            self.softshrink(x),
+        )
+    }
+}
+
+#[test]
+fn activation_rows_build_the_runtime_modules_with_their_parameters() {
+    let t = ActivationTable::new(&Device::Cpu);
+    assert_eq!(t.elu.alpha, 0.5);
+    assert_eq!(t.celu.alpha, 1.0);
+    assert_eq!((t.hardtanh.min_val, t.hardtanh.max_val), (-2.0, 2.0));
+    assert_eq!((t.hardshrink.lambd, t.softshrink.lambd), (0.25, 0.5));
+    let x = Tensor::from_vec(vec![-3.0f32, -0.3, 0.0, 0.2, 1.0, 3.0], &[2, 3]);
+    let out = t.forward(&x);
+    assert_eq!(out.2.to_vec::<f32>(), x.relu6().to_vec::<f32>());
+    assert_eq!(out.8.to_vec::<f32>(), x.elu(0.5).to_vec::<f32>());
+    assert_eq!(out.10.to_vec::<f32>(), vec![-2.0, -0.3, 0.0, 0.2, 1.0, 2.0]);
+    assert_eq!(out.11.to_vec::<f32>(), vec![-3.0, -0.3, 0.0, 0.0, 1.0, 3.0]);
+    assert_eq!(out.0.shape(), &[2, 3]);
+    // Reprs as torch 2.15 prints them.
+    use tapir::nn::Module;
+    let reprs: Vec<String> = [
+        &t.elu as &dyn Module,
+        &t.celu,
+        &t.hardtanh,
+        &t.hardshrink,
+        &t.softshrink,
+        &t.softplus,
+        &t.selu,
+        &t.relu6,
+        &tapir::nn::GLU::default(),
+        &tapir::nn::Threshold {
+            threshold: 0.1,
+            value: 20.0,
+        },
+    ]
+    .iter()
+    .map(|m| m.repr())
+    .collect();
+    assert_eq!(
+        reprs,
+        [
+            "ELU(alpha=0.5)",
+            "CELU(alpha=1.0)",
+            "Hardtanh(min_val=-2.0, max_val=2.0)",
+            "Hardshrink(0.25)",
+            "Softshrink(0.5)",
+            "Softplus(beta=1.0, threshold=20.0)",
+            "SELU()",
+            "ReLU6()",
+            "GLU(dim=-1)",
+            "Threshold(threshold=0.1, value=20.0)",
+        ]
+    );
 }

@@ -35,6 +35,22 @@ activation!(/// `nn.Sigmoid`.
     Sigmoid, "Sigmoid()", |x| x.sigmoid());
 activation!(/// `nn.Hardswish`: `x * relu6(x + 3) / 6`.
     Hardswish, "Hardswish()", |x| x.hardswish());
+activation!(/// `nn.SELU`.
+    SELU, "SELU()", |x| x.selu());
+activation!(/// `nn.Mish`: `x * tanh(softplus(x))`.
+    Mish, "Mish()", |x| x.mish());
+activation!(/// `nn.ReLU6`: `min(max(0, x), 6)`.
+    ReLU6, "ReLU6()", |x| x.relu6());
+activation!(/// `nn.Hardsigmoid`: `relu6(x + 3) / 6`.
+    Hardsigmoid, "Hardsigmoid()", |x| x.hardsigmoid());
+activation!(/// `nn.LogSigmoid`.
+    LogSigmoid, "LogSigmoid()", |x| x.logsigmoid());
+activation!(/// `nn.Softsign`: `x / (1 + |x|)`.
+    Softsign, "Softsign()", |x| x.softsign());
+activation!(/// `nn.Softplus` (beta 1, threshold 20).
+    Softplus, "Softplus(beta=1.0, threshold=20.0)", |x| x.softplus());
+activation!(/// `nn.Tanhshrink`: `x - tanh(x)`.
+    Tanhshrink, "Tanhshrink()", |x| x.tanhshrink());
 
 /// `nn.GELU`; `tanh: true` is `approximate='tanh'`.
 #[derive(Debug, Default, Clone, Copy)]

@@ -1,6 +1,7 @@
 //! Neural-network building blocks (`torch.nn`): the `Module` trait, layers,
 //! containers, initialisers and losses.
 
+mod activation;
 mod attention;
 mod container;
 mod conv;
@@ -14,14 +15,16 @@ mod recurrent;
 mod sdpa;
 mod transformer;
 
+pub use activation::{CELU, ELU, GLU, Hardshrink, Hardtanh, Softshrink, Threshold};
 pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d};
 pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
-    AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardswish, LeakyReLU, MaxPool2d, ReLU,
-    SiLU, Sigmoid, Softmax, Tanh,
+    AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardsigmoid, Hardswish, LeakyReLU,
+    LogSigmoid, MaxPool2d, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus, Softsign,
+    Tanh, Tanhshrink,
 };
 pub use linear::{Embedding, Linear, linear};
 pub use loss::{

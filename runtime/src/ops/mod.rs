@@ -1,6 +1,7 @@
 //! Every op: forward (through the device seam) and backward side by side,
 //! one file per family.
 
+pub(crate) mod activation;
 pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod creation;

@@ -328,8 +328,12 @@ impl Tensor {
             if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
                 return x.softplus();
             }
+            // The exp sees 0 where the linear branch is taken: exp(x) of a
+            // large x is inf, and the unused branch's zero gradient times
+            // inf would be NaN.
             let big = self.gt_scalar(20.0);
-            Tensor::where_(&big, self, &self.exp().log1p())
+            let small = self.masked_fill(&big, 0.0);
+            Tensor::where_(&big, self, &small.exp().log1p())
         })
     }
 

@@ -41,6 +41,67 @@ plain!(SILU, "SiLU", ["Silu"]);
 plain!(TANH, "Tanh", []);
 plain!(SIGMOID, "Sigmoid", []);
 plain!(HARDSWISH, "Hardswish", []);
+plain!(SELU, "SELU", ["Selu"]);
+plain!(MISH, "Mish", []);
+plain!(RELU6, "ReLU6", ["Relu6"]);
+plain!(HARDSIGMOID, "Hardsigmoid", []);
+plain!(LOG_SIGMOID, "LogSigmoid", []);
+plain!(SOFTSIGN, "Softsign", []);
+plain!(SOFTPLUS, "Softplus", []);
+plain!(TANHSHRINK, "Tanhshrink", []);
+
+/// An activation whose parameters are all floats with PyTorch's defaults,
+/// built as `::tapir::nn::<name> { param: value, .. }`.
+struct Scalars {
+    name: &'static str,
+    params: &'static [(&'static str, f64)],
+    values: Vec<Option<Expr>>,
+}
+
+impl Row for Scalars {
+    fn apply(&self, _: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        let ty = syn::Ident::new(self.name, Span::call_site());
+        quote!(::tapir::nn::#ty)
+    }
+    fn constructor(&self) -> TokenStream {
+        let ty = self.runtime_type();
+        let fields = self.params.iter().zip(&self.values).map(|((p, d), v)| {
+            let field = syn::Ident::new(p, Span::call_site());
+            match v {
+                Some(e) => quote!(#field: (#e) as f64),
+                None => quote!(#field: #d),
+            }
+        });
+        quote!(#ty { #(#fields),* })
+    }
+}
+
+macro_rules! scalars {
+    ($konst:ident, $name:literal, [$(($p:literal, $d:expr)),+]) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &[$($p),+],
+            parse: |a, _| {
+                const PARAMS: &[(&str, f64)] = &[$(($p, $d)),+];
+                let values = PARAMS
+                    .iter()
+                    .map(|(p, _)| a.expr(p))
+                    .collect::<syn::Result<Vec<_>>>()?;
+                Ok(Rc::new(Scalars { name: $name, params: PARAMS, values }))
+            },
+        };
+    };
+}
+
+scalars!(ELU, "ELU", [("alpha", 1.0)]);
+scalars!(CELU, "CELU", [("alpha", 1.0)]);
+scalars!(HARDTANH, "Hardtanh", [("min_val", -1.0), ("max_val", 1.0)]);
+scalars!(HARDSHRINK, "Hardshrink", [("lambd", 0.5)]);
+scalars!(SOFTSHRINK, "Softshrink", [("lambd", 0.5)]);
 
 /// `nn.GELU`, exact or with the tanh approximation.
 struct Gelu {
