@@ -148,6 +148,25 @@ def run(op, a, x):
         return [x[0].repeat_interleave(a["repeats"], dim=a.get("dim"))]
     if op == "movedim":
         return [x[0].movedim(a["source"], a["destination"])]
+    if op == "pad":
+        return [F.pad(x[0], a["pads"], value=a["value"])]
+    if op == "normalize":
+        return [F.normalize(x[0], p=a["p"], dim=a["dim"], eps=a["eps"])]
+    if op == "cosine_similarity":
+        return [F.cosine_similarity(x[0], x[1], dim=a["dim"], eps=a["eps"])]
+    if op == "pairwise_distance":
+        return [F.pairwise_distance(x[0], x[1], p=a["p"], eps=a["eps"], keepdim=a["keepdim"])]
+    if op == "binary_cross_entropy":
+        w = x[2] if len(x) > 2 else None
+        return [F.binary_cross_entropy(x[0], x[1], weight=w, reduction=a["reduction"])]
+    if op == "kl_div":
+        return [F.kl_div(x[0], x[1], reduction=a["reduction"], log_target=a["log_target"])]
+    if op == "one_hot":
+        return [F.one_hot(x[0], a["classes"]).double()]
+    if op == "outer":
+        return [torch.outer(x[0], x[1])]
+    if op == "dot":
+        return [torch.dot(x[0], x[1])]
     if op == "elu":
         return [F.elu(x[0], a["alpha"])]
     if op == "celu":
@@ -442,6 +461,26 @@ case("glu_dim0_t", "glu", [randn(3, 4)], {"dim": 0}, views=["t"])
 case("softplus_huge", "softplus", [torch.tensor([100.0, -100.0, 95.0, 0.5])])
 case("elu_huge", "elu", [torch.tensor([100.0, -100.0, 95.0, -0.5])], {"alpha": 1.0})
 case("logsigmoid_huge", "logsigmoid", [torch.tensor([100.0, -100.0, -95.0, 0.5])])
+# ---- added later: functional helpers and losses -----------------------------------
+case("pad", "pad", [randn(2, 3, 4)], {"pads": [1, 2, 0, 1], "value": 0.5})
+case("pad_crop", "pad", [randn(3, 5)], {"pads": [-1, 2, 1, -2], "value": -1.0})
+case("normalize", "normalize", [randn(3, 4)], {"p": 2.0, "dim": 1, "eps": 1e-12})
+case("normalize_p1_dim0", "normalize", [randn(3, 4)], {"p": 1.0, "dim": 0, "eps": 1e-12})
+case("normalize_zero_row", "normalize", [torch.tensor([[0.0, 0.0], [3.0, 4.0]])], {"p": 2.0, "dim": 1, "eps": 1e-12})
+case("cosine_similarity", "cosine_similarity", [randn(3, 5), randn(3, 5)], {"dim": 1, "eps": 1e-8})
+case("cosine_similarity_bcast", "cosine_similarity", [randn(2, 1, 4), randn(3, 4)], {"dim": -1, "eps": 1e-8})
+case("cosine_similarity_tiny", "cosine_similarity", [randn(2, 3) * 1e-10, randn(2, 3)], {"dim": 1, "eps": 1e-8})
+case("pairwise_distance", "pairwise_distance", [randn(3, 4), randn(3, 4)], {"p": 2.0, "eps": 1e-6, "keepdim": False})
+case("pairwise_distance_p3", "pairwise_distance", [randn(3, 4), randn(4)], {"p": 3.0, "eps": 1e-6, "keepdim": True})
+case("binary_cross_entropy", "binary_cross_entropy", [torch.rand(3, 4) * 0.9 + 0.05, torch.rand(3, 4)], {"reduction": "mean"})
+case("binary_cross_entropy_w", "binary_cross_entropy", [torch.rand(6) * 0.9 + 0.05, torch.rand(6), pos(6)], {"reduction": "sum"}, grad=[True, True, False])
+case("binary_cross_entropy_edges", "binary_cross_entropy", [torch.tensor([0.0, 1.0, 0.5]), torch.tensor([1.0, 0.0, 0.5])], {"reduction": "none"}, grad=[False, True])
+case("kl_div", "kl_div", [torch.log_softmax(randn(3, 4), 1), torch.softmax(randn(3, 4), 1)], {"reduction": "sum", "log_target": False})
+case("kl_div_zero_target", "kl_div", [torch.log_softmax(randn(2, 3), 1), torch.tensor([[0.0, 0.5, 0.5], [1.0, 0.0, 0.0]])], {"reduction": "none", "log_target": False}, grad=[True, False])
+case("kl_div_log_target", "kl_div", [torch.log_softmax(randn(3, 4), 1), torch.log_softmax(randn(3, 4), 1)], {"reduction": "mean", "log_target": True})
+case("one_hot", "one_hot", [idx(5, 2, 3)], {"classes": 6})
+case("outer", "outer", [randn(3), randn(4)])
+case("dot", "dot", [randn(5), randn(5)])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

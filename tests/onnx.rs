@@ -220,7 +220,9 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             let (small, _) = h.topk(2, -1, false);
             let (sorted, idx) = h.sort(1, true);
             let ordered = &(&sorted * &idx.to_dtype(tapir::DType::F32)) + &h.cumsum(1);
-            &(&(&r + &t) + &rounded) + &(&ordered * &Tensor::cat(&[&big, &small], 1))
+            let padded = tapir::nn::pad(h, &[1, -1], 0.5);
+            let sum = &(&(&r + &t) + &rounded) + &padded;
+            &sum + &(&ordered * &Tensor::cat(&[&big, &small], 1))
         },
         tapir::nn::Linear::new(4, 4, true),
     );
@@ -235,6 +237,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Round"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "TopK"), 3, "{:?}", op_types(&m));
     assert_eq!(count(&m, "CumSum"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Pad"), 1, "{:?}", op_types(&m));
 
     let Some(py) = python() else {
         eprintln!(

@@ -60,6 +60,13 @@ fn list(a: &Value, k: &str) -> Vec<isize> {
         .map(|v| v.as_i64().unwrap() as isize)
         .collect()
 }
+fn reduction(a: &Value) -> tapir::nn::Reduction {
+    match a["reduction"].as_str() {
+        Some("none") => tapir::nn::Reduction::None,
+        Some("sum") => tapir::nn::Reduction::Sum,
+        _ => tapir::nn::Reduction::Mean,
+    }
+}
 fn usizes(a: &Value, k: &str) -> Vec<usize> {
     list(a, k).iter().map(|&v| v as usize).collect()
 }
@@ -94,6 +101,48 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         "gelu" => one(x[0].gelu()),
         "gelu_tanh" => one(x[0].gelu_tanh()),
         "hardswish" => one(x[0].hardswish()),
+        "pad" => one(tapir::nn::pad(
+            &x[0],
+            &list(a, "pads")
+                .iter()
+                .map(|&v| v as i64)
+                .collect::<Vec<_>>(),
+            f(a, "value"),
+        )),
+        "normalize" => one(tapir::nn::normalize(
+            &x[0],
+            f(a, "p"),
+            i(a, "dim"),
+            f(a, "eps"),
+        )),
+        "cosine_similarity" => one(tapir::nn::cosine_similarity(
+            &x[0],
+            &x[1],
+            i(a, "dim"),
+            f(a, "eps"),
+        )),
+        "pairwise_distance" => one(tapir::nn::pairwise_distance(
+            &x[0],
+            &x[1],
+            f(a, "p"),
+            f(a, "eps"),
+            b(a, "keepdim"),
+        )),
+        "binary_cross_entropy" => one(tapir::nn::binary_cross_entropy(
+            &x[0],
+            &x[1],
+            x.get(2),
+            reduction(a),
+        )),
+        "kl_div" => one(tapir::nn::kl_div(
+            &x[0],
+            &x[1],
+            reduction(a),
+            b(a, "log_target"),
+        )),
+        "one_hot" => one(f64s(&tapir::nn::one_hot(&x[0], Some(u(a, "classes"))))),
+        "outer" => one(x[0].outer(&x[1])),
+        "dot" => one(x[0].dot(&x[1])),
         "selu" => one(x[0].selu()),
         "mish" => one(x[0].mish()),
         "relu6" => one(x[0].relu6()),

@@ -39,6 +39,14 @@ const AT_A_KINK: &[(&str, &str)] = &[
         "inputs at -3 and 3: the subgradient of minimum norm by convention",
     ),
     (
+        "normalize_zero_row",
+        "a zero row divides by eps = 1e-12: a step of the difference leaves the clamp",
+    ),
+    (
+        "cosine_similarity_tiny",
+        "a norm below eps: a step of the difference changes the norm past eps",
+    ),
+    (
         "sort_ties_nan",
         "a NaN input and equal elements: a step moves ties past each other",
     ),

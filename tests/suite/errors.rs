@@ -369,3 +369,33 @@ fn rearranging_ops_name_their_bad_arguments() {
     y.fill_(1.0);
     assert_eq!(x.sum().item::<f32>(), 0.0);
 }
+
+/// The functional helpers refuse what PyTorch refuses, in one sentence
+/// naming the function.
+#[test]
+fn functional_helpers_name_their_bad_inputs() {
+    let ids = Tensor::from_vec(vec![0i64, 4], &[2]);
+    assert_eq!(
+        panic_message(|| {
+            tapir::nn::one_hot(&ids, Some(3));
+        }),
+        "one_hot: class values must be smaller than num_classes (3), got 4"
+    );
+    assert_eq!(tapir::nn::one_hot(&ids, None).shape(), &[2, 5]);
+    let p = Tensor::from_vec(vec![0.5f32, 1.5], &[2]);
+    assert_eq!(
+        panic_message(|| {
+            tapir::nn::binary_cross_entropy(&p, &p, None, tapir::nn::Reduction::Mean);
+        }),
+        "binary_cross_entropy: all elements of input should be between 0 and 1, got [0.5, 1.5]"
+    );
+    assert_eq!(
+        panic_message(|| {
+            tapir::nn::pad(&Tensor::zeros(&[2]), &[1, 1, 1, 1], 0.0);
+        }),
+        "pad: 4 pad sizes for a tensor of shape [2]; give (before, after) pairs for at most 1 dims"
+    );
+    // Empty reductions as PyTorch's: any is false, all is true.
+    let empty = Tensor::zeros(&[0]);
+    assert!(!empty.any().item::<bool>() && empty.all().item::<bool>());
+}

@@ -134,6 +134,13 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         },
         "unbind" => |a| a.x(0).unbind(a.int("dim") as isize),
         "cat" => |a| vec![Tensor::cat(&a.all(), a.int("dim") as isize)],
+        "pad" => |a| {
+            vec![crate::nn::pad(
+                a.x(0),
+                &a.attrs.ints("pads"),
+                a.float("value"),
+            )]
+        },
         "cumsum" => |a| vec![a.x(0).cumsum(a.int("dim") as isize)],
         "sort" => |a| {
             let (v, i) = a.x(0).sort(a.int("dim") as isize, a.int("descending") != 0);

@@ -358,3 +358,69 @@ pub fn binary_cross_entropy_with_logits(
     }
     reduce(l, r)
 }
+
+/// Binary cross entropy of probabilities `input` in `[0, 1]` against
+/// `target` (`F.binary_cross_entropy`), with an optional per-element
+/// `weight`; each log is raised to at least -100, as PyTorch's, so a
+/// probability of exactly 0 or 1 gives a finite loss.
+///
+/// ```
+/// use tapir_runtime::{nn::{binary_cross_entropy, Reduction}, Tensor};
+/// let p = Tensor::from_vec(vec![0.5f32, 1.0], &[2]);
+/// let y = Tensor::from_vec(vec![1.0f32, 0.0], &[2]);
+/// let l = binary_cross_entropy(&p, &y, None, Reduction::None).to_vec::<f32>();
+/// assert_eq!(l, vec![2f32.ln(), 100.0]);
+/// ```
+pub fn binary_cross_entropy(
+    input: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    r: Reduction,
+) -> Tensor {
+    in_f32!(binary_cross_entropy(input, target), weight, r);
+    check_same("binary_cross_entropy", input, target);
+    if input.numel() > 0 {
+        let (lo, hi) = (
+            input.detach().min().item::<f64>(),
+            input.detach().max().item::<f64>(),
+        );
+        assert!(
+            lo >= 0.0 && hi <= 1.0,
+            "binary_cross_entropy: all elements of input should be between 0 and 1, got [{lo}, {hi}]"
+        );
+    }
+    let log_p = input.log().clamp_min(-100.0);
+    let log_q = (1.0 - input).log().clamp_min(-100.0);
+    let mut l = (&(target * &log_p) + &(&(1.0 - target) * &log_q)).neg();
+    if let Some(w) = weight {
+        l = &l * w;
+    }
+    reduce(l, r)
+}
+
+/// Kullback-Leibler divergence of `target` from log-probabilities `input`
+/// (`F.kl_div`): `target * (log(target) - input)` per element, 0 where the
+/// target is 0; with `log_target` the target is given as log-probabilities.
+/// PyTorch's `reduction="batchmean"` is `Reduction::Sum` divided by the
+/// batch size.
+///
+/// ```
+/// use tapir_runtime::{nn::{kl_div, Reduction}, Tensor};
+/// let q = Tensor::from_vec(vec![0.5f32, 0.5], &[1, 2]).log();
+/// let p = Tensor::from_vec(vec![1.0f32, 0.0], &[1, 2]);
+/// let d = kl_div(&q, &p, Reduction::Sum, false).item::<f32>();
+/// assert!((d - 2f32.ln()).abs() < 1e-6);
+/// ```
+pub fn kl_div(input: &Tensor, target: &Tensor, r: Reduction, log_target: bool) -> Tensor {
+    in_f32!(kl_div(input, target), r, log_target);
+    check_same("kl_div", input, target);
+    let l = if log_target {
+        &target.exp() * &(target - input)
+    } else {
+        // xlogy: 0 where the target is 0, and no log(0) for a gradient.
+        let zero = target.eq_scalar(0.0);
+        let log_t = target.masked_fill(&zero, 1.0).log();
+        (target * &(&log_t - input)).masked_fill(&zero, 0.0)
+    };
+    reduce(l, r)
+}

@@ -5,6 +5,7 @@ mod activation;
 mod attention;
 mod container;
 mod conv;
+mod functional;
 pub mod init;
 mod layers;
 mod linear;
@@ -20,6 +21,7 @@ pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d};
+pub use functional::{cosine_similarity, normalize, one_hot, pad, pairwise_distance};
 pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
     AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardsigmoid, Hardswish, LeakyReLU,
@@ -28,8 +30,9 @@ pub use layers::{
 };
 pub use linear::{Embedding, Linear, linear};
 pub use loss::{
-    CrossEntropyOptions, Reduction, binary_cross_entropy_with_logits, cross_entropy,
-    cross_entropy_with, huber_loss, l1_loss, mse_loss, nll_loss, nll_loss_with, smooth_l1_loss,
+    CrossEntropyOptions, Reduction, binary_cross_entropy, binary_cross_entropy_with_logits,
+    cross_entropy, cross_entropy_with, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
+    nll_loss_with, smooth_l1_loss,
 };
 pub use module::{
     Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,

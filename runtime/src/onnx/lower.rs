@@ -181,6 +181,22 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             b.node(onnx, &[op.x(0)], &[out], vec![int("axis", op.int("dim"))]);
             Ok(())
         }
+        "pad" => {
+            // PyTorch lists (before, after) from the last dim backward;
+            // ONNX every begin, then every end, from the first dim.
+            let rank = op.rank(0) as usize;
+            let pairs = op.ints("pads");
+            let mut pads = vec![0i64; 2 * rank];
+            for (k, pair) in pairs.chunks(2).enumerate() {
+                let d = rank - 1 - k;
+                pads[d] = pair[0];
+                pads[rank + d] = pair[1];
+            }
+            let pads = b.vec_i64(&pads);
+            let value = b.scalar(op.float("value"), op.out_dtypes[0]);
+            b.node("Pad", &[op.x(0), &pads, &value], &[out], vec![]);
+            Ok(())
+        }
         "cumsum" => {
             let x = cast_to(b, op.x(0), op.in_dtypes[0], op.out_dtypes[0]);
             let axis = b.const_i64(&[op.axis(op.int("dim"), 0)], vec![]);

@@ -88,6 +88,40 @@ impl Tensor {
         })
     }
 
+    /// The inner product of two 1-D tensors of one length (`torch.dot`), 0-d.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
+    /// assert_eq!(a.dot(&a).item::<f32>(), 5.0);
+    /// ```
+    pub fn dot(&self, other: &Tensor) -> Tensor {
+        assert!(
+            self.ndim() == 1 && other.ndim() == 1 && self.shape() == other.shape(),
+            "dot: expects two 1-D tensors of one length, got {:?} and {:?}",
+            self.shape(),
+            other.shape()
+        );
+        self.matmul(other)
+    }
+
+    /// The outer product `a_i b_j` of two 1-D tensors (`torch.outer`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
+    /// assert_eq!(a.outer(&a).to_vec::<f32>(), vec![1.0, 2.0, 2.0, 4.0]);
+    /// ```
+    pub fn outer(&self, other: &Tensor) -> Tensor {
+        assert!(
+            self.ndim() == 1 && other.ndim() == 1,
+            "outer: expects two 1-D tensors, got {:?} and {:?}",
+            self.shape(),
+            other.shape()
+        );
+        &self.unsqueeze(1) * &other.unsqueeze(0)
+    }
+
     /// The core: both operands at least 2-D, batch dims broadcast.
     fn mm_nd(&self, other: &Tensor) -> Tensor {
         let (a, b) = (self, other);

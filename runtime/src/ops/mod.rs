@@ -8,6 +8,7 @@ pub(crate) mod creation;
 pub(crate) mod index;
 pub(crate) mod inplace;
 pub(crate) mod linalg;
+pub(crate) mod logic;
 pub(crate) mod norm;
 pub(crate) mod order;
 pub(crate) mod reduce;

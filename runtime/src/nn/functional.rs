@@ -1,0 +1,173 @@
+//! `torch.nn.functional`'s helpers that are not layers or losses:
+//! `one_hot`, `pad`, `normalize`, `cosine_similarity` and
+//! `pairwise_distance`, with PyTorch's defaults and formulas.
+
+use crate::trace::{self, Attr};
+use crate::{DType, Tensor};
+
+/// Class indices as one-hot int64 vectors along a new last dim
+/// (`F.one_hot`); `num_classes: None` takes the largest index plus one.
+///
+/// ```
+/// use tapir_runtime::{nn::one_hot, Tensor};
+/// let y = one_hot(&Tensor::from_vec(vec![2i64, 0], &[2]), Some(3));
+/// assert_eq!(y.to_vec::<i64>(), vec![0, 0, 1, 1, 0, 0]);
+/// ```
+pub fn one_hot(indices: &Tensor, num_classes: Option<usize>) -> Tensor {
+    assert!(
+        indices.dtype() == DType::I64,
+        "one_hot: expected int64 class indices, got {}",
+        indices.dtype()
+    );
+    let (lo, hi) = if indices.numel() == 0 {
+        (0, -1)
+    } else {
+        (indices.min().item::<i64>(), indices.max().item::<i64>())
+    };
+    assert!(
+        lo >= 0,
+        "one_hot: class values must be non-negative, got {lo}"
+    );
+    let c = match num_classes {
+        Some(c) => {
+            assert!(
+                hi < c as i64,
+                "one_hot: class values must be smaller than num_classes ({c}), got {hi}"
+            );
+            c
+        }
+        None => {
+            assert!(
+                indices.numel() > 0,
+                "one_hot: cannot infer num_classes of an empty tensor; give it"
+            );
+            (hi + 1) as usize
+        }
+    };
+    let classes = Tensor::arange_on(c as i64, indices.device());
+    indices.unsqueeze(-1).eq(&classes).to_dtype(DType::I64)
+}
+
+/// Pads the last dims with `value` (`F.pad(x, pad, mode="constant")`):
+/// `pad` lists `(before, after)` pairs from the last dim backward; a
+/// negative amount crops.
+///
+/// ```
+/// use tapir_runtime::{nn::pad, Tensor};
+/// let x = Tensor::ones(&[1, 2]);
+/// let y = pad(&x, &[1, 2], 0.0);
+/// assert_eq!(y.to_vec::<f32>(), vec![0.0, 1.0, 1.0, 0.0, 0.0]);
+/// assert_eq!(pad(&x, &[0, 0, 1, 0], 5.0).shape(), &[2, 2]);
+/// ```
+pub fn pad(x: &Tensor, pad: &[i64], value: f64) -> Tensor {
+    trace::op(
+        "pad",
+        [x],
+        || {
+            vec![
+                ("pads", Attr::Ints(pad.to_vec())),
+                ("value", Attr::Float(value)),
+            ]
+        },
+        || {
+            assert!(
+                pad.len().is_multiple_of(2) && pad.len() / 2 <= x.ndim(),
+                "pad: {} pad sizes for a tensor of shape {:?}; give (before, after) pairs for at most {} dims",
+                pad.len(),
+                x.shape(),
+                x.ndim()
+            );
+            let mut out = x.clone();
+            for (k, pair) in pad.chunks(2).enumerate() {
+                let d = x.ndim() - 1 - k;
+                out = pad_dim(&out, d, pair[0], pair[1], value);
+            }
+            out
+        },
+    )
+}
+
+/// One dim of [`pad`]: crop first (negative amounts), then join the fill.
+fn pad_dim(x: &Tensor, d: usize, before: i64, after: i64, value: f64) -> Tensor {
+    let n = x.shape()[d] as i64;
+    let (cut_before, cut_after) = ((-before).max(0), (-after).max(0));
+    assert!(
+        cut_before + cut_after <= n,
+        "pad: cropping {cut_before} + {cut_after} from dim {d} of shape {:?} leaves less than nothing",
+        x.shape()
+    );
+    let dim = d as isize;
+    let kept = x.narrow(
+        dim,
+        cut_before as usize,
+        (n - cut_before - cut_after) as usize,
+    );
+    let fill = |amount: i64| {
+        let mut shape = kept.shape().to_vec();
+        shape[d] = amount as usize;
+        Tensor::full_on(&shape, value, kept.dtype(), kept.device())
+    };
+    let mut parts = Vec::with_capacity(3);
+    let (head, tail) = (fill(before.max(0)), fill(after.max(0)));
+    if before > 0 {
+        parts.push(&head);
+    }
+    parts.push(&kept);
+    if after > 0 {
+        parts.push(&tail);
+    }
+    if parts.len() == 1 {
+        return kept.contiguous();
+    }
+    Tensor::cat(&parts, dim)
+}
+
+/// `x / max(||x||_p, eps)` along `dim` (`F.normalize`; PyTorch's defaults
+/// are `p = 2`, `dim = 1`, `eps = 1e-12`).
+///
+/// ```
+/// use tapir_runtime::{nn::normalize, Tensor};
+/// let y = normalize(&Tensor::from_vec(vec![3.0f32, 4.0], &[1, 2]), 2.0, 1, 1e-12);
+/// assert_eq!(y.to_vec::<f32>(), vec![0.6, 0.8]);
+/// ```
+pub fn normalize(x: &Tensor, p: f64, dim: isize, eps: f64) -> Tensor {
+    let norm = x.norm_dims(p, &[dim], true).clamp_min(eps);
+    x / &norm
+}
+
+/// The cosine of the angle between `x1` and `x2` along `dim`, broadcast
+/// (`F.cosine_similarity`, defaults `dim = 1`, `eps = 1e-8`). As PyTorch:
+/// each input is divided by its norm raised to at least `eps`, the raise
+/// taken outside autograd.
+///
+/// ```
+/// use tapir_runtime::{nn::cosine_similarity, Tensor};
+/// let a = Tensor::from_vec(vec![1.0f32, 0.0], &[1, 2]);
+/// let b = Tensor::from_vec(vec![1.0f32, 1.0], &[1, 2]);
+/// let c = cosine_similarity(&a, &b, 1, 1e-8).item::<f32>();
+/// assert!((c - 0.5f32.sqrt()).abs() < 1e-6);
+/// ```
+pub fn cosine_similarity(x1: &Tensor, x2: &Tensor, dim: isize, eps: f64) -> Tensor {
+    let shape = crate::ops::broadcast_shapes(x1.shape(), x2.shape(), "cosine_similarity");
+    let (a, b) = (x1.expand(&shape), x2.expand(&shape));
+    let unit = |t: &Tensor| {
+        let n = t.norm_dims(2.0, &[dim], true);
+        // The clamp's value, the norm's gradient (PyTorch clamps in place
+        // under no_grad).
+        let raised = &n + &(&n.clamp_min(eps) - &n).detach();
+        t / &raised
+    };
+    (&unit(&a) * &unit(&b)).sum_dim(dim, false)
+}
+
+/// `||x1 - x2 + eps||_p` over the last dim (`F.pairwise_distance`,
+/// defaults `p = 2`, `eps = 1e-6`).
+///
+/// ```
+/// use tapir_runtime::{nn::pairwise_distance, Tensor};
+/// let d = pairwise_distance(&Tensor::zeros(&[1, 2]), &Tensor::full(&[1, 2], 3.0), 2.0, 0.0, false);
+/// assert!((d.item::<f32>() - 18f32.sqrt()).abs() < 1e-5);
+/// ```
+pub fn pairwise_distance(x1: &Tensor, x2: &Tensor, p: f64, eps: f64, keepdim: bool) -> Tensor {
+    (&(x1 - x2) + eps).norm_dims(p, &[-1], keepdim)
+}
