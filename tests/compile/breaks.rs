@@ -231,3 +231,48 @@ fn ordering_ops_replay_without_a_graph_break() {
     assert!(e.graph_breaks.is_empty(), "{e:?}");
     assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
 }
+
+/// A forward of reductions and constants that each were a graph break:
+/// variance, log-sum-exp, norms, max with its index, argmax, an MSE loss, a
+/// scatter-add and tensors made inside the forward.
+struct Reductions(Linear);
+
+module_of_linear!(Reductions);
+
+impl Forward for Reductions {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let batch = h.shape()[0];
+        let spread = &h.var_dims(&[1], 1, true) + &h.std_dims(&[1], 0, true);
+        let lse = h.logsumexp(&[1], true);
+        let norms = &h.norm_dims(3.0, &[1], true) + &h.norm(2.0);
+        let (top, at) = h.max_dim(1, true);
+        let picks = h.argmax(1, true).to_dtype(tapir::DType::F32);
+        let target = Tensor::full_on(&[batch, 4], 0.5, tapir::DType::F32, tapir::Device::Cpu);
+        let mse = tapir::nn::mse_loss(&h, &target, Reduction::Sum);
+        let spread_out = Tensor::zeros(&[batch, 4]).scatter_add(1, &at, &top);
+        &(&(&(&spread + &lse) + &(&norms + &picks)) + &mse) + &(&spread_out + &h.var())
+    }
+}
+
+#[test]
+fn reductions_and_constants_replay_without_a_graph_break() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Reductions(Linear::new(3, 4, true)));
+    let compiled = compile(compiled);
+    for step in 0..3 {
+        let x = Tensor::randn(&[5, 3]);
+        let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
+        assert_eq!(out_c.to_vec::<f32>(), out_e.to_vec::<f32>(), "step {step}");
+        assert_same_grads(
+            (&eager, &out_e),
+            (compiled.model(), &out_c),
+            |y| y.square().sum(),
+            0.0,
+            "reductions",
+        );
+    }
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty(), "{e:?}");
+    assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+}

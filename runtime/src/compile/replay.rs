@@ -8,8 +8,9 @@
 //! op's place, and could read a value an in-place op changed in between).
 
 use crate::nn::{linear, scaled_dot_product_attention};
+use crate::ops::creation::{device_of_attr, filled_on};
 use crate::trace::{AttrLookup, Attrs};
-use crate::{Conv2dOptions, DType, Tensor};
+use crate::{Conv2dOptions, DType, Device, Tensor};
 
 /// What one replay gets: the op's inputs (absent optional ones `None`), its
 /// attributes, the shapes of the outputs the capture saw (a dim may be a
@@ -76,6 +77,12 @@ impl Args<'_> {
     }
     fn shape(&self, i: usize) -> Vec<usize> {
         concrete(&self.out_shapes[i], self.batch)
+    }
+    /// A creation op's output made again: its shape, dtype and device
+    /// (the `device` attribute) filled with `value`.
+    fn filled(&self, value: f64) -> Tensor {
+        let device = device_of_attr(self.int("device"));
+        filled_on(&self.shape(0), value, self.out_dtypes[0], device)
     }
     fn out_shape(&self) -> Vec<isize> {
         self.shape(0).iter().map(|&d| d as isize).collect()
@@ -264,6 +271,40 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         "global_avg_pool2d" => |a| vec![a.x(0).mean_dims(&[2, 3], true)],
         "sum_dims" => |a| vec![a.x(0).sum_dims(&a.isizes("dims"), a.int("keepdim") != 0)],
         "mean_dims" => |a| vec![a.x(0).mean_dims(&a.isizes("dims"), a.int("keepdim") != 0)],
+        "var_dims" => |a| {
+            let c = a.int("correction") as usize;
+            vec![a.x(0).var_dims(&a.isizes("dims"), c, a.int("keepdim") != 0)]
+        },
+        "std_dims" => |a| {
+            let c = a.int("correction") as usize;
+            vec![a.x(0).std_dims(&a.isizes("dims"), c, a.int("keepdim") != 0)]
+        },
+        "var" => |a| vec![a.x(0).var()],
+        "std" => |a| vec![a.x(0).std()],
+        "logsumexp" => |a| vec![a.x(0).logsumexp(&a.isizes("dims"), a.int("keepdim") != 0)],
+        "norm" => |a| vec![a.x(0).norm(a.float("p"))],
+        "norm_dims" => |a| {
+            vec![
+                a.x(0)
+                    .norm_dims(a.float("p"), &a.isizes("dims"), a.int("keepdim") != 0),
+            ]
+        },
+        "max_dim" => |a| {
+            let (v, i) = a.x(0).max_dim(a.int("dim") as isize, a.int("keepdim") != 0);
+            vec![v, i]
+        },
+        "min_dim" => |a| {
+            let (v, i) = a.x(0).min_dim(a.int("dim") as isize, a.int("keepdim") != 0);
+            vec![v, i]
+        },
+        "argmax" => |a| vec![a.x(0).argmax(a.int("dim") as isize, a.int("keepdim") != 0)],
+        "argmin" => |a| vec![a.x(0).argmin(a.int("dim") as isize, a.int("keepdim") != 0)],
+        "argmax_all" => |a| vec![a.x(0).argmax_all()],
+        "mse_loss" => |a| {
+            let r = crate::nn::Reduction::from_code(a.int("reduction"));
+            vec![crate::nn::mse_loss(a.x(0), a.x(1), r)]
+        },
+        "scatter_add" => |a| vec![a.x(0).scatter_add(a.int("dim") as isize, a.x(1), a.x(2))],
         "sum_dim" => |a| vec![a.x(0).sum_dim(a.isizes("dims")[0], a.int("keepdim") != 0)],
         "mean_dim" => |a| vec![a.x(0).mean_dim(a.isizes("dims")[0], a.int("keepdim") != 0)],
         "gather" => |a| vec![a.x(0).gather(a.int("dim") as isize, a.x(1))],
@@ -277,6 +318,19 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         "mean" => |a| vec![a.x(0).mean()],
         "triu" => |a| vec![a.x(0).triu(a.int("k") as isize)],
         "tril" => |a| vec![a.x(0).tril(a.int("k") as isize)],
+        "zeros" => |a| vec![filled_on(&a.shape(0), 0.0, a.out_dtypes[0], Device::Cpu)],
+        "ones" => |a| vec![filled_on(&a.shape(0), 1.0, a.out_dtypes[0], Device::Cpu)],
+        "full" | "full_dtype" => |a| {
+            vec![filled_on(
+                &a.shape(0),
+                a.float("value"),
+                a.out_dtypes[0],
+                Device::Cpu,
+            )]
+        },
+        "zeros_on" => |a| vec![a.filled(0.0)],
+        "ones_on" => |a| vec![a.filled(1.0)],
+        "full_on" => |a| vec![a.filled(a.float("value"))],
         "zeros_like" => |a| vec![Tensor::zeros_like(a.x(0))],
         "ones_like" => |a| vec![Tensor::ones_like(a.x(0))],
         "full_like" => |a| vec![Tensor::full_like(a.x(0), a.float("value"))],

@@ -290,7 +290,8 @@ fn check_same(op: &str, a: &Tensor, b: &Tensor) {
 
 /// Mean squared error.
 pub fn mse_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
-    crate::trace::op("mse_loss", [input, target], Vec::new, || {
+    let attrs = || vec![("reduction", crate::trace::Attr::Int(r.code()))];
+    crate::trace::op("mse_loss", [input, target], attrs, || {
         in_f32!(mse_loss(input, target), r);
         check_same("mse_loss", input, target);
         let d = input - target;

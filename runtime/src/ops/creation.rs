@@ -11,6 +11,24 @@ pub(crate) fn filled(shape: &[usize], value: f64, dtype: DType) -> Tensor {
 }
 
 /// A tensor of `shape` filled with `value` in `dtype` on `device`.
+/// A creation op's device as an attribute (compile replays the op there):
+/// 0 the CPU, `i + 1` GPU `i`.
+fn device_attr(device: Device) -> (&'static str, Attr) {
+    let code = match device {
+        Device::Cpu => 0,
+        Device::Cuda(i) => i as i64 + 1,
+    };
+    ("device", Attr::Int(code))
+}
+
+/// The device of [`device_attr`]'s code.
+pub(crate) fn device_of_attr(code: i64) -> Device {
+    match code {
+        c if c > 0 => Device::Cuda(c as usize - 1),
+        _ => Device::Cpu,
+    }
+}
+
 pub(crate) fn filled_on(shape: &[usize], value: f64, dtype: DType, device: Device) -> Tensor {
     let n: usize = shape.iter().product();
     Tensor::from_storage(Storage::filled(n, value, dtype, device), shape)
@@ -112,9 +130,12 @@ impl Tensor {
 
     /// As [`Tensor::full`] with an explicit dtype.
     pub fn full_dtype(shape: &[usize], value: f64, dtype: DType) -> Tensor {
-        trace::op("full_dtype", trace::NO_INPUTS, Vec::new, || {
-            filled(shape, value, dtype)
-        })
+        trace::op(
+            "full_dtype",
+            trace::NO_INPUTS,
+            || vec![("value", Attr::Float(value))],
+            || filled(shape, value, dtype),
+        )
     }
 
     /// `torch.zeros(shape, dtype=, device=)`: made on `device` itself, not
@@ -127,16 +148,22 @@ impl Tensor {
     /// assert_eq!(Tensor::full_on(&[2], 3.0, DType::I64, Device::Cpu).to_vec::<i64>(), [3, 3]);
     /// ```
     pub fn zeros_on(shape: &[usize], dtype: DType, device: Device) -> Tensor {
-        trace::op("zeros_on", trace::NO_INPUTS, Vec::new, || {
-            filled_on(shape, 0.0, dtype, device)
-        })
+        trace::op(
+            "zeros_on",
+            trace::NO_INPUTS,
+            || vec![device_attr(device)],
+            || filled_on(shape, 0.0, dtype, device),
+        )
     }
 
     /// `torch.ones(shape, dtype=, device=)`, made on `device`.
     pub fn ones_on(shape: &[usize], dtype: DType, device: Device) -> Tensor {
-        trace::op("ones_on", trace::NO_INPUTS, Vec::new, || {
-            filled_on(shape, 1.0, dtype, device)
-        })
+        trace::op(
+            "ones_on",
+            trace::NO_INPUTS,
+            || vec![device_attr(device)],
+            || filled_on(shape, 1.0, dtype, device),
+        )
     }
 
     /// `torch.full(shape, value, dtype=, device=)`, made on `device`.
@@ -144,7 +171,7 @@ impl Tensor {
         trace::op(
             "full_on",
             trace::NO_INPUTS,
-            || vec![("value", Attr::Float(value))],
+            || vec![("value", Attr::Float(value)), device_attr(device)],
             || filled_on(shape, value, dtype, device),
         )
     }

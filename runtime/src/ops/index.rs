@@ -144,7 +144,8 @@ impl Tensor {
 
     /// `self` with `src` added at `index` along `dim` (`Tensor.scatter_add`).
     pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
-        trace::op("scatter_add", [self, index, src], Vec::new, || {
+        let attrs = || vec![("dim", Attr::Int(dim as i64))];
+        trace::op("scatter_add", [self, index, src], attrs, || {
             let d = self.dim(dim, "scatter_add");
             assert!(
                 index.ndim() == self.ndim(),

@@ -143,13 +143,18 @@ impl Tensor {
     /// assert_eq!(x.var_dims(&[1], 0, false).to_vec::<f32>(), vec![0.25, 0.25]);
     /// ```
     pub fn var_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Tensor {
-        trace::op("var_dims", [self], Vec::new, || {
-            let d = self.reduce_dims(dims, "var");
-            let n: usize = d.iter().map(|&i| self.shape()[i]).product();
-            let centered = self - &self.mean_dims(dims, true);
-            &(&centered * &centered).sum_over(dims, keepdim)
-                / (n as f64 - correction as f64).max(0.0)
-        })
+        trace::op(
+            "var_dims",
+            [self],
+            || correction_attrs(dims, correction, keepdim),
+            || {
+                let d = self.reduce_dims(dims, "var");
+                let n: usize = d.iter().map(|&i| self.shape()[i]).product();
+                let centered = self - &self.mean_dims(dims, true);
+                &(&centered * &centered).sum_over(dims, keepdim)
+                    / (n as f64 - correction as f64).max(0.0)
+            },
+        )
     }
 
     /// Variance of all elements (unbiased).
@@ -162,9 +167,12 @@ impl Tensor {
 
     /// Standard deviation over `dims` with `correction` (1 = unbiased).
     pub fn std_dims(&self, dims: &[isize], correction: usize, keepdim: bool) -> Tensor {
-        trace::op("std_dims", [self], Vec::new, || {
-            self.var_dims(dims, correction, keepdim).sqrt()
-        })
+        trace::op(
+            "std_dims",
+            [self],
+            || correction_attrs(dims, correction, keepdim),
+            || self.var_dims(dims, correction, keepdim).sqrt(),
+        )
     }
 
     /// Standard deviation of all elements (unbiased).
@@ -174,34 +182,44 @@ impl Tensor {
 
     /// `log(sum(exp(x)))` over `dims`, computed stably (max subtracted).
     pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Tensor {
-        trace::op("logsumexp", [self], Vec::new, || {
-            let d = self.reduce_dims(dims, "logsumexp");
-            let mut m = self.detach();
-            for &dim in d.iter().rev() {
-                m = m.max_dim(dim as isize, true).0;
-            }
-            // An all -inf group would give -inf - -inf = nan; shift by 0 there.
-            let m = m.masked_fill(&m.abs().eq_scalar(f64::INFINITY), 0.0);
-            let s = (self - &m).exp().sum_dims(dims, true).log() + &m;
-            if keepdim {
-                s
-            } else {
-                let shape: Vec<isize> = self
-                    .reduced_shape(&d, false)
-                    .iter()
-                    .map(|&x| x as isize)
-                    .collect();
-                s.reshape(&shape)
-            }
-        })
+        trace::op(
+            "logsumexp",
+            [self],
+            || dims_attrs(dims, keepdim),
+            || {
+                let d = self.reduce_dims(dims, "logsumexp");
+                let mut m = self.detach();
+                for &dim in d.iter().rev() {
+                    m = m.max_dim(dim as isize, true).0;
+                }
+                // An all -inf group would give -inf - -inf = nan; shift by 0 there.
+                let m = m.masked_fill(&m.abs().eq_scalar(f64::INFINITY), 0.0);
+                let s = (self - &m).exp().sum_dims(dims, true).log() + &m;
+                if keepdim {
+                    s
+                } else {
+                    let shape: Vec<isize> = self
+                        .reduced_shape(&d, false)
+                        .iter()
+                        .map(|&x| x as isize)
+                        .collect();
+                    s.reshape(&shape)
+                }
+            },
+        )
     }
 
     /// The p-norm of all elements (`p` = 2.0, 1.0, f64::INFINITY, ...).
     pub fn norm(&self, p: f64) -> Tensor {
-        trace::op("norm", [self], Vec::new, || {
-            let all: Vec<isize> = (0..self.ndim() as isize).collect();
-            self.norm_dims(p, &all, false)
-        })
+        trace::op(
+            "norm",
+            [self],
+            || vec![("p", Attr::Float(p))],
+            || {
+                let all: Vec<isize> = (0..self.ndim() as isize).collect();
+                self.norm_dims(p, &all, false)
+            },
+        )
     }
 
     /// The p-norm over `dims` (`torch.linalg.vector_norm`): `p` = inf is the
@@ -218,40 +236,49 @@ impl Tensor {
     /// assert_eq!(y.norm(0.0).item::<f32>(), 2.0);
     /// ```
     pub fn norm_dims(&self, p: f64, dims: &[isize], keepdim: bool) -> Tensor {
-        trace::op("norm_dims", [self], Vec::new, || {
-            if p == f64::INFINITY {
-                let a = self.abs();
-                let d = self.reduce_dims(dims, "norm");
-                let mut m = a;
-                for &dim in d.iter().rev() {
-                    m = m.amax_dim(dim as isize, keepdim);
+        trace::op(
+            "norm_dims",
+            [self],
+            || {
+                let mut a = dims_attrs(dims, keepdim);
+                a.push(("p", Attr::Float(p)));
+                a
+            },
+            || {
+                if p == f64::INFINITY {
+                    let a = self.abs();
+                    let d = self.reduce_dims(dims, "norm");
+                    let mut m = a;
+                    for &dim in d.iter().rev() {
+                        m = m.amax_dim(dim as isize, keepdim);
+                    }
+                    return m;
                 }
-                return m;
-            }
-            let count = || self.ne_scalar(0.0).to_dtype(self.dtype().to_float());
-            match p {
-                0.0 => return crate::no_grad(|| count().sum_dims(dims, keepdim)),
-                // |x|'s gradient is sign(x), 0 at 0: PyTorch's for p = 1.
-                1.0 => return self.abs().sum_dims(dims, keepdim),
-                _ => {}
-            }
-            let out = crate::no_grad(|| match p {
-                2.0 => (self * self).sum_dims(dims, keepdim).sqrt(),
-                _ => self.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p),
-            });
-            let kept: Vec<isize> = self
-                .reduced_shape(&self.reduce_dims(dims, "norm"), true)
-                .iter()
-                .map(|&n| n as isize)
-                .collect();
-            Tensor::record(out.detach(), "LinalgVectorNormBackward0", &[self], || {
-                let (x, norm) = (self.saved(), out.saved());
-                move |g: &Tensor, _: &[bool]| {
-                    let (norm, g) = (norm.reshape(&kept), g.reshape(&kept));
-                    vec![Some(norm_backward(&x, &norm, &g, p))]
+                let count = || self.ne_scalar(0.0).to_dtype(self.dtype().to_float());
+                match p {
+                    0.0 => return crate::no_grad(|| count().sum_dims(dims, keepdim)),
+                    // |x|'s gradient is sign(x), 0 at 0: PyTorch's for p = 1.
+                    1.0 => return self.abs().sum_dims(dims, keepdim),
+                    _ => {}
                 }
-            })
-        })
+                let out = crate::no_grad(|| match p {
+                    2.0 => (self * self).sum_dims(dims, keepdim).sqrt(),
+                    _ => self.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p),
+                });
+                let kept: Vec<isize> = self
+                    .reduced_shape(&self.reduce_dims(dims, "norm"), true)
+                    .iter()
+                    .map(|&n| n as isize)
+                    .collect();
+                Tensor::record(out.detach(), "LinalgVectorNormBackward0", &[self], || {
+                    let (x, norm) = (self.saved(), out.saved());
+                    move |g: &Tensor, _: &[bool]| {
+                        let (norm, g) = (norm.reshape(&kept), g.reshape(&kept));
+                        vec![Some(norm_backward(&x, &norm, &g, p))]
+                    }
+                })
+            },
+        )
     }
 
     fn extreme_dim(&self, dim: isize, keepdim: bool, max: bool) -> (Tensor, Tensor) {
@@ -303,21 +330,19 @@ impl Tensor {
         trace::op(
             "max_dim",
             [self],
-            || {
-                vec![
-                    ("dim", Attr::Int(dim as i64)),
-                    ("keepdim", Attr::Int(keepdim as i64)),
-                ]
-            },
+            || dim_attrs(dim, keepdim),
             || self.extreme_dim(dim, keepdim, true),
         )
     }
 
     /// Minimum over `dim` and the index of its first occurrence.
     pub fn min_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
-        trace::op("min_dim", [self], Vec::new, || {
-            self.extreme_dim(dim, keepdim, false)
-        })
+        trace::op(
+            "min_dim",
+            [self],
+            || dim_attrs(dim, keepdim),
+            || self.extreme_dim(dim, keepdim, false),
+        )
     }
 
     /// Max over `dim`, gradient shared evenly between ties (`torch.amax`).
@@ -375,12 +400,22 @@ impl Tensor {
 
     /// Index of the first maximum along `dim`.
     pub fn argmax(&self, dim: isize, keepdim: bool) -> Tensor {
-        trace::op("argmax", [self], Vec::new, || self.max_dim(dim, keepdim).1)
+        trace::op(
+            "argmax",
+            [self],
+            || dim_attrs(dim, keepdim),
+            || self.max_dim(dim, keepdim).1,
+        )
     }
 
     /// Index of the first minimum along `dim`.
     pub fn argmin(&self, dim: isize, keepdim: bool) -> Tensor {
-        trace::op("argmin", [self], Vec::new, || self.min_dim(dim, keepdim).1)
+        trace::op(
+            "argmin",
+            [self],
+            || dim_attrs(dim, keepdim),
+            || self.min_dim(dim, keepdim).1,
+        )
     }
 
     /// Index of the max of the flattened tensor.
@@ -455,6 +490,21 @@ fn norm_backward(x: &Tensor, norm: &Tensor, g: &Tensor, p: f64) -> Tensor {
         _ => x * &x.abs().powf(p - 2.0),
     };
     &scaled * &scale
+}
+
+/// A one-dim reduction's attributes: `dim` and `keepdim`.
+fn dim_attrs(dim: isize, keepdim: bool) -> trace::Attrs {
+    vec![
+        ("dim", Attr::Int(dim as i64)),
+        ("keepdim", Attr::Int(keepdim as i64)),
+    ]
+}
+
+/// A variance's attributes: its dims, `correction` and `keepdim`.
+fn correction_attrs(dims: &[isize], correction: usize, keepdim: bool) -> trace::Attrs {
+    let mut a = dims_attrs(dims, keepdim);
+    a.push(("correction", Attr::Int(correction as i64)));
+    a
 }
 
 fn dims_attrs(dims: &[isize], keepdim: bool) -> trace::Attrs {
