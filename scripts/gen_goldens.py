@@ -163,6 +163,8 @@ def run(op, a, x):
         return [F.kl_div(x[0], x[1], reduction=a["reduction"], log_target=a["log_target"])]
     if op == "one_hot":
         return [F.one_hot(x[0], a["classes"]).double()]
+    if op == "einsum":
+        return [torch.einsum(a["eq"], *x)]
     if op == "outer":
         return [torch.outer(x[0], x[1])]
     if op == "dot":
@@ -481,6 +483,16 @@ case("kl_div_log_target", "kl_div", [torch.log_softmax(randn(3, 4), 1), torch.lo
 case("one_hot", "one_hot", [idx(5, 2, 3)], {"classes": 6})
 case("outer", "outer", [randn(3), randn(4)])
 case("dot", "dot", [randn(5), randn(5)])
+# ---- added later: einsum ------------------------------------------------------------
+case("einsum_mm", "einsum", [randn(3, 4), randn(4, 5)], {"eq": "ij,jk->ik"})
+case("einsum_attention", "einsum", [randn(2, 3, 4, 5), randn(2, 3, 6, 5)], {"eq": "bhqd,bhkd->bhqk"})
+case("einsum_implicit_t", "einsum", [randn(4, 3), randn(3, 2)], {"eq": "ij,ik"}, views=["t", None])
+case("einsum_transpose", "einsum", [randn(2, 3, 4)], {"eq": "abc->cab"})
+case("einsum_sum_all", "einsum", [randn(3, 4)], {"eq": "ij->"})
+case("einsum_private_sum", "einsum", [randn(2, 3), randn(3, 4)], {"eq": "ab,bc->c"})
+case("einsum_outer_batch", "einsum", [randn(2, 3), randn(2, 4)], {"eq": "bi,bj->bij"})
+case("einsum_three", "einsum", [randn(2, 3), randn(3, 4), randn(4, 5)], {"eq": "ij,jk,kl->il"})
+case("einsum_bilinear", "einsum", [randn(2, 3), randn(5, 3, 4), randn(2, 4)], {"eq": "bi,oij,bj->bo"})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -142,6 +142,10 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         )),
         "one_hot" => one(f64s(&tapir::nn::one_hot(&x[0], Some(u(a, "classes"))))),
         "outer" => one(x[0].outer(&x[1])),
+        "einsum" => one(Tensor::einsum(
+            a["eq"].as_str().unwrap(),
+            &x.iter().collect::<Vec<_>>(),
+        )),
         "dot" => one(x[0].dot(&x[1])),
         "selu" => one(x[0].selu()),
         "mish" => one(x[0].mish()),

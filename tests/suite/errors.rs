@@ -399,3 +399,33 @@ fn functional_helpers_name_their_bad_inputs() {
     let empty = Tensor::zeros(&[0]);
     assert!(!empty.any().item::<bool>() && empty.all().item::<bool>());
 }
+
+/// einsum names the equation and what does not fit it.
+#[test]
+fn einsum_names_the_equation_and_the_mismatch() {
+    let (a, b) = (Tensor::zeros(&[2, 3]), Tensor::zeros(&[4, 5]));
+    assert_eq!(
+        panic_message(|| {
+            Tensor::einsum("ij,jk->ik", &[&a, &b]);
+        }),
+        "einsum: 'j' is 3 in one operand and 4 in another in \"ij,jk->ik\""
+    );
+    assert_eq!(
+        panic_message(|| {
+            Tensor::einsum("ij,jk->ik", &[&a]);
+        }),
+        "einsum: \"ij,jk->ik\" names 2 operands but 1 were given"
+    );
+    assert_eq!(
+        panic_message(|| {
+            Tensor::einsum("...j->j", &[&a]);
+        }),
+        "einsum: '.' in \"...j->j\" is not a letter (ellipses are not supported)"
+    );
+    assert_eq!(
+        panic_message(|| {
+            Tensor::einsum("ii->i", &[&Tensor::zeros(&[3, 3])]);
+        }),
+        "einsum: 'i' repeats within \"ii\" in \"ii->i\" (diagonals are not supported)"
+    );
+}

@@ -5,6 +5,7 @@ pub(crate) mod activation;
 pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod creation;
+pub(crate) mod einsum;
 pub(crate) mod index;
 pub(crate) mod inplace;
 pub(crate) mod linalg;

@@ -1,0 +1,185 @@
+//! `torch.einsum` over one or more operands, each pair contracted by one
+//! batched matrix product: letters only in one operand (and not the output)
+//! are summed first, the shared ones are batch or contracted dims, the rest
+//! are the product's rows and columns. Built from `sum_dims`, `permute`,
+//! `reshape` and `matmul`, so its gradient and devices are theirs.
+
+use crate::Tensor;
+
+/// One operand's letters, checked against its dims.
+fn letters(term: &str, t: &Tensor, equation: &str) -> Vec<char> {
+    let ls: Vec<char> = term.chars().collect();
+    for &c in &ls {
+        assert!(
+            c.is_ascii_alphabetic(),
+            "einsum: '{c}' in \"{equation}\" is not a letter (ellipses are not supported)"
+        );
+    }
+    assert!(
+        ls.len() == t.ndim(),
+        "einsum: \"{term}\" names {} dims of an operand of shape {:?} in \"{equation}\"",
+        ls.len(),
+        t.shape()
+    );
+    for (k, &c) in ls.iter().enumerate() {
+        assert!(
+            !ls[k + 1..].contains(&c),
+            "einsum: '{c}' repeats within \"{term}\" in \"{equation}\" (diagonals are not supported)"
+        );
+    }
+    ls
+}
+
+/// `t` (with letters `ls`) summed over the letters that no other operand
+/// and not the output (`keep`) has.
+fn sum_private(t: &Tensor, ls: &[char], keep: &[char]) -> (Tensor, Vec<char>) {
+    let gone: Vec<isize> = (0..ls.len())
+        .filter(|&k| !keep.contains(&ls[k]))
+        .map(|k| k as isize)
+        .collect();
+    if gone.is_empty() {
+        return (t.clone(), ls.to_vec());
+    }
+    let kept = ls.iter().copied().filter(|c| keep.contains(c)).collect();
+    (t.sum_dims(&gone, false), kept)
+}
+
+/// The size of each letter of `ls` in `t`.
+fn sizes(t: &Tensor, ls: &[char], of: &[char]) -> Vec<usize> {
+    of.iter()
+        .map(|c| t.shape()[ls.iter().position(|x| x == c).expect("letter of t")])
+        .collect()
+}
+
+/// `t` with its dims in the order of `want` (letters it has).
+fn arrange(t: &Tensor, ls: &[char], want: &[char]) -> Tensor {
+    let perm: Vec<isize> = want
+        .iter()
+        .map(|c| ls.iter().position(|x| x == c).expect("letter of t") as isize)
+        .collect();
+    t.permute(&perm)
+}
+
+/// The product of `a` and `b` over their shared letters that `out_keep`
+/// does not keep; its letters are batch, then `a`'s own, then `b`'s own.
+fn contract(
+    a: &Tensor,
+    la: &[char],
+    b: &Tensor,
+    lb: &[char],
+    out_keep: &[char],
+    eq: &str,
+) -> (Tensor, Vec<char>) {
+    let shared: Vec<char> = la.iter().copied().filter(|c| lb.contains(c)).collect();
+    for &c in &shared {
+        let (sa, sb) = (sizes(a, la, &[c])[0], sizes(b, lb, &[c])[0]);
+        assert!(
+            sa == sb,
+            "einsum: '{c}' is {sa} in one operand and {sb} in another in \"{eq}\""
+        );
+    }
+    let batch: Vec<char> = shared
+        .iter()
+        .copied()
+        .filter(|c| out_keep.contains(c))
+        .collect();
+    let inner: Vec<char> = shared
+        .iter()
+        .copied()
+        .filter(|c| !out_keep.contains(c))
+        .collect();
+    let rows: Vec<char> = la.iter().copied().filter(|c| !lb.contains(c)).collect();
+    let cols: Vec<char> = lb.iter().copied().filter(|c| !la.contains(c)).collect();
+    let (nb, nr, nc, ni) = (
+        sizes(a, la, &batch),
+        sizes(a, la, &rows),
+        sizes(b, lb, &cols),
+        sizes(a, la, &inner),
+    );
+    let prod = |v: &[usize]| v.iter().product::<usize>() as isize;
+    let a3 = arrange(
+        a,
+        la,
+        &[batch.clone(), rows.clone(), inner.clone()].concat(),
+    )
+    .reshape(&[prod(&nb), prod(&nr), prod(&ni)]);
+    let b3 = arrange(
+        b,
+        lb,
+        &[batch.clone(), inner.clone(), cols.clone()].concat(),
+    )
+    .reshape(&[prod(&nb), prod(&ni), prod(&nc)]);
+    let shape: Vec<isize> = [nb, nr, nc].concat().iter().map(|&s| s as isize).collect();
+    let product = a3.matmul(&b3).reshape(&shape);
+    (product, [batch, rows, cols].concat())
+}
+
+impl Tensor {
+    /// Sums products of elements named by letters (`torch.einsum`):
+    /// `"ij,jk->ik"` is a matrix product, `"bhqd,bhkd->bhqk"` attention
+    /// scores, `"ij->ji"` a transpose. Without `->` the output is the
+    /// letters used once, in alphabetical order. Ellipses and repeated
+    /// letters within one operand (diagonals) are not supported.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// let b = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2]);
+    /// assert_eq!(Tensor::einsum("ij,jk->ik", &[&a, &b]).to_vec::<f32>(), a.to_vec::<f32>());
+    /// assert_eq!(Tensor::einsum("ij->", &[&a]).item::<f32>(), 10.0);
+    /// ```
+    pub fn einsum(equation: &str, operands: &[&Tensor]) -> Tensor {
+        let eq: String = equation.chars().filter(|c| !c.is_whitespace()).collect();
+        let (lhs, rhs) = match eq.split_once("->") {
+            Some((l, r)) => (l.to_string(), Some(r.to_string())),
+            None => (eq.clone(), None),
+        };
+        let terms: Vec<&str> = lhs.split(',').collect();
+        assert!(
+            terms.len() == operands.len(),
+            "einsum: \"{equation}\" names {} operands but {} were given",
+            terms.len(),
+            operands.len()
+        );
+        let mut ops: Vec<(Tensor, Vec<char>)> = terms
+            .iter()
+            .zip(operands)
+            .map(|(term, t)| ((*t).clone(), letters(term, t, equation)))
+            .collect();
+        let all: Vec<char> = ops.iter().flat_map(|(_, l)| l.clone()).collect();
+        let out: Vec<char> = match rhs {
+            Some(r) => r.chars().collect(),
+            None => {
+                let mut once: Vec<char> = all
+                    .iter()
+                    .copied()
+                    .filter(|c| all.iter().filter(|x| *x == c).count() == 1)
+                    .collect();
+                once.sort();
+                once
+            }
+        };
+        for (k, &c) in out.iter().enumerate() {
+            assert!(
+                all.contains(&c) && !out[k + 1..].contains(&c),
+                "einsum: output letter '{c}' of \"{equation}\" is not in an operand or repeats"
+            );
+        }
+        // Fold left: each step keeps what the output or a later operand needs.
+        let (first, first_ls) = ops.remove(0);
+        let later: Vec<char> = ops.iter().flat_map(|(_, l)| l.clone()).collect();
+        let keep: Vec<char> = [out.clone(), later].concat();
+        let (mut acc, mut acc_ls) = sum_private(&first, &first_ls, &keep);
+        for k in 0..ops.len() {
+            let rest: Vec<char> = ops[k + 1..].iter().flat_map(|(_, l)| l.clone()).collect();
+            let keep: Vec<char> = [out.clone(), rest].concat();
+            let with_acc: Vec<char> = [keep.clone(), acc_ls.clone()].concat();
+            let (b, b_ls) = sum_private(&ops[k].0, &ops[k].1, &with_acc);
+            let with_b: Vec<char> = [keep.clone(), b_ls.clone()].concat();
+            let (a, a_ls) = sum_private(&acc, &acc_ls, &with_b);
+            (acc, acc_ls) = contract(&a, &a_ls, &b, &b_ls, &keep, equation);
+        }
+        let (acc, acc_ls) = sum_private(&acc, &acc_ls, &out);
+        arrange(&acc, &acc_ls, &out).contiguous()
+    }
+}
