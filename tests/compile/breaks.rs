@@ -159,6 +159,37 @@ fn in_place_ops_replay_in_order_and_keep_their_graph_unfused() {
     assert!(e.fused.is_empty(), "{e:?}");
 }
 
+/// Compiles a model made by `make` and runs it three times beside an eager
+/// twin on inputs of `shape`: outputs and gradients bit for bit, one graph
+/// replayed twice, no graph break.
+fn replays_as_eager_without_a_break<M: Module + Forward>(
+    make: impl Fn() -> M,
+    shape: &[usize],
+    what: &str,
+) {
+    let (eager, compiled) = twins(make);
+    let compiled = compile(compiled);
+    for step in 0..3 {
+        let x = Tensor::randn(shape);
+        let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
+        assert_eq!(
+            out_c.to_vec::<f32>(),
+            out_e.to_vec::<f32>(),
+            "{what}: step {step}"
+        );
+        assert_same_grads(
+            (&eager, &out_e),
+            (compiled.model(), &out_c),
+            |y| y.square().sum(),
+            0.0,
+            what,
+        );
+    }
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty(), "{what}: {e:?}");
+    assert_eq!((e.graphs, e.replays), (1, 2), "{what}: {e:?}");
+}
+
 /// A forward of the rearranging copies and rounding ops.
 struct Rearranged(Linear);
 
@@ -176,23 +207,11 @@ impl Forward for Rearranged {
 #[test]
 fn rearranging_and_rounding_ops_replay_without_a_graph_break() {
     let _serial = serial();
-    let (eager, compiled) = twins(|| Rearranged(Linear::new(3, 4, true)));
-    let compiled = compile(compiled);
-    for step in 0..3 {
-        let x = Tensor::randn(&[5, 3]);
-        let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
-        assert_eq!(out_c.to_vec::<f32>(), out_e.to_vec::<f32>(), "step {step}");
-        assert_same_grads(
-            (&eager, &out_e),
-            (compiled.model(), &out_c),
-            |y| y.square().sum(),
-            0.0,
-            "rearranged",
-        );
-    }
-    let e = compiled.explain();
-    assert!(e.graph_breaks.is_empty(), "{e:?}");
-    assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+    replays_as_eager_without_a_break(
+        || Rearranged(Linear::new(3, 4, true)),
+        &[5, 3],
+        "rearranged",
+    );
 }
 
 /// A forward that sorts, picks the top entries and sums as it goes.
@@ -213,23 +232,7 @@ impl Forward for Ordered {
 #[test]
 fn ordering_ops_replay_without_a_graph_break() {
     let _serial = serial();
-    let (eager, compiled) = twins(|| Ordered(Linear::new(3, 5, true)));
-    let compiled = compile(compiled);
-    for step in 0..3 {
-        let x = Tensor::randn(&[4, 3]);
-        let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
-        assert_eq!(out_c.to_vec::<f32>(), out_e.to_vec::<f32>(), "step {step}");
-        assert_same_grads(
-            (&eager, &out_e),
-            (compiled.model(), &out_c),
-            |y| y.square().sum(),
-            0.0,
-            "ordered",
-        );
-    }
-    let e = compiled.explain();
-    assert!(e.graph_breaks.is_empty(), "{e:?}");
-    assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+    replays_as_eager_without_a_break(|| Ordered(Linear::new(3, 5, true)), &[4, 3], "ordered");
 }
 
 /// A forward of reductions and constants that each were a graph break:
@@ -258,21 +261,9 @@ impl Forward for Reductions {
 #[test]
 fn reductions_and_constants_replay_without_a_graph_break() {
     let _serial = serial();
-    let (eager, compiled) = twins(|| Reductions(Linear::new(3, 4, true)));
-    let compiled = compile(compiled);
-    for step in 0..3 {
-        let x = Tensor::randn(&[5, 3]);
-        let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
-        assert_eq!(out_c.to_vec::<f32>(), out_e.to_vec::<f32>(), "step {step}");
-        assert_same_grads(
-            (&eager, &out_e),
-            (compiled.model(), &out_c),
-            |y| y.square().sum(),
-            0.0,
-            "reductions",
-        );
-    }
-    let e = compiled.explain();
-    assert!(e.graph_breaks.is_empty(), "{e:?}");
-    assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+    replays_as_eager_without_a_break(
+        || Reductions(Linear::new(3, 4, true)),
+        &[5, 3],
+        "reductions",
+    );
 }

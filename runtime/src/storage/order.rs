@@ -59,13 +59,9 @@ impl Storage {
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => match kernel_dtype(s.dtype) {
                 Some(kd) => {
-                    let (rows, n) = rows_of(l);
-                    let run = || {
-                        let mut copy = None;
-                        let packed = s.dense(l, &mut copy)?;
-                        launch::cumsum_last(packed, rows, n, kd)
-                    };
-                    let buf = run().unwrap_or_else(|e| fail("cumsum", e));
+                    let buf = on_rows(s, l, "cumsum", |x, rows, n| {
+                        launch::cumsum_last(x, rows, n, kd)
+                    });
                     Storage::Cuda(CudaStorage::new(buf, s.dtype))
                 }
                 None => self.map_host(|b| b.cumsum_last(l)),
@@ -85,13 +81,9 @@ impl Storage {
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             Storage::Cuda(s) => match kernel_dtype(s.dtype) {
                 Some(kd) => {
-                    let (rows, n) = rows_of(l);
-                    let run = || {
-                        let mut copy = None;
-                        let packed = s.dense(l, &mut copy)?;
-                        launch::sort_last(packed, rows, n, kd, descending)
-                    };
-                    let (v, i) = run().unwrap_or_else(|e| fail("sort", e));
+                    let (v, i) = on_rows(s, l, "sort", |x, rows, n| {
+                        launch::sort_last(x, rows, n, kd, descending)
+                    });
                     (
                         Storage::Cuda(CudaStorage::new(v, s.dtype)),
                         Storage::Cuda(CudaStorage::new(i, DType::I64)),
@@ -105,4 +97,21 @@ impl Storage {
             },
         }
     }
+}
+
+/// Runs a row kernel `f(buffer, rows, n)` over the view `l` of a GPU
+/// tensor, packed densely first where it is not; a CUDA error panics
+/// naming `op`.
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+fn on_rows<T>(
+    s: &CudaStorage,
+    l: &Layout,
+    op: &str,
+    f: impl FnOnce(&tapir_kernels::cuda::CudaBuffer, usize, usize) -> tapir_kernels::cuda::CudaResult<T>,
+) -> T {
+    let (rows, n) = rows_of(l);
+    let mut copy = None;
+    s.dense(l, &mut copy)
+        .and_then(|packed| f(packed, rows, n))
+        .unwrap_or_else(|e| fail(op, e))
 }
