@@ -243,6 +243,11 @@ sched_case("onecycle_adamw", lambda o: S.OneCycleLR(o, max_lr=0.5, total_steps=3
 sched_case("sequential", lambda o: S.SequentialLR(o, [S.LinearLR(o, start_factor=0.01, total_iters=5),
                                                        S.CosineAnnealingLR(o, T_max=20)], milestones=[5]))
 sched_case("warm_restarts", lambda o: S.CosineAnnealingWarmRestarts(o, T_0=3, T_mult=2, eta_min=0.01))
+# added later: appended so the cases above keep their values
+sched_case("lambda", lambda o: S.LambdaLR(o, lambda e: min(1.0, (e + 1) / 6.0) * 0.97 ** e))
+sched_case("multiplicative", lambda o: S.MultiplicativeLR(o, lambda e: 0.9 if e % 3 else 0.5))
+sched_case("constant", lambda o: S.ConstantLR(o, factor=0.25, total_iters=7))
+sched_case("polynomial", lambda o: S.PolynomialLR(o, total_iters=12, power=2.0))
 plateau_metrics = [1.0, 0.9, 0.9, 0.9, 0.95, 0.91, 0.89, 0.89, 0.89, 0.89, 0.89, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5,
                    0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
 T["sched.plateau.metrics"] = torch.tensor(plateau_metrics, dtype=torch.float64)

@@ -629,6 +629,14 @@ fn schedulers_match_pytorch_for_25_steps() {
                 Some(Box::new(SequentialLR::new(o, vec![warm, cos], vec![5])))
             }
             "warm_restarts" => Some(Box::new(CosineAnnealingWarmRestarts::new(o, 3, 2, 0.01))),
+            "lambda" => Some(Box::new(LambdaLR::new(o, |e| {
+                ((e + 1) as f64 / 6.0).min(1.0) * 0.97f64.powi(e as i32)
+            }))),
+            "multiplicative" => Some(Box::new(MultiplicativeLR::new(o, |e| {
+                if e % 3 != 0 { 0.9 } else { 0.5 }
+            }))),
+            "constant" => Some(Box::new(ConstantLR::new(o, 0.25, 7))),
+            "polynomial" => Some(Box::new(PolynomialLR::new(o, 12, 2.0))),
             "plateau" => None,
             other => panic!("no scheduler {other}"),
         };
@@ -658,7 +666,7 @@ fn schedulers_match_pytorch_for_25_steps() {
             1e-10,
         )
     });
-    assert_eq!(n, 10);
+    assert_eq!(n, 14);
 }
 
 #[test]

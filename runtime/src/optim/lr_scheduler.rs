@@ -164,6 +164,76 @@ impl LinearLR {
     }
 }
 
+/// The base lr times `lr_lambda(epoch)` (`LambdaLR`), e.g. a warmup.
+///
+/// ```
+/// use tapir_runtime::{optim::*, Tensor};
+/// let mut opt = SGD::new(vec![Tensor::zeros(&[1]).requires_grad_(true)], SgdConfig { lr: 1.0, ..Default::default() });
+/// let mut s = LambdaLR::new(&mut opt, |e| ((e + 1) as f64 / 4.0).min(1.0));
+/// let lrs: Vec<f64> = (0..5).map(|_| { let lr = opt.lr(); s.step(&mut opt); lr }).collect();
+/// assert_eq!(lrs, [0.25, 0.5, 0.75, 1.0, 1.0]);
+/// ```
+pub struct LambdaLR;
+impl LambdaLR {
+    /// Sets the lr to the initial lr times `lr_lambda(epoch)` (`LambdaLR`).
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        lr_lambda: impl Fn(i64) -> f64 + Send + Sync + 'static,
+    ) -> ClosedForm {
+        ClosedForm::new(opt, move |b, e| b * lr_lambda(e))
+    }
+}
+
+/// The lr multiplied by `lr_lambda(epoch)` at each step after the first
+/// (`MultiplicativeLR`): the base lr times the product of the factors.
+pub struct MultiplicativeLR;
+impl MultiplicativeLR {
+    /// Multiplies the lr by `lr_lambda(epoch)` each epoch (`MultiplicativeLR`).
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        lr_lambda: impl Fn(i64) -> f64 + Send + Sync + 'static,
+    ) -> ClosedForm {
+        ClosedForm::new(opt, move |b, e| (1..=e).fold(b, |lr, k| lr * lr_lambda(k)))
+    }
+}
+
+/// The lr times `factor` until `total_iters` epochs, then the lr itself
+/// (`ConstantLR`; PyTorch's defaults 1/3 and 5).
+pub struct ConstantLR;
+impl ConstantLR {
+    /// Scales the lr by `factor` for the first `total_iters` epochs (`ConstantLR`).
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(opt: &mut dyn Optimizer, factor: f64, total_iters: i64) -> ClosedForm {
+        assert!(
+            (0.0..=1.0).contains(&factor),
+            "ConstantLR: factor must be in [0, 1], got {factor}"
+        );
+        ClosedForm::new(
+            opt,
+            move |b, e| if e < total_iters { b * factor } else { b },
+        )
+    }
+}
+
+/// The lr decayed by `(1 - epoch / total_iters)^power`, then 0
+/// (`PolynomialLR`; PyTorch's defaults 5 and 1.0).
+pub struct PolynomialLR;
+impl PolynomialLR {
+    /// Decays the lr polynomially to 0 over `total_iters` epochs (`PolynomialLR`).
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(opt: &mut dyn Optimizer, total_iters: i64, power: f64) -> ClosedForm {
+        assert!(
+            total_iters > 0,
+            "PolynomialLR: total_iters must be positive, got {total_iters}"
+        );
+        ClosedForm::new(opt, move |b, e| {
+            b * (1.0 - e.min(total_iters) as f64 / total_iters as f64).powf(power)
+        })
+    }
+}
+
 /// Runs `schedulers` one after another, switching at `milestones` (each
 /// restarts from its epoch 0), e.g. warmup then cosine.
 pub struct SequentialLR {

@@ -15,8 +15,9 @@ pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
 pub(crate) use fused::Updates;
 pub use lr_scheduler::{
-    ClosedForm, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR, LinearLR,
-    LrScheduler, MultiStepLR, OneCycleLR, PlateauMode, ReduceLROnPlateau, SequentialLR, StepLR,
+    ClosedForm, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR,
+    LambdaLR, LinearLR, LrScheduler, MultiStepLR, MultiplicativeLR, OneCycleLR, PlateauMode,
+    PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
 };
 pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use sgd::{SGD, SgdConfig};
