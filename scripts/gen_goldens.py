@@ -163,6 +163,9 @@ def run(op, a, x):
         return [F.kl_div(x[0], x[1], reduction=a["reduction"], log_target=a["log_target"])]
     if op == "one_hot":
         return [F.one_hot(x[0], a["classes"]).double()]
+    if op == "interpolate":
+        return [F.interpolate(x[0], size=a.get("size"), scale_factor=a.get("scale"), mode=a["mode"],
+                              align_corners=a.get("align_corners"))]
     if op == "einsum":
         return [torch.einsum(a["eq"], *x)]
     if op == "outer":
@@ -493,6 +496,17 @@ case("einsum_private_sum", "einsum", [randn(2, 3), randn(3, 4)], {"eq": "ab,bc->
 case("einsum_outer_batch", "einsum", [randn(2, 3), randn(2, 4)], {"eq": "bi,bj->bij"})
 case("einsum_three", "einsum", [randn(2, 3), randn(3, 4), randn(4, 5)], {"eq": "ij,jk,kl->il"})
 case("einsum_bilinear", "einsum", [randn(2, 3), randn(5, 3, 4), randn(2, 4)], {"eq": "bi,oij,bj->bo"})
+# ---- added later: interpolate ---------------------------------------------------------
+case("interp_nearest_size", "interpolate", [randn(1, 2, 3, 4)], {"mode": "nearest", "size": [5, 7]})
+case("interp_nearest_scale", "interpolate", [randn(2, 1, 3, 3)], {"mode": "nearest", "scale": [2.0, 2.0]})
+case("interp_nearest_down", "interpolate", [randn(1, 1, 7, 5)], {"mode": "nearest", "size": [3, 2]})
+case("interp_nearest_1_5", "interpolate", [randn(1, 2, 4)], {"mode": "nearest", "scale": [1.5]})
+case("interp_linear", "interpolate", [randn(2, 3, 5)], {"mode": "linear", "size": [8]})
+case("interp_linear_corners", "interpolate", [randn(1, 2, 4)], {"mode": "linear", "size": [7], "align_corners": True})
+case("interp_bilinear", "interpolate", [randn(1, 2, 3, 4)], {"mode": "bilinear", "size": [6, 5]})
+case("interp_bilinear_scale", "interpolate", [randn(1, 1, 3, 3)], {"mode": "bilinear", "scale": [2.0, 2.0]})
+case("interp_bilinear_corners", "interpolate", [randn(1, 2, 4, 3)], {"mode": "bilinear", "size": [7, 5], "align_corners": True})
+case("interp_bilinear_down", "interpolate", [randn(1, 1, 8, 6)], {"mode": "bilinear", "size": [3, 4]})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -142,6 +142,29 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         )),
         "one_hot" => one(f64s(&tapir::nn::one_hot(&x[0], Some(u(a, "classes"))))),
         "outer" => one(x[0].outer(&x[1])),
+        "interpolate" => {
+            let mode = match a["mode"].as_str().unwrap() {
+                "nearest" => tapir::nn::InterpolateMode::Nearest,
+                "linear" => tapir::nn::InterpolateMode::Linear,
+                _ => tapir::nn::InterpolateMode::Bilinear,
+            };
+            let size = a.get("size").map(|_| usizes(a, "size"));
+            let scale: Option<Vec<f64>> = a.get("scale").map(|v| {
+                v.as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|f| f.as_f64().unwrap())
+                    .collect()
+            });
+            let corners = a.get("align_corners").map(|v| v.as_bool().unwrap());
+            one(tapir::nn::interpolate(
+                &x[0],
+                size.as_deref(),
+                scale.as_deref(),
+                mode,
+                corners,
+            ))
+        }
         "einsum" => one(Tensor::einsum(
             a["eq"].as_str().unwrap(),
             &x.iter().collect::<Vec<_>>(),

@@ -429,3 +429,34 @@ fn einsum_names_the_equation_and_the_mismatch() {
         "einsum: 'i' repeats within \"ii\" in \"ii->i\" (diagonals are not supported)"
     );
 }
+
+/// interpolate refuses the arguments PyTorch refuses.
+#[test]
+fn interpolate_names_its_bad_arguments() {
+    use tapir::nn::{InterpolateMode, interpolate};
+    let img = Tensor::zeros(&[1, 1, 2, 2]);
+    assert_eq!(
+        panic_message(|| {
+            interpolate(&img, Some(&[4, 4]), None, InterpolateMode::Linear, None);
+        }),
+        "interpolate: mode 'linear' does not take an input of shape [1, 1, 2, 2]"
+    );
+    assert_eq!(
+        panic_message(|| {
+            interpolate(
+                &img,
+                Some(&[4, 4]),
+                None,
+                InterpolateMode::Nearest,
+                Some(false),
+            );
+        }),
+        "interpolate: align_corners can only be set with the linear modes, not 'nearest'"
+    );
+    assert!(
+        panic_message(|| {
+            interpolate(&img, Some(&[4]), None, InterpolateMode::Nearest, None);
+        })
+        .starts_with("interpolate: give either size or scale_factor, one per spatial dim of shape [1, 1, 2, 2]")
+    );
+}

@@ -7,6 +7,7 @@ mod container;
 mod conv;
 mod functional;
 pub mod init;
+mod interpolate;
 mod layers;
 mod linear;
 mod loss;
@@ -22,6 +23,7 @@ pub(crate) use attention::mask_future as attention_mask_future;
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d};
 pub use functional::{cosine_similarity, normalize, one_hot, pad, pairwise_distance};
+pub use interpolate::{InterpolateMode, Upsample, interpolate};
 pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
     AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardsigmoid, Hardswish, LeakyReLU,
