@@ -460,3 +460,28 @@ fn interpolate_names_its_bad_arguments() {
         .starts_with("interpolate: give either size or scale_factor, one per spatial dim of shape [1, 1, 2, 2]")
     );
 }
+
+/// 0-d tensors in the rearranging copies behave as in PyTorch: flip and
+/// movedim return the element, roll and repeat_interleave along a dim refuse.
+#[test]
+fn rearranging_a_0d_tensor_follows_pytorch() {
+    let x = Tensor::scalar(5.0f32);
+    assert_eq!(x.flip(&[0]).item::<f32>(), 5.0);
+    assert_eq!(x.flip(&[-1]).item::<f32>(), 5.0);
+    assert_eq!(x.movedim(0, 0).item::<f32>(), 5.0);
+    assert_eq!(x.roll(&[1], &[]).item::<f32>(), 5.0);
+    assert_eq!(x.repeat(&[2, 3]).shape(), &[2, 3]);
+    assert_eq!(x.tile(&[2]).shape(), &[2]);
+    assert_eq!(
+        panic_message(|| {
+            x.roll(&[1], &[0]);
+        }),
+        "roll: a 0-d tensor has no dim [0] to roll along (give no dims)"
+    );
+    assert_eq!(
+        panic_message(|| {
+            x.repeat_interleave(2, Some(0));
+        }),
+        "repeat_interleave: a 0-d tensor has no dim 0 (give dim None)"
+    );
+}

@@ -112,8 +112,13 @@ impl Tensor {
             [self],
             || vec![("dims", Attr::Ints(dims.iter().map(|&d| d as i64).collect()))],
             || {
+                let dims_of = distinct_dims(self, dims, "flip");
+                if self.ndim() == 0 {
+                    // A 0-d tensor has one element: nothing to reverse.
+                    return copied(self);
+                }
                 let mut out = self.clone();
-                for d in distinct_dims(self, dims, "flip") {
+                for d in dims_of {
                     let n = self.shape()[d] as i64;
                     let reversed = Tensor::arange_on((n - 1..-1, -1), self.device());
                     out = out.index_select(d as isize, &reversed);
@@ -146,6 +151,10 @@ impl Tensor {
                 ]
             },
             || {
+                assert!(
+                    self.ndim() > 0 || dims.is_empty(),
+                    "roll: a 0-d tensor has no dim {dims:?} to roll along (give no dims)"
+                );
                 if dims.is_empty() {
                     assert!(
                         shifts.len() == 1,
@@ -195,6 +204,10 @@ impl Tensor {
         let Some(dim) = dim else {
             return self.flatten_all().repeat_interleave(repeats, Some(0));
         };
+        assert!(
+            self.ndim() > 0,
+            "repeat_interleave: a 0-d tensor has no dim {dim} (give dim None)"
+        );
         let d = self.dim(dim, "repeat_interleave");
         let mut wide = self.shape().to_vec();
         wide.insert(d + 1, repeats);
@@ -216,6 +229,9 @@ impl Tensor {
     pub fn movedim(&self, source: isize, destination: isize) -> Tensor {
         let s = self.dim(source, "movedim");
         let d = self.dim(destination, "movedim");
+        if self.ndim() == 0 {
+            return self.clone();
+        }
         let mut order: Vec<isize> = (0..self.ndim() as isize)
             .filter(|&k| k != s as isize)
             .collect();
