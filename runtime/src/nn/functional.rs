@@ -107,15 +107,11 @@ fn pad_dim(x: &Tensor, d: usize, before: i64, after: i64, value: f64) -> Tensor 
         shape[d] = amount as usize;
         Tensor::full_on(&shape, value, kept.dtype(), kept.device())
     };
-    let mut parts = Vec::with_capacity(3);
-    let (head, tail) = (fill(before.max(0)), fill(after.max(0)));
-    if before > 0 {
-        parts.push(&head);
-    }
-    parts.push(&kept);
-    if after > 0 {
-        parts.push(&tail);
-    }
+    let (head, tail) = (
+        (before > 0).then(|| fill(before)),
+        (after > 0).then(|| fill(after)),
+    );
+    let parts: Vec<&Tensor> = head.iter().chain([&kept]).chain(tail.iter()).collect();
     if parts.len() == 1 {
         return kept.contiguous();
     }

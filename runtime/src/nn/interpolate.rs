@@ -150,9 +150,6 @@ pub fn interpolate(
         let scale = scale_factor.map(|f| f[k]);
         out = resize_dim(&out, 2 + k, m, scale, mode, corners);
     }
-    if out.same_storage(x) {
-        out = out.contiguous();
-    }
     out
 }
 

@@ -95,11 +95,10 @@ impl Tensor {
                 let values = Tensor::record(values, "SortBackward0", &[self], move || {
                     move |g: &Tensor, _: &[bool]| {
                         // Each gradient goes back to where its value came from.
-                        let idx = idx_saved.detach();
                         vec![Some(if g.ndim() == 0 {
                             g.clone()
                         } else {
-                            Tensor::zeros_like(g).scatter_add(d as isize, &idx, g)
+                            Tensor::zeros_like(g).scatter_add(d as isize, &idx_saved, g)
                         })]
                     }
                 });
