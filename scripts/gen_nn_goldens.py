@@ -5,7 +5,7 @@
 
 Layers: state dict, input, output, and gradients of sum(out * w) for the
 input and every parameter, in train and eval mode where they differ.
-Losses: every reduction. Optimizers: 5 steps with fixed gradients.
+Losses: every reduction. Optimizers: 5 steps (8 for RAdam) with fixed gradients.
 Schedulers: 25 steps of lr. Clipping. The seed MLP trajectory: 10 AdamW
 steps with clipping and cosine annealing from PyTorch's initial weights.
 """
@@ -151,16 +151,22 @@ for j in range(2):
     put(f"optim.p0.{j}", p0[j])
 
 
-def opt_case(name, make, groups=False):
+def opt_case(name, make, groups=False, steps=5, scalar_dtype=torch.float64):
+    """`steps` steps, gradients cycling through the five. `scalar_dtype`: the
+    default dtype while stepping, which is the dtype of an optimizer's scalar
+    state (NAdam's mu_product): float32 is what a user with PyTorch's default
+    gets."""
     ps = [p.clone().double().requires_grad_(True) for p in p0]
     opt = make(ps) if not groups else make(ps)
-    for k in range(5):
+    torch.set_default_dtype(scalar_dtype)
+    for k in range(steps):
         for j, p in enumerate(ps):
-            p.grad = grads[k][j].clone().double()
+            p.grad = grads[k % 5][j].clone().double()
         opt.step()
         for j, p in enumerate(ps):
             put(f"optim.{name}.step{k}.{j}", p)
-    M["optim"].append({"name": name})
+    torch.set_default_dtype(torch.float64)
+    M["optim"].append({"name": name, "steps": steps})
 
 
 O = torch.optim
@@ -178,6 +184,22 @@ opt_case("adamw_groups", lambda ps: O.AdamW([{"params": [ps[0]]}, {"params": [ps
                                             lr=0.01, weight_decay=0.1))
 opt_case("rmsprop", lambda ps: O.RMSprop(ps, lr=0.01))
 opt_case("rmsprop_centered_mom_wd", lambda ps: O.RMSprop(ps, lr=0.01, centered=True, momentum=0.9, weight_decay=0.1))
+opt_case("adagrad", lambda ps: O.Adagrad(ps, lr=0.1))
+opt_case("adagrad_decay_wd_init_max", lambda ps: O.Adagrad(ps, lr=0.1, lr_decay=0.3, weight_decay=0.1,
+                                                            initial_accumulator_value=0.5, maximize=True))
+opt_case("adadelta", lambda ps: O.Adadelta(ps))
+opt_case("adadelta_wd_max", lambda ps: O.Adadelta(ps, lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True))
+opt_case("adamax", lambda ps: O.Adamax(ps, lr=0.01))
+opt_case("adamax_wd_max", lambda ps: O.Adamax(ps, lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, maximize=True))
+F32 = torch.float32
+opt_case("nadam", lambda ps: O.NAdam(ps, lr=0.01), scalar_dtype=F32)
+opt_case("nadam_wd_max", lambda ps: O.NAdam(ps, lr=0.01, weight_decay=0.1, momentum_decay=0.01, maximize=True),
+         scalar_dtype=F32)
+opt_case("nadamw", lambda ps: O.NAdam(ps, lr=0.01, weight_decay=0.1, decoupled_weight_decay=True), scalar_dtype=F32)
+# RAdam rectifies from step 6 with these betas: 8 steps run both branches.
+opt_case("radam", lambda ps: O.RAdam(ps, lr=0.01), steps=8)
+opt_case("radam_wd_max", lambda ps: O.RAdam(ps, lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, maximize=True), steps=8)
+opt_case("radamw", lambda ps: O.RAdam(ps, lr=0.01, weight_decay=0.1, decoupled_weight_decay=True), steps=8)
 
 # Half-precision parameters through PyTorch's fused kernels (math in f32,
 # parameter and state rounded when stored, as tapir's). Inputs are stored
@@ -199,6 +221,9 @@ for name, make in [
     ("adam_maximize", lambda ps: O.Adam(ps, lr=0.01, maximize=True, fused=True)),
     ("adamw", lambda ps: O.AdamW(ps, lr=0.01, fused=True)),
     ("adamw_amsgrad", lambda ps: O.AdamW(ps, lr=0.02, weight_decay=0.05, amsgrad=True, fused=True)),
+    ("adagrad", lambda ps: O.Adagrad(ps, lr=0.1, fused=True)),
+    ("adagrad_decay_wd_init_max", lambda ps: O.Adagrad(ps, lr=0.1, lr_decay=0.3, weight_decay=0.1,
+                                                        initial_accumulator_value=0.5, maximize=True, fused=True)),
 ]:
     for dname, dt in [("bf16", torch.bfloat16), ("f16", torch.float16)]:
         ps = [p.to(dt).requires_grad_(True) for p in p0]

@@ -24,5 +24,6 @@ mod init;
 mod layer_table;
 mod model_macro;
 mod nn_goldens;
+mod optim_goldens;
 mod training;
 mod versions;

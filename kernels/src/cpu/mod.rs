@@ -35,7 +35,10 @@ pub use index::{gather, index_add_rows, index_select, scatter_add};
 pub use matmul::{matmul, matmul_bias};
 pub use matmul_bf16::{bf16_matmul_available, matmul_bf16};
 pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, layer_norm_rows};
-pub use optim::{adam_update, rmsprop_update, sgd_update};
+pub use optim::{
+    adadelta_update, adagrad_update, adam_update, adamax_update, nadam_update, radam_update,
+    rmsprop_update, sgd_update,
+};
 pub use order::{cumsum_rows, sort_rows};
 pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};
 pub use pool::{max_pool2d, max_pool2d_backward};

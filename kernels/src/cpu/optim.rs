@@ -3,7 +3,9 @@
 //! operation, so results match to the last bits that float order allows.
 
 use crate::Float;
-use crate::optim::{AdamStep, RmspropStep, SgdStep};
+use crate::optim::{
+    AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, NadamStep, RadamStep, RmspropStep, SgdStep,
+};
 use crate::threads::simd;
 
 /// One Adam/AdamW step in place over `p`, with state `m`, `v` (and `vmax` for amsgrad).
@@ -155,6 +157,162 @@ pub fn rmsprop_update<T: Float>(
                     }
                     None => p[i] = p[i] - lr * (gi / avg),
                 }
+            }
+        },
+    )
+}
+
+/// The gradient as the update uses it: negated to maximise, plus the L2
+/// term `weight_decay * p` when that is not 0 (PyTorch's
+/// `grad.add(param, alpha=weight_decay)`).
+#[inline(always)]
+fn decayed_grad<T: Float>(g: T, p: T, maximize: bool, weight_decay: T) -> T {
+    let g = if maximize { -g } else { g };
+    if weight_decay != T::zero() {
+        g + weight_decay * p
+    } else {
+        g
+    }
+}
+
+/// One Adagrad step in place with state `sum` (of squared gradients).
+pub fn adagrad_update<T: Float>(p: &mut [T], g: &[T], sum: &mut [T], h: &AdagradStep) {
+    let c = T::from_f64;
+    let (clr, wd, eps) = (c(h.clr()), c(h.weight_decay), c(h.eps));
+    let n = p.len();
+    let (g, sum) = (&g[..n], &mut sum[..n]);
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                let gi = decayed_grad(g[i], p[i], h.maximize, wd);
+                sum[i] = sum[i] + gi * gi;
+                let std = sum[i].sqrt() + eps;
+                p[i] = p[i] - clr * (gi / std);
+            }
+        },
+    )
+}
+
+/// One Adadelta step in place with state `sq` (running average of squared
+/// gradients) and `acc` (of squared deltas).
+pub fn adadelta_update<T: Float>(
+    p: &mut [T],
+    g: &[T],
+    sq: &mut [T],
+    acc: &mut [T],
+    h: &AdadeltaStep,
+) {
+    let c = T::from_f64;
+    let (lr, rho, eps, wd) = (c(h.lr), c(h.rho), c(h.eps), c(h.weight_decay));
+    let w = c(1.0 - h.rho);
+    let n = p.len();
+    let (g, sq, acc) = (&g[..n], &mut sq[..n], &mut acc[..n]);
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                let gi = decayed_grad(g[i], p[i], h.maximize, wd);
+                sq[i] = sq[i] * rho + w * gi * gi;
+                let std = (sq[i] + eps).sqrt();
+                let delta = (acc[i] + eps).sqrt() / std * gi;
+                acc[i] = acc[i] * rho + w * delta * delta;
+                p[i] = p[i] - lr * delta;
+            }
+        },
+    )
+}
+
+/// The larger of `a` and `b`, NaN if either is (`torch.maximum`).
+#[inline(always)]
+fn maximum<T: Float>(a: T, b: T) -> T {
+    if a > b || a.is_nan() { a } else { b }
+}
+
+/// One Adamax step in place with state `m` (first moment) and `u` (the
+/// exponentially weighted infinity norm).
+pub fn adamax_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], u: &mut [T], h: &AdamaxStep) {
+    let c = T::from_f64;
+    let (b2, eps, wd, clr) = (c(h.beta2), c(h.eps), c(h.weight_decay), c(h.clr()));
+    // PyTorch's lerp weight `1 - beta1`, computed in f64 and then rounded.
+    let w1 = c(1.0 - h.beta1);
+    let n = p.len();
+    let (g, m, u) = (&g[..n], &mut m[..n], &mut u[..n]);
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                let gi = decayed_grad(g[i], p[i], h.maximize, wd);
+                m[i] = m[i] + w1 * (gi - m[i]);
+                u[i] = maximum(u[i] * b2, gi.abs() + eps);
+                p[i] = p[i] - clr * (m[i] / u[i]);
+            }
+        },
+    )
+}
+
+/// One NAdam step in place with state `m` and `v` (first and second moments).
+pub fn nadam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], h: &NadamStep) {
+    let c = T::from_f64;
+    let s = h.scalars();
+    let (b2, eps) = (c(h.beta2), c(h.eps));
+    let (w1, w2) = (c(1.0 - h.beta1), c(1.0 - h.beta2));
+    let (grad_coef, avg_coef, bc2) = (c(s.grad_coef), c(s.avg_coef), c(s.bias_correction2));
+    let coupled = if h.decoupled { 0.0 } else { h.weight_decay };
+    let wd = c(coupled);
+    let decay = c(1.0 - h.lr * h.weight_decay);
+    let decays = h.decoupled && h.weight_decay != 0.0;
+    let n = p.len();
+    let (g, m, v) = (&g[..n], &mut m[..n], &mut v[..n]);
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                if decays {
+                    p[i] = p[i] * decay;
+                }
+                let gi = decayed_grad(g[i], p[i], h.maximize, wd);
+                m[i] = m[i] + w1 * (gi - m[i]);
+                v[i] = v[i] * b2 + w2 * gi * gi;
+                let denom = (v[i] / bc2).sqrt() + eps;
+                p[i] = p[i] + grad_coef * (gi / denom);
+                p[i] = p[i] + avg_coef * (m[i] / denom);
+            }
+        },
+    )
+}
+
+/// One RAdam step in place with state `m` and `v` (first and second moments).
+pub fn radam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], h: &RadamStep) {
+    let c = T::from_f64;
+    let s = h.scalars();
+    let (b2, eps, lr) = (c(h.beta2), c(h.eps), c(h.lr));
+    let (w1, w2) = (c(1.0 - h.beta1), c(1.0 - h.beta2));
+    let (bc1, bc2_sqrt) = (c(s.bias_correction1), c(s.bias_correction2_sqrt));
+    let coupled = if h.decoupled { 0.0 } else { h.weight_decay };
+    let wd = c(coupled);
+    let decay = c(1.0 - h.lr * h.weight_decay);
+    let decays = h.decoupled && h.weight_decay != 0.0;
+    let (rectified, rect) = (s.rect.is_some(), c(s.rect.unwrap_or(1.0)));
+    let n = p.len();
+    let (g, m, v) = (&g[..n], &mut m[..n], &mut v[..n]);
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                if decays {
+                    p[i] = p[i] * decay;
+                }
+                let gi = decayed_grad(g[i], p[i], h.maximize, wd);
+                m[i] = m[i] + w1 * (gi - m[i]);
+                v[i] = v[i] * b2 + w2 * gi * gi;
+                let corrected = m[i] / bc1;
+                p[i] = if rectified {
+                    let adaptive = (v[i].sqrt() + eps).recip() * bc2_sqrt;
+                    p[i] - corrected * lr * adaptive * rect
+                } else {
+                    p[i] - corrected * lr
+                };
             }
         },
     )

@@ -48,6 +48,11 @@ fn per_dtype(ops: &[&str], dtypes: &[&str]) -> Vec<String> {
         .collect()
 }
 
+/// The fused optimizer updates in `cu/optim.cu` (`UpdatePlan::op`).
+const OPTIM_OPS: [&str; 8] = [
+    "adam", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "radam",
+];
+
 /// Every module, with its kernels.
 pub fn modules() -> Vec<Module> {
     let names: Vec<&str> = UNARY_ROWS
@@ -67,6 +72,12 @@ pub fn modules() -> Vec<Module> {
     copy.extend(per_dtype(&compares, ALL_DTYPES));
     let mut index = per_dtype(&["gather", "index_select"], WIDTHS);
     index.extend(["scatter_add_f32".to_string(), "index_add_f32".to_string()]);
+    // Every fused optimizer update in its four launch forms.
+    let optim_ops: Vec<String> = OPTIM_OPS
+        .iter()
+        .flat_map(|op| ["", "_at", "_multi", "_multi_at"].map(|form| format!("{op}{form}")))
+        .collect();
+    let optim_ops: Vec<&str> = optim_ops.iter().map(String::as_str).collect();
     vec![
         Module {
             name: "elementwise",
@@ -141,23 +152,7 @@ pub fn modules() -> Vec<Module> {
         Module {
             name: "optim",
             source: Cow::Borrowed(include_str!("cu/optim.cu")),
-            kernels: per_dtype(
-                &[
-                    "adam",
-                    "sgd",
-                    "rmsprop",
-                    "adam_at",
-                    "sgd_at",
-                    "rmsprop_at",
-                    "adam_multi",
-                    "sgd_multi",
-                    "rmsprop_multi",
-                    "adam_multi_at",
-                    "sgd_multi_at",
-                    "rmsprop_multi_at",
-                ],
-                DTYPES,
-            ),
+            kernels: per_dtype(&optim_ops, DTYPES),
         },
         Module {
             name: "index",
@@ -364,9 +359,9 @@ mod tests {
             // (philox uniform, normal); per float dtype: softmax 2, rows 4
             // (sums of the last dim, the two stages of sums of the first,
             // extremes), layer norm 4 (forward, dx, the two stages of dw
-            // and db), optimizers 12 (one tensor or many, by value and
+            // and db), optimizers 8 x 4 (one tensor or many, by value and
             // `_at`), attention 3, order 2 (running sums, sorts).
-            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 4 + 4 + 12 + 3 + 2))
+            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 4 + 4 + 32 + 3 + 2))
         );
     }
 
@@ -448,6 +443,11 @@ mod tests {
         assert_eq!(sizes("sgd_bf16"), [8, 8, 8, 8, 28]);
         assert_eq!(sizes("rmsprop_f16"), [8, 8, 8, 8, 8, 8, 24]);
         assert_eq!(sizes("adam_multi_bf16"), [768, 36]);
+        assert_eq!(sizes("adagrad_f32"), [8, 8, 8, 8, 16]);
+        assert_eq!(sizes("adadelta_at_f16"), [8, 8, 8, 8, 8, 8]);
+        assert_eq!(sizes("adamax_bf16"), [8, 8, 8, 8, 8, 24]);
+        assert_eq!(sizes("nadam_f32"), [8, 8, 8, 8, 8, 40]);
+        assert_eq!(sizes("radam_multi_f16"), [768, 48]);
         assert_eq!(sizes("sgd_multi_at_f32"), [768, 8]);
         assert_eq!(sizes("gather_u32"), [8, 136, 8, 8, 8, 8, 8, 8, 8, 8, 8]);
         assert_eq!(sizes("exp_f32"), [8, 136, 4, 4, 8, 8]);

@@ -2,7 +2,7 @@
 
 use super::{
     GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
-    with_grads,
+    saved_beta1, with_grads,
 };
 use crate::nn::StateDict;
 use crate::{Result, Tensor};
@@ -255,9 +255,7 @@ impl Optimizer for Adam {
             dict,
             &["exp_avg", "exp_avg_sq", "max_exp_avg_sq"],
         )?;
-        if let Some((_, b1)) = dict.iter().find(|(n, _)| n == "param_groups.0.beta1") {
-            self.cfg.betas.0 = b1.item::<f64>();
-        }
+        self.cfg.betas.0 = saved_beta1(dict).unwrap_or(self.cfg.betas.0);
         Ok(())
     }
     fn momentum(&self) -> Option<f64> {

@@ -5,6 +5,8 @@
 //! (`fused.rs`).
 
 mod adam;
+mod adam_variants;
+mod adaptive;
 mod clip;
 mod fused;
 mod lr_scheduler;
@@ -12,6 +14,8 @@ mod rmsprop;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
+pub use adam_variants::{Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamConfig};
+pub use adaptive::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
 pub(crate) use fused::Updates;
 pub use lr_scheduler::{
@@ -285,4 +289,10 @@ pub(crate) fn with_grads(groups: &[ParamGroup]) -> Vec<(usize, Tensor, Tensor, f
         }
     }
     out
+}
+
+/// The first group's beta1 in a saved state (OneCycleLR may have moved it).
+pub(crate) fn saved_beta1(dict: &[(String, Tensor)]) -> Option<f64> {
+    let (_, b1) = dict.iter().find(|(n, _)| n == "param_groups.0.beta1")?;
+    Some(b1.item::<f64>())
 }

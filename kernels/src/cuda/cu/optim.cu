@@ -102,6 +102,137 @@ __device__ __forceinline__ void rmsprop_elem(size_t i, T *p, const T *g, T *sq, 
     }
 }
 
+// Mirrors `AdagradHyper` in kernels/src/cuda/launch/optim_hypers.rs.
+struct AdagradHyper {
+    float clr;  // lr / (1 + (t - 1) lr_decay)
+    float eps, weight_decay;
+    int maximize;
+};
+
+// The gradient as an update uses it: negated to maximise, plus the L2 term.
+__device__ __forceinline__ float decayed_grad(float g, float p, int maximize, float weight_decay) {
+    if (maximize) g = -g;
+    return weight_decay != 0.0f ? g + weight_decay * p : g;
+}
+
+// Adagrad at element i; `sum` holds the squared gradients so far.
+template <typename T>
+__device__ __forceinline__ void adagrad_elem(size_t i, T *p, const T *g, T *sum,
+                                             const AdagradHyper &h) {
+    float pi = to_f(p[i]);
+    float gi = decayed_grad(to_f(g[i]), pi, h.maximize, h.weight_decay);
+    float s = to_f(sum[i]) + gi * gi;
+    sum[i] = from_f<T>(s);
+    p[i] = from_f<T>(pi - h.clr * (gi / (sqrtf(s) + h.eps)));
+}
+
+// Mirrors `AdadeltaHyper` in kernels/src/cuda/launch/optim_hypers.rs.
+struct AdadeltaHyper {
+    float lr, rho;
+    float w;  // 1 - rho, rounded from f64 as PyTorch's `value=1 - rho`
+    float eps, weight_decay;
+    int maximize;
+};
+
+// Adadelta at element i; `sq` and `acc` are the running averages of the
+// squared gradients and the squared deltas.
+template <typename T>
+__device__ __forceinline__ void adadelta_elem(size_t i, T *p, const T *g, T *sq, T *acc,
+                                              const AdadeltaHyper &h) {
+    float pi = to_f(p[i]);
+    float gi = decayed_grad(to_f(g[i]), pi, h.maximize, h.weight_decay);
+    float s = to_f(sq[i]) * h.rho + h.w * gi * gi;
+    sq[i] = from_f<T>(s);
+    float delta = sqrtf(to_f(acc[i]) + h.eps) / sqrtf(s + h.eps) * gi;
+    acc[i] = from_f<T>(to_f(acc[i]) * h.rho + h.w * delta * delta);
+    p[i] = from_f<T>(pi - h.lr * delta);
+}
+
+// The larger of a and b, NaN if either is (torch.maximum; fmaxf drops NaN).
+__device__ __forceinline__ float maximum_nan(float a, float b) {
+    return (a > b || a != a) ? a : b;
+}
+
+// Mirrors `AdamaxHyper` in kernels/src/cuda/launch/optim_hypers.rs.
+struct AdamaxHyper {
+    float w1;  // 1 - beta1
+    float beta2, eps, weight_decay;
+    float clr;  // lr / (1 - beta1^t)
+    int maximize;
+};
+
+// Adamax at element i; `u` is the exponentially weighted infinity norm.
+template <typename T>
+__device__ __forceinline__ void adamax_elem(size_t i, T *p, const T *g, T *m, T *u,
+                                            const AdamaxHyper &h) {
+    float pi = to_f(p[i]);
+    float gi = decayed_grad(to_f(g[i]), pi, h.maximize, h.weight_decay);
+    float mi = to_f(m[i]);
+    mi = mi + h.w1 * (gi - mi);
+    float ui = maximum_nan(to_f(u[i]) * h.beta2, fabsf(gi) + h.eps);
+    m[i] = from_f<T>(mi);
+    u[i] = from_f<T>(ui);
+    p[i] = from_f<T>(pi - h.clr * (mi / ui));
+}
+
+// Mirrors `NadamHyper` in kernels/src/cuda/launch/optim_hypers.rs; the
+// per-step scalars come from `NadamStep::scalars` on the host.
+struct NadamHyper {
+    float w1, beta2, w2, eps;
+    float weight_decay;  // the L2 term, 0 when decoupled
+    float decay;         // 1 - lr weight_decay when decoupled, else 1
+    float grad_coef, avg_coef, bc2;
+    int maximize;
+};
+
+// NAdam at element i.
+template <typename T>
+__device__ __forceinline__ void nadam_elem(size_t i, T *p, const T *g, T *m, T *v,
+                                           const NadamHyper &h) {
+    float pi = to_f(p[i]) * h.decay;
+    float gi = decayed_grad(to_f(g[i]), pi, h.maximize, h.weight_decay);
+    float mi = to_f(m[i]);
+    mi = mi + h.w1 * (gi - mi);
+    float vi = to_f(v[i]) * h.beta2 + h.w2 * gi * gi;
+    float denom = sqrtf(vi / h.bc2) + h.eps;
+    pi = pi + h.grad_coef * (gi / denom);
+    p[i] = from_f<T>(pi + h.avg_coef * (mi / denom));
+    m[i] = from_f<T>(mi);
+    v[i] = from_f<T>(vi);
+}
+
+// Mirrors `RadamHyper` in kernels/src/cuda/launch/optim_hypers.rs; the
+// per-step scalars come from `RadamStep::scalars` on the host.
+struct RadamHyper {
+    float w1, beta2, w2, eps;
+    float weight_decay;  // the L2 term, 0 when decoupled
+    float decay;         // 1 - lr weight_decay when decoupled, else 1
+    float lr, bc1, bc2_sqrt;
+    float rect;          // the variance rectification, when `rectified`
+    int rectified, maximize;
+};
+
+// RAdam at element i.
+template <typename T>
+__device__ __forceinline__ void radam_elem(size_t i, T *p, const T *g, T *m, T *v,
+                                           const RadamHyper &h) {
+    float pi = to_f(p[i]) * h.decay;
+    float gi = decayed_grad(to_f(g[i]), pi, h.maximize, h.weight_decay);
+    float mi = to_f(m[i]);
+    mi = mi + h.w1 * (gi - mi);
+    float vi = to_f(v[i]) * h.beta2 + h.w2 * gi * gi;
+    float corrected = mi / h.bc1;
+    if (h.rectified) {
+        float adaptive = (1.0f / (sqrtf(vi) + h.eps)) * h.bc2_sqrt;
+        pi = pi - corrected * h.lr * adaptive * h.rect;
+    } else {
+        pi = pi - corrected * h.lr;
+    }
+    p[i] = from_f<T>(pi);
+    m[i] = from_f<T>(mi);
+    v[i] = from_f<T>(vi);
+}
+
 // Up to TAPIR_MULTI tensors of one update (PyTorch's multi-tensor apply, as
 // its default `foreach` optimizers on CUDA): lengths and addresses, state
 // pointers in the kernel's order (0 where unused). Block row y updates
@@ -134,7 +265,27 @@ struct MultiTensors {
         { GRID_STRIDE(i, n) rmsprop_elem<T>(i, p, g, sq, gavg, buf, *h); }                 \
     MULTI(T, AdamHyper, adam, (T *)t.s0[k], (T *)t.s1[k], (T *)t.s2[k])                    \
     MULTI(T, SgdHyper, sgd, (T *)t.s0[k])                                                  \
-    MULTI(T, RmspropHyper, rmsprop, (T *)t.s0[k], (T *)t.s1[k], (T *)t.s2[k])
+    MULTI(T, RmspropHyper, rmsprop, (T *)t.s0[k], (T *)t.s1[k], (T *)t.s2[k])          \
+    ONE_STATE(T, AdagradHyper, adagrad)                                                    \
+    TWO_STATES(T, AdadeltaHyper, adadelta)                                                 \
+    TWO_STATES(T, AdamaxHyper, adamax)                                                     \
+    TWO_STATES(T, NadamHyper, nadam)                                                       \
+    TWO_STATES(T, RadamHyper, radam)
+
+// `<op>_<T>`, `<op>_at_<T>` and the multi-tensor forms of an update with one
+// or two state buffers.
+#define ONE_STATE(T, H, op)                                                                 \
+    extern "C" __global__ void op##_##T(size_t n, T *p, const T *g, T *s0, H h)             \
+        { GRID_STRIDE(i, n) op##_elem<T>(i, p, g, s0, h); }                                 \
+    extern "C" __global__ void op##_at_##T(size_t n, T *p, const T *g, T *s0, const H *h)   \
+        { GRID_STRIDE(i, n) op##_elem<T>(i, p, g, s0, *h); }                                \
+    MULTI(T, H, op, (T *)t.s0[k])
+#define TWO_STATES(T, H, op)                                                                \
+    extern "C" __global__ void op##_##T(size_t n, T *p, const T *g, T *s0, T *s1, H h)      \
+        { GRID_STRIDE(i, n) op##_elem<T>(i, p, g, s0, s1, h); }                             \
+    extern "C" __global__ void op##_at_##T(size_t n, T *p, const T *g, T *s0, T *s1,        \
+        const H *h) { GRID_STRIDE(i, n) op##_elem<T>(i, p, g, s0, s1, *h); }                \
+    MULTI(T, H, op, (T *)t.s0[k], (T *)t.s1[k])
 
 // `<op>_multi_<T>` (hyper struct by value) and `<op>_multi_at_<T>` (from a
 // hyper-table row) over a MultiTensors.

@@ -130,6 +130,7 @@ mod conv;
 mod index;
 mod movement;
 pub(super) mod optim;
+mod optim_hypers;
 mod program;
 pub(super) mod rows;
 

@@ -3,6 +3,7 @@
 //! constants from them; with a hyper table set on the device (a CUDA
 //! graph's optimizer step, `cuda/hyper.rs`) the constants go through it.
 
+use super::optim_hypers::{AdadeltaHyper, AdagradHyper, AdamaxHyper, NadamHyper, RadamHyper};
 use super::*;
 use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
 
@@ -170,6 +171,11 @@ pub(in crate::cuda) enum Hyper {
     Adam(AdamHyper),
     Sgd(SgdHyper),
     Rmsprop(RmspropHyper),
+    Adagrad(AdagradHyper),
+    Adadelta(AdadeltaHyper),
+    Adamax(AdamaxHyper),
+    Nadam(NadamHyper),
+    Radam(RadamHyper),
 }
 
 #[cfg(test)]
@@ -182,6 +188,11 @@ impl Hyper {
             Hyper::Adam(h) => row_bytes(h).to_vec(),
             Hyper::Sgd(h) => row_bytes(h).to_vec(),
             Hyper::Rmsprop(h) => row_bytes(h).to_vec(),
+            Hyper::Adagrad(h) => row_bytes(h).to_vec(),
+            Hyper::Adadelta(h) => row_bytes(h).to_vec(),
+            Hyper::Adamax(h) => row_bytes(h).to_vec(),
+            Hyper::Nadam(h) => row_bytes(h).to_vec(),
+            Hyper::Radam(h) => row_bytes(h).to_vec(),
         }
     }
 }
@@ -226,6 +237,32 @@ impl UpdatePlan {
                     hyper: Hyper::Rmsprop(RmspropHyper::new(h)),
                 }
             }
+            // <op>_<T>(n, p, g, s0[, s1], h), state in the step's order.
+            OptimStep::Adagrad(h) => {
+                UpdatePlan::in_order("adagrad", 1, Hyper::Adagrad(AdagradHyper::new(h)))
+            }
+            OptimStep::Adadelta(h) => {
+                UpdatePlan::in_order("adadelta", 2, Hyper::Adadelta(AdadeltaHyper::new(h)))
+            }
+            OptimStep::Adamax(h) => {
+                UpdatePlan::in_order("adamax", 2, Hyper::Adamax(AdamaxHyper::new(h)))
+            }
+            OptimStep::Nadam(h) => {
+                UpdatePlan::in_order("nadam", 2, Hyper::Nadam(NadamHyper::new(h)))
+            }
+            OptimStep::Radam(h) => {
+                UpdatePlan::in_order("radam", 2, Hyper::Radam(RadamHyper::new(h)))
+            }
+        }
+    }
+
+    /// A plan whose kernel takes the step's `states` state buffers in the
+    /// step's own order.
+    fn in_order(op: &'static str, states: usize, hyper: Hyper) -> UpdatePlan {
+        UpdatePlan {
+            op,
+            state: (0..states).map(Some).collect(),
+            hyper,
         }
     }
 }
@@ -259,6 +296,11 @@ pub fn optim_step(
         Hyper::Rmsprop(h) => {
             launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1], s[2]], h)
         }
+        Hyper::Adagrad(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0]], h),
+        Hyper::Adadelta(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1]], h),
+        Hyper::Adamax(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1]], h),
+        Hyper::Nadam(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1]], h),
+        Hyper::Radam(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1]], h),
     }
 }
 
@@ -389,6 +431,11 @@ pub fn optim_step_many(
             Hyper::Adam(h) => go!(h),
             Hyper::Sgd(h) => go!(h),
             Hyper::Rmsprop(h) => go!(h),
+            Hyper::Adagrad(h) => go!(h),
+            Hyper::Adadelta(h) => go!(h),
+            Hyper::Adamax(h) => go!(h),
+            Hyper::Nadam(h) => go!(h),
+            Hyper::Radam(h) => go!(h),
         }?;
     }
     Ok(())

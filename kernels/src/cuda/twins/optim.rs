@@ -2,7 +2,10 @@
 //! in every configuration of [`configs`] (which the emulator runs too).
 
 use super::*;
-use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
+use crate::optim::{
+    AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, NadamStep, OptimStep, RadamStep, RmspropStep,
+    SgdStep,
+};
 
 /// Rounds through `dtype` as a kernel stores it (f32 unchanged).
 fn round_through(dtype: &str, v: &mut [f32]) {
@@ -157,6 +160,97 @@ pub(in crate::cuda) fn configs() -> Vec<(&'static str, StepAt)> {
         ("rmsprop centered momentum", rms(rms_all)),
         ("rmsprop momentum", rms(rms_momentum)),
         ("rmsprop centered", rms(rms_centered)),
+    ]
+    .into_iter()
+    .chain(adaptive_configs())
+    .collect()
+}
+
+/// The adaptive-rate updates: each with its options off, and with weight
+/// decay and maximize (and decoupled decay where it has one). RAdam's
+/// steps count from 5 (a resumed run): step 5 is not rectified, 6 and 7
+/// are, so both of its branches run.
+fn adaptive_configs() -> Vec<(&'static str, StepAt)> {
+    let adagrad = |lr_decay, weight_decay, maximize| -> StepAt {
+        Box::new(move |t| {
+            OptimStep::Adagrad(AdagradStep {
+                lr: 1e-2,
+                lr_decay,
+                weight_decay,
+                eps: 1e-10,
+                maximize,
+                step: t as u64 + 1,
+            })
+        })
+    };
+    let adadelta = |h: AdadeltaStep| -> StepAt { Box::new(move |_| OptimStep::Adadelta(h)) };
+    let adamax = |weight_decay, maximize| -> StepAt {
+        Box::new(move |t| {
+            OptimStep::Adamax(AdamaxStep {
+                lr: 2e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay,
+                maximize,
+                step: t as u64 + 1,
+            })
+        })
+    };
+    let nadam = |weight_decay, decoupled, maximize| -> StepAt {
+        Box::new(move |t| {
+            // PyTorch's running product of the momentum schedule.
+            let mu_product =
+                (1..=t as u64 + 1).fold(1.0f32, |acc, k| acc * NadamStep::mu(0.9, 4e-3, k) as f32);
+            OptimStep::Nadam(NadamStep {
+                lr: 2e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay,
+                momentum_decay: 4e-3,
+                decoupled,
+                maximize,
+                step: t as u64 + 1,
+                mu_product: mu_product as f64,
+            })
+        })
+    };
+    let radam = |weight_decay, decoupled, maximize| -> StepAt {
+        Box::new(move |t| {
+            OptimStep::Radam(RadamStep {
+                lr: 1e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay,
+                decoupled,
+                maximize,
+                step: t as u64 + 5,
+            })
+        })
+    };
+    vec![
+        ("adagrad", adagrad(0.0, 0.0, false)),
+        ("adagrad lr_decay wd maximize", adagrad(0.1, 0.1, true)),
+        ("adadelta", adadelta(AdadeltaStep::default())),
+        (
+            "adadelta wd maximize",
+            adadelta(AdadeltaStep {
+                lr: 0.5,
+                weight_decay: 0.1,
+                maximize: true,
+                ..Default::default()
+            }),
+        ),
+        ("adamax", adamax(0.0, false)),
+        ("adamax wd maximize", adamax(0.1, true)),
+        ("nadam", nadam(0.0, false, false)),
+        ("nadam wd maximize", nadam(0.1, false, true)),
+        ("nadam decoupled", nadam(0.1, true, false)),
+        ("radam", radam(0.0, false, false)),
+        ("radam wd maximize", radam(0.1, false, true)),
+        ("radam decoupled", radam(0.1, true, false)),
     ]
 }
 
