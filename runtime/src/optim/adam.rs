@@ -1,8 +1,8 @@
 //! Adam and AdamW (decoupled weight decay), with amsgrad and maximize.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
-    saved_beta1, with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, empty_state, load_state, resolve_groups,
+    save_state, saved_beta1, step_each,
 };
 use crate::nn::StateDict;
 use crate::{Result, Tensor};
@@ -146,10 +146,10 @@ impl Adam {
         );
         assert!(cfg.eps >= 0.0, "{who}: invalid epsilon {}", cfg.eps);
         let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, who);
-        let n = groups.iter().map(|g| g.params.len()).sum();
+        let state = empty_state(&groups);
         Adam {
             groups,
-            state: vec![None; n],
+            state,
             cfg,
             decoupled,
         }
@@ -194,49 +194,36 @@ impl Optimizer for AdamW {
 
 impl Optimizer for Adam {
     fn step(&mut self) {
-        let _p = crate::profiler::scope(
-            match self.decoupled {
-                true => "Optimizer.step#AdamW.step",
-                false => "Optimizer.step#Adam.step",
-            },
-            "optimizer",
-        );
-        let _g = crate::NoGradGuard::new();
-        let mut updates = Updates::default();
-        for (i, p, g, lr, wd) in with_grads(&self.groups) {
-            let st = self.state[i].get_or_insert_with(|| {
-                let mut bufs = vec![
-                    ("exp_avg", Tensor::zeros_like(&p)),
-                    ("exp_avg_sq", Tensor::zeros_like(&p)),
-                ];
-                if self.cfg.amsgrad {
-                    bufs.push(("max_exp_avg_sq", Tensor::zeros_like(&p)));
-                }
-                ParamState { step: 0, bufs }
-            });
-            st.step += 1;
-            let h = AdamStep {
-                lr,
-                beta1: self.cfg.betas.0,
-                beta2: self.cfg.betas.1,
-                eps: self.cfg.eps,
-                weight_decay: wd,
-                decoupled: self.decoupled,
-                amsgrad: self.cfg.amsgrad,
-                maximize: self.cfg.maximize,
-                step: st.step,
-            };
-            let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            updates.push(&p, &g, &bufs, OptimStep::Adam(h));
-        }
-        updates.run();
+        let (c, decoupled) = (self.cfg, self.decoupled);
+        let label = match decoupled {
+            true => "Optimizer.step#AdamW.step",
+            false => "Optimizer.step#Adam.step",
+        };
+        let init = |p: &Tensor| {
+            let mut bufs = vec![
+                ("exp_avg", Tensor::zeros_like(p)),
+                ("exp_avg_sq", Tensor::zeros_like(p)),
+            ];
+            if c.amsgrad {
+                bufs.push(("max_exp_avg_sq", Tensor::zeros_like(p)));
+            }
+            bufs
+        };
+        step_each(label, &self.groups, &mut self.state, init, |due| {
+            OptimStep::Adam(AdamStep {
+                lr: due.lr,
+                beta1: c.betas.0,
+                beta2: c.betas.1,
+                eps: c.eps,
+                weight_decay: due.weight_decay,
+                decoupled,
+                amsgrad: c.amsgrad,
+                maximize: c.maximize,
+                step: due.step,
+            })
+        });
     }
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
-        &mut self.groups
-    }
+    group_accessors!();
     fn state_dict(&self) -> StateDict {
         save_state(
             &self.groups,
@@ -258,10 +245,5 @@ impl Optimizer for Adam {
         self.cfg.betas.0 = saved_beta1(dict).unwrap_or(self.cfg.betas.0);
         Ok(())
     }
-    fn momentum(&self) -> Option<f64> {
-        Some(self.cfg.betas.0)
-    }
-    fn set_momentum(&mut self, m: f64) {
-        self.cfg.betas.0 = m;
-    }
+    beta1_is_momentum!();
 }

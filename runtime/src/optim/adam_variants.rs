@@ -2,8 +2,8 @@
 //! RAdam (rectified variance), each with `torch.optim`'s options.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
-    saved_beta1, with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, empty_state, load_state, resolve_groups,
+    save_state, saved_beta1, step_each,
 };
 use crate::nn::StateDict;
 use crate::{Error, Result, Tensor};
@@ -20,15 +20,13 @@ fn check_betas(who: &str, betas: (f64, f64), eps: f64) {
     assert!(eps >= 0.0, "{who}: invalid epsilon value: {eps}");
 }
 
-/// A new parameter's first- and second-moment buffers, named `second`'s way.
-fn two_moments(p: &Tensor, second: &'static str) -> ParamState {
-    ParamState {
-        step: 0,
-        bufs: vec![
-            ("exp_avg", Tensor::zeros_like(p)),
-            (second, Tensor::zeros_like(p)),
-        ],
-    }
+/// A new parameter's first- and second-moment buffers, the second named
+/// `second`.
+fn two_moments(p: &Tensor, second: &'static str) -> Vec<(&'static str, Tensor)> {
+    vec![
+        ("exp_avg", Tensor::zeros_like(p)),
+        (second, Tensor::zeros_like(p)),
+    ]
 }
 
 /// Hyper-parameters of Adamax; `Default` gives `torch.optim.Adamax`'s: lr
@@ -91,44 +89,34 @@ impl Adamax {
     pub fn with_groups(groups: Vec<GroupSpec>, cfg: AdamaxConfig) -> Adamax {
         check_betas("Adamax", cfg.betas, cfg.eps);
         let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, "Adamax");
-        let n = groups.iter().map(|g| g.params.len()).sum();
-        Adamax {
-            groups,
-            state: vec![None; n],
-            cfg,
-        }
+        let state = empty_state(&groups);
+        Adamax { groups, state, cfg }
     }
 }
 
 impl Optimizer for Adamax {
     fn step(&mut self) {
-        let _p = crate::profiler::scope("Optimizer.step#Adamax.step", "optimizer");
-        let _g = crate::NoGradGuard::new();
         let c = self.cfg;
-        let mut updates = Updates::default();
-        for (i, p, g, lr, wd) in with_grads(&self.groups) {
-            let st = self.state[i].get_or_insert_with(|| two_moments(&p, "exp_inf"));
-            st.step += 1;
-            let h = AdamaxStep {
-                lr,
-                beta1: c.betas.0,
-                beta2: c.betas.1,
-                eps: c.eps,
-                weight_decay: wd,
-                maximize: c.maximize,
-                step: st.step,
-            };
-            let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            updates.push(&p, &g, &bufs, OptimStep::Adamax(h));
-        }
-        updates.run();
+        let init = |p: &Tensor| two_moments(p, "exp_inf");
+        step_each(
+            "Optimizer.step#Adamax.step",
+            &self.groups,
+            &mut self.state,
+            init,
+            |due| {
+                OptimStep::Adamax(AdamaxStep {
+                    lr: due.lr,
+                    beta1: c.betas.0,
+                    beta2: c.betas.1,
+                    eps: c.eps,
+                    weight_decay: due.weight_decay,
+                    maximize: c.maximize,
+                    step: due.step,
+                })
+            },
+        );
     }
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
-        &mut self.groups
-    }
+    group_accessors!();
     fn state_dict(&self) -> StateDict {
         let (b1, b2) = self.cfg.betas;
         let extra = [("beta1", b1), ("beta2", b2), ("eps", self.cfg.eps)];
@@ -144,12 +132,7 @@ impl Optimizer for Adamax {
         self.cfg.betas.0 = saved_beta1(dict).unwrap_or(self.cfg.betas.0);
         Ok(())
     }
-    fn momentum(&self) -> Option<f64> {
-        Some(self.cfg.betas.0)
-    }
-    fn set_momentum(&mut self, m: f64) {
-        self.cfg.betas.0 = m;
-    }
+    beta1_is_momentum!();
 }
 
 /// Hyper-parameters of NAdam; `Default` gives `torch.optim.NAdam`'s: lr
@@ -227,11 +210,12 @@ impl NAdam {
             cfg.momentum_decay
         );
         let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, "NAdam");
-        let n = groups.iter().map(|g| g.params.len()).sum();
+        let state = empty_state(&groups);
+        let mu_products = vec![1.0; state.len()];
         NAdam {
             groups,
-            state: vec![None; n],
-            mu_products: vec![1.0; n],
+            state,
+            mu_products,
             cfg,
         }
     }
@@ -239,39 +223,34 @@ impl NAdam {
 
 impl Optimizer for NAdam {
     fn step(&mut self) {
-        let _p = crate::profiler::scope("Optimizer.step#NAdam.step", "optimizer");
-        let _g = crate::NoGradGuard::new();
         let c = self.cfg;
-        let mut updates = Updates::default();
-        for (i, p, g, lr, wd) in with_grads(&self.groups) {
-            let st = self.state[i].get_or_insert_with(|| two_moments(&p, "exp_avg_sq"));
-            st.step += 1;
-            let mu = NadamStep::mu(c.betas.0, c.momentum_decay, st.step);
-            // PyTorch's `mu_product *= mu` on an f32 tensor.
-            self.mu_products[i] *= mu as f32;
-            let h = NadamStep {
-                lr,
-                beta1: c.betas.0,
-                beta2: c.betas.1,
-                eps: c.eps,
-                weight_decay: wd,
-                momentum_decay: c.momentum_decay,
-                decoupled: c.decoupled_weight_decay,
-                maximize: c.maximize,
-                step: st.step,
-                mu_product: self.mu_products[i] as f64,
-            };
-            let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            updates.push(&p, &g, &bufs, OptimStep::Nadam(h));
-        }
-        updates.run();
+        let mu_products = &mut self.mu_products;
+        let init = |p: &Tensor| two_moments(p, "exp_avg_sq");
+        step_each(
+            "Optimizer.step#NAdam.step",
+            &self.groups,
+            &mut self.state,
+            init,
+            |due| {
+                let mu = NadamStep::mu(c.betas.0, c.momentum_decay, due.step);
+                // PyTorch's `mu_product *= mu` on an f32 tensor.
+                mu_products[due.index] *= mu as f32;
+                OptimStep::Nadam(NadamStep {
+                    lr: due.lr,
+                    beta1: c.betas.0,
+                    beta2: c.betas.1,
+                    eps: c.eps,
+                    weight_decay: due.weight_decay,
+                    momentum_decay: c.momentum_decay,
+                    decoupled: c.decoupled_weight_decay,
+                    maximize: c.maximize,
+                    step: due.step,
+                    mu_product: mu_products[due.index] as f64,
+                })
+            },
+        );
     }
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
-        &mut self.groups
-    }
+    group_accessors!();
     fn state_dict(&self) -> StateDict {
         let (b1, b2) = self.cfg.betas;
         let extra = [
@@ -308,12 +287,7 @@ impl Optimizer for NAdam {
         self.cfg.betas.0 = saved_beta1(dict).unwrap_or(self.cfg.betas.0);
         Ok(())
     }
-    fn momentum(&self) -> Option<f64> {
-        Some(self.cfg.betas.0)
-    }
-    fn set_momentum(&mut self, m: f64) {
-        self.cfg.betas.0 = m;
-    }
+    beta1_is_momentum!();
 }
 
 /// Hyper-parameters of RAdam; `Default` gives `torch.optim.RAdam`'s: lr
@@ -381,45 +355,35 @@ impl RAdam {
     pub fn with_groups(groups: Vec<GroupSpec>, cfg: RAdamConfig) -> RAdam {
         check_betas("RAdam", cfg.betas, cfg.eps);
         let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, "RAdam");
-        let n = groups.iter().map(|g| g.params.len()).sum();
-        RAdam {
-            groups,
-            state: vec![None; n],
-            cfg,
-        }
+        let state = empty_state(&groups);
+        RAdam { groups, state, cfg }
     }
 }
 
 impl Optimizer for RAdam {
     fn step(&mut self) {
-        let _p = crate::profiler::scope("Optimizer.step#RAdam.step", "optimizer");
-        let _g = crate::NoGradGuard::new();
         let c = self.cfg;
-        let mut updates = Updates::default();
-        for (i, p, g, lr, wd) in with_grads(&self.groups) {
-            let st = self.state[i].get_or_insert_with(|| two_moments(&p, "exp_avg_sq"));
-            st.step += 1;
-            let h = RadamStep {
-                lr,
-                beta1: c.betas.0,
-                beta2: c.betas.1,
-                eps: c.eps,
-                weight_decay: wd,
-                decoupled: c.decoupled_weight_decay,
-                maximize: c.maximize,
-                step: st.step,
-            };
-            let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            updates.push(&p, &g, &bufs, OptimStep::Radam(h));
-        }
-        updates.run();
+        let init = |p: &Tensor| two_moments(p, "exp_avg_sq");
+        step_each(
+            "Optimizer.step#RAdam.step",
+            &self.groups,
+            &mut self.state,
+            init,
+            |due| {
+                OptimStep::Radam(RadamStep {
+                    lr: due.lr,
+                    beta1: c.betas.0,
+                    beta2: c.betas.1,
+                    eps: c.eps,
+                    weight_decay: due.weight_decay,
+                    decoupled: c.decoupled_weight_decay,
+                    maximize: c.maximize,
+                    step: due.step,
+                })
+            },
+        );
     }
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
-        &mut self.groups
-    }
+    group_accessors!();
     fn state_dict(&self) -> StateDict {
         let (b1, b2) = self.cfg.betas;
         let extra = [("beta1", b1), ("beta2", b2), ("eps", self.cfg.eps)];
@@ -431,10 +395,5 @@ impl Optimizer for RAdam {
         self.cfg.betas.0 = saved_beta1(dict).unwrap_or(self.cfg.betas.0);
         Ok(())
     }
-    fn momentum(&self) -> Option<f64> {
-        Some(self.cfg.betas.0)
-    }
-    fn set_momentum(&mut self, m: f64) {
-        self.cfg.betas.0 = m;
-    }
+    beta1_is_momentum!();
 }

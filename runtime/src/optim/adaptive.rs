@@ -2,8 +2,8 @@
 //! or averages of squared gradients.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
-    with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, empty_state, load_state, resolve_groups,
+    save_state, step_each,
 };
 use crate::nn::StateDict;
 use crate::{Result, Tensor};
@@ -80,45 +80,33 @@ impl Adagrad {
             assert!(v >= 0.0, "Adagrad: invalid {what} value: {v}");
         }
         let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, "Adagrad");
-        let n = groups.iter().map(|g| g.params.len()).sum();
-        Adagrad {
-            groups,
-            state: vec![None; n],
-            cfg,
-        }
+        let state = empty_state(&groups);
+        Adagrad { groups, state, cfg }
     }
 }
 
 impl Optimizer for Adagrad {
     fn step(&mut self) {
-        let _p = crate::profiler::scope("Optimizer.step#Adagrad.step", "optimizer");
-        let _g = crate::NoGradGuard::new();
         let c = self.cfg;
-        let mut updates = Updates::default();
-        for (i, p, g, lr, wd) in with_grads(&self.groups) {
-            let st = self.state[i].get_or_insert_with(|| ParamState {
-                step: 0,
-                bufs: vec![("sum", Tensor::full_like(&p, c.initial_accumulator_value))],
-            });
-            st.step += 1;
-            let h = AdagradStep {
-                lr,
-                lr_decay: c.lr_decay,
-                weight_decay: wd,
-                eps: c.eps,
-                maximize: c.maximize,
-                step: st.step,
-            };
-            updates.push(&p, &g, &[&st.bufs[0].1], OptimStep::Adagrad(h));
-        }
-        updates.run();
+        let init = |p: &Tensor| vec![("sum", Tensor::full_like(p, c.initial_accumulator_value))];
+        step_each(
+            "Optimizer.step#Adagrad.step",
+            &self.groups,
+            &mut self.state,
+            init,
+            |due| {
+                OptimStep::Adagrad(AdagradStep {
+                    lr: due.lr,
+                    lr_decay: c.lr_decay,
+                    weight_decay: due.weight_decay,
+                    eps: c.eps,
+                    maximize: c.maximize,
+                    step: due.step,
+                })
+            },
+        );
     }
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
-        &mut self.groups
-    }
+    group_accessors!();
     fn state_dict(&self) -> StateDict {
         let extra = [("lr_decay", self.cfg.lr_decay), ("eps", self.cfg.eps)];
         save_state(&self.groups, &self.state, &extra)
@@ -175,45 +163,33 @@ impl Adadelta {
             cfg.eps
         );
         let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, "Adadelta");
-        let n = groups.iter().map(|g| g.params.len()).sum();
-        Adadelta {
-            groups,
-            state: vec![None; n],
-            cfg,
-        }
+        let state = empty_state(&groups);
+        Adadelta { groups, state, cfg }
     }
 }
 
 impl Optimizer for Adadelta {
     fn step(&mut self) {
-        let _p = crate::profiler::scope("Optimizer.step#Adadelta.step", "optimizer");
-        let _g = crate::NoGradGuard::new();
-        let mut updates = Updates::default();
-        for (i, p, g, lr, wd) in with_grads(&self.groups) {
-            let st = self.state[i].get_or_insert_with(|| ParamState {
-                step: 0,
-                bufs: vec![
-                    ("square_avg", Tensor::zeros_like(&p)),
-                    ("acc_delta", Tensor::zeros_like(&p)),
-                ],
-            });
-            st.step += 1;
-            let h = AdadeltaStep {
-                lr,
-                weight_decay: wd,
-                ..self.cfg
-            };
-            let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            updates.push(&p, &g, &bufs, OptimStep::Adadelta(h));
-        }
-        updates.run();
+        let c = self.cfg;
+        let init = |p: &Tensor| {
+            let zeros = || Tensor::zeros_like(p);
+            vec![("square_avg", zeros()), ("acc_delta", zeros())]
+        };
+        step_each(
+            "Optimizer.step#Adadelta.step",
+            &self.groups,
+            &mut self.state,
+            init,
+            |due| {
+                OptimStep::Adadelta(AdadeltaStep {
+                    lr: due.lr,
+                    weight_decay: due.weight_decay,
+                    ..c
+                })
+            },
+        );
     }
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
-        &mut self.groups
-    }
+    group_accessors!();
     fn state_dict(&self) -> StateDict {
         let extra = [("rho", self.cfg.rho), ("eps", self.cfg.eps)];
         save_state(&self.groups, &self.state, &extra)

@@ -4,6 +4,32 @@
 //! on a GPU, consecutive parameters with the same step share a launch
 //! (`fused.rs`).
 
+/// The `param_groups` accessors of an optimizer that keeps its groups in
+/// `self.groups`.
+macro_rules! group_accessors {
+    () => {
+        fn param_groups(&self) -> &[ParamGroup] {
+            &self.groups
+        }
+        fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
+            &mut self.groups
+        }
+    };
+}
+
+/// `momentum` as beta1 (what OneCycleLR cycles) of an optimizer whose
+/// config has `betas`.
+macro_rules! beta1_is_momentum {
+    () => {
+        fn momentum(&self) -> Option<f64> {
+            Some(self.cfg.betas.0)
+        }
+        fn set_momentum(&mut self, m: f64) {
+            self.cfg.betas.0 = m;
+        }
+    };
+}
+
 mod adam;
 mod adam_variants;
 mod adaptive;
@@ -28,6 +54,7 @@ pub use sgd::{SGD, SgdConfig};
 
 use crate::nn::StateDict;
 use crate::{Error, Result, Tensor};
+use tapir_kernels::optim::OptimStep;
 
 /// Parameters that share a learning rate and weight decay, as given to an
 /// optimizer's `with_groups`: each option left unset takes the optimizer's
@@ -274,6 +301,59 @@ pub(crate) fn load_state(
         };
     }
     Ok(())
+}
+
+/// No state yet for any parameter of `groups`.
+pub(crate) fn empty_state(groups: &[ParamGroup]) -> Vec<Option<ParamState>> {
+    vec![None; groups.iter().map(|g| g.params.len()).sum()]
+}
+
+/// A parameter due for an update in [`step_each`].
+pub(crate) struct Due {
+    /// The parameter's flat index over the groups.
+    pub index: usize,
+    /// Its step count, this step included.
+    pub step: u64,
+    /// Its group's learning rate.
+    pub lr: f64,
+    /// Its group's weight decay.
+    pub weight_decay: f64,
+    /// Whether its state was created this step.
+    pub first: bool,
+}
+
+/// One optimizer step: under the profiler's `label` and without recording,
+/// every parameter that has a gradient advances its step count and is
+/// updated by the fused update `update` makes for it; `init` makes the
+/// state buffers of a parameter met for the first time.
+pub(crate) fn step_each(
+    label: &'static str,
+    groups: &[ParamGroup],
+    state: &mut [Option<ParamState>],
+    init: impl Fn(&Tensor) -> Vec<(&'static str, Tensor)>,
+    mut update: impl FnMut(Due) -> OptimStep,
+) {
+    let _p = crate::profiler::scope(label, "optimizer");
+    let _g = crate::NoGradGuard::new();
+    let mut updates = Updates::default();
+    for (index, p, g, lr, weight_decay) in with_grads(groups) {
+        let first = state[index].is_none();
+        let st = state[index].get_or_insert_with(|| ParamState {
+            step: 0,
+            bufs: init(&p),
+        });
+        st.step += 1;
+        let due = Due {
+            index,
+            step: st.step,
+            lr,
+            weight_decay,
+            first,
+        };
+        let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
+        updates.push(&p, &g, &bufs, update(due));
+    }
+    updates.run();
 }
 
 /// Every parameter that has a gradient, with its flat index, group lr and weight decay.

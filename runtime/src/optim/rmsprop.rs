@@ -1,8 +1,8 @@
 //! RMSprop, plain or centered, with optional momentum.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
-    with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, empty_state, load_state, resolve_groups,
+    save_state, step_each,
 };
 use crate::nn::StateDict;
 use crate::{Result, Tensor};
@@ -33,49 +33,39 @@ impl RMSprop {
             cfg.momentum
         );
         let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, "RMSprop");
-        let n = groups.iter().map(|g| g.params.len()).sum();
-        RMSprop {
-            groups,
-            state: vec![None; n],
-            cfg,
-        }
+        let state = empty_state(&groups);
+        RMSprop { groups, state, cfg }
     }
 }
 
 impl Optimizer for RMSprop {
     fn step(&mut self) {
-        let _p = crate::profiler::scope("Optimizer.step#RMSprop.step", "optimizer");
-        let _g = crate::NoGradGuard::new();
         let c = self.cfg;
-        let mut updates = Updates::default();
-        for (i, p, g, lr, wd) in with_grads(&self.groups) {
-            let st = self.state[i].get_or_insert_with(|| {
-                let mut bufs = vec![("square_avg", Tensor::zeros_like(&p))];
-                if c.momentum > 0.0 {
-                    bufs.push(("momentum_buffer", Tensor::zeros_like(&p)));
-                }
-                if c.centered {
-                    bufs.push(("grad_avg", Tensor::zeros_like(&p)));
-                }
-                ParamState { step: 0, bufs }
-            });
-            st.step += 1;
-            let h = RmspropStep {
-                lr,
-                weight_decay: wd,
-                ..c
-            };
-            let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            updates.push(&p, &g, &bufs, OptimStep::Rmsprop(h));
-        }
-        updates.run();
+        let init = |p: &Tensor| {
+            let mut bufs = vec![("square_avg", Tensor::zeros_like(p))];
+            if c.momentum > 0.0 {
+                bufs.push(("momentum_buffer", Tensor::zeros_like(p)));
+            }
+            if c.centered {
+                bufs.push(("grad_avg", Tensor::zeros_like(p)));
+            }
+            bufs
+        };
+        step_each(
+            "Optimizer.step#RMSprop.step",
+            &self.groups,
+            &mut self.state,
+            init,
+            |due| {
+                OptimStep::Rmsprop(RmspropStep {
+                    lr: due.lr,
+                    weight_decay: due.weight_decay,
+                    ..c
+                })
+            },
+        );
     }
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
-        &mut self.groups
-    }
+    group_accessors!();
     fn state_dict(&self) -> StateDict {
         save_state(&self.groups, &self.state, &[("alpha", self.cfg.alpha)])
     }

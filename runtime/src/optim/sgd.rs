@@ -1,8 +1,8 @@
 //! Stochastic gradient descent with momentum, dampening, Nesterov and weight decay.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, Updates, load_state, resolve_groups, save_state,
-    with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, empty_state, load_state, resolve_groups,
+    save_state, step_each,
 };
 use crate::nn::StateDict;
 use crate::{Result, Tensor};
@@ -45,47 +45,36 @@ impl SGD {
             "SGD: Nesterov momentum requires a momentum and zero dampening"
         );
         let groups = resolve_groups(groups, cfg.lr, cfg.weight_decay, "SGD");
-        let n = groups.iter().map(|g| g.params.len()).sum();
-        SGD {
-            groups,
-            state: vec![None; n],
-            cfg,
-        }
+        let state = empty_state(&groups);
+        SGD { groups, state, cfg }
     }
 }
 
 impl Optimizer for SGD {
     fn step(&mut self) {
-        let _p = crate::profiler::scope("Optimizer.step#SGD.step", "optimizer");
-        let _g = crate::NoGradGuard::new();
-        let mut updates = Updates::default();
-        for (i, p, g, lr, wd) in with_grads(&self.groups) {
-            let h = SgdStep {
-                lr,
-                weight_decay: wd,
-                ..self.cfg
-            };
-            let first = self.cfg.momentum != 0.0 && self.state[i].is_none();
-            let st = self.state[i].get_or_insert_with(|| {
-                let bufs = if h.momentum != 0.0 {
-                    vec![("momentum_buffer", Tensor::zeros_like(&p))]
-                } else {
-                    vec![]
+        let c = self.cfg;
+        let init = |p: &Tensor| match c.momentum != 0.0 {
+            true => vec![("momentum_buffer", Tensor::zeros_like(p))],
+            false => vec![],
+        };
+        step_each(
+            "Optimizer.step#SGD.step",
+            &self.groups,
+            &mut self.state,
+            init,
+            |due| {
+                let h = SgdStep {
+                    lr: due.lr,
+                    weight_decay: due.weight_decay,
+                    ..c
                 };
-                ParamState { step: 0, bufs }
-            });
-            st.step += 1;
-            let bufs: Vec<&Tensor> = st.bufs.iter().map(|(_, t)| t).collect();
-            updates.push(&p, &g, &bufs, OptimStep::Sgd { h, first });
-        }
-        updates.run();
+                // PyTorch starts the momentum buffer as the gradient itself.
+                let first = c.momentum != 0.0 && due.first;
+                OptimStep::Sgd { h, first }
+            },
+        );
     }
-    fn param_groups(&self) -> &[ParamGroup] {
-        &self.groups
-    }
-    fn param_groups_mut(&mut self) -> &mut [ParamGroup] {
-        &mut self.groups
-    }
+    group_accessors!();
     fn state_dict(&self) -> StateDict {
         save_state(
             &self.groups,
