@@ -267,3 +267,88 @@ fn reductions_and_constants_replay_without_a_graph_break() {
         "reductions",
     );
 }
+
+/// A forward that makes positions, a ramp, an identity and row indices
+/// inside itself, each of which was a graph break; the row indices and the
+/// ramp over them are as long as the batch.
+struct Positions(Linear);
+
+module_of_linear!(Positions);
+
+impl Forward for Positions {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let (batch, n) = (h.shape()[0], h.shape()[1]);
+        let f32 = tapir::DType::F32;
+        let cols = &Tensor::arange(n as i64).to_dtype(f32) * &Tensor::linspace(-1.0, 1.0, n);
+        let odd = Tensor::arange_on((1..2 * n as i64, 2), tapir::Device::Cpu).to_dtype(f32);
+        let rows = Tensor::arange_f_on(0.0, batch as f64, 1.0, tapir::Device::Cpu);
+        let ramp = Tensor::linspace(0.0, 1.0, batch);
+        let rows = (&rows * &ramp).unsqueeze(1);
+        let mixed = h.matmul(&(&Tensor::eye(n) * 2.0));
+        &(&(&mixed + &cols) + &odd) + &rows
+    }
+}
+
+#[test]
+fn ranges_and_identities_made_inside_replay_without_a_graph_break() {
+    let _serial = serial();
+    replays_as_eager_without_a_break(|| Positions(Linear::new(3, 4, true)), &[5, 3], "positions");
+}
+
+/// A batch-long range follows the batch in a graph generalised over batch
+/// sizes: every size after the first two replays the merged graph and
+/// equals eager. (The scalar of `eye * 2.0`, a constant made afresh in each
+/// call, kept the two recordings from merging until constants were
+/// compared by value.)
+#[test]
+fn a_batch_long_range_follows_the_batch_in_a_dynamic_graph() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Positions(Linear::new(3, 4, true)));
+    let compiled = compile(compiled);
+    let g = Generator::new(3);
+    for batch in [3, 5, 2, 7, 5] {
+        let x = Tensor::randn_with(&[batch, 3], &g);
+        let (want, got) = (eager.forward(&x), compiled.forward(&x));
+        assert_eq!(got.to_vec::<f32>(), want.to_vec::<f32>(), "batch {batch}");
+    }
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty(), "{e:?}");
+    assert_eq!((e.dynamic_graphs, e.replays), (1, 3), "{e:?}");
+}
+
+/// Noise drawn inside a forward (`rand`, `randn`, `randn_on`).
+struct Noisy(Linear);
+
+module_of_linear!(Noisy);
+
+impl Forward for Noisy {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let shape = h.shape().to_vec();
+        let noise = &Tensor::rand(&shape) + &Tensor::randn(&shape);
+        &(&h + &noise) * &Tensor::randn_on(&shape, tapir::Device::Cpu)
+    }
+}
+
+#[test]
+fn noise_drawn_inside_replays_fresh_draws_as_eager_does() {
+    let _serial = serial();
+    let (eager, compiled) = twins(|| Noisy(Linear::new(3, 4, true)));
+    let compiled = compile(compiled);
+    let x = Tensor::ones(&[2, 3]);
+    compiled.forward(&x); // records
+    manual_seed(10);
+    let (a, b) = (compiled.forward(&x), compiled.forward(&x));
+    manual_seed(10);
+    let (ea, eb) = (eager.forward(&x), eager.forward(&x));
+    assert_ne!(a.to_vec::<f32>(), b.to_vec::<f32>(), "a replay draws anew");
+    assert_eq!(
+        (a.to_vec::<f32>(), b.to_vec::<f32>()),
+        (ea.to_vec::<f32>(), eb.to_vec::<f32>()),
+        "the same draws as eager from the same seed"
+    );
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty(), "{e:?}");
+    assert_eq!(e.replays, 2, "{e:?}");
+}

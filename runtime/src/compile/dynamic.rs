@@ -6,6 +6,7 @@
 
 use super::graph::{Graph, Node, Step, Value};
 use super::replay::Dim;
+use crate::Tensor;
 use crate::trace::key;
 
 /// One dim seen as `a` at batch `b0` and `b` at batch `b1`.
@@ -35,9 +36,27 @@ fn same_value(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::Input(x), Value::Input(y)) | (Value::Param(x), Value::Param(y)) => x == y,
         (Value::Out(n, o), Value::Out(m, p)) => (n, o) == (m, p),
-        (Value::Const(x), Value::Const(y)) => key(x) == key(y),
+        (Value::Const(x), Value::Const(y)) => key(x) == key(y) || same_small_constant(x, y),
         _ => false,
     }
+}
+
+/// Whether two constants made afresh in each call (the scalar of `x * 2.0`,
+/// a small table built in the forward) hold the same values: then the two
+/// recordings use the same constant. Larger ones count as the same only
+/// when they are one tensor.
+fn same_small_constant(x: &Tensor, y: &Tensor) -> bool {
+    const SMALL: usize = 64;
+    // Every dtype but i64 converts to f64 exactly.
+    let bits = |t: &Tensor| -> Vec<u64> {
+        match t.dtype() {
+            crate::DType::I64 => t.to_vec::<i64>().iter().map(|&v| v as u64).collect(),
+            _ => t.to_vec::<f64>().iter().map(|v| v.to_bits()).collect(),
+        }
+    };
+    x.numel() <= SMALL
+        && (x.shape(), x.dtype(), x.device()) == (y.shape(), y.dtype(), y.device())
+        && bits(x) == bits(y)
 }
 
 fn same_inputs(a: &[Option<Value>], b: &[Option<Value>]) -> bool {

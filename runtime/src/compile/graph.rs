@@ -262,7 +262,8 @@ impl Graph {
         self.nodes.iter().find_map(|n| match &n.step {
             Step::Replay { name, attrs, .. } => match *name {
                 "dropout" => (attrs.int("training") != 0).then_some(*name),
-                "rand_like" | "randn_like" | "bernoulli" | "uniform_" | "normal_" => Some(*name),
+                "rand_like" | "randn_like" | "rand" | "randn" | "rand_on" | "randn_on"
+                | "bernoulli" | "uniform_" | "normal_" => Some(*name),
                 _ => None,
             },
             Step::Fused(k) => k.ops.iter().copied().find(|op| *op == "dropout"),

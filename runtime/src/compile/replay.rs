@@ -8,7 +8,8 @@
 //! op's place, and could read a value an in-place op changed in between).
 
 use crate::nn::{linear, scaled_dot_product_attention};
-use crate::ops::creation::{device_of_attr, filled_on};
+use crate::ops::creation::{device_of_attr, filled_on, range_of_len};
+use crate::storage::Arange;
 use crate::trace::{AttrLookup, Attrs};
 use crate::{Conv2dOptions, DType, Device, Tensor};
 
@@ -81,8 +82,27 @@ impl Args<'_> {
     /// A creation op's output made again: its shape, dtype and device
     /// (the `device` attribute) filled with `value`.
     fn filled(&self, value: f64) -> Tensor {
-        let device = device_of_attr(self.int("device"));
-        filled_on(&self.shape(0), value, self.out_dtypes[0], device)
+        filled_on(&self.shape(0), value, self.out_dtypes[0], self.device())
+    }
+    /// An arange's output made again: the recorded start and step, the
+    /// output's length (a batch-sized range follows the batch), dtype and
+    /// the recorded device.
+    fn range(&self) -> Tensor {
+        let range = match self.out_dtypes[0] {
+            DType::I64 => Arange::I64 {
+                start: self.int("start"),
+                step: self.int("step"),
+            },
+            _ => Arange::F32 {
+                start: self.float("start"),
+                step: self.float("step"),
+            },
+        };
+        range_of_len(self.shape(0)[0], range, self.device())
+    }
+    /// A creation op's `device` attribute.
+    fn device(&self) -> Device {
+        device_of_attr(self.int("device"))
     }
     fn out_shape(&self) -> Vec<isize> {
         self.shape(0).iter().map(|&d| d as isize).collect()
@@ -331,6 +351,20 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         "zeros_on" => |a| vec![a.filled(0.0)],
         "ones_on" => |a| vec![a.filled(1.0)],
         "full_on" => |a| vec![a.filled(a.float("value"))],
+        "arange" | "arange_step" | "arange_on" | "arange_f" | "arange_f_on" => |a| vec![a.range()],
+        "linspace" => |a| {
+            vec![Tensor::linspace(
+                a.float("start"),
+                a.float("end"),
+                a.shape(0)[0],
+            )]
+        },
+        "eye" => |a| vec![Tensor::eye(a.shape(0)[0])],
+        // Draws from the same generator in the same order as eager code.
+        "rand" => |a| vec![Tensor::rand(&a.shape(0))],
+        "randn" => |a| vec![Tensor::randn(&a.shape(0))],
+        "rand_on" => |a| vec![Tensor::rand_on(&a.shape(0), a.device())],
+        "randn_on" => |a| vec![Tensor::randn_on(&a.shape(0), a.device())],
         "zeros_like" => |a| vec![Tensor::zeros_like(a.x(0))],
         "ones_like" => |a| vec![Tensor::ones_like(a.x(0))],
         "full_like" => |a| vec![Tensor::full_like(a.x(0), a.float("value"))],

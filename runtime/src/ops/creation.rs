@@ -83,6 +83,30 @@ fn int_range(start: i64, end: i64, step: i64, device: Device) -> Tensor {
     Tensor::from_storage(s, &[n])
 }
 
+/// What compile needs to make an int range again: its start, step and
+/// device (the length is the output's).
+fn int_range_attrs(start: i64, step: i64, device: Device) -> Vec<(&'static str, Attr)> {
+    vec![
+        ("start", Attr::Int(start)),
+        ("step", Attr::Int(step)),
+        device_attr(device),
+    ]
+}
+
+/// As [`int_range_attrs`] for a float range.
+fn float_range_attrs(start: f64, step: f64, device: Device) -> Vec<(&'static str, Attr)> {
+    vec![
+        ("start", Attr::Float(start)),
+        ("step", Attr::Float(step)),
+        device_attr(device),
+    ]
+}
+
+/// `n` values of `range` on `device` (compile's replay of an arange).
+pub(crate) fn range_of_len(n: usize, range: Arange, device: Device) -> Tensor {
+    Tensor::from_storage(Storage::arange(n, range, device), &[n])
+}
+
 /// `start + i * step` below `end` (float arguments), as f32 on `device`.
 fn float_range(start: f64, end: f64, step: f64, device: Device) -> Tensor {
     assert!(step != 0.0, "arange: step must be nonzero");
@@ -186,7 +210,8 @@ impl Tensor {
     /// assert!(u.to_vec::<f32>().iter().all(|&x| (0.0..1.0).contains(&x)));
     /// ```
     pub fn rand_on(shape: &[usize], device: Device) -> Tensor {
-        trace::op("rand_on", trace::NO_INPUTS, Vec::new, || {
+        let attrs = || vec![device_attr(device)];
+        trace::op("rand_on", trace::NO_INPUTS, attrs, || {
             draws_on(shape, device, false)
         })
     }
@@ -194,7 +219,8 @@ impl Tensor {
     /// `torch.randn(shape, device=)`: f32 standard normal draws made on
     /// `device` (generators as for [`Tensor::rand_on`]).
     pub fn randn_on(shape: &[usize], device: Device) -> Tensor {
-        trace::op("randn_on", trace::NO_INPUTS, Vec::new, || {
+        let attrs = || vec![device_attr(device)];
+        trace::op("randn_on", trace::NO_INPUTS, attrs, || {
             draws_on(shape, device, true)
         })
     }
@@ -240,17 +266,23 @@ impl Tensor {
     /// assert_eq!(Tensor::arange_f(0.0, 1.0, 0.25).to_vec::<f32>(), vec![0.0, 0.25, 0.5, 0.75]);
     /// ```
     pub fn arange(range: impl ArangeArgs) -> Tensor {
-        trace::op("arange", trace::NO_INPUTS, Vec::new, || {
-            let (start, end, step) = range.start_end_step();
-            Tensor::arange_step(start, end, step)
-        })
+        let (start, end, step) = range.start_end_step();
+        trace::op(
+            "arange",
+            trace::NO_INPUTS,
+            || int_range_attrs(start, step, Device::Cpu),
+            || Tensor::arange_step(start, end, step),
+        )
     }
 
     /// `start, start + step, ...` below `end`, as int64.
     pub fn arange_step(start: i64, end: i64, step: i64) -> Tensor {
-        trace::op("arange_step", trace::NO_INPUTS, Vec::new, || {
-            int_range(start, end, step, Device::Cpu)
-        })
+        trace::op(
+            "arange_step",
+            trace::NO_INPUTS,
+            || int_range_attrs(start, step, Device::Cpu),
+            || int_range(start, end, step, Device::Cpu),
+        )
     }
 
     /// [`Tensor::arange`] made on `device` (`torch.arange(..., device=)`):
@@ -261,30 +293,40 @@ impl Tensor {
     /// assert_eq!(Tensor::arange_on(1..4, Device::Cpu).to_vec::<i64>(), vec![1, 2, 3]);
     /// ```
     pub fn arange_on(range: impl ArangeArgs, device: Device) -> Tensor {
-        trace::op("arange_on", trace::NO_INPUTS, Vec::new, || {
-            let (start, end, step) = range.start_end_step();
-            int_range(start, end, step, device)
-        })
+        let (start, end, step) = range.start_end_step();
+        trace::op(
+            "arange_on",
+            trace::NO_INPUTS,
+            || int_range_attrs(start, step, device),
+            || int_range(start, end, step, device),
+        )
     }
 
     /// Float range (`torch.arange(start, end, step)` with float arguments), float32.
     pub fn arange_f(start: f64, end: f64, step: f64) -> Tensor {
-        trace::op("arange_f", trace::NO_INPUTS, Vec::new, || {
-            float_range(start, end, step, Device::Cpu)
-        })
+        trace::op(
+            "arange_f",
+            trace::NO_INPUTS,
+            || float_range_attrs(start, step, Device::Cpu),
+            || float_range(start, end, step, Device::Cpu),
+        )
     }
 
     /// [`Tensor::arange_f`] made on `device`: on a GPU by a kernel, with no
     /// host copy (each value computed in f64, rounded once, on either device).
     pub fn arange_f_on(start: f64, end: f64, step: f64, device: Device) -> Tensor {
-        trace::op("arange_f_on", trace::NO_INPUTS, Vec::new, || {
-            float_range(start, end, step, device)
-        })
+        trace::op(
+            "arange_f_on",
+            trace::NO_INPUTS,
+            || float_range_attrs(start, step, device),
+            || float_range(start, end, step, device),
+        )
     }
 
     /// `steps` evenly spaced values from `start` to `end` inclusive, float32.
     pub fn linspace(start: f64, end: f64, steps: usize) -> Tensor {
-        trace::op("linspace", trace::NO_INPUTS, Vec::new, || {
+        let ends = || vec![("start", Attr::Float(start)), ("end", Attr::Float(end))];
+        trace::op("linspace", trace::NO_INPUTS, ends, || {
             let step = if steps > 1 {
                 (end - start) / (steps - 1) as f64
             } else {
