@@ -251,6 +251,23 @@ impl NadamStep {
     }
 }
 
+/// The weight decay of an update that can decouple it (NAdam's and RAdam's
+/// `decoupled_weight_decay`, as AdamW's): the L2 term added to the gradient
+/// (0 when decoupled) and the factor the weights are first multiplied by
+/// (`1 - lr * weight_decay` when decoupled, else exactly 1).
+///
+/// ```
+/// use tapir_kernels::optim::split_weight_decay;
+/// assert_eq!(split_weight_decay(0.1, 0.5, false), (0.5, 1.0));
+/// assert_eq!(split_weight_decay(0.1, 0.5, true), (0.0, 0.95));
+/// ```
+pub fn split_weight_decay(lr: f64, weight_decay: f64, decoupled: bool) -> (f64, f64) {
+    match decoupled {
+        true => (0.0, 1.0 - lr * weight_decay),
+        false => (weight_decay, 1.0),
+    }
+}
+
 /// Hyper-parameters of one RAdam step (`torch.optim.RAdam`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RadamStep {

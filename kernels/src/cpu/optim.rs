@@ -5,6 +5,7 @@
 use crate::Float;
 use crate::optim::{
     AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, NadamStep, RadamStep, RmspropStep, SgdStep,
+    split_weight_decay,
 };
 use crate::threads::simd;
 
@@ -251,6 +252,13 @@ pub fn adamax_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], u: &mut [T], h
     )
 }
 
+/// Adam's moment updates as PyTorch writes them: `exp_avg.lerp_(g, w1)`
+/// and `exp_avg_sq.mul_(b2).addcmul_(g, g, value=w2)`.
+#[inline(always)]
+fn adam_moments<T: Float>(m: T, v: T, g: T, w1: T, (b2, w2): (T, T)) -> (T, T) {
+    (m + w1 * (g - m), v * b2 + w2 * g * g)
+}
+
 /// One NAdam step in place with state `m` and `v` (first and second moments).
 pub fn nadam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], h: &NadamStep) {
     let c = T::from_f64;
@@ -258,22 +266,17 @@ pub fn nadam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], h:
     let (b2, eps) = (c(h.beta2), c(h.eps));
     let (w1, w2) = (c(1.0 - h.beta1), c(1.0 - h.beta2));
     let (grad_coef, avg_coef, bc2) = (c(s.grad_coef), c(s.avg_coef), c(s.bias_correction2));
-    let coupled = if h.decoupled { 0.0 } else { h.weight_decay };
-    let wd = c(coupled);
-    let decay = c(1.0 - h.lr * h.weight_decay);
-    let decays = h.decoupled && h.weight_decay != 0.0;
+    let (l2, decay) = split_weight_decay(h.lr, h.weight_decay, h.decoupled);
+    let (wd, decay) = (c(l2), c(decay));
     let n = p.len();
     let (g, m, v) = (&g[..n], &mut m[..n], &mut v[..n]);
     simd(
         #[inline(always)]
         || {
             for i in 0..n {
-                if decays {
-                    p[i] = p[i] * decay;
-                }
+                p[i] = p[i] * decay; // exactly p when not decoupled
                 let gi = decayed_grad(g[i], p[i], h.maximize, wd);
-                m[i] = m[i] + w1 * (gi - m[i]);
-                v[i] = v[i] * b2 + w2 * gi * gi;
+                (m[i], v[i]) = adam_moments(m[i], v[i], gi, w1, (b2, w2));
                 let denom = (v[i] / bc2).sqrt() + eps;
                 p[i] = p[i] + grad_coef * (gi / denom);
                 p[i] = p[i] + avg_coef * (m[i] / denom);
@@ -289,10 +292,8 @@ pub fn radam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], h:
     let (b2, eps, lr) = (c(h.beta2), c(h.eps), c(h.lr));
     let (w1, w2) = (c(1.0 - h.beta1), c(1.0 - h.beta2));
     let (bc1, bc2_sqrt) = (c(s.bias_correction1), c(s.bias_correction2_sqrt));
-    let coupled = if h.decoupled { 0.0 } else { h.weight_decay };
-    let wd = c(coupled);
-    let decay = c(1.0 - h.lr * h.weight_decay);
-    let decays = h.decoupled && h.weight_decay != 0.0;
+    let (l2, decay) = split_weight_decay(h.lr, h.weight_decay, h.decoupled);
+    let (wd, decay) = (c(l2), c(decay));
     let (rectified, rect) = (s.rect.is_some(), c(s.rect.unwrap_or(1.0)));
     let n = p.len();
     let (g, m, v) = (&g[..n], &mut m[..n], &mut v[..n]);
@@ -300,12 +301,9 @@ pub fn radam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], h:
         #[inline(always)]
         || {
             for i in 0..n {
-                if decays {
-                    p[i] = p[i] * decay;
-                }
+                p[i] = p[i] * decay; // exactly p when not decoupled
                 let gi = decayed_grad(g[i], p[i], h.maximize, wd);
-                m[i] = m[i] + w1 * (gi - m[i]);
-                v[i] = v[i] * b2 + w2 * gi * gi;
+                (m[i], v[i]) = adam_moments(m[i], v[i], gi, w1, (b2, w2));
                 let corrected = m[i] / bc1;
                 p[i] = if rectified {
                     let adaptive = (v[i].sqrt() + eps).recip() * bc2_sqrt;

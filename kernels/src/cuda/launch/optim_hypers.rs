@@ -4,7 +4,9 @@
 //! (`AdagradStep::clr`, `NadamStep::scalars`, ...), computed in f64 and
 //! rounded once, so both devices start from the same f32 constants.
 
-use crate::optim::{AdadeltaStep, AdagradStep, AdamaxStep, NadamStep, RadamStep};
+use crate::optim::{
+    AdadeltaStep, AdagradStep, AdamaxStep, NadamStep, RadamStep, split_weight_decay,
+};
 use cudarc::driver::DeviceRepr;
 
 /// `AdagradHyper` in `cu/optim.cu`, same field order and C layout.
@@ -87,14 +89,10 @@ impl AdamaxHyper {
     }
 }
 
-/// The weight-decay pair both Adam-like updates with a decoupled option
-/// take: the L2 term (0 when decoupled) and the weights' own decay factor
-/// (1 unless decoupled).
+/// [`split_weight_decay`] rounded to the kernels' f32.
 fn decays(lr: f64, weight_decay: f64, decoupled: bool) -> (f32, f32) {
-    match decoupled {
-        true => (0.0, (1.0 - lr * weight_decay) as f32),
-        false => (weight_decay as f32, 1.0),
-    }
+    let (l2, decay) = split_weight_decay(lr, weight_decay, decoupled);
+    (l2 as f32, decay as f32)
 }
 
 /// `NadamHyper` in `cu/optim.cu`, same field order and C layout.
