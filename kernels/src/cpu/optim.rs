@@ -3,6 +3,7 @@
 //! operation, so results match to the last bits that float order allows.
 
 use crate::Float;
+use crate::elementwise::{BinaryFn, Maximum};
 use crate::optim::{
     AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, NadamStep, RadamStep, RmspropStep, SgdStep,
     split_weight_decay,
@@ -224,12 +225,6 @@ pub fn adadelta_update<T: Float>(
     )
 }
 
-/// The larger of `a` and `b`, NaN if either is (`torch.maximum`).
-#[inline(always)]
-fn maximum<T: Float>(a: T, b: T) -> T {
-    if a > b || a.is_nan() { a } else { b }
-}
-
 /// One Adamax step in place with state `m` (first moment) and `u` (the
 /// exponentially weighted infinity norm).
 pub fn adamax_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], u: &mut [T], h: &AdamaxStep) {
@@ -245,7 +240,8 @@ pub fn adamax_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], u: &mut [T], h
             for i in 0..n {
                 let gi = decayed_grad(g[i], p[i], h.maximize, wd);
                 m[i] = m[i] + w1 * (gi - m[i]);
-                u[i] = maximum(u[i] * b2, gi.abs() + eps);
+                // `torch.maximum`: NaN propagates.
+                u[i] = Maximum.f(u[i] * b2, gi.abs() + eps);
                 p[i] = p[i] - clr * (m[i] / u[i]);
             }
         },

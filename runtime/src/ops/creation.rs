@@ -79,8 +79,7 @@ fn draws_on(shape: &[usize], device: Device, normal: bool) -> Tensor {
 fn int_range(start: i64, end: i64, step: i64, device: Device) -> Tensor {
     assert!(step != 0, "arange: step must be nonzero");
     let n = ((end - start) as f64 / step as f64).ceil().max(0.0) as usize;
-    let s = Storage::arange(n, Arange::I64 { start, step }, device);
-    Tensor::from_storage(s, &[n])
+    range_of_len(n, Arange::I64 { start, step }, device)
 }
 
 /// What compile needs to make an int range again: its start, step and
@@ -102,7 +101,8 @@ fn float_range_attrs(start: f64, step: f64, device: Device) -> Vec<(&'static str
     ]
 }
 
-/// `n` values of `range` on `device` (compile's replay of an arange).
+/// `n` values of `range` on `device` (every arange, and compile's replay
+/// of one).
 pub(crate) fn range_of_len(n: usize, range: Arange, device: Device) -> Tensor {
     Tensor::from_storage(Storage::arange(n, range, device), &[n])
 }
@@ -111,10 +111,7 @@ pub(crate) fn range_of_len(n: usize, range: Arange, device: Device) -> Tensor {
 fn float_range(start: f64, end: f64, step: f64, device: Device) -> Tensor {
     assert!(step != 0.0, "arange: step must be nonzero");
     let n = ((end - start) / step).ceil().max(0.0) as usize;
-    Tensor::from_storage(
-        Storage::arange(n, Arange::F32 { start, step }, device),
-        &[n],
-    )
+    range_of_len(n, Arange::F32 { start, step }, device)
 }
 
 fn from_f64s(v: Vec<f64>, shape: &[usize], dtype: DType) -> Tensor {
