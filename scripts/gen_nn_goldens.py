@@ -201,6 +201,50 @@ opt_case("radam", lambda ps: O.RAdam(ps, lr=0.01), steps=8)
 opt_case("radam_wd_max", lambda ps: O.RAdam(ps, lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, maximize=True), steps=8)
 opt_case("radamw", lambda ps: O.RAdam(ps, lr=0.01, weight_decay=0.1, decoupled_weight_decay=True), steps=8)
 
+# L-BFGS re-evaluates a closure: a small nonlinear least-squares problem
+# (its data stored), `steps` calls of step(closure), each recording the
+# loss it returned, the parameters and the evaluation and iteration counts.
+M["lbfgs"] = []
+put("lbfgs.x", torch.sin(torch.arange(24.0) * 0.7).reshape(8, 3))
+put("lbfgs.y", torch.cos(torch.arange(16.0) * 0.3).reshape(8, 2) * 0.8)
+put("lbfgs.w0", torch.linspace(-0.5, 0.5, 6).reshape(3, 2))
+put("lbfgs.b0", torch.tensor([0.1, -0.2]))
+
+
+def lbfgs_case(name, steps, **kw):
+    w = T["lbfgs.w0"].clone().requires_grad_(True)
+    b = T["lbfgs.b0"].clone().requires_grad_(True)
+    opt = O.LBFGS([w, b], **kw)
+    sign = -1.0 if kw.get("maximize") else 1.0
+
+    def closure():
+        opt.zero_grad()
+        fit = ((torch.tanh(T["lbfgs.x"] @ w + b) - T["lbfgs.y"]) ** 2).mean()
+        loss = sign * (fit + 0.01 * (w ** 4).sum())
+        loss.backward()
+        return loss
+
+    for k in range(steps):
+        loss = opt.step(closure)
+        put(f"lbfgs.{name}.step{k}.loss", loss)
+        put(f"lbfgs.{name}.step{k}.w", w)
+        put(f"lbfgs.{name}.step{k}.b", b)
+        st = opt.state[w]
+        put(f"lbfgs.{name}.step{k}.counts", torch.tensor([float(st["func_evals"]), float(st["n_iter"])]))
+    M["lbfgs"].append({"name": name, "steps": steps, "options": {k: v for k, v in kw.items()}})
+
+
+lbfgs_case("default", 2)
+lbfgs_case("short_history", 4, lr=0.5, max_iter=4, history_size=2)
+lbfgs_case("strong_wolfe", 2, line_search_fn="strong_wolfe", max_iter=10)
+lbfgs_case("wolfe_maximize", 3, line_search_fn="strong_wolfe", max_iter=6, history_size=3, maximize=True)
+lbfgs_case("tolerance_grad", 2, tolerance_grad=1e-3, max_iter=50)
+lbfgs_case("max_eval", 2, line_search_fn="strong_wolfe", max_iter=30, max_eval=9)
+# A long first step makes the search zoom (11 interpolations inside a
+# bracket); a short one makes it extrapolate (7 bounded interpolations).
+lbfgs_case("wolfe_zoom", 2, line_search_fn="strong_wolfe", lr=30, max_iter=8, history_size=3)
+lbfgs_case("wolfe_extrapolate", 2, line_search_fn="strong_wolfe", lr=0.01, max_iter=6)
+
 # Half-precision parameters through PyTorch's fused kernels (math in f32,
 # parameter and state rounded when stored, as tapir's). Inputs are stored
 # already rounded to the dtype so both sides start from the same values.

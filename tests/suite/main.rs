@@ -22,6 +22,7 @@ mod fused;
 mod goldens;
 mod init;
 mod layer_table;
+mod lbfgs;
 mod model_macro;
 mod nn_goldens;
 mod optim_goldens;

@@ -35,6 +35,8 @@ mod adam_variants;
 mod adaptive;
 mod clip;
 mod fused;
+mod lbfgs;
+mod line_search;
 mod lr_scheduler;
 mod rmsprop;
 mod sgd;
@@ -44,6 +46,7 @@ pub use adam_variants::{Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamCo
 pub use adaptive::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
 pub(crate) use fused::Updates;
+pub use lbfgs::{LBFGS, LbfgsConfig, LineSearch};
 pub use lr_scheduler::{
     ClosedForm, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR,
     LambdaLR, LinearLR, LrScheduler, MultiStepLR, MultiplicativeLR, OneCycleLR, PlateauMode,
