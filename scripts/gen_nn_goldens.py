@@ -151,11 +151,11 @@ for j in range(2):
     put(f"optim.p0.{j}", p0[j])
 
 
-def opt_case(name, make, groups=False, steps=5, scalar_dtype=torch.float64):
+def opt_case(name, make, groups=False, steps=5, scalar_dtype=torch.float64, state=()):
     """`steps` steps, gradients cycling through the five. `scalar_dtype`: the
     default dtype while stepping, which is the dtype of an optimizer's scalar
     state (NAdam's mu_product): float32 is what a user with PyTorch's default
-    gets."""
+    gets. `state`: state buffers recorded after each step too."""
     ps = [p.clone().double().requires_grad_(True) for p in p0]
     opt = make(ps) if not groups else make(ps)
     torch.set_default_dtype(scalar_dtype)
@@ -165,8 +165,10 @@ def opt_case(name, make, groups=False, steps=5, scalar_dtype=torch.float64):
         opt.step()
         for j, p in enumerate(ps):
             put(f"optim.{name}.step{k}.{j}", p)
+            for key in state:
+                put(f"optim.{name}.step{k}.{j}.{key}", opt.state[p][key])
     torch.set_default_dtype(torch.float64)
-    M["optim"].append({"name": name, "steps": steps})
+    M["optim"].append({"name": name, "steps": steps, **({"state": list(state)} if state else {})})
 
 
 O = torch.optim
@@ -200,6 +202,14 @@ opt_case("nadamw", lambda ps: O.NAdam(ps, lr=0.01, weight_decay=0.1, decoupled_w
 opt_case("radam", lambda ps: O.RAdam(ps, lr=0.01), steps=8)
 opt_case("radam_wd_max", lambda ps: O.RAdam(ps, lr=0.01, betas=(0.8, 0.99), weight_decay=0.1, maximize=True), steps=8)
 opt_case("radamw", lambda ps: O.RAdam(ps, lr=0.01, weight_decay=0.1, decoupled_weight_decay=True), steps=8)
+# Rprop's signs flip between the cycling gradients; its second case's
+# bounds are reached. ASGD averages from step 3 with t0=2.
+opt_case("rprop", lambda ps: O.Rprop(ps, lr=0.01), state=("prev", "step_size"))
+opt_case("rprop_bounded_max", lambda ps: O.Rprop(ps, lr=0.05, etas=(0.3, 1.5), step_sizes=(0.02, 0.06), maximize=True),
+         state=("prev", "step_size"))
+opt_case("asgd", lambda ps: O.ASGD(ps, lr=0.01), scalar_dtype=F32, state=("ax",))
+opt_case("asgd_averaged_wd_max", lambda ps: O.ASGD(ps, lr=0.05, lambd=1e-2, alpha=0.5, t0=2, weight_decay=0.1,
+                                                 maximize=True), scalar_dtype=F32, state=("ax",))
 
 # L-BFGS re-evaluates a closure: a small nonlinear least-squares problem
 # (its data stored), `steps` calls of step(closure), each recording the

@@ -12,8 +12,8 @@
 
 use crate::Float;
 use crate::cpu::{
-    adadelta_update, adagrad_update, adam_update, adamax_update, nadam_update, radam_update,
-    rmsprop_update, sgd_update,
+    adadelta_update, adagrad_update, adam_update, adamax_update, asgd_update, nadam_update,
+    radam_update, rmsprop_update, rprop_update, sgd_update,
 };
 
 /// Hyper-parameters of one Adam/AdamW step.
@@ -332,6 +332,43 @@ impl RadamStep {
     }
 }
 
+/// Hyper-parameters of one Rprop step (`torch.optim.Rprop`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RpropStep {
+    /// The step size every coordinate starts from.
+    pub lr: f64,
+    /// Factor on a coordinate's step size when its gradient changed sign.
+    pub etaminus: f64,
+    /// Factor when its gradient kept its sign.
+    pub etaplus: f64,
+    /// Smallest step size.
+    pub step_size_min: f64,
+    /// Largest step size.
+    pub step_size_max: f64,
+    /// Maximise the objective instead of minimising it.
+    pub maximize: bool,
+    /// The state starts this step: step sizes are `lr` (PyTorch's
+    /// `full_like(grad, lr)`), whatever the buffer holds.
+    pub first: bool,
+}
+
+/// Hyper-parameters of one ASGD step (`torch.optim.ASGD`), with the
+/// parameter's scalar state as the optimizer keeps it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AsgdStep {
+    /// Decay term: the weights shrink by `1 - lambd * eta`.
+    pub lambd: f64,
+    /// L2 weight decay added to the gradient.
+    pub weight_decay: f64,
+    /// Maximise the objective instead of minimising it.
+    pub maximize: bool,
+    /// This step's learning rate (the state's `eta`, set by the last step).
+    pub eta: f64,
+    /// This step's averaging weight (the state's `mu`); 1 copies the
+    /// parameter into the average.
+    pub mu: f64,
+}
+
 /// One fused optimizer update, whatever the device: the parameter, its
 /// gradient and its state buffers in the optimizer's order.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -359,6 +396,10 @@ pub enum OptimStep {
     Nadam(NadamStep),
     /// RAdam; state `[exp_avg, exp_avg_sq]`.
     Radam(RadamStep),
+    /// Rprop; state `[prev, step_size]`.
+    Rprop(RpropStep),
+    /// ASGD; state `[ax]` (the averaged parameter).
+    Asgd(AsgdStep),
 }
 
 impl OptimStep {
@@ -368,11 +409,12 @@ impl OptimStep {
             OptimStep::Adam(h) => 2 + h.amsgrad as usize,
             OptimStep::Sgd { h, .. } => (h.momentum != 0.0) as usize,
             OptimStep::Rmsprop(h) => 1 + (h.momentum > 0.0) as usize + h.centered as usize,
-            OptimStep::Adagrad(_) => 1,
+            OptimStep::Adagrad(_) | OptimStep::Asgd(_) => 1,
             OptimStep::Adadelta(_)
             | OptimStep::Adamax(_)
             | OptimStep::Nadam(_)
-            | OptimStep::Radam(_) => 2,
+            | OptimStep::Radam(_)
+            | OptimStep::Rprop(_) => 2,
         }
     }
 
@@ -433,6 +475,13 @@ impl OptimStep {
                 };
                 radam_update(p, g, m, v, h)
             }
+            OptimStep::Rprop(h) => {
+                let [prev, step_size] = state else {
+                    unreachable!("checked above")
+                };
+                rprop_update(p, g, prev, step_size, h)
+            }
+            OptimStep::Asgd(h) => asgd_update(p, g, state[0], h),
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The optimizers against PyTorch's: every option of each in f64 and f32
-//! (`torch.optim`'s single-tensor updates), f16/bf16 parameters against
+//! (`torch.optim`'s single-tensor updates, and the state a user reads), f16/bf16 parameters against
 //! PyTorch's fused kernels, and a resumed optimizer against the run it
 //! was saved from.
 
@@ -194,6 +194,40 @@ fn make_adaptive_opt(name: &str, ps: Vec<Tensor>) -> Box<dyn Optimizer> {
                 ..radam
             },
         )),
+        "rprop" => Box::new(Rprop::new(
+            ps,
+            RpropConfig {
+                lr: 0.01,
+                ..Default::default()
+            },
+        )),
+        "rprop_bounded_max" => Box::new(Rprop::new(
+            ps,
+            RpropConfig {
+                lr: 0.05,
+                etas: (0.3, 1.5),
+                step_sizes: (0.02, 0.06),
+                maximize: true,
+            },
+        )),
+        "asgd" => Box::new(ASGD::new(
+            ps,
+            AsgdConfig {
+                lr: 0.01,
+                ..Default::default()
+            },
+        )),
+        "asgd_averaged_wd_max" => Box::new(ASGD::new(
+            ps,
+            AsgdConfig {
+                lr: 0.05,
+                lambd: 1e-2,
+                alpha: 0.5,
+                t0: 2.0,
+                weight_decay: 0.1,
+                maximize: true,
+            },
+        )),
         other => panic!("no optimizer {other}"),
     }
 }
@@ -220,6 +254,7 @@ fn optimizers_match_pytorch_for_five_steps() {
                     ));
                 }
                 opt.step();
+                let saved = opt.state_dict();
                 for (j, p) in ps.iter().enumerate() {
                     close(
                         &format!("{name} ({dtype}) step {k} param {j}"),
@@ -228,11 +263,24 @@ fn optimizers_match_pytorch_for_five_steps() {
                         tol,
                         tol,
                     )?;
+                    // State the optimizer's user reads (ASGD's average).
+                    for key in c["state"].as_array().into_iter().flatten() {
+                        let key = key.as_str().unwrap();
+                        let ours = saved.iter().find(|(n, _)| *n == format!("state.{j}.{key}"));
+                        let ours = &ours.ok_or_else(|| format!("{name}: no state.{j}.{key}"))?.1;
+                        close(
+                            &format!("{name} ({dtype}) step {k} param {j} {key}"),
+                            ours,
+                            &load(&st, &format!("optim.{name}.step{k}.{j}.{key}")),
+                            tol,
+                            tol,
+                        )?;
+                    }
                 }
             }
             Ok(())
         });
-        assert_eq!(n, 25);
+        assert_eq!(n, 29);
     }
 }
 
@@ -337,7 +385,7 @@ fn resumed_optimizers_continue_as_the_saved_run() {
         }
         Ok(())
     });
-    assert_eq!(n, 25);
+    assert_eq!(n, 29);
 }
 
 /// Options PyTorch refuses are refused with PyTorch's sentence, naming the
@@ -347,7 +395,7 @@ fn adaptive_optimizers_refuse_bad_options() {
     fn ps() -> Vec<Tensor> {
         vec![Tensor::ones(&[2]).requires_grad_(true)]
     }
-    let cases: [(fn(), &str); 4] = [
+    let cases: [(fn(), &str); 7] = [
         (
             || {
                 let c = AdadeltaConfig {
@@ -387,6 +435,33 @@ fn adaptive_optimizers_refuse_bad_options() {
                 RAdam::new(ps(), c);
             },
             "RAdam: invalid learning rate -0.1",
+        ),
+        (
+            || {
+                let c = RpropConfig {
+                    etas: (1.5, 1.2),
+                    ..Default::default()
+                };
+                Rprop::new(ps(), c);
+            },
+            "Rprop: invalid eta values: 1.5, 1.2",
+        ),
+        (
+            || {
+                let g = GroupSpec::new(ps()).weight_decay(0.1);
+                Rprop::with_groups(vec![g], RpropConfig::default());
+            },
+            "Rprop: has no weight_decay, but group 0 sets 0.1",
+        ),
+        (
+            || {
+                let c = AsgdConfig {
+                    lambd: -1.0,
+                    ..Default::default()
+                };
+                ASGD::new(ps(), c);
+            },
+            "ASGD: invalid lambd value: -1",
         ),
     ];
     for (make, want) in cases {

@@ -36,8 +36,8 @@ pub use matmul::{matmul, matmul_bias};
 pub use matmul_bf16::{bf16_matmul_available, matmul_bf16};
 pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, layer_norm_rows};
 pub use optim::{
-    adadelta_update, adagrad_update, adam_update, adamax_update, nadam_update, radam_update,
-    rmsprop_update, sgd_update,
+    adadelta_update, adagrad_update, adam_update, adamax_update, asgd_update, nadam_update,
+    radam_update, rmsprop_update, rprop_update, sgd_update,
 };
 pub use order::{cumsum_rows, sort_rows};
 pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};

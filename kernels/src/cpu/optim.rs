@@ -5,8 +5,8 @@
 use crate::Float;
 use crate::elementwise::{BinaryFn, Maximum};
 use crate::optim::{
-    AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, NadamStep, RadamStep, RmspropStep, SgdStep,
-    split_weight_decay,
+    AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, AsgdStep, NadamStep, RadamStep, RmspropStep,
+    RpropStep, SgdStep, split_weight_decay,
 };
 use crate::threads::simd;
 
@@ -306,6 +306,92 @@ pub fn radam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], h:
                     p[i] - corrected * lr * adaptive * rect
                 } else {
                     p[i] - corrected * lr
+                };
+            }
+        },
+    )
+}
+
+/// `torch.sign`: -1, 0 or 1, and 0 for NaN.
+#[inline(always)]
+fn sign<T: Float>(x: T) -> T {
+    if x > T::zero() {
+        T::one()
+    } else if x < T::zero() {
+        -T::one()
+    } else {
+        T::zero()
+    }
+}
+
+/// One Rprop step in place with state `prev` (the last gradient used) and
+/// `step_size` (per coordinate).
+pub fn rprop_update<T: Float>(
+    p: &mut [T],
+    g: &[T],
+    prev: &mut [T],
+    step_size: &mut [T],
+    h: &RpropStep,
+) {
+    let c = T::from_f64;
+    let (lr, etaminus, etaplus) = (c(h.lr), c(h.etaminus), c(h.etaplus));
+    let (lo, hi) = (c(h.step_size_min), c(h.step_size_max));
+    let n = p.len();
+    let (g, prev, step_size) = (&g[..n], &mut prev[..n], &mut step_size[..n]);
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                let gi = if h.maximize { -g[i] } else { g[i] };
+                let product = gi * prev[i];
+                // The factor PyTorch writes over sign(g * prev); NaN stays NaN.
+                let eta = if product > T::zero() {
+                    etaplus
+                } else if product < T::zero() {
+                    etaminus
+                } else if product == T::zero() {
+                    T::one()
+                } else {
+                    product
+                };
+                let size = if h.first { lr } else { step_size[i] } * eta;
+                // clamp_, which keeps NaN (f32::clamp would too, but Float has no clamp).
+                let size = if size < lo {
+                    lo
+                } else if size > hi {
+                    hi
+                } else {
+                    size
+                };
+                step_size[i] = size;
+                // After a sign change the coordinate waits a step.
+                let gi = if eta == etaminus { T::zero() } else { gi };
+                p[i] = p[i] - sign(gi) * size;
+                prev[i] = gi;
+            }
+        },
+    )
+}
+
+/// One ASGD step in place with state `ax` (the running average of the
+/// parameter).
+pub fn asgd_update<T: Float>(p: &mut [T], g: &[T], ax: &mut [T], h: &AsgdStep) {
+    let c = T::from_f64;
+    let (wd, eta, mu) = (c(h.weight_decay), c(h.eta), c(h.mu));
+    let decay = c(1.0 - h.lambd * h.eta);
+    let n = p.len();
+    let (g, ax) = (&g[..n], &mut ax[..n]);
+    simd(
+        #[inline(always)]
+        || {
+            for i in 0..n {
+                let gi = decayed_grad(g[i], p[i], h.maximize, wd);
+                p[i] = p[i] * decay;
+                p[i] = p[i] + -eta * gi;
+                ax[i] = if h.mu != 1.0 {
+                    ax[i] + (p[i] - ax[i]) * mu
+                } else {
+                    p[i]
                 };
             }
         },

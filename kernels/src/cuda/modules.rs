@@ -49,8 +49,8 @@ fn per_dtype(ops: &[&str], dtypes: &[&str]) -> Vec<String> {
 }
 
 /// The fused optimizer updates in `cu/optim.cu` (`UpdatePlan::op`).
-const OPTIM_OPS: [&str; 8] = [
-    "adam", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "radam",
+const OPTIM_OPS: [&str; 10] = [
+    "adam", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "radam", "rprop", "asgd",
 ];
 
 /// Every module, with its kernels.
@@ -448,6 +448,8 @@ mod tests {
         assert_eq!(sizes("adamax_bf16"), [8, 8, 8, 8, 8, 24]);
         assert_eq!(sizes("nadam_f32"), [8, 8, 8, 8, 8, 40]);
         assert_eq!(sizes("radam_multi_f16"), [768, 48]);
+        assert_eq!(sizes("rprop_f32"), [8, 8, 8, 8, 8, 28]);
+        assert_eq!(sizes("asgd_at_bf16"), [8, 8, 8, 8, 8]);
         assert_eq!(sizes("sgd_multi_at_f32"), [768, 8]);
         assert_eq!(sizes("gather_u32"), [8, 136, 8, 8, 8, 8, 8, 8, 8, 8, 8]);
         assert_eq!(sizes("exp_f32"), [8, 136, 4, 4, 8, 8]);

@@ -33,17 +33,20 @@ macro_rules! beta1_is_momentum {
 mod adam;
 mod adam_variants;
 mod adaptive;
+mod asgd;
 mod clip;
 mod fused;
 mod lbfgs;
 mod line_search;
 mod lr_scheduler;
 mod rmsprop;
+mod rprop;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
 pub use adam_variants::{Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamConfig};
 pub use adaptive::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig};
+pub use asgd::{ASGD, AsgdConfig};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
 pub(crate) use fused::Updates;
 pub use lbfgs::{LBFGS, LbfgsConfig, LineSearch};
@@ -53,6 +56,7 @@ pub use lr_scheduler::{
     PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
 };
 pub use rmsprop::{RMSprop, RMSpropConfig};
+pub use rprop::{Rprop, RpropConfig};
 pub use sgd::{SGD, SgdConfig};
 
 use crate::nn::StateDict;

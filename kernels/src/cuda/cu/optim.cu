@@ -233,6 +233,61 @@ __device__ __forceinline__ void radam_elem(size_t i, T *p, const T *g, T *m, T *
     v[i] = from_f<T>(vi);
 }
 
+// Mirrors `RpropHyper` in kernels/src/cuda/launch/optim_hypers.rs.
+struct RpropHyper {
+    float lr, etaminus, etaplus, step_size_min, step_size_max;
+    int maximize, first;
+};
+
+// torch.sign: -1, 0 or 1, and 0 for NaN.
+__device__ __forceinline__ float sign_of(float x) {
+    return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
+}
+
+// Rprop at element i; `prev` is the last gradient used, `step` the
+// coordinate's step size.
+template <typename T>
+__device__ __forceinline__ void rprop_elem(size_t i, T *p, const T *g, T *prev, T *step,
+                                           const RpropHyper &h) {
+    float gi = to_f(g[i]);
+    if (h.maximize) gi = -gi;
+    float product = gi * to_f(prev[i]);
+    // The factor PyTorch writes over sign(g * prev); NaN stays NaN.
+    float eta = product > 0.0f ? h.etaplus
+              : product < 0.0f ? h.etaminus
+              : product == 0.0f ? 1.0f : product;
+    float size = (h.first ? h.lr : to_f(step[i])) * eta;
+    size = size < h.step_size_min ? h.step_size_min
+         : size > h.step_size_max ? h.step_size_max : size;
+    // After a sign change the coordinate waits a step.
+    if (eta == h.etaminus) gi = 0.0f;
+    step[i] = from_f<T>(size);
+    p[i] = from_f<T>(to_f(p[i]) - sign_of(gi) * size);
+    prev[i] = from_f<T>(gi);
+}
+
+// Mirrors `AsgdHyper` in kernels/src/cuda/launch/optim_hypers.rs.
+struct AsgdHyper {
+    float weight_decay;
+    float decay;  // 1 - lambd eta
+    float eta, mu;
+    int maximize;
+    int copy;     // mu == 1: the average is the parameter
+};
+
+// ASGD at element i; `ax` is the running average of the parameter.
+template <typename T>
+__device__ __forceinline__ void asgd_elem(size_t i, T *p, const T *g, T *ax,
+                                          const AsgdHyper &h) {
+    float pi = to_f(p[i]);
+    float gi = decayed_grad(to_f(g[i]), pi, h.maximize, h.weight_decay);
+    pi = pi * h.decay;
+    pi = pi + -h.eta * gi;
+    float a = to_f(ax[i]);
+    p[i] = from_f<T>(pi);
+    ax[i] = from_f<T>(h.copy ? pi : a + (pi - a) * h.mu);
+}
+
 // Up to TAPIR_MULTI tensors of one update (PyTorch's multi-tensor apply, as
 // its default `foreach` optimizers on CUDA): lengths and addresses, state
 // pointers in the kernel's order (0 where unused). Block row y updates
@@ -270,7 +325,9 @@ struct MultiTensors {
     TWO_STATES(T, AdadeltaHyper, adadelta)                                                 \
     TWO_STATES(T, AdamaxHyper, adamax)                                                     \
     TWO_STATES(T, NadamHyper, nadam)                                                       \
-    TWO_STATES(T, RadamHyper, radam)
+    TWO_STATES(T, RadamHyper, radam)                                                       \
+    TWO_STATES(T, RpropHyper, rprop)                                                       \
+    ONE_STATE(T, AsgdHyper, asgd)
 
 // `<op>_<T>`, `<op>_at_<T>` and the multi-tensor forms of an update with one
 // or two state buffers.

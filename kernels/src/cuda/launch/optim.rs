@@ -3,7 +3,9 @@
 //! constants from them; with a hyper table set on the device (a CUDA
 //! graph's optimizer step, `cuda/hyper.rs`) the constants go through it.
 
-use super::optim_hypers::{AdadeltaHyper, AdagradHyper, AdamaxHyper, NadamHyper, RadamHyper};
+use super::optim_hypers::{
+    AdadeltaHyper, AdagradHyper, AdamaxHyper, AsgdHyper, NadamHyper, RadamHyper, RpropHyper,
+};
 use super::*;
 use crate::optim::{AdamStep, OptimStep, RmspropStep, SgdStep};
 
@@ -176,6 +178,8 @@ pub(in crate::cuda) enum Hyper {
     Adamax(AdamaxHyper),
     Nadam(NadamHyper),
     Radam(RadamHyper),
+    Rprop(RpropHyper),
+    Asgd(AsgdHyper),
 }
 
 #[cfg(test)]
@@ -193,6 +197,8 @@ impl Hyper {
             Hyper::Adamax(h) => row_bytes(h).to_vec(),
             Hyper::Nadam(h) => row_bytes(h).to_vec(),
             Hyper::Radam(h) => row_bytes(h).to_vec(),
+            Hyper::Rprop(h) => row_bytes(h).to_vec(),
+            Hyper::Asgd(h) => row_bytes(h).to_vec(),
         }
     }
 }
@@ -253,6 +259,10 @@ impl UpdatePlan {
             OptimStep::Radam(h) => {
                 UpdatePlan::in_order("radam", 2, Hyper::Radam(RadamHyper::new(h)))
             }
+            OptimStep::Rprop(h) => {
+                UpdatePlan::in_order("rprop", 2, Hyper::Rprop(RpropHyper::new(h)))
+            }
+            OptimStep::Asgd(h) => UpdatePlan::in_order("asgd", 1, Hyper::Asgd(AsgdHyper::new(h))),
         }
     }
 
@@ -301,6 +311,8 @@ pub fn optim_step(
         Hyper::Adamax(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1]], h),
         Hyper::Nadam(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1]], h),
         Hyper::Radam(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1]], h),
+        Hyper::Rprop(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0], s[1]], h),
+        Hyper::Asgd(h) => launch_update!(dev, plan.op, dtype, n, [pp, pg, s[0]], h),
     }
 }
 
@@ -436,6 +448,8 @@ pub fn optim_step_many(
             Hyper::Adamax(h) => go!(h),
             Hyper::Nadam(h) => go!(h),
             Hyper::Radam(h) => go!(h),
+            Hyper::Rprop(h) => go!(h),
+            Hyper::Asgd(h) => go!(h),
         }?;
     }
     Ok(())

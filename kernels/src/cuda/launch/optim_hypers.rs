@@ -1,11 +1,12 @@
 //! The hyper-parameter structs of the adaptive-rate updates (Adagrad,
-//! Adadelta, Adamax, NAdam, RAdam) as their kernels in `cu/optim.cu` take
+//! Adadelta, Adamax, NAdam, RAdam, Rprop, ASGD) as their kernels in `cu/optim.cu` take
 //! them. The per-step scalars come from the same methods the CPU twins use
 //! (`AdagradStep::clr`, `NadamStep::scalars`, ...), computed in f64 and
 //! rounded once, so both devices start from the same f32 constants.
 
 use crate::optim::{
-    AdadeltaStep, AdagradStep, AdamaxStep, NadamStep, RadamStep, split_weight_decay,
+    AdadeltaStep, AdagradStep, AdamaxStep, AsgdStep, NadamStep, RadamStep, RpropStep,
+    split_weight_decay,
 };
 use cudarc::driver::DeviceRepr;
 
@@ -175,6 +176,64 @@ impl RadamHyper {
     }
 }
 
+/// `RpropHyper` in `cu/optim.cu`, same field order and C layout.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(in crate::cuda) struct RpropHyper {
+    lr: f32,
+    etaminus: f32,
+    etaplus: f32,
+    step_size_min: f32,
+    step_size_max: f32,
+    maximize: i32,
+    first: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` data matching the C struct, passed by value.
+unsafe impl DeviceRepr for RpropHyper {}
+
+impl RpropHyper {
+    pub(in crate::cuda) fn new(h: &RpropStep) -> RpropHyper {
+        RpropHyper {
+            lr: h.lr as f32,
+            etaminus: h.etaminus as f32,
+            etaplus: h.etaplus as f32,
+            step_size_min: h.step_size_min as f32,
+            step_size_max: h.step_size_max as f32,
+            maximize: h.maximize as i32,
+            first: h.first as i32,
+        }
+    }
+}
+
+/// `AsgdHyper` in `cu/optim.cu`, same field order and C layout.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(in crate::cuda) struct AsgdHyper {
+    weight_decay: f32,
+    decay: f32,
+    eta: f32,
+    mu: f32,
+    maximize: i32,
+    copy: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` data matching the C struct, passed by value.
+unsafe impl DeviceRepr for AsgdHyper {}
+
+impl AsgdHyper {
+    pub(in crate::cuda) fn new(h: &AsgdStep) -> AsgdHyper {
+        AsgdHyper {
+            weight_decay: h.weight_decay as f32,
+            decay: (1.0 - h.lambd * h.eta) as f32,
+            eta: h.eta as f32,
+            mu: h.mu as f32,
+            maximize: h.maximize as i32,
+            copy: (h.mu == 1.0) as i32,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,5 +249,7 @@ mod tests {
         assert_eq!(size_of::<AdamaxHyper>(), 24);
         assert_eq!(size_of::<NadamHyper>(), 40);
         assert_eq!(size_of::<RadamHyper>(), 48);
+        assert_eq!(size_of::<RpropHyper>(), 28);
+        assert_eq!(size_of::<AsgdHyper>(), 24);
     }
 }

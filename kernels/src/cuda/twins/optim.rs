@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::optim::{
-    AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, NadamStep, OptimStep, RadamStep, RmspropStep,
-    SgdStep,
+    AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, AsgdStep, NadamStep, OptimStep, RadamStep,
+    RmspropStep, RpropStep, SgdStep,
 };
 
 /// Rounds through `dtype` as a kernel stores it (f32 unchanged).
@@ -251,6 +251,46 @@ fn adaptive_configs() -> Vec<(&'static str, StepAt)> {
         ("radam", radam(0.0, false, false)),
         ("radam wd maximize", radam(0.1, false, true)),
         ("radam decoupled", radam(0.1, true, false)),
+    ]
+    .into_iter()
+    .chain(averaging_configs())
+    .collect()
+}
+
+/// Rprop (its first step sets the step sizes; the gradient keeps its sign,
+/// so later steps grow them, up to a bound small enough to be reached) and
+/// ASGD (weights copied into the average, then averaged with mu < 1).
+fn averaging_configs() -> Vec<(&'static str, StepAt)> {
+    let rprop = |step_size_max, maximize| -> StepAt {
+        Box::new(move |t| {
+            OptimStep::Rprop(RpropStep {
+                lr: 1e-2,
+                etaminus: 0.5,
+                etaplus: 1.2,
+                step_size_min: 1e-6,
+                step_size_max,
+                maximize,
+                first: t == 0,
+            })
+        })
+    };
+    let asgd = |weight_decay, maximize, mu: f64| -> StepAt {
+        Box::new(move |t| {
+            let eta = 1e-2 / (1.0 + 1e-4 * 1e-2 * t as f64).powf(0.75);
+            OptimStep::Asgd(AsgdStep {
+                lambd: 1e-4,
+                weight_decay,
+                maximize,
+                eta: eta as f32 as f64,
+                mu: if t == 0 { 1.0 } else { mu },
+            })
+        })
+    };
+    vec![
+        ("rprop", rprop(50.0, false)),
+        ("rprop bounded maximize", rprop(0.011, true)),
+        ("asgd", asgd(0.0, false, 1.0)),
+        ("asgd wd maximize averaged", asgd(0.1, true, 0.5)),
     ]
 }
 
