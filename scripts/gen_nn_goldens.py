@@ -166,7 +166,8 @@ def opt_case(name, make, groups=False, steps=5, scalar_dtype=torch.float64, stat
         for j, p in enumerate(ps):
             put(f"optim.{name}.step{k}.{j}", p)
             for key in state:
-                put(f"optim.{name}.step{k}.{j}.{key}", opt.state[p][key])
+                if key in opt.state[p]:
+                    put(f"optim.{name}.step{k}.{j}.{key}", opt.state[p][key])
     torch.set_default_dtype(torch.float64)
     M["optim"].append({"name": name, "steps": steps, **({"state": list(state)} if state else {})})
 
@@ -210,6 +211,14 @@ opt_case("rprop_bounded_max", lambda ps: O.Rprop(ps, lr=0.05, etas=(0.3, 1.5), s
 opt_case("asgd", lambda ps: O.ASGD(ps, lr=0.01), scalar_dtype=F32, state=("ax",))
 opt_case("asgd_averaged_wd_max", lambda ps: O.ASGD(ps, lr=0.05, lambd=1e-2, alpha=0.5, t0=2, weight_decay=0.1,
                                                  maximize=True), scalar_dtype=F32, state=("ax",))
+# Adafactor: the matrix's variance factored (row_var, col_var), the
+# vector's whole; steps 1 and 2 lerp from the new end (weight >= 0.5), later
+# ones from the state. The second case clips the update (d) and floors
+# the variance (eps1).
+AF_STATE = ("row_var", "col_var", "variance")
+opt_case("adafactor", lambda ps: O.Adafactor(ps), state=AF_STATE)
+opt_case("adafactor_wd_max_eps_d", lambda ps: O.Adafactor(ps, lr=0.05, beta2_decay=-0.5, eps=(0.5, 1e-2), d=1.2,
+                                                          weight_decay=0.1, maximize=True), state=AF_STATE)
 
 # L-BFGS re-evaluates a closure: a small nonlinear least-squares problem
 # (its data stored), `steps` calls of step(closure), each recording the

@@ -228,6 +228,18 @@ fn make_adaptive_opt(name: &str, ps: Vec<Tensor>) -> Box<dyn Optimizer> {
                 maximize: true,
             },
         )),
+        "adafactor" => Box::new(Adafactor::new(ps, AdafactorConfig::default())),
+        "adafactor_wd_max_eps_d" => Box::new(Adafactor::new(
+            ps,
+            AdafactorConfig {
+                lr: 0.05,
+                beta2_decay: -0.5,
+                eps: (Some(0.5), 1e-2),
+                d: 1.2,
+                weight_decay: 0.1,
+                maximize: true,
+            },
+        )),
         other => panic!("no optimizer {other}"),
     }
 }
@@ -266,12 +278,16 @@ fn optimizers_match_pytorch_for_five_steps() {
                     // State the optimizer's user reads (ASGD's average).
                     for key in c["state"].as_array().into_iter().flatten() {
                         let key = key.as_str().unwrap();
+                        let want = format!("optim.{name}.step{k}.{j}.{key}");
+                        if st.tensor(&want).is_err() {
+                            continue; // Adafactor: factored or not, by the parameter's rank
+                        }
                         let ours = saved.iter().find(|(n, _)| *n == format!("state.{j}.{key}"));
                         let ours = &ours.ok_or_else(|| format!("{name}: no state.{j}.{key}"))?.1;
                         close(
                             &format!("{name} ({dtype}) step {k} param {j} {key}"),
                             ours,
-                            &load(&st, &format!("optim.{name}.step{k}.{j}.{key}")),
+                            &load(&st, &want),
                             tol,
                             tol,
                         )?;
@@ -280,7 +296,7 @@ fn optimizers_match_pytorch_for_five_steps() {
             }
             Ok(())
         });
-        assert_eq!(n, 29);
+        assert_eq!(n, 31);
     }
 }
 
@@ -385,7 +401,7 @@ fn resumed_optimizers_continue_as_the_saved_run() {
         }
         Ok(())
     });
-    assert_eq!(n, 29);
+    assert_eq!(n, 31);
 }
 
 /// Options PyTorch refuses are refused with PyTorch's sentence, naming the
@@ -395,7 +411,7 @@ fn adaptive_optimizers_refuse_bad_options() {
     fn ps() -> Vec<Tensor> {
         vec![Tensor::ones(&[2]).requires_grad_(true)]
     }
-    let cases: [(fn(), &str); 7] = [
+    let cases: [(fn(), &str); 8] = [
         (
             || {
                 let c = AdadeltaConfig {
@@ -462,6 +478,16 @@ fn adaptive_optimizers_refuse_bad_options() {
                 ASGD::new(ps(), c);
             },
             "ASGD: invalid lambd value: -1",
+        ),
+        (
+            || {
+                let c = AdafactorConfig {
+                    d: 0.5,
+                    ..Default::default()
+                };
+                Adafactor::new(ps(), c);
+            },
+            "Adafactor: Clipping threshold d should be >= 1 but is: 0.5",
         ),
     ];
     for (make, want) in cases {

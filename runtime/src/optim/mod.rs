@@ -30,6 +30,7 @@ macro_rules! beta1_is_momentum {
     };
 }
 
+mod adafactor;
 mod adam;
 mod adam_variants;
 mod adaptive;
@@ -43,6 +44,7 @@ mod rmsprop;
 mod rprop;
 mod sgd;
 
+pub use adafactor::{Adafactor, AdafactorConfig};
 pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
 pub use adam_variants::{Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamConfig};
 pub use adaptive::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig};
