@@ -264,6 +264,38 @@ lbfgs_case("max_eval", 2, line_search_fn="strong_wolfe", max_iter=30, max_eval=9
 lbfgs_case("wolfe_zoom", 2, line_search_fn="strong_wolfe", lr=30, max_iter=8, history_size=3)
 lbfgs_case("wolfe_extrapolate", 2, line_search_fn="strong_wolfe", lr=0.01, max_iter=6)
 
+# Muon orthogonalises the momentum of matrices by Newton-Schulz in bf16.
+# A wide and a tall matrix (which is transposed for the iteration) from
+# formulas (no draw, so the goldens after this are unchanged), 3 steps.
+M["muon"] = []
+muon_p0 = [torch.sin(torch.arange(12.0) * 1.3).reshape(3, 4), torch.cos(torch.arange(15.0) * 0.7).reshape(5, 3)]
+muon_grads = [[torch.sin(torch.arange(12.0) * (0.9 + k) + j) for j in range(1)] +
+              [torch.cos(torch.arange(15.0) * (0.4 + k) + 1.0)] for k in range(3)]
+muon_grads = [[g[0].reshape(3, 4), g[1].reshape(5, 3)] for g in muon_grads]
+for j in range(2):
+    put(f"muon.p0.{j}", muon_p0[j])
+    for k in range(3):
+        put(f"muon.grad{k}.{j}", muon_grads[k][j])
+
+
+def muon_case(name, **kw):
+    ps = [p.clone().requires_grad_(True) for p in muon_p0]
+    opt = O.Muon(ps, **kw)
+    for k in range(3):
+        for j, p in enumerate(ps):
+            p.grad = muon_grads[k][j].clone()
+        opt.step()
+        for j, p in enumerate(ps):
+            put(f"muon.{name}.step{k}.{j}", p)
+            put(f"muon.{name}.step{k}.{j}.momentum_buffer", opt.state[p]["momentum_buffer"])
+    M["muon"].append({"name": name, "options": kw})
+
+
+muon_case("default", lr=0.02)
+muon_case("plain_momentum_match_rms", lr=0.05, momentum=0.9, nesterov=False, weight_decay=0.0,
+          adjust_lr_fn="match_rms_adamw", ns_steps=3)
+muon_case("spectral_unclamped", lr=0.01, adjust_lr_fn="spectral_unclamped")
+
 # Half-precision parameters through PyTorch's fused kernels (math in f32,
 # parameter and state rounded when stored, as tapir's). Inputs are stored
 # already rounded to the dtype so both sides start from the same values.

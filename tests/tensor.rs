@@ -270,6 +270,47 @@ fn large_sums_are_accurate_in_f32_and_bf16() {
     }
 }
 
+/// A half-precision norm is computed in f32 and rounded once, as
+/// PyTorch's: squaring and summing in bf16 rounded three times and gave
+/// 0.24609375 where PyTorch gives 0.2470703125 for these values (Muon's
+/// first Newton-Schulz input in the goldens), one bf16 step off.
+#[test]
+fn half_precision_norms_round_once_as_pytorch() {
+    let v = vec![
+        0.0,
+        0.1279296875,
+        -0.0157470703125,
+        -0.034423828125,
+        0.07421875,
+        -0.051513671875,
+        -0.12451171875,
+        0.06591796875,
+        0.0830078125,
+        -0.05224609375,
+        0.033203125,
+        0.06591796875,
+    ];
+    let x = Tensor::from_vec(v, &[3, 4]);
+    assert_eq!(
+        x.to_dtype(DType::BF16).norm(2.0).item::<f64>(),
+        0.2470703125
+    );
+    for dtype in [DType::BF16, DType::F16] {
+        let h = x.to_dtype(dtype);
+        let f = h.to_dtype(DType::F32);
+        for (p, dims) in [(2.0, vec![0isize, 1]), (2.0, vec![1]), (3.0, vec![0])] {
+            let got = h.norm_dims(p, &dims, false);
+            assert_eq!(got.dtype(), dtype);
+            let want = f.norm_dims(p, &dims, false).to_dtype(dtype);
+            assert_eq!(
+                got.to_vec::<f64>(),
+                want.to_vec::<f64>(),
+                "{dtype} p={p} over {dims:?}"
+            );
+        }
+    }
+}
+
 /// PyTorch's `preserve_format`: a dense tensor's strides carry over to
 /// `zeros_like` and friends (an optimizer's state for a transposed
 /// parameter is laid out as the parameter); anything else is row-major.

@@ -261,9 +261,20 @@ impl Tensor {
                     1.0 => return self.abs().sum_dims(dims, keepdim),
                     _ => {}
                 }
-                let out = crate::no_grad(|| match p {
-                    2.0 => (self * self).sum_dims(dims, keepdim).sqrt(),
-                    _ => self.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p),
+                let out = crate::no_grad(|| {
+                    // f16/bf16 are raised, summed and rooted in f32 and
+                    // rounded once, as PyTorch's norm kernels do.
+                    let half = matches!(self.dtype(), DType::F16 | DType::BF16);
+                    let x = if half {
+                        self.to_dtype(DType::F32)
+                    } else {
+                        self.clone()
+                    };
+                    let n = match p {
+                        2.0 => (&x * &x).sum_dims(dims, keepdim).sqrt(),
+                        _ => x.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p),
+                    };
+                    n.to_dtype(self.dtype())
                 });
                 let kept: Vec<isize> = self
                     .reduced_shape(&self.reduce_dims(dims, "norm"), true)

@@ -5,8 +5,8 @@
 //! of tensor ops rather than a fused kernel; it runs on any device.
 
 use super::{
-    GroupSpec, Optimizer, ParamGroup, ParamState, empty_state, resolve_groups, save_state,
-    with_grads,
+    GroupSpec, Optimizer, ParamGroup, ParamState, empty_state, lerp_into, resolve_groups,
+    save_state, step_each_composed,
 };
 use crate::nn::StateDict;
 use crate::{DType, Error, Result, Tensor};
@@ -126,18 +126,6 @@ fn machine_epsilon(dtype: DType) -> f64 {
     }
 }
 
-/// `state = state.lerp(end, w)` in place, with PyTorch's two-sided formula
-/// (from the nearer end, so w = 1 gives `end` exactly).
-fn lerp_into(state: &Tensor, end: &Tensor, w: f64) {
-    let diff = end - state;
-    let next = if w < 0.5 {
-        state + &(&diff * w)
-    } else {
-        end - &(&diff * (1.0 - w))
-    };
-    state.copy_(&next);
-}
-
 /// One Adafactor update of `p` (gradient `g`) with its state after
 /// `state.step` steps.
 fn update(
@@ -184,19 +172,19 @@ fn update(
 
 impl Optimizer for Adafactor {
     fn step(&mut self) {
-        let _p = crate::profiler::scope("Optimizer.step#Adafactor.step", "optimizer");
-        let _g = crate::NoGradGuard::new();
-        for (index, p, g, lr, weight_decay) in with_grads(&self.groups) {
-            let st = self.state[index].get_or_insert_with(|| ParamState {
-                step: 0,
-                bufs: state_shapes(g.shape())
-                    .into_iter()
-                    .map(|(name, shape)| (name, Tensor::zeros_on(&shape, g.dtype(), g.device())))
-                    .collect(),
-            });
-            st.step += 1;
-            update(&p, &g, st, lr, weight_decay, &self.cfg);
-        }
+        let c = self.cfg;
+        let init = |p: &Tensor| {
+            let zeros = |shape: &[usize]| Tensor::zeros_on(shape, p.dtype(), p.device());
+            let shapes = state_shapes(p.shape()).into_iter();
+            shapes.map(|(name, shape)| (name, zeros(&shape))).collect()
+        };
+        step_each_composed(
+            "Optimizer.step#Adafactor.step",
+            &self.groups,
+            &mut self.state,
+            init,
+            |p, g, st, lr, weight_decay| update(p, g, st, lr, weight_decay, &c),
+        );
     }
     group_accessors!();
     fn state_dict(&self) -> StateDict {

@@ -40,6 +40,7 @@ mod fused;
 mod lbfgs;
 mod line_search;
 mod lr_scheduler;
+mod muon;
 mod rmsprop;
 mod rprop;
 mod sgd;
@@ -57,6 +58,7 @@ pub use lr_scheduler::{
     LambdaLR, LinearLR, LrScheduler, MultiStepLR, MultiplicativeLR, OneCycleLR, PlateauMode,
     PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
 };
+pub use muon::{AdjustLr, Muon, MuonConfig};
 pub use rmsprop::{RMSprop, RMSpropConfig};
 pub use rprop::{Rprop, RpropConfig};
 pub use sgd::{SGD, SgdConfig};
@@ -365,6 +367,30 @@ pub(crate) fn step_each(
     updates.run();
 }
 
+/// One step of an optimizer composed of tensor ops (its update needs
+/// reductions or matmuls, not one fused kernel): under the profiler's
+/// `label` and without recording, every parameter that has a gradient
+/// advances its step count and `update(param, grad, state, lr,
+/// weight_decay)` runs; `init` makes a parameter's state the first time.
+pub(crate) fn step_each_composed(
+    label: &'static str,
+    groups: &[ParamGroup],
+    state: &mut [Option<ParamState>],
+    init: impl Fn(&Tensor) -> Vec<(&'static str, Tensor)>,
+    mut update: impl FnMut(&Tensor, &Tensor, &ParamState, f64, f64),
+) {
+    let _p = crate::profiler::scope(label, "optimizer");
+    let _g = crate::NoGradGuard::new();
+    for (index, p, g, lr, weight_decay) in with_grads(groups) {
+        let st = state[index].get_or_insert_with(|| ParamState {
+            step: 0,
+            bufs: init(&p),
+        });
+        st.step += 1;
+        update(&p, &g, st, lr, weight_decay);
+    }
+}
+
 /// Every parameter that has a gradient, with its flat index, group lr and weight decay.
 pub(crate) fn with_grads(groups: &[ParamGroup]) -> Vec<(usize, Tensor, Tensor, f64, f64)> {
     let mut out = vec![];
@@ -384,4 +410,21 @@ pub(crate) fn with_grads(groups: &[ParamGroup]) -> Vec<(usize, Tensor, Tensor, f
 pub(crate) fn saved_beta1(dict: &[(String, Tensor)]) -> Option<f64> {
     let (_, b1) = dict.iter().find(|(n, _)| n == "param_groups.0.beta1")?;
     Some(b1.item::<f64>())
+}
+
+/// `torch.lerp(start, end, w)` with PyTorch's two-sided formula: from
+/// `start` when `w < 0.5`, else back from `end` (so w = 1 gives `end`
+/// exactly), for the optimizers composed of tensor ops.
+pub(crate) fn lerp(start: &Tensor, end: &Tensor, w: f64) -> Tensor {
+    let diff = end - start;
+    if w < 0.5 {
+        start + &(&diff * w)
+    } else {
+        end - &(&diff * (1.0 - w))
+    }
+}
+
+/// `state.lerp_(end, w)`: [`lerp`] written back into `state`.
+pub(crate) fn lerp_into(state: &Tensor, end: &Tensor, w: f64) {
+    state.copy_(&lerp(state, end, w));
 }
