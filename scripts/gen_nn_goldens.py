@@ -368,6 +368,12 @@ sched_case("lambda", lambda o: S.LambdaLR(o, lambda e: min(1.0, (e + 1) / 6.0) *
 sched_case("multiplicative", lambda o: S.MultiplicativeLR(o, lambda e: 0.9 if e % 3 else 0.5))
 sched_case("constant", lambda o: S.ConstantLR(o, factor=0.25, total_iters=7))
 sched_case("polynomial", lambda o: S.PolynomialLR(o, total_iters=12, power=2.0))
+sched_case("cyclic", lambda o: S.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=4))
+sched_case("cyclic_triangular2_adamw", lambda o: S.CyclicLR(o, base_lr=0.02, max_lr=0.2, step_size_up=3, step_size_down=5,
+                                                            mode="triangular2", base_momentum=0.85, max_momentum=0.95),
+           opt_kind="adamw")
+sched_case("cyclic_exp_range", lambda o: S.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=2, step_size_down=4,
+                                                    mode="exp_range", gamma=0.9, cycle_momentum=False))
 plateau_metrics = [1.0, 0.9, 0.9, 0.9, 0.95, 0.91, 0.89, 0.89, 0.89, 0.89, 0.89, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5,
                    0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
 T["sched.plateau.metrics"] = torch.tensor(plateau_metrics, dtype=torch.float64)

@@ -450,6 +450,40 @@ fn schedulers_match_pytorch_for_25_steps() {
             }))),
             "constant" => Some(Box::new(ConstantLR::new(o, 0.25, 7))),
             "polynomial" => Some(Box::new(PolynomialLR::new(o, 12, 2.0))),
+            "cyclic" => Some(Box::new(CyclicLR::new(
+                o,
+                CyclicLrConfig {
+                    base_lr: 0.01,
+                    max_lr: 0.1,
+                    step_size_up: 4,
+                    ..Default::default()
+                },
+            ))),
+            "cyclic_triangular2_adamw" => Some(Box::new(CyclicLR::new(
+                o,
+                CyclicLrConfig {
+                    base_lr: 0.02,
+                    max_lr: 0.2,
+                    step_size_up: 3,
+                    step_size_down: Some(5),
+                    mode: CyclicMode::Triangular2,
+                    base_momentum: 0.85,
+                    max_momentum: 0.95,
+                    ..Default::default()
+                },
+            ))),
+            "cyclic_exp_range" => Some(Box::new(CyclicLR::new(
+                o,
+                CyclicLrConfig {
+                    base_lr: 0.01,
+                    max_lr: 0.1,
+                    step_size_up: 2,
+                    step_size_down: Some(4),
+                    mode: CyclicMode::ExpRange { gamma: 0.9 },
+                    cycle_momentum: false,
+                    ..Default::default()
+                },
+            ))),
             "plateau" => None,
             other => panic!("no scheduler {other}"),
         };
@@ -479,7 +513,7 @@ fn schedulers_match_pytorch_for_25_steps() {
             1e-10,
         )
     });
-    assert_eq!(n, 14);
+    assert_eq!(n, 17);
 }
 
 #[test]

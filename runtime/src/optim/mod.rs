@@ -36,6 +36,7 @@ mod adam_variants;
 mod adaptive;
 mod asgd;
 mod clip;
+mod cyclic_lr;
 mod fused;
 mod lbfgs;
 mod line_search;
@@ -51,6 +52,7 @@ pub use adam_variants::{Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamCo
 pub use adaptive::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig};
 pub use asgd::{ASGD, AsgdConfig};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
+pub use cyclic_lr::{CyclicLR, CyclicLrConfig, CyclicMode};
 pub(crate) use fused::Updates;
 pub use lbfgs::{LBFGS, LbfgsConfig, LineSearch};
 pub use lr_scheduler::{
