@@ -296,6 +296,48 @@ muon_case("plain_momentum_match_rms", lr=0.05, momentum=0.9, nesterov=False, wei
           adjust_lr_fn="match_rms_adamw", ns_steps=3)
 muon_case("spectral_unclamped", lr=0.01, adjust_lr_fn="spectral_unclamped")
 
+# Weight averaging (swa_utils.AveragedModel) of a Linear + BatchNorm1d over
+# four snapshots whose parameters and buffers come from formulas; the
+# averaged state dict after each update. Integer buffers (the batch count)
+# take PyTorch's non-lerp forms when averaged.
+M["swa"] = []
+from torch.optim import swa_utils
+
+
+def swa_net():
+    return nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)).double()
+
+
+def swa_snapshot(net, k):
+    with torch.no_grad():
+        for i, (name, t) in enumerate(net.state_dict().items()):
+            if t.is_floating_point():
+                v = torch.sin(torch.arange(t.numel(), dtype=torch.float64) * (0.7 + 0.3 * k) + i).reshape(t.shape)
+                t.copy_(v.abs() if name.endswith("running_var") else v)
+            else:
+                t.fill_(3 * k + 1)
+            put(f"swa.snap{k}.{name}", t)
+
+
+def swa_case(name, use_buffers=False, **kw):
+    net = swa_net()
+    swa_snapshot(net, 0)
+    avg = swa_utils.AveragedModel(net, use_buffers=use_buffers, **kw)
+    for k in range(4):
+        swa_snapshot(net, k)
+        avg.update_parameters(net)
+        for key, t in avg.module.state_dict().items():
+            put(f"swa.{name}.step{k}.{key}", t)
+    M["swa"].append({"name": name, "use_buffers": use_buffers, "ema": kw.get("ema")})
+
+
+swa_case("swa")
+swa_case("swa_buffers", use_buffers=True)
+swa_case("ema", multi_avg_fn=swa_utils.get_ema_multi_avg_fn(0.9))
+swa_case("ema_buffers", use_buffers=True, multi_avg_fn=swa_utils.get_ema_multi_avg_fn(0.75))
+M["swa"][2]["ema"] = 0.9
+M["swa"][3]["ema"] = 0.75
+
 # Half-precision parameters through PyTorch's fused kernels (math in f32,
 # parameter and state rounded when stored, as tapir's). Inputs are stored
 # already rounded to the dtype so both sides start from the same values.

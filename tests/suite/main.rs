@@ -26,5 +26,6 @@ mod lbfgs;
 mod model_macro;
 mod nn_goldens;
 mod optim_goldens;
+mod swa;
 mod training;
 mod versions;

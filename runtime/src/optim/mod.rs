@@ -45,6 +45,7 @@ mod muon;
 mod rmsprop;
 mod rprop;
 mod sgd;
+pub mod swa_utils;
 
 pub use adafactor::{Adafactor, AdafactorConfig};
 pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};

@@ -1,0 +1,187 @@
+//! Weight averaging (`torch.optim.swa_utils`): [`AveragedModel`] keeps a
+//! running average of a model's weights, as stochastic weight averaging
+//! (an equal-weight mean of the snapshots) or as an exponential moving
+//! average (EMA), to evaluate with instead of the last weights.
+
+use crate::Tensor;
+use crate::nn::Module;
+use std::sync::Arc;
+
+/// An averaging rule: the new average from the old one, the model's
+/// current tensor and how many snapshots the old average holds.
+pub type AvgFn = Arc<dyn Fn(&Tensor, &Tensor, u64) -> Tensor + Send + Sync>;
+
+/// How [`AveragedModel`] averages (PyTorch's `avg_fn` / `multi_avg_fn`).
+#[derive(Clone)]
+pub enum Averaging {
+    /// The mean of every snapshot (the default): `avg + (current - avg) /
+    /// (n + 1)`, as PyTorch computes it on the CPU.
+    Swa,
+    /// An exponential moving average (`get_ema_multi_avg_fn(decay)`):
+    /// `avg.lerp(current, 1 - decay)`.
+    Ema {
+        /// The weight of the old average, in [0, 1].
+        decay: f64,
+    },
+    /// A rule of the caller's (`avg_fn`).
+    Custom(AvgFn),
+}
+
+impl Averaging {
+    /// An EMA with `decay`, checked as PyTorch's `get_ema_multi_avg_fn`.
+    ///
+    /// ```
+    /// use tapir_runtime::optim::swa_utils::Averaging;
+    /// assert!(matches!(Averaging::ema(0.99), Averaging::Ema { decay } if decay == 0.99));
+    /// ```
+    pub fn ema(decay: f64) -> Averaging {
+        assert!(
+            (0.0..=1.0).contains(&decay),
+            "get_ema_multi_avg_fn: invalid decay value {decay} provided; please provide a value in [0,1] range"
+        );
+        Averaging::Ema { decay }
+    }
+
+    fn apply(&self, avg: &Tensor, current: &Tensor, n: u64) -> Tensor {
+        // Integer buffers (a batch count) are averaged in f64 and truncated
+        // when written back, as PyTorch's non-lerp forms do.
+        let float = avg.dtype().is_float();
+        let widen = |t: &Tensor| {
+            if float {
+                t.clone()
+            } else {
+                t.to_dtype(crate::DType::F64)
+            }
+        };
+        let (a, c) = (widen(avg), widen(current));
+        match self {
+            // PyTorch's `get_swa_avg_fn`, which its CPU path takes.
+            Averaging::Swa => &a + &(&(&c - &a) / (n + 1) as f64),
+            Averaging::Ema { decay } if float => super::lerp(&a, &c, 1.0 - decay),
+            Averaging::Ema { decay } => &(&a * *decay) + &(&c * (1.0 - decay)),
+            Averaging::Custom(f) => f(avg, current, n),
+        }
+    }
+}
+
+/// A model whose weights are the average of another's snapshots
+/// (`torch.optim.swa_utils.AveragedModel`). Rust modules are not copied
+/// behind the caller's back, so it is built from a second instance of the
+/// architecture, which takes the model's weights at once (PyTorch's
+/// `deepcopy(model)`).
+///
+/// ```
+/// use tapir_runtime::nn::{Linear, Module};
+/// use tapir_runtime::optim::swa_utils::{AveragedModel, Averaging};
+/// use tapir_runtime::Tensor;
+/// let model = Linear::new(2, 1, false);
+/// let mut ema = AveragedModel::new(&model, Linear::new(2, 1, false), Averaging::ema(0.5));
+/// let w = model.parameters()[0].clone();
+/// tapir_runtime::no_grad(|| w.copy_(&Tensor::from_vec(vec![2.0f32, 4.0], &[1, 2])));
+/// ema.update_parameters(&model); // the first snapshot is copied
+/// tapir_runtime::no_grad(|| w.copy_(&Tensor::from_vec(vec![0.0f32, 0.0], &[1, 2])));
+/// ema.update_parameters(&model);
+/// assert_eq!(ema.module().parameters()[0].to_vec::<f32>(), vec![1.0, 2.0]);
+/// assert_eq!(ema.n_averaged(), 2);
+/// ```
+pub struct AveragedModel<M: Module> {
+    module: M,
+    averaging: Averaging,
+    use_buffers: bool,
+    n_averaged: u64,
+}
+
+impl<M: Module> AveragedModel<M> {
+    /// An average of `model`'s weights kept in `copy`, a second instance of
+    /// the same architecture; buffers (BatchNorm's running statistics) are
+    /// copied from the model at each update.
+    pub fn new(model: &dyn Module, copy: M, averaging: Averaging) -> AveragedModel<M> {
+        let averaged = AveragedModel {
+            module: copy,
+            averaging,
+            use_buffers: false,
+            n_averaged: 0,
+        };
+        let pairs = averaged.pairs(model, true);
+        crate::no_grad(|| {
+            pairs.iter().for_each(|(ours, theirs)| {
+                ours.copy_(theirs);
+            })
+        });
+        averaged
+    }
+
+    /// Averages the buffers too, instead of copying them (PyTorch's
+    /// `use_buffers=True`).
+    pub fn use_buffers(mut self, on: bool) -> Self {
+        self.use_buffers = on;
+        self
+    }
+
+    /// The averaged model, to evaluate with.
+    pub fn module(&self) -> &M {
+        &self.module
+    }
+
+    /// The averaged model, to change (move it to a device, say).
+    pub fn module_mut(&mut self) -> &mut M {
+        &mut self.module
+    }
+
+    /// How many snapshots the average holds.
+    pub fn n_averaged(&self) -> u64 {
+        self.n_averaged
+    }
+
+    /// Our tensor and the model's, in visiting order: parameters, then
+    /// buffers when `buffers`. Mismatched architectures are refused.
+    fn pairs(&self, model: &dyn Module, buffers: bool) -> Vec<(Tensor, Tensor)> {
+        let list = |m: &dyn Module| {
+            let mut v = m.named_parameters();
+            if buffers {
+                v.extend(m.named_buffers());
+            }
+            v
+        };
+        let (ours, theirs) = (list(&self.module), list(model));
+        let names = |v: &[(String, Tensor)]| {
+            v.iter()
+                .map(|(n, t)| (n.clone(), t.shape().to_vec()))
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            names(&ours) == names(&theirs),
+            "AveragedModel: the model's parameters and buffers ({:?}) are not the averaged copy's ({:?}); build the copy \
+             with the model's architecture",
+            names(&theirs),
+            names(&ours)
+        );
+        ours.into_iter()
+            .zip(theirs)
+            .map(|((_, a), (_, b))| (a, b.detach()))
+            .collect()
+    }
+
+    /// Adds `model`'s current weights to the average (the first call copies
+    /// them); buffers are copied, or averaged with [`Self::use_buffers`].
+    pub fn update_parameters(&mut self, model: &dyn Module) {
+        let _g = crate::NoGradGuard::new();
+        for (avg, current) in self.pairs(model, self.use_buffers) {
+            let current = current
+                .to(avg.device())
+                .unwrap_or_else(|e| panic!("AveragedModel: {e}"));
+            if self.n_averaged == 0 {
+                avg.copy_(&current);
+            } else {
+                avg.copy_(&self.averaging.apply(&avg, &current, self.n_averaged));
+            }
+        }
+        if !self.use_buffers {
+            let (ours, theirs) = (self.module.named_buffers(), model.named_buffers());
+            for ((_, b), (_, m)) in ours.iter().zip(&theirs) {
+                b.copy_(m);
+            }
+        }
+        self.n_averaged += 1;
+    }
+}
