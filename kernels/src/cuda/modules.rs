@@ -359,9 +359,14 @@ mod tests {
             // (philox uniform, normal); per float dtype: softmax 2, rows 4
             // (sums of the last dim, the two stages of sums of the first,
             // extremes), layer norm 4 (forward, dx, the two stages of dw
-            // and db), optimizers 8 x 4 (one tensor or many, by value and
+            // and db), optimizers 4 each (one tensor or many, by value and
             // `_at`), attention 3, order 2 (running sums, sorts).
-            2 * (elementwise + copy + index + 4 + 2 + 3 * (2 + 4 + 4 + 32 + 3 + 2))
+            2 * (elementwise
+                + copy
+                + index
+                + 4
+                + 2
+                + 3 * (2 + 4 + 4 + 4 * OPTIM_OPS.len() + 3 + 2))
         );
     }
 
