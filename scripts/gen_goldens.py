@@ -507,6 +507,12 @@ case("interp_bilinear", "interpolate", [randn(1, 2, 3, 4)], {"mode": "bilinear",
 case("interp_bilinear_scale", "interpolate", [randn(1, 1, 3, 3)], {"mode": "bilinear", "scale": [2.0, 2.0]})
 case("interp_bilinear_corners", "interpolate", [randn(1, 2, 4, 3)], {"mode": "bilinear", "size": [7, 5], "align_corners": True})
 case("interp_bilinear_down", "interpolate", [randn(1, 1, 8, 6)], {"mode": "bilinear", "size": [3, 4]})
+# ---- added later: einsum ellipses (broadcast, summed, implicit, in the middle) -------
+case("einsum_ellipsis_batch_mm", "einsum", [randn(2, 3, 4, 5), randn(5, 6)], {"eq": "...ij,jk->...ik"})
+case("einsum_ellipsis_broadcast", "einsum", [randn(3, 1, 4, 5), randn(2, 5, 6)], {"eq": "...ij,...jk->...ik"})
+case("einsum_ellipsis_summed", "einsum", [randn(2, 3, 4)], {"eq": "...ij->ij"})
+case("einsum_ellipsis_implicit", "einsum", [randn(3, 2, 4), randn(3)], {"eq": "ba...,b"})
+case("einsum_ellipsis_middle", "einsum", [randn(3, 2, 5, 4)], {"eq": "i...j->j...i"})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

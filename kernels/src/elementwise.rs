@@ -256,8 +256,9 @@ fn c<T: Float>(v: f64) -> T {
 }
 
 /// PyTorch's `(0 < x) - (x < 0)`: 0 for both zeros and for NaN (so
-/// `abs`'s gradient at NaN is 0, as PyTorch's).
-fn sign<T: Float>(x: T) -> T {
+/// `abs`'s gradient at NaN is 0, as PyTorch's; Rprop's step direction).
+#[inline(always)]
+pub(crate) fn sign<T: Float>(x: T) -> T {
     if x > T::zero() {
         T::one()
     } else if x < T::zero() {

@@ -418,9 +418,15 @@ fn einsum_names_the_equation_and_the_mismatch() {
     );
     assert_eq!(
         panic_message(|| {
-            Tensor::einsum("...j->j", &[&a]);
+            Tensor::einsum("...j,...j->j", &[&a, &Tensor::zeros(&[4, 3])]);
         }),
-        "einsum: '.' in \"...j->j\" is not a letter (ellipses are not supported)"
+        "einsum: the dims under \"...\" in \"...j,...j->j\" do not broadcast (2 against 4)"
+    );
+    assert_eq!(
+        panic_message(|| {
+            Tensor::einsum("i.j->j", &[&a]);
+        }),
+        "einsum: '.' in \"i.j->j\" is not a letter (at most one ellipsis per operand)"
     );
     assert_eq!(
         panic_message(|| {

@@ -3,7 +3,7 @@
 //! operation, so results match to the last bits that float order allows.
 
 use crate::Float;
-use crate::elementwise::{BinaryFn, Maximum};
+use crate::elementwise::{BinaryFn, Maximum, sign};
 use crate::optim::{
     AdadeltaStep, AdagradStep, AdamStep, AdamaxStep, AsgdStep, NadamStep, RadamStep, RmspropStep,
     RpropStep, SgdStep, split_weight_decay,
@@ -310,18 +310,6 @@ pub fn radam_update<T: Float>(p: &mut [T], g: &[T], m: &mut [T], v: &mut [T], h:
             }
         },
     )
-}
-
-/// `torch.sign`: -1, 0 or 1, and 0 for NaN.
-#[inline(always)]
-fn sign<T: Float>(x: T) -> T {
-    if x > T::zero() {
-        T::one()
-    } else if x < T::zero() {
-        -T::one()
-    } else {
-        T::zero()
-    }
 }
 
 /// One Rprop step in place with state `prev` (the last gradient used) and

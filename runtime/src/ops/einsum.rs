@@ -6,28 +6,95 @@
 
 use crate::Tensor;
 
-/// One operand's letters, checked against its dims.
+/// The stand-in letters for the dims an ellipsis covers, from the right
+/// (private-use characters, which no equation can contain).
+fn ellipsis_letters(rank: usize) -> Vec<char> {
+    (0..rank)
+        .map(|k| char::from_u32(0xE000 + (rank - 1 - k) as u32).expect("a private-use character"))
+        .collect()
+}
+
+/// One operand's letters, checked against its dims; `...` becomes the
+/// stand-ins of the dims it covers.
 fn letters(term: &str, t: &Tensor, equation: &str) -> Vec<char> {
-    let ls: Vec<char> = term.chars().collect();
-    for &c in &ls {
+    let (before, after, ellipsis) = match term.split_once("...") {
+        Some((b, a)) => (b, a, true),
+        None => (term, "", false),
+    };
+    let named: Vec<char> = before.chars().chain(after.chars()).collect();
+    for &c in &named {
         assert!(
             c.is_ascii_alphabetic(),
-            "einsum: '{c}' in \"{equation}\" is not a letter (ellipses are not supported)"
+            "einsum: '{c}' in \"{equation}\" is not a letter (at most one ellipsis per operand)"
         );
     }
     assert!(
-        ls.len() == t.ndim(),
+        named.len() == t.ndim() || (ellipsis && named.len() < t.ndim()),
         "einsum: \"{term}\" names {} dims of an operand of shape {:?} in \"{equation}\"",
-        ls.len(),
+        named.len(),
         t.shape()
     );
-    for (k, &c) in ls.iter().enumerate() {
+    for (k, &c) in named.iter().enumerate() {
         assert!(
-            !ls[k + 1..].contains(&c),
+            !named[k + 1..].contains(&c),
             "einsum: '{c}' repeats within \"{term}\" in \"{equation}\" (diagonals are not supported)"
         );
     }
-    ls
+    let covered = if ellipsis {
+        ellipsis_letters(t.ndim() - named.len())
+    } else {
+        vec![]
+    };
+    [
+        before.chars().collect(),
+        covered,
+        after.chars().collect::<Vec<_>>(),
+    ]
+    .concat()
+}
+
+/// The operands' ellipsis dims broadcast together, as PyTorch's (aligned
+/// from the right): each operand's size-1 dims are expanded, and missing
+/// leading ones added, so the stand-in letters name equal sizes.
+fn broadcast_ellipses(ops: &mut [(Tensor, Vec<char>)], equation: &str) -> Vec<char> {
+    let is_stand_in = |c: &char| !c.is_ascii_alphabetic();
+    let rank = ops
+        .iter()
+        .map(|(_, l)| l.iter().filter(|c| is_stand_in(c)).count())
+        .max()
+        .unwrap_or(0);
+    let stand_ins = ellipsis_letters(rank);
+    let mut sizes = vec![1usize; rank];
+    for (t, ls) in ops.iter() {
+        for (k, c) in ls.iter().enumerate().filter(|(_, c)| is_stand_in(c)) {
+            let j = stand_ins
+                .iter()
+                .position(|x| x == c)
+                .expect("a stand-in letter");
+            let n = t.shape()[k];
+            assert!(
+                n == 1 || sizes[j] == 1 || sizes[j] == n,
+                "einsum: the dims under \"...\" in \"{equation}\" do not broadcast ({} against {n})",
+                sizes[j]
+            );
+            sizes[j] = sizes[j].max(n);
+        }
+    }
+    for (t, ls) in ops.iter_mut() {
+        let first = ls.iter().position(is_stand_in);
+        let Some(first) = first else { continue };
+        let own = ls.iter().filter(|c| is_stand_in(c)).count();
+        let shape = t.shape().to_vec();
+        let full: Vec<usize> = [&shape[..first], &sizes[..], &shape[first + own..]].concat();
+        let padded: Vec<isize> = [&shape[..first], &vec![1; rank - own][..], &shape[first..]]
+            .concat()
+            .iter()
+            .map(|&n| n as isize)
+            .collect();
+        *t = t.reshape(&padded).expand(&full);
+        ls.splice(first..first + own, stand_ins.iter().copied());
+    }
+    stand_ins
 }
 
 /// `t` (with letters `ls`) summed over the letters that no other operand
@@ -118,8 +185,10 @@ impl Tensor {
     /// Sums products of elements named by letters (`torch.einsum`):
     /// `"ij,jk->ik"` is a matrix product, `"bhqd,bhkd->bhqk"` attention
     /// scores, `"ij->ji"` a transpose. Without `->` the output is the
-    /// letters used once, in alphabetical order. Ellipses and repeated
-    /// letters within one operand (diagonals) are not supported.
+    /// letters used once, in alphabetical order. `...` stands for the dims
+    /// the letters leave, broadcast across operands as PyTorch's
+    /// (`"...ij,jk->...ik"`); repeated letters within one operand
+    /// (diagonals) are not supported.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
@@ -127,6 +196,8 @@ impl Tensor {
     /// let b = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2]);
     /// assert_eq!(Tensor::einsum("ij,jk->ik", &[&a, &b]).to_vec::<f32>(), a.to_vec::<f32>());
     /// assert_eq!(Tensor::einsum("ij->", &[&a]).item::<f32>(), 10.0);
+    /// let batch = Tensor::ones(&[5, 3, 2, 2]);
+    /// assert_eq!(Tensor::einsum("...ij,jk->...ik", &[&batch, &b]).shape(), &[5, 3, 2, 2]);
     /// ```
     pub fn einsum(equation: &str, operands: &[&Tensor]) -> Tensor {
         let eq: String = equation.chars().filter(|c| !c.is_whitespace()).collect();
@@ -146,17 +217,29 @@ impl Tensor {
             .zip(operands)
             .map(|(term, t)| ((*t).clone(), letters(term, t, equation)))
             .collect();
+        let stand_ins = broadcast_ellipses(&mut ops, equation);
         let all: Vec<char> = ops.iter().flat_map(|(_, l)| l.clone()).collect();
         let out: Vec<char> = match rhs {
-            Some(r) => r.chars().collect(),
+            Some(r) => match r.split_once("...") {
+                Some((b, a)) => [
+                    b.chars().collect(),
+                    stand_ins,
+                    a.chars().collect::<Vec<_>>(),
+                ]
+                .concat(),
+                None => r.chars().collect(),
+            },
             None => {
+                // The ellipsis dims first, then the letters used once.
                 let mut once: Vec<char> = all
                     .iter()
                     .copied()
-                    .filter(|c| all.iter().filter(|x| *x == c).count() == 1)
+                    .filter(|c| {
+                        c.is_ascii_alphabetic() && all.iter().filter(|x| *x == c).count() == 1
+                    })
                     .collect();
                 once.sort();
-                once
+                [stand_ins, once].concat()
             }
         };
         for (k, &c) in out.iter().enumerate() {
