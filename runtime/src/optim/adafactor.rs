@@ -161,7 +161,8 @@ fn update(
         }
         [(_, variance)] => {
             lerp_into(variance, &(&g * &g), w);
-            variance.contiguous_copy()
+            // PyTorch clones here because its clamp is in place; ours is not.
+            variance.clone()
         }
         _ => unreachable!("Adafactor state is row_var and col_var, or variance"),
     };

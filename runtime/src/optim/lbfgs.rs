@@ -265,6 +265,7 @@ impl LBFGS {
                 let wolfe = Wolfe {
                     c1: 1e-4,
                     c2: 0.9,
+                    // PyTorch passes not the group's tolerance but the search's default.
                     tolerance_change: 1e-9,
                     max_ls: max_eval.saturating_sub(current_evals),
                 };
