@@ -493,6 +493,23 @@ layer("sdpa_tiles_causal", nn.Identity(), [r(1, 2, 70, 8), r(1, 2, 130, 8), r(1,
 layer("sdpa_tiles", nn.Identity(), [r(130, 6), r(70, 6), r(70, 3)],
       extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2]))
 
+# ---- group / instance norm, fold and transposed convolution (added later, their own seed) ----
+torch.manual_seed(5)
+layer("groupnorm", nn.GroupNorm(2, 4), [r(3, 4, 5, 5) * 2 + 1])
+layer("groupnorm_noaffine_3d", nn.GroupNorm(3, 6, eps=1e-3, affine=False), [r(2, 6, 7)])
+layer("groupnorm_per_channel", nn.GroupNorm(4, 4), [r(2, 4, 3, 3)])
+layer("instancenorm2d_affine", nn.InstanceNorm2d(3, affine=True), [r(2, 3, 4, 5) * 3 - 1])
+layer("instancenorm1d_unbatched", nn.InstanceNorm1d(4), [r(4, 9)])
+layer("fold", nn.Fold((5, 6), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)), [r(2, 12, 15)])
+layer("convtranspose2d", nn.ConvTranspose2d(3, 4, 3), [r(2, 3, 5, 4)])
+layer("convtranspose2d_stride_pad_outpad", nn.ConvTranspose2d(4, 6, (3, 2), stride=2, padding=1,
+                                                             output_padding=(1, 0)), [r(2, 4, 4, 5)])
+layer("convtranspose2d_groups_dilation", nn.ConvTranspose2d(4, 6, 3, stride=(1, 2), padding=(0, 2), groups=2,
+                                                           dilation=2, bias=False), [r(1, 4, 5, 6)])
+# output_padding below the dilation but not the stride: a window no input pixel feeds.
+layer("convtranspose2d_outpad_dilation", nn.ConvTranspose2d(2, 3, 2, stride=1, dilation=3, output_padding=2),
+      [r(1, 2, 3, 3)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -239,6 +239,19 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "CumSum"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Pad"), 1, "{:?}", op_types(&m));
 
+    // An upsampling decoder: ConvTranspose with output padding, and group
+    // and instance norm as their formulas (opset 17 has no GroupNormalization).
+    let decoder = Decoder::new(&Device::Cpu);
+    let (decoder_case, m) = case(
+        "decoder",
+        &decoder,
+        |b| vec![Tensor::randn(&[b, 4, 3, 5])],
+        &[2, 3],
+    );
+    assert_eq!(count(&m, "ConvTranspose"), 2, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "ReduceMean"), 6, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Cast"), 0, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -255,7 +268,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             bn_case,
             fused_case,
             unbind_case,
-            rearranged_case
+            rearranged_case,
+            decoder_case
         ])
         .to_string(),
     )
@@ -273,7 +287,21 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 14, "{text}");
+    assert_eq!(text.matches(" ok").count(), 16, "{text}");
+}
+
+tapir::model! {
+    /// Two transposed convolutions (one with output padding and groups)
+    /// between group norm and instance norm.
+    pub struct Decoder {
+        pub up: ConvTranspose2d<4, 6, 3, stride = 2, padding = 1, output_padding = 1>,
+        pub gn: GroupNorm<3, 6>,
+        pub up2: ConvTranspose2d<6, 4, 2, groups = 2, dilation = 2, bias = false>,
+        pub inst: InstanceNorm2d<4, affine = true>,
+    }
+    fn forward(&self, x: [N, 4, H, W]) -> [N, 4, { 2 * H + 2 }, { 2 * W + 2 }] {
+        self.inst(self.up2(self.gn(self.up(x)).relu()))
+    }
 }
 
 tapir::model! {
@@ -314,6 +342,34 @@ fn an_unmapped_op_in_a_model_is_named_with_its_place() {
     assert_eq!(
         e.unwrap_err().to_string(),
         "onnx::export: cannot export `hardswish` (op #1 in `block.act`): it has no ONNX opset 17 mapping in tapir yet"
+    );
+}
+
+tapir::model! {
+    /// Calls nested in one expression: each op is named by the layer that
+    /// ran it, not by the layer its result goes into.
+    pub struct Nested {
+        pub head: Linear<4, 4>,
+        pub act: Hardswish,
+        pub stem: Linear<4, 4>,
+    }
+    fn forward(&self, x: [B, 4]) -> [B, 4] {
+        self.head(self.act(self.stem(x)))
+    }
+}
+
+#[test]
+fn an_op_inside_a_nested_call_is_named_by_its_own_layer() {
+    let path = dir().join("nested.onnx");
+    let e = onnx::export(
+        &Nested::new(&Device::Cpu),
+        &[&Tensor::randn(&[2, 4])],
+        &path,
+        ExportOptions::default(),
+    );
+    assert_eq!(
+        e.unwrap_err().to_string(),
+        "onnx::export: cannot export `hardswish` (op #1 in `act`): it has no ONNX opset 17 mapping in tapir yet"
     );
 }
 

@@ -317,7 +317,7 @@ fn a_batch_long_range_follows_the_batch_in_a_dynamic_graph() {
     assert_eq!((e.dynamic_graphs, e.replays), (1, 3), "{e:?}");
 }
 
-/// Noise drawn inside a forward (`rand`, `randn`, `randn_on`).
+/// Noise drawn inside a forward (`rand`, `randn`, `randn_on`, `randint`).
 struct Noisy(Linear);
 
 module_of_linear!(Noisy);
@@ -327,7 +327,8 @@ impl Forward for Noisy {
         let h = self.0.forward(x);
         let shape = h.shape().to_vec();
         let noise = &Tensor::rand(&shape) + &Tensor::randn(&shape);
-        &(&h + &noise) * &Tensor::randn_on(&shape, tapir::Device::Cpu)
+        let picks = Tensor::randint(-2, 3, &shape).to_dtype(tapir::DType::F32);
+        &(&(&h + &noise) * &Tensor::randn_on(&shape, tapir::Device::Cpu)) + &picks
     }
 }
 
@@ -351,4 +352,39 @@ fn noise_drawn_inside_replays_fresh_draws_as_eager_does() {
     let e = compiled.explain();
     assert!(e.graph_breaks.is_empty(), "{e:?}");
     assert_eq!(e.replays, 2, "{e:?}");
+}
+
+/// An upsampling decoder: transposed convolutions, group and instance
+/// norm, and an unfold folded back (each a graph break before they replayed).
+struct Decoder(Sequential);
+
+module_of_linear!(Decoder);
+
+impl Forward for Decoder {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let opts = tapir::Conv2dOptions::default().stride(2);
+        let (side_h, side_w) = (h.shape()[2], h.shape()[3]);
+        let cols = h.unfold2d((2, 2), opts);
+        &h + &cols.fold2d((side_h, side_w), (2, 2), opts)
+    }
+}
+
+#[test]
+fn upsampling_and_group_norms_replay_without_a_graph_break() {
+    use tapir::nn::{ConvTranspose2d, GroupNorm, InstanceNorm};
+    let _serial = serial();
+    let opts = tapir::Conv2dOptions::default().stride(2).padding(1);
+    replays_as_eager_without_a_break(
+        || {
+            Decoder(
+                Sequential::new()
+                    .add(ConvTranspose2d::new(3, 4, (3, 3), opts, (1, 1), true))
+                    .add(GroupNorm::new(2, 4, 1e-5, true))
+                    .add(InstanceNorm::new_2d(4, 1e-5, true)),
+            )
+        },
+        &[2, 3, 3, 4],
+        "decoder",
+    );
 }

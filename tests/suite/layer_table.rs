@@ -121,6 +121,10 @@ const COVERED: &[&str] = &[
     "Hardtanh",
     "Hardshrink",
     "Softshrink",
+    "ConvTranspose2d",
+    "GroupNorm",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
 ];
 
 #[test]
@@ -352,4 +356,43 @@ fn activation_rows_build_the_runtime_modules_with_their_parameters() {
             "Threshold(threshold=0.1, value=20.0)",
         ]
     );
+}
+
+model! {
+    /// The decoder rows: transposed convolutions (the output size grows by
+    /// the stride; output_padding picks among the sizes a stride allows;
+    /// channels inferred with `_`), group norm and instance norm, batched
+    /// and not, at symbolic sizes.
+    pub struct DecoderTable<const C: usize, const S: usize> {
+        up: ConvTranspose2d<C, 4, 3, stride = 2, padding = 1, output_padding = 1>,
+        up_lazy: ConvTranspose2d<_, 6, 2, groups = 2, dilation = 3, bias = false>,
+        gn: GroupNorm<2, 4>,
+        gn_lazy: GroupNorm<3, _, eps = 1e-3, affine = false>,
+        inst: InstanceNorm2d<4, affine = true>,
+        inst_1d: InstanceNorm1d<_>,
+    }
+    fn forward(&self, x: [N, C, S, S], seq: [4, L]) -> (
+        [N, 4, { 2 * S }, { 2 * S }], [N, 6, { 2 * S + 3 }, { 2 * S + 3 }], [4, L],
+    ) {
+        let h = self.inst(self.gn(self.up(x)));
+        let y = self.gn_lazy(self.up_lazy(h));
+        (h, y, self.inst_1d(seq))
+    }
+}
+
+#[test]
+fn decoder_rules_match_the_runtime_layers() {
+    let t = DecoderTable::<3, 5>::new(&Device::Cpu);
+    let (h, y, s) = t.forward(&Tensor::randn(&[2, 3, 5, 5]), &Tensor::randn(&[4, 7]));
+    assert_eq!(
+        (h.shape(), y.shape(), s.shape()),
+        (&[2, 4, 10, 10][..], &[2, 6, 13, 13][..], &[4, 7][..])
+    );
+    assert_eq!(t.up_lazy.weight.shape(), &[4, 3, 2, 2]);
+    assert!(t.up_lazy.bias.is_none() && t.gn_lazy.weight.is_none());
+    assert_eq!(
+        (t.gn_lazy.num_groups, t.gn_lazy.num_channels, t.gn_lazy.eps),
+        (3, 6, 1e-3)
+    );
+    assert!(t.inst.weight.is_some() && t.inst_1d.weight.is_none());
 }

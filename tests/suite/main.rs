@@ -17,6 +17,7 @@ mod amp;
 mod attention;
 mod autograd;
 mod checkpoint;
+mod decoder_layers;
 mod errors;
 mod fused;
 mod goldens;

@@ -38,6 +38,41 @@ fn build(name: &str) -> Box<dyn Forward> {
             conv.stride(2).padding(1).groups(2),
             true,
         )),
+        "groupnorm" => Box::new(GroupNorm::new(2, 4, 1e-5, true)),
+        "groupnorm_noaffine_3d" => Box::new(GroupNorm::new(3, 6, 1e-3, false)),
+        "groupnorm_per_channel" => Box::new(GroupNorm::new(4, 4, 1e-5, true)),
+        "instancenorm2d_affine" => Box::new(InstanceNorm::new_2d(3, 1e-5, true)),
+        "instancenorm1d_unbatched" => Box::new(InstanceNorm::new_1d(4, 1e-5, false)),
+        "convtranspose2d" => Box::new(ConvTranspose2d::new(3, 4, (3, 3), conv, (0, 0), true)),
+        "convtranspose2d_stride_pad_outpad" => Box::new(ConvTranspose2d::new(
+            4,
+            6,
+            (3, 2),
+            conv.stride(2).padding(1),
+            (1, 0),
+            true,
+        )),
+        "convtranspose2d_groups_dilation" => Box::new(ConvTranspose2d::new(
+            4,
+            6,
+            (3, 3),
+            Conv2dOptions {
+                stride: (1, 2),
+                padding: (0, 2),
+                dilation: (2, 2),
+                groups: 2,
+            },
+            (0, 0),
+            false,
+        )),
+        "convtranspose2d_outpad_dilation" => Box::new(ConvTranspose2d::new(
+            2,
+            3,
+            (2, 2),
+            conv.dilation(3),
+            (2, 2),
+            true,
+        )),
         "maxpool2d" => Box::new(MaxPool2d::new(2)),
         "avgpool2d" => Box::new(AvgPool2d::new(2)),
         "adaptiveavgpool2d" => Box::new(AdaptiveAvgPool2d {
@@ -197,6 +232,16 @@ fn run_layer(
                 scaled_dot_product_attention(x, &inputs[1], &inputs[2], mask, 0.0, causal, scale);
             (out, loaded(Box::new(Identity), sd, dtype)?)
         }
+        "fold" => {
+            let opts = Conv2dOptions {
+                stride: (1, 2),
+                padding: (1, 1),
+                dilation: (2, 1),
+                groups: 1,
+            };
+            let out = x.fold2d((5, 6), (2, 3), opts);
+            (out, loaded(Box::new(Identity), sd, dtype)?)
+        }
         _ => {
             let m = loaded(build(name), sd, dtype)?;
             if !train {
@@ -301,7 +346,7 @@ fn layers_match_pytorch() {
     let (bytes, m) = read_goldens("nn");
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let cases = m["layers"].as_array().unwrap();
-    assert!(cases.len() >= 41);
+    assert!(cases.len() >= 53);
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F64, 1e-9));
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F32, 2e-4));
 }

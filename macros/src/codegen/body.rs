@@ -4,7 +4,7 @@
 use super::{dim_isize, dim_usize, runtime_check};
 use crate::analyse::ir::{CallHow, Callee, Ir, IrBlock, IrStmt, LetPat, MArg, RuntimeShape};
 use proc_macro2::{Literal, TokenStream};
-use quote::quote;
+use quote::{format_ident, quote};
 
 pub struct Gen {
     /// `Model::forward`, for run-time messages.
@@ -23,13 +23,13 @@ impl Gen {
         }
     }
 
-    /// A layer or model call, as the expression that makes its output.
-    fn call(&self, callee: &Callee, how: &CallHow, args: &[Ir]) -> TokenStream {
+    /// A layer or model call on its arguments `refs` (each a `&Tensor`
+    /// already evaluated), as the expression that makes its output.
+    fn call(&self, callee: &Callee, how: &CallHow, refs: &[TokenStream]) -> TokenStream {
         let target = match callee {
             Callee::Field(f) => quote!(self.#f),
             Callee::Var(v) => quote!((*#v)),
         };
-        let refs: Vec<TokenStream> = args.iter().map(|a| self.by_ref(a)).collect();
         match how {
             CallHow::Forward { checkpoint: false } => {
                 quote!(::tapir::nn::Forward::forward(&#target, #(#refs),*))
@@ -93,8 +93,23 @@ impl Gen {
                     Callee::Field(f) => f.to_string(),
                     Callee::Var(v) => v.to_string(),
                 };
-                let call = self.call(callee, how, args);
-                quote!(::tapir::macro_support::in_module(#label, || #call))
+                // Arguments are evaluated before entering the layer's scope,
+                // so the ops that make them are not named as the layer's.
+                let mut binds = Vec::new();
+                let mut refs = Vec::new();
+                for (i, arg) in args.iter().enumerate() {
+                    match arg {
+                        Ir::Var(id) => refs.push(quote!(&#id)),
+                        other => {
+                            let name = format_ident!("__tapir_arg{i}");
+                            let v = self.value(other);
+                            binds.push(quote!(let #name = #v;));
+                            refs.push(quote!(&#name));
+                        }
+                    }
+                }
+                let call = self.call(callee, how, &refs);
+                quote!({ #(#binds)* ::tapir::macro_support::in_module(#label, || #call) })
             }
             Ir::Method { recv, name, args } => {
                 let r = self.by_ref(recv);

@@ -73,6 +73,15 @@ impl Args<'_> {
             _ => (0, 0),
         }
     }
+    /// A convolution's options, as `ops::conv::conv_attrs` recorded them.
+    fn conv_opts(&self) -> Conv2dOptions {
+        Conv2dOptions {
+            stride: self.pair("stride"),
+            padding: self.pair("padding"),
+            dilation: self.pair("dilation"),
+            groups: self.int("groups") as usize,
+        }
+    }
     fn isizes(&self, k: &str) -> Vec<isize> {
         self.attrs.ints(k).iter().map(|&d| d as isize).collect()
     }
@@ -250,14 +259,18 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
                 a.int("training") != 0,
             )]
         },
-        "conv2d" => |a| {
-            let opts = Conv2dOptions {
-                stride: a.pair("stride"),
-                padding: a.pair("padding"),
-                dilation: a.pair("dilation"),
-                groups: a.int("groups") as usize,
-            };
-            vec![a.x(0).conv2d(a.x(1), a.opt(2), opts)]
+        "conv2d" => |a| vec![a.x(0).conv2d(a.x(1), a.opt(2), a.conv_opts())],
+        "conv_transpose2d" => |a| {
+            let opts = a.conv_opts();
+            vec![
+                a.x(0)
+                    .conv_transpose2d(a.x(1), a.opt(2), opts, a.pair("output_padding")),
+            ]
+        },
+        "unfold2d" => |a| vec![a.x(0).unfold2d(a.pair("kernel"), a.conv_opts())],
+        "fold2d" => |a| {
+            let (size, kernel) = (a.pair("output_size"), a.pair("kernel"));
+            vec![a.x(0).fold2d(size, kernel, a.conv_opts())]
         },
         "max_pool2d" => |a| {
             let (k, s) = (a.pair("kernel"), a.pair("stride"));
@@ -363,6 +376,7 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         // Draws from the same generator in the same order as eager code.
         "rand" => |a| vec![Tensor::rand(&a.shape(0))],
         "randn" => |a| vec![Tensor::randn(&a.shape(0))],
+        "randint" => |a| vec![Tensor::randint(a.int("low"), a.int("high"), &a.shape(0))],
         "rand_on" => |a| vec![Tensor::rand_on(&a.shape(0), a.device())],
         "randn_on" => |a| vec![Tensor::randn_on(&a.shape(0), a.device())],
         "zeros_like" => |a| vec![Tensor::zeros_like(a.x(0))],

@@ -1,5 +1,5 @@
-//! Convolutions: `Conv1d` (a `Conv2d` over a height-1 image) and `Conv2d`,
-//! with PyTorch's parameters, names and initialisation.
+//! Convolutions: `Conv1d` (a `Conv2d` over a height-1 image), `Conv2d` and
+//! `ConvTranspose2d`, with PyTorch's parameters, names and initialisation.
 
 use super::init;
 use super::module::{Forward, Module, TensorKind};
@@ -81,7 +81,11 @@ impl Conv1d {
             opts.stride,
             opts.dilation
         );
-        let (weight, bias) = conv_params(&[out_channels, in_channels / g, kernel_size], bias);
+        let (weight, bias) = conv_params(
+            &[out_channels, in_channels / g, kernel_size],
+            out_channels,
+            bias,
+        );
         Conv1d {
             weight,
             bias,
@@ -151,15 +155,17 @@ impl Module for Conv1d {
     }
 }
 
-/// A convolution's weight of `shape` `[out, in / groups, ..kernel]` and
-/// optional bias, initialised as PyTorch's `_ConvNd.reset_parameters`.
-fn conv_params(shape: &[usize], bias: bool) -> (Tensor, Option<Tensor>) {
+/// A convolution's weight of `shape` (`[out, in / groups, ..kernel]`, or
+/// `[in, out / groups, ..kernel]` when transposed) and optional bias of
+/// `bias_len`, initialised as PyTorch's `_ConvNd.reset_parameters` (whose
+/// fan-in is the weight's dim 1 times the kernel either way).
+fn conv_params(shape: &[usize], bias_len: usize, bias: bool) -> (Tensor, Option<Tensor>) {
     let weight = Tensor::zeros(shape);
     init::kaiming_uniform_(&weight, 5f64.sqrt(), init::FanMode::FanIn, "leaky_relu");
     let bias = bias.then(|| {
         let (fan_in, _) = init::fans(&weight);
         let bound = 1.0 / (fan_in as f64).sqrt();
-        let b = Tensor::zeros(&[shape[0]]);
+        let b = Tensor::zeros(&[bias_len]);
         init::uniform_(&b, -bound, bound);
         b.requires_grad_(true)
     });
@@ -203,8 +209,11 @@ impl Conv2d {
             g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
             "Conv2d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
         );
-        let (weight, bias) =
-            conv_params(&[out_channels, in_channels / g, kernel.0, kernel.1], bias);
+        let (weight, bias) = conv_params(
+            &[out_channels, in_channels / g, kernel.0, kernel.1],
+            out_channels,
+            bias,
+        );
         Conv2d {
             weight,
             bias,
@@ -251,4 +260,154 @@ impl Module for Conv2d {
     }
 }
 
-crate::display_as_repr!(Conv1d, Conv2d);
+/// `nn.ConvTranspose2d` (weight `[in_channels, out_channels / groups, kh,
+/// kw]`) with PyTorch's init (kaiming-uniform a = √5 over the fan-in
+/// `out_channels / groups * kh * kw`, bias U(±1/√fan_in)). Upsamples: with
+/// stride `s` an `H`-row input gives `(H - 1) s - 2 padding + dilation (kh -
+/// 1) + output_padding + 1` rows.
+///
+/// ```
+/// use tapir_runtime::{nn::{ConvTranspose2d, Forward}, Conv2dOptions, Tensor};
+/// let up = ConvTranspose2d::new(8, 4, (3, 3), Conv2dOptions::default().stride(2).padding(1), (1, 1), true);
+/// assert_eq!(up.weight.shape(), &[8, 4, 3, 3]);
+/// assert_eq!(up.forward(&Tensor::zeros(&[2, 8, 7, 7])).shape(), &[2, 4, 14, 14]);
+/// assert_eq!(up.forward_with_output_size(&Tensor::zeros(&[2, 8, 7, 7]), (13, 14)).shape(), &[2, 4, 13, 14]);
+/// ```
+pub struct ConvTranspose2d {
+    /// `[in_channels, out_channels / groups, kh, kw]`.
+    pub weight: Tensor,
+    /// `[out_channels]`, if any.
+    pub bias: Option<Tensor>,
+    /// Input channels.
+    pub in_channels: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel height and width.
+    pub kernel: (usize, usize),
+    /// Stride, padding, dilation and groups (of the convolution this one transposes).
+    pub opts: Conv2dOptions,
+    /// Rows and columns added at the bottom and right of the output.
+    pub output_padding: (usize, usize),
+}
+
+impl ConvTranspose2d {
+    /// `nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride,
+    /// padding, output_padding, groups, bias, dilation)` with PyTorch's
+    /// initialisation.
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel: (usize, usize),
+        opts: Conv2dOptions,
+        output_padding: (usize, usize),
+        bias: bool,
+    ) -> ConvTranspose2d {
+        let g = opts.groups;
+        assert!(
+            g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
+            "ConvTranspose2d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
+        );
+        let (weight, bias) = conv_params(
+            &[in_channels, out_channels / g, kernel.0, kernel.1],
+            out_channels,
+            bias,
+        );
+        ConvTranspose2d {
+            weight,
+            bias,
+            in_channels,
+            out_channels,
+            kernel,
+            opts,
+            output_padding,
+        }
+    }
+
+    /// The forward for an output of `size` (`forward(input, output_size)`
+    /// in PyTorch): the output padding that reaches it, in place of
+    /// `output_padding`. Panics naming the sizes a stride allows if `size`
+    /// is not one of them.
+    pub fn forward_with_output_size(&self, x: &Tensor, size: (usize, usize)) -> Tensor {
+        assert!(
+            x.ndim() == 4,
+            "ConvTranspose2d: expects a 4-D [N, C, H, W] input, got shape {:?}",
+            x.shape()
+        );
+        let o = &self.opts;
+        let extra = |i: usize, s: usize, p: usize, d: usize, k: usize, want: usize| {
+            let least = ((i.max(1) - 1) * s + d * (k - 1) + 1).saturating_sub(2 * p);
+            let span = s - 1;
+            assert!(
+                (least..=least + span).contains(&want),
+                "ConvTranspose2d: requested an output size of {size:?}, but valid sizes for input of shape {:?} range from {least} to {} in that dim",
+                x.shape(),
+                least + span
+            );
+            want - least
+        };
+        let output_padding = (
+            extra(
+                x.shape()[2],
+                o.stride.0,
+                o.padding.0,
+                o.dilation.0,
+                self.kernel.0,
+                size.0,
+            ),
+            extra(
+                x.shape()[3],
+                o.stride.1,
+                o.padding.1,
+                o.dilation.1,
+                self.kernel.1,
+                size.1,
+            ),
+        );
+        x.conv_transpose2d(&self.weight, self.bias.as_ref(), self.opts, output_padding)
+    }
+}
+
+impl Forward for ConvTranspose2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.conv_transpose2d(
+            &self.weight,
+            self.bias.as_ref(),
+            self.opts,
+            self.output_padding,
+        )
+    }
+}
+
+impl Module for ConvTranspose2d {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
+    }
+    fn repr(&self) -> String {
+        let o = &self.opts;
+        let mut s = format!(
+            "ConvTranspose2d({}, {}, kernel_size={:?}, stride={:?}",
+            self.in_channels, self.out_channels, self.kernel, o.stride
+        );
+        if o.padding != (0, 0) {
+            s.push_str(&format!(", padding={:?}", o.padding));
+        }
+        if o.dilation != (1, 1) {
+            s.push_str(&format!(", dilation={:?}", o.dilation));
+        }
+        if self.output_padding != (0, 0) {
+            s.push_str(&format!(", output_padding={:?}", self.output_padding));
+        }
+        if o.groups != 1 {
+            s.push_str(&format!(", groups={}", o.groups));
+        }
+        if self.bias.is_none() {
+            s.push_str(", bias=False");
+        }
+        s + ")"
+    }
+}
+
+crate::display_as_repr!(Conv1d, Conv2d, ConvTranspose2d);

@@ -6,6 +6,7 @@ mod attention;
 mod container;
 mod conv;
 mod functional;
+mod group_norm;
 pub mod init;
 mod interpolate;
 mod layers;
@@ -21,8 +22,9 @@ pub use activation::{CELU, ELU, GLU, Hardshrink, Hardtanh, Softshrink, Threshold
 pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
 pub use container::{ModuleList, Sequential};
-pub use conv::{Conv1d, Conv1dOptions, Conv2d};
+pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose2d};
 pub use functional::{cosine_similarity, normalize, one_hot, pad, pairwise_distance};
+pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
 pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{

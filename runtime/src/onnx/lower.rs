@@ -227,7 +227,8 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             );
             Ok(())
         }
-        "conv2d" => conv(b, op),
+        "conv2d" | "conv_transpose2d" => conv(b, op),
+        "var_dims" | "std_dims" => variance(b, op),
         "max_pool2d" | "avg_pool2d" => pool(b, op),
         "embedding" => {
             b.node("Gather", &[op.x(0), op.x(1)], &[out], vec![int("axis", 0)]);
@@ -470,14 +471,20 @@ fn conv(b: &mut Builder, op: &OpView) -> Lowered {
     let (p, s, d) = (op.ints("padding"), op.ints("stride"), op.ints("dilation"));
     let mut ins = vec![op.x(0), op.x(1)];
     ins.extend(op.inputs.get(2).and_then(|v| v.as_deref()));
-    let attrs = vec![
+    let mut attrs = vec![
         ints("kernel_shape", &[w.0[2] as i64, w.0[3] as i64]),
         ints("strides", &s),
         ints("pads", &[p[0], p[1], p[0], p[1]]),
         ints("dilations", &d),
         int("group", op.int("groups")),
     ];
-    b.node("Conv", &ins, &[op.out()], attrs);
+    let onnx = if op.name == "conv_transpose2d" {
+        attrs.push(ints("output_padding", &op.ints("output_padding")));
+        "ConvTranspose"
+    } else {
+        "Conv"
+    };
+    b.node(onnx, &ins, &[op.out()], attrs);
     Ok(())
 }
 
@@ -533,6 +540,50 @@ fn reduce(b: &mut Builder, op: &OpView) -> Lowered {
             }
             b.node(onnx, &[op.x(0)], &[out], attrs);
         }
+    }
+    Ok(())
+}
+
+/// `var_dims` / `std_dims` as their formula (opset 17 has no variance):
+/// the mean square about the mean, times `n / (n - correction)` when there
+/// is a correction, for which the reduced dims must be static.
+fn variance(b: &mut Builder, op: &OpView) -> Lowered {
+    let (shape, other) = op.in_dims[0].as_ref().ok_or("no input shape")?;
+    let mut axes: Vec<i64> = op.ints("dims").iter().map(|&d| op.axis(d, 0)).collect();
+    if axes.is_empty() {
+        axes = (0..op.rank(0)).collect();
+    }
+    let correction = op.int("correction");
+    let mut n = 1usize;
+    for &ax in &axes {
+        if correction != 0 && shape[ax as usize] != other[ax as usize] {
+            return op.fail("its correction needs the count of a dynamic dim");
+        }
+        n *= shape[ax as usize];
+    }
+    let along = ints("axes", &axes);
+    let mean = b.tmp(
+        "ReduceMean",
+        &[op.x(0)],
+        vec![int("keepdims", 1), along.clone()],
+    );
+    let centered = b.tmp("Sub", &[op.x(0), &mean], vec![]);
+    let squares = b.tmp("Mul", &[&centered, &centered], vec![]);
+    let keep = int("keepdims", op.int("keepdim"));
+    let var_out = match op.name {
+        "var_dims" => op.out().to_string(),
+        _ => b.fresh("var"),
+    };
+    if correction == 0 {
+        b.node("ReduceMean", &[&squares], &[&var_out], vec![keep, along]);
+    } else {
+        let mean_square = b.tmp("ReduceMean", &[&squares], vec![keep, along]);
+        let denom = (n as f64 - correction as f64).max(0.0);
+        let scale = b.scalar(n as f64 / denom, op.out_dtypes[0]);
+        b.node("Mul", &[&mean_square, &scale], &[&var_out], vec![]);
+    }
+    if op.name == "std_dims" {
+        b.node("Sqrt", &[&var_out], &[op.out()], vec![]);
     }
     Ok(())
 }

@@ -58,11 +58,11 @@ impl Conv2dOptions {
 }
 
 /// `y + bias` over the channels of an `[N, OC, OH, OW]` output.
-fn add_bias(y: Tensor, bias: Option<&Tensor>, oc: usize) -> Tensor {
+pub(super) fn add_bias(op: &str, y: Tensor, bias: Option<&Tensor>, oc: usize) -> Tensor {
     let Some(b) = bias else { return y };
     assert!(
         b.shape() == [oc],
-        "conv2d: bias must have shape [{oc}], got {:?}",
+        "{op}: bias must have shape [{oc}], got {:?}",
         b.shape()
     );
     &y + &b.reshape(&[1, oc as isize, 1, 1])
@@ -132,7 +132,12 @@ fn geometry(x: &Tensor, kernel: (usize, usize), o: &Conv2dOptions, op: &str) -> 
 impl Tensor {
     /// Sliding local blocks: `[N, C, H, W]` -> `[N, C*kh*kw, L]` (`F.unfold`).
     pub fn unfold2d(&self, kernel: (usize, usize), opts: Conv2dOptions) -> Tensor {
-        trace::op("unfold2d", [self], Vec::new, || {
+        let attrs = || {
+            let mut a = conv_attrs(&opts);
+            a.push(("kernel", Attr::Ints(vec![kernel.0 as i64, kernel.1 as i64])));
+            a
+        };
+        trace::op("unfold2d", [self], attrs, || {
             self.unfold_padded(kernel, opts, 0.0, "unfold")
         })
     }
@@ -177,23 +182,7 @@ impl Tensor {
         trace::op(
             "conv2d",
             [Some(self), Some(weight), bias],
-            || {
-                vec![
-                    (
-                        "stride",
-                        Attr::Ints(vec![opts.stride.0 as i64, opts.stride.1 as i64]),
-                    ),
-                    (
-                        "padding",
-                        Attr::Ints(vec![opts.padding.0 as i64, opts.padding.1 as i64]),
-                    ),
-                    (
-                        "dilation",
-                        Attr::Ints(vec![opts.dilation.0 as i64, opts.dilation.1 as i64]),
-                    ),
-                    ("groups", Attr::Int(opts.groups as i64)),
-                ]
-            },
+            || conv_attrs(&opts),
             || {
                 if let Some((x, w, b)) = crate::amp::cast_affine(self, weight, bias) {
                     return x.conv2d(&w, b.as_ref(), opts);
@@ -234,7 +223,7 @@ impl Tensor {
                     groups,
                 };
                 if let Some(y) = conv2d_cudnn(self, weight, spec) {
-                    return add_bias(y, bias, oc);
+                    return add_bias("conv2d", y, bias, oc);
                 }
                 let (oh, ow) = g.out_hw().unwrap();
                 let n = self.shape()[0] as isize;
@@ -245,7 +234,7 @@ impl Tensor {
                 let y = w
                     .matmul(&cols)
                     .reshape(&[n, oc as isize, oh as isize, ow as isize]);
-                add_bias(y, bias, oc)
+                add_bias("conv2d", y, bias, oc)
             },
         )
     }
@@ -377,6 +366,18 @@ impl Tensor {
         cols.mean_dim(1, false)
             .reshape(&[s[0] as isize, s[1] as isize, oh as isize, ow as isize])
     }
+}
+
+/// A convolution's stride, padding, dilation and groups as attributes
+/// (for replay and export).
+pub(crate) fn conv_attrs(opts: &Conv2dOptions) -> trace::Attrs {
+    let pair = |p: (usize, usize)| Attr::Ints(vec![p.0 as i64, p.1 as i64]);
+    vec![
+        ("stride", pair(opts.stride)),
+        ("padding", pair(opts.padding)),
+        ("dilation", pair(opts.dilation)),
+        ("groups", Attr::Int(opts.groups as i64)),
+    ]
 }
 
 /// A pooling op's attributes for export.

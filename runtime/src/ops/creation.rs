@@ -415,7 +415,8 @@ impl Tensor {
     /// assert!(t.to_vec::<i64>().iter().all(|&v| v == 3 || v == 4));
     /// ```
     pub fn randint(low: i64, high: i64, shape: &[usize]) -> Tensor {
-        trace::op("randint", trace::NO_INPUTS, Vec::new, || {
+        let attrs = || vec![("low", Attr::Int(low)), ("high", Attr::Int(high))];
+        trace::op("randint", trace::NO_INPUTS, attrs, || {
             Tensor::randint_with(low, high, shape, default_generator())
         })
     }

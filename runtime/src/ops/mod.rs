@@ -4,6 +4,7 @@
 pub(crate) mod activation;
 pub(crate) mod binary;
 pub(crate) mod conv;
+pub(crate) mod conv_transpose;
 pub(crate) mod creation;
 pub(crate) mod einsum;
 pub(crate) mod index;

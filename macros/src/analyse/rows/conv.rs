@@ -1,5 +1,5 @@
-//! Sliding windows over `[N, C, L]` and `[N, C, H, W]`: Conv1d, Conv2d and
-//! pooling (PyTorch's output-size formula on each spatial dim).
+//! Sliding windows over `[N, C, L]` and `[N, C, H, W]`: Conv1d, Conv2d,
+//! ConvTranspose2d and pooling (PyTorch's output-size formulas on each spatial dim).
 
 use super::{Row, RowSpec};
 use crate::analyse::layers::Slot;
@@ -246,5 +246,119 @@ pub const ADAPTIVE_AVG_POOL2D: RowSpec = RowSpec {
         let h = a.dim("output_size", scope, None)?;
         let w = a.dim("output_width", scope, Some(h.clone()))?;
         Ok(Rc::new(AdaptiveAvgPool { h, w }))
+    },
+};
+
+/// `nn.ConvTranspose2d` with square kernels: each spatial dim becomes
+/// `(n - 1) s - 2p + d (k - 1) + output_padding + 1`.
+struct ConvTranspose {
+    inp: Slot,
+    out: Dim,
+    k: Dim,
+    stride: Dim,
+    padding: Dim,
+    output_padding: Dim,
+    groups: Dim,
+    bias: Option<Expr>,
+    dilation: Dim,
+}
+
+impl Row for ConvTranspose {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        if x.len() != 4 {
+            return Err(format!(
+                "{label} expects input `[N, C, H, W]`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        let want = fill_slot(&self.inp, &x[1], "in_channels", label)?;
+        facts.equal(&x[1], &want, &|| {
+            format!(
+                "{label} expects input `[N, {want}, H, W]`, got `{}`{{from}}",
+                show(x)
+            )
+        })?;
+        let groups = &self.groups;
+        for (what, n) in [("in_channels", &want), ("out_channels", &self.out)] {
+            facts.divides(n, groups, &|| {
+                format!("{label}: {what} {n} is not divisible by groups {groups}")
+            })?;
+        }
+        let (op, s, d) = (&self.output_padding, &self.stride, &self.dilation);
+        if let (Some(o), Some(s), Some(d)) = (op.as_const(), s.as_const(), d.as_const())
+            && o >= s
+            && o >= d
+        {
+            return Err(format!(
+                "{label}: output_padding {o} must be smaller than either stride {s} or dilation {d}"
+            ));
+        }
+        let one = Dim::lit(1);
+        let mut y = x.clone();
+        y[1] = self.out.clone();
+        for (ax, out) in y.iter_mut().enumerate().skip(2) {
+            let grown = x[ax].sub(&one).mul(s).add(&d.mul(&self.k.sub(&one)));
+            *out = grown.sub(&self.padding.mul(&Dim::lit(2))).add(op).add(&one);
+            if let Some(v) = out.as_const()
+                && v < 1
+            {
+                return Err(format!(
+                    "{label} leaves nothing of dim {ax} of input `{}`{{from}}: the padding is larger than the output",
+                    show(x)
+                ));
+            }
+        }
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::ConvTranspose2d)
+    }
+    fn constructor(&self) -> TokenStream {
+        let i = dim_usize(&self.inp.get().unwrap_or_default());
+        let (o, k) = (dim_usize(&self.out), dim_usize(&self.k));
+        let (s, p, op, g, d) = (
+            dim_usize(&self.stride),
+            dim_usize(&self.padding),
+            dim_usize(&self.output_padding),
+            dim_usize(&self.groups),
+            dim_usize(&self.dilation),
+        );
+        let b = match &self.bias {
+            Some(e) => quote!(#e),
+            None => quote!(true),
+        };
+        quote!(::tapir::nn::ConvTranspose2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, (#op, #op), #b))
+    }
+    fn uninferred(&self) -> Option<&'static str> {
+        self.inp.get().is_none().then_some("in_channels")
+    }
+}
+
+pub const CONV_TRANSPOSE2D: RowSpec = RowSpec {
+    name: "ConvTranspose2d",
+    aliases: &[],
+    params: &[
+        "in_channels",
+        "out_channels",
+        "kernel_size",
+        "stride",
+        "padding",
+        "output_padding",
+        "groups",
+        "bias",
+        "dilation",
+    ],
+    parse: |a, scope| {
+        Ok(Rc::new(ConvTranspose {
+            inp: a.slot("in_channels", scope)?,
+            out: a.dim("out_channels", scope, None)?,
+            k: a.dim("kernel_size", scope, None)?,
+            stride: a.dim("stride", scope, Some(Dim::lit(1)))?,
+            padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
+            output_padding: a.dim("output_padding", scope, Some(Dim::lit(0)))?,
+            groups: a.dim("groups", scope, Some(Dim::lit(1)))?,
+            bias: a.expr("bias")?,
+            dilation: a.dim("dilation", scope, Some(Dim::lit(1)))?,
+        }))
     },
 };

@@ -183,3 +183,128 @@ macro_rules! batch_norm {
 
 batch_norm!(BATCH_NORM_1D, "BatchNorm1d", false);
 batch_norm!(BATCH_NORM_2D, "BatchNorm2d", true);
+
+/// `nn.GroupNorm`: channels in dim 1, divided into groups.
+struct GroupNorm {
+    groups: Dim,
+    c: Slot,
+    eps: Option<Expr>,
+    affine: Option<Expr>,
+}
+
+impl Row for GroupNorm {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        rank_at_least(label, x, 2, "[N, C, *]")?;
+        let want = fill_slot(&self.c, &x[1], "num_channels", label)?;
+        facts.equal(&x[1], &want, &|| {
+            format!(
+                "{label} expects {want} channels in dim 1, got `{}`{{from}}",
+                show(x)
+            )
+        })?;
+        let groups = &self.groups;
+        facts.divides(&want, groups, &|| {
+            format!("{label}: num_channels {want} is not divisible by num_groups {groups}")
+        })?;
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::GroupNorm)
+    }
+    fn constructor(&self) -> TokenStream {
+        let (g, c) = (dim_usize(&self.groups), slot_usize(&self.c));
+        let eps = or_default(&self.eps, quote!(1e-5));
+        let affine = or_default(&self.affine, quote!(true));
+        quote!(::tapir::nn::GroupNorm::new(#g, #c, #eps, #affine))
+    }
+    fn uninferred(&self) -> Option<&'static str> {
+        self.c.get().is_none().then_some("num_channels")
+    }
+}
+
+pub const GROUP_NORM: RowSpec = RowSpec {
+    name: "GroupNorm",
+    aliases: &[],
+    params: &["num_groups", "num_channels", "eps", "affine"],
+    parse: |a, scope| {
+        Ok(Rc::new(GroupNorm {
+            groups: a.dim("num_groups", scope, None)?,
+            c: a.slot("num_channels", scope)?,
+            eps: a.expr("eps")?,
+            affine: a.expr("affine")?,
+        }))
+    },
+};
+
+/// `nn.InstanceNorm1d` / `nn.InstanceNorm2d` (without running statistics):
+/// batched or unbatched, channels just before the spatial dims. `momentum`
+/// is accepted in PyTorch's place and, as there, unused without running
+/// statistics.
+struct InstanceNorm {
+    c: Slot,
+    eps: Option<Expr>,
+    affine: Option<Expr>,
+    two_d: bool,
+}
+
+impl Row for InstanceNorm {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        let spatial = 1 + self.two_d as usize;
+        let (pattern, ok_rank) = match self.two_d {
+            true => ("[N, C, H, W] or [C, H, W]", x.len() == 4 || x.len() == 3),
+            false => ("[N, C, L] or [C, L]", x.len() == 3 || x.len() == 2),
+        };
+        if !ok_rank {
+            return Err(format!(
+                "{label} expects input `{pattern}`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        let at = x.len() - spatial - 1;
+        let want = fill_slot(&self.c, &x[at], "num_features", label)?;
+        facts.equal(&x[at], &want, &|| {
+            format!(
+                "{label} expects {want} channels in dim {at}, got `{}`{{from}}",
+                show(x)
+            )
+        })?;
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::InstanceNorm)
+    }
+    fn constructor(&self) -> TokenStream {
+        let c = slot_usize(&self.c);
+        let eps = or_default(&self.eps, quote!(1e-5));
+        let affine = or_default(&self.affine, quote!(false));
+        match self.two_d {
+            true => quote!(::tapir::nn::InstanceNorm::new_2d(#c, #eps, #affine)),
+            false => quote!(::tapir::nn::InstanceNorm::new_1d(#c, #eps, #affine)),
+        }
+    }
+    fn uninferred(&self) -> Option<&'static str> {
+        self.c.get().is_none().then_some("num_features")
+    }
+}
+
+macro_rules! instance_norm {
+    ($konst:ident, $name:literal, $two_d:literal) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["num_features", "eps", "momentum", "affine"],
+            parse: |a, scope| {
+                let _unused_without_running_stats = a.expr("momentum")?;
+                Ok(Rc::new(InstanceNorm {
+                    c: a.slot("num_features", scope)?,
+                    eps: a.expr("eps")?,
+                    affine: a.expr("affine")?,
+                    two_d: $two_d,
+                }))
+            },
+        };
+    };
+}
+
+instance_norm!(INSTANCE_NORM_1D, "InstanceNorm1d", false);
+instance_norm!(INSTANCE_NORM_2D, "InstanceNorm2d", true);

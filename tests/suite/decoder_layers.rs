@@ -1,0 +1,245 @@
+//! GroupNorm, InstanceNorm, fold and ConvTranspose2d beyond their PyTorch
+//! goldens (`nn_goldens`): gradients by finite differences, half precision
+//! rounded once, the output size a caller asks for, reprs and errors.
+
+use crate::common::panic_message;
+use tapir::gradcheck;
+use tapir::nn::{
+    ConvTranspose2d, Forward, GroupNorm, InstanceNorm, Module, group_norm, instance_norm,
+};
+use tapir::prelude::*;
+
+fn rnd(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::randn_with(shape, &Generator::new(seed)).to_dtype(DType::F64)
+}
+
+#[test]
+fn group_and_instance_norm_gradients_match_finite_differences() {
+    let x = rnd(&[2, 6, 3, 2], 1).requires_grad_(true);
+    let w = rnd(&[6], 2).requires_grad_(true);
+    let b = rnd(&[6], 3).requires_grad_(true);
+    // A weighting makes the gradient of x non-trivial (a plain sum of a
+    // normalised group has gradient zero).
+    let mix = rnd(&[2, 6, 3, 2], 4);
+    let f = |t: &[Tensor]| (&group_norm(&t[0], 3, Some(&t[1]), Some(&t[2]), 1e-5) * &mix).sum();
+    gradcheck(f, &[x.clone(), w.clone(), b.clone()], 1e-6, 1e-6, 1e-5).unwrap();
+    let f = |t: &[Tensor]| (&instance_norm(&t[0], Some(&t[1]), Some(&t[2]), 1e-3) * &mix).sum();
+    gradcheck(f, &[x, w, b], 1e-6, 1e-6, 1e-5).unwrap();
+}
+
+#[test]
+fn fold_and_transposed_convolution_gradients_match_finite_differences() {
+    let opts = Conv2dOptions {
+        stride: (2, 1),
+        padding: (1, 0),
+        dilation: (1, 2),
+        groups: 2,
+    };
+    let x = rnd(&[2, 4, 3, 3], 5).requires_grad_(true);
+    let w = rnd(&[4, 3, 2, 3], 6).requires_grad_(true);
+    let b = rnd(&[6], 7).requires_grad_(true);
+    let mix = rnd(&[2, 6, 5, 7], 8);
+    let f = |t: &[Tensor]| (&t[0].conv_transpose2d(&t[1], Some(&t[2]), opts, (1, 0)) * &mix).sum();
+    assert_eq!(f(&[x.clone(), w.clone(), b.clone()]).ndim(), 0);
+    gradcheck(f, &[x, w, b], 1e-6, 1e-6, 1e-5).unwrap();
+
+    let cols = rnd(&[2, 6, 9], 9).requires_grad_(true);
+    let fold_opts = Conv2dOptions::default().stride(2).padding(1);
+    let mix = rnd(&[2, 1, 5, 6], 10);
+    let f = |t: &[Tensor]| (&t[0].fold2d((5, 6), (2, 3), fold_opts) * &mix).sum();
+    gradcheck(f, &[cols], 1e-6, 1e-6, 1e-5).unwrap();
+}
+
+#[test]
+fn fold_is_the_adjoint_of_unfold() {
+    // <unfold(x), c> == <x, fold(c)> for every x and c: what makes fold
+    // unfold's backward and the other way round.
+    let opts = Conv2dOptions::default().stride(2).padding(1).dilation(2);
+    let x = rnd(&[2, 3, 7, 6], 11);
+    let cols = x.unfold2d((3, 2), opts);
+    let c = rnd(cols.shape(), 12);
+    let lhs = (&cols * &c).sum().item::<f64>();
+    let rhs = (&x * &c.fold2d((7, 6), (3, 2), opts)).sum().item::<f64>();
+    assert!((lhs - rhs).abs() < 1e-10, "{lhs} vs {rhs}");
+}
+
+#[test]
+fn half_precision_group_norm_is_computed_in_f32_and_rounded_once() {
+    let x = rnd(&[2, 4, 8], 13).to_dtype(DType::F32);
+    let w = rnd(&[4], 14).to_dtype(DType::F32);
+    for half in [DType::BF16, DType::F16] {
+        let (xh, wh) = (x.to_dtype(half), w.to_dtype(half));
+        let got = group_norm(&xh, 2, Some(&wh), None, 1e-5);
+        assert_eq!(got.dtype(), half);
+        let want = group_norm(
+            &xh.to_dtype(DType::F32),
+            2,
+            Some(&wh.to_dtype(DType::F32)),
+            None,
+            1e-5,
+        )
+        .to_dtype(half);
+        assert_eq!(
+            got.to_dtype(DType::F32).to_vec::<f32>(),
+            want.to_dtype(DType::F32).to_vec::<f32>(),
+            "{half:?}"
+        );
+    }
+}
+
+#[test]
+fn conv_transpose_reaches_the_output_size_asked_for() {
+    manual_seed(3);
+    let up = ConvTranspose2d::new(
+        2,
+        3,
+        (3, 3),
+        Conv2dOptions::default().stride(3),
+        (0, 0),
+        true,
+    );
+    let x = Tensor::randn(&[1, 2, 4, 5]);
+    // (4 - 1) * 3 + 3 = 12 rows at least; a stride of 3 allows 12 to 14.
+    for (h, w) in [(12, 15), (13, 16), (14, 17)] {
+        let y = up.forward_with_output_size(&x, (h, w));
+        assert_eq!(y.shape(), &[1, 3, h, w]);
+        // The extra rows and columns see only the bias.
+        let plain = up.forward(&x);
+        let top = y.narrow(2, 0, 12).narrow(3, 0, 15);
+        assert!(top.allclose(&plain, 0.0, 0.0));
+    }
+    let m = panic_message(|| {
+        up.forward_with_output_size(&x, (15, 15));
+    });
+    assert_eq!(
+        m,
+        "ConvTranspose2d: requested an output size of (15, 15), but valid sizes for input of shape [1, 2, 4, 5] range from 12 to 14 in that dim"
+    );
+}
+
+#[test]
+fn reprs_read_as_pytorch_prints_them() {
+    let c = Conv2dOptions::default();
+    let cases: Vec<(Box<dyn Module>, &str)> = vec![
+        (
+            Box::new(ConvTranspose2d::new(
+                16,
+                8,
+                (3, 3),
+                c.stride(2).padding(1),
+                (1, 1),
+                true,
+            )),
+            "ConvTranspose2d(16, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), output_padding=(1, 1))",
+        ),
+        (
+            Box::new(ConvTranspose2d::new(
+                4,
+                6,
+                (2, 2),
+                c.dilation(2).groups(2),
+                (0, 0),
+                false,
+            )),
+            "ConvTranspose2d(4, 6, kernel_size=(2, 2), stride=(1, 1), dilation=(2, 2), groups=2, bias=False)",
+        ),
+        (
+            Box::new(GroupNorm::new(2, 4, 1e-5, true)),
+            "GroupNorm(2, 4, eps=1e-05, affine=True)",
+        ),
+        (
+            Box::new(InstanceNorm::new_2d(3, 1e-5, false)),
+            "InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False)",
+        ),
+    ];
+    for (m, want) in cases {
+        assert_eq!(m.repr(), want);
+    }
+    let names: Vec<String> = ConvTranspose2d::new(4, 6, (2, 2), c.groups(2), (0, 0), true)
+        .named_parameters()
+        .into_iter()
+        .map(|(n, p)| format!("{n} {:?}", p.shape()))
+        .collect();
+    assert_eq!(names, ["weight [4, 3, 2, 2]", "bias [6]"]);
+}
+
+/// A call that should panic, and its message.
+type Misuse = (Box<dyn Fn()>, &'static str);
+
+#[test]
+fn misuse_names_the_op_and_the_shapes() {
+    let cases: Vec<Misuse> = vec![
+        (
+            Box::new(|| {
+                group_norm(&Tensor::zeros(&[2, 6, 4]), 4, None, None, 1e-5);
+            }),
+            "group_norm: input of shape [2, 6, 4] has 6 channels, which do not divide into 4 groups",
+        ),
+        (
+            Box::new(|| {
+                group_norm(
+                    &Tensor::zeros(&[2, 6]),
+                    3,
+                    Some(&Tensor::ones(&[3])),
+                    None,
+                    1e-5,
+                );
+            }),
+            "group_norm: weight has shape [3], expected [6] for input of shape [2, 6]",
+        ),
+        (
+            Box::new(|| {
+                GroupNorm::new(2, 4, 1e-5, true).forward(&Tensor::zeros(&[1, 6, 2]));
+            }),
+            "GroupNorm(2, 4): expected input [N, 4, *], got shape [1, 6, 2]",
+        ),
+        (
+            Box::new(|| {
+                InstanceNorm::new_2d(3, 1e-5, true).forward(&Tensor::zeros(&[2, 4, 4]));
+            }),
+            "InstanceNorm2d(3): expected input with 3 channels, got shape [2, 4, 4]",
+        ),
+        (
+            Box::new(|| {
+                Tensor::zeros(&[1, 8, 10]).fold2d((4, 4), (2, 2), Conv2dOptions::default());
+            }),
+            "fold: output size (4, 4) with kernel (2, 2), stride (1, 1), padding (0, 0) and dilation (1, 1) has 3x3 = 9 blocks, but the input of shape [1, 8, 10] has 10",
+        ),
+        (
+            Box::new(|| {
+                Tensor::zeros(&[1, 3, 4, 4]).conv_transpose2d(
+                    &Tensor::zeros(&[2, 3, 3, 3]),
+                    None,
+                    Conv2dOptions::default(),
+                    (0, 0),
+                );
+            }),
+            "conv_transpose2d: input [1, 3, 4, 4] has 3 channels, but weight [2, 3, 3, 3] expects 2",
+        ),
+        (
+            Box::new(|| {
+                Tensor::zeros(&[1, 2, 4, 4]).conv_transpose2d(
+                    &Tensor::zeros(&[2, 3, 3, 3]),
+                    None,
+                    Conv2dOptions::default().stride(2),
+                    (2, 0),
+                );
+            }),
+            "conv_transpose2d: output_padding (2, 0) must be smaller than either stride (2, 2) or dilation (1, 1)",
+        ),
+        (
+            Box::new(|| {
+                Tensor::zeros(&[1, 2, 1, 1]).conv_transpose2d(
+                    &Tensor::zeros(&[2, 3, 1, 1]),
+                    None,
+                    Conv2dOptions::default().padding(1),
+                    (0, 0),
+                );
+            }),
+            "conv_transpose2d: input [1, 2, 1, 1] with weight [2, 3, 1, 1], stride (1, 1), padding (1, 1), dilation (1, 1) and output_padding (0, 0) gives an empty output",
+        ),
+    ];
+    for (f, want) in cases {
+        assert_eq!(panic_message(f), want);
+    }
+}
