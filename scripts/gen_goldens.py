@@ -168,6 +168,10 @@ def run(op, a, x):
                               align_corners=a.get("align_corners"))]
     if op == "einsum":
         return [torch.einsum(a["eq"], *x)]
+    if op == "diagonal":
+        return [torch.diagonal(x[0], a["offset"], a["dim1"], a["dim2"])]
+    if op == "trace":
+        return [torch.trace(x[0])]
     if op == "outer":
         return [torch.outer(x[0], x[1])]
     if op == "dot":
@@ -513,6 +517,24 @@ case("einsum_ellipsis_broadcast", "einsum", [randn(3, 1, 4, 5), randn(2, 5, 6)],
 case("einsum_ellipsis_summed", "einsum", [randn(2, 3, 4)], {"eq": "...ij->ij"})
 case("einsum_ellipsis_implicit", "einsum", [randn(3, 2, 4), randn(3)], {"eq": "ba...,b"})
 case("einsum_ellipsis_middle", "einsum", [randn(3, 2, 5, 4)], {"eq": "i...j->j...i"})
+# ---- added later: interpolate's bicubic and area modes ----------------------------------
+case("interp_bicubic", "interpolate", [randn(1, 2, 4, 5)], {"mode": "bicubic", "size": [7, 9]})
+case("interp_bicubic_corners", "interpolate", [randn(1, 1, 3, 4)], {"mode": "bicubic", "size": [5, 6], "align_corners": True})
+case("interp_bicubic_down", "interpolate", [randn(1, 1, 8, 7)], {"mode": "bicubic", "size": [3, 4]})
+case("interp_bicubic_scale", "interpolate", [randn(2, 1, 3, 3)], {"mode": "bicubic", "scale": [1.5, 2.0]})
+case("interp_area", "interpolate", [randn(1, 2, 7, 5)], {"mode": "area", "size": [3, 2]})
+case("interp_area_1d", "interpolate", [randn(2, 3, 10)], {"mode": "area", "size": [4]})
+case("interp_area_up", "interpolate", [randn(1, 1, 2, 3)], {"mode": "area", "scale": [2.0, 2.0]})
+# ---- added later: diagonals, trace, and einsum's repeated letters -------------------------
+case("diagonal_main", "diagonal", [randn(3, 4)], {"offset": 0, "dim1": 0, "dim2": 1})
+case("diagonal_offset_3d", "diagonal", [randn(2, 4, 3)], {"offset": 1, "dim1": 2, "dim2": 0})
+case("diagonal_below", "diagonal", [randn(4, 3, 2)], {"offset": -2, "dim1": 0, "dim2": -2})
+case("diagonal_past_the_edge", "diagonal", [randn(2, 3)], {"offset": 3, "dim1": 0, "dim2": 1})
+case("trace", "trace", [randn(4, 4)], {})
+case("einsum_diagonal", "einsum", [randn(3, 3)], {"eq": "ii->i"})
+case("einsum_trace", "einsum", [randn(3, 3)], {"eq": "ii"})
+case("einsum_batch_diagonal", "einsum", [randn(2, 3, 3), randn(3)], {"eq": "bii,i->b"})
+case("einsum_diagonal_product", "einsum", [randn(3, 3, 4), randn(4, 3)], {"eq": "iij,ji->j"})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

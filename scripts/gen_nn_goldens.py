@@ -416,6 +416,26 @@ sched_case("cyclic_triangular2_adamw", lambda o: S.CyclicLR(o, base_lr=0.02, max
            opt_kind="adamw")
 sched_case("cyclic_exp_range", lambda o: S.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=2, step_size_down=4,
                                                     mode="exp_range", gamma=0.9, cycle_momentum=False))
+sched_case("swalr_cos", lambda o: torch.optim.swa_utils.SWALR(o, swa_lr=0.02, anneal_epochs=10))
+sched_case("swalr_linear_at_once", lambda o: torch.optim.swa_utils.SWALR(o, swa_lr=0.05, anneal_epochs=0,
+                                                                         anneal_strategy="linear"))
+
+
+class DecayThenSwa:
+    """PyTorch's SWALR example: another scheduler for 8 epochs, then SWALR
+    annealing from wherever that left the lr."""
+
+    def __init__(self, o):
+        self.decay = S.MultiplicativeLR(o, lambda e: 0.8)
+        self.swa = torch.optim.swa_utils.SWALR(o, swa_lr=0.05, anneal_epochs=6, anneal_strategy="linear")
+        self.k = 0
+
+    def step(self):
+        self.k += 1
+        (self.decay if self.k <= 8 else self.swa).step()
+
+
+sched_case("swalr_after_decay", DecayThenSwa)
 plateau_metrics = [1.0, 0.9, 0.9, 0.9, 0.95, 0.91, 0.89, 0.89, 0.89, 0.89, 0.89, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5,
                    0.5, 0.5, 0.5, 0.5, 0.5, 0.5]
 T["sched.plateau.metrics"] = torch.tensor(plateau_metrics, dtype=torch.float64)
@@ -509,6 +529,17 @@ layer("convtranspose2d_groups_dilation", nn.ConvTranspose2d(4, 6, 3, stride=(1, 
 # output_padding below the dilation but not the stride: a window no input pixel feeds.
 layer("convtranspose2d_outpad_dilation", nn.ConvTranspose2d(2, 3, 2, stride=1, dilation=3, output_padding=2),
       [r(1, 2, 3, 3)])
+
+# ---- the transformer decoder layer (added later, its own seed) --------------------------
+torch.manual_seed(6)
+layer("transformer_decoder_post", nn.TransformerDecoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True),
+      [r(2, 5, 8), r(2, 7, 8)], extra=lambda m, xs: m(xs[0], xs[1]))
+layer("transformer_decoder_pre_gelu_masks",
+      nn.TransformerDecoderLayer(8, 4, dim_feedforward=12, dropout=0.0, activation="gelu", norm_first=True),
+      [r(5, 2, 8), r(6, 2, 8)],
+      extra=lambda m, xs: m(xs[0], xs[1], tgt_mask=torch.triu(torch.ones(5, 5, dtype=torch.bool), 1),
+                            tgt_key_padding_mask=torch.tensor([[False] * 5, [False, False, False, False, True]]),
+                            memory_key_padding_mask=torch.tensor([[False] * 6, [False, False, True, False, True, True]])))
 
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))

@@ -252,6 +252,28 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "ReduceMean"), 6, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Cast"), 0, "{:?}", op_types(&m));
 
+    // interpolate as Resize: sizes after a dynamic batch, or scales; the
+    // nearest, bilinear and bicubic modes, with and without align_corners.
+    let resized = Custom(
+        |h: &Tensor| {
+            use tapir::nn::{InterpolateMode as M, interpolate};
+            let img = h.reshape(&[-1, 1, 2, 2]);
+            let a = interpolate(&img, Some(&[4, 6]), None, M::Bilinear, None);
+            let b = interpolate(&img, None, Some(&[2.0, 3.0]), M::Nearest, None);
+            let c = interpolate(&img, Some(&[4, 6]), None, M::Bicubic, Some(true));
+            let d = interpolate(&img, None, Some(&[2.0, 3.0]), M::Bicubic, None);
+            &(&(&a + &b) + &c) + &d
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (resize_case, m) = case(
+        "interpolate",
+        &resized,
+        |b| vec![Tensor::randn(&[b, 4])],
+        &[3, 6],
+    );
+    assert_eq!(count(&m, "Resize"), 4, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -269,7 +291,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             fused_case,
             unbind_case,
             rearranged_case,
-            decoder_case
+            decoder_case,
+            resize_case
         ])
         .to_string(),
     )
@@ -287,7 +310,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 16, "{text}");
+    assert_eq!(text.matches(" ok").count(), 18, "{text}");
 }
 
 tapir::model! {

@@ -146,6 +146,8 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             let mode = match a["mode"].as_str().unwrap() {
                 "nearest" => tapir::nn::InterpolateMode::Nearest,
                 "linear" => tapir::nn::InterpolateMode::Linear,
+                "bicubic" => tapir::nn::InterpolateMode::Bicubic,
+                "area" => tapir::nn::InterpolateMode::Area,
                 _ => tapir::nn::InterpolateMode::Bilinear,
             };
             let size = a.get("size").map(|_| usizes(a, "size"));
@@ -170,6 +172,11 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             &x.iter().collect::<Vec<_>>(),
         )),
         "dot" => one(x[0].dot(&x[1])),
+        "diagonal" => {
+            let int = |k: &str| a[k].as_i64().unwrap() as isize;
+            one(x[0].diagonal(int("offset"), int("dim1"), int("dim2")))
+        }
+        "trace" => one(x[0].trace()),
         "selu" => one(x[0].selu()),
         "mish" => one(x[0].mish()),
         "relu6" => one(x[0].relu6()),

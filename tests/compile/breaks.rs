@@ -355,7 +355,8 @@ fn noise_drawn_inside_replays_fresh_draws_as_eager_does() {
 }
 
 /// An upsampling decoder: transposed convolutions, group and instance
-/// norm, and an unfold folded back (each a graph break before they replayed).
+/// norm, an unfold folded back and interpolation (each a graph break
+/// before they replayed).
 struct Decoder(Sequential);
 
 module_of_linear!(Decoder);
@@ -366,7 +367,11 @@ impl Forward for Decoder {
         let opts = tapir::Conv2dOptions::default().stride(2);
         let (side_h, side_w) = (h.shape()[2], h.shape()[3]);
         let cols = h.unfold2d((2, 2), opts);
-        &h + &cols.fold2d((side_h, side_w), (2, 2), opts)
+        let h = &h + &cols.fold2d((side_h, side_w), (2, 2), opts);
+        use tapir::nn::{InterpolateMode as M, interpolate};
+        let up = interpolate(&h, None, Some(&[2.0, 1.5]), M::Bicubic, None);
+        let down = interpolate(&up, Some(&[side_h, side_w]), None, M::Area, None);
+        &(&h + &down) + &interpolate(&h, Some(&[side_h, side_w]), None, M::Bilinear, Some(true))
     }
 }
 

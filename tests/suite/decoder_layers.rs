@@ -1,11 +1,14 @@
-//! GroupNorm, InstanceNorm, fold and ConvTranspose2d beyond their PyTorch
-//! goldens (`nn_goldens`): gradients by finite differences, half precision
-//! rounded once, the output size a caller asks for, reprs and errors.
+//! GroupNorm, InstanceNorm, fold, ConvTranspose2d and the transformer
+//! decoder layer beyond their PyTorch goldens (`nn_goldens`): gradients by
+//! finite differences, half precision rounded once, the output size a
+//! caller asks for, reprs (with the norms' as torch 2.15 prints them) and
+//! errors.
 
 use crate::common::panic_message;
 use tapir::gradcheck;
 use tapir::nn::{
-    ConvTranspose2d, Forward, GroupNorm, InstanceNorm, Module, group_norm, instance_norm,
+    BatchNorm, ConvTranspose2d, Forward, GroupNorm, InstanceNorm, LayerNorm, Module, RMSNorm,
+    TransformerDecoderLayer, TransformerDecoderLayerOptions, group_norm, instance_norm,
 };
 use tapir::prelude::*;
 
@@ -145,16 +148,54 @@ fn reprs_read_as_pytorch_prints_them() {
         ),
         (
             Box::new(GroupNorm::new(2, 4, 1e-5, true)),
-            "GroupNorm(2, 4, eps=1e-05, affine=True)",
+            "GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)",
         ),
         (
             Box::new(InstanceNorm::new_2d(3, 1e-5, false)),
-            "InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, track_running_stats=False)",
+            "InstanceNorm2d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, track_running_stats=False)",
+        ),
+        (
+            Box::new(LayerNorm::new(&[8], 1e-5, false)),
+            "LayerNorm((8,), eps=1e-05, elementwise_affine=False, bias=False)",
+        ),
+        (
+            Box::new(LayerNorm::new(&[3, 4], 1e-6, true)),
+            "LayerNorm((3, 4), eps=1e-06, elementwise_affine=True, bias=True)",
+        ),
+        (
+            Box::new(RMSNorm::new(&[6], Some(1e-6), true)),
+            "RMSNorm((6,), eps=1e-06, elementwise_affine=True)",
+        ),
+        (
+            Box::new({
+                let mut bn = BatchNorm::new_2d(3);
+                (bn.eps, bn.momentum) = (1e-3, 0.01);
+                bn
+            }),
+            "BatchNorm2d(3, eps=0.001, momentum=0.01, affine=True, bias=True, track_running_stats=True)",
         ),
     ];
     for (m, want) in cases {
         assert_eq!(m.repr(), want);
     }
+    // As torch 2.15 prints `nn.TransformerDecoderLayer(8, 2, dim_feedforward=16)`.
+    let opts = TransformerDecoderLayerOptions {
+        dim_feedforward: 16,
+        ..Default::default()
+    };
+    let norm = "LayerNorm((8,), eps=1e-05, elementwise_affine=True, bias=True)";
+    let attn = "MultiheadAttention(\n    (out_proj): NonDynamicallyQuantizableLinear(in_features=8, out_features=8, bias=True)\n  )";
+    let drop = "Dropout(p=0.1, inplace=False)";
+    assert_eq!(
+        TransformerDecoderLayer::new(8, 2, opts).repr(),
+        format!(
+            "TransformerDecoderLayer(\n  (self_attn): {attn}\n  (multihead_attn): {attn}\n  \
+             (linear1): Linear(in_features=8, out_features=16, bias=True)\n  (dropout): {drop}\n  \
+             (linear2): Linear(in_features=16, out_features=8, bias=True)\n  (norm1): {norm}\n  \
+             (norm2): {norm}\n  (norm3): {norm}\n  (dropout1): {drop}\n  (dropout2): {drop}\n  \
+             (dropout3): {drop}\n)"
+        )
+    );
     let names: Vec<String> = ConvTranspose2d::new(4, 6, (2, 2), c.groups(2), (0, 0), true)
         .named_parameters()
         .into_iter()

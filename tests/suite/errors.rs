@@ -430,9 +430,21 @@ fn einsum_names_the_equation_and_the_mismatch() {
     );
     assert_eq!(
         panic_message(|| {
-            Tensor::einsum("ii->i", &[&Tensor::zeros(&[3, 3])]);
+            Tensor::einsum("ii->i", &[&Tensor::zeros(&[2, 3])]);
         }),
-        "einsum: 'i' repeats within \"ii\" in \"ii->i\" (diagonals are not supported)"
+        "einsum: 'i' repeats within \"ii\" in \"ii->i\" over dims of sizes 2 and 3, which must be equal"
+    );
+    assert_eq!(
+        panic_message(|| {
+            Tensor::zeros(&[2, 3]).diagonal(0, 1, -1);
+        }),
+        "diagonal: dim1 and dim2 cannot be the same dim (1 and -1 of shape [2, 3])"
+    );
+    assert_eq!(
+        panic_message(|| {
+            Tensor::zeros(&[2, 3, 4]).trace();
+        }),
+        "trace: expects a matrix, got shape [2, 3, 4]"
     );
 }
 
@@ -457,7 +469,25 @@ fn interpolate_names_its_bad_arguments() {
                 Some(false),
             );
         }),
-        "interpolate: align_corners can only be set with the linear modes, not 'nearest'"
+        "interpolate: align_corners can only be set with the linear and cubic modes, not 'nearest'"
+    );
+    assert_eq!(
+        panic_message(|| {
+            interpolate(&img, Some(&[3, 3]), None, InterpolateMode::Area, Some(true));
+        }),
+        "interpolate: align_corners can only be set with the linear and cubic modes, not 'area'"
+    );
+    assert_eq!(
+        panic_message(|| {
+            interpolate(
+                &Tensor::zeros(&[1, 2, 5]),
+                Some(&[8]),
+                None,
+                InterpolateMode::Bicubic,
+                None,
+            );
+        }),
+        "interpolate: mode 'bicubic' does not take an input of shape [1, 2, 5]"
     );
     assert!(
         panic_message(|| {

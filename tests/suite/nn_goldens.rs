@@ -232,6 +232,46 @@ fn run_layer(
                 scaled_dot_product_attention(x, &inputs[1], &inputs[2], mask, 0.0, causal, scale);
             (out, loaded(Box::new(Identity), sd, dtype)?)
         }
+        "transformer_decoder_post" | "transformer_decoder_pre_gelu_masks" => {
+            let post = name == "transformer_decoder_post";
+            let opts = TransformerDecoderLayerOptions {
+                dim_feedforward: if post { 16 } else { 12 },
+                dropout: 0.0,
+                batch_first: post,
+                norm_first: !post,
+                activation: if post {
+                    Activation::Relu
+                } else {
+                    Activation::Gelu
+                },
+                ..Default::default()
+            };
+            let heads = if post { 2 } else { 4 };
+            let m = loaded(
+                Box::new(TransformerDecoderLayer::new(8, heads, opts)),
+                sd,
+                dtype,
+            )?;
+            let out = if post {
+                m.forward(x, &inputs[1])
+            } else {
+                let memory_pad = dev(Tensor::from_vec(
+                    vec![
+                        false, false, false, false, false, false, false, false, true, false, true,
+                        true,
+                    ],
+                    &[2, 6],
+                ));
+                let masks = DecoderMasks {
+                    tgt_mask: Some(&causal()),
+                    tgt_key_padding_mask: Some(&pad(&[false, false, false, false, true])),
+                    memory_key_padding_mask: Some(&memory_pad),
+                    ..Default::default()
+                };
+                m.forward_with(x, &inputs[1], masks)
+            };
+            (out, m)
+        }
         "fold" => {
             let opts = Conv2dOptions {
                 stride: (1, 2),
@@ -439,6 +479,41 @@ fn losses_match_pytorch_for_every_reduction() {
     }
 }
 
+/// PyTorch's SWALR example: another scheduler for 8 epochs, then SWALR
+/// annealing from wherever that left the lr (the script's `DecayThenSwa`).
+struct DecayThenSwa {
+    decay: ClosedForm,
+    swa: swa_utils::SWALR,
+    steps: i64,
+}
+
+impl DecayThenSwa {
+    fn new(o: &mut dyn Optimizer) -> DecayThenSwa {
+        DecayThenSwa {
+            decay: MultiplicativeLR::new(o, |_| 0.8),
+            swa: swa_utils::SWALR::new(o, 0.05, 6, swa_utils::AnnealStrategy::Linear),
+            steps: 0,
+        }
+    }
+}
+
+impl LrScheduler for DecayThenSwa {
+    fn set_epoch(&mut self, opt: &mut dyn Optimizer, _: i64) {
+        self.steps += 1;
+        if self.steps <= 8 {
+            self.decay.step(opt)
+        } else {
+            self.swa.step(opt)
+        }
+    }
+    fn last_epoch(&self) -> i64 {
+        self.steps
+    }
+    fn get_last_lr(&self) -> Vec<f64> {
+        self.swa.get_last_lr()
+    }
+}
+
 #[test]
 #[allow(clippy::needless_range_loop)]
 fn schedulers_match_pytorch_for_25_steps() {
@@ -529,6 +604,19 @@ fn schedulers_match_pytorch_for_25_steps() {
                     ..Default::default()
                 },
             ))),
+            "swalr_cos" => Some(Box::new(swa_utils::SWALR::new(
+                o,
+                0.02,
+                10,
+                swa_utils::AnnealStrategy::Cos,
+            ))),
+            "swalr_linear_at_once" => Some(Box::new(swa_utils::SWALR::new(
+                o,
+                0.05,
+                0,
+                swa_utils::AnnealStrategy::Linear,
+            ))),
+            "swalr_after_decay" => Some(Box::new(DecayThenSwa::new(o))),
             "plateau" => None,
             other => panic!("no scheduler {other}"),
         };
@@ -558,7 +646,7 @@ fn schedulers_match_pytorch_for_25_steps() {
             1e-10,
         )
     });
-    assert_eq!(n, 17);
+    assert_eq!(n, 20);
 }
 
 #[test]
@@ -671,6 +759,32 @@ fn scheduler_state_restores_the_schedule() {
     r.step(&mut w);
     r2.step(&mut w2);
     assert_eq!(w.lr(), w2.lr());
+
+    // SWALR counts its steps: restored mid-anneal, it continues the anneal.
+    use swa_utils::{AnnealStrategy, SWALR};
+    let sgd = |p: &Tensor| {
+        let config = SgdConfig {
+            lr: 0.5,
+            ..Default::default()
+        };
+        SGD::new(vec![p.clone()], config)
+    };
+    let p = Tensor::zeros(&[1]).requires_grad_(true);
+    let (mut a, mut b) = (sgd(&p), sgd(&p));
+    let mut sa = SWALR::new(&mut a, 0.1, 8, AnnealStrategy::Cos);
+    for _ in 0..3 {
+        sa.step(&mut a);
+    }
+    let mut sb = SWALR::new(&mut b, 0.1, 8, AnnealStrategy::Cos);
+    assert_eq!(b.lr(), 0.5);
+    sb.load_state_dict(&mut b, &sa.state_dict());
+    assert_eq!(a.lr(), b.lr());
+    for _ in 0..8 {
+        sa.step(&mut a);
+        sb.step(&mut b);
+        assert_eq!(a.lr(), b.lr());
+    }
+    assert!((a.lr() - 0.1).abs() < 1e-15, "annealed to the SWA lr");
 }
 
 #[test]

@@ -281,7 +281,7 @@ fn module_repr_and_counts_follow_pytorch() {
         784 * 256 + 256 + 4 * (2 * (256 * 256 + 256) + 2 * 256) + 2570
     );
     let r = model.repr();
-    assert!(r.starts_with("Mlp(\n  (stem): Linear(in_features=784, out_features=256, bias=True)\n  (blocks): ModuleList(\n    (0): ResBlock(\n      (net): Sequential(\n        (0): Linear(in_features=256, out_features=256, bias=True)\n        (1): LayerNorm((256,), eps=1e-05, elementwise_affine=True)\n        (2): GELU(approximate='none')"), "{r}");
+    assert!(r.starts_with("Mlp(\n  (stem): Linear(in_features=784, out_features=256, bias=True)\n  (blocks): ModuleList(\n    (0): ResBlock(\n      (net): Sequential(\n        (0): Linear(in_features=256, out_features=256, bias=True)\n        (1): LayerNorm((256,), eps=1e-05, elementwise_affine=True, bias=True)\n        (2): GELU(approximate='none')"), "{r}");
 }
 
 #[test]

@@ -267,6 +267,25 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
                     .conv_transpose2d(a.x(1), a.opt(2), opts, a.pair("output_padding")),
             ]
         },
+        "interpolate" => |a| {
+            let size: Vec<usize> = a.attrs.ints("size").iter().map(|&d| d as usize).collect();
+            let scales: Vec<f64> = ["scale0", "scale1"]
+                .iter()
+                .map(|k| a.float(k))
+                .take_while(|&f| f > 0.0)
+                .collect();
+            let corners = match a.int("align_corners") {
+                -1 => None,
+                c => Some(c != 0),
+            };
+            vec![crate::nn::interpolate(
+                a.x(0),
+                (!size.is_empty()).then_some(&size[..]),
+                (!scales.is_empty()).then_some(&scales[..]),
+                crate::nn::InterpolateMode::from_code(a.int("mode")),
+                corners,
+            )]
+        },
         "unfold2d" => |a| vec![a.x(0).unfold2d(a.pair("kernel"), a.conv_opts())],
         "fold2d" => |a| {
             let (size, kernel) = (a.pair("output_size"), a.pair("kernel"));

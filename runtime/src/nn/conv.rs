@@ -239,25 +239,48 @@ impl Module for Conv2d {
         super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
     }
     fn repr(&self) -> String {
-        let o = &self.opts;
-        let mut s = format!(
-            "Conv2d({}, {}, kernel_size={:?}, stride={:?}",
-            self.in_channels, self.out_channels, self.kernel, o.stride
-        );
-        if o.padding != (0, 0) {
-            s.push_str(&format!(", padding={:?}", o.padding));
-        }
-        if o.dilation != (1, 1) {
-            s.push_str(&format!(", dilation={:?}", o.dilation));
-        }
-        if o.groups != 1 {
-            s.push_str(&format!(", groups={}", o.groups));
-        }
-        if self.bias.is_none() {
-            s.push_str(", bias=False");
-        }
-        s + ")"
+        let channels = (self.in_channels, self.out_channels);
+        conv2d_repr(
+            "Conv2d",
+            channels,
+            self.kernel,
+            &self.opts,
+            (0, 0),
+            &self.bias,
+        )
     }
+}
+
+/// PyTorch's `_ConvNd.extra_repr` for the 2-D convolutions: the options
+/// that differ from their defaults, in PyTorch's order.
+fn conv2d_repr(
+    name: &str,
+    (in_channels, out_channels): (usize, usize),
+    kernel: (usize, usize),
+    o: &Conv2dOptions,
+    output_padding: (usize, usize),
+    bias: &Option<Tensor>,
+) -> String {
+    let mut s = format!(
+        "{name}({in_channels}, {out_channels}, kernel_size={kernel:?}, stride={:?}",
+        o.stride
+    );
+    if o.padding != (0, 0) {
+        s.push_str(&format!(", padding={:?}", o.padding));
+    }
+    if o.dilation != (1, 1) {
+        s.push_str(&format!(", dilation={:?}", o.dilation));
+    }
+    if output_padding != (0, 0) {
+        s.push_str(&format!(", output_padding={output_padding:?}"));
+    }
+    if o.groups != 1 {
+        s.push_str(&format!(", groups={}", o.groups));
+    }
+    if bias.is_none() {
+        s.push_str(", bias=False");
+    }
+    s + ")"
 }
 
 /// `nn.ConvTranspose2d` (weight `[in_channels, out_channels / groups, kh,
@@ -386,27 +409,9 @@ impl Module for ConvTranspose2d {
         super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
     }
     fn repr(&self) -> String {
-        let o = &self.opts;
-        let mut s = format!(
-            "ConvTranspose2d({}, {}, kernel_size={:?}, stride={:?}",
-            self.in_channels, self.out_channels, self.kernel, o.stride
-        );
-        if o.padding != (0, 0) {
-            s.push_str(&format!(", padding={:?}", o.padding));
-        }
-        if o.dilation != (1, 1) {
-            s.push_str(&format!(", dilation={:?}", o.dilation));
-        }
-        if self.output_padding != (0, 0) {
-            s.push_str(&format!(", output_padding={:?}", self.output_padding));
-        }
-        if o.groups != 1 {
-            s.push_str(&format!(", groups={}", o.groups));
-        }
-        if self.bias.is_none() {
-            s.push_str(", bias=False");
-        }
-        s + ")"
+        let channels = (self.in_channels, self.out_channels);
+        let (k, o, op) = (self.kernel, &self.opts, self.output_padding);
+        conv2d_repr("ConvTranspose2d", channels, k, o, op, &self.bias)
     }
 }
 

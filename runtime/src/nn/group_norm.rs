@@ -3,7 +3,8 @@
 //! variance and elementwise ops, so their gradients come from those ops.
 //! Instance norm is group norm with one channel per group.
 
-use super::module::{Forward, Module, TensorKind};
+use super::module::{Forward, Module, TensorKind, py_float};
+use super::norm::{visit_affine, visit_affine_mut};
 use crate::amp::{self, Policy};
 use crate::{DType, Tensor};
 
@@ -130,7 +131,8 @@ fn as_dtype(t: &Tensor, dtype: DType) -> Tensor {
 }
 
 /// `nn.GroupNorm(num_groups, num_channels, eps=1e-5, affine=True)`: weight
-/// ones and bias zeros of shape `[num_channels]` when affine.
+/// ones and bias zeros of shape `[num_channels]` when affine (PyTorch's
+/// keyword `bias=False` is `bias` set to `None`).
 ///
 /// ```
 /// use tapir_runtime::{nn::{Forward, GroupNorm}, Tensor};
@@ -199,34 +201,6 @@ impl Forward for GroupNorm {
     }
 }
 
-fn visit_affine(
-    w: &Option<Tensor>,
-    b: &Option<Tensor>,
-    f: &mut dyn FnMut(&str, &Tensor, TensorKind),
-) {
-    for (name, t) in [("weight", w), ("bias", b)] {
-        if let Some(t) = t {
-            f(name, t, TensorKind::Parameter);
-        }
-    }
-}
-
-fn visit_affine_mut(
-    w: &mut Option<Tensor>,
-    b: &mut Option<Tensor>,
-    f: &mut dyn FnMut(&str, &mut Tensor, TensorKind),
-) {
-    for (name, t) in [("weight", w), ("bias", b)] {
-        if let Some(t) = t {
-            f(name, t, TensorKind::Parameter);
-        }
-    }
-}
-
-fn py_eps(eps: f64) -> String {
-    format!("{eps:e}").replace("e-5", "e-05")
-}
-
 fn py_bool(b: bool) -> &'static str {
     if b { "True" } else { "False" }
 }
@@ -240,11 +214,12 @@ impl Module for GroupNorm {
     }
     fn repr(&self) -> String {
         format!(
-            "GroupNorm({}, {}, eps={}, affine={})",
+            "GroupNorm({}, {}, eps={}, affine={}, bias={})",
             self.num_groups,
             self.num_channels,
-            py_eps(self.eps),
-            py_bool(self.weight.is_some())
+            py_float(self.eps),
+            py_bool(self.weight.is_some()),
+            py_bool(self.bias.is_some())
         )
     }
 }
@@ -338,11 +313,12 @@ impl Module for InstanceNorm {
     }
     fn repr(&self) -> String {
         format!(
-            "{}({}, eps={}, momentum=0.1, affine={}, track_running_stats=False)",
+            "{}({}, eps={}, momentum=0.1, affine={}, bias={}, track_running_stats=False)",
             self.name(),
             self.num_features,
-            py_eps(self.eps),
-            py_bool(self.weight.is_some())
+            py_float(self.eps),
+            py_bool(self.weight.is_some()),
+            py_bool(self.bias.is_some())
         )
     }
 }

@@ -1,11 +1,14 @@
-//! `F.interpolate` and `nn.Upsample`: nearest, linear (3-D input) and
-//! bilinear (4-D input) resizing with PyTorch's source-index formulas. Each
-//! spatial dim is resized on its own (bilinear is linear along H, then
-//! along W) by `index_select` and weighted sums, so the gradient and the
-//! devices are those ops'.
+//! `F.interpolate` and `nn.Upsample`: nearest, linear (3-D input),
+//! bilinear and bicubic (4-D input) resizing with PyTorch's source-index
+//! formulas, and area (adaptive average pooling). Each spatial dim is
+//! resized on its own (bilinear is linear along H, then along W; bicubic's
+//! 4 x 4 taps are 4 along H, then 4 along W) by `index_select` and weighted
+//! sums, so the gradient and the devices are those ops'.
 
+use super::layers::AdaptiveAvgPool2d;
 use super::module::{Forward, Module, TensorKind};
 use crate::Tensor;
+use crate::trace::Attr;
 
 /// How [`interpolate`] computes an output element (`mode=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -18,14 +21,41 @@ pub enum InterpolateMode {
     Linear,
     /// Linear along both spatial dims of a `[N, C, H, W]` input.
     Bilinear,
+    /// Cubic convolution (Keys, `A = -0.75`, PyTorch's) over the 4 x 4
+    /// nearest elements of a `[N, C, H, W]` input, edges repeated.
+    Bicubic,
+    /// The mean of each output element's window (adaptive average
+    /// pooling) over a `[N, C, L]` or `[N, C, H, W]` input.
+    Area,
 }
 
 impl InterpolateMode {
-    fn name(self) -> &'static str {
+    const ALL: [InterpolateMode; 5] = [
+        InterpolateMode::Nearest,
+        InterpolateMode::Linear,
+        InterpolateMode::Bilinear,
+        InterpolateMode::Bicubic,
+        InterpolateMode::Area,
+    ];
+
+    /// The mode as a recorded attribute (its place in [`Self::ALL`]).
+    fn code(self) -> i64 {
+        Self::ALL.iter().position(|&m| m == self).unwrap_or(0) as i64
+    }
+
+    /// The mode a recorded attribute names.
+    pub(crate) fn from_code(code: i64) -> InterpolateMode {
+        Self::ALL[code.clamp(0, 4) as usize]
+    }
+
+    /// PyTorch's name for the mode (`mode=`).
+    pub(crate) fn name(self) -> &'static str {
         match self {
             InterpolateMode::Nearest => "nearest",
             InterpolateMode::Linear => "linear",
             InterpolateMode::Bilinear => "bilinear",
+            InterpolateMode::Bicubic => "bicubic",
+            InterpolateMode::Area => "area",
         }
     }
 }
@@ -54,8 +84,21 @@ fn source(
                 0.0
             }
         }
+        // Cubic reads one element further left, so its source may be
+        // negative (PyTorch's `cubic` flag skips the clamp at 0).
+        InterpolateMode::Bicubic => (j as f64 + 0.5) * ratio(n as f64 / m as f64) - 0.5,
         _ => ((j as f64 + 0.5) * ratio(n as f64 / m as f64) - 0.5).max(0.0),
     }
+}
+
+/// The four weights of cubic convolution at fraction `t` (PyTorch's
+/// `get_cubic_upsample_coefficients`, `A = -0.75`), for the elements at
+/// offsets -1, 0, 1 and 2 from the source's floor.
+fn cubic_weights(t: f64) -> [f64; 4] {
+    const A: f64 = -0.75;
+    let near = |x: f64| ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+    let far = |x: f64| ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+    [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
 }
 
 /// Dim `d` of `x` resized from `n` to `m` elements.
@@ -75,14 +118,36 @@ fn resize_dim(
         .collect();
     let lower: Vec<i64> = srcs.iter().map(|&s| s.floor() as i64).collect();
     let dim = d as isize;
+    let mut shape = vec![1usize; x.ndim()];
+    shape[d] = m;
+    if mode == InterpolateMode::Bicubic {
+        // Four taps, their indices clamped into the input (edges repeat).
+        let mut out: Option<Tensor> = None;
+        for k in 0..4 {
+            let at: Vec<i64> = lower
+                .iter()
+                .map(|&i| (i - 1 + k as i64).clamp(0, n as i64 - 1))
+                .collect();
+            let w: Vec<f64> = srcs
+                .iter()
+                .zip(&lower)
+                .map(|(s, &i)| cubic_weights(s - i as f64)[k])
+                .collect();
+            let w = on(Tensor::from_vec(w, &shape).to_dtype(x.dtype()));
+            let tap = &x.index_select(dim, &on(Tensor::from_vec(at, &[m]))) * &w;
+            out = Some(match out {
+                Some(sum) => &sum + &tap,
+                None => tap,
+            });
+        }
+        return out.expect("four taps");
+    }
     let near = x.index_select(dim, &on(Tensor::from_vec(lower.clone(), &[m])));
     if mode == InterpolateMode::Nearest {
         return near;
     }
     let upper: Vec<i64> = lower.iter().map(|&i| (i + 1).min(n as i64 - 1)).collect();
     let far = x.index_select(dim, &on(Tensor::from_vec(upper, &[m])));
-    let mut shape = vec![1usize; x.ndim()];
-    shape[d] = m;
     let weight: Vec<f64> = srcs
         .iter()
         .zip(&lower)
@@ -112,11 +177,40 @@ pub fn interpolate(
     mode: InterpolateMode,
     align_corners: Option<bool>,
 ) -> Tensor {
+    // One recorded op (its index tensors are made inside it), so compile
+    // replays it and ONNX export maps it to Resize.
+    let attrs = || {
+        let size = size.unwrap_or(&[]).iter().map(|&d| d as i64).collect();
+        let corners = align_corners.map_or(-1, |c| c as i64);
+        let mut a = vec![
+            ("size", Attr::Ints(size)),
+            ("mode", Attr::Int(mode.code())),
+            ("align_corners", Attr::Int(corners)),
+        ];
+        const SCALES: [&str; 2] = ["scale0", "scale1"];
+        for (k, &f) in scale_factor.unwrap_or(&[]).iter().enumerate().take(2) {
+            a.push((SCALES[k], Attr::Float(f)));
+        }
+        a
+    };
+    crate::trace::op("interpolate", [x], attrs, || {
+        resize(x, size, scale_factor, mode, align_corners)
+    })
+}
+
+fn resize(
+    x: &Tensor,
+    size: Option<&[usize]>,
+    scale_factor: Option<&[f64]>,
+    mode: InterpolateMode,
+    align_corners: Option<bool>,
+) -> Tensor {
     let spatial = x.ndim().saturating_sub(2);
     let want = match mode {
         InterpolateMode::Nearest => (1..=2).contains(&spatial),
         InterpolateMode::Linear => spatial == 1,
-        InterpolateMode::Bilinear => spatial == 2,
+        InterpolateMode::Bilinear | InterpolateMode::Bicubic => spatial == 2,
+        InterpolateMode::Area => (1..=2).contains(&spatial),
     };
     assert!(
         want,
@@ -130,8 +224,10 @@ pub fn interpolate(
         x.dtype()
     );
     assert!(
-        mode != InterpolateMode::Nearest || align_corners.is_none(),
-        "interpolate: align_corners can only be set with the linear modes, not 'nearest'"
+        !matches!(mode, InterpolateMode::Nearest | InterpolateMode::Area)
+            || align_corners.is_none(),
+        "interpolate: align_corners can only be set with the linear and cubic modes, not '{}'",
+        mode.name()
     );
     let corners = align_corners.unwrap_or(false);
     let sizes: Vec<usize> = match (size, scale_factor) {
@@ -144,9 +240,20 @@ pub fn interpolate(
             x.shape()
         ),
     };
+    assert!(
+        sizes.iter().all(|&m| m > 0),
+        "interpolate: output size {sizes:?} has an empty dim"
+    );
+    if mode == InterpolateMode::Area {
+        // PyTorch's area mode is adaptive average pooling.
+        let pool = |x: &Tensor, output_size| AdaptiveAvgPool2d { output_size }.forward(x);
+        return match sizes[..] {
+            [l] => pool(&x.unsqueeze(2), (1, l)).squeeze_dim(2),
+            _ => pool(x, (sizes[0], sizes[1])),
+        };
+    }
     let mut out = x.clone();
     for (k, &m) in sizes.iter().enumerate() {
-        assert!(m > 0, "interpolate: output size {sizes:?} has an empty dim");
         let scale = scale_factor.map(|f| f[k]);
         out = resize_dim(&out, 2 + k, m, scale, mode, corners);
     }

@@ -17,6 +17,7 @@ mod norm;
 mod recurrent;
 mod sdpa;
 mod transformer;
+mod transformer_decoder;
 
 pub use activation::{CELU, ELU, GLU, Hardshrink, Hardtanh, Softshrink, Threshold};
 pub use attention::MultiheadAttention;
@@ -48,3 +49,6 @@ pub use recurrent::{GRU, LSTM, RnnOptions};
 pub(crate) use sdpa::allowed_backends;
 pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
 pub use transformer::{Activation, TransformerEncoderLayer, TransformerEncoderLayerOptions};
+pub use transformer_decoder::{
+    DecoderMasks, TransformerDecoderLayer, TransformerDecoderLayerOptions,
+};

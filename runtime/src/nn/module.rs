@@ -315,6 +315,30 @@ pub fn visit_child_mut(
     child.visit_mut(&mut |n, t, k| f(&format!("{name}.{n}"), t, k));
 }
 
+/// A float as Python's `repr` writes it (`1e-05`, `0.001`, `1.0`), for
+/// reprs that match PyTorch's.
+pub(crate) fn py_float(v: f64) -> String {
+    if v.is_nan() {
+        return "nan".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0.0" } else { "0.0" }.into();
+    }
+    let exp = v.abs().log10().floor() as i32;
+    if (-4..16).contains(&exp) {
+        let s = format!("{v}");
+        return if s.contains('.') { s } else { s + ".0" };
+    }
+    let s = format!("{v:e}");
+    let (mantissa, e) = s.split_once('e').unwrap_or((&s, "0"));
+    let e: i32 = e.parse().unwrap_or(0);
+    let sign = if e < 0 { '-' } else { '+' };
+    format!("{mantissa}e{sign}{:02}", e.abs())
+}
+
 /// PyTorch's repr of a composite: `Name(\n  (child): ...\n)`.
 pub fn repr_children(name: &str, children: &[(&str, &dyn Module)]) -> String {
     if children.is_empty() {

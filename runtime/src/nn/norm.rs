@@ -1,6 +1,6 @@
 //! Normalisation layers: LayerNorm, RMSNorm, BatchNorm1d/2d.
 
-use super::module::{Forward, Module, TensorKind, TrainingFlag};
+use super::module::{Forward, Module, TensorKind, TrainingFlag, py_float};
 use crate::trace::Attr;
 use crate::{DType, Tensor, no_grad};
 
@@ -75,7 +75,7 @@ impl Forward for LayerNorm {
     }
 }
 
-fn visit_affine(
+pub(super) fn visit_affine(
     w: &Option<Tensor>,
     b: &Option<Tensor>,
     f: &mut dyn FnMut(&str, &Tensor, TensorKind),
@@ -88,7 +88,7 @@ fn visit_affine(
     }
 }
 
-fn visit_affine_mut(
+pub(super) fn visit_affine_mut(
     w: &mut Option<Tensor>,
     b: &mut Option<Tensor>,
     f: &mut dyn FnMut(&str, &mut Tensor, TensorKind),
@@ -123,12 +123,12 @@ impl Module for LayerNorm {
         } else {
             "False"
         };
+        let bias = if self.bias.is_some() { "True" } else { "False" };
         format!(
-            "LayerNorm({}, eps={:e}, elementwise_affine={affine})",
+            "LayerNorm({}, eps={}, elementwise_affine={affine}, bias={bias})",
             shape_str(&self.normalized_shape),
-            self.eps
+            py_float(self.eps)
         )
-        .replace("e-5", "e-05")
     }
 }
 
@@ -188,7 +188,7 @@ impl Module for RMSNorm {
         visit_affine_mut(&mut self.weight, &mut None, f);
     }
     fn repr(&self) -> String {
-        let eps = self.eps.map_or("None".to_string(), |e| format!("{e:e}"));
+        let eps = self.eps.map_or("None".to_string(), py_float);
         format!(
             "RMSNorm({}, eps={eps}, elementwise_affine={})",
             shape_str(&self.normalized_shape),
@@ -390,11 +390,15 @@ impl Module for BatchNorm {
         } else {
             "BatchNorm2d"
         };
+        let flag = |t: &Option<Tensor>| if t.is_some() { "True" } else { "False" };
         format!(
-            "{name}({}, eps={:e}, momentum={}, affine=True, track_running_stats=True)",
-            self.num_features, self.eps, self.momentum
+            "{name}({}, eps={}, momentum={}, affine={}, bias={}, track_running_stats=True)",
+            self.num_features,
+            py_float(self.eps),
+            py_float(self.momentum),
+            flag(&self.weight),
+            flag(&self.bias)
         )
-        .replace("e-5", "e-05")
     }
     fn set_training(&self, on: bool) {
         self.training.set(on);

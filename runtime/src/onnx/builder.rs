@@ -41,6 +41,14 @@ pub(super) fn float(name: &str, v: f64) -> AttributeProto {
         ..Default::default()
     }
 }
+pub(super) fn string(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: Some(name.into()),
+        s: Some(v.as_bytes().to_vec()),
+        r#type: Some(attribute_type::STRING),
+        ..Default::default()
+    }
+}
 pub(super) fn ints(name: &str, v: &[i64]) -> AttributeProto {
     AttributeProto {
         name: Some(name.into()),
@@ -123,6 +131,18 @@ impl Builder {
     /// A 1-D int64 initializer.
     pub fn vec_i64(&mut self, v: &[i64]) -> String {
         self.const_i64(v, vec![v.len() as i64])
+    }
+
+    /// A 1-D float32 initializer.
+    pub fn vec_f32(&mut self, v: &[f64]) -> String {
+        let name = self.fresh("const");
+        self.inits.push(TensorProto {
+            dims: vec![v.len() as i64],
+            data_type: Some(data_type::FLOAT),
+            name: Some(name.clone()),
+            raw_data: Some(v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect()),
+        });
+        name
     }
 
     /// A 0-d initializer of `dtype`.

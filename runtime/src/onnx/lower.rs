@@ -1,7 +1,7 @@
 //! One recorded op to ONNX opset 17 nodes. Every op the example models use
 //! has a mapping; any other op is an error naming it (never a wrong file).
 
-use super::builder::{Builder, float, int, ints, onnx_type, scalar_proto, tensor_attr};
+use super::builder::{Builder, float, int, ints, onnx_type, scalar_proto, string, tensor_attr};
 use crate::DType;
 use crate::trace::{AttrLookup, Attrs};
 
@@ -229,6 +229,7 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         }
         "conv2d" | "conv_transpose2d" => conv(b, op),
         "var_dims" | "std_dims" => variance(b, op),
+        "interpolate" => resize(b, op),
         "max_pool2d" | "avg_pool2d" => pool(b, op),
         "embedding" => {
             b.node("Gather", &[op.x(0), op.x(1)], &[out], vec![int("axis", 0)]);
@@ -540,6 +541,50 @@ fn reduce(b: &mut Builder, op: &OpView) -> Lowered {
             }
             b.node(onnx, &[op.x(0)], &[out], attrs);
         }
+    }
+    Ok(())
+}
+
+/// `interpolate` as Resize, with the coordinate transform PyTorch's own
+/// exporter picks for each mode: the output's spatial size after the
+/// input's batch and channels, or the scales when a scale factor was given
+/// (whose reciprocal PyTorch's source index uses).
+fn resize(b: &mut Builder, op: &OpView) -> Lowered {
+    use crate::nn::InterpolateMode as M;
+    let corners = op.int("align_corners") == 1;
+    let smooth = if corners {
+        "align_corners"
+    } else {
+        "pytorch_half_pixel"
+    };
+    let (mode, coords) = match M::from_code(op.int("mode")) {
+        M::Nearest => ("nearest", "asymmetric"),
+        M::Linear | M::Bilinear => ("linear", smooth),
+        M::Bicubic => ("cubic", smooth),
+        M::Area => return op.fail("its area mode (adaptive average pooling) has no Resize form"),
+    };
+    let attrs = vec![
+        string("mode", mode),
+        string("coordinate_transformation_mode", coords),
+        string("nearest_mode", "floor"),
+        float("cubic_coeff_a", -0.75),
+    ];
+    let scales: Vec<f64> = ["scale0", "scale1"]
+        .iter()
+        .map(|k| op.float(k))
+        .take_while(|&f| f > 0.0)
+        .collect();
+    if scales.is_empty() {
+        let shape = b.tmp("Shape", &[op.x(0)], vec![]);
+        let (starts, ends) = (b.vec_i64(&[0]), b.vec_i64(&[2]));
+        let head = b.tmp("Slice", &[&shape, &starts, &ends], vec![]);
+        let tail = b.vec_i64(&op.ints("size"));
+        let sizes = b.tmp("Concat", &[&head, &tail], vec![int("axis", 0)]);
+        b.node("Resize", &[op.x(0), "", "", &sizes], &[op.out()], attrs);
+    } else {
+        let all: Vec<f64> = [1.0, 1.0].into_iter().chain(scales).collect();
+        let scales = b.vec_f32(&all);
+        b.node("Resize", &[op.x(0), "", &scales], &[op.out()], attrs);
     }
     Ok(())
 }

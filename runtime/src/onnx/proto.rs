@@ -65,6 +65,7 @@ pub struct NodeProto {
 pub mod attribute_type {
     pub const FLOAT: i32 = 1;
     pub const INT: i32 = 2;
+    pub const STRING: i32 = 3;
     pub const TENSOR: i32 = 4;
     pub const INTS: i32 = 7;
 }
@@ -78,6 +79,8 @@ pub struct AttributeProto {
     pub f: Option<f32>,
     #[prost(int64, optional, tag = "3")]
     pub i: Option<i64>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    pub s: Option<Vec<u8>>,
     #[prost(message, optional, tag = "5")]
     pub t: Option<TensorProto>,
     #[prost(int64, repeated, packed = "false", tag = "8")]

@@ -1,8 +1,9 @@
 //! `torch.einsum` over one or more operands, each pair contracted by one
 //! batched matrix product: letters only in one operand (and not the output)
 //! are summed first, the shared ones are batch or contracted dims, the rest
-//! are the product's rows and columns. Built from `sum_dims`, `permute`,
-//! `reshape` and `matmul`, so its gradient and devices are theirs.
+//! are the product's rows and columns; a letter repeated within an operand
+//! first takes that operand's diagonal. Built from `diagonal`, `sum_dims`,
+//! `permute`, `reshape` and `matmul`, so its gradient and devices are theirs.
 
 use crate::Tensor;
 
@@ -34,12 +35,6 @@ fn letters(term: &str, t: &Tensor, equation: &str) -> Vec<char> {
         named.len(),
         t.shape()
     );
-    for (k, &c) in named.iter().enumerate() {
-        assert!(
-            !named[k + 1..].contains(&c),
-            "einsum: '{c}' repeats within \"{term}\" in \"{equation}\" (diagonals are not supported)"
-        );
-    }
     let covered = if ellipsis {
         ellipsis_letters(t.ndim() - named.len())
     } else {
@@ -51,6 +46,34 @@ fn letters(term: &str, t: &Tensor, equation: &str) -> Vec<char> {
         after.chars().collect::<Vec<_>>(),
     ]
     .concat()
+}
+
+/// An operand whose term repeats a letter (`"ii"`, `"bii"`) reduced to
+/// its diagonal over each repeated pair, the letter then naming the
+/// diagonal's dim (last, as `diagonal` puts it).
+fn take_diagonals(
+    mut t: Tensor,
+    mut ls: Vec<char>,
+    term: &str,
+    equation: &str,
+) -> (Tensor, Vec<char>) {
+    while let Some((i, j)) = (0..ls.len()).find_map(|i| {
+        let j = ls[i + 1..].iter().position(|&c| c == ls[i])?;
+        Some((i, i + 1 + j))
+    }) {
+        let (a, b) = (t.shape()[i], t.shape()[j]);
+        assert!(
+            a == b,
+            "einsum: '{}' repeats within \"{term}\" in \"{equation}\" over dims of sizes {a} and {b}, which must be equal",
+            ls[i]
+        );
+        let c = ls[i];
+        t = t.diagonal(0, i as isize, j as isize);
+        ls.remove(j);
+        ls.remove(i);
+        ls.push(c);
+    }
+    (t, ls)
 }
 
 /// The operands' ellipsis dims broadcast together, as PyTorch's (aligned
@@ -187,8 +210,8 @@ impl Tensor {
     /// scores, `"ij->ji"` a transpose. Without `->` the output is the
     /// letters used once, in alphabetical order. `...` stands for the dims
     /// the letters leave, broadcast across operands as PyTorch's
-    /// (`"...ij,jk->...ik"`); repeated letters within one operand
-    /// (diagonals) are not supported.
+    /// (`"...ij,jk->...ik"`). A letter repeated within one operand takes
+    /// its diagonal (`"ii->i"`, and `"ii"` is the trace).
     ///
     /// ```
     /// use tapir_runtime::Tensor;
@@ -212,10 +235,18 @@ impl Tensor {
             terms.len(),
             operands.len()
         );
+        let named: Vec<Vec<char>> = terms
+            .iter()
+            .zip(operands)
+            .map(|(term, t)| letters(term, t, equation))
+            .collect();
+        // The implicit output counts letters as written (`"ii"` is a trace).
+        let written: Vec<char> = named.iter().flatten().copied().collect();
         let mut ops: Vec<(Tensor, Vec<char>)> = terms
             .iter()
             .zip(operands)
-            .map(|(term, t)| ((*t).clone(), letters(term, t, equation)))
+            .zip(named)
+            .map(|((term, t), ls)| take_diagonals((*t).clone(), ls, term, equation))
             .collect();
         let stand_ins = broadcast_ellipses(&mut ops, equation);
         let all: Vec<char> = ops.iter().flat_map(|(_, l)| l.clone()).collect();
@@ -231,11 +262,11 @@ impl Tensor {
             },
             None => {
                 // The ellipsis dims first, then the letters used once.
-                let mut once: Vec<char> = all
+                let mut once: Vec<char> = written
                     .iter()
                     .copied()
                     .filter(|c| {
-                        c.is_ascii_alphabetic() && all.iter().filter(|x| *x == c).count() == 1
+                        c.is_ascii_alphabetic() && written.iter().filter(|x| *x == c).count() == 1
                     })
                     .collect();
                 once.sort();

@@ -6,6 +6,7 @@ pub(crate) mod binary;
 pub(crate) mod conv;
 pub(crate) mod conv_transpose;
 pub(crate) mod creation;
+pub(crate) mod diagonal;
 pub(crate) mod einsum;
 pub(crate) mod index;
 pub(crate) mod inplace;

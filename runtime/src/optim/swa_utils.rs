@@ -1,8 +1,10 @@
 //! Weight averaging (`torch.optim.swa_utils`): [`AveragedModel`] keeps a
 //! running average of a model's weights, as stochastic weight averaging
 //! (an equal-weight mean of the snapshots) or as an exponential moving
-//! average (EMA), to evaluate with instead of the last weights.
+//! average (EMA), to evaluate with instead of the last weights; [`SWALR`]
+//! anneals the lr to the constant one SWA trains with.
 
+use super::{LrScheduler, Optimizer};
 use crate::Tensor;
 use crate::nn::Module;
 use std::sync::Arc;
@@ -183,5 +185,156 @@ impl<M: Module> AveragedModel<M> {
             }
         }
         self.n_averaged += 1;
+    }
+}
+
+/// How [`SWALR`] moves the lr to the SWA lr (`anneal_strategy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AnnealStrategy {
+    /// `(1 - cos(pi t)) / 2` of the way at fraction `t` (PyTorch's default).
+    #[default]
+    Cos,
+    /// `t` of the way.
+    Linear,
+}
+
+impl AnnealStrategy {
+    fn alpha(self, t: f64) -> f64 {
+        match self {
+            AnnealStrategy::Cos => (1.0 - (std::f64::consts::PI * t).cos()) / 2.0,
+            AnnealStrategy::Linear => t,
+        }
+    }
+}
+
+/// `torch.optim.swa_utils.SWALR`: anneals each group's lr to its SWA lr
+/// over `anneal_epochs` steps, then holds it. Each step starts from the
+/// group's *current* lr, as PyTorch's does, so it can take over from
+/// another scheduler late in training. Constructing it applies step 0
+/// (which leaves the lr unchanged unless `anneal_epochs` is 0).
+///
+/// ```
+/// use tapir_runtime::{optim::{swa_utils::{AnnealStrategy, SWALR}, *}, Tensor};
+/// let p = Tensor::zeros(&[1]).requires_grad_(true);
+/// let mut opt = SGD::new(vec![p], SgdConfig { lr: 0.1, ..Default::default() });
+/// let mut swa = SWALR::new(&mut opt, 0.05, 2, AnnealStrategy::Linear);
+/// let lrs: Vec<f64> = (0..4).map(|_| { let lr = opt.lr(); swa.step(&mut opt); lr }).collect();
+/// assert!((lrs[1] - 0.075).abs() < 1e-12 && lrs[2..] == [0.05, 0.05]);
+/// ```
+pub struct SWALR {
+    swa_lrs: Vec<f64>,
+    anneal_epochs: i64,
+    strategy: AnnealStrategy,
+    last_epoch: i64,
+    step_count: i64,
+    last_lr: Vec<f64>,
+}
+
+impl SWALR {
+    /// `SWALR(optimizer, swa_lr, anneal_epochs, anneal_strategy)`, one SWA
+    /// lr for every group (PyTorch's defaults: 10 epochs, cos).
+    pub fn new(
+        opt: &mut dyn Optimizer,
+        swa_lr: f64,
+        anneal_epochs: i64,
+        strategy: AnnealStrategy,
+    ) -> SWALR {
+        let n = opt.param_groups().len();
+        SWALR::per_group(opt, vec![swa_lr; n], anneal_epochs, strategy)
+    }
+
+    /// As [`SWALR::new`] with one SWA lr per parameter group.
+    pub fn per_group(
+        opt: &mut dyn Optimizer,
+        swa_lrs: Vec<f64>,
+        anneal_epochs: i64,
+        strategy: AnnealStrategy,
+    ) -> SWALR {
+        let n = opt.param_groups().len();
+        assert!(
+            swa_lrs.len() == n,
+            "SWALR: expected {n} values for swa_lr, got {}",
+            swa_lrs.len()
+        );
+        assert!(
+            anneal_epochs >= 0,
+            "SWALR: anneal_epochs must be equal or greater than 0, got {anneal_epochs}"
+        );
+        let mut s = SWALR {
+            swa_lrs,
+            anneal_epochs,
+            strategy,
+            last_epoch: -1,
+            step_count: 0,
+            last_lr: vec![],
+        };
+        s.step(opt);
+        s
+    }
+
+    /// Fraction `t` of the annealing, as PyTorch's `max(0, min(1, t))`.
+    fn fraction(&self, step: i64) -> f64 {
+        (step as f64 / self.anneal_epochs.max(1) as f64).clamp(0.0, 1.0)
+    }
+}
+
+impl LrScheduler for SWALR {
+    /// Advances one step (PyTorch's `SWALR` has no closed form: the epoch
+    /// given only sets `last_epoch`).
+    fn set_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
+        self.step_count += 1;
+        self.last_epoch = epoch;
+        let mut step = self.step_count - 1;
+        if self.anneal_epochs == 0 {
+            step = step.max(1);
+        }
+        let prev_alpha = self.strategy.alpha(self.fraction(step - 1));
+        let alpha = self.strategy.alpha(self.fraction(step));
+        let groups = opt.param_groups_mut();
+        self.last_lr = groups
+            .iter_mut()
+            .zip(&self.swa_lrs)
+            .map(|(g, &swa_lr)| {
+                // The lr this step would have started from, then moved on.
+                let prev = if prev_alpha == 1.0 {
+                    swa_lr
+                } else {
+                    (g.lr - prev_alpha * swa_lr) / (1.0 - prev_alpha)
+                };
+                g.lr = swa_lr * alpha + prev * (1.0 - alpha);
+                g.lr
+            })
+            .collect();
+    }
+    fn last_epoch(&self) -> i64 {
+        self.last_epoch
+    }
+    fn get_last_lr(&self) -> Vec<f64> {
+        self.last_lr.clone()
+    }
+    fn state_dict(&self) -> Vec<(String, f64)> {
+        let mut s = vec![
+            ("last_epoch".into(), self.last_epoch as f64),
+            ("_step_count".into(), self.step_count as f64),
+        ];
+        for (i, lr) in self.last_lr.iter().enumerate() {
+            s.push((format!("_last_lr.{i}"), *lr));
+        }
+        s
+    }
+    /// Restores the step count and the lrs last set (PyTorch's restores
+    /// its attributes; the lrs come back with the optimizer's state).
+    fn load_state_dict(&mut self, opt: &mut dyn Optimizer, state: &[(String, f64)]) {
+        let get = |k: &str| state.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        self.last_epoch = get("last_epoch").map_or(self.last_epoch, |v| v as i64);
+        self.step_count = get("_step_count").map_or(self.step_count, |v| v as i64);
+        for (i, g) in opt.param_groups_mut().iter_mut().enumerate() {
+            if let Some(lr) = get(&format!("_last_lr.{i}")) {
+                g.lr = lr;
+                if let Some(l) = self.last_lr.get_mut(i) {
+                    *l = lr;
+                }
+            }
+        }
     }
 }
