@@ -7,8 +7,8 @@
 use crate::common::panic_message;
 use tapir::gradcheck;
 use tapir::nn::{
-    BatchNorm, ConvTranspose2d, Forward, GroupNorm, InstanceNorm, LayerNorm, Module, RMSNorm,
-    TransformerDecoderLayer, TransformerDecoderLayerOptions, group_norm, instance_norm,
+    BatchNorm, Conv2d, ConvTranspose2d, Forward, GroupNorm, InstanceNorm, LayerNorm, Module,
+    RMSNorm, TransformerDecoderLayer, TransformerDecoderLayerOptions, group_norm, instance_norm,
 };
 use tapir::prelude::*;
 
@@ -145,6 +145,20 @@ fn reprs_read_as_pytorch_prints_them() {
                 false,
             )),
             "ConvTranspose2d(4, 6, kernel_size=(2, 2), stride=(1, 1), dilation=(2, 2), groups=2, bias=False)",
+        ),
+        (
+            Box::new(Conv2d::new(1, 32, (3, 3), c.padding(1), true)),
+            "Conv2d(1, 32, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1))",
+        ),
+        (
+            Box::new(Conv2d::new(
+                4,
+                6,
+                (3, 1),
+                c.stride(2).dilation(2).groups(2),
+                false,
+            )),
+            "Conv2d(4, 6, kernel_size=(3, 1), stride=(2, 2), dilation=(2, 2), groups=2, bias=False)",
         ),
         (
             Box::new(GroupNorm::new(2, 4, 1e-5, true)),
