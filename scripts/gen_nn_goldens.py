@@ -541,6 +541,26 @@ layer("transformer_decoder_pre_gelu_masks",
                             tgt_key_padding_mask=torch.tensor([[False] * 5, [False, False, False, False, True]]),
                             memory_key_padding_mask=torch.tensor([[False] * 6, [False, False, True, False, True, True]])))
 
+# ---- the transformer stacks (added later, their own seed) --------------------------------
+torch.manual_seed(7)
+causal5 = torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)
+pad5 = torch.tensor([[False] * 5, [False, False, False, True, True]])
+layer("transformer_encoder_stack",
+      nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), 2,
+                            norm=nn.LayerNorm(8), enable_nested_tensor=False),
+      [r(2, 5, 8)], extra=lambda m, xs: m(xs[0], mask=causal5, src_key_padding_mask=pad5))
+layer("transformer_decoder_stack",
+      nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 12, dropout=0.0, norm_first=True), 2),
+      [r(5, 2, 8), r(6, 2, 8)],
+      extra=lambda m, xs: m(xs[0], xs[1], tgt_mask=causal5, tgt_key_padding_mask=pad5))
+layer("transformer_full",
+      nn.Transformer(8, 2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16, dropout=0.0,
+                     batch_first=True),
+      [r(2, 6, 8), r(2, 5, 8)],
+      extra=lambda m, xs: m(xs[0], xs[1], tgt_mask=nn.Transformer.generate_square_subsequent_mask(5),
+                            src_key_padding_mask=torch.tensor([[False] * 6, [False] * 4 + [True] * 2]),
+                            memory_key_padding_mask=torch.tensor([[False] * 6, [False] * 4 + [True] * 2])))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -298,3 +298,82 @@ fn misuse_names_the_op_and_the_shapes() {
         assert_eq!(panic_message(f), want);
     }
 }
+
+#[test]
+fn a_stack_starts_from_copies_of_its_layer_as_pytorchs_deepcopy() {
+    use tapir::nn::{TransformerEncoder, TransformerEncoderLayer, TransformerEncoderLayerOptions};
+    let opts = TransformerEncoderLayerOptions {
+        dim_feedforward: 8,
+        ..Default::default()
+    };
+    let layer = TransformerEncoderLayer::new(4, 2, opts);
+    let first = layer.state_dict();
+    let stack = TransformerEncoder::new(layer, 3, None);
+    let sd = stack.state_dict();
+    assert_eq!(sd.len(), 3 * first.len());
+    for (k, t) in &first {
+        for i in 0..3 {
+            let (_, copy) = sd
+                .iter()
+                .find(|(n, _)| *n == format!("layers.{i}.{k}"))
+                .unwrap_or_else(|| panic!("layers.{i}.{k}"));
+            assert_eq!(copy.to_vec::<f32>(), t.to_vec::<f32>(), "layers.{i}.{k}");
+        }
+    }
+    // Copies, not shared tensors: stepping one layer leaves the others.
+    stack.layers[1].linear1.weight.detach().add_scalar_(1.0);
+    assert_ne!(
+        stack.layers[1].linear1.weight.to_vec::<f32>(),
+        stack.layers[0].linear1.weight.to_vec::<f32>()
+    );
+}
+
+#[test]
+fn the_transformer_initialises_every_matrix_xavier_uniform() {
+    use tapir::nn::{Transformer, TransformerDecoder, TransformerDecoderLayer};
+    manual_seed(5);
+    let model = Transformer::new(8, 2, 1, 1, TransformerDecoderLayerOptions::default());
+    let mut matrices = 0;
+    for (name, p) in model.named_parameters() {
+        if p.ndim() < 2 {
+            continue;
+        }
+        matrices += 1;
+        let (fan_out, fan_in) = (p.shape()[0] as f64, p.shape()[1] as f64);
+        let bound = (6.0 / (fan_in + fan_out)).sqrt();
+        let max = p.abs().max().item::<f32>() as f64;
+        // Within the xavier bound, and using most of it (the default
+        // initialisations of the layers are narrower or wider).
+        assert!(
+            max <= bound && max > 0.9 * bound,
+            "{name}: {max} vs {bound}"
+        );
+    }
+    // The encoder layer's attention (in and out projections) and two
+    // linears; the decoder layer's two attentions and two linears.
+    assert_eq!(matrices, (2 + 2) + (4 + 2));
+    // The stacks print as PyTorch's, repeated layers folded.
+    let single = TransformerDecoder::new(
+        TransformerDecoderLayer::new(
+            4,
+            1,
+            TransformerDecoderLayerOptions {
+                dim_feedforward: 8,
+                ..Default::default()
+            },
+        ),
+        1,
+        None,
+    );
+    let r = single.repr();
+    assert!(r.starts_with("TransformerDecoder(\n  (layers): ModuleList(\n    (0): TransformerDecoderLayer(\n      (self_attn): MultiheadAttention("), "{r}");
+    assert!(
+        r.ends_with("      (dropout3): Dropout(p=0.1, inplace=False)\n    )\n  )\n)"),
+        "{r}"
+    );
+    assert!(
+        model
+            .repr()
+            .contains("(layers): ModuleList(\n      (0): TransformerEncoderLayer(")
+    );
+}

@@ -272,6 +272,59 @@ fn run_layer(
             };
             (out, m)
         }
+        "transformer_encoder_stack" | "transformer_decoder_stack" | "transformer_full" => {
+            let opts =
+                |ff: usize, batch_first: bool, norm_first: bool| TransformerEncoderLayerOptions {
+                    dim_feedforward: ff,
+                    dropout: 0.0,
+                    batch_first,
+                    norm_first,
+                    ..Default::default()
+                };
+            let causal = causal();
+            let pad5 = pad(&[false, false, false, true, true]);
+            let pad6 = dev(Tensor::from_vec(
+                [[false; 6], [false, false, false, false, true, true]].concat(),
+                &[2, 6],
+            ));
+            match name {
+                "transformer_encoder_stack" => {
+                    let layer = TransformerEncoderLayer::new(8, 2, opts(16, true, false));
+                    let norm = Some(LayerNorm::new(&[8], 1e-5, true));
+                    let m = loaded(Box::new(TransformerEncoder::new(layer, 2, norm)), sd, dtype)?;
+                    (m.forward_with(x, Some(&causal), Some(&pad5), false), m)
+                }
+                "transformer_decoder_stack" => {
+                    let layer = TransformerDecoderLayer::new(8, 2, opts(12, false, true));
+                    let m = loaded(Box::new(TransformerDecoder::new(layer, 2, None)), sd, dtype)?;
+                    let masks = DecoderMasks {
+                        tgt_mask: Some(&causal),
+                        tgt_key_padding_mask: Some(&pad5),
+                        ..Default::default()
+                    };
+                    (m.forward_with(x, &inputs[1], masks), m)
+                }
+                _ => {
+                    let m = loaded(
+                        Box::new(Transformer::new(8, 2, 2, 1, opts(16, true, false))),
+                        sd,
+                        dtype,
+                    )?;
+                    let future =
+                        dev(Transformer::generate_square_subsequent_mask(5).to_dtype(dtype));
+                    let masks = TransformerMasks {
+                        src_key_padding_mask: Some(&pad6),
+                        decoder: DecoderMasks {
+                            tgt_mask: Some(&future),
+                            memory_key_padding_mask: Some(&pad6),
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    };
+                    (m.forward_with(x, &inputs[1], masks), m)
+                }
+            }
+        }
         "fold" => {
             let opts = Conv2dOptions {
                 stride: (1, 2),
@@ -386,7 +439,7 @@ fn layers_match_pytorch() {
     let (bytes, m) = read_goldens("nn");
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let cases = m["layers"].as_array().unwrap();
-    assert!(cases.len() >= 53);
+    assert!(cases.len() >= 58);
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F64, 1e-9));
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F32, 2e-4));
 }

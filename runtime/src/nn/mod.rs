@@ -18,6 +18,7 @@ mod recurrent;
 mod sdpa;
 mod transformer;
 mod transformer_decoder;
+mod transformer_stack;
 
 pub use activation::{CELU, ELU, GLU, Hardshrink, Hardtanh, Softshrink, Threshold};
 pub use attention::MultiheadAttention;
@@ -51,4 +52,7 @@ pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
 pub use transformer::{Activation, TransformerEncoderLayer, TransformerEncoderLayerOptions};
 pub use transformer_decoder::{
     DecoderMasks, TransformerDecoderLayer, TransformerDecoderLayerOptions,
+};
+pub use transformer_stack::{
+    Transformer, TransformerDecoder, TransformerEncoder, TransformerMasks,
 };
