@@ -168,6 +168,10 @@ def run(op, a, x):
                               align_corners=a.get("align_corners"))]
     if op == "einsum":
         return [torch.einsum(a["eq"], *x)]
+    if op == "pixel_shuffle":
+        return [F.pixel_shuffle(x[0], a["r"])]
+    if op == "pixel_unshuffle":
+        return [F.pixel_unshuffle(x[0], a["r"])]
     if op == "diagonal":
         return [torch.diagonal(x[0], a["offset"], a["dim1"], a["dim2"])]
     if op == "trace":
@@ -535,6 +539,11 @@ case("einsum_diagonal", "einsum", [randn(3, 3)], {"eq": "ii->i"})
 case("einsum_trace", "einsum", [randn(3, 3)], {"eq": "ii"})
 case("einsum_batch_diagonal", "einsum", [randn(2, 3, 3), randn(3)], {"eq": "bii,i->b"})
 case("einsum_diagonal_product", "einsum", [randn(3, 3, 4), randn(4, 3)], {"eq": "iij,ji->j"})
+# ---- added later: pixel shuffle ------------------------------------------------------------
+case("pixel_shuffle", "pixel_shuffle", [randn(2, 8, 3, 2)], {"r": 2})
+case("pixel_shuffle_5d", "pixel_shuffle", [randn(2, 1, 9, 2, 3)], {"r": 3})
+case("pixel_unshuffle", "pixel_unshuffle", [randn(1, 2, 4, 6)], {"r": 2})
+case("pixel_unshuffle_3d", "pixel_unshuffle", [randn(3, 6, 3)], {"r": 3})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

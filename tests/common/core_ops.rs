@@ -177,6 +177,14 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             one(x[0].diagonal(int("offset"), int("dim1"), int("dim2")))
         }
         "trace" => one(x[0].trace()),
+        "pixel_shuffle" => one(tapir::nn::pixel_shuffle(
+            &x[0],
+            a["r"].as_u64().unwrap() as usize,
+        )),
+        "pixel_unshuffle" => one(tapir::nn::pixel_unshuffle(
+            &x[0],
+            a["r"].as_u64().unwrap() as usize,
+        )),
         "selu" => one(x[0].selu()),
         "mish" => one(x[0].mish()),
         "relu6" => one(x[0].relu6()),

@@ -7,8 +7,9 @@
 use crate::common::panic_message;
 use tapir::gradcheck;
 use tapir::nn::{
-    BatchNorm, Conv2d, ConvTranspose2d, Forward, GroupNorm, InstanceNorm, LayerNorm, Module,
-    RMSNorm, TransformerDecoderLayer, TransformerDecoderLayerOptions, group_norm, instance_norm,
+    BatchNorm, Conv2d, ConvTranspose2d, Forward, GroupNorm, Identity, InstanceNorm, LayerNorm,
+    Module, PixelShuffle, PixelUnshuffle, RMSNorm, TransformerDecoderLayer,
+    TransformerDecoderLayerOptions, group_norm, instance_norm, pixel_shuffle, pixel_unshuffle,
 };
 use tapir::prelude::*;
 
@@ -189,7 +190,20 @@ fn reprs_read_as_pytorch_prints_them() {
             "BatchNorm2d(3, eps=0.001, momentum=0.01, affine=True, bias=True, track_running_stats=True)",
         ),
     ];
-    for (m, want) in cases {
+    let more: Vec<(Box<dyn Module>, &str)> = vec![
+        (
+            Box::new(PixelShuffle { upscale_factor: 2 }),
+            "PixelShuffle(upscale_factor=2)",
+        ),
+        (
+            Box::new(PixelUnshuffle {
+                downscale_factor: 3,
+            }),
+            "PixelUnshuffle(downscale_factor=3)",
+        ),
+        (Box::new(Identity), "Identity()"),
+    ];
+    for (m, want) in cases.into_iter().chain(more) {
         assert_eq!(m.repr(), want);
     }
     // As torch 2.15 prints `nn.TransformerDecoderLayer(8, 2, dim_feedforward=16)`.
@@ -292,6 +306,18 @@ fn misuse_names_the_op_and_the_shapes() {
                 );
             }),
             "conv_transpose2d: input [1, 2, 1, 1] with weight [2, 3, 1, 1], stride (1, 1), padding (1, 1), dilation (1, 1) and output_padding (0, 0) gives an empty output",
+        ),
+        (
+            Box::new(|| {
+                pixel_shuffle(&Tensor::zeros(&[1, 6, 2, 2]), 2);
+            }),
+            "pixel_shuffle: 6 channels (shape [1, 6, 2, 2]) do not divide by upscale_factor² = 4",
+        ),
+        (
+            Box::new(|| {
+                pixel_unshuffle(&Tensor::zeros(&[1, 1, 4, 5]), 2);
+            }),
+            "pixel_unshuffle: height and width of shape [1, 1, 4, 5] do not divide by downscale_factor 2",
         ),
     ];
     for (f, want) in cases {

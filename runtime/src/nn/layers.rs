@@ -91,6 +91,22 @@ impl Forward for Softmax {
     }
 }
 
+/// `nn.Identity`: returns its input (a stand-in where a layer is optional).
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, Identity}, Tensor};
+/// let x = Tensor::ones(&[2, 3]);
+/// assert_eq!(Identity.forward(&x).to_vec::<f32>(), x.to_vec::<f32>());
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Identity;
+
+impl Forward for Identity {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.clone()
+    }
+}
+
 /// `nn.Flatten(start_dim=1, end_dim=-1)`.
 #[derive(Debug, Clone, Copy)]
 pub struct Flatten {
@@ -191,6 +207,7 @@ macro_rules! stateless_module {
 }
 
 stateless_module! {
+    Identity => |_s| "Identity()".into();
     GELU => |s| if s.tanh { "GELU(approximate='tanh')".into() } else { "GELU(approximate='none')".into() };
     LeakyReLU => |s| format!("LeakyReLU(negative_slope={})", s.negative_slope);
     Softmax => |s| format!("Softmax(dim={})", s.dim);

@@ -14,6 +14,7 @@ mod linear;
 mod loss;
 mod module;
 mod norm;
+mod pixel_shuffle;
 mod recurrent;
 mod sdpa;
 mod transformer;
@@ -30,9 +31,9 @@ pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
 pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
-    AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardsigmoid, Hardswish, LeakyReLU,
-    LogSigmoid, MaxPool2d, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus, Softsign,
-    Tanh, Tanhshrink,
+    AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardsigmoid, Hardswish, Identity,
+    LeakyReLU, LogSigmoid, MaxPool2d, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus,
+    Softsign, Tanh, Tanhshrink,
 };
 pub use linear::{Embedding, Linear, linear};
 pub use loss::{
@@ -46,6 +47,7 @@ pub use module::{
 };
 pub use norm::{BatchNorm, LayerNorm, RMSNorm};
 pub(crate) use norm::{BatchNormState, batch_norm as functional_batch_norm};
+pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle};
 pub use recurrent::{GRU, LSTM, RnnOptions};
 pub(crate) use sdpa::allowed_backends;
 pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
