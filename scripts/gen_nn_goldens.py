@@ -561,6 +561,24 @@ layer("transformer_full",
                             src_key_padding_mask=torch.tensor([[False] * 6, [False] * 4 + [True] * 2]),
                             memory_key_padding_mask=torch.tensor([[False] * 6, [False] * 4 + [True] * 2])))
 
+# ---- margin, ranking, embedding and Poisson losses (added later, their own seed) --------------
+torch.manual_seed(8)
+signs = (torch.rand(4, 3) > 0.5).double() * 2 - 1
+loss("soft_margin", lambda x, y, red: F.soft_margin_loss(x, y, reduction=red), [r(4, 3) * 2, signs])
+loss("margin_ranking", lambda a, b, y, red: F.margin_ranking_loss(a, b, y, margin=0.3, reduction=red),
+     [r(6), r(6), torch.tensor([1.0, -1.0, 1.0, 1.0, -1.0, -1.0])])
+loss("hinge_embedding", lambda x, y, red: F.hinge_embedding_loss(x, y, margin=1.2, reduction=red),
+     [r(4, 3), signs])
+loss("cosine_embedding", lambda a, b, y, red: F.cosine_embedding_loss(a, b, y, margin=0.2, reduction=red),
+     [r(5, 4), r(5, 4), torch.tensor([1.0, -1.0, -1.0, 1.0, -1.0])])
+loss("triplet_margin", lambda a, p, n, red: F.triplet_margin_loss(a, p, n, margin=1.5, reduction=red),
+     [r(5, 4), r(5, 4), r(5, 4)])
+loss("triplet_margin_p1_swap", lambda a, p, n, red: F.triplet_margin_loss(a, p, n, p=1.0, swap=True, reduction=red),
+     [r(5, 4), r(5, 4), r(5, 4) * 0.5])
+loss("poisson_nll", lambda x, y, red: F.poisson_nll_loss(x, y, reduction=red), [r(3, 4), torch.poisson(torch.rand(3, 4) * 4)])
+loss("poisson_nll_rate_full", lambda x, y, red: F.poisson_nll_loss(x, y, log_input=False, full=True, reduction=red),
+     [torch.rand(3, 4) * 3 + 0.1, torch.poisson(torch.rand(3, 4) * 4)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

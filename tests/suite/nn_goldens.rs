@@ -478,6 +478,26 @@ fn run_loss(name: &str, x: &[Tensor], r: Reduction) -> Tensor {
         "huber" => huber_loss(&x[0], &x[1], r, 0.7),
         "bce_logits" => binary_cross_entropy_with_logits(&x[0], &x[1], None, None, r),
         "bce_logits_posw" => binary_cross_entropy_with_logits(&x[0], &x[1], None, Some(&x[2]), r),
+        "soft_margin" => soft_margin_loss(&x[0], &x[1], r),
+        "margin_ranking" => margin_ranking_loss(&x[0], &x[1], &x[2], 0.3, r),
+        "hinge_embedding" => hinge_embedding_loss(&x[0], &x[1], 1.2, r),
+        "cosine_embedding" => cosine_embedding_loss(&x[0], &x[1], &x[2], 0.2, r),
+        "triplet_margin" | "triplet_margin_p1_swap" => {
+            let o = match name {
+                "triplet_margin" => TripletMarginOptions {
+                    margin: 1.5,
+                    ..Default::default()
+                },
+                _ => TripletMarginOptions {
+                    p: 1.0,
+                    swap: true,
+                    ..Default::default()
+                },
+            };
+            triplet_margin_loss(&x[0], &x[1], &x[2], o, r)
+        }
+        "poisson_nll" => poisson_nll_loss(&x[0], &x[1], true, false, 1e-8, r),
+        "poisson_nll_rate_full" => poisson_nll_loss(&x[0], &x[1], false, true, 1e-8, r),
         other => panic!("no loss {other}"),
     }
 }

@@ -47,7 +47,7 @@ impl Reduction {
     }
 }
 
-fn reduce(l: Tensor, r: Reduction) -> Tensor {
+pub(super) fn reduce(l: Tensor, r: Reduction) -> Tensor {
     match r {
         Reduction::None => l,
         Reduction::Mean => l.mean(),
@@ -279,7 +279,7 @@ fn nll_loss_as(
     }
 }
 
-fn check_same(op: &str, a: &Tensor, b: &Tensor) {
+pub(super) fn check_same(op: &str, a: &Tensor, b: &Tensor) {
     assert!(
         a.shape() == b.shape(),
         "{op}: input of shape {:?} and target of shape {:?} differ",

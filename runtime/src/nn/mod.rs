@@ -12,6 +12,7 @@ mod interpolate;
 mod layers;
 mod linear;
 mod loss;
+mod margin_loss;
 mod module;
 mod norm;
 mod pixel_shuffle;
@@ -40,6 +41,10 @@ pub use loss::{
     CrossEntropyOptions, Reduction, binary_cross_entropy, binary_cross_entropy_with_logits,
     cross_entropy, cross_entropy_with, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
     nll_loss_with, smooth_l1_loss,
+};
+pub use margin_loss::{
+    TripletMarginOptions, cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss,
+    poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
 };
 pub use module::{
     Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,

@@ -1,0 +1,194 @@
+//! The margin, ranking, embedding and Poisson losses of
+//! `torch.nn.functional`, each its PyTorch formula over existing ops (so
+//! their gradients and devices are those ops'), with `reduction`.
+
+use super::functional::pairwise_distance;
+use super::loss::{Reduction, check_same, reduce};
+use crate::Tensor;
+
+/// `input` and `target` must have one shape; `target` holds labels in
+/// {1, -1} (not checked, as PyTorch does not).
+fn labelled(op: &str, input: &Tensor, target: &Tensor) {
+    check_same(op, input, target);
+}
+
+/// `log(1 + exp(-y x))` (`F.soft_margin_loss`), labels `y` in {1, -1}.
+///
+/// ```
+/// use tapir_runtime::{nn::{soft_margin_loss, Reduction}, Tensor};
+/// let x = Tensor::from_vec(vec![0.0f32], &[1]);
+/// let l = soft_margin_loss(&x, &Tensor::ones(&[1]), Reduction::Sum);
+/// assert!((l.item::<f32>() - 2f32.ln()).abs() < 1e-6);
+/// ```
+pub fn soft_margin_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
+    labelled("soft_margin_loss", input, target);
+    reduce((&(-&(input * target)).exp() + 1.0).log(), r)
+}
+
+/// `max(0, -y (x1 - x2) + margin)` (`F.margin_ranking_loss`): `x1` should
+/// rank above `x2` where `y` is 1, below where it is -1.
+///
+/// ```
+/// use tapir_runtime::{nn::{margin_ranking_loss, Reduction}, Tensor};
+/// let (a, b) = (Tensor::from_vec(vec![2.0f32], &[1]), Tensor::from_vec(vec![1.0f32], &[1]));
+/// assert_eq!(margin_ranking_loss(&a, &b, &Tensor::ones(&[1]), 0.5, Reduction::Sum).item::<f32>(), 0.0);
+/// ```
+pub fn margin_ranking_loss(
+    input1: &Tensor,
+    input2: &Tensor,
+    target: &Tensor,
+    margin: f64,
+    r: Reduction,
+) -> Tensor {
+    check_same("margin_ranking_loss", input1, input2);
+    labelled("margin_ranking_loss", input1, target);
+    reduce(
+        (&(&-target * &(input1 - input2)) + margin).clamp_min(0.0),
+        r,
+    )
+}
+
+/// `x` where `y` is 1 and `max(0, margin - x)` where `y` is -1
+/// (`F.hinge_embedding_loss`; PyTorch's default margin 1.0).
+///
+/// ```
+/// use tapir_runtime::{nn::{hinge_embedding_loss, Reduction}, Tensor};
+/// let x = Tensor::from_vec(vec![0.3f32, 0.3], &[2]);
+/// let y = Tensor::from_vec(vec![1.0f32, -1.0], &[2]);
+/// assert_eq!(hinge_embedding_loss(&x, &y, 1.0, Reduction::None).to_vec::<f32>(), vec![0.3, 0.7]);
+/// ```
+pub fn hinge_embedding_loss(input: &Tensor, target: &Tensor, margin: f64, r: Reduction) -> Tensor {
+    labelled("hinge_embedding_loss", input, target);
+    // As PyTorch: each branch applies where the label is not the other one.
+    let zero = Tensor::zeros_like(input);
+    let below_margin = (&-input + margin).clamp_min(0.0);
+    let from_margin = Tensor::where_(&target.ne_scalar(1.0), &below_margin, &zero);
+    let from_input = Tensor::where_(&target.ne_scalar(-1.0), input, &zero);
+    reduce(&from_margin + &from_input, r)
+}
+
+/// `1 - cos(x1, x2)` where `y` is 1 and `max(0, cos(x1, x2) - margin)` where
+/// `y` is -1, the cosine over the last dim (`F.cosine_embedding_loss`;
+/// PyTorch's 1e-12 added to each squared norm).
+///
+/// ```
+/// use tapir_runtime::{nn::{cosine_embedding_loss, Reduction}, Tensor};
+/// let a = Tensor::from_vec(vec![1.0f32, 0.0, 0.0, 1.0], &[2, 2]);
+/// let y = Tensor::from_vec(vec![1.0f32, -1.0], &[2]);
+/// assert_eq!(cosine_embedding_loss(&a, &a, &y, 0.0, Reduction::None).to_vec::<f32>(), vec![0.0, 1.0]);
+/// ```
+pub fn cosine_embedding_loss(
+    input1: &Tensor,
+    input2: &Tensor,
+    target: &Tensor,
+    margin: f64,
+    r: Reduction,
+) -> Tensor {
+    check_same("cosine_embedding_loss", input1, input2);
+    assert!(
+        input1.ndim() == target.ndim() + 1 && input1.shape()[..target.ndim()] == *target.shape(),
+        "cosine_embedding_loss: inputs of shape {:?} need a target of shape {:?}, got {:?}",
+        input1.shape(),
+        &input1.shape()[..input1.ndim().saturating_sub(1)],
+        target.shape()
+    );
+    const EPSILON: f64 = 1e-12;
+    let dot = (input1 * input2).sum_dim(-1, false);
+    let square1 = &(input1 * input1).sum_dim(-1, false) + EPSILON;
+    let square2 = &(input2 * input2).sum_dim(-1, false) + EPSILON;
+    let cos = &dot / &(&square1 * &square2).sqrt();
+    let zero = Tensor::zeros_like(&cos);
+    let pos = Tensor::where_(&target.eq_scalar(1.0), &(&-&cos + 1.0), &zero);
+    let below = (&cos - margin).clamp_min(0.0);
+    let neg = Tensor::where_(&target.eq_scalar(-1.0), &below, &zero);
+    reduce(&pos + &neg, r)
+}
+
+/// Options of [`triplet_margin_loss`] (PyTorch's defaults: margin 1.0, the
+/// 2-norm, eps 1e-6, no swap).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TripletMarginOptions {
+    /// How much nearer the positive must be than the negative.
+    pub margin: f64,
+    /// The norm of the distances.
+    pub p: f64,
+    /// Added to each difference before its norm.
+    pub eps: f64,
+    /// Use the positive-negative distance when it is smaller (the "distance
+    /// swap" of Balntas et al.).
+    pub swap: bool,
+}
+
+impl Default for TripletMarginOptions {
+    fn default() -> Self {
+        TripletMarginOptions {
+            margin: 1.0,
+            p: 2.0,
+            eps: 1e-6,
+            swap: false,
+        }
+    }
+}
+
+/// `max(0, d(a, p) - d(a, n) + margin)` with `d` the pairwise distance over
+/// the last dim (`F.triplet_margin_loss`).
+///
+/// ```
+/// use tapir_runtime::{nn::{triplet_margin_loss, Reduction, TripletMarginOptions}, Tensor};
+/// let a = Tensor::zeros(&[1, 2]);
+/// let near = Tensor::from_vec(vec![0.0f32, 1.0], &[1, 2]);
+/// let far = Tensor::from_vec(vec![0.0f32, 3.0], &[1, 2]);
+/// let o = TripletMarginOptions { eps: 0.0, ..Default::default() };
+/// assert_eq!(triplet_margin_loss(&a, &near, &far, o, Reduction::Sum).item::<f32>(), 0.0);
+/// assert_eq!(triplet_margin_loss(&a, &far, &near, o, Reduction::Sum).item::<f32>(), 3.0);
+/// ```
+pub fn triplet_margin_loss(
+    anchor: &Tensor,
+    positive: &Tensor,
+    negative: &Tensor,
+    o: TripletMarginOptions,
+    r: Reduction,
+) -> Tensor {
+    check_same("triplet_margin_loss", anchor, positive);
+    check_same("triplet_margin_loss", anchor, negative);
+    let d_pos = pairwise_distance(anchor, positive, o.p, o.eps, false);
+    let mut d_neg = pairwise_distance(anchor, negative, o.p, o.eps, false);
+    if o.swap {
+        d_neg = d_neg.minimum(&pairwise_distance(positive, negative, o.p, o.eps, false));
+    }
+    reduce((&(&d_pos - &d_neg) + o.margin).clamp_min(0.0), r)
+}
+
+/// `F.poisson_nll_loss`: `exp(x) - y x` for log-rate inputs, else
+/// `x - y log(x + eps)`; `full` adds Stirling's approximation of
+/// `log(y!)`, `y log y - y + log(2 pi y) / 2`, where `y > 1` (PyTorch's
+/// defaults: log_input, not full, eps 1e-8).
+///
+/// ```
+/// use tapir_runtime::{nn::{poisson_nll_loss, Reduction}, Tensor};
+/// let x = Tensor::zeros(&[1]);
+/// let l = poisson_nll_loss(&x, &Tensor::ones(&[1]), true, false, 1e-8, Reduction::Sum);
+/// assert_eq!(l.item::<f32>(), 1.0);
+/// ```
+pub fn poisson_nll_loss(
+    input: &Tensor,
+    target: &Tensor,
+    log_input: bool,
+    full: bool,
+    eps: f64,
+    r: Reduction,
+) -> Tensor {
+    check_same("poisson_nll_loss", input, target);
+    let mut loss = if log_input {
+        &input.exp() - &(target * input)
+    } else {
+        input - &(target * &(input + eps).log())
+    };
+    if full {
+        let stirling = &(&(target * &target.log()) - target)
+            + &(&(target * (2.0 * std::f64::consts::PI)).log() * 0.5);
+        let zero = Tensor::zeros_like(&stirling);
+        loss = &loss + &Tensor::where_(&target.gt_scalar(1.0), &stirling, &zero);
+    }
+    reduce(loss, r)
+}
