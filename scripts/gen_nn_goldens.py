@@ -578,6 +578,11 @@ loss("triplet_margin_p1_swap", lambda a, p, n, red: F.triplet_margin_loss(a, p, 
 loss("poisson_nll", lambda x, y, red: F.poisson_nll_loss(x, y, reduction=red), [r(3, 4), torch.poisson(torch.rand(3, 4) * 4)])
 loss("poisson_nll_rate_full", lambda x, y, red: F.poisson_nll_loss(x, y, log_input=False, full=True, reduction=red),
      [torch.rand(3, 4) * 3 + 0.1, torch.poisson(torch.rand(3, 4) * 4)])
+# The variance's gradient too: it passes PyTorch's in-place clamp unchanged.
+loss("gaussian_nll", lambda x, y, v, red: F.gaussian_nll_loss(x, y, v, reduction=red),
+     [r(4, 3), r(4, 3), torch.rand(4, 3) + 0.1], grad_idx=(0, 2))
+loss("gaussian_nll_row_var_full", lambda x, y, v, red: F.gaussian_nll_loss(x, y, v, full=True, eps=0.05, reduction=red),
+     [r(4, 3), r(4, 3), torch.rand(4) * 0.1], grad_idx=(0, 2))
 
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))

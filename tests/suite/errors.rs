@@ -521,3 +521,34 @@ fn rearranging_a_0d_tensor_follows_pytorch() {
         "repeat_interleave: a 0-d tensor has no dim 0 (give dim None)"
     );
 }
+
+#[test]
+fn the_margin_and_likelihood_losses_name_their_bad_inputs() {
+    use tapir::nn::{Reduction, cosine_embedding_loss, gaussian_nll_loss};
+    let x = Tensor::zeros(&[4, 3]);
+    assert_eq!(
+        panic_message(|| {
+            gaussian_nll_loss(&x, &x, &Tensor::ones(&[3]), false, 1e-6, Reduction::Mean);
+        }),
+        "gaussian_nll_loss: var of shape [3] is of incorrect size for input of shape [4, 3]"
+    );
+    assert_eq!(
+        panic_message(|| {
+            gaussian_nll_loss(
+                &x,
+                &x,
+                &Tensor::full(&[4], -1.0),
+                false,
+                1e-6,
+                Reduction::Mean,
+            );
+        }),
+        "gaussian_nll_loss: var has negative entry/entries"
+    );
+    assert_eq!(
+        panic_message(|| {
+            cosine_embedding_loss(&x, &x, &Tensor::ones(&[3]), 0.0, Reduction::Mean);
+        }),
+        "cosine_embedding_loss: inputs of shape [4, 3] need a target of shape [4], got [3]"
+    );
+}

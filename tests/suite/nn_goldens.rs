@@ -497,6 +497,8 @@ fn run_loss(name: &str, x: &[Tensor], r: Reduction) -> Tensor {
             triplet_margin_loss(&x[0], &x[1], &x[2], o, r)
         }
         "poisson_nll" => poisson_nll_loss(&x[0], &x[1], true, false, 1e-8, r),
+        "gaussian_nll" => gaussian_nll_loss(&x[0], &x[1], &x[2], false, 1e-6, r),
+        "gaussian_nll_row_var_full" => gaussian_nll_loss(&x[0], &x[1], &x[2], true, 0.05, r),
         "poisson_nll_rate_full" => poisson_nll_loss(&x[0], &x[1], false, true, 1e-8, r),
         other => panic!("no loss {other}"),
     }
@@ -509,6 +511,12 @@ fn losses_match_pytorch_for_every_reduction() {
     for (dtype, tol) in [(DType::F64, 1e-9), (DType::F32, 2e-4)] {
         run_all(m["losses"].as_array().unwrap().iter(), |c| {
             let name = c["name"].as_str().unwrap();
+            let grad_idx: Vec<u64> = c["grad_idx"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap())
+                .collect();
             for (r, rn) in [
                 (Reduction::None, "none"),
                 (Reduction::Mean, "mean"),
@@ -519,7 +527,7 @@ fn losses_match_pytorch_for_every_reduction() {
                         let t = load(&st, &format!("{name}.in{i}"));
                         if !t.dtype().is_float() {
                             t
-                        } else if i == 0 {
+                        } else if grad_idx.contains(&i) {
                             t.to_dtype(dtype).requires_grad_(true)
                         } else {
                             t.to_dtype(dtype)
@@ -539,13 +547,15 @@ fn losses_match_pytorch_for_every_reduction() {
                 } else {
                     (&out * &loss_weights(out.shape(), dtype)).sum().backward()
                 }
-                close(
-                    &format!("{name}/{rn} grad ({dtype})"),
-                    &x[0].grad().unwrap(),
-                    &load(&st, &format!("{name}.{rn}.grad0")),
-                    tol,
-                    tol,
-                )?;
+                for &i in &grad_idx {
+                    close(
+                        &format!("{name}/{rn} grad{i} ({dtype})"),
+                        &x[i as usize].grad().unwrap(),
+                        &load(&st, &format!("{name}.{rn}.grad{i}")),
+                        tol,
+                        tol,
+                    )?;
+                }
             }
             Ok(())
         });

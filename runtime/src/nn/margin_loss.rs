@@ -192,3 +192,57 @@ pub fn poisson_nll_loss(
     }
     reduce(loss, r)
 }
+
+/// `F.gaussian_nll_loss`: `(log(var) + (x - y)² / var) / 2` (plus
+/// `log(2 pi) / 2` when `full`), `var` of the input's shape, or one short
+/// of it, or with a last dim of 1 (one variance per row). As PyTorch's,
+/// `var` is clamped to at least `eps` for the value while its gradient
+/// passes the clamp unchanged, and a negative variance is an error.
+///
+/// ```
+/// use tapir_runtime::{nn::{gaussian_nll_loss, Reduction}, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 3.0], &[1, 2]);
+/// let l = gaussian_nll_loss(&x, &Tensor::ones(&[1, 2]), &Tensor::ones(&[1]), false, 1e-6, Reduction::None);
+/// assert_eq!(l.to_vec::<f32>(), vec![0.0, 2.0]);
+/// ```
+pub fn gaussian_nll_loss(
+    input: &Tensor,
+    target: &Tensor,
+    var: &Tensor,
+    full: bool,
+    eps: f64,
+    r: Reduction,
+) -> Tensor {
+    check_same("gaussian_nll_loss", input, target);
+    let n = input.ndim();
+    let var = if var.shape() == input.shape() {
+        var.clone()
+    } else if n > 0 && var.shape() == &input.shape()[..n - 1] {
+        var.unsqueeze(-1)
+    } else if n > 0
+        && var.ndim() == n
+        && var.shape()[..n - 1] == input.shape()[..n - 1]
+        && var.shape()[n - 1] == 1
+    {
+        var.clone()
+    } else {
+        panic!(
+            "gaussian_nll_loss: var of shape {:?} is of incorrect size for input of shape {:?}",
+            var.shape(),
+            input.shape()
+        )
+    };
+    assert!(
+        !var.lt_scalar(0.0).any().item::<bool>(),
+        "gaussian_nll_loss: var has negative entry/entries"
+    );
+    // The clamped value with the unclamped gradient (PyTorch clamps in
+    // place under no_grad).
+    let var = &var + &(&var.clamp_min(eps) - &var).detach();
+    let d = input - target;
+    let mut loss = &(&var.log() + &(&(&d * &d) / &var)) * 0.5;
+    if full {
+        loss = &loss + 0.5 * (2.0 * std::f64::consts::PI).ln();
+    }
+    reduce(loss, r)
+}

@@ -43,8 +43,8 @@ pub use loss::{
     nll_loss_with, smooth_l1_loss,
 };
 pub use margin_loss::{
-    TripletMarginOptions, cosine_embedding_loss, hinge_embedding_loss, margin_ranking_loss,
-    poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+    TripletMarginOptions, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
+    margin_ranking_loss, poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
 };
 pub use module::{
     Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,
