@@ -125,6 +125,9 @@ const COVERED: &[&str] = &[
     "GroupNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",
+    "Identity",
+    "PixelShuffle",
+    "PixelUnshuffle",
 ];
 
 #[test]
@@ -395,4 +398,29 @@ fn decoder_rules_match_the_runtime_layers() {
         (3, 6, 1e-3)
     );
     assert!(t.inst.weight.is_some() && t.inst_1d.weight.is_none());
+}
+
+model! {
+    /// Sub-pixel upsampling: a convolution to `4 C` channels shuffled into a
+    /// twice-larger image, unshuffled back, and an identity.
+    pub struct SubPixel<const C: usize> {
+        conv: Conv2d<C, { 4 * C }, 3, padding = 1>,
+        up: PixelShuffle<2>,
+        down: PixelUnshuffle<2>,
+        skip: Identity,
+    }
+    fn forward(&self, x: [N, C, H, W]) -> ([N, C, { 2 * H }, { 2 * W }], [N, { 4 * C }, H, W]) {
+        let up = self.up(self.conv(x));
+        (self.skip(up), self.down(up))
+    }
+}
+
+#[test]
+fn pixel_shuffle_rules_match_the_runtime_layers() {
+    let t = SubPixel::<3>::new(&Device::Cpu);
+    let (up, down) = t.forward(&Tensor::randn(&[2, 3, 5, 7]));
+    assert_eq!(
+        (up.shape(), down.shape()),
+        (&[2, 3, 10, 14][..], &[2, 12, 5, 7][..])
+    );
 }

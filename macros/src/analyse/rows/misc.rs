@@ -1,4 +1,4 @@
-//! Dropout, Embedding, Flatten and Softmax.
+//! Dropout, Embedding, Flatten, Softmax, Identity and the pixel shuffles.
 
 use super::{Row, RowSpec};
 use crate::analyse::dims::int_lit;
@@ -167,5 +167,106 @@ pub const SOFTMAX: RowSpec = RowSpec {
             syn::Error::new(dim.span(), "Softmax's `dim` must be an integer literal")
         })?;
         Ok(Rc::new(Softmax { dim }))
+    },
+};
+
+/// `nn.Identity`: same shape.
+struct Identity;
+
+impl Row for Identity {
+    fn apply(&self, _: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::Identity)
+    }
+    fn constructor(&self) -> TokenStream {
+        quote!(::tapir::nn::Identity)
+    }
+}
+
+pub const IDENTITY: RowSpec = RowSpec {
+    name: "Identity",
+    aliases: &[],
+    params: &[],
+    parse: |_, _| Ok(Rc::new(Identity)),
+};
+
+/// `nn.PixelShuffle(r)`: `[*, C r², H, W]` -> `[*, C, H r, W r]`;
+/// `nn.PixelUnshuffle(r)` the other way.
+struct PixelShuffle {
+    r: Dim,
+    up: bool,
+}
+
+impl Row for PixelShuffle {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        let n = x.len();
+        if n < 3 {
+            return Err(format!(
+                "{label} expects input `[*, C, H, W]`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        let r = &self.r;
+        let divide = |d: &Dim, by: &Dim| d.exact_div(by).or_else(|| d.floor_div(by));
+        let mut y = x.clone();
+        if self.up {
+            let r2 = r.mul(r);
+            let c = &x[n - 3];
+            facts.divides(c, &r2, &|| {
+                format!("{label}: {c} channels are not divisible by upscale_factor² = {r2}")
+            })?;
+            y[n - 3] = divide(c, &r2).ok_or_else(|| format!("{label}: factor 0"))?;
+            y[n - 2] = x[n - 2].mul(r);
+            y[n - 1] = x[n - 1].mul(r);
+        } else {
+            for ax in [n - 2, n - 1] {
+                let d = &x[ax];
+                facts.divides(d, r, &|| {
+                    format!("{label}: dim {ax} ({d}) is not divisible by downscale_factor {r}")
+                })?;
+                y[ax] = divide(d, r).ok_or_else(|| format!("{label}: factor 0"))?;
+            }
+            y[n - 3] = x[n - 3].mul(r).mul(r);
+        }
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        match self.up {
+            true => quote!(::tapir::nn::PixelShuffle),
+            false => quote!(::tapir::nn::PixelUnshuffle),
+        }
+    }
+    fn constructor(&self) -> TokenStream {
+        let r = dim_usize(&self.r);
+        match self.up {
+            true => quote!(::tapir::nn::PixelShuffle { upscale_factor: #r }),
+            false => quote!(::tapir::nn::PixelUnshuffle { downscale_factor: #r }),
+        }
+    }
+}
+
+pub const PIXEL_SHUFFLE: RowSpec = RowSpec {
+    name: "PixelShuffle",
+    aliases: &[],
+    params: &["upscale_factor"],
+    parse: |a, scope| {
+        Ok(Rc::new(PixelShuffle {
+            r: a.dim("upscale_factor", scope, None)?,
+            up: true,
+        }))
+    },
+};
+
+pub const PIXEL_UNSHUFFLE: RowSpec = RowSpec {
+    name: "PixelUnshuffle",
+    aliases: &[],
+    params: &["downscale_factor"],
+    parse: |a, scope| {
+        Ok(Rc::new(PixelShuffle {
+            r: a.dim("downscale_factor", scope, None)?,
+            up: false,
+        }))
     },
 };
