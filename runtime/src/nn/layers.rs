@@ -107,6 +107,29 @@ impl Forward for Identity {
     }
 }
 
+/// `nn.Unflatten(dim, unflattened_size)`: dim `dim` split into
+/// `unflattened_size` (one entry may be -1).
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, Module, Unflatten}, Tensor};
+/// let u = Unflatten { dim: 1, unflattened_size: vec![2, 5] };
+/// assert_eq!(u.forward(&Tensor::zeros(&[3, 10])).shape(), &[3, 2, 5]);
+/// assert_eq!(u.repr(), "Unflatten(dim=1, unflattened_size=(2, 5))");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unflatten {
+    /// The dim to split.
+    pub dim: isize,
+    /// The sizes it is split into.
+    pub unflattened_size: Vec<isize>,
+}
+
+impl Forward for Unflatten {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        x.unflatten(self.dim, &self.unflattened_size)
+    }
+}
+
 /// `nn.Flatten(start_dim=1, end_dim=-1)`.
 #[derive(Debug, Clone, Copy)]
 pub struct Flatten {
@@ -208,6 +231,14 @@ macro_rules! stateless_module {
 
 stateless_module! {
     Identity => |_s| "Identity()".into();
+    Unflatten => |s| {
+        let sizes: Vec<String> = s.unflattened_size.iter().map(|d| d.to_string()).collect();
+        let tuple = match sizes.len() {
+            1 => format!("({},)", sizes[0]),
+            _ => format!("({})", sizes.join(", ")),
+        };
+        format!("Unflatten(dim={}, unflattened_size={tuple})", s.dim)
+    };
     GELU => |s| if s.tanh { "GELU(approximate='tanh')".into() } else { "GELU(approximate='none')".into() };
     LeakyReLU => |s| format!("LeakyReLU(negative_slope={})", s.negative_slope);
     Softmax => |s| format!("Softmax(dim={})", s.dim);

@@ -34,7 +34,7 @@ pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
     AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardsigmoid, Hardswish, Identity,
     LeakyReLU, LogSigmoid, MaxPool2d, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus,
-    Softsign, Tanh, Tanhshrink,
+    Softsign, Tanh, Tanhshrink, Unflatten,
 };
 pub use linear::{Embedding, Linear, linear};
 pub use loss::{
