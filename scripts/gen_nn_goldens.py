@@ -584,6 +584,11 @@ loss("gaussian_nll", lambda x, y, v, red: F.gaussian_nll_loss(x, y, v, reduction
 loss("gaussian_nll_row_var_full", lambda x, y, v, red: F.gaussian_nll_loss(x, y, v, full=True, eps=0.05, reduction=red),
      [r(4, 3), r(4, 3), torch.rand(4) * 0.1], grad_idx=(0, 2))
 
+# ---- Bilinear (added later, its own seed) ------------------------------------------------
+torch.manual_seed(9)
+layer("bilinear", nn.Bilinear(3, 4, 5), [r(2, 6, 3), r(2, 6, 4)], extra=lambda m, xs: m(xs[0], xs[1]))
+layer("bilinear_nobias", nn.Bilinear(2, 3, 4, bias=False), [r(5, 2), r(5, 3)], extra=lambda m, xs: m(xs[0], xs[1]))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

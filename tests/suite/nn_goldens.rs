@@ -325,6 +325,14 @@ fn run_layer(
                 }
             }
         }
+        "bilinear" | "bilinear_nobias" => {
+            let m = match name {
+                "bilinear" => Bilinear::new(3, 4, 5, true),
+                _ => Bilinear::new(2, 3, 4, false),
+            };
+            let m = loaded(Box::new(m), sd, dtype)?;
+            (m.forward(x, &inputs[1]), m)
+        }
         "fold" => {
             let opts = Conv2dOptions {
                 stride: (1, 2),
@@ -439,7 +447,7 @@ fn layers_match_pytorch() {
     let (bytes, m) = read_goldens("nn");
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let cases = m["layers"].as_array().unwrap();
-    assert!(cases.len() >= 58);
+    assert!(cases.len() >= 60);
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F64, 1e-9));
     run_all(cases.iter(), |c| check_layer(&st, c, DType::F32, 2e-4));
 }

@@ -221,3 +221,84 @@ impl Module for Embedding {
 }
 
 crate::display_as_repr!(Linear, Embedding);
+
+/// `nn.Bilinear`: `y = x1ᵀ A x2 + b` per output feature, weight
+/// `[out, in1, in2]` and bias `[out]` initialised U(±1/√in1) as PyTorch's;
+/// inputs `[*, in1]` and `[*, in2]` give `[*, out]` (one `einsum`).
+///
+/// ```
+/// use tapir_runtime::{nn::{Bilinear, Module}, Tensor};
+/// let b = Bilinear::new(3, 4, 5, true);
+/// assert_eq!(b.forward(&Tensor::zeros(&[2, 7, 3]), &Tensor::zeros(&[2, 7, 4])).shape(), &[2, 7, 5]);
+/// assert_eq!(b.repr(), "Bilinear(in1_features=3, in2_features=4, out_features=5, bias=True)");
+/// ```
+pub struct Bilinear {
+    /// `[out_features, in1_features, in2_features]`.
+    pub weight: Tensor,
+    /// `[out_features]`, if any.
+    pub bias: Option<Tensor>,
+}
+
+impl Bilinear {
+    /// `nn.Bilinear(in1_features, in2_features, out_features, bias)`.
+    pub fn new(in1: usize, in2: usize, out: usize, bias: bool) -> Bilinear {
+        let bound = 1.0 / (in1.max(1) as f64).sqrt();
+        let uniform = |shape: &[usize]| {
+            let t = Tensor::zeros(shape);
+            super::init::uniform_(&t, -bound, bound);
+            t.requires_grad_(true)
+        };
+        Bilinear {
+            weight: uniform(&[out, in1, in2]),
+            bias: bias.then(|| uniform(&[out])),
+        }
+    }
+
+    /// `x1ᵀ A x2 + b` over the last dims of `input1` and `input2`.
+    #[track_caller]
+    pub fn forward(&self, input1: &Tensor, input2: &Tensor) -> Tensor {
+        let s = self.weight.shape();
+        let (out, in1, in2) = (s[0], s[1], s[2]);
+        let lead = &input1.shape()[..input1.ndim().saturating_sub(1)];
+        assert!(
+            input1.ndim() >= 1
+                && input1.size(-1) == in1
+                && input2.ndim() == input1.ndim()
+                && input2.size(-1) == in2
+                && input2.shape()[..input2.ndim() - 1] == *lead,
+            "Bilinear: expected inputs [*, {in1}] and [*, {in2}] with the same leading dims, got {:?} and {:?}",
+            input1.shape(),
+            input2.shape()
+        );
+        let a = input1.reshape(&[-1, in1 as isize]);
+        let b = input2.reshape(&[-1, in2 as isize]);
+        let mut y = Tensor::einsum("bi,oij,bj->bo", &[&a, &self.weight, &b]);
+        if let Some(bias) = &self.bias {
+            y = &y + bias;
+        }
+        let mut shape: Vec<isize> = lead.iter().map(|&d| d as isize).collect();
+        shape.push(out as isize);
+        y.reshape(&shape)
+    }
+}
+
+impl Module for Bilinear {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        visit_weight_bias(&self.weight, &self.bias, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
+    }
+    fn repr(&self) -> String {
+        let s = self.weight.shape();
+        format!(
+            "Bilinear(in1_features={}, in2_features={}, out_features={}, bias={})",
+            s[1],
+            s[2],
+            s[0],
+            if self.bias.is_some() { "True" } else { "False" }
+        )
+    }
+}
+
+crate::display_as_repr!(Bilinear);

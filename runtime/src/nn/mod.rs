@@ -36,7 +36,7 @@ pub use layers::{
     LeakyReLU, LogSigmoid, MaxPool2d, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus,
     Softsign, Tanh, Tanhshrink, Unflatten,
 };
-pub use linear::{Embedding, Linear, linear};
+pub use linear::{Bilinear, Embedding, Linear, linear};
 pub use loss::{
     CrossEntropyOptions, Reduction, binary_cross_entropy, binary_cross_entropy_with_logits,
     cross_entropy, cross_entropy_with, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
