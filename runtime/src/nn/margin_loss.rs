@@ -1,16 +1,11 @@
 //! The margin, ranking, embedding and Poisson losses of
 //! `torch.nn.functional`, each its PyTorch formula over existing ops (so
-//! their gradients and devices are those ops'), with `reduction`.
+//! their gradients and devices are those ops'), with `reduction`. Labels in
+//! {1, -1} are not checked, as PyTorch does not check them.
 
 use super::functional::pairwise_distance;
 use super::loss::{Reduction, check_same, reduce};
 use crate::Tensor;
-
-/// `input` and `target` must have one shape; `target` holds labels in
-/// {1, -1} (not checked, as PyTorch does not).
-fn labelled(op: &str, input: &Tensor, target: &Tensor) {
-    check_same(op, input, target);
-}
 
 /// `log(1 + exp(-y x))` (`F.soft_margin_loss`), labels `y` in {1, -1}.
 ///
@@ -21,7 +16,7 @@ fn labelled(op: &str, input: &Tensor, target: &Tensor) {
 /// assert!((l.item::<f32>() - 2f32.ln()).abs() < 1e-6);
 /// ```
 pub fn soft_margin_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
-    labelled("soft_margin_loss", input, target);
+    check_same("soft_margin_loss", input, target);
     reduce((&(-&(input * target)).exp() + 1.0).log(), r)
 }
 
@@ -41,7 +36,7 @@ pub fn margin_ranking_loss(
     r: Reduction,
 ) -> Tensor {
     check_same("margin_ranking_loss", input1, input2);
-    labelled("margin_ranking_loss", input1, target);
+    check_same("margin_ranking_loss", input1, target);
     reduce(
         (&(&-target * &(input1 - input2)) + margin).clamp_min(0.0),
         r,
@@ -58,7 +53,7 @@ pub fn margin_ranking_loss(
 /// assert_eq!(hinge_embedding_loss(&x, &y, 1.0, Reduction::None).to_vec::<f32>(), vec![0.3, 0.7]);
 /// ```
 pub fn hinge_embedding_loss(input: &Tensor, target: &Tensor, margin: f64, r: Reduction) -> Tensor {
-    labelled("hinge_embedding_loss", input, target);
+    check_same("hinge_embedding_loss", input, target);
     // As PyTorch: each branch applies where the label is not the other one.
     let zero = Tensor::zeros_like(input);
     let below_margin = (&-input + margin).clamp_min(0.0);
