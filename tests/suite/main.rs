@@ -27,6 +27,7 @@ mod lbfgs;
 mod model_macro;
 mod nn_goldens;
 mod optim_goldens;
+mod sched_goldens;
 mod swa;
 mod training;
 mod versions;
