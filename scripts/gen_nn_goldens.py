@@ -589,6 +589,35 @@ torch.manual_seed(9)
 layer("bilinear", nn.Bilinear(3, 4, 5), [r(2, 6, 3), r(2, 6, 4)], extra=lambda m, xs: m(xs[0], xs[1]))
 layer("bilinear_nobias", nn.Bilinear(2, 3, 4, bias=False), [r(5, 2), r(5, 3)], extra=lambda m, xs: m(xs[0], xs[1]))
 
+# ---- BatchNorm / InstanceNorm keyword arguments, update_bn (added later, its own seed) ----
+torch.manual_seed(10)
+layer("batchnorm2d_cumulative", nn.BatchNorm2d(2, momentum=None), [r(3, 2, 4, 4), r(3, 2, 4, 4) * 2, r(3, 2, 4, 4) + 1],
+      extra=lambda m, xs: m(xs[0]) + m(xs[1]) + m(xs[2]))
+layer("batchnorm1d_untracked_eval", nn.BatchNorm1d(3, affine=False, track_running_stats=False), [r(6, 3, 4)],
+      train=False)
+layer("batchnorm3d_eps_momentum_nobias", nn.BatchNorm3d(2, eps=1e-3, momentum=0.3, bias=False), [r(2, 2, 3, 3, 3)])
+# Train on one batch, then eval on another: the running statistics move, then normalise.
+layer("instancenorm1d_running", nn.InstanceNorm1d(3, affine=True, track_running_stats=True),
+      [r(4, 3, 6) * 2 + 1, r(2, 3, 5)],
+      extra=lambda m, xs: (lambda a: (m.eval(), m(xs[1]) + a.mean())[1])(m(xs[0])))
+layer("instancenorm2d_running_momentum_none", nn.InstanceNorm2d(2, track_running_stats=True, momentum=None),
+      [r(2, 2, 3, 3)])
+layer("instancenorm1d_running_unbatched", nn.InstanceNorm1d(3, track_running_stats=True, momentum=0.5), [r(3, 7)])
+
+
+def update_bn_case(m, xs):
+    """One training batch, update_bn over three integer batches, one more training batch
+    (momentum restored), then the eval output."""
+    m(xs[0])
+    torch.optim.swa_utils.update_bn([b.double() for b in xs[1]], m)
+    m(xs[0])
+    m.eval()
+    return m(xs[0])
+
+
+layer("update_bn", nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)), [r(6, 3), torch.randint(-5, 6, (3, 4, 3))],
+      extra=update_bn_case)
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -460,6 +460,12 @@ fn what_cannot_be_exported_is_an_error_naming_the_op() {
         h.clone()
     });
     assert!(e.contains("`add_`") && e.contains("in place"), "{e}");
+    // A batch norm without running statistics normalises by each batch's.
+    let e = export_error(|h| tapir::nn::batch_norm(h, None, None, None, None, true, 0.1, 1e-5));
+    assert!(
+        e.contains("`batch_norm`") && e.contains("track_running_stats false"),
+        "{e}"
+    );
 }
 
 #[test]

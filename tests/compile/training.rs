@@ -387,3 +387,56 @@ fn unbind_replays_with_eagers_outputs_and_gradients() {
     let e = compiled.explain();
     assert_eq!((e.graphs, e.replays), (1, 1), "{e:?}");
 }
+
+/// Batch norms that average every batch (`momentum=None`, whose weight
+/// 1 / count is read when the op runs) and that track nothing, and an
+/// instance norm with running statistics: a replay updates them as eager.
+#[test]
+fn cumulative_and_untracked_norms_replay_as_eager() {
+    use tapir::nn::{BatchNorm, InstanceNorm};
+    let _serial = serial();
+    let make = || {
+        Sequential::new()
+            .add(Linear::new(6, 6, true))
+            .add(BatchNorm::new_1d(4).momentum(None))
+            .add(InstanceNorm::new_1d(4, 1e-5, true).track_running_stats(true))
+            .add(BatchNorm::new_1d(4).track_running_stats(false))
+    };
+    let (eager, compiled) = twins(make);
+    let compiled = compile(compiled);
+    let g = Generator::new(17);
+    let batches: Vec<Tensor> = (0..3).map(|_| Tensor::randn_with(&[5, 4, 6], &g)).collect();
+    for x in &batches {
+        assert_same_grads(
+            (&eager, &eager.forward(x)),
+            (&compiled, &compiled.forward(x)),
+            |y| y.square().sum(),
+            0.0,
+            "bit for bit",
+        );
+    }
+    let buffers = compiled.named_buffers();
+    for ((name, a), (_, b)) in eager.named_buffers().iter().zip(&buffers) {
+        assert_eq!(a.to_vec::<f64>(), b.to_vec::<f64>(), "buffer {name}");
+    }
+    assert_eq!(buffers[2].1.item::<i64>(), 3, "{buffers:?}");
+    // The cumulative mean is the mean of the three batch means.
+    let (w, b) = (&eager.parameters()[0], &eager.parameters()[1]);
+    let lin = |x: &Tensor| &x.matmul(&w.t()) + b;
+    let means: Vec<Tensor> = batches
+        .iter()
+        .map(|x| lin(x).mean_dims(&[0, 2], false))
+        .collect();
+    let want = &(&(&means[0] + &means[1]) + &means[2]) / 3.0;
+    assert!(rel_diff(&buffers[0].1, &want) < 1e-5, "{buffers:?}");
+    compiled.eval();
+    eager.eval();
+    let x = Tensor::randn_with(&[2, 4, 6], &g);
+    assert_eq!(
+        compiled.forward(&x).to_vec::<f32>(),
+        eager.forward(&x).to_vec::<f32>(),
+        "eval uses the running statistics"
+    );
+    let e = compiled.explain();
+    assert!(e.graph_breaks.is_empty() && e.replays == 2, "{e:?}");
+}

@@ -187,7 +187,7 @@ fn pytorch_state_dicts_load_and_give_pytorch_outputs() {
     let diff = (&y - &want).abs().max().item::<f32>();
     assert!(diff < 1e-5, "max |tapir - PyTorch| = {diff}");
     assert_eq!(
-        m.bn.num_batches_tracked.item::<i64>(),
+        m.bn.num_batches_tracked.as_ref().unwrap().item::<i64>(),
         3,
         "int64 buffers load too"
     );

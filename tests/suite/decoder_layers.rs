@@ -182,12 +182,29 @@ fn reprs_read_as_pytorch_prints_them() {
             "RMSNorm((6,), eps=1e-06, elementwise_affine=True)",
         ),
         (
-            Box::new({
-                let mut bn = BatchNorm::new_2d(3);
-                (bn.eps, bn.momentum) = (1e-3, 0.01);
-                bn
-            }),
+            Box::new(BatchNorm::new_2d(3).eps(1e-3).momentum(0.01)),
             "BatchNorm2d(3, eps=0.001, momentum=0.01, affine=True, bias=True, track_running_stats=True)",
+        ),
+        (
+            Box::new(
+                BatchNorm::new_3d(2)
+                    .momentum(None)
+                    .affine(false)
+                    .track_running_stats(false),
+            ),
+            "BatchNorm3d(2, eps=1e-05, momentum=None, affine=False, bias=False, track_running_stats=False)",
+        ),
+        (
+            Box::new(BatchNorm::new_1d(4).bias(false)),
+            "BatchNorm1d(4, eps=1e-05, momentum=0.1, affine=True, bias=False, track_running_stats=True)",
+        ),
+        (
+            Box::new(
+                InstanceNorm::new_1d(3, 1e-5, false)
+                    .track_running_stats(true)
+                    .momentum(None),
+            ),
+            "InstanceNorm1d(3, eps=1e-05, momentum=None, affine=False, bias=False, track_running_stats=True)",
         ),
     ];
     let more: Vec<(Box<dyn Module>, &str)> = vec![

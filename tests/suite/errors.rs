@@ -314,6 +314,45 @@ fn batch_norm_needs_more_than_one_value_per_channel_when_training() {
     assert_eq!(bn.forward(&Tensor::ones(&[1, 2])).shape(), &[1, 2]);
 }
 
+/// Instance norm over one position has no variance either (PyTorch's
+/// "more than 1 spatial element", in eval mode too without running
+/// statistics); `F.batch_norm` needs running statistics outside training.
+#[test]
+fn instance_norm_needs_more_than_one_position_and_batch_norm_its_statistics() {
+    use tapir::nn::{Forward, InstanceNorm, Module, batch_norm};
+    let norm = InstanceNorm::new_1d(2, 1e-5, false);
+    norm.eval();
+    let m = panic_message(|| {
+        norm.forward(&Tensor::ones(&[3, 2, 1]));
+    });
+    assert_eq!(
+        m,
+        "InstanceNorm1d(2): expected more than 1 spatial element when training, got input of shape [3, 2, 1]"
+    );
+    let tracked = InstanceNorm::new_1d(2, 1e-5, false).track_running_stats(true);
+    tracked.eval();
+    assert_eq!(
+        tracked.forward(&Tensor::ones(&[3, 2, 1])).shape(),
+        &[3, 2, 1]
+    );
+    let m = panic_message(|| {
+        batch_norm(
+            &Tensor::ones(&[3, 2]),
+            None,
+            None,
+            None,
+            None,
+            false,
+            0.1,
+            1e-5,
+        );
+    });
+    assert_eq!(
+        m,
+        "batch_norm: running_mean and running_var are needed when training is false"
+    );
+}
+
 /// A narrow past the end was clamped to what was there (a shorter view,
 /// silently); PyTorch refuses it, and so does tapir. `cat` of 0-d tensors
 /// gets PyTorch's message instead of an index panic.

@@ -125,6 +125,7 @@ const COVERED: &[&str] = &[
     "GroupNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",
+    "BatchNorm3d",
     "Identity",
     "PixelShuffle",
     "PixelUnshuffle",
@@ -398,6 +399,51 @@ fn decoder_rules_match_the_runtime_layers() {
         (3, 6, 1e-3)
     );
     assert!(t.inst.weight.is_some() && t.inst_1d.weight.is_none());
+}
+
+model! {
+    /// The norms' keyword arguments: a cumulative, non-affine 3-d batch
+    /// norm, an untracked one with its channels inferred, and an instance
+    /// norm with running statistics.
+    pub struct NormTable<const C: usize> {
+        bn3: BatchNorm3d<C, momentum = None, affine = false>,
+        bn_lazy: BatchNorm2d<_, eps = 1e-3, track_running_stats = false>,
+        inst: InstanceNorm1d<4, momentum = 0.5, track_running_stats = true>,
+    }
+    fn forward(&self, vol: [N, C, D, H, W], img: [N, 5, H, W], seq: [N, 4, L]) -> (
+        [N, C, D, H, W], [N, 5, H, W], [N, 4, L],
+    ) {
+        (self.bn3(vol), self.bn_lazy(img), self.inst(seq))
+    }
+}
+
+#[test]
+fn norm_keyword_arguments_reach_the_runtime_layers() {
+    use tapir::nn::Module;
+    let t = NormTable::<2>::new(&Device::Cpu);
+    let (v, i, s) = t.forward(
+        &Tensor::randn(&[2, 2, 3, 4, 4]),
+        &Tensor::randn(&[2, 5, 4, 4]),
+        &Tensor::randn(&[2, 4, 6]),
+    );
+    assert_eq!(
+        (v.shape(), i.shape(), s.shape()),
+        (&[2, 2, 3, 4, 4][..], &[2, 5, 4, 4][..], &[2, 4, 6][..])
+    );
+    assert_eq!(
+        (t.bn3.repr(), t.bn_lazy.repr(), t.inst.repr()),
+        (
+            "BatchNorm3d(2, eps=1e-05, momentum=None, affine=False, bias=False, track_running_stats=True)".to_string(),
+            "BatchNorm2d(5, eps=0.001, momentum=0.1, affine=True, bias=True, track_running_stats=False)".to_string(),
+            "InstanceNorm1d(4, eps=1e-05, momentum=0.5, affine=False, bias=False, track_running_stats=True)".to_string(),
+        )
+    );
+    // Trained once: the cumulative count and the instance norm's statistics moved.
+    assert_eq!(t.bn3.num_batches_tracked.as_ref().unwrap().item::<i64>(), 1);
+    assert_ne!(
+        t.inst.running_mean.as_ref().unwrap().to_vec::<f32>(),
+        vec![0.0; 4]
+    );
 }
 
 model! {

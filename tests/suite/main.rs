@@ -20,6 +20,7 @@ mod checkpoint;
 mod decoder_layers;
 mod errors;
 mod fused;
+mod golden_layers;
 mod goldens;
 mod init;
 mod layer_table;

@@ -3,6 +3,7 @@
 //! clipping (the optimizers are `optim_goldens`, the schedulers
 //! `sched_goldens`).
 
+use super::golden_layers::{STATEFUL, build, run_stateful};
 use crate::common;
 use common::*;
 use safetensors::SafeTensors;
@@ -11,99 +12,8 @@ use tapir::nn::*;
 use tapir::optim::*;
 use tapir::prelude::*;
 
-fn build(name: &str) -> Box<dyn Forward> {
-    let conv = Conv2dOptions::default();
-    let c1 = |padding, stride, dilation, groups| Conv1dOptions {
-        stride,
-        padding,
-        dilation,
-        groups,
-    };
-    match name {
-        "linear" => Box::new(Linear::new(5, 3, true)),
-        "linear_nobias_3d" => Box::new(Linear::new(5, 3, false)),
-        "layernorm" => Box::new(LayerNorm::new(&[6], 1e-5, true)),
-        "layernorm_2d_shape" => Box::new(LayerNorm::new(&[3, 4], 1e-5, true)),
-        "rmsnorm" => Box::new(RMSNorm::new(&[6], None, true)),
-        "batchnorm1d_train" | "batchnorm1d_eval" => Box::new(BatchNorm::new_1d(3)),
-        "batchnorm2d_train" => Box::new(BatchNorm::new_2d(2)),
-        "embedding_pad" => Box::new(Embedding::new(7, 3, Some(2))),
-        "conv2d" => Box::new(Conv2d::new(2, 4, (3, 3), conv.padding(1), true)),
-        "conv1d" => Box::new(Conv1d::new(3, 4, 3, c1(1, 1, 1, 1), true)),
-        "conv1d_stride_groups" => Box::new(Conv1d::new(4, 6, 3, c1(0, 2, 2, 2), false)),
-        "conv1d_unbatched" => Box::new(Conv1d::new(2, 3, 2, c1(0, 1, 1, 1), true)),
-        "conv2d_groups" => Box::new(Conv2d::new(
-            4,
-            6,
-            (3, 3),
-            conv.stride(2).padding(1).groups(2),
-            true,
-        )),
-        "groupnorm" => Box::new(GroupNorm::new(2, 4, 1e-5, true)),
-        "groupnorm_noaffine_3d" => Box::new(GroupNorm::new(3, 6, 1e-3, false)),
-        "groupnorm_per_channel" => Box::new(GroupNorm::new(4, 4, 1e-5, true)),
-        "instancenorm2d_affine" => Box::new(InstanceNorm::new_2d(3, 1e-5, true)),
-        "instancenorm1d_unbatched" => Box::new(InstanceNorm::new_1d(4, 1e-5, false)),
-        "convtranspose2d" => Box::new(ConvTranspose2d::new(3, 4, (3, 3), conv, (0, 0), true)),
-        "convtranspose2d_stride_pad_outpad" => Box::new(ConvTranspose2d::new(
-            4,
-            6,
-            (3, 2),
-            conv.stride(2).padding(1),
-            (1, 0),
-            true,
-        )),
-        "convtranspose2d_groups_dilation" => Box::new(ConvTranspose2d::new(
-            4,
-            6,
-            (3, 3),
-            Conv2dOptions {
-                stride: (1, 2),
-                padding: (0, 2),
-                dilation: (2, 2),
-                groups: 2,
-            },
-            (0, 0),
-            false,
-        )),
-        "convtranspose2d_outpad_dilation" => Box::new(ConvTranspose2d::new(
-            2,
-            3,
-            (2, 2),
-            conv.dilation(3),
-            (2, 2),
-            true,
-        )),
-        "maxpool2d" => Box::new(MaxPool2d::new(2)),
-        "avgpool2d" => Box::new(AvgPool2d::new(2)),
-        "adaptiveavgpool2d" => Box::new(AdaptiveAvgPool2d {
-            output_size: (2, 3),
-        }),
-        "adaptiveavgpool2d_1" => Box::new(AdaptiveAvgPool2d {
-            output_size: (1, 1),
-        }),
-        "flatten" => Box::new(Flatten::default()),
-        "relu" => Box::new(ReLU),
-        "gelu" => Box::new(GELU::default()),
-        "gelu_tanh" => Box::new(GELU { tanh: true }),
-        "silu" => Box::new(SiLU),
-        "tanh" => Box::new(Tanh),
-        "sigmoid" => Box::new(Sigmoid),
-        "softmax" => Box::new(Softmax { dim: -1 }),
-        "dropout_eval" => Box::new(Dropout::new(0.5)),
-        "sequential" => Box::new(
-            Sequential::new()
-                .add(Linear::new(4, 8, true))
-                .add(LayerNorm::new(&[8], 1e-5, true))
-                .add(GELU::default())
-                .add(Linear::new(8, 2, true)),
-        ),
-        other => panic!("no layer {other}"),
-    }
-}
-
 /// Loads PyTorch's state dict into `m` (in `dtype`, on the test device).
-fn loaded<M: Module + ?Sized>(
+pub(super) fn loaded<M: Module + ?Sized>(
     mut m: Box<M>,
     sd: &StateDict,
     dtype: DType,
@@ -344,6 +254,7 @@ fn run_layer(
             let out = x.fold2d((5, 6), (2, 3), opts);
             (out, loaded(Box::new(Identity), sd, dtype)?)
         }
+        _ if STATEFUL.contains(&name) => run_stateful(name, inputs, sd, dtype)?,
         _ => {
             let m = loaded(build(name), sd, dtype)?;
             if !train {

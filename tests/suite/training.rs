@@ -230,7 +230,7 @@ fn batchnorm_uses_batch_stats_in_train_and_running_stats_in_eval() {
     // running_mean = 0.9 * 0 + 0.1 * [2, 15]; running_var = 0.9 + 0.1 * unbiased var [2, 50].
     close(
         "running_mean",
-        &bn.running_mean,
+        bn.running_mean.as_ref().unwrap(),
         &Tensor::from_vec(vec![0.2f32, 1.5], &[2]),
         1e-6,
         1e-6,
@@ -238,18 +238,18 @@ fn batchnorm_uses_batch_stats_in_train_and_running_stats_in_eval() {
     .unwrap();
     close(
         "running_var",
-        &bn.running_var,
+        bn.running_var.as_ref().unwrap(),
         &Tensor::from_vec(vec![1.1f32, 5.9], &[2]),
         1e-5,
         1e-5,
     )
     .unwrap();
-    assert_eq!(bn.num_batches_tracked.item::<i64>(), 1);
+    assert_eq!(bn.num_batches_tracked.as_ref().unwrap().item::<i64>(), 1);
     bn.eval();
     let ye = bn.forward(&x).to_vec::<f32>();
     assert!((ye[0] - (1.0 - 0.2) / (1.1f32 + 1e-5).sqrt()).abs() < 1e-5);
     assert_eq!(
-        bn.num_batches_tracked.item::<i64>(),
+        bn.num_batches_tracked.as_ref().unwrap().item::<i64>(),
         1,
         "eval does not update statistics"
     );

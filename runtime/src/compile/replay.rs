@@ -305,18 +305,19 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             ]
         },
         "batch_norm" => |a| {
-            let state = crate::nn::BatchNormState {
-                running_mean: a.x(1),
+            let state = a.opt(1).map(|running_mean| crate::nn::BatchNormState {
+                running_mean,
                 running_var: a.x(2),
-                num_batches_tracked: a.x(5),
-            };
-            vec![crate::nn::functional_batch_norm(
+                num_batches_tracked: a.opt(5),
+            });
+            let cumulative = a.int("cumulative") != 0;
+            vec![crate::nn::batch_norm_op(
                 a.x(0),
                 state,
                 a.opt(3),
                 a.opt(4),
                 a.int("training") != 0,
-                a.float("momentum"),
+                (!cumulative).then(|| a.float("momentum")),
                 a.float("eps"),
             )]
         },

@@ -3,7 +3,8 @@
 //! variance and elementwise ops, so their gradients come from those ops.
 //! Instance norm is group norm with one channel per group.
 
-use super::module::{Forward, Module, TensorKind, py_float};
+use super::batch_norm::{new_running_stats, visit_running_stats, visit_running_stats_mut};
+use super::module::{Forward, Module, TensorKind, TrainingFlag, py_float};
 use super::norm::{visit_affine, visit_affine_mut};
 use crate::amp::{self, Policy};
 use crate::{DType, Tensor};
@@ -224,11 +225,14 @@ impl Module for GroupNorm {
     }
 }
 
-/// `nn.InstanceNorm1d` / `nn.InstanceNorm2d` with `track_running_stats=False`
-/// (PyTorch's default): every sample's channels normalised over their own
-/// positions in train and eval mode alike; weight ones and bias zeros of
+/// `nn.InstanceNorm1d` / `nn.InstanceNorm2d`: every sample's channels
+/// normalised over their own positions; weight ones and bias zeros of
 /// shape `[num_features]` when `affine` (PyTorch's default is not affine).
-/// Takes batched (`[N, C, L]` / `[N, C, H, W]`) or unbatched input.
+/// By default (`track_running_stats=False`) train and eval mode alike use
+/// the sample's statistics; with [`InstanceNorm::track_running_stats`],
+/// training also moves running averages of them (by `momentum`, 0.1) that
+/// eval mode normalises by. Takes batched (`[N, C, L]` / `[N, C, H, W]`) or
+/// unbatched input.
 ///
 /// ```
 /// use tapir_runtime::{nn::{Forward, InstanceNorm}, Tensor};
@@ -241,12 +245,22 @@ pub struct InstanceNorm {
     pub weight: Option<Tensor>,
     /// Per-channel shift, if affine.
     pub bias: Option<Tensor>,
+    /// Running mean of the samples' channel means, if tracked.
+    pub running_mean: Option<Tensor>,
+    /// Running mean of the samples' unbiased channel variances, if tracked.
+    pub running_var: Option<Tensor>,
+    /// Kept at 0 (PyTorch registers it and never counts), if tracked.
+    pub num_batches_tracked: Option<Tensor>,
     /// Channels (dim 1 of a batched input).
     pub num_features: usize,
     /// Added to the variance (PyTorch's default 1e-5).
     pub eps: f64,
+    /// Weight of the current batch in the running statistics (0.1); `None`
+    /// is 0 here, as in PyTorch: the statistics stay where they are.
+    pub momentum: Option<f64>,
     /// Spatial dims: 1 or 2.
     dims: usize,
+    training: TrainingFlag,
 }
 
 impl InstanceNorm {
@@ -265,14 +279,63 @@ impl InstanceNorm {
         InstanceNorm {
             weight,
             bias,
+            running_mean: None,
+            running_var: None,
+            num_batches_tracked: None,
             num_features,
             eps,
+            momentum: Some(0.1),
             dims,
+            training: TrainingFlag::default(),
         }
+    }
+
+    /// `track_running_stats=`: running statistics, zeros and ones, moved in
+    /// training and used in eval mode.
+    ///
+    /// ```
+    /// use tapir_runtime::{nn::{Forward, InstanceNorm, Module}, Tensor};
+    /// let norm = InstanceNorm::new_1d(1, 0.0, false).track_running_stats(true);
+    /// norm.forward(&Tensor::from_vec(vec![1.0f32, 3.0, 5.0, 7.0], &[2, 1, 2]));
+    /// // 0.9 * 0 + 0.1 * mean(2, 6); 0.9 * 1 + 0.1 * mean(2, 2).
+    /// assert!((norm.running_mean.as_ref().unwrap().item::<f32>() - 0.4).abs() < 1e-6);
+    /// assert!((norm.running_var.as_ref().unwrap().item::<f32>() - 1.1).abs() < 1e-6);
+    /// ```
+    pub fn track_running_stats(mut self, on: bool) -> InstanceNorm {
+        [
+            self.running_mean,
+            self.running_var,
+            self.num_batches_tracked,
+        ] = new_running_stats(self.num_features, on);
+        self
+    }
+
+    /// `momentum=`: a number, or `None` (which leaves the statistics alone).
+    pub fn momentum(mut self, momentum: impl Into<Option<f64>>) -> InstanceNorm {
+        self.momentum = momentum.into();
+        self
     }
 
     fn name(&self) -> String {
         format!("InstanceNorm{}d", self.dims)
+    }
+
+    /// Moves the running statistics toward the mean over the batch of each
+    /// sample's channel mean and unbiased variance (PyTorch's batch norm of
+    /// the input viewed as `[1, N * C, *]`, averaged back over `N`).
+    fn update_running_stats(&self, x: &Tensor) {
+        let (Some(mean), Some(var)) = (&self.running_mean, &self.running_var) else {
+            return;
+        };
+        let m = self.momentum.unwrap_or(0.0);
+        crate::no_grad(|| {
+            let positions: Vec<isize> = (2..x.ndim() as isize).collect();
+            let x = as_dtype(x, mean.dtype());
+            let sample_mean = x.mean_dims(&positions, false).mean_dim(0, false);
+            let sample_var = x.var_dims(&positions, 1, false).mean_dim(0, false);
+            mean.mul_scalar_(1.0 - m).add_scaled_(&sample_mean, m);
+            var.mul_scalar_(1.0 - m).add_scaled_(&sample_var, m);
+        });
     }
 }
 
@@ -289,9 +352,9 @@ impl Forward for InstanceNorm {
         );
         let channels = x.shape()[x.ndim() - self.dims - 1];
         // As PyTorch: a channel count other than num_features is an error
-        // only when there are per-channel parameters to apply.
+        // only when there are per-channel parameters or statistics.
         assert!(
-            self.weight.is_none() || channels == self.num_features,
+            (self.weight.is_none() && self.running_mean.is_none()) || channels == self.num_features,
             "{}({}): expected input with {} channels, got shape {:?}",
             self.name(),
             self.num_features,
@@ -299,7 +362,32 @@ impl Forward for InstanceNorm {
             x.shape()
         );
         let x = if batched { x.clone() } else { x.unsqueeze(0) };
-        let y = instance_norm(&x, self.weight.as_ref(), self.bias.as_ref(), self.eps);
+        let training = self.training.get();
+        let (w, b) = (self.weight.as_ref(), self.bias.as_ref());
+        let y = match (&self.running_mean, &self.running_var) {
+            (Some(mean), Some(var)) if !training => {
+                let mut shape = vec![1isize; x.ndim()];
+                shape[1] = channels as isize;
+                let stat = |t: &Tensor| as_dtype(t, x.dtype()).reshape(&shape);
+                let y = &(&x - &stat(mean)) * &(&stat(var) + self.eps).rsqrt();
+                let y = w.map_or(y.clone(), |w| &y * &as_dtype(w, x.dtype()).reshape(&shape));
+                b.map_or(y.clone(), |b| &y + &as_dtype(b, x.dtype()).reshape(&shape))
+            }
+            _ => {
+                let positions = x.numel() / (x.shape()[0] * channels).max(1);
+                assert!(
+                    positions > 1,
+                    "{}({}): expected more than 1 spatial element when training, got input of shape {:?}",
+                    self.name(),
+                    self.num_features,
+                    x.shape()
+                );
+                if training {
+                    self.update_running_stats(&x);
+                }
+                instance_norm(&x, w, b, self.eps)
+            }
+        };
         if batched { y } else { y.squeeze_dim(0) }
     }
 }
@@ -307,19 +395,39 @@ impl Forward for InstanceNorm {
 impl Module for InstanceNorm {
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
         visit_affine(&self.weight, &self.bias, f);
+        let stats = [
+            &self.running_mean,
+            &self.running_var,
+            &self.num_batches_tracked,
+        ];
+        visit_running_stats(stats, f);
     }
     fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
         visit_affine_mut(&mut self.weight, &mut self.bias, f);
+        let stats = [
+            &mut self.running_mean,
+            &mut self.running_var,
+            &mut self.num_batches_tracked,
+        ];
+        visit_running_stats_mut(stats, f);
     }
     fn repr(&self) -> String {
         format!(
-            "{}({}, eps={}, momentum=0.1, affine={}, bias={}, track_running_stats=False)",
+            "{}({}, eps={}, momentum={}, affine={}, bias={}, track_running_stats={})",
             self.name(),
             self.num_features,
             py_float(self.eps),
+            self.momentum.map_or("None".to_string(), py_float),
             py_bool(self.weight.is_some()),
-            py_bool(self.bias.is_some())
+            py_bool(self.bias.is_some()),
+            py_bool(self.running_mean.is_some())
         )
+    }
+    fn set_training(&self, on: bool) {
+        self.training.set(on);
+    }
+    fn is_training(&self) -> bool {
+        self.training.get()
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod activation;
 mod attention;
+mod batch_norm;
 mod container;
 mod conv;
 mod functional;
@@ -25,6 +26,8 @@ mod transformer_stack;
 pub use activation::{CELU, ELU, GLU, Hardshrink, Hardtanh, Softshrink, Threshold};
 pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
+pub use batch_norm::{BatchNorm, batch_norm};
+pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose2d};
 pub use functional::{cosine_similarity, normalize, one_hot, pad, pairwise_distance};
@@ -50,8 +53,7 @@ pub use module::{
     Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,
     visit_child_mut,
 };
-pub use norm::{BatchNorm, LayerNorm, RMSNorm};
-pub(crate) use norm::{BatchNormState, batch_norm as functional_batch_norm};
+pub use norm::{LayerNorm, RMSNorm};
 pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle};
 pub use recurrent::{GRU, LSTM, RnnOptions};
 pub(crate) use sdpa::allowed_backends;

@@ -398,6 +398,11 @@ fn filled(b: &mut Builder, v: f64, dtype: DType, dims: Vec<i64>) -> String {
 
 /// Eval-mode BatchNorm (running statistics) as BatchNormalization.
 fn batch_norm(b: &mut Builder, op: &OpView) -> Lowered {
+    if op.inputs.get(1).is_none_or(|v| v.is_none()) {
+        return op.fail(
+            "BatchNorm without running statistics (track_running_stats false) normalises by each batch's statistics, which BatchNormalization cannot",
+        );
+    }
     if op.int("training") != 0 {
         return op.fail("BatchNorm in training mode uses batch statistics; call eval() first");
     }

@@ -338,3 +338,72 @@ impl LrScheduler for SWALR {
         }
     }
 }
+
+/// What [`update_bn`] takes from each batch a loader yields: the model's
+/// input (the batch itself, or the first of its tensors, as PyTorch takes
+/// `input[0]` from a list or tuple).
+pub trait BatchInput {
+    /// The tensor to run the model on.
+    fn input(&self) -> &Tensor;
+}
+
+impl BatchInput for Tensor {
+    fn input(&self) -> &Tensor {
+        self
+    }
+}
+
+impl BatchInput for Vec<Tensor> {
+    fn input(&self) -> &Tensor {
+        self.first().expect(
+            "update_bn: a batch is an empty list of tensors, with no input to run the model on",
+        )
+    }
+}
+
+impl<T> BatchInput for (Tensor, T) {
+    fn input(&self) -> &Tensor {
+        &self.0
+    }
+}
+
+impl<B: BatchInput> BatchInput for &B {
+    fn input(&self) -> &Tensor {
+        (*self).input()
+    }
+}
+
+/// `torch.optim.swa_utils.update_bn`: recomputes every BatchNorm's running
+/// statistics for the model's current (averaged) weights with one pass
+/// over `loader` in train mode, each BatchNorm reset first and averaging
+/// every batch equally (`momentum=None`); its momentum and the model's
+/// train/eval mode are as before afterwards. Gradients are not recorded.
+/// A BatchNorm the model does not run keeps its statistics (PyTorch would
+/// reset it to zeros and ones).
+///
+/// ```
+/// use tapir_runtime::{nn::{BatchNorm, Module}, optim::swa_utils::update_bn, Tensor};
+/// let bn = BatchNorm::new_1d(1);
+/// bn.eval();
+/// let batches = [[1.0f32, 3.0], [5.0, 7.0]].map(|v| Tensor::from_vec(v.to_vec(), &[2, 1]));
+/// update_bn(&batches, &bn);
+/// // The mean of the two batch means, and of the two unbiased variances.
+/// assert_eq!(bn.running_mean.as_ref().unwrap().item::<f32>(), 4.0);
+/// assert_eq!(bn.running_var.as_ref().unwrap().item::<f32>(), 2.0);
+/// assert!(!bn.is_training());
+/// ```
+pub fn update_bn<B: BatchInput>(
+    loader: impl IntoIterator<Item = B>,
+    model: &(impl crate::nn::Forward + ?Sized),
+) {
+    let was_training = model.is_training();
+    model.train();
+    crate::no_grad(|| {
+        crate::nn::cumulative_running_stats(|| {
+            for batch in loader {
+                model.forward(batch.input());
+            }
+        })
+    });
+    model.set_training(was_training);
+}

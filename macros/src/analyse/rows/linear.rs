@@ -123,17 +123,20 @@ macro_rules! norm {
 norm!(LAYER_NORM, "LayerNorm", false);
 norm!(RMS_NORM, "RMSNorm", true);
 
-/// `nn.BatchNorm1d` / `nn.BatchNorm2d`: channels in dim 1.
+/// `nn.BatchNorm1d` / `2d` / `3d`: channels in dim 1; PyTorch's keyword
+/// arguments become the runtime type's builders of the same names.
 struct BatchNorm {
     c: Slot,
-    two_d: bool,
+    dims: usize,
+    kwargs: [(&'static str, Option<Expr>); 4],
 }
 
 impl Row for BatchNorm {
     fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
-        let (pattern, ok_rank) = match self.two_d {
-            true => ("[N, C, H, W]", x.len() == 4),
-            false => ("[N, C] or [N, C, L]", x.len() == 2 || x.len() == 3),
+        let (pattern, ok_rank) = match self.dims {
+            1 => ("[N, C] or [N, C, L]", x.len() == 2 || x.len() == 3),
+            2 => ("[N, C, H, W]", x.len() == 4),
+            _ => ("[N, C, D, H, W]", x.len() == 5),
         };
         if !ok_rank {
             return Err(format!(
@@ -155,34 +158,60 @@ impl Row for BatchNorm {
     }
     fn constructor(&self) -> TokenStream {
         let c = slot_usize(&self.c);
-        match self.two_d {
-            true => quote!(::tapir::nn::BatchNorm::new_2d(#c)),
-            false => quote!(::tapir::nn::BatchNorm::new_1d(#c)),
-        }
+        let new = quote::format_ident!("new_{}d", self.dims);
+        let kwargs = builders(&self.kwargs);
+        quote!(::tapir::nn::BatchNorm::#new(#c) #kwargs)
     }
     fn uninferred(&self) -> Option<&'static str> {
         self.c.get().is_none().then_some("num_features")
     }
 }
 
+/// `.name(value)` for each keyword argument given.
+fn builders(kwargs: &[(&'static str, Option<Expr>)]) -> TokenStream {
+    kwargs
+        .iter()
+        .filter_map(|(name, e)| {
+            let method = quote::format_ident!("{name}");
+            e.as_ref().map(|e| quote!(.#method(#e)))
+        })
+        .collect()
+}
+
+/// The batch and instance norms' parameters, as PyTorch's `_NormBase`.
+const RUNNING_NORM_PARAMS: &[&str] = &[
+    "num_features",
+    "eps",
+    "momentum",
+    "affine",
+    "track_running_stats",
+];
+
 macro_rules! batch_norm {
-    ($konst:ident, $name:literal, $two_d:literal) => {
+    ($konst:ident, $name:literal, $dims:literal) => {
         pub const $konst: RowSpec = RowSpec {
             name: $name,
             aliases: &[],
-            params: &["num_features"],
+            params: RUNNING_NORM_PARAMS,
             parse: |a, scope| {
                 Ok(Rc::new(BatchNorm {
                     c: a.slot("num_features", scope)?,
-                    two_d: $two_d,
+                    dims: $dims,
+                    kwargs: [
+                        ("eps", a.expr("eps")?),
+                        ("momentum", a.expr("momentum")?),
+                        ("affine", a.expr("affine")?),
+                        ("track_running_stats", a.expr("track_running_stats")?),
+                    ],
                 }))
             },
         };
     };
 }
 
-batch_norm!(BATCH_NORM_1D, "BatchNorm1d", false);
-batch_norm!(BATCH_NORM_2D, "BatchNorm2d", true);
+batch_norm!(BATCH_NORM_1D, "BatchNorm1d", 1);
+batch_norm!(BATCH_NORM_2D, "BatchNorm2d", 2);
+batch_norm!(BATCH_NORM_3D, "BatchNorm3d", 3);
 
 /// `nn.GroupNorm`: channels in dim 1, divided into groups.
 struct GroupNorm {
@@ -236,15 +265,15 @@ pub const GROUP_NORM: RowSpec = RowSpec {
     },
 };
 
-/// `nn.InstanceNorm1d` / `nn.InstanceNorm2d` (without running statistics):
-/// batched or unbatched, channels just before the spatial dims. `momentum`
-/// is accepted in PyTorch's place and, as there, unused without running
-/// statistics.
+/// `nn.InstanceNorm1d` / `nn.InstanceNorm2d`: batched or unbatched,
+/// channels just before the spatial dims; `momentum` and
+/// `track_running_stats` become the runtime type's builders.
 struct InstanceNorm {
     c: Slot,
     eps: Option<Expr>,
     affine: Option<Expr>,
     two_d: bool,
+    kwargs: [(&'static str, Option<Expr>); 2],
 }
 
 impl Row for InstanceNorm {
@@ -277,9 +306,10 @@ impl Row for InstanceNorm {
         let c = slot_usize(&self.c);
         let eps = or_default(&self.eps, quote!(1e-5));
         let affine = or_default(&self.affine, quote!(false));
+        let kwargs = builders(&self.kwargs);
         match self.two_d {
-            true => quote!(::tapir::nn::InstanceNorm::new_2d(#c, #eps, #affine)),
-            false => quote!(::tapir::nn::InstanceNorm::new_1d(#c, #eps, #affine)),
+            true => quote!(::tapir::nn::InstanceNorm::new_2d(#c, #eps, #affine) #kwargs),
+            false => quote!(::tapir::nn::InstanceNorm::new_1d(#c, #eps, #affine) #kwargs),
         }
     }
     fn uninferred(&self) -> Option<&'static str> {
@@ -292,14 +322,18 @@ macro_rules! instance_norm {
         pub const $konst: RowSpec = RowSpec {
             name: $name,
             aliases: &[],
-            params: &["num_features", "eps", "momentum", "affine"],
+            params: RUNNING_NORM_PARAMS,
             parse: |a, scope| {
-                let _unused_without_running_stats = a.expr("momentum")?;
+                let (eps, momentum) = (a.expr("eps")?, a.expr("momentum")?);
                 Ok(Rc::new(InstanceNorm {
                     c: a.slot("num_features", scope)?,
-                    eps: a.expr("eps")?,
+                    eps,
                     affine: a.expr("affine")?,
                     two_d: $two_d,
+                    kwargs: [
+                        ("momentum", momentum),
+                        ("track_running_stats", a.expr("track_running_stats")?),
+                    ],
                 }))
             },
         };

@@ -78,6 +78,7 @@ pub const TABLE: &[RowSpec] = &[
     linear::RMS_NORM,
     linear::BATCH_NORM_1D,
     linear::BATCH_NORM_2D,
+    linear::BATCH_NORM_3D,
     linear::GROUP_NORM,
     linear::INSTANCE_NORM_1D,
     linear::INSTANCE_NORM_2D,

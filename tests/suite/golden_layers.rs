@@ -1,0 +1,166 @@
+//! The layers `nn_goldens` builds to replay `scripts/gen_nn_goldens.py`:
+//! one-forward layers by name, and the cases that run a module more than
+//! once (running statistics, `update_bn`).
+
+use super::nn_goldens::loaded;
+use crate::common::dev;
+use tapir::nn::*;
+use tapir::optim::swa_utils::update_bn;
+use tapir::prelude::*;
+
+/// The cases [`run_stateful`] replays.
+pub(super) const STATEFUL: [&str; 3] = [
+    "batchnorm2d_cumulative",
+    "instancenorm1d_running",
+    "update_bn",
+];
+
+/// A one-forward layer as the script built it.
+pub(super) fn build(name: &str) -> Box<dyn Forward> {
+    let conv = Conv2dOptions::default();
+    let c1 = |padding, stride, dilation, groups| Conv1dOptions {
+        stride,
+        padding,
+        dilation,
+        groups,
+    };
+    match name {
+        "linear" => Box::new(Linear::new(5, 3, true)),
+        "linear_nobias_3d" => Box::new(Linear::new(5, 3, false)),
+        "layernorm" => Box::new(LayerNorm::new(&[6], 1e-5, true)),
+        "layernorm_2d_shape" => Box::new(LayerNorm::new(&[3, 4], 1e-5, true)),
+        "rmsnorm" => Box::new(RMSNorm::new(&[6], None, true)),
+        "batchnorm1d_train" | "batchnorm1d_eval" => Box::new(BatchNorm::new_1d(3)),
+        "batchnorm2d_train" => Box::new(BatchNorm::new_2d(2)),
+        "embedding_pad" => Box::new(Embedding::new(7, 3, Some(2))),
+        "conv2d" => Box::new(Conv2d::new(2, 4, (3, 3), conv.padding(1), true)),
+        "conv1d" => Box::new(Conv1d::new(3, 4, 3, c1(1, 1, 1, 1), true)),
+        "conv1d_stride_groups" => Box::new(Conv1d::new(4, 6, 3, c1(0, 2, 2, 2), false)),
+        "conv1d_unbatched" => Box::new(Conv1d::new(2, 3, 2, c1(0, 1, 1, 1), true)),
+        "conv2d_groups" => Box::new(Conv2d::new(
+            4,
+            6,
+            (3, 3),
+            conv.stride(2).padding(1).groups(2),
+            true,
+        )),
+        "groupnorm" => Box::new(GroupNorm::new(2, 4, 1e-5, true)),
+        "groupnorm_noaffine_3d" => Box::new(GroupNorm::new(3, 6, 1e-3, false)),
+        "groupnorm_per_channel" => Box::new(GroupNorm::new(4, 4, 1e-5, true)),
+        "instancenorm2d_affine" => Box::new(InstanceNorm::new_2d(3, 1e-5, true)),
+        "instancenorm1d_unbatched" => Box::new(InstanceNorm::new_1d(4, 1e-5, false)),
+        "convtranspose2d" => Box::new(ConvTranspose2d::new(3, 4, (3, 3), conv, (0, 0), true)),
+        "convtranspose2d_stride_pad_outpad" => Box::new(ConvTranspose2d::new(
+            4,
+            6,
+            (3, 2),
+            conv.stride(2).padding(1),
+            (1, 0),
+            true,
+        )),
+        "convtranspose2d_groups_dilation" => Box::new(ConvTranspose2d::new(
+            4,
+            6,
+            (3, 3),
+            Conv2dOptions {
+                stride: (1, 2),
+                padding: (0, 2),
+                dilation: (2, 2),
+                groups: 2,
+            },
+            (0, 0),
+            false,
+        )),
+        "convtranspose2d_outpad_dilation" => Box::new(ConvTranspose2d::new(
+            2,
+            3,
+            (2, 2),
+            conv.dilation(3),
+            (2, 2),
+            true,
+        )),
+        "maxpool2d" => Box::new(MaxPool2d::new(2)),
+        "avgpool2d" => Box::new(AvgPool2d::new(2)),
+        "adaptiveavgpool2d" => Box::new(AdaptiveAvgPool2d {
+            output_size: (2, 3),
+        }),
+        "adaptiveavgpool2d_1" => Box::new(AdaptiveAvgPool2d {
+            output_size: (1, 1),
+        }),
+        "flatten" => Box::new(Flatten::default()),
+        "relu" => Box::new(ReLU),
+        "gelu" => Box::new(GELU::default()),
+        "gelu_tanh" => Box::new(GELU { tanh: true }),
+        "silu" => Box::new(SiLU),
+        "tanh" => Box::new(Tanh),
+        "sigmoid" => Box::new(Sigmoid),
+        "softmax" => Box::new(Softmax { dim: -1 }),
+        "dropout_eval" => Box::new(Dropout::new(0.5)),
+        "sequential" => Box::new(
+            Sequential::new()
+                .add(Linear::new(4, 8, true))
+                .add(LayerNorm::new(&[8], 1e-5, true))
+                .add(GELU::default())
+                .add(Linear::new(8, 2, true)),
+        ),
+        "batchnorm1d_untracked_eval" => Box::new(
+            BatchNorm::new_1d(3)
+                .affine(false)
+                .track_running_stats(false),
+        ),
+        "batchnorm3d_eps_momentum_nobias" => {
+            Box::new(BatchNorm::new_3d(2).eps(1e-3).momentum(0.3).bias(false))
+        }
+        "instancenorm2d_running_momentum_none" => Box::new(
+            InstanceNorm::new_2d(2, 1e-5, false)
+                .track_running_stats(true)
+                .momentum(None),
+        ),
+        "instancenorm1d_running_unbatched" => Box::new(
+            InstanceNorm::new_1d(3, 1e-5, false)
+                .track_running_stats(true)
+                .momentum(0.5),
+        ),
+        other => panic!("no layer {other}"),
+    }
+}
+
+/// Runs a case that calls its module several times, as the script did:
+/// the output, and the module (for gradients and buffers).
+pub(super) fn run_stateful(
+    name: &str,
+    inputs: &[Tensor],
+    sd: &StateDict,
+    dtype: DType,
+) -> Result<(Tensor, Box<dyn Module>), String> {
+    let x = &inputs[0];
+    Ok(match name {
+        "batchnorm2d_cumulative" => {
+            let m = loaded(Box::new(BatchNorm::new_2d(2).momentum(None)), sd, dtype)?;
+            let out = &(&m.forward(x) + &m.forward(&inputs[1])) + &m.forward(&inputs[2]);
+            (out, m)
+        }
+        "instancenorm1d_running" => {
+            let m = InstanceNorm::new_1d(3, 1e-5, true).track_running_stats(true);
+            let m = loaded(Box::new(m), sd, dtype)?;
+            let trained = m.forward(x);
+            m.eval();
+            (&m.forward(&inputs[1]) + &trained.mean(), m)
+        }
+        "update_bn" => {
+            let m = Sequential::new()
+                .add(Linear::new(3, 4, true))
+                .add(BatchNorm::new_1d(4));
+            let m = loaded(Box::new(m), sd, dtype)?;
+            m.forward(x);
+            let batches: Vec<Tensor> = (0..3)
+                .map(|i| dev(inputs[1].select(0, i).to_dtype(dtype)))
+                .collect();
+            update_bn(&batches, &*m);
+            m.forward(x);
+            m.eval();
+            (m.forward(x), m)
+        }
+        other => panic!("no stateful layer {other}"),
+    })
+}
