@@ -618,6 +618,22 @@ def update_bn_case(m, xs):
 layer("update_bn", nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)), [r(6, 3), torch.randint(-5, 6, (3, 4, 3))],
       extra=update_bn_case)
 
+# ---- pooling options and the 1-D and adaptive max pools (added later, its own seed) -----
+torch.manual_seed(11)
+layer("maxpool2d_ceil_pad", nn.MaxPool2d(3, 2, 1, ceil_mode=True), [r(2, 3, 6, 7)])
+layer("maxpool2d_ceil_dilation", nn.MaxPool2d((2, 3), stride=2, padding=(1, 0), dilation=(2, 1), ceil_mode=True),
+      [r(1, 2, 7, 8)])
+layer("maxpool2d_unbatched", nn.MaxPool2d(2), [r(3, 5, 4)])
+layer("avgpool2d_ceil_exclude_pad", nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False), [r(2, 2, 6, 7)])
+layer("avgpool2d_ceil_include_pad", nn.AvgPool2d(3, 2, 1, ceil_mode=True), [r(2, 2, 6, 7)])
+layer("avgpool2d_divisor", nn.AvgPool2d((2, 3), stride=(1, 2), padding=1, divisor_override=4), [r(1, 2, 5, 6)])
+layer("maxpool1d_ceil_dilation", nn.MaxPool1d(3, stride=2, padding=1, dilation=2, ceil_mode=True), [r(2, 3, 11)])
+layer("avgpool1d_unbatched_ceil", nn.AvgPool1d(4, 3, 2, ceil_mode=True, count_include_pad=False), [r(3, 10)])
+layer("adaptiveavgpool1d", nn.AdaptiveAvgPool1d(4), [r(2, 3, 10)])
+layer("adaptivemaxpool2d", nn.AdaptiveMaxPool2d((2, 3)), [r(2, 3, 5, 7)])
+layer("adaptivemaxpool2d_even", nn.AdaptiveMaxPool2d(2), [r(1, 2, 4, 6)])
+layer("adaptivemaxpool1d_unbatched", nn.AdaptiveMaxPool1d(3), [r(2, 7)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -274,6 +274,49 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     );
     assert_eq!(count(&m, "Resize"), 4, "{:?}", op_types(&m));
 
+    // Pooling options: ceil_mode on both pools (a partial last window),
+    // padding left out of the average's divisor, and a 1-D max pool.
+    let pooled = Custom(
+        |h: &Tensor| {
+            use tapir::nn::{AvgPool2d, MaxPool1d, MaxPool2d};
+            let img = h.repeat(&[1, 16]).reshape(&[-1, 2, 4, 8]);
+            let (k, s, p) = ((3, 3), (2, 2), (1, 1));
+            let max = MaxPool2d {
+                kernel: k,
+                stride: s,
+                padding: p,
+                ceil_mode: true,
+                ..MaxPool2d::new(3)
+            };
+            let avg = AvgPool2d {
+                kernel: k,
+                stride: s,
+                padding: p,
+                ceil_mode: true,
+                count_include_pad: false,
+                ..AvgPool2d::new(3)
+            };
+            let seq = MaxPool1d {
+                stride: 2,
+                padding: 1,
+                ceil_mode: true,
+                ..MaxPool1d::new(3)
+            };
+            let y = &max.forward(&img) + &avg.forward(&img);
+            Tensor::cat(
+                &[
+                    &y.reshape(&[-1, 30]),
+                    &seq.forward(&h.unsqueeze(1)).reshape(&[-1, 3]),
+                ],
+                1,
+            )
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (pool_case, m) = case("pools", &pooled, |b| vec![Tensor::randn(&[b, 4])], &[3, 6]);
+    assert_eq!(count(&m, "MaxPool"), 2, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "AveragePool"), 1, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -292,7 +335,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             unbind_case,
             rearranged_case,
             decoder_case,
-            resize_case
+            resize_case,
+            pool_case
         ])
         .to_string(),
     )
@@ -310,7 +354,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 18, "{text}");
+    assert_eq!(text.matches(" ok").count(), 20, "{text}");
 }
 
 tapir::model! {

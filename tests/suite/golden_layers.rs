@@ -121,6 +121,56 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
                 .track_running_stats(true)
                 .momentum(0.5),
         ),
+        "maxpool2d_ceil_pad" => Box::new(MaxPool2d {
+            stride: (2, 2),
+            padding: (1, 1),
+            ceil_mode: true,
+            ..MaxPool2d::new(3)
+        }),
+        "maxpool2d_ceil_dilation" => Box::new(MaxPool2d {
+            kernel: (2, 3),
+            stride: (2, 2),
+            padding: (1, 0),
+            dilation: (2, 1),
+            ceil_mode: true,
+        }),
+        "maxpool2d_unbatched" => Box::new(MaxPool2d::new(2)),
+        "avgpool2d_ceil_exclude_pad" | "avgpool2d_ceil_include_pad" => Box::new(AvgPool2d {
+            stride: (2, 2),
+            padding: (1, 1),
+            ceil_mode: true,
+            count_include_pad: name.ends_with("include_pad"),
+            ..AvgPool2d::new(3)
+        }),
+        "avgpool2d_divisor" => Box::new(AvgPool2d {
+            kernel: (2, 3),
+            stride: (1, 2),
+            padding: (1, 1),
+            divisor_override: Some(4),
+            ..AvgPool2d::new(1)
+        }),
+        "maxpool1d_ceil_dilation" => Box::new(MaxPool1d {
+            stride: 2,
+            padding: 1,
+            dilation: 2,
+            ceil_mode: true,
+            ..MaxPool1d::new(3)
+        }),
+        "avgpool1d_unbatched_ceil" => Box::new(AvgPool1d {
+            stride: 3,
+            padding: 2,
+            ceil_mode: true,
+            count_include_pad: false,
+            ..AvgPool1d::new(4)
+        }),
+        "adaptiveavgpool1d" => Box::new(AdaptiveAvgPool1d { output_size: 4 }),
+        "adaptivemaxpool2d" => Box::new(AdaptiveMaxPool2d {
+            output_size: (2, 3),
+        }),
+        "adaptivemaxpool2d_even" => Box::new(AdaptiveMaxPool2d {
+            output_size: (2, 2),
+        }),
+        "adaptivemaxpool1d_unbatched" => Box::new(AdaptiveMaxPool1d { output_size: 3 }),
         other => panic!("no layer {other}"),
     }
 }

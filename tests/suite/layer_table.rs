@@ -126,6 +126,11 @@ const COVERED: &[&str] = &[
     "InstanceNorm1d",
     "InstanceNorm2d",
     "BatchNorm3d",
+    "MaxPool1d",
+    "AvgPool1d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d",
     "Identity",
     "PixelShuffle",
     "PixelUnshuffle",
@@ -444,6 +449,68 @@ fn norm_keyword_arguments_reach_the_runtime_layers() {
         t.inst.running_mean.as_ref().unwrap().to_vec::<f32>(),
         vec![0.0; 4]
     );
+}
+
+model! {
+    /// The pooling rows' options: ceil_mode at a number (the last window
+    /// dropped when it would start in the padding) and at a symbolic size,
+    /// the 1-D pools, unbatched input, and the adaptive pools.
+    pub struct PoolTable {
+        max_ceil: MaxPool2d<3, stride = 2, padding = 1, ceil_mode = true>,
+        avg_ceil: AvgPool2d<2, stride = 2, ceil_mode = true, count_include_pad = false>,
+        avg_div: AvgPool2d<2, divisor_override = 3>,
+        max_1d: MaxPool1d<3, 2, 1, dilation = 2, ceil_mode = true>,
+        avg_1d: AvgPool1d<4, stride = 3, padding = 2, ceil_mode = true>,
+        adaptive_avg_1d: AdaptiveAvgPool1d<4>,
+        adaptive_max_1d: AdaptiveMaxPool1d<3>,
+        adaptive_max: AdaptiveMaxPool2d<2, 3>,
+    }
+    fn forward(&self, img: [N, 3, 5, H], seq: [N, 2, 10], plane: [3, 7, 7]) -> (
+        [N, 3, 3, { H / 2 + 1 }], [N, 3, 3, { (H - 1) / 2 + 1 }], [3, 3, 3],
+        [N, 2, 5], [N, 2, 4], [N, 2, 4], [2, 3], [N, 3, 2, 3],
+    ) {
+        (
+            self.max_ceil(img),
+            self.avg_ceil(img),
+            self.avg_div(plane),
+            self.max_1d(seq),
+            self.avg_1d(seq),
+            self.adaptive_avg_1d(seq),
+            self.adaptive_max_1d(seq.select(0, 0)),
+            self.adaptive_max(img),
+        )
+    }
+}
+
+#[test]
+fn pooling_rules_match_the_runtime_layers() {
+    let t = PoolTable::new(&Device::Cpu);
+    for h in [6, 7] {
+        let img = Tensor::randn(&[2, 3, 5, h]);
+        let out = t.forward(
+            &img,
+            &Tensor::randn(&[2, 2, 10]),
+            &Tensor::randn(&[3, 7, 7]),
+        );
+        let shapes = [
+            &out.0, &out.1, &out.2, &out.3, &out.4, &out.5, &out.6, &out.7,
+        ]
+        .map(|t| t.shape().to_vec());
+        let (hm, ha) = (h / 2 + 1, (h - 1) / 2 + 1);
+        assert_eq!(
+            shapes,
+            [
+                vec![2, 3, 3, hm],
+                vec![2, 3, 3, ha],
+                vec![3, 3, 3],
+                vec![2, 2, 5],
+                vec![2, 2, 4],
+                vec![2, 2, 4],
+                vec![2, 3],
+                vec![2, 3, 2, 3],
+            ]
+        );
+    }
 }
 
 model! {

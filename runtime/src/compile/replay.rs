@@ -292,17 +292,19 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             vec![a.x(0).fold2d(size, kernel, a.conv_opts())]
         },
         "max_pool2d" => |a| {
-            let (k, s) = (a.pair("kernel"), a.pair("stride"));
-            vec![
-                a.x(0)
-                    .max_pool2d(k, s, a.pair("padding"), a.pair("dilation")),
-            ]
+            let (k, s, p) = (a.pair("kernel"), a.pair("stride"), a.pair("padding"));
+            let ceil = a.int("ceil_mode") != 0;
+            vec![a.x(0).max_pool2d_ceil(k, s, p, a.pair("dilation"), ceil)]
         },
         "avg_pool2d" => |a| {
-            vec![
-                a.x(0)
-                    .avg_pool2d(a.pair("kernel"), a.pair("stride"), a.pair("padding")),
-            ]
+            let count = crate::ops::pool::AvgPoolCount {
+                ceil_mode: a.int("ceil_mode") != 0,
+                include_pad: a.int("count_include_pad") != 0,
+                divisor_override: (a.int("divisor_override") > 0)
+                    .then(|| a.int("divisor_override") as usize),
+            };
+            let (k, s, p) = (a.pair("kernel"), a.pair("stride"), a.pair("padding"));
+            vec![a.x(0).avg_pool2d_full(k, s, p, count)]
         },
         "batch_norm" => |a| {
             let state = a.opt(1).map(|running_mean| crate::nn::BatchNormState {

@@ -4,7 +4,7 @@
 //! "batch_norm", does the statistics and the running update, so a compiled
 //! graph replays the update and ONNX export sees one node.
 
-use super::module::{Forward, Module, TensorKind, TrainingFlag, py_float};
+use super::module::{Forward, Module, TensorKind, TrainingFlag, py_bool, py_float};
 use super::norm::{visit_affine, visit_affine_mut};
 use crate::trace::Attr;
 use crate::{Tensor, no_grad};
@@ -414,16 +414,15 @@ impl Module for BatchNorm {
         visit_running_stats_mut(stats, f);
     }
     fn repr(&self) -> String {
-        let flag = |on: bool| if on { "True" } else { "False" };
         format!(
             "{}({}, eps={}, momentum={}, affine={}, bias={}, track_running_stats={})",
             self.name(),
             self.num_features,
             py_float(self.eps),
             self.momentum.map_or("None".to_string(), py_float),
-            flag(self.weight.is_some()),
-            flag(self.bias.is_some()),
-            flag(self.running_mean.is_some())
+            py_bool(self.weight.is_some()),
+            py_bool(self.bias.is_some()),
+            py_bool(self.running_mean.is_some())
         )
     }
     fn set_training(&self, on: bool) {

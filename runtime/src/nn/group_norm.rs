@@ -4,7 +4,7 @@
 //! Instance norm is group norm with one channel per group.
 
 use super::batch_norm::{new_running_stats, visit_running_stats, visit_running_stats_mut};
-use super::module::{Forward, Module, TensorKind, TrainingFlag, py_float};
+use super::module::{Forward, Module, TensorKind, TrainingFlag, py_bool, py_float};
 use super::norm::{visit_affine, visit_affine_mut};
 use crate::amp::{self, Policy};
 use crate::{DType, Tensor};
@@ -200,10 +200,6 @@ impl Forward for GroupNorm {
             self.eps,
         )
     }
-}
-
-fn py_bool(b: bool) -> &'static str {
-    if b { "True" } else { "False" }
 }
 
 impl Module for GroupNorm {

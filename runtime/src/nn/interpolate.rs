@@ -5,8 +5,8 @@
 //! 4 x 4 taps are 4 along H, then 4 along W) by `index_select` and weighted
 //! sums, so the gradient and the devices are those ops'.
 
-use super::layers::AdaptiveAvgPool2d;
 use super::module::{Forward, Module, TensorKind};
+use super::pool::adaptive_avg_pool2d;
 use crate::Tensor;
 use crate::trace::Attr;
 
@@ -246,7 +246,7 @@ fn resize(
     );
     if mode == InterpolateMode::Area {
         // PyTorch's area mode is adaptive average pooling.
-        let pool = |x: &Tensor, output_size| AdaptiveAvgPool2d { output_size }.forward(x);
+        let pool = |x: &Tensor, output_size| adaptive_avg_pool2d(x, output_size);
         return match sizes[..] {
             [l] => pool(&x.unsqueeze(2), (1, l)).squeeze_dim(2),
             _ => pool(x, (sizes[0], sizes[1])),

@@ -1,6 +1,6 @@
-//! Stateless layers: activations, Dropout, Flatten and pooling.
+//! Stateless layers: activations, Dropout, Flatten (pooling is `pool.rs`).
 
-use super::module::{Forward, Module, TensorKind, TrainingFlag};
+use super::module::{Forward, Module, TensorKind, TrainingFlag, stateless_module};
 use crate::Tensor;
 
 /// Declares a parameterless module whose forward is one tensor method.
@@ -215,20 +215,6 @@ fn dropout_untraced(x: &Tensor, p: f64, training: bool) -> Tensor {
     &(x * &keep) * (1.0 / (1.0 - p))
 }
 
-macro_rules! stateless_module {
-    ($($name:ident => |$s:ident| $repr:expr;)*) => {$(
-        impl Module for $name {
-            fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
-            fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
-            fn repr(&self) -> String {
-                let $s = self;
-                $repr
-            }
-        }
-        crate::display_as_repr!($name);
-    )*};
-}
-
 stateless_module! {
     Identity => |_s| "Identity()".into();
     Unflatten => |s| {
@@ -243,9 +229,6 @@ stateless_module! {
     LeakyReLU => |s| format!("LeakyReLU(negative_slope={})", s.negative_slope);
     Softmax => |s| format!("Softmax(dim={})", s.dim);
     Flatten => |s| format!("Flatten(start_dim={}, end_dim={})", s.start_dim, s.end_dim);
-    MaxPool2d => |s| format!("MaxPool2d(kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode=False)", s.kernel.0, s.stride.0, s.padding.0, s.dilation.0);
-    AvgPool2d => |s| format!("AvgPool2d(kernel_size={}, stride={}, padding={})", s.kernel.0, s.stride.0, s.padding.0);
-    AdaptiveAvgPool2d => |s| format!("AdaptiveAvgPool2d(output_size={:?})", s.output_size);
 }
 
 impl Module for Dropout {
@@ -259,113 +242,5 @@ impl Module for Dropout {
     }
     fn is_training(&self) -> bool {
         self.training.get()
-    }
-}
-
-/// `nn.MaxPool2d`.
-#[derive(Debug, Clone, Copy)]
-pub struct MaxPool2d {
-    /// Window height and width.
-    pub kernel: (usize, usize),
-    /// Step between windows (PyTorch's default: the kernel).
-    pub stride: (usize, usize),
-    /// Implicit `-inf` padding on each side.
-    pub padding: (usize, usize),
-    /// Spacing between window taps.
-    pub dilation: (usize, usize),
-}
-
-impl MaxPool2d {
-    /// Square window; stride defaults to the kernel size, as PyTorch.
-    pub fn new(kernel: usize) -> MaxPool2d {
-        MaxPool2d {
-            kernel: (kernel, kernel),
-            stride: (kernel, kernel),
-            padding: (0, 0),
-            dilation: (1, 1),
-        }
-    }
-}
-
-impl Forward for MaxPool2d {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        x.max_pool2d(self.kernel, self.stride, self.padding, self.dilation)
-    }
-}
-
-/// `nn.AvgPool2d` (count_include_pad = true).
-#[derive(Debug, Clone, Copy)]
-pub struct AvgPool2d {
-    /// Window height and width.
-    pub kernel: (usize, usize),
-    /// Step between windows (PyTorch's default: the kernel).
-    pub stride: (usize, usize),
-    /// Implicit zero padding on each side (counted in the average).
-    pub padding: (usize, usize),
-}
-
-impl AvgPool2d {
-    /// `nn.AvgPool2d(kernel)` with stride = kernel, no padding.
-    pub fn new(kernel: usize) -> AvgPool2d {
-        AvgPool2d {
-            kernel: (kernel, kernel),
-            stride: (kernel, kernel),
-            padding: (0, 0),
-        }
-    }
-}
-
-impl Forward for AvgPool2d {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        x.avg_pool2d(self.kernel, self.stride, self.padding)
-    }
-}
-
-/// `nn.AdaptiveAvgPool2d(output_size)`: cell `i` averages rows
-/// `floor(i*H/oh) .. ceil((i+1)*H/oh)` (and likewise for columns).
-#[derive(Debug, Clone, Copy)]
-pub struct AdaptiveAvgPool2d {
-    /// Output height and width.
-    pub output_size: (usize, usize),
-}
-
-impl Forward for AdaptiveAvgPool2d {
-    fn forward(&self, x: &Tensor) -> Tensor {
-        assert!(
-            x.ndim() == 4,
-            "AdaptiveAvgPool2d: expects [N, C, H, W], got shape {:?}",
-            x.shape()
-        );
-        let (h, w) = (x.shape()[2], x.shape()[3]);
-        let (oh, ow) = self.output_size;
-        if (oh, ow) == (1, 1) {
-            // One op of its own: ONNX has GlobalAveragePool for it.
-            return crate::trace::op("global_avg_pool2d", [x], Vec::new, || {
-                x.mean_dims(&[2, 3], true)
-            });
-        }
-        if h.is_multiple_of(oh) && w.is_multiple_of(ow) {
-            // Equal windows that tile the input: PyTorch's adaptive pooling
-            // is then average pooling, one op (its backward one pass, not a
-            // full-size gradient per window).
-            let k = (h / oh, w / ow);
-            return x.avg_pool2d(k, k, (0, 0));
-        }
-        let span = |i: usize, o: usize, n: usize| (i * n / o, ((i + 1) * n).div_ceil(o));
-        let rows: Vec<Tensor> = (0..oh)
-            .map(|i| {
-                let (r0, r1) = span(i, oh, h);
-                let cells: Vec<Tensor> = (0..ow)
-                    .map(|j| {
-                        let (c0, c1) = span(j, ow, w);
-                        x.narrow(2, r0, r1 - r0)
-                            .narrow(3, c0, c1 - c0)
-                            .mean_dims(&[2, 3], true)
-                    })
-                    .collect();
-                Tensor::cat(&cells.iter().collect::<Vec<_>>(), 3)
-            })
-            .collect();
-        Tensor::cat(&rows.iter().collect::<Vec<_>>(), 2)
     }
 }

@@ -17,6 +17,7 @@ mod margin_loss;
 mod module;
 mod norm;
 mod pixel_shuffle;
+mod pool;
 mod recurrent;
 mod sdpa;
 mod transformer;
@@ -35,9 +36,8 @@ pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
 pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
-    AdaptiveAvgPool2d, AvgPool2d, Dropout, Flatten, GELU, Hardsigmoid, Hardswish, Identity,
-    LeakyReLU, LogSigmoid, MaxPool2d, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus,
-    Softsign, Tanh, Tanhshrink, Unflatten,
+    Dropout, Flatten, GELU, Hardsigmoid, Hardswish, Identity, LeakyReLU, LogSigmoid, Mish, ReLU,
+    ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus, Softsign, Tanh, Tanhshrink, Unflatten,
 };
 pub use linear::{Bilinear, Embedding, Linear, linear};
 pub use loss::{
@@ -55,6 +55,11 @@ pub use module::{
 };
 pub use norm::{LayerNorm, RMSNorm};
 pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle};
+pub use pool::{
+    AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
+    AvgPool2d, MaxPool1d, MaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d,
+    max_pool2d,
+};
 pub use recurrent::{GRU, LSTM, RnnOptions};
 pub(crate) use sdpa::allowed_backends;
 pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};

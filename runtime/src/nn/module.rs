@@ -374,6 +374,28 @@ impl TrainingFlag {
     }
 }
 
+/// Implements [`Module`] for parameterless layers (nothing to visit) with
+/// the repr each gives, and `Display` as that repr.
+macro_rules! stateless_module {
+    ($($name:ident => |$s:ident| $repr:expr;)*) => {$(
+        impl $crate::nn::Module for $name {
+            fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, $crate::nn::TensorKind)) {}
+            fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, $crate::nn::TensorKind)) {}
+            fn repr(&self) -> String {
+                let $s = self;
+                $repr
+            }
+        }
+        crate::display_as_repr!($name);
+    )*};
+}
+pub(crate) use stateless_module;
+
+/// A bool as Python prints it.
+pub(crate) fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
 /// Implements `Display` as the module's repr.
 #[macro_export]
 macro_rules! display_as_repr {

@@ -501,13 +501,17 @@ fn pool(b: &mut Builder, op: &OpView) -> Lowered {
         ints("strides", &s),
         ints("pads", &[p[0], p[1], p[0], p[1]]),
     ];
+    attrs.push(int("ceil_mode", op.int("ceil_mode")));
     let onnx = match op.name {
         "max_pool2d" => {
             attrs.push(ints("dilations", &op.ints("dilation")));
             "MaxPool"
         }
         _ => {
-            attrs.push(int("count_include_pad", 1));
+            if op.int("divisor_override") > 0 {
+                return op.fail("AveragePool has no divisor_override");
+            }
+            attrs.push(int("count_include_pad", op.int("count_include_pad")));
             "AveragePool"
         }
     };

@@ -1,9 +1,7 @@
-//! Convolution and average pooling, lowered to `unfold` (im2col) plus GEMM
-//! or a mean; `unfold`'s backward is `fold` (col2im), so they get their
+//! Convolution, lowered to `unfold` (im2col) plus GEMM; `unfold`'s backward is `fold` (col2im), so they get their
 //! gradient for free. On a GPU with cuDNN, convolution runs on cuDNN
 //! instead, with its own backward (`conv2d_cudnn`); the lowering is its CPU
-//! twin and its fallback. Max pooling has its own kernel (it was 41% of a
-//! small CNN's train step as unfold + max).
+//! twin and its fallback.
 
 use super::dense0;
 use crate::Tensor;
@@ -98,7 +96,12 @@ fn conv2d_cudnn(x: &Tensor, w: &Tensor, spec: ConvSpec) -> Option<Tensor> {
     }))
 }
 
-fn geometry(x: &Tensor, kernel: (usize, usize), o: &Conv2dOptions, op: &str) -> Conv2dGeometry {
+pub(super) fn geometry(
+    x: &Tensor,
+    kernel: (usize, usize),
+    o: &Conv2dOptions,
+    op: &str,
+) -> Conv2dGeometry {
     assert!(
         x.ndim() == 4,
         "{op}: expects a 4-D [N, C, H, W] input, got shape {:?}",
@@ -142,7 +145,7 @@ impl Tensor {
         })
     }
 
-    fn unfold_padded(
+    pub(super) fn unfold_padded(
         &self,
         kernel: (usize, usize),
         opts: Conv2dOptions,
@@ -238,134 +241,6 @@ impl Tensor {
             },
         )
     }
-
-    /// 2-D max pooling (`F.max_pool2d`); `stride` defaults to the kernel in PyTorch — pass it explicitly.
-    pub fn max_pool2d(
-        &self,
-        kernel: (usize, usize),
-        stride: (usize, usize),
-        padding: (usize, usize),
-        dilation: (usize, usize),
-    ) -> Tensor {
-        trace::op(
-            "max_pool2d",
-            [self],
-            || pool_attrs(kernel, stride, padding, dilation),
-            || {
-                self.max_pool2d_with_indices(kernel, stride, padding, dilation)
-                    .0
-            },
-        )
-    }
-
-    /// 2-D max pooling with each maximum's flat index `ih * W + iw` in its
-    /// `[H, W]` plane (`F.max_pool2d(..., return_indices=True)`). A NaN in a
-    /// window wins it; ties keep the first tap. Computed from the image
-    /// directly (no im2col); the backward adds each gradient at its index.
-    ///
-    /// ```
-    /// use tapir_runtime::Tensor;
-    /// let x = Tensor::from_vec(vec![1.0f32, 4.0, 3.0, 2.0], &[1, 1, 2, 2]);
-    /// let (v, i) = x.max_pool2d_with_indices((2, 2), (2, 2), (0, 0), (1, 1));
-    /// assert_eq!((v.to_vec::<f32>(), i.to_vec::<i64>()), (vec![4.0], vec![1]));
-    /// ```
-    pub fn max_pool2d_with_indices(
-        &self,
-        kernel: (usize, usize),
-        stride: (usize, usize),
-        padding: (usize, usize),
-        dilation: (usize, usize),
-    ) -> (Tensor, Tensor) {
-        trace::op(
-            "max_pool2d_with_indices",
-            [self],
-            || pool_attrs(kernel, stride, padding, dilation),
-            || {
-                let op = "max_pool2d";
-                assert!(
-                    self.dtype().is_float(),
-                    "{op}: expects a float input, got {}",
-                    self.dtype()
-                );
-                assert!(
-                    kernel.0 > 0 && kernel.1 > 0,
-                    "{op}: kernel {kernel:?} must be positive"
-                );
-                assert!(
-                    padding.0 * 2 <= kernel.0 && padding.1 * 2 <= kernel.1,
-                    "{op}: padding {padding:?} should be at most half of kernel {kernel:?}"
-                );
-                let opts = Conv2dOptions {
-                    stride,
-                    padding,
-                    dilation,
-                    groups: 1,
-                };
-                let g = geometry(self, kernel, &opts, op);
-                let (oh, ow) = g.out_hw().unwrap();
-                let out_shape = [g.n, g.c, oh, ow];
-                let (vals, idx) = self.read().max_pool2d(self.layout(), &g);
-                let indices = Tensor::from_storage(idx, &out_shape);
-                let saved = indices.saved();
-                let in_shape = self.shape().to_vec();
-                let out = Tensor::record(
-                    Tensor::from_storage(vals, &out_shape),
-                    "MaxPool2DWithIndicesBackward0",
-                    &[self],
-                    move || {
-                        move |grad: &Tensor, _: &[bool]| {
-                            let gi =
-                                grad.read()
-                                    .max_pool2d_backward(grad.layout(), &saved.read(), &g);
-                            vec![Some(Tensor::from_storage(gi, &in_shape))]
-                        }
-                    },
-                );
-                (out, indices)
-            },
-        )
-    }
-
-    /// 2-D average pooling (`F.avg_pool2d`, count_include_pad = true).
-    pub fn avg_pool2d(
-        &self,
-        kernel: (usize, usize),
-        stride: (usize, usize),
-        padding: (usize, usize),
-    ) -> Tensor {
-        trace::op(
-            "avg_pool2d",
-            [self],
-            || pool_attrs(kernel, stride, padding, (1, 1)),
-            || self.avg_pool(kernel, stride, padding),
-        )
-    }
-
-    fn avg_pool(
-        &self,
-        kernel: (usize, usize),
-        stride: (usize, usize),
-        padding: (usize, usize),
-    ) -> Tensor {
-        let op = "avg_pool2d";
-        assert!(
-            self.ndim() == 4,
-            "{op}: expects a 4-D [N, C, H, W] input, got shape {:?}",
-            self.shape()
-        );
-        let s = self.shape().to_vec();
-        let opts = Conv2dOptions {
-            stride,
-            padding,
-            ..Conv2dOptions::default()
-        };
-        let planes = self.reshape(&[(s[0] * s[1]) as isize, 1, s[2] as isize, s[3] as isize]);
-        let g = geometry(&planes, kernel, &opts, op);
-        let (oh, ow) = g.out_hw().unwrap();
-        let cols = planes.unfold_padded(kernel, opts, 0.0, op); // [N*C, kh*kw, L]
-        cols.mean_dim(1, false)
-            .reshape(&[s[0] as isize, s[1] as isize, oh as isize, ow as isize])
-    }
 }
 
 /// A convolution's stride, padding, dilation and groups as attributes
@@ -377,21 +252,5 @@ pub(crate) fn conv_attrs(opts: &Conv2dOptions) -> trace::Attrs {
         ("padding", pair(opts.padding)),
         ("dilation", pair(opts.dilation)),
         ("groups", Attr::Int(opts.groups as i64)),
-    ]
-}
-
-/// A pooling op's attributes for export.
-fn pool_attrs(
-    kernel: (usize, usize),
-    stride: (usize, usize),
-    padding: (usize, usize),
-    dilation: (usize, usize),
-) -> trace::Attrs {
-    let pair = |p: (usize, usize)| Attr::Ints(vec![p.0 as i64, p.1 as i64]);
-    vec![
-        ("kernel", pair(kernel)),
-        ("stride", pair(stride)),
-        ("padding", pair(padding)),
-        ("dilation", pair(dilation)),
     ]
 }

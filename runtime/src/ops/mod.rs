@@ -14,6 +14,7 @@ pub(crate) mod linalg;
 pub(crate) mod logic;
 pub(crate) mod norm;
 pub(crate) mod order;
+pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod select;
 pub(crate) mod shape;

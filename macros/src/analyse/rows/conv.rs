@@ -1,5 +1,6 @@
-//! Sliding windows over `[N, C, L]` and `[N, C, H, W]`: Conv1d, Conv2d,
-//! ConvTranspose2d and pooling (PyTorch's output-size formulas on each spatial dim).
+//! Sliding windows over `[N, C, L]` and `[N, C, H, W]`: Conv1d, Conv2d and
+//! ConvTranspose2d (PyTorch's output-size formulas on each spatial dim;
+//! pooling is `pool.rs`).
 
 use super::{Row, RowSpec};
 use crate::analyse::layers::Slot;
@@ -139,115 +140,6 @@ macro_rules! conv {
 
 conv!(CONV1D, "Conv1d", 1);
 conv!(CONV2D, "Conv2d", 2);
-
-/// `nn.MaxPool2d` / `nn.AvgPool2d` (stride defaults to the kernel size).
-struct Pool {
-    max: bool,
-    k: Dim,
-    stride: Dim,
-    padding: Dim,
-}
-
-impl Row for Pool {
-    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
-        if x.len() != 4 && x.len() != 3 {
-            return Err(format!(
-                "{label} expects input `[N, C, H, W]`, got `{}`{{from}}",
-                show(x)
-            ));
-        }
-        let mut y = x.clone();
-        let first = x.len() - 2;
-        for (ax, out) in y.iter_mut().enumerate().skip(first) {
-            *out = window(
-                label,
-                x,
-                ax,
-                &self.k,
-                &self.stride,
-                &self.padding,
-                &Dim::lit(1),
-            )?;
-        }
-        Ok(y)
-    }
-    fn runtime_type(&self) -> TokenStream {
-        match self.max {
-            true => quote!(::tapir::nn::MaxPool2d),
-            false => quote!(::tapir::nn::AvgPool2d),
-        }
-    }
-    fn constructor(&self) -> TokenStream {
-        let ty = self.runtime_type();
-        let (k, s, p) = (
-            dim_usize(&self.k),
-            dim_usize(&self.stride),
-            dim_usize(&self.padding),
-        );
-        quote!({ let mut pool = #ty::new(#k); pool.stride = (#s, #s); pool.padding = (#p, #p); pool })
-    }
-}
-
-macro_rules! pool {
-    ($konst:ident, $name:literal, $max:literal) => {
-        pub const $konst: RowSpec = RowSpec {
-            name: $name,
-            aliases: &[],
-            params: &["kernel_size", "stride", "padding"],
-            parse: |a, scope| {
-                let k = a.dim("kernel_size", scope, None)?;
-                Ok(Rc::new(Pool {
-                    max: $max,
-                    stride: a.dim("stride", scope, Some(k.clone()))?,
-                    padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
-                    k,
-                }))
-            },
-        };
-    };
-}
-
-pool!(MAX_POOL2D, "MaxPool2d", true);
-pool!(AVG_POOL2D, "AvgPool2d", false);
-
-/// `nn.AdaptiveAvgPool2d`: the spatial dims become the output size.
-struct AdaptiveAvgPool {
-    h: Dim,
-    w: Dim,
-}
-
-impl Row for AdaptiveAvgPool {
-    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
-        if x.len() != 4 {
-            return Err(format!(
-                "{label} expects input `[N, C, H, W]`, got `{}`{{from}}",
-                show(x)
-            ));
-        }
-        let mut y = x.clone();
-        y[2] = self.h.clone();
-        y[3] = self.w.clone();
-        Ok(y)
-    }
-    fn runtime_type(&self) -> TokenStream {
-        quote!(::tapir::nn::AdaptiveAvgPool2d)
-    }
-    fn constructor(&self) -> TokenStream {
-        let (h, w) = (dim_usize(&self.h), dim_usize(&self.w));
-        quote!(::tapir::nn::AdaptiveAvgPool2d { output_size: (#h, #w) })
-    }
-}
-
-pub const ADAPTIVE_AVG_POOL2D: RowSpec = RowSpec {
-    name: "AdaptiveAvgPool2d",
-    aliases: &[],
-    params: &["output_size", "output_width"],
-    parse: |a, scope| {
-        let h = a.dim("output_size", scope, None)?;
-        let w = a.dim("output_width", scope, Some(h.clone()))?;
-        Ok(Rc::new(AdaptiveAvgPool { h, w }))
-    },
-};
 
 /// `nn.ConvTranspose2d` with square kernels: each spatial dim becomes
 /// `(n - 1) s - 2p + d (k - 1) + output_padding + 1`.

@@ -9,6 +9,7 @@ mod attention;
 mod conv;
 mod linear;
 mod misc;
+mod pool;
 mod sequence;
 
 pub use attention::Attention;
@@ -87,9 +88,14 @@ pub const TABLE: &[RowSpec] = &[
     conv::CONV1D,
     conv::CONV2D,
     conv::CONV_TRANSPOSE2D,
-    conv::MAX_POOL2D,
-    conv::AVG_POOL2D,
-    conv::ADAPTIVE_AVG_POOL2D,
+    pool::MAX_POOL1D,
+    pool::MAX_POOL2D,
+    pool::AVG_POOL1D,
+    pool::AVG_POOL2D,
+    pool::ADAPTIVE_AVG_POOL1D,
+    pool::ADAPTIVE_AVG_POOL2D,
+    pool::ADAPTIVE_MAX_POOL1D,
+    pool::ADAPTIVE_MAX_POOL2D,
     misc::FLATTEN,
     misc::IDENTITY,
     misc::PIXEL_SHUFFLE,

@@ -1,0 +1,284 @@
+//! Pooling rows: `MaxPool1d/2d`, `AvgPool1d/2d` (PyTorch's output size on
+//! each spatial dim, `ceil_mode` included) and the adaptive pools (the
+//! spatial dims become the output size). Batched or unbatched input.
+
+use super::{Row, RowSpec};
+use crate::analyse::dims::DimScope;
+use crate::analyse::layers::Args;
+use crate::analyse::rules::{Facts, window};
+use crate::codegen::dim_usize;
+use crate::shape::{Dim, Shape, show};
+use proc_macro2::TokenStream;
+use quote::quote;
+use std::rc::Rc;
+use syn::Expr;
+use syn::spanned::Spanned;
+
+/// The input patterns of a layer over `spatial` trailing dims.
+fn pattern(spatial: usize) -> &'static str {
+    match spatial {
+        1 => "[N, C, L]` or `[C, L]",
+        _ => "[N, C, H, W]` or `[C, H, W]",
+    }
+}
+
+/// Checks the rank: `spatial` trailing dims after `[N, C]` or `[C]`.
+fn check_rank(label: &str, x: &Shape, spatial: usize) -> Result<(), String> {
+    if x.len() == spatial + 1 || x.len() == spatial + 2 {
+        return Ok(());
+    }
+    Err(format!(
+        "{label} expects input `{}`, got `{}`{{from}}",
+        pattern(spatial),
+        show(x)
+    ))
+}
+
+/// `nn.MaxPool1d/2d` and `nn.AvgPool1d/2d` (stride defaults to the kernel).
+struct Pool {
+    max: bool,
+    spatial: usize,
+    k: Dim,
+    stride: Dim,
+    padding: Dim,
+    dilation: Dim,
+    ceil_mode: bool,
+    count_include_pad: Option<Expr>,
+    divisor_override: Option<Expr>,
+}
+
+impl Pool {
+    /// The output size along `ax`: PyTorch's formula, rounded up with
+    /// `ceil_mode` unless the last window would start in the right padding.
+    fn out(&self, label: &str, x: &Shape, ax: usize) -> Result<Dim, String> {
+        let (k, s, p, d) = (&self.k, &self.stride, &self.padding, &self.dilation);
+        if !self.ceil_mode {
+            return window(label, x, ax, k, s, p, d);
+        }
+        let mut rounded_up = x.clone();
+        rounded_up[ax] = x[ax].add(&s.sub(&Dim::lit(1)));
+        let out = window(label, &rounded_up, ax, k, s, p, d)?;
+        let consts = [&x[ax], k, s, p, d].map(Dim::as_const);
+        match consts {
+            [Some(n), Some(_), Some(s), Some(p), Some(_)] => {
+                let out = out.as_const().unwrap_or(1);
+                // The last window would start in the padding: dropped.
+                Ok(Dim::lit(if (out - 1) * s >= n + p { out - 1 } else { out }))
+            }
+            [_, Some(k), Some(s), Some(p), Some(d)] if s <= d * (k - 1) + 1 - p => Ok(out),
+            _ => Err(format!(
+                "{label} with ceil_mode needs dim {ax} of input `{}` to be a number, or a stride of at most \
+                 dilation * (kernel_size - 1) + 1 - padding (so no window starts in the padding)",
+                show(x)
+            )),
+        }
+    }
+}
+
+impl Row for Pool {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        check_rank(label, x, self.spatial)?;
+        let mut y = x.clone();
+        let first = x.len() - self.spatial;
+        for (ax, out) in y.iter_mut().enumerate().skip(first) {
+            *out = self.out(label, x, ax)?;
+        }
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        match (self.max, self.spatial) {
+            (true, 1) => quote!(::tapir::nn::MaxPool1d),
+            (true, _) => quote!(::tapir::nn::MaxPool2d),
+            (false, 1) => quote!(::tapir::nn::AvgPool1d),
+            (false, _) => quote!(::tapir::nn::AvgPool2d),
+        }
+    }
+    fn constructor(&self) -> TokenStream {
+        let ty = self.runtime_type();
+        let [k, s, p, d] = [&self.k, &self.stride, &self.padding, &self.dilation].map(dim_usize);
+        let pair = |v: &TokenStream| match self.spatial {
+            1 => quote!(#v),
+            _ => quote!((#v, #v)),
+        };
+        let (s, p, d) = (pair(&s), pair(&p), pair(&d));
+        let ceil = self.ceil_mode;
+        let mut fields = quote!(pool.stride = #s; pool.padding = #p; pool.ceil_mode = #ceil;);
+        if self.max {
+            fields.extend(quote!(pool.dilation = #d;));
+        }
+        if let Some(e) = &self.count_include_pad {
+            fields.extend(quote!(pool.count_include_pad = #e;));
+        }
+        if let Some(e) = &self.divisor_override {
+            fields.extend(quote!(pool.divisor_override = ::core::option::Option::Some(#e);));
+        }
+        quote!({ let mut pool = #ty::new(#k); #fields pool })
+    }
+}
+
+/// Parses a pooling row's arguments (`max`: a max pool's dilation and
+/// return_indices; `spatial` 2: average pooling's divisor_override).
+fn parse_pool(
+    a: &mut Args,
+    scope: &mut DimScope,
+    max: bool,
+    spatial: usize,
+) -> syn::Result<Rc<dyn Row>> {
+    let k = a.dim("kernel_size", scope, None)?;
+    let stride = a.dim("stride", scope, Some(k.clone()))?;
+    let padding = a.dim("padding", scope, Some(Dim::lit(0)))?;
+    let dilation = match max {
+        true => a.dim("dilation", scope, Some(Dim::lit(1)))?,
+        false => Dim::lit(1),
+    };
+    if let Some(e) = if max { a.expr("return_indices")? } else { None }
+        && !is_false(&e)
+    {
+        return Err(syn::Error::new(
+            e.span(),
+            "a model! pooling row returns no indices; call `Tensor::max_pool2d_with_indices` for them",
+        ));
+    }
+    Ok(Rc::new(Pool {
+        max,
+        spatial,
+        k,
+        stride,
+        padding,
+        dilation,
+        ceil_mode: a.bool_lit("ceil_mode", false)?,
+        count_include_pad: if max {
+            None
+        } else {
+            a.expr("count_include_pad")?
+        },
+        divisor_override: if max || spatial == 1 {
+            None
+        } else {
+            a.expr("divisor_override")?
+        },
+    }))
+}
+
+fn is_false(e: &Expr) -> bool {
+    matches!(e, Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) if !b.value)
+}
+
+const MAX_POOL_PARAMS: &[&str] = &[
+    "kernel_size",
+    "stride",
+    "padding",
+    "dilation",
+    "return_indices",
+    "ceil_mode",
+];
+
+pub const MAX_POOL1D: RowSpec = RowSpec {
+    name: "MaxPool1d",
+    aliases: &[],
+    params: MAX_POOL_PARAMS,
+    parse: |a, scope| parse_pool(a, scope, true, 1),
+};
+
+pub const MAX_POOL2D: RowSpec = RowSpec {
+    name: "MaxPool2d",
+    aliases: &[],
+    params: MAX_POOL_PARAMS,
+    parse: |a, scope| parse_pool(a, scope, true, 2),
+};
+
+pub const AVG_POOL1D: RowSpec = RowSpec {
+    name: "AvgPool1d",
+    aliases: &[],
+    params: &[
+        "kernel_size",
+        "stride",
+        "padding",
+        "ceil_mode",
+        "count_include_pad",
+    ],
+    parse: |a, scope| parse_pool(a, scope, false, 1),
+};
+
+pub const AVG_POOL2D: RowSpec = RowSpec {
+    name: "AvgPool2d",
+    aliases: &[],
+    params: &[
+        "kernel_size",
+        "stride",
+        "padding",
+        "ceil_mode",
+        "count_include_pad",
+        "divisor_override",
+    ],
+    parse: |a, scope| parse_pool(a, scope, false, 2),
+};
+
+/// `nn.AdaptiveAvgPool1d/2d`, `nn.AdaptiveMaxPool1d/2d`: the spatial dims
+/// become the output size.
+struct AdaptivePool {
+    max: bool,
+    /// The output size, one per spatial dim.
+    size: Vec<Dim>,
+}
+
+impl Row for AdaptivePool {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        let spatial = self.size.len();
+        check_rank(label, x, spatial)?;
+        let mut y = x.clone();
+        y[x.len() - spatial..].clone_from_slice(&self.size);
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        match (self.max, self.size.len()) {
+            (true, 1) => quote!(::tapir::nn::AdaptiveMaxPool1d),
+            (true, _) => quote!(::tapir::nn::AdaptiveMaxPool2d),
+            (false, 1) => quote!(::tapir::nn::AdaptiveAvgPool1d),
+            (false, _) => quote!(::tapir::nn::AdaptiveAvgPool2d),
+        }
+    }
+    fn constructor(&self) -> TokenStream {
+        let ty = self.runtime_type();
+        let size: Vec<TokenStream> = self.size.iter().map(dim_usize).collect();
+        match size.as_slice() {
+            [l] => quote!(#ty { output_size: #l }),
+            [h, w] => quote!(#ty { output_size: (#h, #w) }),
+            _ => unreachable!("adaptive pools are 1-D or 2-D"),
+        }
+    }
+}
+
+macro_rules! adaptive_pool {
+    ($konst:ident, $name:literal, $max:literal, 1) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["output_size"],
+            parse: |a, scope| {
+                let size = vec![a.dim("output_size", scope, None)?];
+                Ok(Rc::new(AdaptivePool { max: $max, size }))
+            },
+        };
+    };
+    ($konst:ident, $name:literal, $max:literal, 2) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["output_size", "output_width"],
+            parse: |a, scope| {
+                let h = a.dim("output_size", scope, None)?;
+                let w = a.dim("output_width", scope, Some(h.clone()))?;
+                Ok(Rc::new(AdaptivePool {
+                    max: $max,
+                    size: vec![h, w],
+                }))
+            },
+        };
+    };
+}
+
+adaptive_pool!(ADAPTIVE_AVG_POOL1D, "AdaptiveAvgPool1d", false, 1);
+adaptive_pool!(ADAPTIVE_AVG_POOL2D, "AdaptiveAvgPool2d", false, 2);
+adaptive_pool!(ADAPTIVE_MAX_POOL1D, "AdaptiveMaxPool1d", true, 1);
+adaptive_pool!(ADAPTIVE_MAX_POOL2D, "AdaptiveMaxPool2d", true, 2);
