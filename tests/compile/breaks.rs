@@ -393,3 +393,53 @@ fn upsampling_and_group_norms_replay_without_a_graph_break() {
         "decoder",
     );
 }
+
+/// A convolution, then pools with every option a recorded op carries:
+/// ceil_mode, padding left out of the divisor, a divisor override, and an
+/// adaptive max pool of uneven windows.
+struct Pooled(Sequential);
+
+module_of_linear!(Pooled);
+
+impl Forward for Pooled {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.0.forward(x)
+    }
+}
+
+#[test]
+fn pooling_options_replay_without_a_graph_break() {
+    use tapir::nn::{AdaptiveMaxPool2d, AvgPool2d, Conv2d, MaxPool2d};
+    let _serial = serial();
+    let opts = tapir::Conv2dOptions::default().padding(1);
+    replays_as_eager_without_a_break(
+        || {
+            Pooled(
+                Sequential::new()
+                    .add(Conv2d::new(2, 3, (3, 3), opts, true))
+                    .add(MaxPool2d {
+                        stride: (2, 2),
+                        padding: (1, 1),
+                        ceil_mode: true,
+                        ..MaxPool2d::new(3)
+                    })
+                    .add(AvgPool2d {
+                        ceil_mode: true,
+                        count_include_pad: false,
+                        padding: (1, 1),
+                        ..AvgPool2d::new(2)
+                    })
+                    .add(AvgPool2d {
+                        stride: (1, 1),
+                        divisor_override: Some(3),
+                        ..AvgPool2d::new(2)
+                    })
+                    .add(AdaptiveMaxPool2d {
+                        output_size: (2, 3),
+                    }),
+            )
+        },
+        &[2, 2, 10, 12],
+        "pools",
+    );
+}
