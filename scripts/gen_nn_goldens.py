@@ -634,6 +634,18 @@ layer("adaptivemaxpool2d", nn.AdaptiveMaxPool2d((2, 3)), [r(2, 3, 5, 7)])
 layer("adaptivemaxpool2d_even", nn.AdaptiveMaxPool2d(2), [r(1, 2, 4, 6)])
 layer("adaptivemaxpool1d_unbatched", nn.AdaptiveMaxPool1d(3), [r(2, 7)])
 
+# ---- padding modes, padding layers, convolutions' padding_mode (added later, its own seed) ----
+torch.manual_seed(12)
+layer("pad_reflect_2d", nn.ReflectionPad2d((1, 2, 2, 0)), [r(2, 3, 4, 5)])
+layer("pad_replicate_1d", nn.ReplicationPad1d((3, 1)), [r(2, 3, 4)])
+layer("pad_circular_2d", nn.CircularPad2d((1, 2, 0, 3)), [r(1, 2, 4, 5)])
+layer("pad_zero_2d_unbatched", nn.ZeroPad2d((1, 0, 2, 1)), [r(2, 3, 3)])
+layer("pad_constant_1d", nn.ConstantPad1d((2, 1), 3.5), [r(2, 4)])
+layer("conv2d_reflect", nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect"), [r(2, 2, 5, 6)])
+layer("conv2d_circular_stride", nn.Conv2d(2, 4, (3, 2), stride=2, padding=(2, 1), padding_mode="circular"),
+      [r(1, 2, 6, 7)])
+layer("conv1d_replicate", nn.Conv1d(3, 2, 3, padding=2, padding_mode="replicate"), [r(2, 3, 8)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -275,7 +275,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Resize"), 4, "{:?}", op_types(&m));
 
     // Pooling options: ceil_mode on both pools (a partial last window),
-    // padding left out of the average's divisor, and a 1-D max pool.
+    // padding left out of the average's divisor, and a 1-D max pool; reflect
+    // and replicate (`edge`) padding.
     let pooled = Custom(
         |h: &Tensor| {
             use tapir::nn::{AvgPool2d, MaxPool1d, MaxPool2d};
@@ -303,19 +304,18 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
                 ..MaxPool1d::new(3)
             };
             let y = &max.forward(&img) + &avg.forward(&img);
-            Tensor::cat(
-                &[
-                    &y.reshape(&[-1, 30]),
-                    &seq.forward(&h.unsqueeze(1)).reshape(&[-1, 3]),
-                ],
-                1,
-            )
+            use tapir::nn::{PadMode, pad_with};
+            let mirrored = pad_with(&img, &[1, 1, 2, 0], PadMode::Reflect).reshape(&[-1, 120]);
+            let edged = pad_with(&h.unsqueeze(1), &[2, 1], PadMode::Replicate).reshape(&[-1, 7]);
+            let seq = seq.forward(&h.unsqueeze(1)).reshape(&[-1, 3]);
+            Tensor::cat(&[&y.reshape(&[-1, 30]), &seq, &mirrored, &edged], 1)
         },
         tapir::nn::Linear::new(4, 4, true),
     );
     let (pool_case, m) = case("pools", &pooled, |b| vec![Tensor::randn(&[b, 4])], &[3, 6]);
     assert_eq!(count(&m, "MaxPool"), 2, "{:?}", op_types(&m));
     assert_eq!(count(&m, "AveragePool"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Pad"), 2, "{:?}", op_types(&m));
 
     let Some(py) = python() else {
         eprintln!(
@@ -504,6 +504,8 @@ fn what_cannot_be_exported_is_an_error_naming_the_op() {
         h.clone()
     });
     assert!(e.contains("`add_`") && e.contains("in place"), "{e}");
+    let e = export_error(|h| tapir::nn::pad_with(h, &[1, 1], tapir::nn::PadMode::Circular));
+    assert!(e.contains("`pad`") && e.contains("`wrap`"), "{e}");
     // A batch norm without running statistics normalises by each batch's.
     let e = export_error(|h| tapir::nn::batch_norm(h, None, None, None, None, true, 0.1, 1e-5));
     assert!(

@@ -7,9 +7,11 @@
 use crate::common::panic_message;
 use tapir::gradcheck;
 use tapir::nn::{
-    BatchNorm, Conv2d, ConvTranspose2d, Forward, GroupNorm, Identity, InstanceNorm, LayerNorm,
-    Module, PixelShuffle, PixelUnshuffle, RMSNorm, TransformerDecoderLayer,
-    TransformerDecoderLayerOptions, group_norm, instance_norm, pixel_shuffle, pixel_unshuffle,
+    AdaptiveAvgPool1d, AdaptiveMaxPool2d, AvgPool1d, BatchNorm, ConstantPad, Conv2d,
+    ConvTranspose2d, Forward, GroupNorm, Identity, InstanceNorm, LayerNorm, MaxPool1d, MaxPool2d,
+    Module, PadMode, PixelShuffle, PixelUnshuffle, RMSNorm, ReflectionPad2d,
+    TransformerDecoderLayer, TransformerDecoderLayerOptions, ZeroPad2d, group_norm, instance_norm,
+    pixel_shuffle, pixel_unshuffle,
 };
 use tapir::prelude::*;
 
@@ -219,6 +221,67 @@ fn reprs_read_as_pytorch_prints_them() {
             "PixelUnshuffle(downscale_factor=3)",
         ),
         (Box::new(Identity), "Identity()"),
+        // As torch 2.15 prints the padding layers, pools and padding modes.
+        (
+            Box::new(ReflectionPad2d::new(2)),
+            "ReflectionPad2d((2, 2, 2, 2))",
+        ),
+        (
+            Box::new(ConstantPad {
+                padding: vec![2, 2],
+                value: 3.5,
+            }),
+            "ConstantPad1d(padding=(2, 2), value=3.5)",
+        ),
+        (
+            Box::new(ZeroPad2d {
+                padding: [1, 1, 2, 0],
+            }),
+            "ZeroPad2d((1, 1, 2, 0))",
+        ),
+        (
+            Box::new(
+                Conv2d::new(2, 3, (3, 3), Conv2dOptions::default().padding(1), true)
+                    .padding_mode(PadMode::Reflect),
+            ),
+            "Conv2d(2, 3, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), padding_mode=reflect)",
+        ),
+        (
+            Box::new(MaxPool2d {
+                kernel: (2, 3),
+                stride: (2, 3),
+                ..MaxPool2d::new(1)
+            }),
+            "MaxPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0, dilation=1, ceil_mode=False)",
+        ),
+        (
+            Box::new(MaxPool1d {
+                stride: 2,
+                padding: 1,
+                dilation: 2,
+                ceil_mode: true,
+                ..MaxPool1d::new(3)
+            }),
+            "MaxPool1d(kernel_size=3, stride=2, padding=1, dilation=2, ceil_mode=True)",
+        ),
+        (
+            Box::new(AvgPool1d {
+                stride: 2,
+                padding: 1,
+                ..AvgPool1d::new(3)
+            }),
+            "AvgPool1d(kernel_size=(3,), stride=(2,), padding=(1,))",
+        ),
+        (
+            Box::new(AdaptiveMaxPool2d {
+                output_size: (2, 3),
+            }),
+            "AdaptiveMaxPool2d(output_size=(2, 3))",
+        ),
+        (
+            Box::new(AdaptiveAvgPool1d { output_size: 4 }),
+            "AdaptiveAvgPool1d(output_size=4)",
+        ),
     ];
     for (m, want) in cases.into_iter().chain(more) {
         assert_eq!(m.repr(), want);

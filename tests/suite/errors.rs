@@ -314,6 +314,29 @@ fn batch_norm_needs_more_than_one_value_per_channel_when_training() {
     assert_eq!(bn.forward(&Tensor::ones(&[1, 2])).shape(), &[1, 2]);
 }
 
+/// Reflect padding must stay inside the dim (the edge is not repeated);
+/// copying modes leave the first dim alone.
+#[test]
+fn padding_modes_name_the_mode_and_the_sizes() {
+    use tapir::nn::{PadMode, pad_with};
+    let x = Tensor::zeros(&[2, 3]);
+    let m = panic_message(|| {
+        pad_with(&x, &[3, 0], PadMode::Reflect);
+    });
+    assert_eq!(
+        m,
+        "pad: reflect padding of (3, 0) is too large for dim 1 of size 3 in shape [2, 3]"
+    );
+    let m = panic_message(|| {
+        pad_with(&x, &[1, 1, 1, 1], PadMode::Replicate);
+    });
+    assert_eq!(
+        m,
+        "pad: replicate padding takes non-negative (before, after) pairs for at most 3 dims and not the first, got [1, 1, 1, 1] for shape [2, 3]"
+    );
+    assert_eq!(pad_with(&x, &[3, 0], PadMode::Circular).shape(), &[2, 6]);
+}
+
 /// Instance norm over one position has no variance either (PyTorch's
 /// "more than 1 spatial element", in eval mode too without running
 /// statistics); `F.batch_norm` needs running statistics outside training.

@@ -171,6 +171,39 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
             output_size: (2, 2),
         }),
         "adaptivemaxpool1d_unbatched" => Box::new(AdaptiveMaxPool1d { output_size: 3 }),
+        "pad_reflect_2d" => Box::new(ReflectionPad2d {
+            padding: [1, 2, 2, 0],
+        }),
+        "pad_replicate_1d" => Box::new(ReplicationPad1d { padding: [3, 1] }),
+        "pad_circular_2d" => Box::new(CircularPad2d {
+            padding: [1, 2, 0, 3],
+        }),
+        "pad_zero_2d_unbatched" => Box::new(ZeroPad2d {
+            padding: [1, 0, 2, 1],
+        }),
+        "pad_constant_1d" => Box::new(ConstantPad {
+            padding: vec![2, 1],
+            value: 3.5,
+        }),
+        "conv2d_reflect" => Box::new(
+            Conv2d::new(2, 3, (3, 3), Conv2dOptions::default().padding(1), true)
+                .padding_mode(PadMode::Reflect),
+        ),
+        "conv2d_circular_stride" => {
+            let opts = Conv2dOptions {
+                stride: (2, 2),
+                padding: (2, 1),
+                ..Default::default()
+            };
+            Box::new(Conv2d::new(2, 4, (3, 2), opts, true).padding_mode(PadMode::Circular))
+        }
+        "conv1d_replicate" => {
+            let opts = Conv1dOptions {
+                padding: 2,
+                ..Default::default()
+            };
+            Box::new(Conv1d::new(3, 2, 3, opts, true).padding_mode(PadMode::Replicate))
+        }
         other => panic!("no layer {other}"),
     }
 }

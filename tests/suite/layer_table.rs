@@ -131,6 +131,14 @@ const COVERED: &[&str] = &[
     "AdaptiveAvgPool1d",
     "AdaptiveMaxPool1d",
     "AdaptiveMaxPool2d",
+    "ZeroPad1d",
+    "ZeroPad2d",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
+    "CircularPad1d",
+    "CircularPad2d",
     "Identity",
     "PixelShuffle",
     "PixelUnshuffle",
@@ -511,6 +519,44 @@ fn pooling_rules_match_the_runtime_layers() {
             ]
         );
     }
+}
+
+model! {
+    /// The padding rows (each spatial dim grows by twice the padding) and a
+    /// convolution whose padding reflects the input.
+    pub struct PadTable<const P: usize> {
+        reflect: ReflectionPad2d<P>,
+        replicate: ReplicationPad2d<1>,
+        circular: CircularPad2d<2>,
+        zero: ZeroPad2d<1>,
+        reflect_1d: ReflectionPad1d<2>,
+        replicate_1d: ReplicationPad1d<P>,
+        circular_1d: CircularPad1d<1>,
+        zero_1d: ZeroPad1d<3>,
+        conv: Conv2d<2, 2, 3, padding = 1, padding_mode = "reflect">,
+    }
+    fn forward(&self, img: [N, 2, H, W], seq: [2, L]) -> (
+        [N, 2, { H + 2 * P + 8 }, { W + 2 * P + 8 }], [2, { L + 2 * P + 12 }],
+    ) {
+        let img = self.zero(self.circular(self.replicate(self.reflect(self.conv(img)))));
+        (img, self.zero_1d(self.circular_1d(self.replicate_1d(self.reflect_1d(seq)))))
+    }
+}
+
+#[test]
+fn padding_rules_match_the_runtime_layers() {
+    use tapir::nn::Module;
+    let t = PadTable::<2>::new(&Device::Cpu);
+    let (img, seq) = t.forward(&Tensor::randn(&[3, 2, 4, 5]), &Tensor::randn(&[2, 6]));
+    assert_eq!(
+        (img.shape(), seq.shape()),
+        (&[3, 2, 16, 17][..], &[2, 22][..])
+    );
+    assert!(
+        t.conv.repr().ends_with("padding_mode=reflect)"),
+        "{}",
+        t.conv.repr()
+    );
 }
 
 model! {

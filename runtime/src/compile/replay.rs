@@ -171,11 +171,8 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         "unbind" => |a| a.x(0).unbind(a.int("dim") as isize),
         "cat" => |a| vec![Tensor::cat(&a.all(), a.int("dim") as isize)],
         "pad" => |a| {
-            vec![crate::nn::pad(
-                a.x(0),
-                &a.attrs.ints("pads"),
-                a.float("value"),
-            )]
+            let mode = crate::nn::PadMode::from_code(a.int("mode"), a.float("value"));
+            vec![crate::nn::pad_with(a.x(0), &a.attrs.ints("pads"), mode)]
         },
         "cumsum" => |a| vec![a.x(0).cumsum(a.int("dim") as isize)],
         "sort" => |a| {

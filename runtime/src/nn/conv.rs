@@ -3,6 +3,7 @@
 
 use super::init;
 use super::module::{Forward, Module, TensorKind};
+use super::padding::{PadMode, pad_with};
 use crate::{Conv2dOptions, Tensor};
 
 /// `nn.Conv1d`'s stride, padding, dilation and groups (PyTorch's defaults:
@@ -59,6 +60,8 @@ pub struct Conv1d {
     pub kernel_size: usize,
     /// Stride, padding, dilation and groups.
     pub opts: Conv1dOptions,
+    /// How the padding is filled (`padding_mode`; zeros by default).
+    pub padding_mode: PadMode,
 }
 
 impl Conv1d {
@@ -93,7 +96,15 @@ impl Conv1d {
             out_channels,
             kernel_size,
             opts,
+            padding_mode: PadMode::Constant(0.0),
         }
+    }
+
+    /// `padding_mode=`: `Reflect`, `Replicate` or `Circular` pad the input
+    /// by `padding` that way before an unpadded convolution, as PyTorch.
+    pub fn padding_mode(mut self, mode: PadMode) -> Conv1d {
+        self.padding_mode = check_padding_mode(mode, "Conv1d");
+        self
     }
 }
 
@@ -113,9 +124,10 @@ impl Forward for Conv1d {
             x.unsqueeze(0).unsqueeze(2)
         };
         let o = self.opts;
+        let (x4, padding) = pad_by_mode(&x4, (0, o.padding), self.padding_mode);
         let opts = Conv2dOptions {
             stride: (1, o.stride),
-            padding: (0, o.padding),
+            padding,
             dilation: (1, o.dilation),
             groups: o.groups,
         };
@@ -151,7 +163,7 @@ impl Module for Conv1d {
         if self.bias.is_none() {
             s.push_str(", bias=False");
         }
-        s + ")"
+        s + &padding_mode_repr(self.padding_mode) + ")"
     }
 }
 
@@ -193,6 +205,8 @@ pub struct Conv2d {
     pub kernel: (usize, usize),
     /// Stride, padding, dilation and groups.
     pub opts: Conv2dOptions,
+    /// How the padding is filled (`padding_mode`; zeros by default).
+    pub padding_mode: PadMode,
 }
 
 impl Conv2d {
@@ -221,13 +235,69 @@ impl Conv2d {
             out_channels,
             kernel,
             opts,
+            padding_mode: PadMode::Constant(0.0),
         }
+    }
+
+    /// `padding_mode=`: `Reflect`, `Replicate` or `Circular` pad the input
+    /// by `padding` that way before an unpadded convolution, as PyTorch.
+    ///
+    /// ```
+    /// use tapir_runtime::{nn::{Conv2d, Forward, PadMode}, Conv2dOptions, Tensor};
+    /// let c = Conv2d::new(1, 1, (3, 3), Conv2dOptions::default().padding(1), false)
+    ///     .padding_mode(PadMode::Replicate);
+    /// tapir_runtime::no_grad(|| c.weight.fill_(1.0 / 9.0));
+    /// // A constant image stays constant: its edges are repeated, not zeros.
+    /// let y = c.forward(&Tensor::ones(&[1, 1, 4, 4]));
+    /// assert!((&y - 1.0).abs().max().item::<f32>() < 1e-6);
+    /// ```
+    pub fn padding_mode(mut self, mode: PadMode) -> Conv2d {
+        self.padding_mode = check_padding_mode(mode, "Conv2d");
+        self
     }
 }
 
 impl Forward for Conv2d {
     fn forward(&self, x: &Tensor) -> Tensor {
-        x.conv2d(&self.weight, self.bias.as_ref(), self.opts)
+        let (x, padding) = pad_by_mode(x, self.opts.padding, self.padding_mode);
+        x.conv2d(
+            &self.weight,
+            self.bias.as_ref(),
+            Conv2dOptions {
+                padding,
+                ..self.opts
+            },
+        )
+    }
+}
+
+/// PyTorch's padding modes are zeros or one of the three that copy input.
+fn check_padding_mode(mode: PadMode, layer: &str) -> PadMode {
+    assert!(
+        !matches!(mode, PadMode::Constant(v) if v != 0.0),
+        "{layer}: padding_mode is zeros (PadMode::Constant(0.0)), Reflect, Replicate or Circular, got {mode:?}"
+    );
+    mode
+}
+
+/// The input padded by `padding` in a copying mode, and the padding left
+/// for the convolution (none then; all of it for zeros).
+fn pad_by_mode(x: &Tensor, padding: (usize, usize), mode: PadMode) -> (Tensor, (usize, usize)) {
+    if matches!(mode, PadMode::Constant(_)) || padding == (0, 0) {
+        return (x.clone(), padding);
+    }
+    let (h, w) = (padding.0 as i64, padding.1 as i64);
+    let pads = if h == 0 { vec![w, w] } else { vec![w, w, h, h] };
+    (pad_with(x, &pads, mode), (0, 0))
+}
+
+/// `, padding_mode=reflect` as PyTorch's repr adds for a mode not zeros.
+fn padding_mode_repr(mode: PadMode) -> String {
+    match mode {
+        PadMode::Reflect => ", padding_mode=reflect".into(),
+        PadMode::Replicate => ", padding_mode=replicate".into(),
+        PadMode::Circular => ", padding_mode=circular".into(),
+        PadMode::Constant(_) => String::new(),
     }
 }
 
@@ -240,14 +310,16 @@ impl Module for Conv2d {
     }
     fn repr(&self) -> String {
         let channels = (self.in_channels, self.out_channels);
-        conv2d_repr(
+        let mut s = conv2d_repr(
             "Conv2d",
             channels,
             self.kernel,
             &self.opts,
             (0, 0),
             &self.bias,
-        )
+        );
+        s.pop();
+        s + &padding_mode_repr(self.padding_mode) + ")"
     }
 }
 

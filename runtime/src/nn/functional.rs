@@ -1,8 +1,7 @@
 //! `torch.nn.functional`'s helpers that are not layers or losses:
-//! `one_hot`, `pad`, `normalize`, `cosine_similarity` and
+//! `one_hot`, `normalize`, `cosine_similarity` and
 //! `pairwise_distance`, with PyTorch's defaults and formulas.
 
-use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
 
 /// Class indices as one-hot int64 vectors along a new last dim
@@ -46,76 +45,6 @@ pub fn one_hot(indices: &Tensor, num_classes: Option<usize>) -> Tensor {
     };
     let classes = Tensor::arange_on(c as i64, indices.device());
     indices.unsqueeze(-1).eq(&classes).to_dtype(DType::I64)
-}
-
-/// Pads the last dims with `value` (`F.pad(x, pad, mode="constant")`):
-/// `pad` lists `(before, after)` pairs from the last dim backward; a
-/// negative amount crops.
-///
-/// ```
-/// use tapir_runtime::{nn::pad, Tensor};
-/// let x = Tensor::ones(&[1, 2]);
-/// let y = pad(&x, &[1, 2], 0.0);
-/// assert_eq!(y.to_vec::<f32>(), vec![0.0, 1.0, 1.0, 0.0, 0.0]);
-/// assert_eq!(pad(&x, &[0, 0, 1, 0], 5.0).shape(), &[2, 2]);
-/// ```
-pub fn pad(x: &Tensor, pad: &[i64], value: f64) -> Tensor {
-    trace::op(
-        "pad",
-        [x],
-        || {
-            vec![
-                ("pads", Attr::Ints(pad.to_vec())),
-                ("value", Attr::Float(value)),
-            ]
-        },
-        || {
-            assert!(
-                pad.len().is_multiple_of(2) && pad.len() / 2 <= x.ndim(),
-                "pad: {} pad sizes for a tensor of shape {:?}; give (before, after) pairs for at most {} dims",
-                pad.len(),
-                x.shape(),
-                x.ndim()
-            );
-            let mut out = x.clone();
-            for (k, pair) in pad.chunks(2).enumerate() {
-                let d = x.ndim() - 1 - k;
-                out = pad_dim(&out, d, pair[0], pair[1], value);
-            }
-            out
-        },
-    )
-}
-
-/// One dim of [`pad`]: crop first (negative amounts), then join the fill.
-fn pad_dim(x: &Tensor, d: usize, before: i64, after: i64, value: f64) -> Tensor {
-    let n = x.shape()[d] as i64;
-    let (cut_before, cut_after) = ((-before).max(0), (-after).max(0));
-    assert!(
-        cut_before + cut_after <= n,
-        "pad: cropping {cut_before} + {cut_after} from dim {d} of shape {:?} leaves less than nothing",
-        x.shape()
-    );
-    let dim = d as isize;
-    let kept = x.narrow(
-        dim,
-        cut_before as usize,
-        (n - cut_before - cut_after) as usize,
-    );
-    let fill = |amount: i64| {
-        let mut shape = kept.shape().to_vec();
-        shape[d] = amount as usize;
-        Tensor::full_on(&shape, value, kept.dtype(), kept.device())
-    };
-    let (head, tail) = (
-        (before > 0).then(|| fill(before)),
-        (after > 0).then(|| fill(after)),
-    );
-    let parts: Vec<&Tensor> = head.iter().chain([&kept]).chain(tail.iter()).collect();
-    if parts.len() == 1 {
-        return kept.contiguous();
-    }
-    Tensor::cat(&parts, dim)
 }
 
 /// `x / max(||x||_p, eps)` along `dim` (`F.normalize`; PyTorch's defaults

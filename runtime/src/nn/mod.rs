@@ -16,6 +16,7 @@ mod loss;
 mod margin_loss;
 mod module;
 mod norm;
+mod padding;
 mod pixel_shuffle;
 mod pool;
 mod recurrent;
@@ -31,7 +32,7 @@ pub use batch_norm::{BatchNorm, batch_norm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose2d};
-pub use functional::{cosine_similarity, normalize, one_hot, pad, pairwise_distance};
+pub use functional::{cosine_similarity, normalize, one_hot, pairwise_distance};
 pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
 pub(crate) use layers::dropout as functional_dropout;
@@ -54,6 +55,10 @@ pub use module::{
     visit_child_mut,
 };
 pub use norm::{LayerNorm, RMSNorm};
+pub use padding::{
+    CircularPad1d, CircularPad2d, ConstantPad, PadMode, ReflectionPad1d, ReflectionPad2d,
+    ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d, pad, pad_with,
+};
 pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle};
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,

@@ -192,9 +192,20 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
                 pads[d] = pair[0];
                 pads[rank + d] = pair[1];
             }
+            let mode = match op.int("mode") {
+                0 => "constant",
+                1 => "reflect",
+                2 => "edge",
+                _ => return op.fail("circular padding is ONNX's `wrap`, which opset 17 lacks"),
+            };
             let pads = b.vec_i64(&pads);
             let value = b.scalar(op.float("value"), op.out_dtypes[0]);
-            b.node("Pad", &[op.x(0), &pads, &value], &[out], vec![]);
+            b.node(
+                "Pad",
+                &[op.x(0), &pads, &value],
+                &[out],
+                vec![string("mode", mode)],
+            );
             Ok(())
         }
         "cumsum" => {

@@ -24,6 +24,8 @@ struct Conv {
     dilation: Dim,
     groups: Dim,
     bias: Option<Expr>,
+    /// `::tapir::nn::PadMode::..` for a `padding_mode` other than zeros.
+    padding_mode: Option<TokenStream>,
 }
 
 impl Conv {
@@ -92,12 +94,16 @@ impl Row for Conv {
             Some(e) => quote!(#e),
             None => quote!(true),
         };
+        let mode = self
+            .padding_mode
+            .as_ref()
+            .map(|m| quote!(.padding_mode(#m)));
         match self.spatial {
             1 => {
-                quote!(::tapir::nn::Conv1d::new(#i, #o, #k, ::tapir::nn::Conv1dOptions { stride: #s, padding: #p, dilation: #d, groups: #g }, #b))
+                quote!(::tapir::nn::Conv1d::new(#i, #o, #k, ::tapir::nn::Conv1dOptions { stride: #s, padding: #p, dilation: #d, groups: #g }, #b) #mode)
             }
             _ => {
-                quote!(::tapir::nn::Conv2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, #b))
+                quote!(::tapir::nn::Conv2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, #b) #mode)
             }
         }
     }
@@ -120,8 +126,10 @@ macro_rules! conv {
                 "dilation",
                 "groups",
                 "bias",
+                "padding_mode",
             ],
             parse: |a, scope| {
+                let padding_mode = padding_mode(a.expr("padding_mode")?, $name)?;
                 Ok(Rc::new(Conv {
                     spatial: $spatial,
                     inp: a.slot("in_channels", scope)?,
@@ -132,10 +140,34 @@ macro_rules! conv {
                     dilation: a.dim("dilation", scope, Some(Dim::lit(1)))?,
                     groups: a.dim("groups", scope, Some(Dim::lit(1)))?,
                     bias: a.expr("bias")?,
+                    padding_mode,
                 }))
             },
         };
     };
+}
+
+/// A convolution's `padding_mode` string as the runtime's `PadMode`
+/// (`None` for zeros, the default).
+fn padding_mode(e: Option<Expr>, row: &str) -> syn::Result<Option<TokenStream>> {
+    let Some(e) = e else { return Ok(None) };
+    if let Expr::Lit(syn::ExprLit {
+        lit: syn::Lit::Str(s),
+        ..
+    }) = &e
+    {
+        match s.value().as_str() {
+            "zeros" => return Ok(None),
+            "reflect" => return Ok(Some(quote!(::tapir::nn::PadMode::Reflect))),
+            "replicate" => return Ok(Some(quote!(::tapir::nn::PadMode::Replicate))),
+            "circular" => return Ok(Some(quote!(::tapir::nn::PadMode::Circular))),
+            _ => {}
+        }
+    }
+    Err(syn::Error::new(
+        syn::spanned::Spanned::span(&e),
+        format!("{row}'s `padding_mode` is \"zeros\", \"reflect\", \"replicate\" or \"circular\""),
+    ))
 }
 
 conv!(CONV1D, "Conv1d", 1);

@@ -1,6 +1,7 @@
 //! Pooling rows: `MaxPool1d/2d`, `AvgPool1d/2d` (PyTorch's output size on
 //! each spatial dim, `ceil_mode` included) and the adaptive pools (the
-//! spatial dims become the output size). Batched or unbatched input.
+//! spatial dims become the output size); and the padding layers, whose
+//! spatial dims grow. Batched or unbatched input.
 
 use super::{Row, RowSpec};
 use crate::analyse::dims::DimScope;
@@ -282,3 +283,62 @@ adaptive_pool!(ADAPTIVE_AVG_POOL1D, "AdaptiveAvgPool1d", false, 1);
 adaptive_pool!(ADAPTIVE_AVG_POOL2D, "AdaptiveAvgPool2d", false, 2);
 adaptive_pool!(ADAPTIVE_MAX_POOL1D, "AdaptiveMaxPool1d", true, 1);
 adaptive_pool!(ADAPTIVE_MAX_POOL2D, "AdaptiveMaxPool2d", true, 2);
+
+/// `nn.ZeroPad1d/2d`, `nn.ReflectionPad1d/2d`, `nn.ReplicationPad1d/2d`,
+/// `nn.CircularPad1d/2d` with one padding for every side: the last one or
+/// two dims grow by twice it.
+struct Pad {
+    layer: &'static str,
+    spatial: usize,
+    padding: Dim,
+}
+
+impl Row for Pad {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        check_rank(label, x, self.spatial)?;
+        let grow = self.padding.mul(&Dim::lit(2));
+        let mut y = x.clone();
+        let first = x.len() - self.spatial;
+        for d in y.iter_mut().skip(first) {
+            *d = d.add(&grow);
+        }
+        Ok(y)
+    }
+    fn runtime_type(&self) -> TokenStream {
+        let ty = quote::format_ident!("{}", self.layer);
+        quote!(::tapir::nn::#ty)
+    }
+    fn constructor(&self) -> TokenStream {
+        let ty = self.runtime_type();
+        let p = dim_usize(&self.padding);
+        quote!(#ty::new(#p))
+    }
+}
+
+macro_rules! padding_rows {
+    ($($konst:ident, $name:literal, $spatial:literal;)*) => {$(
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["padding"],
+            parse: |a, scope| {
+                Ok(Rc::new(Pad {
+                    layer: $name,
+                    spatial: $spatial,
+                    padding: a.dim("padding", scope, None)?,
+                }))
+            },
+        };
+    )*};
+}
+
+padding_rows! {
+    ZERO_PAD1D, "ZeroPad1d", 1;
+    ZERO_PAD2D, "ZeroPad2d", 2;
+    REFLECTION_PAD1D, "ReflectionPad1d", 1;
+    REFLECTION_PAD2D, "ReflectionPad2d", 2;
+    REPLICATION_PAD1D, "ReplicationPad1d", 1;
+    REPLICATION_PAD2D, "ReplicationPad2d", 2;
+    CIRCULAR_PAD1D, "CircularPad1d", 1;
+    CIRCULAR_PAD2D, "CircularPad2d", 2;
+}
