@@ -646,6 +646,18 @@ layer("conv2d_circular_stride", nn.Conv2d(2, 4, (3, 2), stride=2, padding=(2, 1)
       [r(1, 2, 6, 7)])
 layer("conv1d_replicate", nn.Conv1d(3, 2, 3, padding=2, padding_mode="replicate"), [r(2, 3, 8)])
 
+# ---- RNN and the cells (added later, its own seed) ----------------------------------------
+torch.manual_seed(13)
+layer("rnn_relu_2l_bi_batch_first", nn.RNN(3, 4, num_layers=2, nonlinearity="relu", bidirectional=True,
+                                           batch_first=True), [r(2, 5, 3)], extra=gru_all)
+layer("rnn_tanh_h0", nn.RNN(3, 4), [r(5, 2, 3), r(1, 2, 4)], extra=gru_all)
+# Two steps each, the second from the first's state.
+layer("rnncell_relu", nn.RNNCell(3, 4, nonlinearity="relu"), [r(2, 3), r(2, 4)],
+      extra=lambda m, xs: m(xs[0] * 0.5, m(xs[0], xs[1])))
+layer("grucell", nn.GRUCell(3, 4), [r(3, 3)], extra=lambda m, xs: m(xs[0], m(xs[0])))
+layer("lstmcell_nobias_unbatched", nn.LSTMCell(3, 4, bias=False), [r(3), r(4), r(4)],
+      extra=lambda m, xs: flat(*m(xs[0] * 2, m(xs[0], (xs[1], xs[2])))))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

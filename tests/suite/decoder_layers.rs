@@ -8,10 +8,10 @@ use crate::common::panic_message;
 use tapir::gradcheck;
 use tapir::nn::{
     AdaptiveAvgPool1d, AdaptiveMaxPool2d, AvgPool1d, BatchNorm, ConstantPad, Conv2d,
-    ConvTranspose2d, Forward, GroupNorm, Identity, InstanceNorm, LayerNorm, MaxPool1d, MaxPool2d,
-    Module, PadMode, PixelShuffle, PixelUnshuffle, RMSNorm, ReflectionPad2d,
-    TransformerDecoderLayer, TransformerDecoderLayerOptions, ZeroPad2d, group_norm, instance_norm,
-    pixel_shuffle, pixel_unshuffle,
+    ConvTranspose2d, Forward, GRUCell, GroupNorm, Identity, InstanceNorm, LSTMCell, LayerNorm,
+    MaxPool1d, MaxPool2d, Module, PadMode, PixelShuffle, PixelUnshuffle, RMSNorm, RNN, RNNCell,
+    ReflectionPad2d, RnnOptions, TransformerDecoderLayer, TransformerDecoderLayerOptions,
+    ZeroPad2d, group_norm, instance_norm, pixel_shuffle, pixel_unshuffle,
 };
 use tapir::prelude::*;
 
@@ -209,6 +209,10 @@ fn reprs_read_as_pytorch_prints_them() {
             "InstanceNorm1d(3, eps=1e-05, momentum=None, affine=False, bias=False, track_running_stats=True)",
         ),
     ];
+    let two_layers = RnnOptions {
+        num_layers: 2,
+        ..Default::default()
+    };
     let more: Vec<(Box<dyn Module>, &str)> = vec![
         (
             Box::new(PixelShuffle { upscale_factor: 2 }),
@@ -281,6 +285,19 @@ fn reprs_read_as_pytorch_prints_them() {
         (
             Box::new(AdaptiveAvgPool1d { output_size: 4 }),
             "AdaptiveAvgPool1d(output_size=4)",
+        ),
+        (
+            Box::new(RNN::new(3, 4, two_layers).relu()),
+            "RNN(3, 4, num_layers=2)",
+        ),
+        (
+            Box::new(RNNCell::new(3, 4, false).relu()),
+            "RNNCell(3, 4, bias=False, nonlinearity=relu)",
+        ),
+        (Box::new(LSTMCell::new(3, 4, true)), "LSTMCell(3, 4)"),
+        (
+            Box::new(GRUCell::new(3, 4, false)),
+            "GRUCell(3, 4, bias=False)",
         ),
     ];
     for (m, want) in cases.into_iter().chain(more) {

@@ -337,6 +337,25 @@ fn padding_modes_name_the_mode_and_the_sizes() {
     assert_eq!(pad_with(&x, &[3, 0], PadMode::Circular).shape(), &[2, 6]);
 }
 
+/// A cell's state must match its input's batch and its hidden size.
+#[test]
+fn recurrent_cells_name_the_state_they_expected() {
+    use tapir::nn::{LSTMCell, RNNCell};
+    let cell = LSTMCell::new(3, 4, true);
+    let (h, c) = (Tensor::zeros(&[2, 4]), Tensor::zeros(&[2, 5]));
+    let m = panic_message(|| {
+        cell.forward(&Tensor::zeros(&[2, 3]), Some((&h, &c)));
+    });
+    assert_eq!(
+        m,
+        "LSTMCell: expected a hidden state of shape [2, 4] for input of shape [2, 3], got [2, 5]"
+    );
+    let m = panic_message(|| {
+        RNNCell::new(3, 4, true).forward(&Tensor::zeros(&[2, 5]), None);
+    });
+    assert_eq!(m, "RNNCell: expected input [N, 3] or [3], got [2, 5]");
+}
+
 /// Instance norm over one position has no variance either (PyTorch's
 /// "more than 1 spatial element", in eval mode too without running
 /// statistics); `F.batch_norm` needs running statistics outside training.

@@ -2,17 +2,22 @@
 //! one-forward layers by name, and the cases that run a module more than
 //! once (running statistics, `update_bn`).
 
-use super::nn_goldens::loaded;
+use super::nn_goldens::{flat, loaded};
 use crate::common::dev;
 use tapir::nn::*;
 use tapir::optim::swa_utils::update_bn;
 use tapir::prelude::*;
 
 /// The cases [`run_stateful`] replays.
-pub(super) const STATEFUL: [&str; 3] = [
+pub(super) const STATEFUL: [&str; 8] = [
     "batchnorm2d_cumulative",
     "instancenorm1d_running",
     "update_bn",
+    "rnn_relu_2l_bi_batch_first",
+    "rnn_tanh_h0",
+    "rnncell_relu",
+    "grucell",
+    "lstmcell_nobias_unbatched",
 ];
 
 /// A one-forward layer as the script built it.
@@ -243,6 +248,42 @@ pub(super) fn run_stateful(
             m.forward(x);
             m.eval();
             (m.forward(x), m)
+        }
+        "rnn_relu_2l_bi_batch_first" | "rnn_tanh_h0" => {
+            let opts = match name {
+                "rnn_tanh_h0" => RnnOptions::default(),
+                _ => RnnOptions {
+                    num_layers: 2,
+                    bidirectional: true,
+                    batch_first: true,
+                    ..Default::default()
+                },
+            };
+            let rnn = RNN::new(3, 4, opts);
+            let rnn = if name == "rnn_tanh_h0" {
+                rnn
+            } else {
+                rnn.relu()
+            };
+            let m = loaded(Box::new(rnn), sd, dtype)?;
+            let (out, h) = m.forward(x, inputs.get(1));
+            (flat(&[&out, &h]), m)
+        }
+        "rnncell_relu" => {
+            let m = loaded(Box::new(RNNCell::new(3, 4, true).relu()), sd, dtype)?;
+            let h = m.forward(x, Some(&inputs[1]));
+            (m.forward(&(x * 0.5), Some(&h)), m)
+        }
+        "grucell" => {
+            let m = loaded(Box::new(GRUCell::new(3, 4, true)), sd, dtype)?;
+            let h = m.forward(x, None);
+            (m.forward(x, Some(&h)), m)
+        }
+        "lstmcell_nobias_unbatched" => {
+            let m = loaded(Box::new(LSTMCell::new(3, 4, false)), sd, dtype)?;
+            let (h, c) = m.forward(x, Some((&inputs[1], &inputs[2])));
+            let (h, c) = m.forward(&(x * 2.0), Some((&h, &c)));
+            (flat(&[&h, &c]), m)
         }
         other => panic!("no stateful layer {other}"),
     })

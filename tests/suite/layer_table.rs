@@ -126,6 +126,7 @@ const COVERED: &[&str] = &[
     "InstanceNorm1d",
     "InstanceNorm2d",
     "BatchNorm3d",
+    "RNN",
     "MaxPool1d",
     "AvgPool1d",
     "AdaptiveAvgPool1d",
@@ -556,6 +557,33 @@ fn padding_rules_match_the_runtime_layers() {
         t.conv.repr().ends_with("padding_mode=reflect)"),
         "{}",
         t.conv.repr()
+    );
+}
+
+model! {
+    /// The RNN row: `nonlinearity` in PyTorch's place (after num_layers).
+    pub struct RnnTable {
+        rnn: RNN<4, 6, 2, "relu", batch_first = true>,
+        tanh: RNN<4, 3>,
+    }
+    fn forward(&self, x: [N, 5, 4], seq: [7, 4]) -> ([N, 5, 6], [2, N, 6], [7, 3]) {
+        let (y, h) = self.rnn(x);
+        let (s, _) = self.tanh(seq);
+        (y, h, s)
+    }
+}
+
+#[test]
+fn the_rnn_row_builds_the_runtime_layer_with_its_nonlinearity() {
+    let t = RnnTable::new(&Device::Cpu);
+    let (y, h, s) = t.forward(&Tensor::randn(&[3, 5, 4]), &Tensor::randn(&[7, 4]));
+    assert_eq!(
+        (y.shape(), h.shape(), s.shape()),
+        (&[3, 5, 6][..], &[2, 3, 6][..], &[7, 3][..])
+    );
+    assert!(
+        y.min().item::<f32>() >= 0.0,
+        "ReLU outputs are non-negative"
     );
 }
 

@@ -25,7 +25,7 @@ pub(super) fn loaded<M: Module + ?Sized>(
 }
 
 /// Every output of a multi-output layer as one vector, as the script's `flat`.
-fn flat(ts: &[&Tensor]) -> Tensor {
+pub(super) fn flat(ts: &[&Tensor]) -> Tensor {
     let flat: Vec<Tensor> = ts.iter().map(|t| t.reshape(&[-1])).collect();
     Tensor::cat(&flat.iter().collect::<Vec<_>>(), 0)
 }

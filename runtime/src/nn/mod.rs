@@ -20,6 +20,7 @@ mod padding;
 mod pixel_shuffle;
 mod pool;
 mod recurrent;
+mod recurrent_cell;
 mod sdpa;
 mod transformer;
 mod transformer_decoder;
@@ -65,7 +66,8 @@ pub use pool::{
     AvgPool2d, MaxPool1d, MaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d,
     max_pool2d,
 };
-pub use recurrent::{GRU, LSTM, RnnOptions};
+pub use recurrent::{GRU, LSTM, RNN, RnnOptions};
+pub use recurrent_cell::{GRUCell, LSTMCell, RNNCell};
 pub(crate) use sdpa::allowed_backends;
 pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
 pub use transformer::{Activation, TransformerEncoderLayer, TransformerEncoderLayerOptions};

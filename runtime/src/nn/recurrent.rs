@@ -1,5 +1,5 @@
-//! `nn.GRU` and `nn.LSTM`: stacked, optionally bidirectional recurrent
-//! layers written with plain ops (one matmul for the inputs of a whole
+//! `nn.RNN`, `nn.GRU` and `nn.LSTM`: stacked, optionally bidirectional
+//! recurrent layers written with plain ops (one matmul for the inputs of a whole
 //! sequence, then one small matmul and the gate arithmetic per step), so
 //! autograd and every device come for free.
 
@@ -43,19 +43,127 @@ impl Default for RnnOptions {
     }
 }
 
-/// One layer in one direction: `weight_ih_l{k}[_reverse]` and friends.
-struct Cell {
-    suffix: String,
-    weight_ih: Tensor,
-    weight_hh: Tensor,
-    bias_ih: Option<Tensor>,
-    bias_hh: Option<Tensor>,
+/// The recurrence of a layer or cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// `h' = act(W_ih x + b_ih + W_hh h + b_hh)`, tanh or (`relu`) ReLU.
+    Rnn { relu: bool },
+    /// Gates r, z, n.
+    Gru,
+    /// Gates i, f, g, o, and a cell state.
+    Lstm,
 }
 
-/// The stack of cells both layers share; `gates` is 3 (GRU) or 4 (LSTM).
+impl Kind {
+    fn gates(self) -> usize {
+        match self {
+            Kind::Rnn { .. } => 1,
+            Kind::Gru => 3,
+            Kind::Lstm => 4,
+        }
+    }
+}
+
+/// One layer in one direction: `weight_ih[_l{k}[_reverse]]` and friends.
+pub(super) struct Cell {
+    suffix: String,
+    pub(super) weight_ih: Tensor,
+    pub(super) weight_hh: Tensor,
+    pub(super) bias_ih: Option<Tensor>,
+    pub(super) bias_hh: Option<Tensor>,
+}
+
+impl Cell {
+    /// PyTorch's reset_parameters: every tensor U(-1/√H, 1/√H). `suffix`
+    /// names it in a stack (`l0`, `l1_reverse`); a lone cell has none.
+    pub(super) fn new(kind: Kind, width: usize, hidden: usize, bias: bool, suffix: String) -> Cell {
+        let bound = 1.0 / (hidden as f64).sqrt();
+        let param = |shape: &[usize]| {
+            let t = Tensor::zeros(shape);
+            init::uniform_(&t, -bound, bound);
+            t.requires_grad_(true)
+        };
+        let rows = kind.gates() * hidden;
+        Cell {
+            suffix,
+            weight_ih: param(&[rows, width]),
+            weight_hh: param(&[rows, hidden]),
+            bias_ih: bias.then(|| param(&[rows])),
+            bias_hh: bias.then(|| param(&[rows])),
+        }
+    }
+
+    fn name(&self, base: &str) -> String {
+        match self.suffix.is_empty() {
+            true => base.to_string(),
+            false => format!("{base}_{}", self.suffix),
+        }
+    }
+
+    pub(super) fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        f(
+            &self.name("weight_ih"),
+            &self.weight_ih,
+            TensorKind::Parameter,
+        );
+        f(
+            &self.name("weight_hh"),
+            &self.weight_hh,
+            TensorKind::Parameter,
+        );
+        if let (Some(bi), Some(bh)) = (&self.bias_ih, &self.bias_hh) {
+            f(&self.name("bias_ih"), bi, TensorKind::Parameter);
+            f(&self.name("bias_hh"), bh, TensorKind::Parameter);
+        }
+    }
+
+    pub(super) fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        let names = ["weight_ih", "weight_hh", "bias_ih", "bias_hh"].map(|b| self.name(b));
+        f(&names[0], &mut self.weight_ih, TensorKind::Parameter);
+        f(&names[1], &mut self.weight_hh, TensorKind::Parameter);
+        if let (Some(bi), Some(bh)) = (&mut self.bias_ih, &mut self.bias_hh) {
+            f(&names[2], bi, TensorKind::Parameter);
+            f(&names[3], bh, TensorKind::Parameter);
+        }
+    }
+
+    /// One step from the input half of the gates, `gi` (`W_ih x + b_ih`).
+    pub(super) fn step(&self, kind: Kind, gi: &Tensor, carry: Carry) -> Carry {
+        let gh = linear(&carry.0, &self.weight_hh, self.bias_hh.as_ref());
+        gate_step(kind, gi, &gh, carry)
+    }
+}
+
+/// PyTorch's gate equations (RNN: act; GRU: r, z, n; LSTM: i, f, g, o).
+fn gate_step(kind: Kind, gi: &Tensor, gh: &Tensor, (h, c): Carry) -> Carry {
+    match kind {
+        Kind::Rnn { relu } => {
+            let pre = gi + gh;
+            (if relu { pre.relu() } else { pre.tanh() }, None)
+        }
+        Kind::Gru => {
+            let (i, hh) = (gi.chunk(3, -1), gh.chunk(3, -1));
+            let r = (&i[0] + &hh[0]).sigmoid();
+            let z = (&i[1] + &hh[1]).sigmoid();
+            let n = (&i[2] + &(&r * &hh[2])).tanh();
+            // (1 - z) * n + z * h
+            let h = &n + &(&z * &(&h - &n));
+            (h, None)
+        }
+        Kind::Lstm => {
+            let g = (gi + gh).chunk(4, -1);
+            let (i, f, cand, o) = (g[0].sigmoid(), g[1].sigmoid(), g[2].tanh(), g[3].sigmoid());
+            let c = &(&f * &c.expect("an LSTM step carries c")) + &(&i * &cand);
+            let h = &o * &c.tanh();
+            (h, Some(c))
+        }
+    }
+}
+
+/// The stack of cells the three layers share.
 struct Stack {
     name: &'static str,
-    gates: usize,
+    kind: Kind,
     input_size: usize,
     hidden_size: usize,
     opts: RnnOptions,
@@ -64,12 +172,12 @@ struct Stack {
 }
 
 /// The recurrent state one step carries: `h`, and `c` for an LSTM.
-type Carry = (Tensor, Option<Tensor>);
+pub(super) type Carry = (Tensor, Option<Tensor>);
 
 impl Stack {
     fn new(
         name: &'static str,
-        gates: usize,
+        kind: Kind,
         input_size: usize,
         hidden_size: usize,
         opts: RnnOptions,
@@ -84,13 +192,6 @@ impl Stack {
             "{name}: dropout should be a number in range [0, 1], got {}",
             opts.dropout
         );
-        // PyTorch's reset_parameters: every tensor U(-1/√H, 1/√H).
-        let bound = 1.0 / (hidden_size as f64).sqrt();
-        let param = |shape: &[usize]| {
-            let t = Tensor::zeros(shape);
-            init::uniform_(&t, -bound, bound);
-            t.requires_grad_(true)
-        };
         let dirs = if opts.bidirectional { 2 } else { 1 };
         let mut cells = vec![];
         for layer in 0..opts.num_layers {
@@ -101,18 +202,13 @@ impl Stack {
             };
             for dir in 0..dirs {
                 let rev = if dir == 1 { "_reverse" } else { "" };
-                cells.push(Cell {
-                    suffix: format!("l{layer}{rev}"),
-                    weight_ih: param(&[gates * hidden_size, width]),
-                    weight_hh: param(&[gates * hidden_size, hidden_size]),
-                    bias_ih: opts.bias.then(|| param(&[gates * hidden_size])),
-                    bias_hh: opts.bias.then(|| param(&[gates * hidden_size])),
-                });
+                let suffix = format!("l{layer}{rev}");
+                cells.push(Cell::new(kind, width, hidden_size, opts.bias, suffix));
             }
         }
         Stack {
             name,
-            gates,
+            kind,
             input_size,
             hidden_size,
             opts,
@@ -211,8 +307,7 @@ impl Stack {
         let mut outs = vec![None; len];
         for step in 0..len {
             let t = if reverse { len - 1 - step } else { step };
-            let gh = linear(&carry.0, &cell.weight_hh, cell.bias_hh.as_ref());
-            carry = self.step(&gi[t], &gh, carry);
+            carry = cell.step(self.kind, &gi[t], carry);
             outs[t] = Some(carry.0.clone());
         }
         let outs: Vec<Tensor> = outs.into_iter().flatten().collect();
@@ -220,63 +315,12 @@ impl Stack {
         (Tensor::stack(&refs, 0), carry)
     }
 
-    /// PyTorch's gate equations (GRU: r, z, n; LSTM: i, f, g, o).
-    fn step(&self, gi: &Tensor, gh: &Tensor, (h, c): Carry) -> Carry {
-        if self.gates == 3 {
-            let (i, hh) = (gi.chunk(3, -1), gh.chunk(3, -1));
-            let r = (&i[0] + &hh[0]).sigmoid();
-            let z = (&i[1] + &hh[1]).sigmoid();
-            let n = (&i[2] + &(&r * &hh[2])).tanh();
-            // (1 - z) * n + z * h
-            let h = &n + &(&z * &(&h - &n));
-            (h, None)
-        } else {
-            let g = (gi + gh).chunk(4, -1);
-            let (i, f, cand, o) = (g[0].sigmoid(), g[1].sigmoid(), g[2].tanh(), g[3].sigmoid());
-            let c = &(&f * &c.expect("an LSTM step carries c")) + &(&i * &cand);
-            let h = &o * &c.tanh();
-            (h, Some(c))
-        }
-    }
-
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        for c in &self.cells {
-            let s = &c.suffix;
-            f(
-                &format!("weight_ih_{s}"),
-                &c.weight_ih,
-                TensorKind::Parameter,
-            );
-            f(
-                &format!("weight_hh_{s}"),
-                &c.weight_hh,
-                TensorKind::Parameter,
-            );
-            if let (Some(bi), Some(bh)) = (&c.bias_ih, &c.bias_hh) {
-                f(&format!("bias_ih_{s}"), bi, TensorKind::Parameter);
-                f(&format!("bias_hh_{s}"), bh, TensorKind::Parameter);
-            }
-        }
+        self.cells.iter().for_each(|c| c.visit(f));
     }
 
     fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        for c in &mut self.cells {
-            let s = &c.suffix;
-            f(
-                &format!("weight_ih_{s}"),
-                &mut c.weight_ih,
-                TensorKind::Parameter,
-            );
-            f(
-                &format!("weight_hh_{s}"),
-                &mut c.weight_hh,
-                TensorKind::Parameter,
-            );
-            if let (Some(bi), Some(bh)) = (&mut c.bias_ih, &mut c.bias_hh) {
-                f(&format!("bias_ih_{s}"), bi, TensorKind::Parameter);
-                f(&format!("bias_hh_{s}"), bh, TensorKind::Parameter);
-            }
-        }
+        self.cells.iter_mut().for_each(|c| c.visit_mut(f));
     }
 
     fn repr(&self) -> String {
@@ -298,6 +342,16 @@ impl Stack {
             s.push_str(", bidirectional=True");
         }
         s + ")"
+    }
+
+    /// The forward of a layer with no cell state (RNN, GRU).
+    #[track_caller]
+    fn forward_h(&self, x: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
+        let (seq, batched) = self.sequence_first(x);
+        let h0 = self.initial("h0", h0, seq.size(1), batched, &seq);
+        let (out, finals) = self.run(&seq, &h0, None);
+        let hs = finals.into_iter().map(|(h, _)| h).collect();
+        self.finish(out, hs, batched)
     }
 
     /// Back to the caller's layout: `[N, L, ..]` when batch-first, no batch
@@ -336,6 +390,50 @@ macro_rules! module_for_stack {
     )*};
 }
 
+/// `nn.RNN`: `h' = tanh(W_ih x + b_ih + W_hh h + b_hh)` (or ReLU with
+/// [`RNN::relu`]), stacked and bidirectional as [`GRU`], with PyTorch's
+/// parameter names (`weight_ih_l0`, ..) and init.
+///
+/// ```
+/// use tapir_runtime::{nn::{RNN, RnnOptions}, Tensor};
+/// let rnn = RNN::new(4, 6, RnnOptions { num_layers: 2, ..Default::default() }).relu();
+/// let (out, h_n) = rnn.forward(&Tensor::randn(&[5, 2, 4]), None);
+/// assert_eq!((out.shape(), h_n.shape()), (&[5, 2, 6][..], &[2, 2, 6][..]));
+/// assert!(out.min().item::<f32>() >= 0.0);
+/// ```
+pub struct RNN(Stack);
+
+impl RNN {
+    /// `nn.RNN(input_size, hidden_size, ..)` (tanh) with PyTorch's initialisation.
+    pub fn new(input_size: usize, hidden_size: usize, opts: RnnOptions) -> RNN {
+        RNN(Stack::new(
+            "RNN",
+            Kind::Rnn { relu: false },
+            input_size,
+            hidden_size,
+            opts,
+        ))
+    }
+
+    /// `nonlinearity='relu'`.
+    pub fn relu(mut self) -> RNN {
+        self.0.kind = Kind::Rnn { relu: true };
+        self
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> RnnOptions {
+        self.0.opts
+    }
+
+    /// As [`GRU::forward`]: every step's output of the last layer and the
+    /// final hidden state of every layer and direction.
+    #[track_caller]
+    pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
+        self.0.forward_h(x, h0)
+    }
+}
+
 /// `nn.GRU`: `r = σ(W_ir x + b_ir + W_hr h + b_hr)`, `z` likewise,
 /// `n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn))`, `h' = (1 - z) ⊙ n + z ⊙ h`,
 /// with PyTorch's parameter names (`weight_ih_l0`, ..) and init.
@@ -352,7 +450,7 @@ pub struct GRU(Stack);
 impl GRU {
     /// `nn.GRU(input_size, hidden_size, ..)` with PyTorch's initialisation.
     pub fn new(input_size: usize, hidden_size: usize, opts: RnnOptions) -> GRU {
-        GRU(Stack::new("GRU", 3, input_size, hidden_size, opts))
+        GRU(Stack::new("GRU", Kind::Gru, input_size, hidden_size, opts))
     }
 
     /// The options it was built with.
@@ -366,11 +464,7 @@ impl GRU {
     /// defaults to zeros.
     #[track_caller]
     pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
-        let (seq, batched) = self.0.sequence_first(x);
-        let h0 = self.0.initial("h0", h0, seq.size(1), batched, &seq);
-        let (out, finals) = self.0.run(&seq, &h0, None);
-        let hs = finals.into_iter().map(|(h, _)| h).collect();
-        self.0.finish(out, hs, batched)
+        self.0.forward_h(x, h0)
     }
 }
 
@@ -390,7 +484,13 @@ pub struct LSTM(Stack);
 impl LSTM {
     /// `nn.LSTM(input_size, hidden_size, ..)` with PyTorch's initialisation.
     pub fn new(input_size: usize, hidden_size: usize, opts: RnnOptions) -> LSTM {
-        LSTM(Stack::new("LSTM", 4, input_size, hidden_size, opts))
+        LSTM(Stack::new(
+            "LSTM",
+            Kind::Lstm,
+            input_size,
+            hidden_size,
+            opts,
+        ))
     }
 
     /// The options it was built with.
@@ -424,4 +524,4 @@ impl LSTM {
     }
 }
 
-module_for_stack!(GRU, LSTM);
+module_for_stack!(RNN, GRU, LSTM);

@@ -131,6 +131,7 @@ pub const TABLE: &[RowSpec] = &[
     misc::SOFTMAX,
     attention::MULTIHEAD_ATTENTION,
     sequence::TRANSFORMER_ENCODER_LAYER,
+    sequence::RNN,
     sequence::GRU,
     sequence::LSTM,
 ];

@@ -19,8 +19,12 @@ fn or_default(e: &Option<Expr>, default: TokenStream) -> TokenStream {
     }
 }
 
-/// `nn.GRU` / `nn.LSTM`.
+/// `nn.RNN` / `nn.GRU` / `nn.LSTM`.
 struct Recurrent {
+    /// "RNN", "GRU" or "LSTM".
+    layer: &'static str,
+    /// An RNN's `nonlinearity="relu"`.
+    relu: bool,
     lstm: bool,
     inp: Slot,
     hidden: Dim,
@@ -89,13 +93,12 @@ impl Row for Recurrent {
         Ok(Outputs::Tuple(vec![Outputs::Tensor(out), state]))
     }
     fn runtime_type(&self) -> TokenStream {
-        match self.lstm {
-            true => quote!(::tapir::nn::LSTM),
-            false => quote!(::tapir::nn::GRU),
-        }
+        let ty = quote::format_ident!("{}", self.layer);
+        quote!(::tapir::nn::#ty)
     }
     fn constructor(&self) -> TokenStream {
         let ty = self.runtime_type();
+        let relu = self.relu.then(|| quote!(.relu()));
         let (i, h) = (
             dim_usize(&self.inp.get().unwrap_or_default()),
             dim_usize(&self.hidden),
@@ -104,7 +107,7 @@ impl Row for Recurrent {
         let bias = or_default(&self.bias, quote!(true));
         let dropout = or_default(&self.dropout, quote!(0.0));
         let (bf, bi) = (self.batch_first, self.bidirectional);
-        quote!(#ty::new(#i, #h, ::tapir::nn::RnnOptions { num_layers: #layers, bias: #bias, batch_first: #bf, dropout: #dropout, bidirectional: #bi }))
+        quote!(#ty::new(#i, #h, ::tapir::nn::RnnOptions { num_layers: #layers, bias: #bias, batch_first: #bf, dropout: #dropout, bidirectional: #bi }) #relu)
     }
     fn uninferred(&self) -> Option<&'static str> {
         self.inp.get().is_none().then_some("input_size")
@@ -122,13 +125,19 @@ const RECURRENT_PARAMS: &[&str] = &[
 ];
 
 macro_rules! recurrent {
-    ($konst:ident, $name:literal, $lstm:literal) => {
+    ($konst:ident, $name:literal, $lstm:literal, $params:expr) => {
         pub const $konst: RowSpec = RowSpec {
             name: $name,
             aliases: &[],
-            params: RECURRENT_PARAMS,
+            params: $params,
             parse: |a, scope| {
+                let relu = match $name {
+                    "RNN" => nonlinearity_is_relu(a.expr("nonlinearity")?)?,
+                    _ => false,
+                };
                 Ok(Rc::new(Recurrent {
+                    layer: $name,
+                    relu,
                     lstm: $lstm,
                     inp: a.slot("input_size", scope)?,
                     hidden: a.dim("hidden_size", scope, None)?,
@@ -143,8 +152,36 @@ macro_rules! recurrent {
     };
 }
 
-recurrent!(GRU, "GRU", false);
-recurrent!(LSTM, "LSTM", true);
+/// An RNN's `nonlinearity`: "tanh" (the default) or "relu".
+fn nonlinearity_is_relu(e: Option<Expr>) -> syn::Result<bool> {
+    match &e {
+        None => Ok(false),
+        Some(Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Str(s),
+            ..
+        })) if s.value() == "tanh" || s.value() == "relu" => Ok(s.value() == "relu"),
+        Some(e) => Err(syn::Error::new(
+            e.span(),
+            "RNN's `nonlinearity` is \"tanh\" or \"relu\"",
+        )),
+    }
+}
+
+/// `nn.RNN`'s parameters: the others', with `nonlinearity` after `num_layers`.
+const RNN_PARAMS: &[&str] = &[
+    "input_size",
+    "hidden_size",
+    "num_layers",
+    "nonlinearity",
+    "bias",
+    "batch_first",
+    "dropout",
+    "bidirectional",
+];
+
+recurrent!(RNN, "RNN", false, RNN_PARAMS);
+recurrent!(GRU, "GRU", false, RECURRENT_PARAMS);
+recurrent!(LSTM, "LSTM", true, RECURRENT_PARAMS);
 
 /// `nn.TransformerEncoderLayer`: `[L, N, E]` (or `[N, L, E]`) to the same shape.
 struct EncoderLayer {
