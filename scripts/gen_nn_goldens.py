@@ -658,6 +658,14 @@ layer("grucell", nn.GRUCell(3, 4), [r(3, 3)], extra=lambda m, xs: m(xs[0], m(xs[
 layer("lstmcell_nobias_unbatched", nn.LSTMCell(3, 4, bias=False), [r(3), r(4), r(4)],
       extra=lambda m, xs: flat(*m(xs[0] * 2, m(xs[0], (xs[1], xs[2])))))
 
+# ---- PReLU and the softmax layers (added later, its own seed) ------------------------------
+torch.manual_seed(14)
+layer("prelu_channels", nn.PReLU(3, 0.1), [r(2, 3, 4)])
+layer("prelu_single_1d", nn.PReLU(), [r(6)])
+layer("logsoftmax", nn.LogSoftmax(dim=1), [r(3, 4, 2)])
+layer("softmin", nn.Softmin(dim=-1), [r(3, 5)])
+layer("softmax2d_unbatched", nn.Softmax2d(), [r(3, 2, 4)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

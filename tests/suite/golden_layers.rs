@@ -209,6 +209,11 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
             };
             Box::new(Conv1d::new(3, 2, 3, opts, true).padding_mode(PadMode::Replicate))
         }
+        "prelu_channels" => Box::new(PReLU::new(3, 0.1)),
+        "prelu_single_1d" => Box::new(PReLU::new(1, 0.25)),
+        "logsoftmax" => Box::new(LogSoftmax { dim: 1 }),
+        "softmin" => Box::new(Softmin { dim: -1 }),
+        "softmax2d_unbatched" => Box::new(Softmax2d),
         other => panic!("no layer {other}"),
     }
 }

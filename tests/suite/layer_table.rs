@@ -127,6 +127,8 @@ const COVERED: &[&str] = &[
     "InstanceNorm2d",
     "BatchNorm3d",
     "RNN",
+    "LogSoftmax",
+    "Softmin",
     "MaxPool1d",
     "AvgPool1d",
     "AdaptiveAvgPool1d",
@@ -585,6 +587,26 @@ fn the_rnn_row_builds_the_runtime_layer_with_its_nonlinearity() {
         y.min().item::<f32>() >= 0.0,
         "ReLU outputs are non-negative"
     );
+}
+
+model! {
+    /// The softmax family's rows.
+    pub struct SoftTable {
+        log: LogSoftmax<-1>,
+        min: Softmin<1>,
+    }
+    fn forward(&self, x: [N, 4]) -> ([N, 4], [N, 4]) {
+        (self.log(x), self.min(x))
+    }
+}
+
+#[test]
+fn softmax_rows_build_their_runtime_layers() {
+    let x = Tensor::randn(&[3, 4]);
+    let (log, min) = SoftTable::new(&Device::Cpu).forward(&x);
+    let close = |a: &Tensor, b: &Tensor| (a - b).abs().max().item::<f32>() < 1e-6;
+    assert!(close(&log, &x.log_softmax(-1)));
+    assert!(close(&min, &x.neg().softmax(1)));
 }
 
 model! {

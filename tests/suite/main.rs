@@ -23,6 +23,7 @@ mod fused;
 mod golden_layers;
 mod goldens;
 mod init;
+mod layer_grads;
 mod layer_table;
 mod lbfgs;
 mod model_macro;

@@ -67,4 +67,98 @@ activation_module! {
         repr |s| format!("Threshold(threshold={:?}, value={:?})", s.threshold, s.value);
     /// `nn.GLU(dim=-1)`.
     GLU { dim: isize = -1 } => |s, x| x.glu(s.dim), repr |s| format!("GLU(dim={})", s.dim);
+    /// `nn.LogSoftmax(dim)` (PyTorch infers a dim when none is given and
+    /// warns; here it is the last).
+    LogSoftmax { dim: isize = -1 } => |s, x| x.log_softmax(s.dim), repr |s| format!("LogSoftmax(dim={})", s.dim);
+    /// `nn.Softmin(dim)`: `softmax(-x)`.
+    Softmin { dim: isize = -1 } => |s, x| x.neg().softmax(s.dim), repr |s| format!("Softmin(dim={})", s.dim);
 }
+
+/// `nn.Softmax2d`: softmax over the channels of `[N, C, H, W]` or `[C, H, W]`.
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, Softmax2d}, Tensor};
+/// let y = Softmax2d.forward(&Tensor::randn(&[2, 3, 4, 4]));
+/// assert!((y.sum_dim(1, false).mean().item::<f32>() - 1.0).abs() < 1e-6);
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Softmax2d;
+
+impl Forward for Softmax2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        assert!(
+            x.ndim() == 3 || x.ndim() == 4,
+            "Softmax2d: expected a 3-D or 4-D input, got shape {:?}",
+            x.shape()
+        );
+        x.softmax(-3)
+    }
+}
+
+impl Module for Softmax2d {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        "Softmax2d()".into()
+    }
+}
+
+/// `nn.PReLU(num_parameters=1, init=0.25)`: `x` where positive, `weight * x`
+/// elsewhere, with one learnt slope or one per channel (dim 1; dim 0 of a
+/// 1-D input).
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, PReLU}, Tensor};
+/// let act = PReLU::new(1, 0.25);
+/// let y = act.forward(&Tensor::from_vec(vec![-2.0f32, 3.0], &[2]));
+/// assert_eq!(y.to_vec::<f32>(), vec![-0.5, 3.0]);
+/// ```
+pub struct PReLU {
+    /// The slopes, `[num_parameters]`.
+    pub weight: Tensor,
+}
+
+impl PReLU {
+    /// `nn.PReLU(num_parameters, init)`.
+    pub fn new(num_parameters: usize, init: f64) -> PReLU {
+        assert!(num_parameters > 0, "PReLU: num_parameters must be positive");
+        PReLU {
+            weight: Tensor::full(&[num_parameters], init).requires_grad_(true),
+        }
+    }
+}
+
+impl Forward for PReLU {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let c = self.weight.numel();
+        let w = if c == 1 {
+            self.weight.reshape(&[])
+        } else {
+            let dim = if x.ndim() >= 2 { 1 } else { 0 };
+            assert!(
+                x.ndim() >= 1 && x.shape()[dim] == c,
+                "PReLU(num_parameters={c}): expected {c} channels in dim {dim}, got input of shape {:?}",
+                x.shape()
+            );
+            let mut shape = vec![1isize; x.ndim()];
+            shape[dim] = c as isize;
+            self.weight.reshape(&shape)
+        };
+        let w = w.to_dtype(x.dtype());
+        Tensor::where_(&x.gt_scalar(0.0), x, &(x * &w))
+    }
+}
+
+impl Module for PReLU {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        f("weight", &self.weight, TensorKind::Parameter);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        f("weight", &mut self.weight, TensorKind::Parameter);
+    }
+    fn repr(&self) -> String {
+        format!("PReLU(num_parameters={})", self.weight.numel())
+    }
+}
+
+crate::display_as_repr!(Softmax2d, PReLU);

@@ -1,6 +1,6 @@
 //! Stateless layers: activations, Dropout, Flatten (pooling is `pool.rs`).
 
-use super::module::{Forward, Module, TensorKind, TrainingFlag, stateless_module};
+use super::module::{Forward, Module, TensorKind, TrainingFlag, py_float, stateless_module};
 use crate::Tensor;
 
 /// Declares a parameterless module whose forward is one tensor method.
@@ -215,6 +215,167 @@ fn dropout_untraced(x: &Tensor, p: f64, training: bool) -> Tensor {
     &(x * &keep) * (1.0 / (1.0 - p))
 }
 
+macro_rules! channel_dropout {
+    ($($(#[$doc:meta])* $name:ident, $spatial:literal;)*) => {$(
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name {
+            /// Probability of zeroing a channel in training.
+            pub p: f64,
+            training: TrainingFlag,
+        }
+
+        impl $name {
+            #[doc = concat!("`nn.", stringify!($name), "(p)`.")]
+            pub fn new(p: f64) -> $name {
+                assert!(
+                    (0.0..=1.0).contains(&p),
+                    "{}: probability has to be between 0 and 1, but got {p}",
+                    stringify!($name)
+                );
+                $name { p, training: TrainingFlag::default() }
+            }
+        }
+
+        impl Forward for $name {
+            fn forward(&self, x: &Tensor) -> Tensor {
+                let training = self.training.get();
+                channel_dropout(x, self.p, training, $spatial, stringify!($name))
+            }
+        }
+
+        impl Module for $name {
+            fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+            fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+            fn repr(&self) -> String {
+                format!("{}(p={}, inplace=False)", stringify!($name), py_float(self.p))
+            }
+            fn set_training(&self, on: bool) {
+                self.training.set(on);
+            }
+            fn is_training(&self) -> bool {
+                self.training.get()
+            }
+        }
+        crate::display_as_repr!($name);
+    )*};
+}
+
+channel_dropout! {
+    /// `nn.Dropout1d(p)`: in training, zeroes whole channels of `[N, C, L]`
+    /// (or `[C, L]`) with probability `p` and scales the rest by
+    /// `1 / (1 - p)`; the identity in eval mode.
+    ///
+    /// ```
+    /// use tapir_runtime::{nn::{Dropout1d, Forward}, Tensor};
+    /// let y = Dropout1d::new(0.5).forward(&Tensor::ones(&[8, 4, 16]));
+    /// // Each channel is all zeros or all twos.
+    /// let (lo, hi) = (y.neg().amax_dim(2, false).neg(), y.amax_dim(2, false));
+    /// assert_eq!(lo.to_vec::<f32>(), hi.to_vec::<f32>());
+    /// ```
+    Dropout1d, 1;
+    /// `nn.Dropout2d(p)`: in training, zeroes whole channels of
+    /// `[N, C, H, W]` with probability `p` and scales the rest by
+    /// `1 / (1 - p)`; the identity in eval mode.
+    Dropout2d, 2;
+}
+
+/// Dropout of whole channels: one draw per `(sample, channel)` of an input
+/// with `spatial` trailing dims (PyTorch's feature dropout).
+fn channel_dropout(x: &Tensor, p: f64, training: bool, spatial: usize, layer: &str) -> Tensor {
+    let ok = match spatial {
+        1 => x.ndim() == 2 || x.ndim() == 3,
+        _ => x.ndim() == spatial + 2,
+    };
+    assert!(
+        ok,
+        "{layer}: expected a {} input, got shape {:?}",
+        if spatial == 1 {
+            "2-D or 3-D"
+        } else {
+            "4-D [N, C, H, W]"
+        },
+        x.shape()
+    );
+    if !training || p == 0.0 {
+        return x.clone();
+    }
+    if p == 1.0 {
+        return x * 0.0;
+    }
+    let mut mask_shape = x.shape().to_vec();
+    let n = mask_shape.len();
+    mask_shape[n - spatial..].fill(1);
+    let keep = Tensor::full_on(&mask_shape, 1.0 - p, x.dtype(), x.device()).bernoulli();
+    &(x * &keep) * (1.0 / (1.0 - p))
+}
+
+/// `nn.AlphaDropout(p)`: dropout that keeps SELU's zero mean and unit
+/// variance in training (dropped values go to SELU's negative saturation,
+/// then an affine correction); the identity in eval mode.
+///
+/// ```
+/// use tapir_runtime::{nn::{AlphaDropout, Forward}, Tensor};
+/// let y = AlphaDropout::new(0.2).forward(&Tensor::randn(&[200_000]));
+/// assert!(y.mean().item::<f32>().abs() < 0.02);
+/// assert!((y.var().item::<f32>() - 1.0).abs() < 0.02);
+/// ```
+#[derive(Debug)]
+pub struct AlphaDropout {
+    /// Probability of dropping an element in training.
+    pub p: f64,
+    training: TrainingFlag,
+}
+
+impl AlphaDropout {
+    /// `nn.AlphaDropout(p)`.
+    pub fn new(p: f64) -> AlphaDropout {
+        assert!(
+            (0.0..=1.0).contains(&p),
+            "AlphaDropout: probability has to be between 0 and 1, but got {p}"
+        );
+        AlphaDropout {
+            p,
+            training: TrainingFlag::default(),
+        }
+    }
+}
+
+impl Forward for AlphaDropout {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let p = self.p;
+        if !self.training.get() || p == 0.0 {
+            return x.clone();
+        }
+        if p == 1.0 {
+            return x * 0.0;
+        }
+        // PyTorch's alpha_dropout: -SELU's saturation, and the a, b that
+        // restore mean 0 and variance 1.
+        let alpha = 1.758_099_340_847_376_6;
+        let a = 1.0 / ((alpha * alpha * p + 1.0) * (1.0 - p)).sqrt();
+        let keep = Tensor::full_like(x, 1.0 - p).bernoulli();
+        let b = &(&keep - 1.0) * (alpha * a) + alpha * a * p;
+        &(x * &(&keep * a)) + &b
+    }
+}
+
+impl Module for AlphaDropout {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        format!("AlphaDropout(p={}, inplace=False)", py_float(self.p))
+    }
+    fn set_training(&self, on: bool) {
+        self.training.set(on);
+    }
+    fn is_training(&self) -> bool {
+        self.training.get()
+    }
+}
+
+crate::display_as_repr!(AlphaDropout);
+
 stateless_module! {
     Identity => |_s| "Identity()".into();
     Unflatten => |s| {
@@ -235,7 +396,7 @@ impl Module for Dropout {
     fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
     fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
     fn repr(&self) -> String {
-        format!("Dropout(p={}, inplace=False)", self.p)
+        format!("Dropout(p={}, inplace=False)", py_float(self.p))
     }
     fn set_training(&self, on: bool) {
         self.training.set(on);

@@ -26,7 +26,10 @@ mod transformer;
 mod transformer_decoder;
 mod transformer_stack;
 
-pub use activation::{CELU, ELU, GLU, Hardshrink, Hardtanh, Softshrink, Threshold};
+pub use activation::{
+    CELU, ELU, GLU, Hardshrink, Hardtanh, LogSoftmax, PReLU, Softmax2d, Softmin, Softshrink,
+    Threshold,
+};
 pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
 pub use batch_norm::{BatchNorm, batch_norm};
@@ -38,8 +41,9 @@ pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
 pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
-    Dropout, Flatten, GELU, Hardsigmoid, Hardswish, Identity, LeakyReLU, LogSigmoid, Mish, ReLU,
-    ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus, Softsign, Tanh, Tanhshrink, Unflatten,
+    AlphaDropout, Dropout, Dropout1d, Dropout2d, Flatten, GELU, Hardsigmoid, Hardswish, Identity,
+    LeakyReLU, LogSigmoid, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus, Softsign,
+    Tanh, Tanhshrink, Unflatten,
 };
 pub use linear::{Bilinear, Embedding, Linear, linear};
 pub use loss::{

@@ -132,8 +132,9 @@ pub const FLATTEN: RowSpec = RowSpec {
     },
 };
 
-/// `nn.Softmax(dim)`.
+/// `nn.Softmax(dim)`, `nn.LogSoftmax(dim)`, `nn.Softmin(dim)`.
 struct Softmax {
+    name: &'static str,
     dim: i64,
 }
 
@@ -149,26 +150,37 @@ impl Row for Softmax {
         Ok(x.clone())
     }
     fn runtime_type(&self) -> TokenStream {
-        quote!(::tapir::nn::Softmax)
+        let ty = quote::format_ident!("{}", self.name);
+        quote!(::tapir::nn::#ty)
     }
     fn constructor(&self) -> TokenStream {
-        let d = Literal::i64_unsuffixed(self.dim);
-        quote!(::tapir::nn::Softmax { dim: #d })
+        let (ty, d) = (self.runtime_type(), Literal::i64_unsuffixed(self.dim));
+        quote!(#ty { dim: #d })
     }
 }
 
-pub const SOFTMAX: RowSpec = RowSpec {
-    name: "Softmax",
-    aliases: &[],
-    params: &["dim"],
-    parse: |a, _| {
-        let dim = a.required("dim")?;
-        let dim = int_lit(&dim).ok_or_else(|| {
-            syn::Error::new(dim.span(), "Softmax's `dim` must be an integer literal")
-        })?;
-        Ok(Rc::new(Softmax { dim }))
-    },
-};
+macro_rules! softmax {
+    ($($konst:ident, $name:literal;)*) => {$(
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["dim"],
+            parse: |a, _| {
+                let dim = a.required("dim")?;
+                let dim = int_lit(&dim).ok_or_else(|| {
+                    syn::Error::new(dim.span(), concat!($name, "'s `dim` must be an integer literal"))
+                })?;
+                Ok(Rc::new(Softmax { name: $name, dim }))
+            },
+        };
+    )*};
+}
+
+softmax! {
+    SOFTMAX, "Softmax";
+    LOG_SOFTMAX, "LogSoftmax";
+    SOFTMIN, "Softmin";
+}
 
 /// `nn.Identity`: same shape.
 struct Identity;

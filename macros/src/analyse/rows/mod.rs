@@ -129,6 +129,8 @@ pub const TABLE: &[RowSpec] = &[
     act::HARDSHRINK,
     act::SOFTSHRINK,
     misc::SOFTMAX,
+    misc::LOG_SOFTMAX,
+    misc::SOFTMIN,
     attention::MULTIHEAD_ATTENTION,
     sequence::TRANSFORMER_ENCODER_LAYER,
     sequence::RNN,

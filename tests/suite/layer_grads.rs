@@ -1,0 +1,160 @@
+//! The padding modes, pooling options, PReLU and the recurrent cells
+//! beyond their PyTorch goldens (`nn_goldens`): gradients by finite
+//! differences, and the channel and alpha dropouts' statistics.
+
+use tapir::gradcheck;
+use tapir::nn::{
+    AlphaDropout, Dropout2d, Forward, LSTMCell, Module, PReLU, PadMode, adaptive_max_pool2d,
+    avg_pool2d, max_pool2d, pad_with,
+};
+use tapir::prelude::*;
+
+fn rnd(shape: &[usize], seed: u64) -> Tensor {
+    Tensor::randn_with(shape, &Generator::new(seed)).to_dtype(DType::F64)
+}
+
+/// Weights that make every output element count differently.
+fn mixed(y: &Tensor) -> Tensor {
+    let w = Tensor::arange_f(0.0, y.numel() as f64, 1.0)
+        .to_dtype(DType::F64)
+        .reshape(&y.shape().iter().map(|&d| d as isize).collect::<Vec<_>>());
+    (y * &(&w * 0.1).sin()).sum()
+}
+
+#[test]
+fn padding_modes_gradients_match_finite_differences() {
+    let x = rnd(&[2, 3, 4, 5], 1).requires_grad_(true);
+    for mode in [PadMode::Reflect, PadMode::Replicate, PadMode::Circular] {
+        let f = |t: &[Tensor]| mixed(&pad_with(&t[0], &[2, 1, 3, 0], mode));
+        gradcheck(f, std::slice::from_ref(&x), 1e-6, 1e-6, 1e-5)
+            .unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+    }
+}
+
+#[test]
+fn pooling_options_gradients_match_finite_differences() {
+    let x = rnd(&[2, 2, 6, 7], 2).requires_grad_(true);
+    let f = |t: &[Tensor]| {
+        mixed(&avg_pool2d(
+            &t[0],
+            (3, 3),
+            (2, 2),
+            (1, 1),
+            true,
+            false,
+            None,
+        ))
+    };
+    gradcheck(f, std::slice::from_ref(&x), 1e-6, 1e-6, 1e-5).unwrap();
+    let f = |t: &[Tensor]| {
+        mixed(&avg_pool2d(
+            &t[0],
+            (2, 3),
+            (1, 2),
+            (1, 1),
+            false,
+            true,
+            Some(4),
+        ))
+    };
+    gradcheck(f, std::slice::from_ref(&x), 1e-6, 1e-6, 1e-5).unwrap();
+    let f = |t: &[Tensor]| mixed(&max_pool2d(&t[0], (3, 3), (2, 2), (1, 1), (1, 1), true));
+    gradcheck(f, std::slice::from_ref(&x), 1e-6, 1e-6, 1e-5).unwrap();
+    let f = |t: &[Tensor]| mixed(&adaptive_max_pool2d(&t[0], (4, 3)));
+    gradcheck(f, &[x], 1e-6, 1e-6, 1e-5).unwrap();
+}
+
+#[test]
+fn prelu_and_lstm_cell_gradients_match_finite_differences() {
+    let x = rnd(&[2, 3, 4], 3).requires_grad_(true);
+    let w = rnd(&[3], 4).requires_grad_(true);
+    let f = |t: &[Tensor]| {
+        let act = PReLU {
+            weight: t[1].clone(),
+        };
+        mixed(&act.forward(&t[0]))
+    };
+    gradcheck(f, &[x, w], 1e-6, 1e-6, 1e-5).unwrap();
+    let mut cell = LSTMCell::new(3, 4, true);
+    cell.to_dtype(DType::F64);
+    let (x, h, c) = (rnd(&[2, 3], 5), rnd(&[2, 4], 6), rnd(&[2, 4], 7));
+    let inputs = [x, h, c].map(|t| t.requires_grad_(true));
+    let f = |t: &[Tensor]| {
+        let (h, c) = cell.forward(&t[0], Some((&t[1], &t[2])));
+        let (h, c) = cell.forward(&t[0], Some((&h, &c)));
+        &mixed(&h) + &mixed(&c)
+    };
+    gradcheck(f, &inputs, 1e-6, 1e-6, 1e-5).unwrap();
+}
+
+/// Dropout2d zeroes whole channels at rate p and scales the rest by
+/// 1 / (1 - p); AlphaDropout keeps a standard normal's mean and variance.
+/// Both are the identity in eval mode.
+#[test]
+fn channel_and_alpha_dropout_keep_their_statistics() {
+    let drop = Dropout2d::new(0.3);
+    let y = drop.forward(&Tensor::ones(&[64, 32, 3, 3]));
+    let per_channel = y.reshape(&[64 * 32, 9]);
+    let (lo, hi) = (
+        per_channel.neg().amax_dim(1, false).neg(),
+        per_channel.amax_dim(1, false),
+    );
+    assert_eq!(lo.to_vec::<f32>(), hi.to_vec::<f32>(), "whole channels");
+    let values = hi.to_vec::<f32>();
+    let dropped = values.iter().filter(|&&v| v == 0.0).count() as f64 / values.len() as f64;
+    assert!((dropped - 0.3).abs() < 0.05, "dropped {dropped}");
+    assert!(
+        values
+            .iter()
+            .all(|&v| v == 0.0 || (v - 1.0 / 0.7).abs() < 1e-6)
+    );
+    drop.eval();
+    assert_eq!(
+        drop.forward(&Tensor::ones(&[1, 2, 2, 2])).to_vec::<f32>(),
+        vec![1.0; 8]
+    );
+
+    let alpha = AlphaDropout::new(0.3);
+    let x = Tensor::randn_with(&[400_000], &Generator::new(8));
+    let y = alpha.forward(&x);
+    assert!(y.mean().item::<f32>().abs() < 0.01, "mean");
+    assert!((y.var().item::<f32>() - 1.0).abs() < 0.01, "variance");
+    // A dropped value is SELU's saturation after the affine correction:
+    // -alpha a (1 - p), with a = ((alpha^2 p + 1)(1 - p))^-1/2.
+    let (sat, p) = (1.758_099_340_847_376_6f64, 0.3);
+    let at = -sat * (1.0 - p) / ((sat * sat * p + 1.0) * (1.0 - p)).sqrt();
+    let near = (&y - at).abs().lt_scalar(1e-5);
+    let dropped = near.to_dtype(DType::F32).mean().item::<f32>();
+    assert!((dropped - 0.3).abs() < 0.01, "dropped {dropped}");
+    alpha.eval();
+    assert_eq!(alpha.forward(&x).to_vec::<f32>(), x.to_vec::<f32>());
+}
+
+/// As torch 2.15 prints `nn.PReLU(3)`, `nn.LogSoftmax(dim=1)`,
+/// `nn.Softmin(dim=-1)`, `nn.Softmax2d()` and the dropouts.
+#[test]
+fn activation_and_dropout_layers_print_as_torch() {
+    use tapir::nn::{Dropout1d, LogSoftmax, Softmax2d, Softmin};
+    let cases: Vec<(Box<dyn Module>, &str)> = vec![
+        (Box::new(PReLU::new(3, 0.25)), "PReLU(num_parameters=3)"),
+        (Box::new(LogSoftmax { dim: 1 }), "LogSoftmax(dim=1)"),
+        (Box::new(Softmin::default()), "Softmin(dim=-1)"),
+        (Box::new(Softmax2d), "Softmax2d()"),
+        (
+            Box::new(Dropout2d::new(0.3)),
+            "Dropout2d(p=0.3, inplace=False)",
+        ),
+        (
+            Box::new(Dropout1d::new(1.0)),
+            "Dropout1d(p=1.0, inplace=False)",
+        ),
+        (
+            Box::new(AlphaDropout::new(0.2)),
+            "AlphaDropout(p=0.2, inplace=False)",
+        ),
+    ];
+    for (m, want) in cases {
+        assert_eq!(m.repr(), want);
+    }
+    assert_eq!(PReLU::new(3, 0.25).named_parameters()[0].0, "weight");
+}
