@@ -96,3 +96,74 @@ pub fn cosine_similarity(x1: &Tensor, x2: &Tensor, dim: isize, eps: f64) -> Tens
 pub fn pairwise_distance(x1: &Tensor, x2: &Tensor, p: f64, eps: f64, keepdim: bool) -> Tensor {
     (&(x1 - x2) + eps).norm_dims(p, &[-1], keepdim)
 }
+
+/// `nn.CosineSimilarity(dim=1, eps=1e-8)`: [`cosine_similarity`] as a
+/// module of two inputs.
+///
+/// ```
+/// use tapir_runtime::{nn::CosineSimilarity, Tensor};
+/// let cos = CosineSimilarity::default();
+/// let a = Tensor::from_vec(vec![3.0f32, 4.0], &[1, 2]);
+/// assert!((cos.forward(&a, &a).item::<f32>() - 1.0).abs() < 1e-6);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CosineSimilarity {
+    /// The dim the cosine is taken along (1).
+    pub dim: isize,
+    /// The smallest norm divided by (1e-8).
+    pub eps: f64,
+}
+
+impl Default for CosineSimilarity {
+    fn default() -> Self {
+        CosineSimilarity { dim: 1, eps: 1e-8 }
+    }
+}
+
+impl CosineSimilarity {
+    /// The cosine of `x1` and `x2` along `dim`, broadcast.
+    pub fn forward(&self, x1: &Tensor, x2: &Tensor) -> Tensor {
+        cosine_similarity(x1, x2, self.dim, self.eps)
+    }
+}
+
+/// `nn.PairwiseDistance(p=2.0, eps=1e-6, keepdim=False)`:
+/// [`pairwise_distance`] as a module of two inputs.
+///
+/// ```
+/// use tapir_runtime::{nn::PairwiseDistance, Tensor};
+/// let d = PairwiseDistance { p: 1.0, eps: 0.0, keepdim: true };
+/// let y = d.forward(&Tensor::zeros(&[2, 3]), &Tensor::ones(&[2, 3]));
+/// assert_eq!((y.shape(), y.to_vec::<f32>()), (&[2, 1][..], vec![3.0, 3.0]));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairwiseDistance {
+    /// The norm's order (2).
+    pub p: f64,
+    /// Added to the difference (1e-6).
+    pub eps: f64,
+    /// Keep the reduced last dim (false).
+    pub keepdim: bool,
+}
+
+impl Default for PairwiseDistance {
+    fn default() -> Self {
+        PairwiseDistance {
+            p: 2.0,
+            eps: 1e-6,
+            keepdim: false,
+        }
+    }
+}
+
+impl PairwiseDistance {
+    /// The `p`-norm distance of `x1` and `x2` over the last dim.
+    pub fn forward(&self, x1: &Tensor, x2: &Tensor) -> Tensor {
+        pairwise_distance(x1, x2, self.p, self.eps, self.keepdim)
+    }
+}
+
+crate::nn::module::stateless_module! {
+    CosineSimilarity => |_s| "CosineSimilarity()".into();
+    PairwiseDistance => |_s| "PairwiseDistance()".into();
+}

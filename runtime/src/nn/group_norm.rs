@@ -172,6 +172,23 @@ impl GroupNorm {
     }
 }
 
+impl GroupNorm {
+    /// `bias=` (keyword-only, PyTorch 2.x): with `affine`, whether there is
+    /// a learnable bias besides the weight.
+    ///
+    /// ```
+    /// use tapir_runtime::nn::{GroupNorm, Module};
+    /// let gn = GroupNorm::new(2, 4, 1e-5, true).bias(false);
+    /// assert_eq!(gn.repr(), "GroupNorm(2, 4, eps=1e-05, affine=True, bias=False)");
+    /// ```
+    pub fn bias(mut self, on: bool) -> GroupNorm {
+        let affine = self.weight.is_some();
+        self.bias =
+            (on && affine).then(|| Tensor::zeros(&[self.num_channels]).requires_grad_(true));
+        self
+    }
+}
+
 fn affine_params(c: usize, affine: bool) -> (Option<Tensor>, Option<Tensor>) {
     if !affine {
         return (None, None);

@@ -36,7 +36,9 @@ pub use batch_norm::{BatchNorm, batch_norm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose2d};
-pub use functional::{cosine_similarity, normalize, one_hot, pairwise_distance};
+pub use functional::{
+    CosineSimilarity, PairwiseDistance, cosine_similarity, normalize, one_hot, pairwise_distance,
+};
 pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
 pub(crate) use layers::dropout as functional_dropout;
