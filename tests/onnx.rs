@@ -317,6 +317,26 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "AveragePool"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Pad"), 2, "{:?}", op_types(&m));
 
+    // PReLU (a Where), Softmin and LogSoftmax, two LSTMCell steps, and the
+    // channel dropout (the identity in eval mode).
+    let cell = tapir::nn::LSTMCell::new(4, 3, true);
+    let gated = Custom(
+        move |h: &Tensor| {
+            use tapir::nn::{Dropout2d, LogSoftmax, PReLU, Softmin};
+            let act = PReLU::new(1, 0.25).forward(h);
+            let (s, c) = cell.forward(&act, None);
+            let (s, c) = cell.forward(h, Some((&s, &c)));
+            let drop = Dropout2d::new(0.5);
+            drop.eval();
+            let img = drop.forward(&h.reshape(&[-1, 1, 2, 2])).reshape(&[-1, 4]);
+            let soft = &Softmin { dim: 1 }.forward(&img) + &LogSoftmax { dim: 1 }.forward(&act);
+            Tensor::cat(&[&s, &c, &soft], 1)
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (gated_case, m) = case("gated", &gated, |b| vec![Tensor::randn(&[b, 4])], &[3, 6]);
+    assert_eq!(count(&m, "Where"), 1, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -336,7 +356,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             rearranged_case,
             decoder_case,
             resize_case,
-            pool_case
+            pool_case,
+            gated_case
         ])
         .to_string(),
     )
@@ -354,7 +375,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 20, "{text}");
+    assert_eq!(text.matches(" ok").count(), 22, "{text}");
 }
 
 tapir::model! {

@@ -37,11 +37,15 @@ impl OneStep {
         }
     }
 
-    /// Checks the input (`[N, input_size]` or `[input_size]`) and a state
-    /// (`[N, hidden_size]` or `[hidden_size]` alike), zeros when absent;
-    /// returns both batched and whether the input was.
+    /// Checks the input (`[N, input_size]` or `[input_size]`) and the
+    /// states given (`[N, hidden_size]` or `[hidden_size]` alike); returns
+    /// them batched and whether the input was.
     #[track_caller]
-    fn batched(&self, x: &Tensor, states: [Option<&Tensor>; 2]) -> (Tensor, [Tensor; 2], bool) {
+    fn batched(
+        &self,
+        x: &Tensor,
+        states: [Option<&Tensor>; 2],
+    ) -> (Tensor, [Option<Tensor>; 2], bool) {
         let (name, i, h) = (self.name, self.input_size, self.hidden_size);
         let batched = x.ndim() == 2;
         assert!(
@@ -51,9 +55,8 @@ impl OneStep {
         );
         let x = if batched { x.clone() } else { x.unsqueeze(0) };
         let n = x.size(0);
-        let state = |t: Option<&Tensor>| match t {
-            None => Tensor::zeros_on(&[n, h], x.dtype(), x.device()),
-            Some(t) => {
+        let state = |t: Option<&Tensor>| {
+            t.map(|t| {
                 let want: &[usize] = if batched { &[n, h] } else { &[h] };
                 assert!(
                     t.shape() == want,
@@ -62,7 +65,7 @@ impl OneStep {
                     t.shape()
                 );
                 if batched { t.clone() } else { t.unsqueeze(0) }
-            }
+            })
         };
         let states = states.map(state);
         (x, states, batched)
@@ -71,8 +74,12 @@ impl OneStep {
     #[track_caller]
     fn step(&self, x: &Tensor, h: Option<&Tensor>, c: Option<&Tensor>) -> Carry {
         let (x, [h, c], batched) = self.batched(x, [h, c]);
-        let c = (self.kind == Kind::Lstm).then_some(c);
         let gi = linear(&x, &self.cell.weight_ih, self.cell.bias_ih.as_ref());
+        // A missing state is zeros shaped from the input's gates, so an
+        // exported graph keeps the batch size dynamic.
+        let zeros = || Tensor::zeros_like(&gi.narrow(-1, 0, self.hidden_size));
+        let h = h.unwrap_or_else(zeros);
+        let c = (self.kind == Kind::Lstm).then(|| c.unwrap_or_else(zeros));
         let (h, c) = self.cell.step(self.kind, &gi, (h, c));
         match batched {
             true => (h, c),
