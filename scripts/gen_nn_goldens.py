@@ -666,6 +666,12 @@ layer("logsoftmax", nn.LogSoftmax(dim=1), [r(3, 4, 2)])
 layer("softmin", nn.Softmin(dim=-1), [r(3, 5)])
 layer("softmax2d_unbatched", nn.Softmax2d(), [r(3, 2, 4)])
 
+# ---- ConvTranspose1d (added later, its own seed) -------------------------------------------
+torch.manual_seed(15)
+layer("convtranspose1d_stride_pad_outpad_groups", nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1,
+                                                                     groups=2, dilation=2, bias=False), [r(2, 4, 5)])
+layer("convtranspose1d_unbatched", nn.ConvTranspose1d(3, 2, 2), [r(3, 4)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

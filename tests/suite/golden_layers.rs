@@ -214,6 +214,23 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
         "logsoftmax" => Box::new(LogSoftmax { dim: 1 }),
         "softmin" => Box::new(Softmin { dim: -1 }),
         "softmax2d_unbatched" => Box::new(Softmax2d),
+        "convtranspose1d_stride_pad_outpad_groups" => {
+            let opts = Conv1dOptions {
+                stride: 2,
+                padding: 1,
+                dilation: 2,
+                groups: 2,
+            };
+            Box::new(ConvTranspose1d::new(4, 6, 3, opts, 1, false))
+        }
+        "convtranspose1d_unbatched" => Box::new(ConvTranspose1d::new(
+            3,
+            2,
+            2,
+            Conv1dOptions::default(),
+            0,
+            true,
+        )),
         other => panic!("no layer {other}"),
     }
 }

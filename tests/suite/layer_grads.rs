@@ -157,4 +157,16 @@ fn activation_and_dropout_layers_print_as_torch() {
         assert_eq!(m.repr(), want);
     }
     assert_eq!(PReLU::new(3, 0.25).named_parameters()[0].0, "weight");
+    // As torch prints `nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1,
+    // output_padding=1, groups=2, bias=False, dilation=2)`.
+    let opts = tapir::nn::Conv1dOptions {
+        stride: 2,
+        padding: 1,
+        dilation: 2,
+        groups: 2,
+    };
+    assert_eq!(
+        tapir::nn::ConvTranspose1d::new(4, 6, 3, opts, 1, false).repr(),
+        "ConvTranspose1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), dilation=(2,), output_padding=(1,), groups=2, bias=False)"
+    );
 }

@@ -111,30 +111,15 @@ impl Conv1d {
 impl Forward for Conv1d {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        let batched = x.ndim() == 3;
-        assert!(
-            (batched || x.ndim() == 2) && x.size(-2) == self.in_channels,
-            "Conv1d: expected input [N, {c}, L] or [{c}, L], got {:?}",
-            x.shape(),
-            c = self.in_channels
+        let (x4, batched) = as_image(x, self.in_channels, "Conv1d");
+        let opts = image_options(self.opts);
+        let (x4, padding) = pad_by_mode(&x4, opts.padding, self.padding_mode);
+        let y = x4.conv2d(
+            &self.weight.unsqueeze(2),
+            self.bias.as_ref(),
+            Conv2dOptions { padding, ..opts },
         );
-        let x4 = if batched {
-            x.unsqueeze(2)
-        } else {
-            x.unsqueeze(0).unsqueeze(2)
-        };
-        let o = self.opts;
-        let (x4, padding) = pad_by_mode(&x4, (0, o.padding), self.padding_mode);
-        let opts = Conv2dOptions {
-            stride: (1, o.stride),
-            padding,
-            dilation: (1, o.dilation),
-            groups: o.groups,
-        };
-        let y = x4
-            .conv2d(&self.weight.unsqueeze(2), self.bias.as_ref(), opts)
-            .squeeze_dim(2);
-        if batched { y } else { y.squeeze_dim(0) }
+        from_image(y, batched)
     }
 }
 
@@ -147,24 +132,68 @@ impl Module for Conv1d {
     }
     fn repr(&self) -> String {
         let o = &self.opts;
-        let mut s = format!(
+        let s = format!(
             "Conv1d({}, {}, kernel_size=({},), stride=({},)",
             self.in_channels, self.out_channels, self.kernel_size, o.stride
-        );
-        if o.padding != 0 {
-            s.push_str(&format!(", padding=({},)", o.padding));
-        }
-        if o.dilation != 1 {
-            s.push_str(&format!(", dilation=({},)", o.dilation));
-        }
-        if o.groups != 1 {
-            s.push_str(&format!(", groups={}", o.groups));
-        }
-        if self.bias.is_none() {
-            s.push_str(", bias=False");
-        }
+        ) + &conv1d_options_repr(o, 0, &self.bias);
         s + &padding_mode_repr(self.padding_mode) + ")"
     }
+}
+
+/// A 1-D convolution's input `[N, C, L]` or `[C, L]` as `[N, C, 1, L]`,
+/// checked against `in_channels`, and whether it was batched.
+#[track_caller]
+fn as_image(x: &Tensor, in_channels: usize, layer: &str) -> (Tensor, bool) {
+    let batched = x.ndim() == 3;
+    assert!(
+        (batched || x.ndim() == 2) && x.size(-2) == in_channels,
+        "{layer}: expected input [N, {in_channels}, L] or [{in_channels}, L], got {:?}",
+        x.shape()
+    );
+    let x4 = if batched {
+        x.unsqueeze(2)
+    } else {
+        x.unsqueeze(0).unsqueeze(2)
+    };
+    (x4, batched)
+}
+
+/// A 1-D convolution's options along the width of a height-one image.
+fn image_options(o: Conv1dOptions) -> Conv2dOptions {
+    Conv2dOptions {
+        stride: (1, o.stride),
+        padding: (0, o.padding),
+        dilation: (1, o.dilation),
+        groups: o.groups,
+    }
+}
+
+/// A 1-D layer's output back from `[N, C, 1, L]`.
+fn from_image(y: Tensor, batched: bool) -> Tensor {
+    let y = y.squeeze_dim(2);
+    if batched { y } else { y.squeeze_dim(0) }
+}
+
+/// PyTorch's repr of a 1-D convolution's options after the stride.
+fn conv1d_options_repr(o: &Conv1dOptions, output_padding: usize, bias: &Option<Tensor>) -> String {
+    let mut s = String::new();
+    let optional = [
+        ("padding", o.padding, 0),
+        ("dilation", o.dilation, 1),
+        ("output_padding", output_padding, 0),
+    ];
+    for (name, v, default) in optional {
+        if v != default {
+            s.push_str(&format!(", {name}=({v},)"));
+        }
+    }
+    if o.groups != 1 {
+        s.push_str(&format!(", groups={}", o.groups));
+    }
+    if bias.is_none() {
+        s.push_str(", bias=False");
+    }
+    s
 }
 
 /// A convolution's weight of `shape` (`[out, in / groups, ..kernel]`, or
@@ -487,4 +516,93 @@ impl Module for ConvTranspose2d {
     }
 }
 
-crate::display_as_repr!(Conv1d, Conv2d, ConvTranspose2d);
+/// `nn.ConvTranspose1d` (weight `[in_channels, out_channels / groups,
+/// kernel_size]`) with PyTorch's init: [`ConvTranspose2d`] over
+/// `[N, C, 1, L]`, so it shares that kernel and its backward. Batched or
+/// unbatched input.
+///
+/// ```
+/// use tapir_runtime::{nn::{ConvTranspose1d, Conv1dOptions, Forward}, Tensor};
+/// let opts = Conv1dOptions { stride: 2, padding: 1, ..Default::default() };
+/// let up = ConvTranspose1d::new(8, 4, 3, opts, 1, true);
+/// assert_eq!(up.forward(&Tensor::zeros(&[2, 8, 7])).shape(), &[2, 4, 14]);
+/// ```
+pub struct ConvTranspose1d {
+    /// `[in_channels, out_channels / groups, kernel_size]`.
+    pub weight: Tensor,
+    /// `[out_channels]`, if any.
+    pub bias: Option<Tensor>,
+    /// Input channels.
+    pub in_channels: usize,
+    /// Output channels.
+    pub out_channels: usize,
+    /// Kernel width.
+    pub kernel_size: usize,
+    /// Stride, padding, dilation and groups (of the convolution this one transposes).
+    pub opts: Conv1dOptions,
+    /// Positions added at the end of the output.
+    pub output_padding: usize,
+}
+
+impl ConvTranspose1d {
+    /// `nn.ConvTranspose1d(in_channels, out_channels, kernel_size, stride,
+    /// padding, output_padding, groups, bias, dilation)` with PyTorch's
+    /// initialisation.
+    pub fn new(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        opts: Conv1dOptions,
+        output_padding: usize,
+        bias: bool,
+    ) -> ConvTranspose1d {
+        let g = opts.groups;
+        assert!(
+            g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
+            "ConvTranspose1d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
+        );
+        let (weight, bias) = conv_params(
+            &[in_channels, out_channels / g, kernel_size],
+            out_channels,
+            bias,
+        );
+        ConvTranspose1d {
+            weight,
+            bias,
+            in_channels,
+            out_channels,
+            kernel_size,
+            opts,
+            output_padding,
+        }
+    }
+}
+
+impl Forward for ConvTranspose1d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let (x4, batched) = as_image(x, self.in_channels, "ConvTranspose1d");
+        let w = self.weight.unsqueeze(2);
+        let op = (0, self.output_padding);
+        let y = x4.conv_transpose2d(&w, self.bias.as_ref(), image_options(self.opts), op);
+        from_image(y, batched)
+    }
+}
+
+impl Module for ConvTranspose1d {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
+    }
+    fn repr(&self) -> String {
+        let o = &self.opts;
+        format!(
+            "ConvTranspose1d({}, {}, kernel_size=({},), stride=({},)",
+            self.in_channels, self.out_channels, self.kernel_size, o.stride
+        ) + &conv1d_options_repr(o, self.output_padding, &self.bias)
+            + ")"
+    }
+}
+
+crate::display_as_repr!(Conv1d, Conv2d, ConvTranspose2d, ConvTranspose1d);

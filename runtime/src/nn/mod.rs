@@ -35,7 +35,7 @@ pub(crate) use attention::mask_future as attention_mask_future;
 pub use batch_norm::{BatchNorm, batch_norm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub use container::{ModuleList, Sequential};
-pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose2d};
+pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
 pub use functional::{
     CosineSimilarity, PairwiseDistance, cosine_similarity, normalize, one_hot, pairwise_distance,
 };
