@@ -127,6 +127,7 @@ const COVERED: &[&str] = &[
     "InstanceNorm2d",
     "BatchNorm3d",
     "RNN",
+    "ConvTranspose1d",
     "LogSoftmax",
     "Softmin",
     "MaxPool1d",
@@ -587,6 +588,25 @@ fn the_rnn_row_builds_the_runtime_layer_with_its_nonlinearity() {
         y.min().item::<f32>() >= 0.0,
         "ReLU outputs are non-negative"
     );
+}
+
+model! {
+    /// ConvTranspose1d: the length grows by the stride, batched or not.
+    pub struct UpTable {
+        up: ConvTranspose1d<4, 6, 3, stride = 2, padding = 1, output_padding = 1>,
+        up_lazy: ConvTranspose1d<_, 2, 2>,
+    }
+    fn forward(&self, x: [N, 4, L], seq: [3, L]) -> ([N, 6, { 2 * L }], [2, { L + 1 }]) {
+        (self.up(x), self.up_lazy(seq))
+    }
+}
+
+#[test]
+fn the_transposed_1d_row_matches_the_runtime_layer() {
+    let t = UpTable::new(&Device::Cpu);
+    let (y, s) = t.forward(&Tensor::randn(&[2, 4, 5]), &Tensor::randn(&[3, 5]));
+    assert_eq!((y.shape(), s.shape()), (&[2, 6, 10][..], &[2, 6][..]));
+    assert_eq!(t.up_lazy.weight.shape(), &[3, 2, 2]);
 }
 
 model! {

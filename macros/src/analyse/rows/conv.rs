@@ -176,6 +176,8 @@ conv!(CONV2D, "Conv2d", 2);
 /// `nn.ConvTranspose2d` with square kernels: each spatial dim becomes
 /// `(n - 1) s - 2p + d (k - 1) + output_padding + 1`.
 struct ConvTranspose {
+    /// 1 (`[N, C, L]` or `[C, L]`) or 2 (`[N, C, H, W]`).
+    spatial: usize,
     inp: Slot,
     out: Dim,
     k: Dim,
@@ -189,16 +191,29 @@ struct ConvTranspose {
 
 impl Row for ConvTranspose {
     fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
-        if x.len() != 4 {
+        let one_d = self.spatial == 1;
+        let ok = if one_d {
+            x.len() == 3 || x.len() == 2
+        } else {
+            x.len() == 4
+        };
+        let pattern = |c: &str| match one_d {
+            true => format!("[N, {c}, L]` or `[{c}, L]"),
+            false => format!("[N, {c}, H, W]"),
+        };
+        if !ok {
             return Err(format!(
-                "{label} expects input `[N, C, H, W]`, got `{}`{{from}}",
+                "{label} expects input `{}`, got `{}`{{from}}",
+                pattern("C"),
                 show(x)
             ));
         }
-        let want = fill_slot(&self.inp, &x[1], "in_channels", label)?;
-        facts.equal(&x[1], &want, &|| {
+        let channels = x.len() - self.spatial - 1;
+        let want = fill_slot(&self.inp, &x[channels], "in_channels", label)?;
+        facts.equal(&x[channels], &want, &|| {
             format!(
-                "{label} expects input `[N, {want}, H, W]`, got `{}`{{from}}",
+                "{label} expects input `{}`, got `{}`{{from}}",
+                pattern(&want.to_string()),
                 show(x)
             )
         })?;
@@ -219,8 +234,8 @@ impl Row for ConvTranspose {
         }
         let one = Dim::lit(1);
         let mut y = x.clone();
-        y[1] = self.out.clone();
-        for (ax, out) in y.iter_mut().enumerate().skip(2) {
+        y[channels] = self.out.clone();
+        for (ax, out) in y.iter_mut().enumerate().skip(channels + 1) {
             let grown = x[ax].sub(&one).mul(s).add(&d.mul(&self.k.sub(&one)));
             *out = grown.sub(&self.padding.mul(&Dim::lit(2))).add(op).add(&one);
             if let Some(v) = out.as_const()
@@ -235,7 +250,10 @@ impl Row for ConvTranspose {
         Ok(y)
     }
     fn runtime_type(&self) -> TokenStream {
-        quote!(::tapir::nn::ConvTranspose2d)
+        match self.spatial {
+            1 => quote!(::tapir::nn::ConvTranspose1d),
+            _ => quote!(::tapir::nn::ConvTranspose2d),
+        }
     }
     fn constructor(&self) -> TokenStream {
         let i = dim_usize(&self.inp.get().unwrap_or_default());
@@ -251,38 +269,53 @@ impl Row for ConvTranspose {
             Some(e) => quote!(#e),
             None => quote!(true),
         };
-        quote!(::tapir::nn::ConvTranspose2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, (#op, #op), #b))
+        match self.spatial {
+            1 => {
+                quote!(::tapir::nn::ConvTranspose1d::new(#i, #o, #k, ::tapir::nn::Conv1dOptions { stride: #s, padding: #p, dilation: #d, groups: #g }, #op, #b))
+            }
+            _ => {
+                quote!(::tapir::nn::ConvTranspose2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, (#op, #op), #b))
+            }
+        }
     }
     fn uninferred(&self) -> Option<&'static str> {
         self.inp.get().is_none().then_some("in_channels")
     }
 }
 
-pub const CONV_TRANSPOSE2D: RowSpec = RowSpec {
-    name: "ConvTranspose2d",
-    aliases: &[],
-    params: &[
-        "in_channels",
-        "out_channels",
-        "kernel_size",
-        "stride",
-        "padding",
-        "output_padding",
-        "groups",
-        "bias",
-        "dilation",
-    ],
-    parse: |a, scope| {
-        Ok(Rc::new(ConvTranspose {
-            inp: a.slot("in_channels", scope)?,
-            out: a.dim("out_channels", scope, None)?,
-            k: a.dim("kernel_size", scope, None)?,
-            stride: a.dim("stride", scope, Some(Dim::lit(1)))?,
-            padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
-            output_padding: a.dim("output_padding", scope, Some(Dim::lit(0)))?,
-            groups: a.dim("groups", scope, Some(Dim::lit(1)))?,
-            bias: a.expr("bias")?,
-            dilation: a.dim("dilation", scope, Some(Dim::lit(1)))?,
-        }))
-    },
-};
+macro_rules! conv_transpose {
+    ($konst:ident, $name:literal, $spatial:literal) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &[
+                "in_channels",
+                "out_channels",
+                "kernel_size",
+                "stride",
+                "padding",
+                "output_padding",
+                "groups",
+                "bias",
+                "dilation",
+            ],
+            parse: |a, scope| {
+                Ok(Rc::new(ConvTranspose {
+                    spatial: $spatial,
+                    inp: a.slot("in_channels", scope)?,
+                    out: a.dim("out_channels", scope, None)?,
+                    k: a.dim("kernel_size", scope, None)?,
+                    stride: a.dim("stride", scope, Some(Dim::lit(1)))?,
+                    padding: a.dim("padding", scope, Some(Dim::lit(0)))?,
+                    output_padding: a.dim("output_padding", scope, Some(Dim::lit(0)))?,
+                    groups: a.dim("groups", scope, Some(Dim::lit(1)))?,
+                    bias: a.expr("bias")?,
+                    dilation: a.dim("dilation", scope, Some(Dim::lit(1)))?,
+                }))
+            },
+        };
+    };
+}
+
+conv_transpose!(CONV_TRANSPOSE1D, "ConvTranspose1d", 1);
+conv_transpose!(CONV_TRANSPOSE2D, "ConvTranspose2d", 2);

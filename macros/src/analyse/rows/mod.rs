@@ -87,6 +87,7 @@ pub const TABLE: &[RowSpec] = &[
     misc::EMBEDDING,
     conv::CONV1D,
     conv::CONV2D,
+    conv::CONV_TRANSPOSE1D,
     conv::CONV_TRANSPOSE2D,
     pool::MAX_POOL1D,
     pool::MAX_POOL2D,
