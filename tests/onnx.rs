@@ -317,9 +317,16 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "AveragePool"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Pad"), 2, "{:?}", op_types(&m));
 
-    // PReLU (a Where), Softmin and LogSoftmax, two LSTMCell steps, and the
-    // channel dropout (the identity in eval mode).
+    // PReLU (a Where), Softmin and LogSoftmax, two LSTMCell steps, the
+    // channel dropout (the identity in eval mode), and a GRU and an LSTM
+    // from zero states (shaped from the input, so the batch stays dynamic).
     let cell = tapir::nn::LSTMCell::new(4, 3, true);
+    let batch_first = tapir::nn::RnnOptions {
+        batch_first: true,
+        ..Default::default()
+    };
+    let gru = tapir::nn::GRU::new(2, 3, batch_first);
+    let lstm = tapir::nn::LSTM::new(2, 3, batch_first);
     let gated = Custom(
         move |h: &Tensor| {
             use tapir::nn::{Dropout2d, LogSoftmax, PReLU, Softmin};
@@ -330,7 +337,18 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             drop.eval();
             let img = drop.forward(&h.reshape(&[-1, 1, 2, 2])).reshape(&[-1, 4]);
             let soft = &Softmin { dim: 1 }.forward(&img) + &LogSoftmax { dim: 1 }.forward(&act);
-            Tensor::cat(&[&s, &c, &soft], 1)
+            let seq = h.reshape(&[-1, 2, 2]);
+            let (g, _) = gru.forward(&seq, None);
+            let (l, (lh, _)) = lstm.forward(&seq, None);
+            let rnn = Tensor::cat(
+                &[
+                    &g.reshape(&[-1, 6]),
+                    &l.reshape(&[-1, 6]),
+                    &lh.squeeze_dim(0),
+                ],
+                1,
+            );
+            Tensor::cat(&[&s, &c, &soft, &rnn], 1)
         },
         tapir::nn::Linear::new(4, 4, true),
     );

@@ -245,40 +245,33 @@ impl Stack {
     /// Checks an initial state `[layers * dirs, N, H]` (or `[layers * dirs,
     /// H]` unbatched) and returns it batched.
     #[track_caller]
-    fn initial(
-        &self,
-        what: &str,
-        t: Option<&Tensor>,
-        n: usize,
-        batched: bool,
-        like: &Tensor,
-    ) -> Tensor {
+    fn initial(&self, what: &str, t: Option<&Tensor>, n: usize, batched: bool) -> Option<Tensor> {
         let (name, h) = (self.name, self.hidden_size);
         let ld = self.opts.num_layers * self.dirs();
-        let Some(t) = t else {
-            return Tensor::zeros_on(&[ld, n, h], like.dtype(), like.device());
-        };
+        let t = t?;
         let want: Vec<usize> = if batched { vec![ld, n, h] } else { vec![ld, h] };
         assert!(
             t.shape() == want.as_slice(),
             "{name}: expected {what} of shape {want:?}, got {:?}",
             t.shape()
         );
-        if batched { t.clone() } else { t.unsqueeze(1) }
+        Some(if batched { t.clone() } else { t.unsqueeze(1) })
     }
 
-    /// Runs every layer; returns the output `[L, N, dirs * H]` and the final
+    /// Runs every layer (from zero states where `h0` / `c0` are `None`); returns the output `[L, N, dirs * H]` and the final
     /// states in PyTorch's order (layer-major, forward before reverse).
-    fn run(&self, x: &Tensor, h0: &Tensor, c0: Option<&Tensor>) -> (Tensor, Vec<Carry>) {
+    fn run(&self, x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>) -> (Tensor, Vec<Carry>) {
         let mut input = x.clone();
         let mut finals = vec![];
         let dirs = self.dirs();
-        let (h0, c0) = (h0.unbind(0), c0.map(|c| c.unbind(0)));
+        let (h0, c0) = (h0.map(|h| h.unbind(0)), c0.map(|c| c.unbind(0)));
         for layer in 0..self.opts.num_layers {
             let mut outs = vec![];
             for dir in 0..dirs {
                 let i = layer * dirs + dir;
-                let start = (h0[i].clone(), c0.as_ref().map(|c| c[i].clone()));
+                let start = h0
+                    .as_ref()
+                    .map(|h| (h[i].clone(), c0.as_ref().map(|c| c[i].clone())));
                 let (out, last) = self.direction(&self.cells[i], &input, start, dir == 1);
                 outs.push(out);
                 finals.push(last);
@@ -292,17 +285,25 @@ impl Stack {
         (input, finals)
     }
 
-    /// One cell over the whole sequence (backwards when `reverse`).
+    /// One cell over the whole sequence (backwards when `reverse`), from
+    /// `start` or zeros.
     fn direction(
         &self,
         cell: &Cell,
         x: &Tensor,
-        mut carry: Carry,
+        start: Option<Carry>,
         reverse: bool,
     ) -> (Tensor, Carry) {
         // The input half of every gate for every step, in one matmul, then
         // one view per step (one autograd node for all of them).
         let gi = linear(x, &cell.weight_ih, cell.bias_ih.as_ref()).unbind(0);
+        // Zeros shaped from the gates, so an exported graph keeps the batch
+        // size dynamic.
+        let mut carry = start.unwrap_or_else(|| {
+            let zeros = Tensor::zeros_like(&gi[0].narrow(-1, 0, self.hidden_size));
+            let c = (self.kind == Kind::Lstm).then(|| zeros.clone());
+            (zeros, c)
+        });
         let len = x.size(0);
         let mut outs = vec![None; len];
         for step in 0..len {
@@ -348,8 +349,8 @@ impl Stack {
     #[track_caller]
     fn forward_h(&self, x: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
         let (seq, batched) = self.sequence_first(x);
-        let h0 = self.initial("h0", h0, seq.size(1), batched, &seq);
-        let (out, finals) = self.run(&seq, &h0, None);
+        let h0 = self.initial("h0", h0, seq.size(1), batched);
+        let (out, finals) = self.run(&seq, h0.as_ref(), None);
         let hs = finals.into_iter().map(|(h, _)| h).collect();
         self.finish(out, hs, batched)
     }
@@ -509,9 +510,9 @@ impl LSTM {
     ) -> (Tensor, (Tensor, Tensor)) {
         let (seq, batched) = self.0.sequence_first(x);
         let n = seq.size(1);
-        let h0 = self.0.initial("h0", state.map(|s| s.0), n, batched, &seq);
-        let c0 = self.0.initial("c0", state.map(|s| s.1), n, batched, &seq);
-        let (out, finals) = self.0.run(&seq, &h0, Some(&c0));
+        let h0 = self.0.initial("h0", state.map(|s| s.0), n, batched);
+        let c0 = self.0.initial("c0", state.map(|s| s.1), n, batched);
+        let (out, finals) = self.0.run(&seq, h0.as_ref(), c0.as_ref());
         let (hs, cs): (Vec<Tensor>, Vec<Tensor>) = finals
             .into_iter()
             .map(|(h, c)| (h, c.expect("an LSTM step carries c")))

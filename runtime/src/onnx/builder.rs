@@ -88,7 +88,9 @@ pub(super) fn scalar_proto(v: f64, dtype: DType, dims: Vec<i64>) -> TensorProto 
 impl Builder {
     pub fn fresh(&mut self, hint: &str) -> String {
         self.fresh += 1;
-        format!("{hint}_{}", self.fresh)
+        // A separator no op value name has (those are `{op}_{k}`), so a
+        // fresh name never takes an op output's.
+        format!("{hint}/{}", self.fresh)
     }
 
     pub fn node(
