@@ -4,8 +4,7 @@
 //! "batch_norm", does the statistics and the running update, so a compiled
 //! graph replays the update and ONNX export sees one node.
 
-use super::module::{Forward, Module, TensorKind, TrainingFlag, py_bool, py_float};
-use super::norm::{visit_affine, visit_affine_mut};
+use super::module::{Forward, TensorKind, TrainingFlag};
 use crate::trace::Attr;
 use crate::{Tensor, no_grad};
 use std::cell::Cell;
@@ -394,43 +393,56 @@ pub(super) fn visit_running_stats_mut(
 
 const RUNNING_STATS: [&str; 3] = ["running_mean", "running_var", "num_batches_tracked"];
 
-impl Module for BatchNorm {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_affine(&self.weight, &self.bias, f);
-        let stats = [
-            &self.running_mean,
-            &self.running_var,
-            &self.num_batches_tracked,
-        ];
-        visit_running_stats(stats, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_affine_mut(&mut self.weight, &mut self.bias, f);
-        let stats = [
-            &mut self.running_mean,
-            &mut self.running_var,
-            &mut self.num_batches_tracked,
-        ];
-        visit_running_stats_mut(stats, f);
-    }
-    fn repr(&self) -> String {
-        format!(
-            "{}({}, eps={}, momentum={}, affine={}, bias={}, track_running_stats={})",
-            self.name(),
-            self.num_features,
-            py_float(self.eps),
-            self.momentum.map_or("None".to_string(), py_float),
-            py_bool(self.weight.is_some()),
-            py_bool(self.bias.is_some()),
-            py_bool(self.running_mean.is_some())
-        )
-    }
-    fn set_training(&self, on: bool) {
-        self.training.set(on);
-    }
-    fn is_training(&self) -> bool {
-        self.training.get()
-    }
+/// Implements `Module` for a norm with optional affine parameters and
+/// running statistics (BatchNorm and InstanceNorm share PyTorch's
+/// `_NormBase` fields and repr).
+macro_rules! running_norm_module {
+    ($t:ty) => {
+        impl $crate::nn::Module for $t {
+            fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, $crate::nn::TensorKind)) {
+                use $crate::nn::batch_norm::visit_running_stats;
+                $crate::nn::norm::visit_affine(&self.weight, &self.bias, f);
+                let stats = [
+                    &self.running_mean,
+                    &self.running_var,
+                    &self.num_batches_tracked,
+                ];
+                visit_running_stats(stats, f);
+            }
+            fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, $crate::nn::TensorKind)) {
+                use $crate::nn::batch_norm::visit_running_stats_mut;
+                $crate::nn::norm::visit_affine_mut(&mut self.weight, &mut self.bias, f);
+                let stats = [
+                    &mut self.running_mean,
+                    &mut self.running_var,
+                    &mut self.num_batches_tracked,
+                ];
+                visit_running_stats_mut(stats, f);
+            }
+            fn repr(&self) -> String {
+                use $crate::nn::module::{py_bool, py_float};
+                format!(
+                    "{}({}, eps={}, momentum={}, affine={}, bias={}, track_running_stats={})",
+                    self.name(),
+                    self.num_features,
+                    py_float(self.eps),
+                    self.momentum.map_or("None".to_string(), py_float),
+                    py_bool(self.weight.is_some()),
+                    py_bool(self.bias.is_some()),
+                    py_bool(self.running_mean.is_some())
+                )
+            }
+            fn set_training(&self, on: bool) {
+                self.training.set(on);
+            }
+            fn is_training(&self) -> bool {
+                self.training.get()
+            }
+        }
+    };
 }
+pub(super) use running_norm_module;
+
+running_norm_module!(BatchNorm);
 
 crate::display_as_repr!(BatchNorm);

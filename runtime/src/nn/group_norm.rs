@@ -3,7 +3,7 @@
 //! variance and elementwise ops, so their gradients come from those ops.
 //! Instance norm is group norm with one channel per group.
 
-use super::batch_norm::{new_running_stats, visit_running_stats, visit_running_stats_mut};
+use super::batch_norm::new_running_stats;
 use super::module::{Forward, Module, TensorKind, TrainingFlag, py_bool, py_float};
 use super::norm::{visit_affine, visit_affine_mut};
 use crate::amp::{self, Policy};
@@ -405,43 +405,6 @@ impl Forward for InstanceNorm {
     }
 }
 
-impl Module for InstanceNorm {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_affine(&self.weight, &self.bias, f);
-        let stats = [
-            &self.running_mean,
-            &self.running_var,
-            &self.num_batches_tracked,
-        ];
-        visit_running_stats(stats, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_affine_mut(&mut self.weight, &mut self.bias, f);
-        let stats = [
-            &mut self.running_mean,
-            &mut self.running_var,
-            &mut self.num_batches_tracked,
-        ];
-        visit_running_stats_mut(stats, f);
-    }
-    fn repr(&self) -> String {
-        format!(
-            "{}({}, eps={}, momentum={}, affine={}, bias={}, track_running_stats={})",
-            self.name(),
-            self.num_features,
-            py_float(self.eps),
-            self.momentum.map_or("None".to_string(), py_float),
-            py_bool(self.weight.is_some()),
-            py_bool(self.bias.is_some()),
-            py_bool(self.running_mean.is_some())
-        )
-    }
-    fn set_training(&self, on: bool) {
-        self.training.set(on);
-    }
-    fn is_training(&self) -> bool {
-        self.training.get()
-    }
-}
+super::batch_norm::running_norm_module!(InstanceNorm);
 
 crate::display_as_repr!(GroupNorm, InstanceNorm);
