@@ -52,7 +52,7 @@ pub struct BatchNorm {
 
 impl BatchNorm {
     fn new(num_features: usize, dims: usize) -> BatchNorm {
-        let mut bn = BatchNorm {
+        BatchNorm {
             weight: None,
             bias: None,
             running_mean: None,
@@ -64,9 +64,9 @@ impl BatchNorm {
             dims,
             training: TrainingFlag::default(),
             reset_in_pass: AtomicU64::new(0),
-        };
-        bn = bn.affine(true).track_running_stats(true);
-        bn
+        }
+        .affine(true)
+        .track_running_stats(true)
     }
 
     /// `nn.BatchNorm1d(num_features)`, for `[N, C]` or `[N, C, L]` inputs.
