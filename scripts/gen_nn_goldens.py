@@ -672,6 +672,22 @@ layer("convtranspose1d_stride_pad_outpad_groups", nn.ConvTranspose1d(4, 6, 3, st
                                                                      groups=2, dilation=2, bias=False), [r(2, 4, 5)])
 layer("convtranspose1d_unbatched", nn.ConvTranspose1d(3, 2, 2), [r(3, 4)])
 
+torch.manual_seed(16)
+ids = torch.tensor
+layer("embeddingbag_sum_offsets_weighted", nn.EmbeddingBag(10, 3, mode="sum"),
+      [ids([1, 2, 4, 5, 4, 3, 2, 9]), ids([0, 3, 3, 6]), r(8)])
+layer("embeddingbag_mean_pad_last_offset", nn.EmbeddingBag(10, 3, padding_idx=2, include_last_offset=True),
+      [ids([2, 2, 1, 4, 2, 7, 2]), ids([0, 2, 5, 7])])
+layer("embeddingbag_max_2d_pad", nn.EmbeddingBag(10, 3, mode="max", padding_idx=0),
+      [ids([[1, 0, 3], [0, 0, 0], [5, 5, 2]])])
+layer("embeddingbag_max_offsets_maxnorm", nn.EmbeddingBag(8, 3, mode="max", max_norm=0.5, norm_type=1.0),
+      [ids([7, 1, 1, 6, 0]), ids([0, 1, 4])])
+layer("embedding_maxnorm", nn.Embedding(6, 4, max_norm=1.0), [ids([[0, 3, 3], [5, 1, 0]])])
+layer("lppool2d_p2_stride", nn.LPPool2d(2, 3, stride=2), [r(2, 3, 7, 7)])
+layer("lppool2d_ceil", nn.LPPool2d(1.5, (2, 3), stride=(2, 2), ceil_mode=True), [r(1, 2, 5, 7).abs() + 0.1])
+layer("lppool1d_p3", nn.LPPool1d(3, 2), [r(2, 3, 8).abs() + 0.1])
+layer("lppool1d_ceil_unbatched", nn.LPPool1d(2, 3, stride=2, ceil_mode=True), [r(3, 8)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

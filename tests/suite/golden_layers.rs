@@ -1,6 +1,7 @@
 //! The layers `nn_goldens` builds to replay `scripts/gen_nn_goldens.py`:
 //! one-forward layers by name, and the cases that run a module more than
-//! once (running statistics, `update_bn`).
+//! once (running statistics, `update_bn`) or with more than one input
+//! (`EmbeddingBag` with offsets).
 
 use super::nn_goldens::{flat, loaded};
 use crate::common::dev;
@@ -9,7 +10,7 @@ use tapir::optim::swa_utils::update_bn;
 use tapir::prelude::*;
 
 /// The cases [`run_stateful`] replays.
-pub(super) const STATEFUL: [&str; 8] = [
+pub(super) const STATEFUL: [&str; 11] = [
     "batchnorm2d_cumulative",
     "instancenorm1d_running",
     "update_bn",
@@ -18,6 +19,9 @@ pub(super) const STATEFUL: [&str; 8] = [
     "rnncell_relu",
     "grucell",
     "lstmcell_nobias_unbatched",
+    "embeddingbag_sum_offsets_weighted",
+    "embeddingbag_mean_pad_last_offset",
+    "embeddingbag_max_offsets_maxnorm",
 ];
 
 /// A one-forward layer as the script built it.
@@ -231,6 +235,24 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
             0,
             true,
         )),
+        "embeddingbag_max_2d_pad" => Box::new(EmbeddingBag::new(10, 3, BagMode::Max, Some(0))),
+        "embedding_maxnorm" => Box::new(Embedding::new(6, 4, None).max_norm(1.0)),
+        "lppool2d_p2_stride" => Box::new(LPPool2d {
+            stride: Some((2, 2)),
+            ..LPPool2d::new(2.0, 3)
+        }),
+        "lppool2d_ceil" => Box::new(LPPool2d {
+            norm_type: 1.5,
+            kernel: (2, 3),
+            stride: Some((2, 2)),
+            ceil_mode: true,
+        }),
+        "lppool1d_p3" => Box::new(LPPool1d::new(3.0, 2)),
+        "lppool1d_ceil_unbatched" => Box::new(LPPool1d {
+            stride: Some(2),
+            ceil_mode: true,
+            ..LPPool1d::new(2.0, 3)
+        }),
         other => panic!("no layer {other}"),
     }
 }
@@ -306,6 +328,26 @@ pub(super) fn run_stateful(
             let (h, c) = m.forward(x, Some((&inputs[1], &inputs[2])));
             let (h, c) = m.forward(&(x * 2.0), Some((&h, &c)));
             (flat(&[&h, &c]), m)
+        }
+        "embeddingbag_sum_offsets_weighted" => {
+            let m = loaded(
+                Box::new(EmbeddingBag::new(10, 3, BagMode::Sum, None)),
+                sd,
+                dtype,
+            )?;
+            (m.forward_bags(x, Some(&inputs[1]), Some(&inputs[2])), m)
+        }
+        "embeddingbag_mean_pad_last_offset" => {
+            let bag = EmbeddingBag::new(10, 3, BagMode::Mean, Some(2)).include_last_offset(true);
+            let m = loaded(Box::new(bag), sd, dtype)?;
+            (m.forward_bags(x, Some(&inputs[1]), None), m)
+        }
+        "embeddingbag_max_offsets_maxnorm" => {
+            let bag = EmbeddingBag::new(8, 3, BagMode::Max, None)
+                .max_norm(0.5)
+                .norm_type(1.0);
+            let m = loaded(Box::new(bag), sd, dtype)?;
+            (m.forward_bags(x, Some(&inputs[1]), None), m)
         }
         other => panic!("no stateful layer {other}"),
     })

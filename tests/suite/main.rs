@@ -18,6 +18,7 @@ mod attention;
 mod autograd;
 mod checkpoint;
 mod decoder_layers;
+mod embeddings;
 mod errors;
 mod fused;
 mod golden_layers;

@@ -1,8 +1,8 @@
-//! `Linear` and `Embedding`.
+//! `Linear` and `Bilinear`.
 
 use super::init;
 use super::module::{Forward, Module, TensorKind};
-use crate::{DType, Tensor};
+use crate::Tensor;
 
 /// `y = x Wᵀ + b` (PyTorch's `nn.Linear`), initialised as PyTorch does:
 /// kaiming-uniform with a = √5 for the weight, U(±1/√fan_in) for the bias.
@@ -143,84 +143,7 @@ impl Module for Linear {
     }
 }
 
-/// A lookup table of `num_embeddings` vectors (`nn.Embedding`), N(0, 1)
-/// initialised; the `padding_idx` row starts at zero and gets no gradient.
-pub struct Embedding {
-    /// `[num_embeddings, embedding_dim]`.
-    pub weight: Tensor,
-    /// Vocabulary size.
-    pub num_embeddings: usize,
-    /// Vector width.
-    pub embedding_dim: usize,
-    /// An index whose row stays zero and gets no gradient.
-    pub padding_idx: Option<usize>,
-}
-
-impl Embedding {
-    /// `nn.Embedding` with PyTorch's initialisation (`N(0, 1)`, the padding row zeroed).
-    pub fn new(
-        num_embeddings: usize,
-        embedding_dim: usize,
-        padding_idx: Option<usize>,
-    ) -> Embedding {
-        let weight = Tensor::zeros(&[num_embeddings, embedding_dim]);
-        init::normal_(&weight, 0.0, 1.0);
-        if let Some(p) = padding_idx {
-            assert!(
-                p < num_embeddings,
-                "Embedding: padding_idx {p} must be below num_embeddings {num_embeddings}"
-            );
-            crate::no_grad(|| {
-                weight.select(0, p as isize).zero_();
-            });
-        }
-        Embedding {
-            weight: weight.requires_grad_(true),
-            num_embeddings,
-            embedding_dim,
-            padding_idx,
-        }
-    }
-}
-
-impl Forward for Embedding {
-    fn forward(&self, ids: &Tensor) -> Tensor {
-        assert!(
-            ids.dtype() == DType::I64,
-            "Embedding: ids must be int64, got {}",
-            ids.dtype()
-        );
-        let out = self.weight.embedding(ids);
-        match self.padding_idx {
-            None => out,
-            Some(p) => {
-                // Same values; the padding positions take theirs from a detached copy.
-                let pad = ids.eq_scalar(p as f64).unsqueeze(-1);
-                Tensor::where_(&pad, &self.weight.detach().embedding(ids), &out)
-            }
-        }
-    }
-}
-
-impl Module for Embedding {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        f("weight", &self.weight, TensorKind::Parameter);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        f("weight", &mut self.weight, TensorKind::Parameter);
-    }
-    fn repr(&self) -> String {
-        match self.padding_idx {
-            Some(p) => format!(
-                "Embedding({}, {}, padding_idx={p})",
-                self.num_embeddings, self.embedding_dim
-            ),
-            None => format!("Embedding({}, {})", self.num_embeddings, self.embedding_dim),
-        }
-    }
-}
-
-crate::display_as_repr!(Linear, Embedding);
+crate::display_as_repr!(Linear);
 
 /// `nn.Bilinear`: `y = x1ᵀ A x2 + b` per output feature, weight
 /// `[out, in1, in2]` and bias `[out]` initialised U(±1/√in1) as PyTorch's;

@@ -6,6 +6,7 @@ mod attention;
 mod batch_norm;
 mod container;
 mod conv;
+mod embedding;
 mod functional;
 mod group_norm;
 pub mod init;
@@ -36,6 +37,7 @@ pub use batch_norm::{BatchNorm, batch_norm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
+pub use embedding::{BagMode, BagOptions, Embedding, EmbeddingBag, embedding_bag};
 pub use functional::{
     CosineSimilarity, PairwiseDistance, cosine_similarity, normalize, one_hot, pairwise_distance,
 };
@@ -47,7 +49,7 @@ pub use layers::{
     LeakyReLU, LogSigmoid, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus, Softsign,
     Tanh, Tanhshrink, Unflatten,
 };
-pub use linear::{Bilinear, Embedding, Linear, linear};
+pub use linear::{Bilinear, Linear, linear};
 pub use loss::{
     CrossEntropyOptions, Reduction, binary_cross_entropy, binary_cross_entropy_with_logits,
     cross_entropy, cross_entropy_with, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
@@ -69,8 +71,8 @@ pub use padding::{
 pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle};
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
-    AvgPool2d, MaxPool1d, MaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d,
-    max_pool2d,
+    AvgPool2d, LPPool1d, LPPool2d, MaxPool1d, MaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d,
+    avg_pool2d, lp_pool1d, lp_pool2d, max_pool2d,
 };
 pub use recurrent::{GRU, LSTM, RNN, RnnOptions};
 pub use recurrent_cell::{GRUCell, LSTMCell, RNNCell};

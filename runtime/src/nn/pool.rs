@@ -1,6 +1,7 @@
 //! Pooling layers and their functions: `MaxPool1d/2d`, `AvgPool1d/2d`
-//! (with `ceil_mode`, `count_include_pad`, `divisor_override`), and the
-//! adaptive `AdaptiveAvgPool1d/2d`, `AdaptiveMaxPool1d/2d`. The 1-D forms
+//! (with `ceil_mode`, `count_include_pad`, `divisor_override`), the
+//! power-average `LPPool1d/2d`, and the adaptive `AdaptiveAvgPool1d/2d`,
+//! `AdaptiveMaxPool1d/2d`. The 1-D forms
 //! are the 2-D ones over a height of one; every layer takes batched or
 //! unbatched input, as PyTorch's.
 
@@ -106,6 +107,68 @@ pub fn adaptive_max_pool2d(x: &Tensor, output_size: (usize, usize)) -> Tensor {
     adaptive_cells(x, output_size, |cell| {
         cell.amax_dim(3, true).amax_dim(2, true)
     })
+}
+
+/// `F.lp_pool2d`: each window's `(Σ xᵖ)^(1/p)` for `norm_type` p, over
+/// `[N, C, H, W]` or `[C, H, W]`; stride defaults to the kernel, no
+/// padding. As PyTorch computes it: an average pool of `xᵖ` times the
+/// kernel's area (so a partial `ceil_mode` window is scaled as a full
+/// one), and a window summing to zero gets a zero gradient.
+///
+/// ```
+/// use tapir_runtime::{nn::lp_pool2d, Tensor};
+/// let x = Tensor::from_vec(vec![3.0f32, 4.0, 0.0, 0.0], &[1, 1, 2, 2]);
+/// assert_eq!(lp_pool2d(&x, 2.0, (2, 2), None, false).to_vec::<f32>(), [5.0]);
+/// ```
+pub fn lp_pool2d(
+    x: &Tensor,
+    norm_type: f64,
+    kernel: (usize, usize),
+    stride: Option<(usize, usize)>,
+    ceil_mode: bool,
+) -> Tensor {
+    pooled(x, 2, "lp_pool2d", |x| {
+        lp_pool(x, norm_type, kernel, stride.unwrap_or(kernel), ceil_mode)
+    })
+}
+
+/// `F.lp_pool1d`: [`lp_pool2d`] over the last dim of `[N, C, L]` or `[C, L]`.
+///
+/// ```
+/// use tapir_runtime::{nn::lp_pool1d, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 2.0, 2.0], &[1, 4]);
+/// assert_eq!(lp_pool1d(&x, 1.0, 2, None, false).to_vec::<f32>(), [3.0, 4.0]);
+/// ```
+pub fn lp_pool1d(
+    x: &Tensor,
+    norm_type: f64,
+    kernel: usize,
+    stride: Option<usize>,
+    ceil_mode: bool,
+) -> Tensor {
+    pooled(x, 1, "lp_pool1d", |x| {
+        let stride = (1, stride.unwrap_or(kernel));
+        lp_pool(x, norm_type, (1, kernel), stride, ceil_mode)
+    })
+}
+
+fn lp_pool(
+    x: &Tensor,
+    p: f64,
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    ceil_mode: bool,
+) -> Tensor {
+    assert!(
+        p.is_finite() && p != 0.0,
+        "lp_pool: norm_type must be finite and nonzero, got {p}"
+    );
+    let mean = avg_pool2d(&x.powf(p), kernel, stride, (0, 0), ceil_mode, true, None);
+    // sign * relu(abs) is the identity in value; it is PyTorch's formula
+    // because relu's backward is a select, zeroing the NaN that pow's
+    // infinite slope at zero would otherwise send back.
+    let sum = &(&mean.sign() * &mean.abs().relu()) * (kernel.0 * kernel.1) as f64;
+    sum.powf(1.0 / p)
 }
 
 /// The height and width of a `[N, C, H, W]` input, checked.
@@ -429,6 +492,86 @@ impl Forward for AdaptiveMaxPool1d {
     }
 }
 
+/// `nn.LPPool2d(norm_type, kernel_size, stride=None, ceil_mode=False)`:
+/// see [`lp_pool2d`].
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, LPPool2d}, Tensor};
+/// let pool = LPPool2d::new(2.0, 3);
+/// assert_eq!(pool.forward(&Tensor::randn(&[2, 4, 7, 7])).shape(), &[2, 4, 2, 2]);
+/// assert_eq!(pool.to_string(), "LPPool2d(norm_type=2, kernel_size=3, stride=None, ceil_mode=False)");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct LPPool2d {
+    /// The p of the power average.
+    pub norm_type: f64,
+    /// Window height and width.
+    pub kernel: (usize, usize),
+    /// Step between windows (None: the kernel).
+    pub stride: Option<(usize, usize)>,
+    /// Whether a partial last window makes an output (false).
+    pub ceil_mode: bool,
+}
+
+impl LPPool2d {
+    /// `nn.LPPool2d(norm_type, kernel)`: square window, stride the kernel.
+    pub fn new(norm_type: f64, kernel: usize) -> LPPool2d {
+        LPPool2d {
+            norm_type,
+            kernel: (kernel, kernel),
+            stride: None,
+            ceil_mode: false,
+        }
+    }
+}
+
+impl Forward for LPPool2d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        lp_pool2d(x, self.norm_type, self.kernel, self.stride, self.ceil_mode)
+    }
+}
+
+/// `nn.LPPool1d(norm_type, kernel_size, stride=None, ceil_mode=False)`:
+/// see [`lp_pool1d`].
+#[derive(Debug, Clone, Copy)]
+pub struct LPPool1d {
+    /// The p of the power average.
+    pub norm_type: f64,
+    /// Window length.
+    pub kernel: usize,
+    /// Step between windows (None: the kernel).
+    pub stride: Option<usize>,
+    /// Whether a partial last window makes an output (false).
+    pub ceil_mode: bool,
+}
+
+impl LPPool1d {
+    /// `nn.LPPool1d(norm_type, kernel)`: stride the kernel.
+    pub fn new(norm_type: f64, kernel: usize) -> LPPool1d {
+        LPPool1d {
+            norm_type,
+            kernel,
+            stride: None,
+            ceil_mode: false,
+        }
+    }
+}
+
+impl Forward for LPPool1d {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        lp_pool1d(x, self.norm_type, self.kernel, self.stride, self.ceil_mode)
+    }
+}
+
+/// A norm type as a Python user most likely wrote it (2, not 2.0).
+fn norm_type_repr(p: f64) -> String {
+    if p.fract() == 0.0 && p.abs() < 1e15 {
+        format!("{}", p as i64)
+    } else {
+        p.to_string()
+    }
+}
+
 /// A square pair as one number, as PyTorch prints an int argument.
 fn pair_repr((a, b): (usize, usize)) -> String {
     if a == b {
@@ -455,6 +598,16 @@ stateless_module! {
     AvgPool1d => |s| format!(
         "AvgPool1d(kernel_size=({},), stride=({},), padding=({},))",
         s.kernel, s.stride, s.padding
+    );
+    LPPool2d => |s| format!(
+        "LPPool2d(norm_type={}, kernel_size={}, stride={}, ceil_mode={})",
+        norm_type_repr(s.norm_type), pair_repr(s.kernel),
+        s.stride.map_or("None".to_string(), pair_repr), py_bool(s.ceil_mode)
+    );
+    LPPool1d => |s| format!(
+        "LPPool1d(norm_type={}, kernel_size={}, stride={}, ceil_mode={})",
+        norm_type_repr(s.norm_type), s.kernel,
+        s.stride.map_or("None".to_string(), |v| v.to_string()), py_bool(s.ceil_mode)
     );
     AdaptiveAvgPool2d => |s| format!("AdaptiveAvgPool2d(output_size={})", pair_repr(s.output_size));
     AdaptiveMaxPool2d => |s| format!("AdaptiveMaxPool2d(output_size={})", pair_repr(s.output_size));

@@ -369,14 +369,26 @@ impl Tensor {
             },
             || {
                 let m = self.max_dim(dim, true).0.detach();
-                let mask = self.eq(&m).to_dtype(self.dtype().to_float());
-                let count = mask.sum_dim(dim, true);
-                let w = (&mask / &count).detach();
-                let out = (self * &w).sum_dim(dim, keepdim);
-                // The weighted sum equals the max exactly only up to rounding; return
-                // the exact values while keeping the weighted sum's gradient.
-                let exact = if keepdim { m } else { m.squeeze_dim(dim) };
-                &out + &(&exact - &out.detach())
+                let out = if keepdim {
+                    m.detach()
+                } else {
+                    m.squeeze_dim(dim)
+                };
+                // The backward is its own node, not the gradient of a weighted
+                // sum: `x * 0` at an infinite element would be NaN.
+                let d = if dim < 0 {
+                    dim + self.ndim() as isize
+                } else {
+                    dim
+                };
+                Tensor::record(out, "AmaxBackward0", &[self], || {
+                    let mask = self.eq(&m).to_dtype(self.dtype().to_float());
+                    let share = (&mask / &mask.sum_dim(d, true)).detach();
+                    move |g: &Tensor, n: &[bool]| {
+                        let g = if keepdim { g.clone() } else { g.unsqueeze(d) };
+                        vec![n[0].then(|| &g * &share)]
+                    }
+                })
             },
         )
     }

@@ -1,4 +1,4 @@
-//! Dropout, Embedding, Flatten, Softmax, Identity and the pixel shuffles.
+//! Dropout, Flatten, Softmax, Identity and the pixel shuffles.
 
 use super::{Row, RowSpec};
 use crate::analyse::dims::int_lit;
@@ -49,45 +49,6 @@ pub const DROPOUT: RowSpec = RowSpec {
             }
         }
         Ok(Rc::new(Dropout { p }))
-    },
-};
-
-/// `nn.Embedding`: ids of any shape gain a trailing `embedding_dim`.
-struct Embedding {
-    n: Dim,
-    d: Dim,
-    padding_idx: Option<Expr>,
-}
-
-impl Row for Embedding {
-    fn apply(&self, _: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
-        let mut y = x.clone();
-        y.push(self.d.clone());
-        Ok(y)
-    }
-    fn runtime_type(&self) -> TokenStream {
-        quote!(::tapir::nn::Embedding)
-    }
-    fn constructor(&self) -> TokenStream {
-        let (n, d) = (dim_usize(&self.n), dim_usize(&self.d));
-        let p = match &self.padding_idx {
-            Some(e) => quote!(::core::option::Option::Some(#e)),
-            None => quote!(::core::option::Option::None),
-        };
-        quote!(::tapir::nn::Embedding::new(#n, #d, #p))
-    }
-}
-
-pub const EMBEDDING: RowSpec = RowSpec {
-    name: "Embedding",
-    aliases: &[],
-    params: &["num_embeddings", "embedding_dim", "padding_idx"],
-    parse: |a, scope| {
-        Ok(Rc::new(Embedding {
-            n: a.dim("num_embeddings", scope, None)?,
-            d: a.dim("embedding_dim", scope, None)?,
-            padding_idx: a.expr("padding_idx")?,
-        }))
     },
 };
 

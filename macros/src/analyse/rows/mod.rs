@@ -7,6 +7,7 @@
 mod act;
 mod attention;
 mod conv;
+mod embedding;
 mod linear;
 mod misc;
 mod pool;
@@ -84,7 +85,8 @@ pub const TABLE: &[RowSpec] = &[
     linear::INSTANCE_NORM_1D,
     linear::INSTANCE_NORM_2D,
     misc::DROPOUT,
-    misc::EMBEDDING,
+    embedding::EMBEDDING,
+    embedding::EMBEDDING_BAG,
     conv::CONV1D,
     conv::CONV2D,
     conv::CONV_TRANSPOSE1D,
@@ -93,6 +95,8 @@ pub const TABLE: &[RowSpec] = &[
     pool::MAX_POOL2D,
     pool::AVG_POOL1D,
     pool::AVG_POOL2D,
+    pool::LP_POOL1D,
+    pool::LP_POOL2D,
     pool::ADAPTIVE_AVG_POOL1D,
     pool::ADAPTIVE_AVG_POOL2D,
     pool::ADAPTIVE_MAX_POOL1D,

@@ -1,10 +1,10 @@
-//! Pooling rows: `MaxPool1d/2d`, `AvgPool1d/2d` (PyTorch's output size on
-//! each spatial dim, `ceil_mode` included) and the adaptive pools (the
+//! Pooling rows: `MaxPool1d/2d`, `AvgPool1d/2d`, `LPPool1d/2d` (PyTorch's
+//! output size on each spatial dim, `ceil_mode` included) and the adaptive pools (the
 //! spatial dims become the output size); and the padding layers, whose
 //! spatial dims grow. Batched or unbatched input.
 
 use super::{Row, RowSpec};
-use crate::analyse::dims::DimScope;
+use crate::analyse::dims::{DimScope, dim_of_expr};
 use crate::analyse::layers::Args;
 use crate::analyse::rules::{Facts, window};
 use crate::codegen::dim_usize;
@@ -35,9 +35,14 @@ fn check_rank(label: &str, x: &Shape, spatial: usize) -> Result<(), String> {
     ))
 }
 
-/// `nn.MaxPool1d/2d` and `nn.AvgPool1d/2d` (stride defaults to the kernel).
+/// `nn.MaxPool1d/2d`, `nn.AvgPool1d/2d` and `nn.LPPool1d/2d` (stride
+/// defaults to the kernel).
 struct Pool {
     max: bool,
+    /// An LPPool's p (its windows are an average pool's, unpadded).
+    norm_type: Option<Expr>,
+    /// Whether the row wrote a stride (an LPPool prints None otherwise).
+    stride_given: bool,
     spatial: usize,
     k: Dim,
     stride: Dim,
@@ -88,6 +93,10 @@ impl Row for Pool {
     }
     fn runtime_type(&self) -> TokenStream {
         match (self.max, self.spatial) {
+            _ if self.norm_type.is_some() => match self.spatial {
+                1 => quote!(::tapir::nn::LPPool1d),
+                _ => quote!(::tapir::nn::LPPool2d),
+            },
             (true, 1) => quote!(::tapir::nn::MaxPool1d),
             (true, _) => quote!(::tapir::nn::MaxPool2d),
             (false, 1) => quote!(::tapir::nn::AvgPool1d),
@@ -103,6 +112,13 @@ impl Row for Pool {
         };
         let (s, p, d) = (pair(&s), pair(&p), pair(&d));
         let ceil = self.ceil_mode;
+        if let Some(norm) = &self.norm_type {
+            let stride = match self.stride_given {
+                true => quote!(pool.stride = ::core::option::Option::Some(#s);),
+                false => quote!(),
+            };
+            return quote!({ let mut pool = #ty::new(#norm as f64, #k); #stride pool.ceil_mode = #ceil; pool });
+        }
         let mut fields = quote!(pool.stride = #s; pool.padding = #p; pool.ceil_mode = #ceil;);
         if self.max {
             fields.extend(quote!(pool.dilation = #d;));
@@ -126,7 +142,7 @@ fn parse_pool(
     spatial: usize,
 ) -> syn::Result<Rc<dyn Row>> {
     let k = a.dim("kernel_size", scope, None)?;
-    let stride = a.dim("stride", scope, Some(k.clone()))?;
+    let (stride, stride_given) = stride_arg(a, scope, &k)?;
     let padding = a.dim("padding", scope, Some(Dim::lit(0)))?;
     let dilation = match max {
         true => a.dim("dilation", scope, Some(Dim::lit(1)))?,
@@ -142,6 +158,8 @@ fn parse_pool(
     }
     Ok(Rc::new(Pool {
         max,
+        norm_type: None,
+        stride_given,
         spatial,
         k,
         stride,
@@ -159,6 +177,14 @@ fn parse_pool(
             a.expr("divisor_override")?
         },
     }))
+}
+
+/// The stride (the kernel when not written) and whether it was written.
+fn stride_arg(a: &mut Args, scope: &mut DimScope, k: &Dim) -> syn::Result<(Dim, bool)> {
+    Ok(match a.expr("stride")? {
+        Some(e) => (dim_of_expr(&e, scope)?, true),
+        None => (k.clone(), false),
+    })
 }
 
 fn is_false(e: &Expr) -> bool {
@@ -213,6 +239,42 @@ pub const AVG_POOL2D: RowSpec = RowSpec {
         "divisor_override",
     ],
     parse: |a, scope| parse_pool(a, scope, false, 2),
+};
+
+/// `nn.LPPool1d/2d(norm_type, kernel_size, stride=None, ceil_mode=False)`.
+fn parse_lp_pool(a: &mut Args, scope: &mut DimScope, spatial: usize) -> syn::Result<Rc<dyn Row>> {
+    let norm_type = a.required("norm_type")?;
+    let k = a.dim("kernel_size", scope, None)?;
+    let (stride, stride_given) = stride_arg(a, scope, &k)?;
+    Ok(Rc::new(Pool {
+        max: false,
+        norm_type: Some(norm_type),
+        stride_given,
+        spatial,
+        k,
+        stride,
+        padding: Dim::lit(0),
+        dilation: Dim::lit(1),
+        ceil_mode: a.bool_lit("ceil_mode", false)?,
+        count_include_pad: None,
+        divisor_override: None,
+    }))
+}
+
+const LP_POOL_PARAMS: &[&str] = &["norm_type", "kernel_size", "stride", "ceil_mode"];
+
+pub const LP_POOL1D: RowSpec = RowSpec {
+    name: "LPPool1d",
+    aliases: &[],
+    params: LP_POOL_PARAMS,
+    parse: |a, scope| parse_lp_pool(a, scope, 1),
+};
+
+pub const LP_POOL2D: RowSpec = RowSpec {
+    name: "LPPool2d",
+    aliases: &[],
+    params: LP_POOL_PARAMS,
+    parse: |a, scope| parse_lp_pool(a, scope, 2),
 };
 
 /// `nn.AdaptiveAvgPool1d/2d`, `nn.AdaptiveMaxPool1d/2d`: the spatial dims
