@@ -688,6 +688,32 @@ layer("lppool2d_ceil", nn.LPPool2d(1.5, (2, 3), stride=(2, 2), ceil_mode=True), 
 layer("lppool1d_p3", nn.LPPool1d(3, 2), [r(2, 3, 8).abs() + 0.1])
 layer("lppool1d_ceil_unbatched", nn.LPPool1d(2, 3, stride=2, ceil_mode=True), [r(3, 8)])
 
+torch.manual_seed(17)
+P = nn.utils.rnn
+
+
+def packed_run(m, xs, lengths, enforce_sorted, batch_first=False, state=None):
+    packed = P.pack_padded_sequence(xs[0], lengths, batch_first=batch_first, enforce_sorted=enforce_sorted)
+    out, hn = m(packed, state)
+    padded, _ = P.pad_packed_sequence(out, batch_first=batch_first)
+    return flat(padded, *(hn if isinstance(hn, tuple) else (hn,)))
+
+
+layer("gru_packed_bi_2l_unsorted", nn.GRU(3, 4, num_layers=2, bidirectional=True), [r(5, 3, 3), r(4, 3, 4)],
+      extra=lambda m, xs: packed_run(m, xs, [2, 5, 3], False, state=xs[1]))
+layer("lstm_packed_batch_first_sorted", nn.LSTM(3, 4, batch_first=True), [r(3, 4, 3)],
+      extra=lambda m, xs: packed_run(m, xs, [4, 2, 1], True, batch_first=True))
+
+
+def rnn_pack_sequence(m, xs):
+    out, hn = m(P.pack_sequence(xs, enforce_sorted=False))
+    padded, _ = P.pad_packed_sequence(out, batch_first=True, padding_value=0.5)
+    return flat(padded, hn)
+
+
+layer("rnn_relu_pack_sequence", nn.RNN(2, 3, nonlinearity="relu"), [r(2, 2), r(4, 2), r(1, 2)],
+      extra=rnn_pack_sequence)
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

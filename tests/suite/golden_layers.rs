@@ -1,7 +1,7 @@
 //! The layers `nn_goldens` builds to replay `scripts/gen_nn_goldens.py`:
 //! one-forward layers by name, and the cases that run a module more than
 //! once (running statistics, `update_bn`) or with more than one input
-//! (`EmbeddingBag` with offsets).
+//! (`EmbeddingBag` with offsets, packed sequences).
 
 use super::nn_goldens::{flat, loaded};
 use crate::common::dev;
@@ -10,7 +10,7 @@ use tapir::optim::swa_utils::update_bn;
 use tapir::prelude::*;
 
 /// The cases [`run_stateful`] replays.
-pub(super) const STATEFUL: [&str; 11] = [
+pub(super) const STATEFUL: [&str; 14] = [
     "batchnorm2d_cumulative",
     "instancenorm1d_running",
     "update_bn",
@@ -22,6 +22,9 @@ pub(super) const STATEFUL: [&str; 11] = [
     "embeddingbag_sum_offsets_weighted",
     "embeddingbag_mean_pad_last_offset",
     "embeddingbag_max_offsets_maxnorm",
+    "gru_packed_bi_2l_unsorted",
+    "lstm_packed_batch_first_sorted",
+    "rnn_relu_pack_sequence",
 ];
 
 /// A one-forward layer as the script built it.
@@ -348,6 +351,39 @@ pub(super) fn run_stateful(
                 .norm_type(1.0);
             let m = loaded(Box::new(bag), sd, dtype)?;
             (m.forward_bags(x, Some(&inputs[1]), None), m)
+        }
+        "gru_packed_bi_2l_unsorted" => {
+            let opts = RnnOptions {
+                num_layers: 2,
+                bidirectional: true,
+                ..Default::default()
+            };
+            let m = loaded(Box::new(GRU::new(3, 4, opts)), sd, dtype)?;
+            let packed = pack_padded_sequence(x, &[2, 5, 3], false, false);
+            let (out, h) = m.forward_packed(&packed, Some(&inputs[1]));
+            let (padded, _) = pad_packed_sequence(&out, false, 0.0, None);
+            (flat(&[&padded, &h]), m)
+        }
+        "lstm_packed_batch_first_sorted" => {
+            let opts = RnnOptions {
+                batch_first: true,
+                ..Default::default()
+            };
+            let m = loaded(Box::new(LSTM::new(3, 4, opts)), sd, dtype)?;
+            let packed = pack_padded_sequence(x, &[4, 2, 1], true, true);
+            let (out, (h, c)) = m.forward_packed(&packed, None);
+            let (padded, _) = pad_packed_sequence(&out, true, 0.0, None);
+            (flat(&[&padded, &h, &c]), m)
+        }
+        "rnn_relu_pack_sequence" => {
+            let m = loaded(
+                Box::new(RNN::new(2, 3, RnnOptions::default()).relu()),
+                sd,
+                dtype,
+            )?;
+            let (out, h) = m.forward_packed(&pack_sequence(inputs, false), None);
+            let (padded, _) = pad_packed_sequence(&out, true, 0.5, None);
+            (flat(&[&padded, &h]), m)
         }
         other => panic!("no stateful layer {other}"),
     })

@@ -30,6 +30,7 @@ mod lbfgs;
 mod model_macro;
 mod nn_goldens;
 mod optim_goldens;
+mod packed;
 mod sched_goldens;
 mod swa;
 mod training;

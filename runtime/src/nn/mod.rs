@@ -17,6 +17,7 @@ mod loss;
 mod margin_loss;
 mod module;
 mod norm;
+mod packed;
 mod padding;
 mod pixel_shuffle;
 mod pool;
@@ -64,6 +65,9 @@ pub use module::{
     visit_child_mut,
 };
 pub use norm::{LayerNorm, RMSNorm};
+pub use packed::{
+    PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence,
+};
 pub use padding::{
     CircularPad1d, CircularPad2d, ConstantPad, PadMode, ReflectionPad1d, ReflectionPad2d,
     ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d, pad, pad_with,

@@ -7,6 +7,7 @@ use super::init;
 use super::layers::dropout;
 use super::linear::linear;
 use super::module::{Module, TensorKind, TrainingFlag};
+use super::packed::PackedSequence;
 use crate::Tensor;
 
 /// The options PyTorch's recurrent layers share (and its defaults:
@@ -260,7 +261,15 @@ impl Stack {
 
     /// Runs every layer (from zero states where `h0` / `c0` are `None`); returns the output `[L, N, dirs * H]` and the final
     /// states in PyTorch's order (layer-major, forward before reverse).
-    fn run(&self, x: &Tensor, h0: Option<&Tensor>, c0: Option<&Tensor>) -> (Tensor, Vec<Carry>) {
+    /// With `masks` (one `[N, 1]` per step), a sequence's state holds where
+    /// its mask is false: past its end in a packed batch.
+    fn run(
+        &self,
+        x: &Tensor,
+        h0: Option<&Tensor>,
+        c0: Option<&Tensor>,
+        masks: Option<&[Tensor]>,
+    ) -> (Tensor, Vec<Carry>) {
         let mut input = x.clone();
         let mut finals = vec![];
         let dirs = self.dirs();
@@ -272,7 +281,7 @@ impl Stack {
                 let start = h0
                     .as_ref()
                     .map(|h| (h[i].clone(), c0.as_ref().map(|c| c[i].clone())));
-                let (out, last) = self.direction(&self.cells[i], &input, start, dir == 1);
+                let (out, last) = self.direction(&self.cells[i], &input, start, dir == 1, masks);
                 outs.push(out);
                 finals.push(last);
             }
@@ -293,6 +302,7 @@ impl Stack {
         x: &Tensor,
         start: Option<Carry>,
         reverse: bool,
+        masks: Option<&[Tensor]>,
     ) -> (Tensor, Carry) {
         // The input half of every gate for every step, in one matmul, then
         // one view per step (one autograd node for all of them).
@@ -308,7 +318,19 @@ impl Stack {
         let mut outs = vec![None; len];
         for step in 0..len {
             let t = if reverse { len - 1 - step } else { step };
-            carry = cell.step(self.kind, &gi[t], carry);
+            let next = cell.step(self.kind, &gi[t], carry.clone());
+            carry = match masks {
+                None => next,
+                Some(m) => {
+                    let hold = |new: &Tensor, old: &Tensor| Tensor::where_(&m[t], new, old);
+                    let c = next
+                        .1
+                        .as_ref()
+                        .zip(carry.1.as_ref())
+                        .map(|(n, o)| hold(n, o));
+                    (hold(&next.0, &carry.0), c)
+                }
+            };
             outs[t] = Some(carry.0.clone());
         }
         let outs: Vec<Tensor> = outs.into_iter().flatten().collect();
@@ -350,9 +372,39 @@ impl Stack {
     fn forward_h(&self, x: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
         let (seq, batched) = self.sequence_first(x);
         let h0 = self.initial("h0", h0, seq.size(1), batched);
-        let (out, finals) = self.run(&seq, h0.as_ref(), None);
+        let (out, finals) = self.run(&seq, h0.as_ref(), None, None);
         let hs = finals.into_iter().map(|(h, _)| h).collect();
         self.finish(out, hs, batched)
+    }
+
+    /// Runs a packed batch (states `[layers * dirs, B, H]` in the caller's
+    /// order): the packed output and the final states, in the caller's
+    /// order, stacked (h, then c for an LSTM).
+    #[track_caller]
+    fn run_packed(
+        &self,
+        packed: &PackedSequence,
+        h0: Option<&Tensor>,
+        c0: Option<&Tensor>,
+    ) -> (PackedSequence, Tensor, Option<Tensor>) {
+        let (name, h_in) = (self.name, self.input_size);
+        assert!(
+            packed.data.ndim() == 2 && packed.data.size(-1) == h_in,
+            "{name}: expected packed data [sum of lengths, {h_in}], got {:?}",
+            packed.data.shape()
+        );
+        let n = packed.batch();
+        let sort = |t: Option<Tensor>| t.map(|t| packed.sort_state(&t));
+        let h0 = sort(self.initial("h0", h0, n, true));
+        let c0 = sort(self.initial("c0", c0, n, true));
+        let masks = packed.step_masks();
+        let x = packed.padded_sorted(0.0);
+        let (out, finals) = self.run(&x, h0.as_ref(), c0.as_ref(), Some(&masks));
+        let (hs, cs): (Vec<Tensor>, Vec<Option<Tensor>>) = finals.into_iter().unzip();
+        let stacked =
+            |ts: &[Tensor]| packed.unsort_state(&Tensor::stack(&ts.iter().collect::<Vec<_>>(), 0));
+        let cs: Option<Vec<Tensor>> = cs.into_iter().collect();
+        (packed.repack(&out), stacked(&hs), cs.map(|c| stacked(&c)))
     }
 
     /// Back to the caller's layout: `[N, L, ..]` when batch-first, no batch
@@ -433,6 +485,17 @@ impl RNN {
     pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
         self.0.forward_h(x, h0)
     }
+
+    /// As [`GRU::forward_packed`].
+    #[track_caller]
+    pub fn forward_packed(
+        &self,
+        x: &PackedSequence,
+        h0: Option<&Tensor>,
+    ) -> (PackedSequence, Tensor) {
+        let (out, h, _) = self.0.run_packed(x, h0, None);
+        (out, h)
+    }
 }
 
 /// `nn.GRU`: `r = σ(W_ir x + b_ir + W_hr h + b_hr)`, `z` likewise,
@@ -466,6 +529,27 @@ impl GRU {
     #[track_caller]
     pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> (Tensor, Tensor) {
         self.0.forward_h(x, h0)
+    }
+
+    /// Over a [`PackedSequence`] (`nn.GRU` given one): the packed output
+    /// and each sequence's final hidden state, `[num_layers * D, B, H]` in
+    /// the caller's order, as if it had run alone.
+    ///
+    /// ```
+    /// use tapir_runtime::{nn::{GRU, RnnOptions, pack_sequence}, Tensor};
+    /// let gru = GRU::new(4, 6, RnnOptions::default());
+    /// let batch = pack_sequence(&[Tensor::randn(&[2, 4]), Tensor::randn(&[5, 4])], false);
+    /// let (out, h_n) = gru.forward_packed(&batch, None);
+    /// assert_eq!((out.data.shape(), h_n.shape()), (&[7, 6][..], &[1, 2, 6][..]));
+    /// ```
+    #[track_caller]
+    pub fn forward_packed(
+        &self,
+        x: &PackedSequence,
+        h0: Option<&Tensor>,
+    ) -> (PackedSequence, Tensor) {
+        let (out, h, _) = self.0.run_packed(x, h0, None);
+        (out, h)
     }
 }
 
@@ -512,7 +596,7 @@ impl LSTM {
         let n = seq.size(1);
         let h0 = self.0.initial("h0", state.map(|s| s.0), n, batched);
         let c0 = self.0.initial("c0", state.map(|s| s.1), n, batched);
-        let (out, finals) = self.0.run(&seq, h0.as_ref(), c0.as_ref());
+        let (out, finals) = self.0.run(&seq, h0.as_ref(), c0.as_ref(), None);
         let (hs, cs): (Vec<Tensor>, Vec<Tensor>) = finals
             .into_iter()
             .map(|(h, c)| (h, c.expect("an LSTM step carries c")))
@@ -522,6 +606,18 @@ impl LSTM {
         let c = Tensor::stack(&refs, 0);
         let c = if batched { c } else { c.squeeze_dim(1) };
         (out, (h, c))
+    }
+
+    /// Over a [`PackedSequence`]: the packed output and each sequence's
+    /// final `(h_n, c_n)`, `[num_layers * D, B, H]` in the caller's order.
+    #[track_caller]
+    pub fn forward_packed(
+        &self,
+        x: &PackedSequence,
+        state: Option<(&Tensor, &Tensor)>,
+    ) -> (PackedSequence, (Tensor, Tensor)) {
+        let (out, h, c) = self.0.run_packed(x, state.map(|s| s.0), state.map(|s| s.1));
+        (out, (h, c.expect("an LSTM step carries c")))
     }
 }
 
