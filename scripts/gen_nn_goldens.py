@@ -714,6 +714,19 @@ def rnn_pack_sequence(m, xs):
 layer("rnn_relu_pack_sequence", nn.RNN(2, 3, nonlinearity="relu"), [r(2, 2), r(4, 2), r(1, 2)],
       extra=rnn_pack_sequence)
 
+# CTC through log_softmax: PyTorch's ctc backward is the gradient of the
+# logits under a log_softmax (its grad w.r.t. log_probs alone is not the
+# derivative), so the goldens differentiate the logits.
+torch.manual_seed(18)
+ids = torch.tensor
+loss("ctc_padded", lambda x, t, il, tl, red: F.ctc_loss(x.log_softmax(2), t, il, tl, reduction=red),
+     [r(6, 3, 5), ids([[1, 2, 2], [3, 1, 0], [4, 4, 4]]), ids([6, 4, 5]), ids([3, 2, 3])])
+loss("ctc_concat_blank_last", lambda x, t, il, tl, red: F.ctc_loss(x.log_softmax(2), t, il, tl, blank=4, reduction=red),
+     [r(6, 3, 5), ids([0, 1, 1, 2, 3, 0]), ids([5, 2, 6]), ids([3, 1, 2])])
+loss("ctc_zero_infinity_empty", lambda x, t, il, tl, red: F.ctc_loss(x.log_softmax(2), t, il, tl, reduction=red,
+                                                                    zero_infinity=True),
+     [r(4, 3, 5), ids([[1, 2, 3, 4], [0, 0, 0, 0], [2, 2, 0, 0]]), ids([2, 3, 4]), ids([4, 0, 2])])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

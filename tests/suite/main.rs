@@ -17,6 +17,7 @@ mod amp;
 mod attention;
 mod autograd;
 mod checkpoint;
+mod ctc;
 mod decoder_layers;
 mod embeddings;
 mod errors;

@@ -420,6 +420,27 @@ fn run_loss(name: &str, x: &[Tensor], r: Reduction) -> Tensor {
         "gaussian_nll" => gaussian_nll_loss(&x[0], &x[1], &x[2], false, 1e-6, r),
         "gaussian_nll_row_var_full" => gaussian_nll_loss(&x[0], &x[1], &x[2], true, 0.05, r),
         "poisson_nll_rate_full" => poisson_nll_loss(&x[0], &x[1], false, true, 1e-8, r),
+        "ctc_padded" | "ctc_concat_blank_last" | "ctc_zero_infinity_empty" => {
+            let lengths = |t: &Tensor| -> Vec<usize> {
+                t.to_vec::<i64>().iter().map(|&l| l as usize).collect()
+            };
+            let o = CtcOptions {
+                blank: if name == "ctc_concat_blank_last" {
+                    4
+                } else {
+                    0
+                },
+                reduction: r,
+                zero_infinity: name == "ctc_zero_infinity_empty",
+            };
+            ctc_loss(
+                &x[0].log_softmax(2),
+                &x[1],
+                &lengths(&x[2]),
+                &lengths(&x[3]),
+                &o,
+            )
+        }
         other => panic!("no loss {other}"),
     }
 }

@@ -6,6 +6,7 @@ mod attention;
 mod batch_norm;
 mod container;
 mod conv;
+mod ctc;
 mod embedding;
 mod functional;
 mod group_norm;
@@ -38,6 +39,7 @@ pub use batch_norm::{BatchNorm, batch_norm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
+pub use ctc::{CtcOptions, ctc_loss};
 pub use embedding::{BagMode, BagOptions, Embedding, EmbeddingBag, embedding_bag};
 pub use functional::{
     CosineSimilarity, PairwiseDistance, cosine_similarity, normalize, one_hot, pairwise_distance,
