@@ -727,6 +727,15 @@ loss("ctc_zero_infinity_empty", lambda x, t, il, tl, red: F.ctc_loss(x.log_softm
                                                                     zero_infinity=True),
      [r(4, 3, 5), ids([[1, 2, 3, 4], [0, 0, 0, 0], [2, 2, 0, 0]]), ids([2, 3, 4]), ids([4, 0, 2])])
 
+torch.manual_seed(19)
+loss("multi_margin", lambda x, y, red: F.multi_margin_loss(x, y, reduction=red), [r(5, 4), torch.randint(0, 4, (5,))])
+loss("multi_margin_p2_weight", lambda x, y, w, red: F.multi_margin_loss(x, y, p=2, margin=0.7, weight=w, reduction=red),
+     [r(5, 4), torch.randint(0, 4, (5,)), torch.rand(4) + 0.5])
+loss("multilabel_margin", lambda x, y, red: F.multilabel_margin_loss(x, y, reduction=red),
+     [r(3, 5), ids([[3, 0, -1, 1, 2], [4, 4, 1, -1, 0], [-1, 2, 2, 2, 2]])])
+loss("multilabel_soft_margin_weight", lambda x, y, w, red: F.multilabel_soft_margin_loss(x, y, weight=w, reduction=red),
+     [r(3, 4), torch.bernoulli(torch.full((3, 4), 0.5)), torch.rand(4) + 0.5])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

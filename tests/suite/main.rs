@@ -28,6 +28,7 @@ mod init;
 mod layer_grads;
 mod layer_table;
 mod lbfgs;
+mod margin_losses;
 mod model_macro;
 mod nn_goldens;
 mod optim_goldens;

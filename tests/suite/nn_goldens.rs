@@ -441,6 +441,12 @@ fn run_loss(name: &str, x: &[Tensor], r: Reduction) -> Tensor {
                 &o,
             )
         }
+        "multi_margin" => multi_margin_loss(&x[0], &x[1], 1, 1.0, None, r),
+        "multi_margin_p2_weight" => multi_margin_loss(&x[0], &x[1], 2, 0.7, Some(&x[2]), r),
+        "multilabel_margin" => multilabel_margin_loss(&x[0], &x[1], r),
+        "multilabel_soft_margin_weight" => {
+            multilabel_soft_margin_loss(&x[0], &x[1], Some(&x[2]), r)
+        }
         other => panic!("no loss {other}"),
     }
 }

@@ -1,11 +1,11 @@
-//! The margin, ranking, embedding and Poisson losses of
+//! The margin (two-class and multi-class), ranking, embedding and Poisson losses of
 //! `torch.nn.functional`, each its PyTorch formula over existing ops (so
 //! their gradients and devices are those ops'), with `reduction`. Labels in
 //! {1, -1} are not checked, as PyTorch does not check them.
 
 use super::functional::pairwise_distance;
 use super::loss::{Reduction, check_same, reduce};
-use crate::Tensor;
+use crate::{DType, Tensor};
 
 /// `log(1 + exp(-y x))` (`F.soft_margin_loss`), labels `y` in {1, -1}.
 ///
@@ -240,4 +240,159 @@ pub fn gaussian_nll_loss(
         loss = &loss + 0.5 * (2.0 * std::f64::consts::PI).ln();
     }
     reduce(loss, r)
+}
+
+/// `F.multi_margin_loss(input, target, p, margin, weight)`: for each
+/// sample, `Σ_{i ≠ y} w[y] · max(0, margin - x[y] + x[i])^p / C` over
+/// `input` `[N, C]` (or `[C]`) and int64 class ids `target` `[N]` (or a
+/// scalar); p is 1 or 2, and the class weight multiplies after the power,
+/// as PyTorch's kernel does.
+///
+/// ```
+/// use tapir_runtime::{nn::{multi_margin_loss, Reduction}, Tensor};
+/// let x = Tensor::from_vec(vec![0.1f32, 0.2, 0.4, 0.8], &[1, 4]);
+/// let y = Tensor::from_vec(vec![3i64], &[1]);
+/// let l = multi_margin_loss(&x, &y, 1, 1.0, None, Reduction::Mean);
+/// assert!((l.item::<f32>() - 0.325).abs() < 1e-6);
+/// ```
+#[track_caller]
+pub fn multi_margin_loss(
+    input: &Tensor,
+    target: &Tensor,
+    p: u32,
+    margin: f64,
+    weight: Option<&Tensor>,
+    r: Reduction,
+) -> Tensor {
+    let (x, y, batched) = class_rows("multi_margin_loss", input, target, 1);
+    assert!(
+        p == 1 || p == 2,
+        "multi_margin_loss: p must be 1 or 2, got {p}"
+    );
+    let classes = x.size(1);
+    let y = y.reshape(&[-1, 1]);
+    let own = x.gather(1, &y);
+    let others = one_hot_rows(&y, classes, x.dtype()).neg() + 1.0;
+    let hinge = (&(&x - &own) + margin).clamp_min(0.0);
+    let mut per = &(if p == 2 { &hinge * &hinge } else { hinge }) * &others;
+    if let Some(w) = weight {
+        assert!(
+            w.shape() == [classes],
+            "multi_margin_loss: weight must be [{classes}] (one per class), got {:?}",
+            w.shape()
+        );
+        per = &per * &w.index_select(0, &y.flatten_all()).unsqueeze(1);
+    }
+    let per = &per.sum_dim(1, false) / classes as f64;
+    reduce(if batched { per } else { per.squeeze_dim(0) }, r)
+}
+
+/// `F.multilabel_margin_loss(input, target)`: for each sample,
+/// `Σ_j Σ_{i ∉ targets} max(0, 1 - (x[y_j] - x[i])) / C`, where the
+/// targets `y_j` are the int64 class ids of `target`'s row up to its first
+/// -1 (`[N, C]` or `[C]`, as `input`).
+///
+/// ```
+/// use tapir_runtime::{nn::{multilabel_margin_loss, Reduction}, Tensor};
+/// let x = Tensor::from_vec(vec![0.1f32, 0.2, 0.4, 0.8], &[4]);
+/// let y = Tensor::from_vec(vec![3i64, 0, -1, 1], &[4]);
+/// let l = multilabel_margin_loss(&x, &y, Reduction::Mean);
+/// assert!((l.item::<f32>() - 0.85).abs() < 1e-6);
+/// ```
+#[track_caller]
+pub fn multilabel_margin_loss(input: &Tensor, target: &Tensor, r: Reduction) -> Tensor {
+    let (x, y, batched) = class_rows("multilabel_margin_loss", input, target, 2);
+    let (n, classes) = (x.size(0), x.size(1));
+    // Per row: how often each class is listed (a class listed twice counts
+    // twice, as PyTorch's loop over the list does).
+    let mut listed = vec![0.0f64; n * classes];
+    for (row, ids) in y.to_vec::<i64>().chunks(classes.max(1)).enumerate() {
+        for &id in ids.iter().take_while(|&&id| id >= 0) {
+            assert!(
+                (id as usize) < classes,
+                "multilabel_margin_loss: target class {id} in row {row} is not below {classes}"
+            );
+            listed[row * classes + id as usize] += 1.0;
+        }
+    }
+    let listed = Tensor::from_vec(listed, &[n, classes])
+        .to_dtype(x.dtype())
+        .to(x.device())
+        .unwrap_or_else(|e| panic!("multilabel_margin_loss: {e}"));
+    let unlisted = listed.eq_scalar(0.0).to_dtype(x.dtype());
+    // hinge[n, j, i] = max(0, 1 - x[j] + x[i]), weighted by listed j, unlisted i.
+    let hinge = (&(&x.unsqueeze(1) - &x.unsqueeze(2)) + 1.0).clamp_min(0.0);
+    let pairs = &listed.unsqueeze(2) * &unlisted.unsqueeze(1);
+    let per = &(&hinge * &pairs).sum_dims(&[1, 2], false) / classes as f64;
+    reduce(if batched { per } else { per.squeeze_dim(0) }, r)
+}
+
+/// `F.multilabel_soft_margin_loss(input, target, weight)`: each class a
+/// logistic loss on its own, `-(y log σ(x) + (1 - y) log σ(-x))`, weighted
+/// per class and averaged over the classes.
+///
+/// ```
+/// use tapir_runtime::{nn::{multilabel_soft_margin_loss, Reduction}, Tensor};
+/// let x = Tensor::zeros(&[2, 3]);
+/// let l = multilabel_soft_margin_loss(&x, &Tensor::ones(&[2, 3]), None, Reduction::Mean);
+/// assert!((l.item::<f32>() - 2f32.ln()).abs() < 1e-6);
+/// ```
+#[track_caller]
+pub fn multilabel_soft_margin_loss(
+    input: &Tensor,
+    target: &Tensor,
+    weight: Option<&Tensor>,
+    r: Reduction,
+) -> Tensor {
+    check_same("multilabel_soft_margin_loss", input, target);
+    let mut per =
+        -&(&(target * &input.logsigmoid()) + &(&(-target + 1.0) * &(-input).logsigmoid()));
+    if let Some(w) = weight {
+        per = &per * w;
+    }
+    let classes = input.size(-1) as f64;
+    reduce(&per.sum_dim(-1, false) / classes, r)
+}
+
+/// `input` as `[N, C]` rows and `target` as int64 (`target_rank` 1: one
+/// class id per row; 2: a row of ids per row), with whether it was batched.
+#[track_caller]
+fn class_rows(
+    op: &str,
+    input: &Tensor,
+    target: &Tensor,
+    target_rank: usize,
+) -> (Tensor, Tensor, bool) {
+    let batched = input.ndim() == 2;
+    let (x, y) = if batched {
+        (input.clone(), target.clone())
+    } else {
+        (input.unsqueeze(0), target.unsqueeze(0))
+    };
+    let want: Vec<usize> = if target_rank == 1 {
+        vec![x.size(0)]
+    } else {
+        x.shape().to_vec()
+    };
+    assert!(
+        (input.ndim() == 1 || batched)
+            && target.dtype() == DType::I64
+            && y.shape() == want.as_slice(),
+        "{op}: expected input [N, C] or [C] with int64 target {}, got input {:?} and target {} {:?}",
+        if target_rank == 1 {
+            "[N] or a scalar"
+        } else {
+            "of input's shape"
+        },
+        input.shape(),
+        target.dtype(),
+        target.shape()
+    );
+    (x, y, batched)
+}
+
+/// `[N, C]` ones at each row's class in `y` (`[N, 1]` int64), zeros elsewhere.
+fn one_hot_rows(y: &Tensor, classes: usize, dtype: DType) -> Tensor {
+    let zeros = Tensor::zeros_on(&[y.size(0), classes], dtype, y.device());
+    zeros.scatter_add(1, y, &Tensor::ones_on(y.shape(), dtype, y.device()))
 }

@@ -60,7 +60,8 @@ pub use loss::{
 };
 pub use margin_loss::{
     TripletMarginOptions, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
-    margin_ranking_loss, poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+    margin_ranking_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss,
+    poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
 };
 pub use module::{
     Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,
