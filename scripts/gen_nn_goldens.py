@@ -736,6 +736,22 @@ loss("multilabel_margin", lambda x, y, red: F.multilabel_margin_loss(x, y, reduc
 loss("multilabel_soft_margin_weight", lambda x, y, w, red: F.multilabel_soft_margin_loss(x, y, weight=w, reduction=red),
      [r(3, 4), torch.bernoulli(torch.full((3, 4), 0.5)), torch.rand(4) + 0.5])
 
+torch.manual_seed(20)
+
+
+def unpooled(pool, size=None):
+    return lambda m, xs: m(*pool(xs[0]), output_size=size)
+
+
+layer("maxunpool2d_odd_width", nn.MaxUnpool2d(2), [r(2, 3, 4, 5)],
+      extra=unpooled(nn.MaxPool2d(2, return_indices=True), (4, 5)))
+layer("maxunpool2d_overlapping", nn.MaxUnpool2d(3, stride=1), [r(1, 2, 5, 5)],
+      extra=unpooled(nn.MaxPool2d(3, stride=1, return_indices=True)))
+layer("maxunpool1d_ceil", nn.MaxUnpool1d(3, stride=2), [r(2, 3, 8)],
+      extra=unpooled(nn.MaxPool1d(3, stride=2, ceil_mode=True, return_indices=True), [8]))
+layer("maxpool2d_ceil_indices", nn.MaxPool2d(2, ceil_mode=True, return_indices=True), [r(1, 2, 5, 5)],
+      extra=lambda m, xs: flat(*m(xs[0])))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -1,7 +1,7 @@
 //! The layers `nn_goldens` builds to replay `scripts/gen_nn_goldens.py`:
 //! one-forward layers by name, and the cases that run a module more than
 //! once (running statistics, `update_bn`) or with more than one input
-//! (`EmbeddingBag` with offsets, packed sequences).
+//! (`EmbeddingBag` with offsets, packed sequences, unpooling).
 
 use super::nn_goldens::{flat, loaded};
 use crate::common::dev;
@@ -10,7 +10,7 @@ use tapir::optim::swa_utils::update_bn;
 use tapir::prelude::*;
 
 /// The cases [`run_stateful`] replays.
-pub(super) const STATEFUL: [&str; 14] = [
+pub(super) const STATEFUL: [&str; 18] = [
     "batchnorm2d_cumulative",
     "instancenorm1d_running",
     "update_bn",
@@ -25,6 +25,10 @@ pub(super) const STATEFUL: [&str; 14] = [
     "gru_packed_bi_2l_unsorted",
     "lstm_packed_batch_first_sorted",
     "rnn_relu_pack_sequence",
+    "maxunpool2d_odd_width",
+    "maxunpool2d_overlapping",
+    "maxunpool1d_ceil",
+    "maxpool2d_ceil_indices",
 ];
 
 /// A one-forward layer as the script built it.
@@ -384,6 +388,54 @@ pub(super) fn run_stateful(
             let (out, h) = m.forward_packed(&pack_sequence(inputs, false), None);
             let (padded, _) = pad_packed_sequence(&out, true, 0.5, None);
             (flat(&[&padded, &h]), m)
+        }
+        "maxunpool2d_odd_width" | "maxunpool2d_overlapping" => {
+            let (pool, unpool, size) = match name {
+                "maxunpool2d_odd_width" => (MaxPool2d::new(2), MaxUnpool2d::new(2), Some((4, 5))),
+                _ => (
+                    MaxPool2d {
+                        stride: (1, 1),
+                        ..MaxPool2d::new(3)
+                    },
+                    MaxUnpool2d {
+                        stride: (1, 1),
+                        ..MaxUnpool2d::new(3)
+                    },
+                    None,
+                ),
+            };
+            let (v, i) = pool.forward_with_indices(x);
+            (
+                unpool.forward(&v, &i, size),
+                loaded(Box::new(unpool), sd, dtype)?,
+            )
+        }
+        "maxunpool1d_ceil" => {
+            let pool = MaxPool1d {
+                stride: 2,
+                ceil_mode: true,
+                ..MaxPool1d::new(3)
+            };
+            let unpool = MaxUnpool1d {
+                stride: 2,
+                ..MaxUnpool1d::new(3)
+            };
+            let (v, i) = pool.forward_with_indices(x);
+            (
+                unpool.forward(&v, &i, Some(8)),
+                loaded(Box::new(unpool), sd, dtype)?,
+            )
+        }
+        "maxpool2d_ceil_indices" => {
+            let pool = MaxPool2d {
+                ceil_mode: true,
+                ..MaxPool2d::new(2)
+            };
+            let (v, i) = pool.forward_with_indices(x);
+            (
+                flat(&[&v, &i.to_dtype(dtype)]),
+                loaded(Box::new(pool), sd, dtype)?,
+            )
         }
         other => panic!("no stateful layer {other}"),
     })

@@ -170,3 +170,43 @@ fn activation_and_dropout_layers_print_as_torch() {
         "ConvTranspose1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), dilation=(2,), output_padding=(1,), groups=2, bias=False)"
     );
 }
+
+#[test]
+fn unpooling_checks_its_output_size_and_indices() {
+    use crate::common::panic_message;
+    use tapir::nn::{MaxUnpool1d, MaxUnpool2d, max_unpool2d};
+    let v = Tensor::ones(&[1, 1, 2, 2]);
+    let at = Tensor::from_vec(vec![0i64, 3, 9, 15], &[1, 1, 2, 2]);
+    assert_eq!(
+        max_unpool2d(&v, &at, (2, 2), None, (0, 0), None)
+            .sum()
+            .item::<f32>(),
+        4.0
+    );
+    let m = panic_message(|| {
+        max_unpool2d(&v, &at, (2, 2), None, (0, 0), Some((6, 4)));
+    });
+    assert_eq!(
+        m,
+        "max_unpool2d: output_size [6, 4] is invalid: dim 0 must be between 2 and 6 (exclusive)"
+    );
+    let m = panic_message(|| {
+        max_unpool2d(&v, &at, (2, 2), None, (0, 0), Some((3, 3)));
+    });
+    assert_eq!(
+        m,
+        "max_unpool2d: index 9 is outside the output plane of 9 elements"
+    );
+    assert_eq!(
+        MaxUnpool1d {
+            padding: 1,
+            ..MaxUnpool1d::new(3)
+        }
+        .to_string(),
+        "MaxUnpool1d(kernel_size=(3,), stride=(3,), padding=(1,))"
+    );
+    assert_eq!(
+        MaxUnpool2d::new(2).forward(&v, &at, Some((5, 4))).shape(),
+        &[1, 1, 5, 4]
+    );
+}

@@ -28,6 +28,7 @@ mod sdpa;
 mod transformer;
 mod transformer_decoder;
 mod transformer_stack;
+mod unpool;
 
 pub use activation::{
     CELU, ELU, GLU, Hardshrink, Hardtanh, LogSoftmax, PReLU, Softmax2d, Softmin, Softshrink,
@@ -79,7 +80,7 @@ pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshu
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, LPPool1d, LPPool2d, MaxPool1d, MaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d,
-    avg_pool2d, lp_pool1d, lp_pool2d, max_pool2d,
+    avg_pool2d, lp_pool1d, lp_pool2d, max_pool2d, max_pool2d_with_indices,
 };
 pub use recurrent::{GRU, LSTM, RNN, RnnOptions};
 pub use recurrent_cell::{GRUCell, LSTMCell, RNNCell};
@@ -92,3 +93,4 @@ pub use transformer_decoder::{
 pub use transformer_stack::{
     Transformer, TransformerDecoder, TransformerEncoder, TransformerMasks,
 };
+pub use unpool::{MaxUnpool1d, MaxUnpool2d, max_unpool1d, max_unpool2d};

@@ -208,10 +208,32 @@ fn adaptive_cells(
     Tensor::cat(&rows.iter().collect::<Vec<_>>(), 2)
 }
 
-/// Runs a 2-D pooling `f` on `x` with `spatial` trailing dims (1 or 2),
-/// batched (`[N, C, ..]`) or not (`[C, ..]`): a 1-D input gets a height
-/// of one, an unbatched one a batch of one, both taken off after.
-fn pooled(x: &Tensor, spatial: usize, layer: &str, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+/// `F.max_pool2d(..., return_indices=True)` with `ceil_mode`, over
+/// `[N, C, H, W]` or `[C, H, W]`: the maxima and each one's flat index
+/// `ih * W + iw` in its input plane (what [`super::max_unpool2d`] takes).
+///
+/// ```
+/// use tapir_runtime::{nn::max_pool2d_with_indices, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 4.0, 3.0, 2.0, 0.0, 5.0], &[1, 2, 3]);
+/// let (v, i) = max_pool2d_with_indices(&x, (2, 2), (2, 2), (0, 0), (1, 1), true);
+/// assert_eq!((v.to_vec::<f32>(), i.to_vec::<i64>()), (vec![4.0, 5.0], vec![1, 5]));
+/// ```
+pub fn max_pool2d_with_indices(
+    x: &Tensor,
+    kernel: (usize, usize),
+    stride: (usize, usize),
+    padding: (usize, usize),
+    dilation: (usize, usize),
+    ceil_mode: bool,
+) -> (Tensor, Tensor) {
+    let (batched, x) = batch_of(x, 2, "max_pool2d_with_indices");
+    let (v, i) = x.max_pool2d_ceil_with_indices(kernel, stride, padding, dilation, ceil_mode);
+    (unbatch(v, 2, batched), unbatch(i, 2, batched))
+}
+
+/// `x` as `[N, C, H, W]` (a 1-D input gets a height of one, an unbatched
+/// one a batch of one), with whether it had a batch.
+fn batch_of(x: &Tensor, spatial: usize, layer: &str) -> (bool, Tensor) {
     let batched = x.ndim() == spatial + 2;
     assert!(
         batched || x.ndim() == spatial + 1,
@@ -221,10 +243,21 @@ fn pooled(x: &Tensor, spatial: usize, layer: &str, f: impl Fn(&Tensor) -> Tensor
         x.shape()
     );
     let x = if batched { x.clone() } else { x.unsqueeze(0) };
-    let x = if spatial == 1 { x.unsqueeze(2) } else { x };
-    let y = f(&x);
+    (batched, if spatial == 1 { x.unsqueeze(2) } else { x })
+}
+
+/// [`batch_of`] undone on an output.
+fn unbatch(y: Tensor, spatial: usize, batched: bool) -> Tensor {
     let y = if spatial == 1 { y.squeeze_dim(2) } else { y };
     if batched { y } else { y.squeeze_dim(0) }
+}
+
+/// Runs a 2-D pooling `f` on `x` with `spatial` trailing dims (1 or 2),
+/// batched (`[N, C, ..]`) or not (`[C, ..]`): a 1-D input gets a height
+/// of one, an unbatched one a batch of one, both taken off after.
+fn pooled(x: &Tensor, spatial: usize, layer: &str, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+    let (batched, x) = batch_of(x, spatial, layer);
+    unbatch(f(&x), spatial, batched)
 }
 
 /// `nn.MaxPool2d`: fields as PyTorch's arguments; [`MaxPool2d::new`] is
@@ -259,6 +292,15 @@ impl MaxPool2d {
             dilation: (1, 1),
             ceil_mode: false,
         }
+    }
+}
+
+impl MaxPool2d {
+    /// `nn.MaxPool2d(..., return_indices=True)`: the output and each
+    /// maximum's flat index in its input plane (for [`super::MaxUnpool2d`]).
+    pub fn forward_with_indices(&self, x: &Tensor) -> (Tensor, Tensor) {
+        let s = *self;
+        max_pool2d_with_indices(x, s.kernel, s.stride, s.padding, s.dilation, s.ceil_mode)
     }
 }
 
@@ -302,6 +344,30 @@ impl MaxPool1d {
             dilation: 1,
             ceil_mode: false,
         }
+    }
+}
+
+impl MaxPool1d {
+    /// `nn.MaxPool1d(..., return_indices=True)`: the output and each
+    /// maximum's index along the input's length.
+    ///
+    /// ```
+    /// use tapir_runtime::{nn::MaxPool1d, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 3.0, 2.0, 5.0, 4.0], &[1, 5]);
+    /// let (v, i) = MaxPool1d::new(2).forward_with_indices(&x);
+    /// assert_eq!((v.to_vec::<f32>(), i.to_vec::<i64>()), (vec![3.0, 5.0], vec![1, 3]));
+    /// ```
+    pub fn forward_with_indices(&self, x: &Tensor) -> (Tensor, Tensor) {
+        let s = *self;
+        let (batched, x) = batch_of(x, 1, "MaxPool1d");
+        let (k, st, p, d) = (
+            (1, s.kernel),
+            (1, s.stride),
+            (0, s.padding),
+            (1, s.dilation),
+        );
+        let (v, i) = x.max_pool2d_ceil_with_indices(k, st, p, d, s.ceil_mode);
+        (unbatch(v, 1, batched), unbatch(i, 1, batched))
     }
 }
 

@@ -6,8 +6,8 @@
 //! bottom and right edges so the last, partial window exists.
 
 use super::conv::{Conv2dOptions, geometry};
-use crate::Tensor;
 use crate::trace::{self, Attr};
+use crate::{DType, Tensor};
 
 /// Windows along one dim of `n` values (PyTorch's `pooling_output_shape`):
 /// with `ceil_mode` a partial last window counts, unless it would start in
@@ -126,6 +126,32 @@ impl Tensor {
             x.max_pool2d_with_indices(kernel, stride, padding, dilation)
                 .0
         })
+    }
+
+    /// [`Tensor::max_pool2d_with_indices`] with `ceil_mode`: the indices
+    /// still count in the unpadded `[H, W]` plane.
+    pub(crate) fn max_pool2d_ceil_with_indices(
+        &self,
+        kernel: (usize, usize),
+        stride: (usize, usize),
+        padding: (usize, usize),
+        dilation: (usize, usize),
+        ceil_mode: bool,
+    ) -> (Tensor, Tensor) {
+        check_pool(self, kernel, stride, padding, "max_pool2d");
+        let extra = overhang(self, kernel, stride, padding, dilation, ceil_mode);
+        let x = pad_bottom_right(self, extra, f64::NEG_INFINITY);
+        let (values, at) = x.max_pool2d_with_indices(kernel, stride, padding, dilation);
+        if extra.1 == 0 {
+            return (values, at);
+        }
+        // A -inf column never wins, so each index re-counts in the narrower
+        // rows exactly (integers in f64 up to 2^53).
+        let (w, padded_w) = (self.size(-1) as f64, x.size(-1) as f64);
+        let flat = at.to_dtype(DType::F64);
+        let row = (&flat / padded_w).floor();
+        let at = &(&row * (w - padded_w)) + &flat;
+        (values, at.to_dtype(DType::I64))
     }
 
     /// 2-D max pooling with each maximum's flat index `ih * W + iw` in its

@@ -153,7 +153,7 @@ fn parse_pool(
     {
         return Err(syn::Error::new(
             e.span(),
-            "a model! pooling row returns no indices; call `Tensor::max_pool2d_with_indices` for them",
+            "a model! pooling row returns no indices; declare the pool as a hand-written field and call its `forward_with_indices`",
         ));
     }
     Ok(Rc::new(Pool {
