@@ -752,6 +752,17 @@ layer("maxunpool1d_ceil", nn.MaxUnpool1d(3, stride=2), [r(2, 3, 8)],
 layer("maxpool2d_ceil_indices", nn.MaxPool2d(2, ceil_mode=True, return_indices=True), [r(1, 2, 5, 5)],
       extra=lambda m, xs: flat(*m(xs[0])))
 
+# Chained schedulers: each built in order on the optimizer, then chained.
+sched_case("chained_linear_exponential",
+           lambda o: S.ChainedScheduler([S.LinearLR(o, start_factor=0.1, total_iters=5), S.ExponentialLR(o, gamma=0.9)]))
+sched_case("chained_constant_cosine_step",
+           lambda o: S.ChainedScheduler([S.ConstantLR(o, factor=0.5, total_iters=4),
+                                         S.CosineAnnealingLR(o, T_max=6, eta_min=0.01), S.StepLR(o, 3, 0.7)]))
+sched_case("chained_poly_multistep_mult",
+           lambda o: S.ChainedScheduler([S.PolynomialLR(o, total_iters=10, power=1.5),
+                                         S.MultiStepLR(o, milestones=[4, 4, 9], gamma=0.5),
+                                         S.MultiplicativeLR(o, lambda e: 0.95)]), opt_kind="adamw")
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

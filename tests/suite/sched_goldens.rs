@@ -145,6 +145,27 @@ fn schedulers_match_pytorch_for_25_steps() {
                 swa_utils::AnnealStrategy::Linear,
             ))),
             "swalr_after_decay" => Some(Box::new(DecayThenSwa::new(o))),
+            "chained_linear_exponential" => {
+                let warm: Box<dyn LrScheduler> = Box::new(LinearLR::new(o, 0.1, 1.0, 5));
+                let decay: Box<dyn LrScheduler> = Box::new(ExponentialLR::new(o, 0.9));
+                Some(Box::new(ChainedScheduler::new(o, vec![warm, decay])))
+            }
+            "chained_constant_cosine_step" => {
+                let chain: Vec<Box<dyn LrScheduler>> = vec![
+                    Box::new(ConstantLR::new(o, 0.5, 4)),
+                    Box::new(CosineAnnealingLR::new(o, 6, 0.01)),
+                    Box::new(StepLR::new(o, 3, 0.7)),
+                ];
+                Some(Box::new(ChainedScheduler::new(o, chain)))
+            }
+            "chained_poly_multistep_mult" => {
+                let chain: Vec<Box<dyn LrScheduler>> = vec![
+                    Box::new(PolynomialLR::new(o, 10, 1.5)),
+                    Box::new(MultiStepLR::new(o, vec![4, 4, 9], 0.5)),
+                    Box::new(MultiplicativeLR::new(o, |_| 0.95)),
+                ];
+                Some(Box::new(ChainedScheduler::new(o, chain)))
+            }
             "plateau" => None,
             other => panic!("no scheduler {other}"),
         };
@@ -174,7 +195,7 @@ fn schedulers_match_pytorch_for_25_steps() {
             1e-10,
         )
     });
-    assert_eq!(n, 20);
+    assert_eq!(n, 23);
 }
 
 #[test]
@@ -264,4 +285,43 @@ fn scheduler_state_restores_the_schedule() {
         assert_eq!(a.lr(), b.lr());
     }
     assert!((a.lr() - 0.1).abs() < 1e-15, "annealed to the SWA lr");
+}
+
+#[test]
+fn a_restored_chain_continues_where_it_stopped() {
+    let make = |opt: &mut dyn Optimizer| {
+        let chain: Vec<Box<dyn LrScheduler>> = vec![
+            Box::new(LinearLR::new(opt, 0.2, 1.0, 4)),
+            Box::new(CosineAnnealingLR::new(opt, 5, 0.001)),
+        ];
+        ChainedScheduler::new(opt, chain)
+    };
+    let sgd = || {
+        let p = Tensor::zeros(&[1]).requires_grad_(true);
+        SGD::new(
+            vec![p],
+            SgdConfig {
+                lr: 0.3,
+                ..Default::default()
+            },
+        )
+    };
+    let (mut a, mut b) = (sgd(), sgd());
+    let mut sa = make(&mut a);
+    for _ in 0..7 {
+        sa.step(&mut a);
+    }
+    let mut sb = make(&mut b);
+    sb.load_state_dict(&mut b, &sa.state_dict());
+    for k in 0..12 {
+        assert!(
+            (a.lr() - b.lr()).abs() < 1e-15,
+            "step {k}: {} vs {}",
+            a.lr(),
+            b.lr()
+        );
+        assert_eq!(sa.get_last_lr(), sb.get_last_lr());
+        sa.step(&mut a);
+        sb.step(&mut b);
+    }
 }

@@ -1,7 +1,8 @@
 //! Learning-rate schedulers (`torch.optim.lr_scheduler`). Each computes the lr
 //! for an epoch in closed form from the groups' initial lrs (PyTorch's chained
 //! updates give the same values up to rounding) and writes it into the
-//! optimizer; like PyTorch's, constructing one applies epoch 0.
+//! optimizer; like PyTorch's, constructing one applies epoch 0. Those with
+//! a chainable form in PyTorch also carry it, for `ChainedScheduler`.
 
 use super::Optimizer;
 use std::f64::consts::PI;
@@ -14,6 +15,14 @@ pub trait LrScheduler {
     fn last_epoch(&self) -> i64;
     /// The lrs it last set, one per group.
     fn get_last_lr(&self) -> Vec<f64>;
+
+    /// Sets the lr for `epoch` from the lr the optimizer holds now, as
+    /// PyTorch's chainable `get_lr` does (what [`super::ChainedScheduler`]
+    /// calls, so several schedulers compose). A scheduler with no such
+    /// form (`LambdaLR`, the cyclic ones) sets its closed form.
+    fn chain_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
+        self.set_epoch(opt, epoch);
+    }
 
     /// Advances one epoch (PyTorch's `step()`).
     fn step(&mut self, opt: &mut dyn Optimizer) {
@@ -46,7 +55,12 @@ pub struct ClosedForm {
     last_epoch: i64,
     last_lr: Vec<f64>,
     f: Box<dyn Fn(f64, i64) -> f64 + Send + Sync>,
+    /// PyTorch's chainable form: `(lr now, base lr, epoch) -> lr`.
+    chain: Option<Box<LrRecurrence>>,
 }
+
+/// A chainable step: the lr for an epoch from the lr now and the base lr.
+type LrRecurrence = dyn Fn(f64, f64, i64) -> f64 + Send + Sync;
 
 impl ClosedForm {
     fn new(
@@ -58,9 +72,17 @@ impl ClosedForm {
             last_epoch: -1,
             last_lr: vec![],
             f: Box::new(f),
+            chain: None,
         };
         s.step(opt);
         s
+    }
+
+    /// Gives the scheduler PyTorch's chainable form (see
+    /// [`LrScheduler::chain_epoch`]).
+    fn chainable(mut self, chain: impl Fn(f64, f64, i64) -> f64 + Send + Sync + 'static) -> Self {
+        self.chain = Some(Box::new(chain));
+        self
     }
 }
 
@@ -70,6 +92,17 @@ impl LrScheduler for ClosedForm {
         self.last_lr = self.base.iter().map(|&b| (self.f)(b, epoch)).collect();
         for (g, &lr) in opt.param_groups_mut().iter_mut().zip(&self.last_lr) {
             g.lr = lr;
+        }
+    }
+    fn chain_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
+        let Some(chain) = &self.chain else {
+            return self.set_epoch(opt, epoch);
+        };
+        self.last_epoch = epoch;
+        self.last_lr.clear();
+        for (g, &base) in opt.param_groups_mut().iter_mut().zip(&self.base) {
+            g.lr = chain(g.lr, base, epoch);
+            self.last_lr.push(g.lr);
         }
     }
     fn last_epoch(&self) -> i64 {
@@ -94,7 +127,15 @@ impl StepLR {
     /// Multiplies the lr by `gamma` every `step_size` epochs (`StepLR`).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(opt: &mut dyn Optimizer, step_size: i64, gamma: f64) -> ClosedForm {
-        ClosedForm::new(opt, move |b, e| b * gamma.powi((e / step_size) as i32))
+        ClosedForm::new(opt, move |b, e| b * gamma.powi((e / step_size) as i32)).chainable(
+            move |lr, _, e| {
+                if e == 0 || e % step_size != 0 {
+                    lr
+                } else {
+                    lr * gamma
+                }
+            },
+        )
     }
 }
 
@@ -104,8 +145,16 @@ impl MultiStepLR {
     /// Multiplies the lr by `gamma` at each milestone (`MultiStepLR`).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(opt: &mut dyn Optimizer, milestones: Vec<i64>, gamma: f64) -> ClosedForm {
+        let at = milestones.clone();
         ClosedForm::new(opt, move |b, e| {
             b * gamma.powi(milestones.iter().filter(|&&m| m <= e).count() as i32)
+        })
+        .chainable(move |lr, _, e| {
+            // A milestone listed twice decays twice (PyTorch's Counter).
+            match at.iter().filter(|&&m| m == e).count() {
+                0 => lr,
+                n => lr * gamma.powf(n as f64),
+            }
         })
     }
 }
@@ -117,6 +166,7 @@ impl ExponentialLR {
     #[allow(clippy::new_ret_no_self)]
     pub fn new(opt: &mut dyn Optimizer, gamma: f64) -> ClosedForm {
         ClosedForm::new(opt, move |b, e| b * gamma.powi(e as i32))
+            .chainable(move |lr, _, e| if e == 0 { lr } else { lr * gamma })
     }
 }
 
@@ -135,8 +185,21 @@ impl CosineAnnealingLR {
     /// Cosine from the initial lr down to `eta_min` over `t_max` epochs (`CosineAnnealingLR`).
     #[allow(clippy::new_ret_no_self)]
     pub fn new(opt: &mut dyn Optimizer, t_max: i64, eta_min: f64) -> ClosedForm {
+        let t = t_max as f64;
         ClosedForm::new(opt, move |b, e| {
-            eta_min + (b - eta_min) * (1.0 + (PI * e as f64 / t_max as f64).cos()) / 2.0
+            eta_min + (b - eta_min) * (1.0 + (PI * e as f64 / t).cos()) / 2.0
+        })
+        .chainable(move |lr, b, e| {
+            if e == 0 {
+                lr
+            } else if (e - 1 - t_max).rem_euclid(2 * t_max) == 0 {
+                // At a trough the ratio below is 0/0: step up by half the span.
+                lr + (b - eta_min) * (1.0 - (PI / t).cos()) / 2.0
+            } else {
+                (1.0 + (PI * e as f64 / t).cos()) / (1.0 + (PI * (e - 1) as f64 / t).cos())
+                    * (lr - eta_min)
+                    + eta_min
+            }
         })
     }
 }
@@ -160,6 +223,16 @@ impl LinearLR {
         ClosedForm::new(opt, move |b, e| {
             let t = e.min(total_iters) as f64 / total_iters as f64;
             b * (start_factor + (end_factor - start_factor) * t)
+        })
+        .chainable(move |lr, _, e| {
+            let span = end_factor - start_factor;
+            if e == 0 {
+                lr * start_factor
+            } else if e > total_iters {
+                lr
+            } else {
+                lr * (1.0 + span / (total_iters as f64 * start_factor + (e - 1) as f64 * span))
+            }
         })
     }
 }
@@ -195,7 +268,10 @@ impl MultiplicativeLR {
         opt: &mut dyn Optimizer,
         lr_lambda: impl Fn(i64) -> f64 + Send + Sync + 'static,
     ) -> ClosedForm {
+        let lr_lambda = std::sync::Arc::new(lr_lambda);
+        let factor = lr_lambda.clone();
         ClosedForm::new(opt, move |b, e| (1..=e).fold(b, |lr, k| lr * lr_lambda(k)))
+            .chainable(move |lr, _, e| if e == 0 { lr } else { lr * factor(e) })
     }
 }
 
@@ -214,6 +290,15 @@ impl ConstantLR {
             opt,
             move |b, e| if e < total_iters { b * factor } else { b },
         )
+        .chainable(move |lr, _, e| {
+            if e == 0 {
+                lr * factor
+            } else if e != total_iters {
+                lr
+            } else {
+                lr * (1.0 / factor)
+            }
+        })
     }
 }
 
@@ -228,83 +313,17 @@ impl PolynomialLR {
             total_iters > 0,
             "PolynomialLR: total_iters must be positive, got {total_iters}"
         );
+        let t = total_iters as f64;
         ClosedForm::new(opt, move |b, e| {
-            b * (1.0 - e.min(total_iters) as f64 / total_iters as f64).powf(power)
+            b * (1.0 - e.min(total_iters) as f64 / t).powf(power)
         })
-    }
-}
-
-/// Runs `schedulers` one after another, switching at `milestones` (each
-/// restarts from its epoch 0), e.g. warmup then cosine.
-pub struct SequentialLR {
-    schedulers: Vec<Box<dyn LrScheduler>>,
-    milestones: Vec<i64>,
-    last_epoch: i64,
-}
-
-impl SequentialLR {
-    /// Runs `schedulers` in turn, switching at each of `milestones` (`SequentialLR`).
-    pub fn new(
-        opt: &mut dyn Optimizer,
-        mut schedulers: Vec<Box<dyn LrScheduler>>,
-        milestones: Vec<i64>,
-    ) -> SequentialLR {
-        assert!(
-            schedulers.len() == milestones.len() + 1,
-            "SequentialLR: expects one more scheduler than milestones, got {} schedulers and {} milestones",
-            schedulers.len(),
-            milestones.len()
-        );
-        // As PyTorch: reset to the initial lrs, then epoch 0 of the first scheduler.
-        for g in opt.param_groups_mut() {
-            g.lr = g.initial_lr;
-        }
-        schedulers[0].set_epoch(opt, 0);
-        SequentialLR {
-            schedulers,
-            milestones,
-            last_epoch: 0,
-        }
-    }
-}
-
-impl LrScheduler for SequentialLR {
-    fn set_epoch(&mut self, opt: &mut dyn Optimizer, epoch: i64) {
-        self.last_epoch = epoch;
-        let idx = self.milestones.iter().filter(|&&m| m <= epoch).count();
-        let s = &mut self.schedulers[idx];
-        if idx > 0 && self.milestones[idx - 1] == epoch {
-            s.set_epoch(opt, 0);
-        } else {
-            s.step(opt);
-        }
-    }
-    fn last_epoch(&self) -> i64 {
-        self.last_epoch
-    }
-    fn get_last_lr(&self) -> Vec<f64> {
-        let idx = self
-            .milestones
-            .iter()
-            .filter(|&&m| m <= self.last_epoch)
-            .count();
-        self.schedulers[idx].get_last_lr()
-    }
-
-    fn load_state_dict(&mut self, opt: &mut dyn Optimizer, state: &[(String, f64)]) {
-        let epoch = state
-            .iter()
-            .find(|(k, _)| k == "last_epoch")
-            .map_or(self.last_epoch, |(_, v)| *v as i64);
-        // The active scheduler's epoch counts from its milestone.
-        let idx = self.milestones.iter().filter(|&&m| m <= epoch).count();
-        let start = if idx == 0 {
-            0
-        } else {
-            self.milestones[idx - 1]
-        };
-        self.last_epoch = epoch;
-        self.schedulers[idx].set_epoch(opt, epoch - start);
+        .chainable(move |lr, _, e| {
+            if e == 0 || e > total_iters {
+                lr
+            } else {
+                lr * ((1.0 - e as f64 / t) / (1.0 - (e - 1) as f64 / t)).powf(power)
+            }
+        })
     }
 }
 

@@ -36,6 +36,7 @@ mod adam_variants;
 mod adaptive;
 mod asgd;
 mod clip;
+mod combined_lr;
 mod cyclic_lr;
 mod fused;
 mod lbfgs;
@@ -53,13 +54,14 @@ pub use adam_variants::{Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamCo
 pub use adaptive::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig};
 pub use asgd::{ASGD, AsgdConfig};
 pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
+pub use combined_lr::{ChainedScheduler, SequentialLR};
 pub use cyclic_lr::{CyclicLR, CyclicLrConfig, CyclicMode};
 pub(crate) use fused::Updates;
 pub use lbfgs::{LBFGS, LbfgsConfig, LineSearch};
 pub use lr_scheduler::{
     ClosedForm, ConstantLR, CosineAnnealingLR, CosineAnnealingWarmRestarts, ExponentialLR,
     LambdaLR, LinearLR, LrScheduler, MultiStepLR, MultiplicativeLR, OneCycleLR, PlateauMode,
-    PolynomialLR, ReduceLROnPlateau, SequentialLR, StepLR,
+    PolynomialLR, ReduceLROnPlateau, StepLR,
 };
 pub use muon::{AdjustLr, Muon, MuonConfig};
 pub use rmsprop::{RMSprop, RMSpropConfig};
