@@ -10,7 +10,6 @@ use tapir::nn::{
     embedding_bag, lp_pool2d,
 };
 use tapir::prelude::*;
-use tapir::{Device, Tensor};
 
 fn ids(v: &[i64]) -> Tensor {
     Tensor::from_vec(v.to_vec(), &[v.len()])
@@ -286,65 +285,5 @@ fn lp_pool_gradients_match_finite_differences_and_zero_windows_get_zero() {
     assert_eq!(
         LPPool1d::new(2.0, 3).to_string(),
         "LPPool1d(norm_type=2, kernel_size=3, stride=None, ceil_mode=False)"
-    );
-}
-
-tapir::model! {
-    /// The rows: bags of a `[bags, n]` grid, embeddings with a max norm,
-    /// and LP pools (ceil_mode at a symbolic width, unbatched input).
-    pub struct BagTable {
-        bag: EmbeddingBag<10, 4, mode = "max", padding_idx = 0>,
-        bag_sum: EmbeddingBag<10, 4, 1.0, 1.5, mode = "sum">,
-        emb: Embedding<10, 3, max_norm = 1.0>,
-        lp: LPPool2d<2, 3, stride = 2, ceil_mode = true>,
-        lp_1d: LPPool1d<1.5, 2>,
-    }
-    fn forward(&self, ids: [B, 5], img: [N, 3, 7, W], seq: [2, 9]) -> (
-        [B, 4], [B, 4], [B, 5, 3], [N, 3, 3, { (W - 2) / 2 + 1 }], [2, 4],
-    ) {
-        (
-            self.bag(ids),
-            self.bag_sum(ids),
-            self.emb(ids),
-            self.lp(img),
-            self.lp_1d(seq),
-        )
-    }
-}
-
-#[test]
-fn model_rows_build_the_runtime_layers_with_their_options() {
-    let t = BagTable::new(&Device::Cpu);
-    let ids = Tensor::from_vec((0..15).map(|i| (i * 7) % 10).collect::<Vec<i64>>(), &[3, 5]);
-    for w in [8, 9] {
-        let img = Tensor::rand(&[2, 3, 7, w]);
-        let out = t.forward(&ids, &img, &Tensor::rand(&[2, 9]));
-        let shapes = [&out.0, &out.1, &out.2, &out.3, &out.4].map(|t| t.shape().to_vec());
-        assert_eq!(
-            shapes,
-            [
-                vec![3, 4],
-                vec![3, 4],
-                vec![3, 5, 3],
-                vec![2, 3, 3, (w - 2) / 2 + 1],
-                vec![2, 4]
-            ]
-        );
-    }
-    assert_eq!(
-        [
-            t.bag.repr(),
-            t.bag_sum.repr(),
-            t.emb.repr(),
-            t.lp.repr(),
-            t.lp_1d.repr()
-        ],
-        [
-            "EmbeddingBag(10, 4, mode='max', padding_idx=0)",
-            "EmbeddingBag(10, 4, max_norm=1.0, norm_type=1.5, mode='sum')",
-            "Embedding(10, 3, max_norm=1.0)",
-            "LPPool2d(norm_type=2, kernel_size=3, stride=2, ceil_mode=True)",
-            "LPPool1d(norm_type=1.5, kernel_size=2, stride=None, ceil_mode=False)",
-        ]
     );
 }

@@ -30,6 +30,7 @@ mod layer_table;
 mod lbfgs;
 mod margin_losses;
 mod model_macro;
+mod model_rows;
 mod nn_goldens;
 mod optim_goldens;
 mod packed;

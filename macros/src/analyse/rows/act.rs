@@ -2,7 +2,8 @@
 
 use super::{Row, RowSpec};
 use crate::analyse::rules::Facts;
-use crate::shape::Shape;
+use crate::codegen::dim_usize;
+use crate::shape::{Dim, Shape, show};
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use std::rc::Rc;
@@ -173,4 +174,84 @@ pub const LEAKY_RELU: RowSpec = RowSpec {
             slope: a.expr("negative_slope")?,
         }))
     },
+};
+
+/// `nn.PReLU(num_parameters=1, init=0.25)`: same shape; one slope per
+/// channel (dim 1, or dim 0 of a 1-D input) unless there is one in all.
+struct Prelu {
+    n: Dim,
+    init: Option<Expr>,
+}
+
+impl Row for Prelu {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        if self.n.as_const() == Some(1) {
+            return Ok(x.clone());
+        }
+        let Some(channels) = x.get(if x.len() >= 2 { 1 } else { 0 }) else {
+            return Err(format!(
+                "{label} with {} slopes expects a channel dim, got a scalar{{from}}",
+                self.n
+            ));
+        };
+        let n = &self.n;
+        facts.equal(channels, n, &|| {
+            format!(
+                "{label} has {n} slopes but input `{}` has {channels} channels{{from}}",
+                show(x)
+            )
+        })?;
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::PReLU)
+    }
+    fn constructor(&self) -> TokenStream {
+        let n = dim_usize(&self.n);
+        let init = match &self.init {
+            Some(e) => quote!((#e) as f64),
+            None => quote!(0.25),
+        };
+        quote!(::tapir::nn::PReLU::new(#n, #init))
+    }
+}
+
+pub const PRELU: RowSpec = RowSpec {
+    name: "PReLU",
+    aliases: &[],
+    params: &["num_parameters", "init"],
+    parse: |a, scope| {
+        Ok(Rc::new(Prelu {
+            n: a.dim("num_parameters", scope, Some(Dim::lit(1)))?,
+            init: a.expr("init")?,
+        }))
+    },
+};
+
+/// `nn.Softmax2d`: a softmax over the channels of `[N, C, H, W]` or `[C, H, W]`.
+struct Softmax2d;
+
+impl Row for Softmax2d {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        if x.len() == 3 || x.len() == 4 {
+            return Ok(x.clone());
+        }
+        Err(format!(
+            "{label} expects input `[N, C, H, W]` or `[C, H, W]`, got `{}`{{from}}",
+            show(x)
+        ))
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::Softmax2d)
+    }
+    fn constructor(&self) -> TokenStream {
+        self.runtime_type()
+    }
+}
+
+pub const SOFTMAX2D: RowSpec = RowSpec {
+    name: "Softmax2d",
+    aliases: &[],
+    params: &[],
+    parse: |_, _| Ok(Rc::new(Softmax2d)),
 };

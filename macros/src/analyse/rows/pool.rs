@@ -353,6 +353,8 @@ struct Pad {
     layer: &'static str,
     spatial: usize,
     padding: Dim,
+    /// `nn.ConstantPad1d/2d`'s fill (None for the other layers).
+    value: Option<Expr>,
 }
 
 impl Row for Pad {
@@ -367,12 +369,19 @@ impl Row for Pad {
         Ok(y)
     }
     fn runtime_type(&self) -> TokenStream {
+        if self.value.is_some() {
+            return quote!(::tapir::nn::ConstantPad);
+        }
         let ty = quote::format_ident!("{}", self.layer);
         quote!(::tapir::nn::#ty)
     }
     fn constructor(&self) -> TokenStream {
-        let ty = self.runtime_type();
         let p = dim_usize(&self.padding);
+        if let Some(v) = &self.value {
+            let sides = 2 * self.spatial;
+            return quote!(::tapir::nn::ConstantPad { padding: vec![#p; #sides], value: (#v) as f64 });
+        }
+        let ty = self.runtime_type();
         quote!(#ty::new(#p))
     }
 }
@@ -388,6 +397,7 @@ macro_rules! padding_rows {
                     layer: $name,
                     spatial: $spatial,
                     padding: a.dim("padding", scope, None)?,
+                    value: None,
                 }))
             },
         };
@@ -403,4 +413,30 @@ padding_rows! {
     REPLICATION_PAD2D, "ReplicationPad2d", 2;
     CIRCULAR_PAD1D, "CircularPad1d", 1;
     CIRCULAR_PAD2D, "CircularPad2d", 2;
+}
+
+/// `nn.ConstantPad1d/2d(padding, value)`: as the other padding rows,
+/// filled with `value`.
+macro_rules! constant_pad_rows {
+    ($($konst:ident, $name:literal, $spatial:literal;)*) => {$(
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["padding", "value"],
+            parse: |a, scope| {
+                let padding = a.dim("padding", scope, None)?;
+                Ok(Rc::new(Pad {
+                    layer: $name,
+                    spatial: $spatial,
+                    padding,
+                    value: Some(a.required("value")?),
+                }))
+            },
+        };
+    )*};
+}
+
+constant_pad_rows! {
+    CONSTANT_PAD1D, "ConstantPad1d", 1;
+    CONSTANT_PAD2D, "ConstantPad2d", 2;
 }
