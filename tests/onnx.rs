@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 use std::path::PathBuf;
+use tapir::nn::BagMode;
 use tapir::onnx::{self, ExportOptions, Exportable};
 use tapir::prelude::*;
 
@@ -355,6 +356,43 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     let (gated_case, m) = case("gated", &gated, |b| vec![Tensor::randn(&[b, 4])], &[3, 6]);
     assert_eq!(count(&m, "Where"), 1, "{:?}", op_types(&m));
 
+    // LP pooling, a channel softmax, constant padding, and bags of ids
+    // (the ids computed from the input, so they vary with it) in each mode.
+    let bags = [BagMode::Sum, BagMode::Mean, BagMode::Max]
+        .map(|mode| tapir::nn::EmbeddingBag::new(10, 3, mode, Some(0)));
+    let bagged = Custom(
+        move |h: &Tensor| {
+            use tapir::nn::{ConstantPad, LPPool2d, Softmax2d};
+            let img = h.repeat(&[1, 6]).reshape(&[-1, 2, 3, 4]);
+            let lp = LPPool2d {
+                stride: Some((1, 2)),
+                ceil_mode: true,
+                ..LPPool2d::new(2.0, 2)
+            }
+            .forward(&img);
+            let soft = Softmax2d.forward(&img);
+            let padded = ConstantPad {
+                padding: vec![1, 0, 0, 2],
+                value: 0.5,
+            }
+            .forward(&img);
+            let ids = (&h.abs() * 4.0)
+                .floor()
+                .clamp(0.0, 9.0)
+                .to_dtype(DType::I64);
+            let mut parts = vec![
+                lp.reshape(&[-1, 8]),
+                soft.reshape(&[-1, 24]),
+                padded.reshape(&[-1, 50]),
+            ];
+            parts.extend(bags.iter().map(|b| b.forward(&ids)));
+            Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (bag_case, m) = case("bags", &bagged, |b| vec![Tensor::randn(&[b, 4])], &[3, 6]);
+    assert_eq!(count(&m, "Gather"), 3, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -375,7 +413,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             decoder_case,
             resize_case,
             pool_case,
-            gated_case
+            gated_case,
+            bag_case
         ])
         .to_string(),
     )
@@ -393,7 +432,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 22, "{text}");
+    assert_eq!(text.matches(" ok").count(), 24, "{text}");
 }
 
 tapir::model! {

@@ -377,17 +377,26 @@ pub fn embedding_bag(input: &Tensor, weight: &Tensor, opts: &BagOptions) -> Tens
     if ids.size(1) == 0 {
         return Tensor::zeros_on(&[ids.size(0), dim], weight.dtype(), weight.device());
     }
-    let mut keep =
-        filled.unwrap_or_else(|| Tensor::ones_on(ids.shape(), DType::Bool, ids.device()));
-    if let Some(p) = opts.padding_idx {
-        keep = keep.logical_and(&ids.ne_scalar(p as f64));
+    let padding = opts.padding_idx.map(|p| ids.ne_scalar(p as f64));
+    let keep = match (filled, padding) {
+        (Some(f), Some(p)) => Some(f.logical_and(&p)),
+        (f, p) => f.or(p),
+    };
+    let rows = weight.embedding(&ids);
+    match keep {
+        Some(keep) => reduce_bags(&rows, &keep.unsqueeze(-1), weights, opts.mode),
+        None => reduce_full_bags(&rows, weights, opts.mode),
     }
-    reduce_bags(
-        &weight.embedding(&ids),
-        &keep.unsqueeze(-1),
-        weights,
-        opts.mode,
-    )
+}
+
+/// Reduces `rows` `[bags, n, dim]` over `n` when every id counts.
+fn reduce_full_bags(rows: &Tensor, weights: Option<Tensor>, mode: BagMode) -> Tensor {
+    match (mode, weights) {
+        (BagMode::Sum, Some(w)) => (rows * &w.unsqueeze(-1)).sum_dim(1, false),
+        (BagMode::Sum, None) => rows.sum_dim(1, false),
+        (BagMode::Mean, _) => rows.mean_dim(1, false),
+        (BagMode::Max, _) => rows.amax_dim(1, false),
+    }
 }
 
 /// Reduces `rows` `[bags, n, dim]` over `n`, counting only `keep` `[bags, n, 1]`.
