@@ -763,6 +763,12 @@ sched_case("chained_poly_multistep_mult",
                                          S.MultiStepLR(o, milestones=[4, 4, 9], gamma=0.5),
                                          S.MultiplicativeLR(o, lambda e: 0.95)]), opt_kind="adamw")
 
+torch.manual_seed(21)
+layer("sdpa_gqa_causal", nn.Identity(), [r(2, 6, 5, 4), r(2, 2, 5, 4), r(2, 2, 5, 3)],
+      extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], is_causal=True, enable_gqa=True))
+layer("sdpa_gqa_mask_unbatched", nn.Identity(), [r(4, 3, 4), r(1, 6, 4), r(1, 6, 4), r(3, 6)],
+      extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], attn_mask=xs[3], enable_gqa=True))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -633,3 +633,16 @@ fn the_margin_and_likelihood_losses_name_their_bad_inputs() {
         "cosine_embedding_loss: inputs of shape [4, 3] need a target of shape [4], got [3]"
     );
 }
+
+#[test]
+fn grouped_query_attention_names_the_head_counts() {
+    let m = panic_message(|| {
+        let q = Tensor::zeros(&[1, 6, 2, 4]);
+        let kv = Tensor::zeros(&[1, 4, 2, 4]);
+        tapir::nn::scaled_dot_product_attention_gqa(&q, &kv, &kv, None, 0.0, false, None);
+    });
+    assert_eq!(
+        m,
+        "scaled_dot_product_attention (enable_gqa): query [1, 6, 2, 4] must have a multiple of the heads (dim -3) of key [1, 4, 2, 4] and value [1, 4, 2, 4], which must agree"
+    );
+}

@@ -143,6 +143,16 @@ fn run_layer(
                 scaled_dot_product_attention(x, &inputs[1], &inputs[2], mask, 0.0, causal, scale);
             (out, loaded(Box::new(Identity), sd, dtype)?)
         }
+        "sdpa_gqa_causal" | "sdpa_gqa_mask_unbatched" => {
+            let (mask, causal) = match name {
+                "sdpa_gqa_causal" => (None, true),
+                _ => (Some(&inputs[3]), false),
+            };
+            let out = scaled_dot_product_attention_gqa(
+                x, &inputs[1], &inputs[2], mask, 0.0, causal, None,
+            );
+            (out, loaded(Box::new(Identity), sd, dtype)?)
+        }
         "transformer_decoder_post" | "transformer_decoder_pre_gelu_masks" => {
             let post = name == "transformer_decoder_post";
             let opts = TransformerDecoderLayerOptions {

@@ -85,7 +85,9 @@ pub use pool::{
 pub use recurrent::{GRU, LSTM, RNN, RnnOptions};
 pub use recurrent_cell::{GRUCell, LSTMCell, RNNCell};
 pub(crate) use sdpa::allowed_backends;
-pub use sdpa::{SdpBackend, scaled_dot_product_attention, sdpa_kernel};
+pub use sdpa::{
+    SdpBackend, scaled_dot_product_attention, scaled_dot_product_attention_gqa, sdpa_kernel,
+};
 pub use transformer::{Activation, TransformerEncoderLayer, TransformerEncoderLayerOptions};
 pub use transformer_decoder::{
     DecoderMasks, TransformerDecoderLayer, TransformerDecoderLayerOptions,

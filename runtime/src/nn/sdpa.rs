@@ -142,6 +142,54 @@ pub fn scaled_dot_product_attention(
     dropout(&scores.softmax(-1), dropout_p, true).matmul(value)
 }
 
+/// [`scaled_dot_product_attention`] with `enable_gqa=True`: grouped-query
+/// attention, `query` `[.., Hq, L, E]` against `key` / `value` with fewer
+/// heads `[.., Hkv, S, ..]` (Hq a multiple of Hkv), each key/value head
+/// shared by `Hq / Hkv` consecutive query heads, as PyTorch repeats them.
+///
+/// ```
+/// use tapir_runtime::{nn::scaled_dot_product_attention_gqa, Tensor};
+/// let q = Tensor::randn(&[2, 8, 5, 16]);
+/// let kv = Tensor::randn(&[2, 2, 7, 16]);
+/// let y = scaled_dot_product_attention_gqa(&q, &kv, &kv, None, 0.0, false, None);
+/// assert_eq!(y.shape(), &[2, 8, 5, 16]);
+/// ```
+#[track_caller]
+pub fn scaled_dot_product_attention_gqa(
+    query: &Tensor,
+    key: &Tensor,
+    value: &Tensor,
+    attn_mask: Option<&Tensor>,
+    dropout_p: f64,
+    is_causal: bool,
+    scale: Option<f64>,
+) -> Tensor {
+    let heads = |t: &Tensor| (t.ndim() >= 3).then(|| t.size(-3));
+    let (hq, hk, hv) = (heads(query), heads(key), heads(value));
+    let groups = match (hq, hk, hv) {
+        (Some(q), Some(k), Some(v)) if k == v && k > 0 && q % k == 0 => q / k,
+        _ => panic!(
+            "scaled_dot_product_attention (enable_gqa): query {:?} must have a multiple of the heads (dim -3) of key {:?} and value {:?}, which must agree",
+            query.shape(),
+            key.shape(),
+            value.shape()
+        ),
+    };
+    let shared = |t: &Tensor| match groups {
+        1 => t.clone(),
+        g => t.repeat_interleave(g, Some(-3)),
+    };
+    scaled_dot_product_attention(
+        query,
+        &shared(key),
+        &shared(value),
+        attn_mask,
+        dropout_p,
+        is_causal,
+        scale,
+    )
+}
+
 /// The fused op, or `None` when the inputs or the device do not suit it:
 /// mixed dtypes or devices, leading dims that differ (broadcast), an empty
 /// dim, or a device without the kernel.
