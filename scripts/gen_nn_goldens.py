@@ -769,6 +769,10 @@ layer("sdpa_gqa_causal", nn.Identity(), [r(2, 6, 5, 4), r(2, 2, 5, 4), r(2, 2, 5
 layer("sdpa_gqa_mask_unbatched", nn.Identity(), [r(4, 3, 4), r(1, 6, 4), r(1, 6, 4), r(3, 6)],
       extra=lambda m, xs: F.scaled_dot_product_attention(xs[0], xs[1], xs[2], attn_mask=xs[3], enable_gqa=True))
 
+torch.manual_seed(22)
+layer("unfold_module_unbatched", nn.Unfold((2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), [r(3, 5, 6)])
+layer("fold_module", nn.Fold((5, 6), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)), [r(2, 12, 15)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

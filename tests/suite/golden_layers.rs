@@ -260,6 +260,25 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
             ceil_mode: true,
             ..LPPool1d::new(2.0, 3)
         }),
+        "unfold_module_unbatched" => Box::new(Unfold {
+            kernel: (2, 3),
+            opts: Conv2dOptions {
+                dilation: (1, 2),
+                padding: (1, 1),
+                stride: (2, 1),
+                groups: 1,
+            },
+        }),
+        "fold_module" => Box::new(Fold {
+            output_size: (5, 6),
+            kernel: (2, 3),
+            opts: Conv2dOptions {
+                dilation: (2, 1),
+                padding: (1, 1),
+                stride: (1, 2),
+                groups: 1,
+            },
+        }),
         other => panic!("no layer {other}"),
     }
 }

@@ -89,3 +89,57 @@ fn orthogonal_gives_orthonormal_rows_or_columns() {
     assert_eq!(init::calculate_gain("tanh", None), 5.0 / 3.0);
     assert!((init::calculate_gain("leaky_relu", Some(0.2)) - (2.0f64 / 1.04).sqrt()).abs() < 1e-12);
 }
+
+#[test]
+fn eye_dirac_and_sparse_follow_pytorch() {
+    // The nonzero positions torch.nn.init.dirac_ gives a [6, 2, 3, 3]
+    // weight in 2 groups, and eye_ of a [3, 4] one.
+    let w = Tensor::ones(&[6, 2, 3, 3]);
+    init::dirac_(&w, 2);
+    let ones: Vec<usize> = w
+        .to_vec::<f32>()
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| **v != 0.0)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(ones, [4, 31, 58, 85]);
+    let e = Tensor::ones(&[3, 4]);
+    init::eye_(&e);
+    assert_eq!(
+        e.to_vec::<f32>(),
+        [1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]
+    );
+    // A Dirac-initialised convolution (same channels, padded) is the identity.
+    let conv = Conv2d::new(
+        3,
+        3,
+        (3, 3),
+        Conv2dOptions {
+            padding: (1, 1),
+            ..Default::default()
+        },
+        false,
+    );
+    init::dirac_(&conv.weight, 1);
+    let x = Tensor::randn(&[2, 3, 5, 6]);
+    use tapir::nn::Forward;
+    assert!(conv.forward(&x).allclose(&x, 0.0, 1e-6));
+    // sparse_: ceil(0.25 * 40) = 10 zeros per column, N(0, 0.05²) elsewhere.
+    manual_seed(3);
+    let s = Tensor::zeros(&[40, 50]);
+    init::sparse_(&s, 0.25, 0.05);
+    let zeros = s.eq_scalar(0.0).to_dtype(DType::F32).sum_dims(&[0], false);
+    assert_eq!(zeros.to_vec::<f32>(), vec![10.0; 50]);
+    let kept: Vec<f64> = s
+        .to_vec::<f32>()
+        .iter()
+        .filter(|v| **v != 0.0)
+        .map(|&v| v as f64)
+        .collect();
+    let std = (kept.iter().map(|v| v * v).sum::<f64>() / kept.len() as f64).sqrt();
+    assert!((std - 0.05).abs() < 0.003, "std {std}");
+    // Different columns zero different rows.
+    let col = |c: isize| s.select(1, c).eq_scalar(0.0).to_vec::<bool>();
+    assert!((1..50).any(|c| col(c) != col(0)));
+}

@@ -111,10 +111,7 @@ pub fn trunc_normal_(t: &Tensor, mean: f64, std: f64, a: f64, b: f64) {
             }
         }
     }
-    let src = Tensor::from_vec(out, t.shape())
-        .to(t.device())
-        .expect("the tensor's device is in use");
-    no_grad(|| t.copy_(&src));
+    fill_from(t, out);
 }
 
 /// A (semi-)orthogonal matrix from the QR decomposition of a normal draw,
@@ -154,8 +151,100 @@ pub fn orthogonal_(t: &Tensor, gain: f64) {
             out[r * cols + c] = gain * if rows < cols { q[r][c] } else { q[c][r] };
         }
     }
-    let src = Tensor::from_vec(out, t.shape())
+    fill_from(t, out);
+}
+
+/// Writes `values` (row-major, `t`'s shape) into `t`, outside autograd.
+fn fill_from(t: &Tensor, values: Vec<f64>) {
+    let src = Tensor::from_vec(values, t.shape())
         .to(t.device())
         .expect("the tensor's device is in use");
     no_grad(|| t.copy_(&src));
+}
+
+/// The identity matrix in a 2-D tensor, ones on the main diagonal of a
+/// rectangular one (`nn.init.eye_`).
+///
+/// ```
+/// use tapir_runtime::{nn::init, Tensor};
+/// let w = Tensor::zeros(&[2, 3]);
+/// init::eye_(&w);
+/// assert_eq!(w.to_vec::<f32>(), [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
+/// ```
+pub fn eye_(t: &Tensor) {
+    assert!(
+        t.ndim() == 2,
+        "eye_: only 2-D tensors are supported, got shape {:?}",
+        t.shape()
+    );
+    let cols = t.shape()[1];
+    fill_from(
+        t,
+        (0..t.numel())
+            .map(|i| f64::from(u8::from(i / cols == i % cols)))
+            .collect(),
+    );
+}
+
+/// The Dirac delta in a `[out, in, *spatial]` convolution weight, so the
+/// convolution keeps its input (`nn.init.dirac_`): with `groups`, each
+/// group's first `min(out / groups, in)` output channels pass the input
+/// channel of their index at the kernel's centre.
+///
+/// ```
+/// use tapir_runtime::{nn::init, Tensor};
+/// let w = Tensor::ones(&[2, 2, 3]);
+/// init::dirac_(&w, 1);
+/// assert_eq!(w.to_vec::<f32>(), [0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
+/// ```
+pub fn dirac_(t: &Tensor, groups: usize) {
+    let s = t.shape();
+    assert!(
+        (3..=5).contains(&t.ndim()) && groups > 0 && s[0].is_multiple_of(groups),
+        "dirac_: expects a 3-, 4- or 5-D weight whose dim 0 divides into {groups} groups, got shape {s:?}"
+    );
+    let per_group = s[0] / groups;
+    let kernel: usize = s[2..].iter().product();
+    // The centre tap's offset inside one [*spatial] kernel.
+    let centre = s[2..].iter().fold(0, |at, &k| at * k + k / 2);
+    let mut out = vec![0.0; t.numel()];
+    for g in 0..groups {
+        for d in 0..per_group.min(s[1]) {
+            out[((g * per_group + d) * s[1] + d) * kernel + centre] = 1.0;
+        }
+    }
+    fill_from(t, out);
+}
+
+/// A sparse 2-D matrix (`nn.init.sparse_`): N(0, std²) values, with
+/// `ceil(sparsity * rows)` entries of every column, chosen at random,
+/// set to zero.
+///
+/// ```
+/// use tapir_runtime::{nn::init, Tensor};
+/// let w = Tensor::zeros(&[10, 4]);
+/// init::sparse_(&w, 0.3, 0.01);
+/// let zeros = w.eq_scalar(0.0).to_dtype(tapir_runtime::DType::F32).sum_dims(&[0], false);
+/// assert_eq!(zeros.to_vec::<f32>(), [3.0; 4]);
+/// ```
+pub fn sparse_(t: &Tensor, sparsity: f64, std: f64) {
+    assert!(
+        t.ndim() == 2 && (0.0..=1.0).contains(&sparsity),
+        "sparse_: expects a 2-D tensor and a sparsity in [0, 1], got shape {:?} and {sparsity}",
+        t.shape()
+    );
+    let (rows, cols) = (t.shape()[0], t.shape()[1]);
+    let zeros = (sparsity * rows as f64).ceil() as usize;
+    let g = default_generator();
+    let mut out: Vec<f64> = g.normal(rows * cols).into_iter().map(|z| z * std).collect();
+    let keys = g.uniform(rows * cols);
+    for c in 0..cols {
+        // A random permutation of the rows: sort by a uniform key each.
+        let mut order: Vec<usize> = (0..rows).collect();
+        order.sort_by(|&a, &b| keys[a * cols + c].total_cmp(&keys[b * cols + c]));
+        for &r in &order[..zeros] {
+            out[r * cols + c] = 0.0;
+        }
+    }
+    fill_from(t, out);
 }

@@ -8,6 +8,7 @@ mod container;
 mod conv;
 mod ctc;
 mod embedding;
+mod fold;
 mod functional;
 mod group_norm;
 pub mod init;
@@ -42,6 +43,7 @@ pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
 pub use ctc::{CtcOptions, ctc_loss};
 pub use embedding::{BagMode, BagOptions, Embedding, EmbeddingBag, embedding_bag};
+pub use fold::{Fold, Unfold};
 pub use functional::{
     CosineSimilarity, PairwiseDistance, cosine_similarity, normalize, one_hot, pairwise_distance,
 };

@@ -639,7 +639,7 @@ fn norm_type_repr(p: f64) -> String {
 }
 
 /// A square pair as one number, as PyTorch prints an int argument.
-fn pair_repr((a, b): (usize, usize)) -> String {
+pub(super) fn pair_repr((a, b): (usize, usize)) -> String {
     if a == b {
         a.to_string()
     } else {
