@@ -773,6 +773,31 @@ torch.manual_seed(22)
 layer("unfold_module_unbatched", nn.Unfold((2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), [r(3, 5, 6)])
 layer("fold_module", nn.Fold((5, 6), (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)), [r(2, 12, 15)])
 
+torch.manual_seed(23)
+
+
+def sampled(mode, pad, align):
+    return lambda m, xs: F.grid_sample(xs[0], xs[1], mode=mode, padding_mode=pad, align_corners=align)
+
+
+def points(*shape, reach=1.2):
+    return torch.rand(*shape) * 2 * reach - reach
+
+
+layer("grid_sample_bilinear_zeros", nn.Identity(), [r(2, 3, 4, 5), points(2, 3, 4, 2)],
+      extra=sampled("bilinear", "zeros", False))
+layer("grid_sample_bilinear_border_align", nn.Identity(), [r(2, 3, 4, 5), points(2, 3, 4, 2)],
+      extra=sampled("bilinear", "border", True))
+layer("grid_sample_bilinear_reflection", nn.Identity(), [r(1, 2, 5, 4), points(1, 4, 6, 2, reach=2.6)],
+      extra=sampled("bilinear", "reflection", False))
+layer("grid_sample_nearest_reflection_align", nn.Identity(), [r(1, 2, 5, 4), points(1, 4, 6, 2, reach=2.6)],
+      extra=sampled("nearest", "reflection", True))
+layer("affine_grid_then_sample", nn.Identity(), [r(2, 3, 4, 5), r(2, 2, 3) * 0.3 + torch.tensor([[1.0, 0, 0], [0, 1, 0]])],
+      extra=lambda m, xs: F.grid_sample(xs[0], F.affine_grid(xs[1], [2, 3, 5, 4], align_corners=False),
+                                        align_corners=False))
+layer("affine_grid_align_width1", nn.Identity(), [r(2, 2, 3)],
+      extra=lambda m, xs: F.affine_grid(xs[0], [2, 1, 3, 1], align_corners=True))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

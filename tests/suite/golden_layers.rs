@@ -1,7 +1,7 @@
 //! The layers `nn_goldens` builds to replay `scripts/gen_nn_goldens.py`:
 //! one-forward layers by name, and the cases that run a module more than
 //! once (running statistics, `update_bn`) or with more than one input
-//! (`EmbeddingBag` with offsets, packed sequences, unpooling).
+//! (`EmbeddingBag` with offsets, packed sequences, unpooling, sampling).
 
 use super::nn_goldens::{flat, loaded};
 use crate::common::dev;
@@ -10,7 +10,7 @@ use tapir::optim::swa_utils::update_bn;
 use tapir::prelude::*;
 
 /// The cases [`run_stateful`] replays.
-pub(super) const STATEFUL: [&str; 18] = [
+pub(super) const STATEFUL: [&str; 24] = [
     "batchnorm2d_cumulative",
     "instancenorm1d_running",
     "update_bn",
@@ -29,6 +29,12 @@ pub(super) const STATEFUL: [&str; 18] = [
     "maxunpool2d_overlapping",
     "maxunpool1d_ceil",
     "maxpool2d_ceil_indices",
+    "grid_sample_bilinear_zeros",
+    "grid_sample_bilinear_border_align",
+    "grid_sample_bilinear_reflection",
+    "grid_sample_nearest_reflection_align",
+    "affine_grid_then_sample",
+    "affine_grid_align_width1",
 ];
 
 /// A one-forward layer as the script built it.
@@ -456,6 +462,32 @@ pub(super) fn run_stateful(
                 loaded(Box::new(pool), sd, dtype)?,
             )
         }
+        "grid_sample_bilinear_zeros"
+        | "grid_sample_bilinear_border_align"
+        | "grid_sample_bilinear_reflection"
+        | "grid_sample_nearest_reflection_align" => {
+            let (mode, pad, align) = match name {
+                "grid_sample_bilinear_zeros" => (GridMode::Bilinear, GridPadding::Zeros, false),
+                "grid_sample_bilinear_border_align" => {
+                    (GridMode::Bilinear, GridPadding::Border, true)
+                }
+                "grid_sample_bilinear_reflection" => {
+                    (GridMode::Bilinear, GridPadding::Reflection, false)
+                }
+                _ => (GridMode::Nearest, GridPadding::Reflection, true),
+            };
+            let out = grid_sample(x, &inputs[1], mode, pad, align);
+            (out, loaded(Box::new(Identity), sd, dtype)?)
+        }
+        "affine_grid_then_sample" => {
+            let grid = affine_grid(&inputs[1], [2, 3, 5, 4], false);
+            let out = grid_sample(x, &grid, GridMode::Bilinear, GridPadding::Zeros, false);
+            (out, loaded(Box::new(Identity), sd, dtype)?)
+        }
+        "affine_grid_align_width1" => (
+            affine_grid(x, [2, 1, 3, 1], true),
+            loaded(Box::new(Identity), sd, dtype)?,
+        ),
         other => panic!("no stateful layer {other}"),
     })
 }

@@ -210,3 +210,37 @@ fn unpooling_checks_its_output_size_and_indices() {
         &[1, 1, 5, 4]
     );
 }
+
+#[test]
+fn grid_sample_gradients_match_finite_differences() {
+    use tapir::nn::{GridMode, GridPadding, affine_grid, grid_sample};
+    let img = rnd(&[1, 2, 4, 5], 7).requires_grad_(true);
+    let theta = (&rnd(&[1, 2, 3], 8) * 0.3
+        + &Tensor::from_vec(vec![1.0f64, 0.0, 0.1, 0.0, 1.0, -0.2], &[1, 2, 3]))
+        .requires_grad_(true);
+    for pad in [
+        GridPadding::Zeros,
+        GridPadding::Border,
+        GridPadding::Reflection,
+    ] {
+        let f = |t: &[Tensor]| {
+            let grid = affine_grid(&t[1], [1, 2, 3, 6], false);
+            mixed(&grid_sample(&t[0], &grid, GridMode::Bilinear, pad, false))
+        };
+        gradcheck(f, &[img.clone(), theta.clone()], 1e-6, 1e-6, 1e-5)
+            .unwrap_or_else(|e| panic!("{pad:?}: {e}"));
+    }
+    let m = crate::common::panic_message(|| {
+        grid_sample(
+            &Tensor::zeros(&[1, 2, 4, 5]),
+            &Tensor::zeros(&[1, 3, 3]),
+            GridMode::Nearest,
+            GridPadding::Zeros,
+            false,
+        );
+    });
+    assert_eq!(
+        m,
+        "grid_sample: expects input [N, C, H, W] and grid [N, Ho, Wo, 2] of one floating dtype, got float32 [1, 2, 4, 5] and float32 [1, 3, 3]"
+    );
+}

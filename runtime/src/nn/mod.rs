@@ -10,6 +10,7 @@ mod ctc;
 mod embedding;
 mod fold;
 mod functional;
+mod grid_sample;
 mod group_norm;
 pub mod init;
 mod interpolate;
@@ -47,6 +48,7 @@ pub use fold::{Fold, Unfold};
 pub use functional::{
     CosineSimilarity, PairwiseDistance, cosine_similarity, normalize, one_hot, pairwise_distance,
 };
+pub use grid_sample::{GridMode, GridPadding, affine_grid, grid_sample};
 pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
 pub(crate) use layers::dropout as functional_dropout;
