@@ -100,13 +100,7 @@ fn pieces_backward(c: &mut Criterion) {
             gates.set_grad(None);
         })
     });
-    let opts = RnnOptions {
-        num_layers: 1,
-        bias: true,
-        batch_first: false,
-        dropout: 0.0,
-        bidirectional: false,
-    };
+    let opts = RnnOptions::default();
     let gru = GRU::new(64, 128, opts);
     let seq = Tensor::randn(&[100, 32, 64]);
     g.bench_function("gru_64x128_seq100_b32", |bench| {

@@ -798,6 +798,12 @@ layer("affine_grid_then_sample", nn.Identity(), [r(2, 3, 4, 5), r(2, 2, 3) * 0.3
 layer("affine_grid_align_width1", nn.Identity(), [r(2, 2, 3)],
       extra=lambda m, xs: F.affine_grid(xs[0], [2, 1, 3, 1], align_corners=True))
 
+torch.manual_seed(24)
+layer("lstm_proj_2l_bi", nn.LSTM(3, 5, proj_size=2, num_layers=2, bidirectional=True),
+      [r(4, 2, 3), r(4, 2, 2), r(4, 2, 5)], extra=lambda m, xs: flat(m(xs[0], (xs[1], xs[2]))[0], *m(xs[0], (xs[1], xs[2]))[1]))
+layer("lstm_proj_packed_batch_first", nn.LSTM(3, 4, proj_size=3, batch_first=True), [r(3, 5, 3)],
+      extra=lambda m, xs: packed_run(m, xs, [5, 2, 4], False, batch_first=True))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -646,3 +646,42 @@ fn grouped_query_attention_names_the_head_counts() {
         "scaled_dot_product_attention (enable_gqa): query [1, 6, 2, 4] must have a multiple of the heads (dim -3) of key [1, 4, 2, 4] and value [1, 4, 2, 4], which must agree"
     );
 }
+
+#[test]
+fn projections_are_lstm_only_and_narrower_than_the_hidden_state() {
+    use tapir::nn::{GRU, LSTM, Module, RnnOptions};
+    let proj = |p| RnnOptions {
+        proj_size: p,
+        ..Default::default()
+    };
+    let m = panic_message(|| {
+        GRU::new(4, 6, proj(3));
+    });
+    assert_eq!(m, "GRU: proj_size is only supported for LSTM, got 3");
+    let m = panic_message(|| {
+        LSTM::new(4, 6, proj(6));
+    });
+    assert_eq!(
+        m,
+        "LSTM: proj_size (6) must be smaller than hidden_size (6)"
+    );
+    let lstm = LSTM::new(
+        4,
+        6,
+        RnnOptions {
+            num_layers: 2,
+            bidirectional: true,
+            ..proj(3)
+        },
+    );
+    assert_eq!(
+        lstm.repr(),
+        "LSTM(4, 6, proj_size=3, num_layers=2, bidirectional=True)"
+    );
+    let m = panic_message(|| {
+        let h0 = Tensor::zeros(&[4, 2, 6]);
+        let c0 = Tensor::zeros(&[4, 2, 6]);
+        lstm.forward(&Tensor::zeros(&[5, 2, 4]), Some((&h0, &c0)));
+    });
+    assert_eq!(m, "LSTM: expected h0 of shape [4, 2, 3], got [4, 2, 6]");
+}

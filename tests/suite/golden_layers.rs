@@ -10,7 +10,7 @@ use tapir::optim::swa_utils::update_bn;
 use tapir::prelude::*;
 
 /// The cases [`run_stateful`] replays.
-pub(super) const STATEFUL: [&str; 24] = [
+pub(super) const STATEFUL: [&str; 26] = [
     "batchnorm2d_cumulative",
     "instancenorm1d_running",
     "update_bn",
@@ -35,6 +35,8 @@ pub(super) const STATEFUL: [&str; 24] = [
     "grid_sample_nearest_reflection_align",
     "affine_grid_then_sample",
     "affine_grid_align_width1",
+    "lstm_proj_2l_bi",
+    "lstm_proj_packed_batch_first",
 ];
 
 /// A one-forward layer as the script built it.
@@ -488,6 +490,29 @@ pub(super) fn run_stateful(
             affine_grid(x, [2, 1, 3, 1], true),
             loaded(Box::new(Identity), sd, dtype)?,
         ),
+        "lstm_proj_2l_bi" => {
+            let opts = RnnOptions {
+                num_layers: 2,
+                bidirectional: true,
+                proj_size: 2,
+                ..Default::default()
+            };
+            let m = loaded(Box::new(LSTM::new(3, 5, opts)), sd, dtype)?;
+            let (out, (h, c)) = m.forward(x, Some((&inputs[1], &inputs[2])));
+            (flat(&[&out, &h, &c]), m)
+        }
+        "lstm_proj_packed_batch_first" => {
+            let opts = RnnOptions {
+                batch_first: true,
+                proj_size: 3,
+                ..Default::default()
+            };
+            let m = loaded(Box::new(LSTM::new(3, 4, opts)), sd, dtype)?;
+            let packed = pack_padded_sequence(x, &[5, 2, 4], true, false);
+            let (out, (h, c)) = m.forward_packed(&packed, None);
+            let (padded, _) = pad_packed_sequence(&out, true, 0.0, None);
+            (flat(&[&padded, &h, &c]), m)
+        }
         other => panic!("no stateful layer {other}"),
     })
 }

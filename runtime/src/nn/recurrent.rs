@@ -30,6 +30,9 @@ pub struct RnnOptions {
     pub dropout: f64,
     /// A second pass over the sequence in reverse, concatenated.
     pub bidirectional: bool,
+    /// LSTM only: project each step's hidden state to this width with a
+    /// `weight_hr` (0: no projection), below `hidden_size`.
+    pub proj_size: usize,
 }
 
 impl Default for RnnOptions {
@@ -40,6 +43,7 @@ impl Default for RnnOptions {
             batch_first: false,
             dropout: 0.0,
             bidirectional: false,
+            proj_size: 0,
         }
     }
 }
@@ -72,12 +76,20 @@ pub(super) struct Cell {
     pub(super) weight_hh: Tensor,
     pub(super) bias_ih: Option<Tensor>,
     pub(super) bias_hh: Option<Tensor>,
+    /// An LSTM's projection `[proj, hidden]` of each step's hidden state.
+    pub(super) weight_hr: Option<Tensor>,
 }
 
 impl Cell {
     /// PyTorch's reset_parameters: every tensor U(-1/√H, 1/√H). `suffix`
     /// names it in a stack (`l0`, `l1_reverse`); a lone cell has none.
-    pub(super) fn new(kind: Kind, width: usize, hidden: usize, bias: bool, suffix: String) -> Cell {
+    /// `proj` (0: none) is an LSTM's projected hidden width.
+    pub(super) fn new(
+        kind: Kind,
+        (width, hidden, proj): (usize, usize, usize),
+        bias: bool,
+        suffix: String,
+    ) -> Cell {
         let bound = 1.0 / (hidden as f64).sqrt();
         let param = |shape: &[usize]| {
             let t = Tensor::zeros(shape);
@@ -88,9 +100,10 @@ impl Cell {
         Cell {
             suffix,
             weight_ih: param(&[rows, width]),
-            weight_hh: param(&[rows, hidden]),
+            weight_hh: param(&[rows, if proj > 0 { proj } else { hidden }]),
             bias_ih: bias.then(|| param(&[rows])),
             bias_hh: bias.then(|| param(&[rows])),
+            weight_hr: (proj > 0).then(|| param(&[proj, hidden])),
         }
     }
 
@@ -116,6 +129,9 @@ impl Cell {
             f(&self.name("bias_ih"), bi, TensorKind::Parameter);
             f(&self.name("bias_hh"), bh, TensorKind::Parameter);
         }
+        if let Some(w) = &self.weight_hr {
+            f(&self.name("weight_hr"), w, TensorKind::Parameter);
+        }
     }
 
     pub(super) fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
@@ -126,12 +142,20 @@ impl Cell {
             f(&names[2], bi, TensorKind::Parameter);
             f(&names[3], bh, TensorKind::Parameter);
         }
+        let hr = self.name("weight_hr");
+        if let Some(w) = &mut self.weight_hr {
+            f(&hr, w, TensorKind::Parameter);
+        }
     }
 
     /// One step from the input half of the gates, `gi` (`W_ih x + b_ih`).
     pub(super) fn step(&self, kind: Kind, gi: &Tensor, carry: Carry) -> Carry {
         let gh = linear(&carry.0, &self.weight_hh, self.bias_hh.as_ref());
-        gate_step(kind, gi, &gh, carry)
+        let (h, c) = gate_step(kind, gi, &gh, carry);
+        match &self.weight_hr {
+            Some(w) => (linear(&h, w, None), c),
+            None => (h, c),
+        }
     }
 }
 
@@ -193,18 +217,25 @@ impl Stack {
             "{name}: dropout should be a number in range [0, 1], got {}",
             opts.dropout
         );
+        let proj = opts.proj_size;
+        assert!(
+            proj == 0 || kind == Kind::Lstm,
+            "{name}: proj_size is only supported for LSTM, got {proj}"
+        );
+        assert!(
+            proj < hidden_size,
+            "{name}: proj_size ({proj}) must be smaller than hidden_size ({hidden_size})"
+        );
+        let out = if proj > 0 { proj } else { hidden_size };
         let dirs = if opts.bidirectional { 2 } else { 1 };
         let mut cells = vec![];
         for layer in 0..opts.num_layers {
-            let width = if layer == 0 {
-                input_size
-            } else {
-                hidden_size * dirs
-            };
+            let width = if layer == 0 { input_size } else { out * dirs };
             for dir in 0..dirs {
                 let rev = if dir == 1 { "_reverse" } else { "" };
                 let suffix = format!("l{layer}{rev}");
-                cells.push(Cell::new(kind, width, hidden_size, opts.bias, suffix));
+                let sizes = (width, hidden_size, proj);
+                cells.push(Cell::new(kind, sizes, opts.bias, suffix));
             }
         }
         Stack {
@@ -220,6 +251,14 @@ impl Stack {
 
     fn dirs(&self) -> usize {
         if self.opts.bidirectional { 2 } else { 1 }
+    }
+
+    /// The width of each step's hidden state: the projection's, if any.
+    fn out_size(&self) -> usize {
+        match self.opts.proj_size {
+            0 => self.hidden_size,
+            p => p,
+        }
     }
 
     /// Checks `x` and returns it as `[L, N, H_in]` with whether it was batched.
@@ -247,7 +286,13 @@ impl Stack {
     /// H]` unbatched) and returns it batched.
     #[track_caller]
     fn initial(&self, what: &str, t: Option<&Tensor>, n: usize, batched: bool) -> Option<Tensor> {
-        let (name, h) = (self.name, self.hidden_size);
+        // The cell state keeps the hidden width; h may be projected.
+        let h = if what == "c0" {
+            self.hidden_size
+        } else {
+            self.out_size()
+        };
+        let name = self.name;
         let ld = self.opts.num_layers * self.dirs();
         let t = t?;
         let want: Vec<usize> = if batched { vec![ld, n, h] } else { vec![ld, h] };
@@ -310,9 +355,9 @@ impl Stack {
         // Zeros shaped from the gates, so an exported graph keeps the batch
         // size dynamic.
         let mut carry = start.unwrap_or_else(|| {
-            let zeros = Tensor::zeros_like(&gi[0].narrow(-1, 0, self.hidden_size));
-            let c = (self.kind == Kind::Lstm).then(|| zeros.clone());
-            (zeros, c)
+            let zeros = |width| Tensor::zeros_like(&gi[0].narrow(-1, 0, width));
+            let c = (self.kind == Kind::Lstm).then(|| zeros(self.hidden_size));
+            (zeros(self.out_size()), c)
         });
         let len = x.size(0);
         let mut outs = vec![None; len];
@@ -349,6 +394,9 @@ impl Stack {
     fn repr(&self) -> String {
         let o = &self.opts;
         let mut s = format!("{}({}, {}", self.name, self.input_size, self.hidden_size);
+        if o.proj_size != 0 {
+            s.push_str(&format!(", proj_size={}", o.proj_size));
+        }
         if o.num_layers != 1 {
             s.push_str(&format!(", num_layers={}", o.num_layers));
         }

@@ -33,7 +33,7 @@ impl OneStep {
             kind,
             input_size,
             hidden_size,
-            cell: Cell::new(kind, input_size, hidden_size, bias, String::new()),
+            cell: Cell::new(kind, (input_size, hidden_size, 0), bias, String::new()),
         }
     }
 

@@ -107,7 +107,7 @@ impl Row for Recurrent {
         let bias = or_default(&self.bias, quote!(true));
         let dropout = or_default(&self.dropout, quote!(0.0));
         let (bf, bi) = (self.batch_first, self.bidirectional);
-        quote!(#ty::new(#i, #h, ::tapir::nn::RnnOptions { num_layers: #layers, bias: #bias, batch_first: #bf, dropout: #dropout, bidirectional: #bi }) #relu)
+        quote!(#ty::new(#i, #h, ::tapir::nn::RnnOptions { num_layers: #layers, bias: #bias, batch_first: #bf, dropout: #dropout, bidirectional: #bi, proj_size: 0 }) #relu)
     }
     fn uninferred(&self) -> Option<&'static str> {
         self.inp.get().is_none().then_some("input_size")
