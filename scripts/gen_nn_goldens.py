@@ -804,6 +804,14 @@ layer("lstm_proj_2l_bi", nn.LSTM(3, 5, proj_size=2, num_layers=2, bidirectional=
 layer("lstm_proj_packed_batch_first", nn.LSTM(3, 4, proj_size=3, batch_first=True), [r(3, 5, 3)],
       extra=lambda m, xs: packed_run(m, xs, [5, 2, 4], False, batch_first=True))
 
+torch.manual_seed(25)
+layer("embedding_scale_grad_by_freq_pad", nn.Embedding(6, 3, padding_idx=1, scale_grad_by_freq=True),
+      [ids([[0, 2, 2, 1], [5, 2, 0, 1]])])
+layer("embeddingbag_sum_scale_grad_by_freq_2d", nn.EmbeddingBag(7, 3, mode="sum", scale_grad_by_freq=True),
+      [ids([[1, 1, 4], [4, 1, 0]])])
+layer("embeddingbag_mean_scale_grad_by_freq_offsets", nn.EmbeddingBag(7, 3, scale_grad_by_freq=True),
+      [ids([3, 3, 1, 6, 3, 0]), ids([0, 2, 5])])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -287,3 +287,22 @@ fn lp_pool_gradients_match_finite_differences_and_zero_windows_get_zero() {
         "LPPool1d(norm_type=2, kernel_size=3, stride=None, ceil_mode=False)"
     );
 }
+
+#[test]
+fn max_bags_refuse_frequency_scaling() {
+    let m = panic_message(|| {
+        EmbeddingBag::new(5, 2, BagMode::Max, None)
+            .scale_grad_by_freq(true)
+            .forward(&Tensor::from_vec(vec![1i64, 1, 2], &[1, 3]));
+    });
+    assert_eq!(
+        m,
+        "embedding_bag: mode 'max' does not support scale_grad_by_freq"
+    );
+    assert_eq!(
+        EmbeddingBag::new(5, 2, BagMode::Mean, None)
+            .scale_grad_by_freq(true)
+            .to_string(),
+        "EmbeddingBag(5, 2, scale_grad_by_freq=True, mode='mean')"
+    );
+}

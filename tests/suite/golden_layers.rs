@@ -10,7 +10,7 @@ use tapir::optim::swa_utils::update_bn;
 use tapir::prelude::*;
 
 /// The cases [`run_stateful`] replays.
-pub(super) const STATEFUL: [&str; 26] = [
+pub(super) const STATEFUL: [&str; 27] = [
     "batchnorm2d_cumulative",
     "instancenorm1d_running",
     "update_bn",
@@ -37,6 +37,7 @@ pub(super) const STATEFUL: [&str; 26] = [
     "affine_grid_align_width1",
     "lstm_proj_2l_bi",
     "lstm_proj_packed_batch_first",
+    "embeddingbag_mean_scale_grad_by_freq_offsets",
 ];
 
 /// A one-forward layer as the script built it.
@@ -287,6 +288,12 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
                 groups: 1,
             },
         }),
+        "embedding_scale_grad_by_freq_pad" => {
+            Box::new(Embedding::new(6, 3, Some(1)).scale_grad_by_freq(true))
+        }
+        "embeddingbag_sum_scale_grad_by_freq_2d" => {
+            Box::new(EmbeddingBag::new(7, 3, BagMode::Sum, None).scale_grad_by_freq(true))
+        }
         other => panic!("no layer {other}"),
     }
 }
@@ -512,6 +519,11 @@ pub(super) fn run_stateful(
             let (out, (h, c)) = m.forward_packed(&packed, None);
             let (padded, _) = pad_packed_sequence(&out, true, 0.0, None);
             (flat(&[&padded, &h, &c]), m)
+        }
+        "embeddingbag_mean_scale_grad_by_freq_offsets" => {
+            let bag = EmbeddingBag::new(7, 3, BagMode::Mean, None).scale_grad_by_freq(true);
+            let m = loaded(Box::new(bag), sd, dtype)?;
+            (m.forward_bags(x, Some(&inputs[1]), None), m)
         }
         other => panic!("no stateful layer {other}"),
     })

@@ -37,6 +37,8 @@ pub struct Embedding {
     pub max_norm: Option<f64>,
     /// The p of the `max_norm` norm (2).
     pub norm_type: f64,
+    /// Each row's gradient divided by how often its id occurs in the batch.
+    pub scale_grad_by_freq: bool,
 }
 
 impl Embedding {
@@ -75,6 +77,7 @@ impl Embedding {
             padding_idx,
             max_norm: None,
             norm_type: 2.0,
+            scale_grad_by_freq: false,
         }
     }
 
@@ -89,6 +92,13 @@ impl Embedding {
         self.norm_type = p;
         self
     }
+
+    /// Divides each row's gradient by its id's count in the batch
+    /// (`scale_grad_by_freq=True`).
+    pub fn scale_grad_by_freq(mut self, on: bool) -> Embedding {
+        self.scale_grad_by_freq = on;
+        self
+    }
 }
 
 impl Forward for Embedding {
@@ -97,7 +107,7 @@ impl Forward for Embedding {
         if let Some(max_norm) = self.max_norm {
             renorm_rows_(&self.weight, ids, max_norm, self.norm_type);
         }
-        let out = self.weight.embedding(ids);
+        let out = lookup(&self.weight, ids, self.scale_grad_by_freq.then_some(ids));
         match self.padding_idx {
             None => out,
             Some(p) => {
@@ -122,6 +132,9 @@ impl Module for Embedding {
             s += &format!(", padding_idx={p}");
         }
         s += &norm_repr(self.max_norm, self.norm_type);
+        if self.scale_grad_by_freq {
+            s += ", scale_grad_by_freq=True";
+        }
         s + ")"
     }
 }
@@ -181,6 +194,8 @@ pub struct EmbeddingBag {
     pub max_norm: Option<f64>,
     /// The p of the `max_norm` norm (2).
     pub norm_type: f64,
+    /// As [`Embedding::scale_grad_by_freq`] (sum and mean modes).
+    pub scale_grad_by_freq: bool,
 }
 
 impl EmbeddingBag {
@@ -215,6 +230,7 @@ impl EmbeddingBag {
             include_last_offset: false,
             max_norm: None,
             norm_type: 2.0,
+            scale_grad_by_freq: false,
         }
     }
 
@@ -233,6 +249,12 @@ impl EmbeddingBag {
     /// The p of the `max_norm` norm.
     pub fn norm_type(mut self, p: f64) -> EmbeddingBag {
         self.norm_type = p;
+        self
+    }
+
+    /// As [`Embedding::scale_grad_by_freq`].
+    pub fn scale_grad_by_freq(mut self, on: bool) -> EmbeddingBag {
+        self.scale_grad_by_freq = on;
         self
     }
 
@@ -259,6 +281,7 @@ impl EmbeddingBag {
                 per_sample_weights,
                 padding_idx: self.padding_idx,
                 include_last_offset: self.include_last_offset,
+                scale_grad_by_freq: self.scale_grad_by_freq,
             },
         )
     }
@@ -284,6 +307,9 @@ impl Module for EmbeddingBag {
             self.num_embeddings, self.embedding_dim
         );
         s += &norm_repr(self.max_norm, self.norm_type);
+        if self.scale_grad_by_freq {
+            s += ", scale_grad_by_freq=True";
+        }
         s += &format!(", mode='{}'", self.mode.name());
         if let Some(p) = self.padding_idx {
             s += &format!(", padding_idx={p}");
@@ -308,6 +334,8 @@ pub struct BagOptions<'a> {
     pub padding_idx: Option<usize>,
     /// Whether `offsets` ends with the total length.
     pub include_last_offset: bool,
+    /// Each row's gradient divided by its id's count in `input` (sum, mean).
+    pub scale_grad_by_freq: bool,
 }
 
 /// `F.embedding_bag(input, weight, offsets, mode=, per_sample_weights=,
@@ -325,6 +353,10 @@ pub fn embedding_bag(input: &Tensor, weight: &Tensor, opts: &BagOptions) -> Tens
     check_ids("embedding_bag", input);
     let (num, dim) = table_shape("embedding_bag", weight);
     check_padding_idx("embedding_bag", opts.padding_idx, num);
+    assert!(
+        !(opts.scale_grad_by_freq && opts.mode == BagMode::Max),
+        "embedding_bag: mode 'max' does not support scale_grad_by_freq"
+    );
     if let Some(w) = opts.per_sample_weights {
         assert!(
             opts.mode == BagMode::Sum,
@@ -382,7 +414,7 @@ pub fn embedding_bag(input: &Tensor, weight: &Tensor, opts: &BagOptions) -> Tens
         (Some(f), Some(p)) => Some(f.logical_and(&p)),
         (f, p) => f.or(p),
     };
-    let rows = weight.embedding(&ids);
+    let rows = lookup(weight, &ids, opts.scale_grad_by_freq.then_some(input));
     match keep {
         Some(keep) => reduce_bags(&rows, &keep.unsqueeze(-1), weights, opts.mode),
         None => reduce_full_bags(&rows, weights, opts.mode),
@@ -488,6 +520,31 @@ impl BagGrid {
             filled,
         }
     }
+}
+
+/// `weight`'s rows for `ids`. With `freq_of`, each row's gradient is
+/// divided by how often its id occurs there (the values are unchanged:
+/// the scaled rows join as a zero-valued term that carries the gradient).
+fn lookup(weight: &Tensor, ids: &Tensor, freq_of: Option<&Tensor>) -> Tensor {
+    let rows = weight.embedding(ids);
+    let Some(counted) = freq_of else {
+        return rows;
+    };
+    let (dtype, device) = (weight.dtype(), weight.device());
+    let counted = counted.flatten_all();
+    let counts = Tensor::zeros_on(&[weight.size(0)], dtype, device).scatter_add(
+        0,
+        &counted,
+        &Tensor::ones_on(counted.shape(), dtype, device),
+    );
+    let mut shape: Vec<isize> = ids.shape().iter().map(|&d| d as isize).collect();
+    shape.push(1);
+    let scale = counts
+        .index_select(0, &ids.flatten_all())
+        .powf(-1.0)
+        .reshape(&shape);
+    let scaled = &rows * &scale;
+    &rows.detach() + &(&scaled - &scaled.detach())
 }
 
 /// Rescales, in place and outside autograd, every row of `weight` that `ids`

@@ -20,6 +20,7 @@ struct Embedding {
     padding_idx: Option<Expr>,
     max_norm: Option<Expr>,
     norm_type: Option<Expr>,
+    scale_grad_by_freq: Option<Expr>,
     /// `::tapir::nn::BagMode::..` for a bag; None for a plain embedding.
     bag: Option<TokenStream>,
     include_last_offset: Option<Expr>,
@@ -63,6 +64,9 @@ impl Row for Embedding {
         if let Some(e) = &self.norm_type {
             built.extend(quote!(.norm_type(#e)));
         }
+        if let Some(e) = &self.scale_grad_by_freq {
+            built.extend(quote!(.scale_grad_by_freq(#e)));
+        }
         if let Some(e) = &self.include_last_offset {
             built.extend(quote!(.include_last_offset(#e)));
         }
@@ -70,33 +74,29 @@ impl Row for Embedding {
     }
 }
 
-/// Refuses PyTorch's `scale_grad_by_freq` and `sparse` unless false: tapir
-/// has neither (dense gradients, unscaled).
-fn refuse_unsupported(a: &mut Args, row: &str) -> syn::Result<()> {
-    for name in ["scale_grad_by_freq", "sparse"] {
-        if let Some(e) = a.expr(name)?
-            && !matches!(&e, Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) if !b.value)
-        {
-            return Err(syn::Error::new(
-                e.span(),
-                format!(
-                    "{row}'s `{name}` is not supported: tapir's gradients are dense and unscaled"
-                ),
-            ));
-        }
+/// Refuses PyTorch's `sparse` unless false: tapir's gradients are dense.
+fn refuse_sparse(a: &mut Args, row: &str) -> syn::Result<()> {
+    if let Some(e) = a.expr("sparse")?
+        && !matches!(&e, Expr::Lit(syn::ExprLit { lit: syn::Lit::Bool(b), .. }) if !b.value)
+    {
+        return Err(syn::Error::new(
+            e.span(),
+            format!("{row}'s `sparse` is not supported: tapir's gradients are dense"),
+        ));
     }
     Ok(())
 }
 
 /// Parses an `Embedding` (or, with `bag`, an `EmbeddingBag`) row.
 fn parse_table(a: &mut Args, scope: &mut DimScope, bag: bool) -> syn::Result<Rc<dyn Row>> {
-    refuse_unsupported(a, if bag { "EmbeddingBag" } else { "Embedding" })?;
+    refuse_sparse(a, if bag { "EmbeddingBag" } else { "Embedding" })?;
     Ok(Rc::new(Embedding {
         n: a.dim("num_embeddings", scope, None)?,
         d: a.dim("embedding_dim", scope, None)?,
         padding_idx: a.expr("padding_idx")?,
         max_norm: a.expr("max_norm")?,
         norm_type: a.expr("norm_type")?,
+        scale_grad_by_freq: a.expr("scale_grad_by_freq")?,
         bag: if bag {
             Some(bag_mode(a.expr("mode")?)?)
         } else {
