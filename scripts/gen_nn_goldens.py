@@ -812,6 +812,11 @@ layer("embeddingbag_sum_scale_grad_by_freq_2d", nn.EmbeddingBag(7, 3, mode="sum"
 layer("embeddingbag_mean_scale_grad_by_freq_offsets", nn.EmbeddingBag(7, 3, scale_grad_by_freq=True),
       [ids([3, 3, 1, 6, 3, 0]), ids([0, 2, 5])])
 
+torch.manual_seed(26)
+layer("local_response_norm_size3", nn.LocalResponseNorm(3), [r(2, 5, 3, 4) * 3])
+layer("local_response_norm_size4_3d", nn.LocalResponseNorm(4, alpha=1e-2, beta=0.5, k=2.0), [r(2, 6, 5)])
+layer("channel_shuffle", nn.ChannelShuffle(3), [r(2, 6, 2, 2)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -561,3 +561,25 @@ fn sign_and_the_gradient_of_abs_are_zero_at_both_zeros_and_nan() {
         assert_eq!(bits(&x.grad().unwrap()), want, "abs backward {dtype:?}");
     }
 }
+
+#[test]
+fn a_flat_parameter_vector_carries_gradients_and_writes_back() {
+    use tapir::optim::{parameters_to_vector, vector_to_parameters};
+    let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]).requires_grad_(true);
+    let b = Tensor::from_vec(vec![5.0f32], &[1]).requires_grad_(true);
+    let flat = parameters_to_vector(&[a.clone(), b.clone()]);
+    assert_eq!(flat.to_vec::<f32>(), [1.0, 2.0, 3.0, 4.0, 5.0]);
+    (&flat * &Tensor::arange_f(1.0, 6.0, 1.0)).sum().backward();
+    assert_eq!(a.grad().unwrap().to_vec::<f32>(), [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(b.grad().unwrap().to_vec::<f32>(), [5.0]);
+    vector_to_parameters(&Tensor::arange_f(10.0, 15.0, 1.0), &[a.clone(), b.clone()]);
+    assert_eq!(a.to_vec::<f32>(), [10.0, 11.0, 12.0, 13.0]);
+    assert_eq!(b.to_vec::<f32>(), [14.0]);
+    let m = crate::common::panic_message(|| {
+        vector_to_parameters(&Tensor::zeros(&[4]), &[a.clone(), b.clone()]);
+    });
+    assert_eq!(
+        m,
+        "vector_to_parameters: expects a 1-D vector of the parameters' 5 elements, got [4]"
+    );
+}

@@ -294,6 +294,14 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
         "embeddingbag_sum_scale_grad_by_freq_2d" => {
             Box::new(EmbeddingBag::new(7, 3, BagMode::Sum, None).scale_grad_by_freq(true))
         }
+        "local_response_norm_size3" => Box::new(LocalResponseNorm::new(3)),
+        "local_response_norm_size4_3d" => Box::new(LocalResponseNorm {
+            alpha: 1e-2,
+            beta: 0.5,
+            k: 2.0,
+            ..LocalResponseNorm::new(4)
+        }),
+        "channel_shuffle" => Box::new(ChannelShuffle { groups: 3 }),
         other => panic!("no layer {other}"),
     }
 }

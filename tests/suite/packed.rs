@@ -139,3 +139,26 @@ fn bad_lengths_name_the_function_and_the_lengths() {
         "GRU: expected packed data [sum of lengths, 3], got [7, 2]"
     );
 }
+
+#[test]
+fn unpacking_and_unpadding_give_back_the_sequences() {
+    use tapir::nn::{unpack_sequence, unpad_sequence};
+    let seqs: Vec<Tensor> = [2, 5, 3].iter().map(|&l| rnd(&[l, 2], l as u64)).collect();
+    for (got, want) in unpack_sequence(&pack_sequence(&seqs, false))
+        .iter()
+        .zip(&seqs)
+    {
+        assert!(got.equal(want));
+    }
+    let padded = pad_sequence(&seqs, false, 7.0);
+    for (got, want) in unpad_sequence(&padded, &[2, 5, 3], false).iter().zip(&seqs) {
+        assert!(got.equal(want));
+    }
+    let m = panic_message(|| {
+        unpad_sequence(&padded, &[2, 6, 3], false);
+    });
+    assert_eq!(
+        m,
+        "unpad_sequence: padded [5, 3, 2] ([T, B, *]) does not hold sequences of lengths [2, 6, 3]"
+    );
+}

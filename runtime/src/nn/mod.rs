@@ -72,15 +72,18 @@ pub use module::{
     Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,
     visit_child_mut,
 };
-pub use norm::{LayerNorm, RMSNorm};
+pub use norm::{LayerNorm, LocalResponseNorm, RMSNorm, local_response_norm};
 pub use packed::{
     PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence,
+    unpack_sequence, unpad_sequence,
 };
 pub use padding::{
     CircularPad1d, CircularPad2d, ConstantPad, PadMode, ReflectionPad1d, ReflectionPad2d,
     ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d, pad, pad_with,
 };
-pub use pixel_shuffle::{PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle};
+pub use pixel_shuffle::{
+    ChannelShuffle, PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle,
+};
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, LPPool1d, LPPool2d, MaxPool1d, MaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d,

@@ -1,5 +1,5 @@
-//! Normalisation layers: LayerNorm and RMSNorm (batch norm is in
-//! `batch_norm.rs`, group and instance norm in `group_norm.rs`).
+//! Normalisation layers: LayerNorm, RMSNorm and LocalResponseNorm (batch
+//! norm is in `batch_norm.rs`, group and instance norm in `group_norm.rs`).
 
 use super::module::{Forward, Module, TensorKind, py_float};
 use crate::{DType, Tensor};
@@ -201,4 +201,93 @@ impl Module for RMSNorm {
     }
 }
 
-crate::display_as_repr!(LayerNorm, RMSNorm);
+/// `F.local_response_norm(input, size, alpha, beta, k)`: each element of
+/// `[N, C, *]` divided by (k + alpha · m)^beta, where m is the mean of the
+/// squares over the `size` channels around it: the window zero-padded
+/// (`size / 2` channels before, `(size - 1) / 2` after) and always divided
+/// by `size`, as PyTorch's average pool over channels does.
+///
+/// ```
+/// use tapir_runtime::{nn::local_response_norm, Tensor};
+/// let x = Tensor::full(&[1, 1, 2], 2.0);
+/// // One channel: (1 + 1e-4 * 4 / 3)^0.75 with size 3.
+/// let y = local_response_norm(&x, 3, 1e-4, 0.75, 1.0);
+/// assert!((y.to_vec::<f32>()[0] - 2.0 / (1.0f32 + 4e-4 / 3.0).powf(0.75)).abs() < 1e-6);
+/// ```
+#[track_caller]
+pub fn local_response_norm(x: &Tensor, size: usize, alpha: f64, beta: f64, k: f64) -> Tensor {
+    assert!(
+        x.ndim() >= 3 && size > 0,
+        "local_response_norm: expects [N, C, *] (3 or more dims) and a positive size, got {:?} and {size}",
+        x.shape()
+    );
+    let c = x.size(1);
+    let (before, after) = (size / 2, (size - 1) / 2);
+    let zeros = |n: usize| {
+        let mut shape = x.shape().to_vec();
+        shape[1] = n;
+        Tensor::zeros_on(&shape, x.dtype(), x.device())
+    };
+    let squares = x * x;
+    let padded = Tensor::cat(&[&zeros(before), &squares, &zeros(after)], 1);
+    let window = (1..size).fold(padded.narrow(1, 0, c), |sum, j| {
+        &sum + &padded.narrow(1, j, c)
+    });
+    let div = (&(&window * (alpha / size as f64)) + k).powf(beta);
+    x / &div
+}
+
+/// `nn.LocalResponseNorm(size, alpha=1e-4, beta=0.75, k=1.0)`: see
+/// [`local_response_norm`].
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, LocalResponseNorm}, Tensor};
+/// let lrn = LocalResponseNorm::new(5);
+/// assert_eq!(lrn.forward(&Tensor::randn(&[2, 8, 3, 3])).shape(), &[2, 8, 3, 3]);
+/// assert_eq!(lrn.to_string(), "LocalResponseNorm(5, alpha=0.0001, beta=0.75, k=1.0)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LocalResponseNorm {
+    /// Channels in each window.
+    pub size: usize,
+    /// Scale of the mean square.
+    pub alpha: f64,
+    /// Exponent of the divisor.
+    pub beta: f64,
+    /// Additive constant of the divisor.
+    pub k: f64,
+}
+
+impl LocalResponseNorm {
+    /// `nn.LocalResponseNorm(size)` with PyTorch's alpha, beta and k.
+    pub fn new(size: usize) -> LocalResponseNorm {
+        LocalResponseNorm {
+            size,
+            alpha: 1e-4,
+            beta: 0.75,
+            k: 1.0,
+        }
+    }
+}
+
+impl Forward for LocalResponseNorm {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+    }
+}
+
+impl Module for LocalResponseNorm {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        format!(
+            "LocalResponseNorm({}, alpha={}, beta={}, k={})",
+            self.size,
+            py_float(self.alpha),
+            py_float(self.beta),
+            py_float(self.k)
+        )
+    }
+}
+
+crate::display_as_repr!(LayerNorm, RMSNorm, LocalResponseNorm);

@@ -293,3 +293,53 @@ pub fn pad_packed_sequence(
     };
     (padded, Tensor::from_vec(lengths, &[n]))
 }
+
+/// `unpad_sequence(padded, lengths, batch_first)`: the sequences of a
+/// padded `[T, B, *]` (`[B, T, *]` batch-first) batch, each `[lengths[b], *]`.
+///
+/// ```
+/// use tapir_runtime::{nn::{pad_sequence, unpad_sequence}, Tensor};
+/// let seqs = [Tensor::ones(&[2, 3]), Tensor::zeros(&[4, 3])];
+/// let back = unpad_sequence(&pad_sequence(&seqs, true, 0.0), &[2, 4], true);
+/// assert_eq!((back[0].shape(), back[1].shape()), (&[2, 3][..], &[4, 3][..]));
+/// ```
+#[track_caller]
+pub fn unpad_sequence(padded: &Tensor, lengths: &[usize], batch_first: bool) -> Vec<Tensor> {
+    let (batch_dim, time_dim) = if batch_first { (0, 1) } else { (1, 0) };
+    assert!(
+        padded.ndim() >= 2
+            && padded.size(batch_dim) == lengths.len()
+            && lengths.iter().all(|&l| l <= padded.size(time_dim)),
+        "unpad_sequence: padded {:?} ({}) does not hold sequences of lengths {lengths:?}",
+        padded.shape(),
+        if batch_first {
+            "[B, T, *]"
+        } else {
+            "[T, B, *]"
+        }
+    );
+    lengths
+        .iter()
+        .enumerate()
+        .map(|(b, &l)| padded.select(batch_dim, b as isize).narrow(0, 0, l))
+        .collect()
+}
+
+/// `unpack_sequence(packed)`: the sequences of a [`PackedSequence`], in the
+/// order they were packed from.
+///
+/// ```
+/// use tapir_runtime::{nn::{pack_sequence, unpack_sequence}, Tensor};
+/// let seqs = [Tensor::ones(&[1, 2]), Tensor::zeros(&[3, 2])];
+/// let back = unpack_sequence(&pack_sequence(&seqs, false));
+/// assert_eq!((back[0].shape(), back[1].shape()), (&[1, 2][..], &[3, 2][..]));
+/// ```
+pub fn unpack_sequence(packed: &PackedSequence) -> Vec<Tensor> {
+    let (padded, lengths) = pad_packed_sequence(packed, true, 0.0, None);
+    let lengths: Vec<usize> = lengths
+        .to_vec::<i64>()
+        .iter()
+        .map(|&l| l as usize)
+        .collect();
+    unpad_sequence(&padded, &lengths, true)
+}

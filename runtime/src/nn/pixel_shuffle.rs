@@ -1,7 +1,8 @@
 //! `F.pixel_shuffle` / `F.pixel_unshuffle` and their modules: channels
 //! traded for spatial resolution by a factor `r` (sub-pixel convolution's
 //! upsampling), one reshape, a permute and a reshape, so the gradient is
-//! those ops'.
+//! those ops'; and `nn.ChannelShuffle`, ShuffleNet's interleaving of
+//! channel groups, the same way.
 
 use super::module::{Forward, Module, TensorKind};
 use crate::Tensor;
@@ -120,4 +121,44 @@ impl Module for PixelUnshuffle {
     }
 }
 
-crate::display_as_repr!(PixelShuffle, PixelUnshuffle);
+/// `nn.ChannelShuffle(groups)`: `[N, C, *]` with its channels, read as
+/// `groups` groups of `C / groups`, interleaved (channel `g * (C / groups)
+/// + i` moves to `i * groups + g`).
+///
+/// ```
+/// use tapir_runtime::{nn::{ChannelShuffle, Forward}, Tensor};
+/// let x = Tensor::arange_f(0.0, 6.0, 1.0).reshape(&[1, 6, 1]);
+/// let y = ChannelShuffle { groups: 2 }.forward(&x);
+/// assert_eq!(y.to_vec::<f32>(), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChannelShuffle {
+    /// The number of channel groups.
+    pub groups: usize,
+}
+
+impl Forward for ChannelShuffle {
+    #[track_caller]
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let g = self.groups;
+        assert!(
+            x.ndim() >= 3 && g > 0 && x.size(1).is_multiple_of(g),
+            "ChannelShuffle: expects [N, C, *] with C divisible by groups {g}, got {:?}",
+            x.shape()
+        );
+        let s: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+        let mut grouped = vec![s[0], g as isize, s[1] / g as isize];
+        grouped.extend(&s[2..]);
+        x.reshape(&grouped).transpose(1, 2).reshape(&s)
+    }
+}
+
+impl Module for ChannelShuffle {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        format!("ChannelShuffle(groups={})", self.groups)
+    }
+}
+
+crate::display_as_repr!(PixelShuffle, PixelUnshuffle, ChannelShuffle);

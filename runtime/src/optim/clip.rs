@@ -1,4 +1,6 @@
-//! Gradient clipping (`torch.nn.utils.clip_grad_norm_` / `clip_grad_value_`).
+//! Gradient clipping (`torch.nn.utils.clip_grad_norm_` / `clip_grad_value_`)
+//! and the flat parameter vectors of `parameters_to_vector` /
+//! `vector_to_parameters`.
 
 use crate::{Error, Result, Tensor, no_grad};
 
@@ -112,6 +114,48 @@ pub fn clip_grad_value_(params: &[Tensor], clip: f64) {
     no_grad(|| {
         for g in params.iter().filter_map(|p| p.grad()) {
             g.clamp_(-clip, clip);
+        }
+    });
+}
+
+/// `parameters_to_vector(parameters)`: every parameter flattened and
+/// concatenated, in order, one 1-D tensor (on the autograd graph, as
+/// PyTorch's).
+///
+/// ```
+/// use tapir_runtime::{nn::{Linear, Module}, optim::{parameters_to_vector, vector_to_parameters}};
+/// let l = Linear::new(3, 2, true);
+/// let flat = parameters_to_vector(&l.parameters());
+/// assert_eq!(flat.shape(), &[8]);
+/// vector_to_parameters(&(&flat * 0.0), &l.parameters());
+/// assert_eq!(l.weight.abs().sum().item::<f32>(), 0.0);
+/// ```
+#[track_caller]
+pub fn parameters_to_vector(parameters: &[Tensor]) -> Tensor {
+    assert!(
+        !parameters.is_empty(),
+        "parameters_to_vector: expects at least one parameter"
+    );
+    let flat: Vec<Tensor> = parameters.iter().map(Tensor::flatten_all).collect();
+    Tensor::cat(&flat.iter().collect::<Vec<_>>(), 0)
+}
+
+/// `vector_to_parameters(vec, parameters)`: copies consecutive slices of
+/// the 1-D `vec` into each parameter, in order (outside autograd).
+#[track_caller]
+pub fn vector_to_parameters(vec: &Tensor, parameters: &[Tensor]) {
+    let total: usize = parameters.iter().map(Tensor::numel).sum();
+    assert!(
+        vec.ndim() == 1 && vec.numel() == total,
+        "vector_to_parameters: expects a 1-D vector of the parameters' {total} elements, got {:?}",
+        vec.shape()
+    );
+    no_grad(|| {
+        let mut at = 0;
+        for p in parameters {
+            let shape: Vec<isize> = p.shape().iter().map(|&d| d as isize).collect();
+            p.copy_(&vec.narrow(0, at, p.numel()).reshape(&shape));
+            at += p.numel();
         }
     });
 }

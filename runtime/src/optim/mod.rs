@@ -53,7 +53,10 @@ pub use adam::{Adam, AdamConfig, AdamW, AdamWConfig};
 pub use adam_variants::{Adamax, AdamaxConfig, NAdam, NAdamConfig, RAdam, RAdamConfig};
 pub use adaptive::{Adadelta, AdadeltaConfig, Adagrad, AdagradConfig};
 pub use asgd::{ASGD, AsgdConfig};
-pub use clip::{clip_grad_norm_, clip_grad_norm_with, clip_grad_value_};
+pub use clip::{
+    clip_grad_norm_, clip_grad_norm_with, clip_grad_value_, parameters_to_vector,
+    vector_to_parameters,
+};
 pub use combined_lr::{ChainedScheduler, SequentialLR};
 pub use cyclic_lr::{CyclicLR, CyclicLrConfig, CyclicMode};
 pub(crate) use fused::Updates;
