@@ -116,3 +116,50 @@ fn activation_and_padding_rows_build_their_layers() {
         ]
     );
 }
+
+tapir::model! {
+    /// An LSTM with a projection (h and the output at its width, c at the
+    /// hidden one), a channel shuffle and local response normalisation.
+    pub struct ChannelRows {
+        lstm: LSTM<4, 6, 2, bidirectional = true, proj_size = 3>,
+        shuffle: ChannelShuffle<3>,
+        lrn: LocalResponseNorm<3, beta = 0.5>,
+    }
+    fn forward(&self, seq: [T, B, 4], img: [B, 6, 5, 5]) -> (
+        [T, B, 6], [4, B, 3], [4, B, 6], [B, 6, 5, 5], [B, 6, 5, 5],
+    ) {
+        let (out, (h, c)) = self.lstm(seq);
+        (out, h, c, self.shuffle(img), self.lrn(img))
+    }
+}
+
+#[test]
+fn projection_shuffle_and_lrn_rows_build_their_layers() {
+    let t = ChannelRows::new(&Device::Cpu);
+    let img = Tensor::randn(&[2, 6, 5, 5]);
+    let o = t.forward(&Tensor::randn(&[7, 2, 4]), &img);
+    let shapes = [&o.0, &o.1, &o.2, &o.3, &o.4].map(|t| t.shape().to_vec());
+    assert_eq!(
+        shapes,
+        [
+            vec![7, 2, 6],
+            vec![4, 2, 3],
+            vec![4, 2, 6],
+            vec![2, 6, 5, 5],
+            vec![2, 6, 5, 5]
+        ]
+    );
+    assert!(o.4.allclose(
+        &tapir::nn::local_response_norm(&img, 3, 1e-4, 0.5, 1.0),
+        0.0,
+        0.0
+    ));
+    assert_eq!(
+        [t.lstm.repr(), t.shuffle.repr(), t.lrn.repr()],
+        [
+            "LSTM(4, 6, proj_size=3, num_layers=2, bidirectional=True)",
+            "ChannelShuffle(groups=3)",
+            "LocalResponseNorm(3, alpha=0.0001, beta=0.5, k=1.0)",
+        ]
+    );
+}

@@ -243,3 +243,87 @@ pub const PIXEL_UNSHUFFLE: RowSpec = RowSpec {
         }))
     },
 };
+
+/// `nn.ChannelShuffle(groups)`: `[N, C, *]`, same shape; C must divide by groups.
+struct ChannelShuffle {
+    groups: Dim,
+}
+
+impl Row for ChannelShuffle {
+    fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
+        if x.len() < 3 {
+            return Err(format!(
+                "{label} expects input `[N, C, *]`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        let (c, g) = (&x[1], &self.groups);
+        facts.divides(c, g, &|| {
+            format!("{label}: {c} channels are not divisible by groups = {g}")
+        })?;
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::ChannelShuffle)
+    }
+    fn constructor(&self) -> TokenStream {
+        let g = dim_usize(&self.groups);
+        quote!(::tapir::nn::ChannelShuffle { groups: #g })
+    }
+}
+
+pub const CHANNEL_SHUFFLE: RowSpec = RowSpec {
+    name: "ChannelShuffle",
+    aliases: &[],
+    params: &["groups"],
+    parse: |a, scope| {
+        Ok(Rc::new(ChannelShuffle {
+            groups: a.dim("groups", scope, None)?,
+        }))
+    },
+};
+
+/// `nn.LocalResponseNorm(size, alpha=1e-4, beta=0.75, k=1.0)`: `[N, C, *]`, same shape.
+struct LocalResponseNorm {
+    size: Dim,
+    /// alpha, beta and k as written (PyTorch's defaults otherwise).
+    scalars: [Option<Expr>; 3],
+}
+
+impl Row for LocalResponseNorm {
+    fn apply(&self, label: &str, x: &Shape, _: &mut dyn Facts) -> Result<Shape, String> {
+        if x.len() < 3 {
+            return Err(format!(
+                "{label} expects input `[N, C, *]`, got `{}`{{from}}",
+                show(x)
+            ));
+        }
+        Ok(x.clone())
+    }
+    fn runtime_type(&self) -> TokenStream {
+        quote!(::tapir::nn::LocalResponseNorm)
+    }
+    fn constructor(&self) -> TokenStream {
+        let size = dim_usize(&self.size);
+        let [alpha, beta, k] =
+            [(0, quote!(1e-4)), (1, quote!(0.75)), (2, quote!(1.0))].map(|(i, d)| {
+                match &self.scalars[i] {
+                    Some(e) => quote!((#e) as f64),
+                    None => d,
+                }
+            });
+        quote!(::tapir::nn::LocalResponseNorm { size: #size, alpha: #alpha, beta: #beta, k: #k })
+    }
+}
+
+pub const LOCAL_RESPONSE_NORM: RowSpec = RowSpec {
+    name: "LocalResponseNorm",
+    aliases: &[],
+    params: &["size", "alpha", "beta", "k"],
+    parse: |a, scope| {
+        Ok(Rc::new(LocalResponseNorm {
+            size: a.dim("size", scope, None)?,
+            scalars: [a.expr("alpha")?, a.expr("beta")?, a.expr("k")?],
+        }))
+    },
+};

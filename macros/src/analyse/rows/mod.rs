@@ -115,6 +115,8 @@ pub const TABLE: &[RowSpec] = &[
     misc::IDENTITY,
     misc::PIXEL_SHUFFLE,
     misc::PIXEL_UNSHUFFLE,
+    misc::CHANNEL_SHUFFLE,
+    misc::LOCAL_RESPONSE_NORM,
     act::RELU,
     act::GELU,
     act::SILU,

@@ -33,9 +33,19 @@ struct Recurrent {
     batch_first: bool,
     dropout: Option<Expr>,
     bidirectional: bool,
+    /// An LSTM's `proj_size` (0: none).
+    proj: Dim,
 }
 
 impl Recurrent {
+    /// The width of `h`: the projection's, if any.
+    fn h_width(&self) -> Dim {
+        match self.proj.as_const() {
+            Some(0) => self.hidden.clone(),
+            _ => self.proj.clone(),
+        }
+    }
+
     fn pattern(&self, width: &str) -> String {
         match self.batch_first {
             true => format!("[N, L, {width}]` or `[L, {width}]"),
@@ -72,23 +82,22 @@ impl Row for Recurrent {
         })?;
         let dirs = Dim::lit(if self.bidirectional { 2 } else { 1 });
         let mut out = x.clone();
-        *out.last_mut().expect("rank checked") = dirs.mul(&self.hidden);
+        *out.last_mut().expect("rank checked") = dirs.mul(&self.h_width());
         let batch = match (x.len(), self.batch_first) {
             (2, _) => None,
             (_, true) => Some(x[0].clone()),
             (_, false) => Some(x[1].clone()),
         };
-        let state: Shape = [
-            Some(self.layers.mul(&dirs)),
-            batch,
-            Some(self.hidden.clone()),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
+        let state = |width: Dim| -> Shape {
+            [Some(self.layers.mul(&dirs)), batch.clone(), Some(width)]
+                .into_iter()
+                .flatten()
+                .collect()
+        };
+        let h = Outputs::Tensor(state(self.h_width()));
         let state = match self.lstm {
-            true => Outputs::Tuple(vec![Outputs::Tensor(state.clone()), Outputs::Tensor(state)]),
-            false => Outputs::Tensor(state),
+            true => Outputs::Tuple(vec![h, Outputs::Tensor(state(self.hidden.clone()))]),
+            false => h,
         };
         Ok(Outputs::Tuple(vec![Outputs::Tensor(out), state]))
     }
@@ -107,7 +116,8 @@ impl Row for Recurrent {
         let bias = or_default(&self.bias, quote!(true));
         let dropout = or_default(&self.dropout, quote!(0.0));
         let (bf, bi) = (self.batch_first, self.bidirectional);
-        quote!(#ty::new(#i, #h, ::tapir::nn::RnnOptions { num_layers: #layers, bias: #bias, batch_first: #bf, dropout: #dropout, bidirectional: #bi, proj_size: 0 }) #relu)
+        let proj = dim_usize(&self.proj);
+        quote!(#ty::new(#i, #h, ::tapir::nn::RnnOptions { num_layers: #layers, bias: #bias, batch_first: #bf, dropout: #dropout, bidirectional: #bi, proj_size: #proj }) #relu)
     }
     fn uninferred(&self) -> Option<&'static str> {
         self.inp.get().is_none().then_some("input_size")
@@ -146,6 +156,10 @@ macro_rules! recurrent {
                     batch_first: a.bool_lit("batch_first", false)?,
                     dropout: a.expr("dropout")?,
                     bidirectional: a.bool_lit("bidirectional", false)?,
+                    proj: match $lstm {
+                        true => a.dim("proj_size", scope, Some(Dim::lit(0)))?,
+                        false => Dim::lit(0),
+                    },
                 }))
             },
         };
@@ -181,7 +195,19 @@ const RNN_PARAMS: &[&str] = &[
 
 recurrent!(RNN, "RNN", false, RNN_PARAMS);
 recurrent!(GRU, "GRU", false, RECURRENT_PARAMS);
-recurrent!(LSTM, "LSTM", true, RECURRENT_PARAMS);
+/// `nn.LSTM`'s parameters: the others', and `proj_size` last.
+const LSTM_PARAMS: &[&str] = &[
+    "input_size",
+    "hidden_size",
+    "num_layers",
+    "bias",
+    "batch_first",
+    "dropout",
+    "bidirectional",
+    "proj_size",
+];
+
+recurrent!(LSTM, "LSTM", true, LSTM_PARAMS);
 
 /// `nn.TransformerEncoderLayer`: `[L, N, E]` (or `[N, L, E]`) to the same shape.
 struct EncoderLayer {
