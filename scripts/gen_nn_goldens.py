@@ -817,6 +817,9 @@ layer("local_response_norm_size3", nn.LocalResponseNorm(3), [r(2, 5, 3, 4) * 3])
 layer("local_response_norm_size4_3d", nn.LocalResponseNorm(4, alpha=1e-2, beta=0.5, k=2.0), [r(2, 6, 5)])
 layer("channel_shuffle", nn.ChannelShuffle(3), [r(2, 6, 2, 2)])
 
+torch.manual_seed(27)
+layer("rrelu_eval", nn.RReLU(0.1, 0.3), [r(3, 4)], train=False)
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

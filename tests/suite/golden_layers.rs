@@ -302,6 +302,7 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
             ..LocalResponseNorm::new(4)
         }),
         "channel_shuffle" => Box::new(ChannelShuffle { groups: 3 }),
+        "rrelu_eval" => Box::new(RReLU::new(0.1, 0.3)),
         other => panic!("no layer {other}"),
     }
 }

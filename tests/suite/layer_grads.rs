@@ -244,3 +244,31 @@ fn grid_sample_gradients_match_finite_differences() {
         "grid_sample: expects input [N, C, H, W] and grid [N, Ho, Wo, 2] of one floating dtype, got float32 [1, 2, 4, 5] and float32 [1, 3, 3]"
     );
 }
+
+#[test]
+fn rrelu_draws_its_slopes_in_training_and_uses_their_mean_in_eval() {
+    use tapir::nn::RReLU;
+    manual_seed(11);
+    let act = RReLU::new(0.1, 0.3);
+    let x = (&Tensor::rand(&[20_000]) * -1.0 - 0.5).requires_grad_(true);
+    let y = act.forward(&x);
+    y.sum().backward();
+    let (xs, ys, gs) = (
+        x.to_vec::<f32>(),
+        y.to_vec::<f32>(),
+        x.grad().unwrap().to_vec::<f32>(),
+    );
+    let slopes: Vec<f32> = xs.iter().zip(&ys).map(|(x, y)| y / x).collect();
+    assert!(slopes.iter().all(|a| (0.1 - 1e-6..=0.3 + 1e-6).contains(a)));
+    let mean = slopes.iter().sum::<f32>() / slopes.len() as f32;
+    assert!((mean - 0.2).abs() < 0.003, "mean slope {mean}");
+    // The gradient is each element's own slope, and the slopes differ.
+    assert!(gs.iter().zip(&slopes).all(|(g, a)| (g - a).abs() < 1e-5));
+    assert!(slopes.iter().any(|a| (a - slopes[0]).abs() > 0.01));
+    act.eval();
+    assert_eq!(
+        act.forward(&Tensor::from_vec(vec![-1.0f32, 2.0], &[2]))
+            .to_vec::<f32>(),
+        [-0.2, 2.0]
+    );
+}

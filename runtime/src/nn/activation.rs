@@ -11,7 +11,7 @@
 //! assert_eq!(ELU::default().repr(), "ELU(alpha=1.0)");
 //! ```
 
-use super::module::{Forward, Module, TensorKind};
+use super::module::{Forward, Module, TensorKind, TrainingFlag, py_float};
 use crate::Tensor;
 
 /// Declares an activation module: its fields with PyTorch's defaults, its
@@ -161,4 +161,85 @@ impl Module for PReLU {
     }
 }
 
-crate::display_as_repr!(Softmax2d, PReLU);
+/// `F.rrelu(input, lower, upper, training)`: `x` where positive, `a * x`
+/// elsewhere, with `a` drawn from U(lower, upper) per element in training
+/// and `(lower + upper) / 2` in evaluation (the randomized leaky ReLU).
+///
+/// ```
+/// use tapir_runtime::{nn::rrelu, Tensor};
+/// let x = Tensor::from_vec(vec![-4.0f32, 2.0], &[2]);
+/// assert_eq!(rrelu(&x, 0.25, 0.75, false).to_vec::<f32>(), [-2.0, 2.0]);
+/// let y = rrelu(&x, 0.25, 0.75, true).to_vec::<f32>();
+/// assert!((-3.0..=-1.0).contains(&y[0]) && y[1] == 2.0);
+/// ```
+#[track_caller]
+pub fn rrelu(x: &Tensor, lower: f64, upper: f64, training: bool) -> Tensor {
+    assert!(
+        lower <= upper,
+        "rrelu: lower ({lower}) must not exceed upper ({upper})"
+    );
+    if !training {
+        return x.leaky_relu((lower + upper) / 2.0);
+    }
+    let slopes = &(&Tensor::rand_like(x) * (upper - lower)) + lower;
+    Tensor::where_(&x.ge_scalar(0.0), x, &(x * &slopes))
+}
+
+/// `nn.RReLU(lower=1/8, upper=1/3)`: see [`rrelu`]; random slopes in train
+/// mode, their mean in eval mode.
+///
+/// ```
+/// use tapir_runtime::nn::{Module, RReLU};
+/// assert_eq!(RReLU::default().repr(), "RReLU(lower=0.125, upper=0.3333333333333333)");
+/// ```
+#[derive(Debug)]
+pub struct RReLU {
+    /// Smallest slope.
+    pub lower: f64,
+    /// Largest slope.
+    pub upper: f64,
+    training: TrainingFlag,
+}
+
+impl RReLU {
+    /// `nn.RReLU(lower, upper)`.
+    pub fn new(lower: f64, upper: f64) -> RReLU {
+        RReLU {
+            lower,
+            upper,
+            training: TrainingFlag::default(),
+        }
+    }
+}
+
+impl Default for RReLU {
+    fn default() -> Self {
+        RReLU::new(1.0 / 8.0, 1.0 / 3.0)
+    }
+}
+
+impl Forward for RReLU {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        rrelu(x, self.lower, self.upper, self.training.get())
+    }
+}
+
+impl Module for RReLU {
+    fn visit(&self, _: &mut dyn FnMut(&str, &Tensor, TensorKind)) {}
+    fn visit_mut(&mut self, _: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {}
+    fn repr(&self) -> String {
+        format!(
+            "RReLU(lower={}, upper={})",
+            py_float(self.lower),
+            py_float(self.upper)
+        )
+    }
+    fn set_training(&self, on: bool) {
+        self.training.set(on)
+    }
+    fn is_training(&self) -> bool {
+        self.training.get()
+    }
+}
+
+crate::display_as_repr!(Softmax2d, PReLU, RReLU);

@@ -33,8 +33,8 @@ mod transformer_stack;
 mod unpool;
 
 pub use activation::{
-    CELU, ELU, GLU, Hardshrink, Hardtanh, LogSoftmax, PReLU, Softmax2d, Softmin, Softshrink,
-    Threshold,
+    CELU, ELU, GLU, Hardshrink, Hardtanh, LogSoftmax, PReLU, RReLU, Softmax2d, Softmin, Softshrink,
+    Threshold, rrelu,
 };
 pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
