@@ -685,3 +685,22 @@ fn projections_are_lstm_only_and_narrower_than_the_hidden_state() {
     });
     assert_eq!(m, "LSTM: expected h0 of shape [4, 2, 3], got [4, 2, 6]");
 }
+
+#[test]
+fn channel_layers_name_the_shape() {
+    use tapir::nn::{ChannelShuffle, Forward, local_response_norm};
+    let m = panic_message(|| {
+        ChannelShuffle { groups: 4 }.forward(&Tensor::zeros(&[2, 6, 3]));
+    });
+    assert_eq!(
+        m,
+        "ChannelShuffle: expects [N, C, *] with C divisible by groups 4, got [2, 6, 3]"
+    );
+    let m = panic_message(|| {
+        local_response_norm(&Tensor::zeros(&[2, 6]), 3, 1e-4, 0.75, 1.0);
+    });
+    assert_eq!(
+        m,
+        "local_response_norm: expects [N, C, *] (3 or more dims) and a positive size, got [2, 6] and 3"
+    );
+}
