@@ -59,20 +59,24 @@ pub fn ctc_loss(
     let ext = on(Tensor::from_vec(labels.ext, &[n, width]));
     let skip_ok = on(Tensor::from_vec(labels.skip_ok, &[n, width]));
     // Every step's log-probability of every extended label: [T, N, 2S + 1].
-    let index = ext.unsqueeze(0).expand(&[steps, n, width]).contiguous();
+    let index = ext.unsqueeze(0).expand(&[steps, n, width]);
     let emit = lp.gather(2, &index).unbind(0);
     let none = Tensor::full_on(&[n, width], f64::NEG_INFINITY, lp.dtype(), lp.device());
     let starts = on(Tensor::from_vec(
         (0..n * width).map(|i| i % width < 2).collect::<Vec<_>>(),
         &[n, width],
     ));
+    // Per step, which sequences still run: one [T, N, 1] mask, a view per step.
+    let running: Vec<bool> = (0..steps)
+        .flat_map(|t| input_lengths.iter().map(move |&l| t < l))
+        .collect();
+    let running = on(Tensor::from_vec(running, &[steps, n, 1])).unbind(0);
     let mut alpha = Tensor::where_(&starts, &emit[0], &none);
-    for (t, e) in emit.iter().enumerate().skip(1) {
+    for (e, running) in emit.iter().zip(&running).skip(1) {
         let one_back = shift_right(&alpha, 1);
         let two_back = Tensor::where_(&skip_ok, &shift_right(&alpha, 2), &none);
         let next = &log_sum_exp(&[&alpha, &one_back, &two_back]) + e;
-        let running: Vec<bool> = input_lengths.iter().map(|&l| t < l).collect();
-        alpha = Tensor::where_(&on(Tensor::from_vec(running, &[n, 1])), &next, &alpha);
+        alpha = Tensor::where_(running, &next, &alpha);
     }
     // A complete alignment ends on the last label or the blank after it.
     let ends = |offset: usize| {

@@ -127,8 +127,7 @@ pub fn grid_sample(
         let index = flat
             .to_dtype(DType::I64)
             .reshape(&[n as isize, 1, -1])
-            .expand(&[n, c, ho * wo])
-            .contiguous();
+            .expand(&[n, c, ho * wo]);
         let values = planes.gather(2, &index);
         let inside = inside.reshape(&[n as isize, 1, -1]);
         values.masked_fill(&inside.logical_not(), 0.0)

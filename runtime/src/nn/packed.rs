@@ -9,7 +9,7 @@
 //! step): each sequence's outputs and final state are exactly those of
 //! running it alone, as PyTorch's packed kernels give.
 
-use crate::{DType, Tensor};
+use crate::Tensor;
 
 /// A batch of sequences of different lengths, packed time-major: `data`
 /// holds step 0 of every sequence, then step 1 of those that have one, and
@@ -76,14 +76,8 @@ impl PackedSequence {
 
     /// The packing of `[T, B, *]` (packed order) with this one's batch sizes.
     pub(super) fn repack(&self, padded: &Tensor) -> PackedSequence {
-        let steps: Vec<Tensor> = self
-            .batch_sizes
-            .iter()
-            .enumerate()
-            .map(|(t, &n)| padded.select(0, t as isize).narrow(0, 0, n))
-            .collect();
         PackedSequence {
-            data: Tensor::cat(&steps.iter().collect::<Vec<_>>(), 0),
+            data: packed_steps(padded, &self.batch_sizes),
             ..self.clone()
         }
     }
@@ -111,6 +105,17 @@ impl PackedSequence {
     pub(super) fn unsort_state(&self, state: &Tensor) -> Tensor {
         permute_batch(state, 1, self.unsorted_indices.as_deref())
     }
+}
+
+/// The first `batch_sizes[t]` rows of each step `t` of `padded` (`[T, B, *]`),
+/// concatenated: a packing's data.
+fn packed_steps(padded: &Tensor, batch_sizes: &[usize]) -> Tensor {
+    let steps: Vec<Tensor> = batch_sizes
+        .iter()
+        .enumerate()
+        .map(|(t, &n)| padded.select(0, t as isize).narrow(0, 0, n))
+        .collect();
+    Tensor::cat(&steps.iter().collect::<Vec<_>>(), 0)
 }
 
 fn permute_batch(t: &Tensor, dim: isize, order: Option<&[usize]>) -> Tensor {
@@ -223,16 +228,15 @@ pub fn pack_padded_sequence(
         )
     };
     let longest = lengths.iter().copied().max().unwrap_or(0);
-    let batch_sizes = (0..longest)
+    let batch_sizes: Vec<usize> = (0..longest)
         .map(|t| lengths.iter().filter(|&&l| l > t).count())
         .collect();
     PackedSequence {
-        data: Tensor::zeros_on(&[0], DType::F32, x.device()),
+        data: packed_steps(&x, &batch_sizes),
         batch_sizes,
         sorted_indices,
         unsorted_indices,
     }
-    .repack(&x)
 }
 
 /// `pack_sequence(sequences, enforce_sorted)`: [`pad_sequence`] then
