@@ -820,6 +820,34 @@ layer("channel_shuffle", nn.ChannelShuffle(3), [r(2, 6, 2, 2)])
 torch.manual_seed(27)
 layer("rrelu_eval", nn.RReLU(0.1, 0.3), [r(3, 4)], train=False)
 
+# ---- 3-D convolutions and pooling (added later, its own seed) ----------------------------
+torch.manual_seed(28)
+layer("conv3d_pad", nn.Conv3d(2, 4, 3, padding=1), [r(2, 2, 4, 5, 3)])
+layer("conv3d_stride_dil_groups", nn.Conv3d(4, 6, (3, 2, 2), stride=(2, 1, 2), padding=(1, 0, 1),
+                                            dilation=(2, 1, 1), groups=2, bias=False), [r(1, 4, 7, 5, 6)])
+layer("conv3d_unbatched_reflect", nn.Conv3d(2, 3, 2, padding=1, padding_mode="reflect"), [r(2, 3, 4, 3)])
+layer("conv3d_circular", nn.Conv3d(1, 2, (2, 3, 3), padding=(1, 2, 1), padding_mode="circular"),
+      [r(2, 1, 3, 4, 4)])
+layer("convtranspose3d", nn.ConvTranspose3d(3, 4, 3), [r(2, 3, 3, 4, 2)])
+layer("convtranspose3d_stride_pad_outpad_groups",
+      nn.ConvTranspose3d(4, 6, (3, 2, 3), stride=(2, 2, 1), padding=(1, 0, 1), output_padding=(1, 1, 0),
+                         groups=2, dilation=(1, 1, 2)), [r(1, 4, 3, 3, 4)])
+# output_padding past the stride but under the dilation: positions no tap reaches.
+layer("convtranspose3d_outpad_dilation_unbatched",
+      nn.ConvTranspose3d(2, 2, 2, padding=1, dilation=3, output_padding=2, bias=False), [r(2, 3, 2, 2)])
+layer("maxpool3d", nn.MaxPool3d(2), [r(2, 3, 4, 4, 6)])
+layer("maxpool3d_stride_pad_dil_ceil", nn.MaxPool3d((3, 2, 3), stride=(2, 1, 2), padding=(1, 1, 0),
+                                                    dilation=(1, 2, 1), ceil_mode=True), [r(1, 2, 6, 5, 7)])
+# Rounded values: ties, whose gradient goes to the first in PyTorch's scan order.
+layer("maxpool3d_unbatched_ties", nn.MaxPool3d(2, stride=1), [torch.round(r(2, 3, 3, 3))])
+layer("avgpool3d_pad_ceil", nn.AvgPool3d((2, 3, 2), stride=(2, 2, 1), padding=(1, 1, 1), ceil_mode=True),
+      [r(2, 2, 5, 6, 4)])
+layer("avgpool3d_exclude_pad", nn.AvgPool3d(3, stride=2, padding=1, count_include_pad=False), [r(1, 2, 5, 5, 5)])
+layer("avgpool3d_divisor_unbatched", nn.AvgPool3d(2, divisor_override=3), [r(2, 4, 4, 5)])
+layer("adaptiveavgpool3d", nn.AdaptiveAvgPool3d((2, 3, 2)), [r(2, 2, 5, 7, 4)])
+layer("adaptiveavgpool3d_1", nn.AdaptiveAvgPool3d(1), [r(2, 3, 3, 4, 5)])
+layer("adaptivemaxpool3d_unbatched", nn.AdaptiveMaxPool3d((3, 2, 2)), [r(2, 5, 3, 5)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -393,6 +393,61 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     let (bag_case, m) = case("bags", &bagged, |b| vec![Tensor::randn(&[b, 4])], &[3, 6]);
     assert_eq!(count(&m, "Gather"), 3, "{:?}", op_types(&m));
 
+    // Volumes: a 3-D convolution (as Conv), its transpose with output
+    // padding and groups (ConvTranspose), and the 3-D max and average pools.
+    let conv = tapir::nn::Conv3d::new(
+        2,
+        4,
+        (2, 2, 2),
+        tapir::nn::Conv3dOptions::default().padding(1),
+        true,
+    );
+    let up_opts = tapir::nn::Conv3dOptions {
+        stride: (2, 1, 2),
+        groups: 2,
+        ..Default::default()
+    };
+    let up = tapir::nn::ConvTranspose3d::new(4, 2, (2, 1, 2), up_opts, (1, 0, 1), true);
+    let volumes = Custom(
+        move |h: &Tensor| {
+            use tapir::nn::{AvgPool3d, MaxPool3d};
+            let vol = h.repeat(&[1, 12]).reshape(&[-1, 2, 2, 3, 4]);
+            let c = conv.forward(&vol); // [N, 4, 3, 4, 5]
+            let m = MaxPool3d {
+                stride: (1, 2, 2),
+                ceil_mode: true,
+                ..MaxPool3d::new(2)
+            }
+            .forward(&c); // [N, 4, 2, 2, 3]
+            let a = AvgPool3d {
+                kernel: (1, 2, 2),
+                padding: (0, 1, 1),
+                stride: (1, 1, 1),
+                count_include_pad: false,
+                ..AvgPool3d::new(1)
+            }
+            .forward(&c); // [N, 4, 3, 5, 6]
+            let u = up.forward(&m); // [N, 2, 5, 2, 7]
+            let parts = [
+                m.reshape(&[-1, 48]),
+                a.reshape(&[-1, 360]),
+                u.reshape(&[-1, 140]),
+            ];
+            Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (volume_case, m) = case(
+        "volumes",
+        &volumes,
+        |b| vec![Tensor::randn(&[b, 4])],
+        &[3, 6],
+    );
+    assert_eq!(count(&m, "Conv"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "ConvTranspose"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "MaxPool"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "AveragePool"), 1, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -414,7 +469,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             resize_case,
             pool_case,
             gated_case,
-            bag_case
+            bag_case,
+            volume_case
         ])
         .to_string(),
     )
@@ -432,7 +488,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 24, "{text}");
+    assert_eq!(text.matches(" ok").count(), 26, "{text}");
 }
 
 tapir::model! {

@@ -443,3 +443,40 @@ fn pooling_options_replay_without_a_graph_break() {
         "pools",
     );
 }
+
+#[test]
+fn volumes_replay_without_a_graph_break() {
+    use tapir::nn::{
+        AdaptiveAvgPool3d, AvgPool3d, Conv3d, Conv3dOptions, ConvTranspose3d, MaxPool3d,
+    };
+    let _serial = serial();
+    let opts = Conv3dOptions::default().padding(1);
+    let up = Conv3dOptions {
+        stride: (2, 1, 2),
+        groups: 3,
+        ..Default::default()
+    };
+    replays_as_eager_without_a_break(
+        || {
+            Pooled(
+                Sequential::new()
+                    .add(Conv3d::new(2, 3, (3, 3, 3), opts, true))
+                    .add(MaxPool3d {
+                        ceil_mode: true,
+                        ..MaxPool3d::new(2)
+                    })
+                    .add(ConvTranspose3d::new(3, 3, (2, 2, 3), up, (1, 0, 1), true))
+                    .add(AvgPool3d {
+                        stride: (1, 1, 1),
+                        divisor_override: Some(5),
+                        ..AvgPool3d::new(2)
+                    })
+                    .add(AdaptiveAvgPool3d {
+                        output_size: (2, 3, 2),
+                    }),
+            )
+        },
+        &[2, 2, 5, 6, 7],
+        "volumes",
+    );
+}

@@ -38,3 +38,4 @@ mod sched_goldens;
 mod swa;
 mod training;
 mod versions;
+mod volumes;

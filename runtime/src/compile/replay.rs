@@ -264,6 +264,18 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
                     .conv_transpose2d(a.x(1), a.opt(2), opts, a.pair("output_padding")),
             ]
         },
+        "conv3d" => |a| {
+            let o = crate::nn::Conv3dOptions::from_attrs(|k| a.attrs.ints(k), a.int("groups"));
+            vec![crate::nn::conv3d(a.x(0), a.x(1), a.opt(2), o)]
+        },
+        "conv_transpose3d" => |a| {
+            let o = crate::nn::Conv3dOptions::from_attrs(|k| a.attrs.ints(k), a.int("groups"));
+            let op = match a.attrs.ints("output_padding")[..] {
+                [d, h, w] => (d as usize, h as usize, w as usize),
+                _ => (0, 0, 0),
+            };
+            vec![crate::nn::conv_transpose3d(a.x(0), a.x(1), a.opt(2), o, op)]
+        },
         "interpolate" => |a| {
             let size: Vec<usize> = a.attrs.ints("size").iter().map(|&d| d as usize).collect();
             let scales: Vec<f64> = ["scale0", "scale1"]
@@ -302,6 +314,34 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             };
             let (k, s, p) = (a.pair("kernel"), a.pair("stride"), a.pair("padding"));
             vec![a.x(0).avg_pool2d_full(k, s, p, count)]
+        },
+        "max_pool3d" => |a| {
+            let t = |k: &str| match a.attrs.ints(k)[..] {
+                [d, h, w] => (d as usize, h as usize, w as usize),
+                _ => (1, 1, 1),
+            };
+            let ceil = a.int("ceil_mode") != 0;
+            let (k, s, p, d) = (t("kernel"), t("stride"), t("padding"), t("dilation"));
+            vec![crate::nn::max_pool3d(a.x(0), k, s, p, d, ceil)]
+        },
+        "avg_pool3d" => |a| {
+            let t = |k: &str| match a.attrs.ints(k)[..] {
+                [d, h, w] => (d as usize, h as usize, w as usize),
+                _ => (1, 1, 1),
+            };
+            let (ceil, include) = (a.int("ceil_mode") != 0, a.int("count_include_pad") != 0);
+            let divisor =
+                (a.int("divisor_override") > 0).then(|| a.int("divisor_override") as usize);
+            let (k, s, p) = (t("kernel"), t("stride"), t("padding"));
+            vec![crate::nn::avg_pool3d(
+                a.x(0),
+                k,
+                s,
+                p,
+                ceil,
+                include,
+                divisor,
+            )]
         },
         "batch_norm" => |a| {
             let state = a.opt(1).map(|running_mean| crate::nn::BatchNormState {

@@ -200,7 +200,11 @@ fn conv1d_options_repr(o: &Conv1dOptions, output_padding: usize, bias: &Option<T
 /// `[in, out / groups, ..kernel]` when transposed) and optional bias of
 /// `bias_len`, initialised as PyTorch's `_ConvNd.reset_parameters` (whose
 /// fan-in is the weight's dim 1 times the kernel either way).
-fn conv_params(shape: &[usize], bias_len: usize, bias: bool) -> (Tensor, Option<Tensor>) {
+pub(super) fn conv_params(
+    shape: &[usize],
+    bias_len: usize,
+    bias: bool,
+) -> (Tensor, Option<Tensor>) {
     let weight = Tensor::zeros(shape);
     init::kaiming_uniform_(&weight, 5f64.sqrt(), init::FanMode::FanIn, "leaky_relu");
     let bias = bias.then(|| {
@@ -301,7 +305,7 @@ impl Forward for Conv2d {
 }
 
 /// PyTorch's padding modes are zeros or one of the three that copy input.
-fn check_padding_mode(mode: PadMode, layer: &str) -> PadMode {
+pub(super) fn check_padding_mode(mode: PadMode, layer: &str) -> PadMode {
     assert!(
         !matches!(mode, PadMode::Constant(v) if v != 0.0),
         "{layer}: padding_mode is zeros (PadMode::Constant(0.0)), Reflect, Replicate or Circular, got {mode:?}"
@@ -321,7 +325,7 @@ fn pad_by_mode(x: &Tensor, padding: (usize, usize), mode: PadMode) -> (Tensor, (
 }
 
 /// `, padding_mode=reflect` as PyTorch's repr adds for a mode not zeros.
-fn padding_mode_repr(mode: PadMode) -> String {
+pub(super) fn padding_mode_repr(mode: PadMode) -> String {
     match mode {
         PadMode::Reflect => ", padding_mode=reflect".into(),
         PadMode::Replicate => ", padding_mode=replicate".into(),
@@ -356,27 +360,49 @@ impl Module for Conv2d {
 /// that differ from their defaults, in PyTorch's order.
 fn conv2d_repr(
     name: &str,
-    (in_channels, out_channels): (usize, usize),
+    channels: (usize, usize),
     kernel: (usize, usize),
     o: &Conv2dOptions,
     output_padding: (usize, usize),
     bias: &Option<Tensor>,
 ) -> String {
-    let mut s = format!(
-        "{name}({in_channels}, {out_channels}, kernel_size={kernel:?}, stride={:?}",
-        o.stride
-    );
-    if o.padding != (0, 0) {
-        s.push_str(&format!(", padding={:?}", o.padding));
+    let optional = [
+        ("padding", format!("{:?}", o.padding), o.padding == (0, 0)),
+        (
+            "dilation",
+            format!("{:?}", o.dilation),
+            o.dilation == (1, 1),
+        ),
+        (
+            "output_padding",
+            format!("{output_padding:?}"),
+            output_padding == (0, 0),
+        ),
+    ];
+    let head = (format!("{kernel:?}"), format!("{:?}", o.stride));
+    conv_repr(name, channels, head, optional, o.groups, bias)
+}
+
+/// PyTorch's `_ConvNd.extra_repr` from the options as Python tuples:
+/// `(kernel_size, stride)`, then `(name, value, is_default)` for padding,
+/// dilation and output_padding (only those not at their default shown).
+pub(super) fn conv_repr(
+    name: &str,
+    (in_channels, out_channels): (usize, usize),
+    (kernel, stride): (String, String),
+    optional: [(&str, String, bool); 3],
+    groups: usize,
+    bias: &Option<Tensor>,
+) -> String {
+    let mut s =
+        format!("{name}({in_channels}, {out_channels}, kernel_size={kernel}, stride={stride}");
+    for (key, value, is_default) in optional {
+        if !is_default {
+            s.push_str(&format!(", {key}={value}"));
+        }
     }
-    if o.dilation != (1, 1) {
-        s.push_str(&format!(", dilation={:?}", o.dilation));
-    }
-    if output_padding != (0, 0) {
-        s.push_str(&format!(", output_padding={output_padding:?}"));
-    }
-    if o.groups != 1 {
-        s.push_str(&format!(", groups={}", o.groups));
+    if groups != 1 {
+        s.push_str(&format!(", groups={groups}"));
     }
     if bias.is_none() {
         s.push_str(", bias=False");

@@ -6,6 +6,7 @@ mod attention;
 mod batch_norm;
 mod container;
 mod conv;
+mod conv3d;
 mod ctc;
 mod embedding;
 mod fold;
@@ -24,6 +25,7 @@ mod packed;
 mod padding;
 mod pixel_shuffle;
 mod pool;
+mod pool3d;
 mod recurrent;
 mod recurrent_cell;
 mod sdpa;
@@ -42,6 +44,7 @@ pub use batch_norm::{BatchNorm, batch_norm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub use container::{ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
+pub use conv3d::{Conv3d, Conv3dOptions, ConvTranspose3d, conv_transpose3d, conv3d};
 pub use ctc::{CtcOptions, ctc_loss};
 pub use embedding::{BagMode, BagOptions, Embedding, EmbeddingBag, embedding_bag};
 pub use fold::{Fold, Unfold};
@@ -88,6 +91,10 @@ pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, LPPool1d, LPPool2d, MaxPool1d, MaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d,
     avg_pool2d, lp_pool1d, lp_pool2d, max_pool2d, max_pool2d_with_indices,
+};
+pub use pool3d::{
+    AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, MaxPool3d, Triple, adaptive_avg_pool3d,
+    adaptive_max_pool3d, avg_pool3d, max_pool3d,
 };
 pub use recurrent::{GRU, LSTM, RNN, RnnOptions};
 pub use recurrent_cell::{GRUCell, LSTMCell, RNNCell};

@@ -238,10 +238,10 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             );
             Ok(())
         }
-        "conv2d" | "conv_transpose2d" => conv(b, op),
+        "conv2d" | "conv_transpose2d" | "conv3d" | "conv_transpose3d" => conv(b, op),
         "var_dims" | "std_dims" => variance(b, op),
         "interpolate" => resize(b, op),
-        "max_pool2d" | "avg_pool2d" => pool(b, op),
+        "max_pool2d" | "avg_pool2d" | "max_pool3d" | "avg_pool3d" => pool(b, op),
         "embedding" => {
             b.node("Gather", &[op.x(0), op.x(1)], &[out], vec![int("axis", 0)]);
             Ok(())
@@ -488,14 +488,16 @@ fn conv(b: &mut Builder, op: &OpView) -> Lowered {
     let (p, s, d) = (op.ints("padding"), op.ints("stride"), op.ints("dilation"));
     let mut ins = vec![op.x(0), op.x(1)];
     ins.extend(op.inputs.get(2).and_then(|v| v.as_deref()));
+    // ONNX pads list every dim's start, then every dim's end.
+    let kernel: Vec<i64> = w.0[2..].iter().map(|&k| k as i64).collect();
     let mut attrs = vec![
-        ints("kernel_shape", &[w.0[2] as i64, w.0[3] as i64]),
+        ints("kernel_shape", &kernel),
         ints("strides", &s),
-        ints("pads", &[p[0], p[1], p[0], p[1]]),
+        ints("pads", &[p.clone(), p].concat()),
         ints("dilations", &d),
         int("group", op.int("groups")),
     ];
-    let onnx = if op.name == "conv_transpose2d" {
+    let onnx = if op.name.starts_with("conv_transpose") {
         attrs.push(ints("output_padding", &op.ints("output_padding")));
         "ConvTranspose"
     } else {
@@ -510,11 +512,11 @@ fn pool(b: &mut Builder, op: &OpView) -> Lowered {
     let mut attrs = vec![
         ints("kernel_shape", &k),
         ints("strides", &s),
-        ints("pads", &[p[0], p[1], p[0], p[1]]),
+        ints("pads", &[p.clone(), p].concat()),
     ];
     attrs.push(int("ceil_mode", op.int("ceil_mode")));
     let onnx = match op.name {
-        "max_pool2d" => {
+        "max_pool2d" | "max_pool3d" => {
             attrs.push(ints("dilations", &op.ints("dilation")));
             "MaxPool"
         }
