@@ -544,6 +544,16 @@ case("pixel_shuffle", "pixel_shuffle", [randn(2, 8, 3, 2)], {"r": 2})
 case("pixel_shuffle_5d", "pixel_shuffle", [randn(2, 1, 9, 2, 3)], {"r": 3})
 case("pixel_unshuffle", "pixel_unshuffle", [randn(1, 2, 4, 6)], {"r": 2})
 case("pixel_unshuffle_3d", "pixel_unshuffle", [randn(3, 6, 3)], {"r": 3})
+# ---- added later: trilinear, 3-D nearest and area, nearest-exact ---------------------------
+case("interp_trilinear", "interpolate", [randn(1, 2, 3, 4, 2)], {"mode": "trilinear", "size": [5, 6, 3]})
+case("interp_trilinear_corners", "interpolate", [randn(1, 1, 3, 2, 4)],
+     {"mode": "trilinear", "size": [4, 3, 5], "align_corners": True})
+case("interp_trilinear_scale", "interpolate", [randn(2, 1, 2, 3, 2)], {"mode": "trilinear", "scale": [2.0, 1.5, 2.5]})
+case("interp_nearest_3d", "interpolate", [randn(1, 2, 3, 2, 4)], {"mode": "nearest", "scale": [2.0, 1.5, 0.5]})
+case("interp_nearest_exact", "interpolate", [randn(1, 2, 5, 7)], {"mode": "nearest-exact", "size": [3, 11]})
+case("interp_nearest_exact_1d_scale", "interpolate", [randn(2, 3, 5)], {"mode": "nearest-exact", "scale": [1.7]})
+case("interp_nearest_exact_3d", "interpolate", [randn(1, 1, 3, 4, 5)], {"mode": "nearest-exact", "size": [5, 2, 7]})
+case("interp_area_3d", "interpolate", [randn(1, 2, 5, 6, 7)], {"mode": "area", "size": [2, 4, 3]})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -848,6 +848,15 @@ layer("adaptiveavgpool3d", nn.AdaptiveAvgPool3d((2, 3, 2)), [r(2, 2, 5, 7, 4)])
 layer("adaptiveavgpool3d_1", nn.AdaptiveAvgPool3d(1), [r(2, 3, 3, 4, 5)])
 layer("adaptivemaxpool3d_unbatched", nn.AdaptiveMaxPool3d((3, 2, 2)), [r(2, 5, 3, 5)])
 
+# ---- 3-D padding and instance norm (added later, its own seed) ---------------------------
+torch.manual_seed(29)
+layer("pad_reflect_3d", nn.ReflectionPad3d((1, 2, 0, 1, 2, 1)), [r(1, 2, 3, 3, 4)])
+layer("pad_replicate_3d_unbatched", nn.ReplicationPad3d((2, 0, 1, 1, 0, 3)), [r(2, 3, 2, 3)])
+layer("pad_circular_3d", nn.CircularPad3d((1, 1, 2, 0, 1, 2)), [r(1, 1, 3, 2, 3)])
+layer("pad_zero_3d", nn.ZeroPad3d((1, 0, 0, 2, 1, 1)), [r(2, 1, 2, 2, 2)])
+layer("pad_constant_3d", nn.ConstantPad3d((0, 1, 1, 0, 2, 0), 1.5), [r(1, 2, 2, 3, 2)])
+layer("instancenorm3d_affine", nn.InstanceNorm3d(3, affine=True), [r(2, 3, 3, 4, 2)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

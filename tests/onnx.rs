@@ -394,7 +394,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Gather"), 3, "{:?}", op_types(&m));
 
     // Volumes: a 3-D convolution (as Conv), its transpose with output
-    // padding and groups (ConvTranspose), and the 3-D max and average pools.
+    // padding and groups (ConvTranspose), the 3-D max and average pools,
+    // and trilinear and nearest-exact resizing.
     let conv = tapir::nn::Conv3d::new(
         2,
         4,
@@ -428,10 +429,15 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             }
             .forward(&c); // [N, 4, 3, 5, 6]
             let u = up.forward(&m); // [N, 2, 5, 2, 7]
+            use tapir::nn::{InterpolateMode as M, interpolate};
+            let t = interpolate(&c, Some(&[4, 5, 6]), None, M::Trilinear, None);
+            let e = interpolate(&c, None, Some(&[1.5, 2.0, 0.5]), M::NearestExact, None);
             let parts = [
                 m.reshape(&[-1, 48]),
                 a.reshape(&[-1, 360]),
                 u.reshape(&[-1, 140]),
+                t.reshape(&[-1, 480]),
+                e.reshape(&[-1, 256]),
             ];
             Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
         },
@@ -447,6 +453,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "ConvTranspose"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "MaxPool"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "AveragePool"), 1, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Resize"), 2, "{:?}", op_types(&m));
 
     let Some(py) = python() else {
         eprintln!(

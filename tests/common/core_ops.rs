@@ -148,6 +148,8 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
                 "linear" => tapir::nn::InterpolateMode::Linear,
                 "bicubic" => tapir::nn::InterpolateMode::Bicubic,
                 "area" => tapir::nn::InterpolateMode::Area,
+                "trilinear" => tapir::nn::InterpolateMode::Trilinear,
+                "nearest-exact" => tapir::nn::InterpolateMode::NearestExact,
                 _ => tapir::nn::InterpolateMode::Bilinear,
             };
             let size = a.get("size").map(|_| usizes(a, "size"));

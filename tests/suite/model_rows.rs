@@ -163,3 +163,83 @@ fn projection_shuffle_and_lrn_rows_build_their_layers() {
         ]
     );
 }
+
+tapir::model! {
+    /// A small volumetric network: every 3-D row, a cube kernel each.
+    pub struct VolumeRows {
+        conv: Conv3d<2, 4, 3, padding = 1>,
+        norm: InstanceNorm3d<4, affine = true>,
+        pool: MaxPool3d<2, ceil_mode = true>,
+        avg: AvgPool3d<3, stride = 1, padding = 1, count_include_pad = false>,
+        up: ConvTranspose3d<4, 2, 2, stride = 2>,
+        pad: ReplicationPad3d<1>,
+        fill: ConstantPad3d<1, 0.5>,
+        gap: AdaptiveAvgPool3d<1, output_height = 2, output_width = 3>,
+        gmp: AdaptiveMaxPool3d<2>,
+    }
+    fn forward(&self, x: [N, 2, 4, 6, 7]) -> (
+        [N, 2, 6, 8, 10], [N, 2, 6, 8, 10], [N, 2, 1, 2, 3], [N, 2, 2, 2, 2],
+    ) {
+        let u = self.up(self.avg(self.pool(self.norm(self.conv(x)).relu())));
+        (self.pad(u), self.fill(u), self.gap(u), self.gmp(u))
+    }
+}
+
+#[test]
+fn volume_rows_build_the_3d_layers() {
+    use tapir::nn::*;
+    let t = VolumeRows::new(&Device::Cpu);
+    let x = Tensor::randn(&[3, 2, 4, 6, 7]);
+    let out = t.forward(&x);
+    let shapes = [&out.0, &out.1, &out.2, &out.3].map(|t| t.shape().to_vec());
+    assert_eq!(
+        shapes,
+        [
+            vec![3, 2, 6, 8, 10],
+            vec![3, 2, 6, 8, 10],
+            vec![3, 2, 1, 2, 3],
+            vec![3, 2, 2, 2, 2]
+        ]
+    );
+    // The same forward through the functions, with the rows' weights.
+    let h = conv3d(
+        &x,
+        &t.conv.weight,
+        t.conv.bias.as_ref(),
+        Conv3dOptions::default().padding(1),
+    );
+    let h = t.norm.forward(&h).relu();
+    let h = max_pool3d(&h, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), true);
+    let h = avg_pool3d(&h, (3, 3, 3), (1, 1, 1), (1, 1, 1), false, false, None);
+    let u = conv_transpose3d(
+        &h,
+        &t.up.weight,
+        t.up.bias.as_ref(),
+        Conv3dOptions::default().stride(2),
+        (0, 0, 0),
+    );
+    let want = adaptive_max_pool3d(&u, (2, 2, 2));
+    assert_eq!(out.3.to_vec::<f32>(), want.to_vec::<f32>());
+    assert_eq!(
+        [
+            t.conv.repr(),
+            t.norm.repr(),
+            t.pool.repr(),
+            t.avg.repr(),
+            t.up.repr(),
+            t.pad.repr(),
+            t.fill.repr(),
+            t.gap.repr()
+        ],
+        [
+            "Conv3d(2, 4, kernel_size=(3, 3, 3), stride=(1, 1, 1), padding=(1, 1, 1))",
+            "InstanceNorm3d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=False)",
+            "MaxPool3d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=True)",
+            "AvgPool3d(kernel_size=3, stride=1, padding=1)",
+            "ConvTranspose3d(4, 2, kernel_size=(2, 2, 2), stride=(2, 2, 2))",
+            "ReplicationPad3d((1, 1, 1, 1, 1, 1))",
+            "ConstantPad3d(padding=(1, 1, 1, 1, 1, 1), value=0.5)",
+            "AdaptiveAvgPool3d(output_size=(1, 2, 3))",
+        ]
+    );
+}

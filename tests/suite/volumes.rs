@@ -1,7 +1,8 @@
-//! Volumetric layers: `Conv3d`, `ConvTranspose3d` and the 3-D pools. Their
-//! values and gradients are checked against PyTorch in `nn_goldens` (built
-//! here by [`build`]); this file adds finite differences, errors, reprs and
-//! the paths through compile and export.
+//! Volumetric layers: `Conv3d`, `ConvTranspose3d`, the 3-D pools and pads,
+//! `InstanceNorm3d`. Their values and gradients are checked against
+//! PyTorch in `nn_goldens` (built here by [`build`]); this file adds finite
+//! differences, errors and reprs (compile replay and ONNX export are in
+//! their own test binaries).
 
 use crate::common::{close, dev, panic_message};
 use tapir::gradcheck;
@@ -84,6 +85,23 @@ pub(super) fn build(name: &str) -> Option<Box<dyn Forward>> {
         "adaptivemaxpool3d_unbatched" => Box::new(AdaptiveMaxPool3d {
             output_size: (3, 2, 2),
         }),
+        "pad_reflect_3d" => Box::new(ReflectionPad3d {
+            padding: [1, 2, 0, 1, 2, 1],
+        }),
+        "pad_replicate_3d_unbatched" => Box::new(ReplicationPad3d {
+            padding: [2, 0, 1, 1, 0, 3],
+        }),
+        "pad_circular_3d" => Box::new(CircularPad3d {
+            padding: [1, 1, 2, 0, 1, 2],
+        }),
+        "pad_zero_3d" => Box::new(ZeroPad3d {
+            padding: [1, 0, 0, 2, 1, 1],
+        }),
+        "pad_constant_3d" => Box::new(ConstantPad {
+            padding: vec![0, 1, 1, 0, 2, 0],
+            value: 1.5,
+        }),
+        "instancenorm3d_affine" => Box::new(InstanceNorm::new_3d(3, 1e-5, true)),
         _ => return None,
     })
 }

@@ -278,7 +278,7 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         },
         "interpolate" => |a| {
             let size: Vec<usize> = a.attrs.ints("size").iter().map(|&d| d as usize).collect();
-            let scales: Vec<f64> = ["scale0", "scale1"]
+            let scales: Vec<f64> = ["scale0", "scale1", "scale2"]
                 .iter()
                 .map(|k| a.float(k))
                 .take_while(|&f| f > 0.0)

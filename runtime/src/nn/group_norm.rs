@@ -238,7 +238,7 @@ impl Module for GroupNorm {
     }
 }
 
-/// `nn.InstanceNorm1d` / `nn.InstanceNorm2d`: every sample's channels
+/// `nn.InstanceNorm1d` / `2d` / `3d`: every sample's channels
 /// normalised over their own positions; weight ones and bias zeros of
 /// shape `[num_features]` when `affine` (PyTorch's default is not affine).
 /// By default (`track_running_stats=False`) train and eval mode alike use
@@ -271,7 +271,7 @@ pub struct InstanceNorm {
     /// Weight of the current batch in the running statistics (0.1); `None`
     /// is 0 here, as in PyTorch: the statistics stay where they are.
     pub momentum: Option<f64>,
-    /// Spatial dims: 1 or 2.
+    /// Spatial dims: 1, 2 or 3.
     dims: usize,
     training: TrainingFlag,
 }
@@ -285,6 +285,19 @@ impl InstanceNorm {
     /// `nn.InstanceNorm2d(num_features, eps, affine=affine)`, for `[N, C, H, W]` or `[C, H, W]`.
     pub fn new_2d(num_features: usize, eps: f64, affine: bool) -> InstanceNorm {
         InstanceNorm::new(num_features, eps, affine, 2)
+    }
+
+    /// `nn.InstanceNorm3d(num_features, eps, affine=affine)`, for
+    /// `[N, C, D, H, W]` or `[C, D, H, W]`.
+    ///
+    /// ```
+    /// use tapir_runtime::{nn::{Forward, InstanceNorm, Module}, Tensor};
+    /// let norm = InstanceNorm::new_3d(2, 1e-5, true);
+    /// assert_eq!(norm.forward(&Tensor::randn(&[2, 3, 4, 5])).shape(), &[2, 3, 4, 5]);
+    /// assert!(norm.repr().starts_with("InstanceNorm3d(2, eps=1e-05"));
+    /// ```
+    pub fn new_3d(num_features: usize, eps: f64, affine: bool) -> InstanceNorm {
+        InstanceNorm::new(num_features, eps, affine, 3)
     }
 
     fn new(num_features: usize, eps: f64, affine: bool, dims: usize) -> InstanceNorm {

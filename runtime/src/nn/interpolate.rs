@@ -1,6 +1,7 @@
-//! `F.interpolate` and `nn.Upsample`: nearest, linear (3-D input),
-//! bilinear and bicubic (4-D input) resizing with PyTorch's source-index
-//! formulas, and area (adaptive average pooling). Each spatial dim is
+//! `F.interpolate` and `nn.Upsample`: nearest and nearest-exact (1 to 3
+//! spatial dims), linear (3-D input), bilinear and bicubic (4-D),
+//! trilinear (5-D) resizing with PyTorch's source-index formulas, and area
+//! (adaptive average pooling). Each spatial dim is
 //! resized on its own (bilinear is linear along H, then along W; bicubic's
 //! 4 x 4 taps are 4 along H, then 4 along W) by `index_select` and weighted
 //! sums, so the gradient and the devices are those ops'.
@@ -25,17 +26,26 @@ pub enum InterpolateMode {
     /// nearest elements of a `[N, C, H, W]` input, edges repeated.
     Bicubic,
     /// The mean of each output element's window (adaptive average
-    /// pooling) over a `[N, C, L]` or `[N, C, H, W]` input.
+    /// pooling) over a `[N, C, L]`, `[N, C, H, W]` or `[N, C, D, H, W]`
+    /// input.
     Area,
+    /// Linear along the three spatial dims of a `[N, C, D, H, W]` input.
+    Trilinear,
+    /// The input element whose centre is nearest the output element's
+    /// (`"nearest-exact"`: source `floor((j + 0.5) · n / m)`), which,
+    /// unlike `Nearest`, does not shift the image left on resizing.
+    NearestExact,
 }
 
 impl InterpolateMode {
-    const ALL: [InterpolateMode; 5] = [
+    const ALL: [InterpolateMode; 7] = [
         InterpolateMode::Nearest,
         InterpolateMode::Linear,
         InterpolateMode::Bilinear,
         InterpolateMode::Bicubic,
         InterpolateMode::Area,
+        InterpolateMode::Trilinear,
+        InterpolateMode::NearestExact,
     ];
 
     /// The mode as a recorded attribute (its place in [`Self::ALL`]).
@@ -45,7 +55,7 @@ impl InterpolateMode {
 
     /// The mode a recorded attribute names.
     pub(crate) fn from_code(code: i64) -> InterpolateMode {
-        Self::ALL[code.clamp(0, 4) as usize]
+        Self::ALL[code.clamp(0, Self::ALL.len() as i64 - 1) as usize]
     }
 
     /// PyTorch's name for the mode (`mode=`).
@@ -56,6 +66,8 @@ impl InterpolateMode {
             InterpolateMode::Bilinear => "bilinear",
             InterpolateMode::Bicubic => "bicubic",
             InterpolateMode::Area => "area",
+            InterpolateMode::Trilinear => "trilinear",
+            InterpolateMode::NearestExact => "nearest-exact",
         }
     }
 }
@@ -75,6 +87,10 @@ fn source(
     match mode {
         InterpolateMode::Nearest => {
             let s = (j as f64 * ratio(n as f64 / m as f64)).floor();
+            s.min(n as f64 - 1.0)
+        }
+        InterpolateMode::NearestExact => {
+            let s = ((j as f64 + 0.5) * ratio(n as f64 / m as f64)).floor();
             s.min(n as f64 - 1.0)
         }
         _ if corners => {
@@ -143,7 +159,10 @@ fn resize_dim(
         return out.expect("four taps");
     }
     let near = x.index_select(dim, &on(Tensor::from_vec(lower.clone(), &[m])));
-    if mode == InterpolateMode::Nearest {
+    if matches!(
+        mode,
+        InterpolateMode::Nearest | InterpolateMode::NearestExact
+    ) {
         return near;
     }
     let upper: Vec<i64> = lower.iter().map(|&i| (i + 1).min(n as i64 - 1)).collect();
@@ -187,8 +206,8 @@ pub fn interpolate(
             ("mode", Attr::Int(mode.code())),
             ("align_corners", Attr::Int(corners)),
         ];
-        const SCALES: [&str; 2] = ["scale0", "scale1"];
-        for (k, &f) in scale_factor.unwrap_or(&[]).iter().enumerate().take(2) {
+        const SCALES: [&str; 3] = ["scale0", "scale1", "scale2"];
+        for (k, &f) in scale_factor.unwrap_or(&[]).iter().enumerate().take(3) {
             a.push((SCALES[k], Attr::Float(f)));
         }
         a
@@ -207,10 +226,12 @@ fn resize(
 ) -> Tensor {
     let spatial = x.ndim().saturating_sub(2);
     let want = match mode {
-        InterpolateMode::Nearest => (1..=2).contains(&spatial),
+        InterpolateMode::Nearest | InterpolateMode::NearestExact | InterpolateMode::Area => {
+            (1..=3).contains(&spatial)
+        }
         InterpolateMode::Linear => spatial == 1,
         InterpolateMode::Bilinear | InterpolateMode::Bicubic => spatial == 2,
-        InterpolateMode::Area => (1..=2).contains(&spatial),
+        InterpolateMode::Trilinear => spatial == 3,
     };
     assert!(
         want,
@@ -224,8 +245,10 @@ fn resize(
         x.dtype()
     );
     assert!(
-        !matches!(mode, InterpolateMode::Nearest | InterpolateMode::Area)
-            || align_corners.is_none(),
+        !matches!(
+            mode,
+            InterpolateMode::Nearest | InterpolateMode::NearestExact | InterpolateMode::Area
+        ) || align_corners.is_none(),
         "interpolate: align_corners can only be set with the linear and cubic modes, not '{}'",
         mode.name()
     );
@@ -249,7 +272,8 @@ fn resize(
         let pool = |x: &Tensor, output_size| adaptive_avg_pool2d(x, output_size);
         return match sizes[..] {
             [l] => pool(&x.unsqueeze(2), (1, l)).squeeze_dim(2),
-            _ => pool(x, (sizes[0], sizes[1])),
+            [h, w] => pool(x, (h, w)),
+            _ => super::adaptive_avg_pool3d(x, (sizes[0], sizes[1], sizes[2])),
         };
     }
     let mut out = x.clone();

@@ -81,8 +81,9 @@ pub use packed::{
     unpack_sequence, unpad_sequence,
 };
 pub use padding::{
-    CircularPad1d, CircularPad2d, ConstantPad, PadMode, ReflectionPad1d, ReflectionPad2d,
-    ReplicationPad1d, ReplicationPad2d, ZeroPad1d, ZeroPad2d, pad, pad_with,
+    CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad, PadMode, ReflectionPad1d,
+    ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+    ZeroPad1d, ZeroPad2d, ZeroPad3d, pad, pad_with,
 };
 pub use pixel_shuffle::{
     ChannelShuffle, PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle,

@@ -180,7 +180,8 @@ macro_rules! padding_layer {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub struct $name {
-            /// `(left, right)` or `(left, right, top, bottom)`, as PyTorch's tuple.
+            /// `(left, right)`, `(left, right, top, bottom)` or `(left,
+            /// right, top, bottom, front, back)`, as PyTorch's tuple.
             pub padding: [usize; $sides],
         }
 
@@ -223,10 +224,25 @@ padding_layer! {
     CircularPad1d, 2, PadMode::Circular;
     /// `nn.CircularPad2d`: the last two dims wrapped around.
     CircularPad2d, 4, PadMode::Circular;
+    /// `nn.ZeroPad3d`: zeros around the last three dims.
+    ///
+    /// ```
+    /// use tapir_runtime::{nn::{Forward, Module, ZeroPad3d}, Tensor};
+    /// let pad = ZeroPad3d { padding: [1, 0, 0, 0, 2, 1] };
+    /// assert_eq!(pad.forward(&Tensor::ones(&[1, 2, 3, 3])).shape(), &[1, 5, 3, 4]);
+    /// assert_eq!(pad.repr(), "ZeroPad3d((1, 0, 0, 0, 2, 1))");
+    /// ```
+    ZeroPad3d, 6, PadMode::Constant(0.0);
+    /// `nn.ReflectionPad3d`: the last three dims mirrored at their faces.
+    ReflectionPad3d, 6, PadMode::Reflect;
+    /// `nn.ReplicationPad3d`: the last three dims' face values repeated.
+    ReplicationPad3d, 6, PadMode::Replicate;
+    /// `nn.CircularPad3d`: the last three dims wrapped around.
+    CircularPad3d, 6, PadMode::Circular;
 }
 
-/// `nn.ConstantPad1d` / `nn.ConstantPad2d` by the length of `padding` (2
-/// or 4): `value` around the last one or two dims.
+/// `nn.ConstantPad1d` / `2d` / `3d` by the length of `padding` (2, 4 or
+/// 6): `value` around the last one, two or three dims.
 ///
 /// ```
 /// use tapir_runtime::{nn::{ConstantPad, Forward}, Tensor};
@@ -235,7 +251,8 @@ padding_layer! {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConstantPad {
-    /// `(left, right)` or `(left, right, top, bottom)`.
+    /// `(left, right)`, `(left, right, top, bottom)` or `(left, right,
+    /// top, bottom, front, back)`.
     pub padding: Vec<usize>,
     /// The fill.
     pub value: f64,
@@ -263,6 +280,10 @@ stateless_module! {
     ReplicationPad2d => |s| format!("ReplicationPad2d({})", tuple(&s.padding));
     CircularPad1d => |s| format!("CircularPad1d({})", tuple(&s.padding));
     CircularPad2d => |s| format!("CircularPad2d({})", tuple(&s.padding));
+    ZeroPad3d => |s| format!("ZeroPad3d({})", tuple(&s.padding));
+    ReflectionPad3d => |s| format!("ReflectionPad3d({})", tuple(&s.padding));
+    ReplicationPad3d => |s| format!("ReplicationPad3d({})", tuple(&s.padding));
+    CircularPad3d => |s| format!("CircularPad3d({})", tuple(&s.padding));
     ConstantPad => |s| format!(
         "ConstantPad{}d(padding={}, value={})",
         s.padding.len() / 2,

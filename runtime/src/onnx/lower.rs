@@ -581,17 +581,26 @@ fn resize(b: &mut Builder, op: &OpView) -> Lowered {
     };
     let (mode, coords) = match M::from_code(op.int("mode")) {
         M::Nearest => ("nearest", "asymmetric"),
-        M::Linear | M::Bilinear => ("linear", smooth),
+        // floor((j + 0.5) n / m) is rounding (j + 0.5) n / m - 0.5 up at ties.
+        M::NearestExact => ("nearest", "half_pixel"),
+        M::Linear | M::Bilinear | M::Trilinear => ("linear", smooth),
         M::Bicubic => ("cubic", smooth),
         M::Area => return op.fail("its area mode (adaptive average pooling) has no Resize form"),
     };
     let attrs = vec![
         string("mode", mode),
         string("coordinate_transformation_mode", coords),
-        string("nearest_mode", "floor"),
+        string(
+            "nearest_mode",
+            if coords == "half_pixel" {
+                "round_prefer_ceil"
+            } else {
+                "floor"
+            },
+        ),
         float("cubic_coeff_a", -0.75),
     ];
-    let scales: Vec<f64> = ["scale0", "scale1"]
+    let scales: Vec<f64> = ["scale0", "scale1", "scale2"]
         .iter()
         .map(|k| op.float(k))
         .take_while(|&f| f > 0.0)

@@ -1,6 +1,6 @@
-//! Sliding windows over `[N, C, L]` and `[N, C, H, W]`: Conv1d, Conv2d and
-//! ConvTranspose2d (PyTorch's output-size formulas on each spatial dim;
-//! pooling is `pool.rs`).
+//! Sliding windows over `[N, C, L]`, `[N, C, H, W]` and `[N, C, D, H, W]`:
+//! Conv1d/2d/3d and ConvTranspose1d/2d/3d (PyTorch's output-size formulas
+//! on each spatial dim; pooling is `pool.rs`).
 
 use super::{Row, RowSpec};
 use crate::analyse::layers::Slot;
@@ -12,9 +12,9 @@ use quote::quote;
 use std::rc::Rc;
 use syn::Expr;
 
-/// `nn.Conv1d`, or `nn.Conv2d` with square kernels.
+/// `nn.Conv1d`, or `nn.Conv2d` / `nn.Conv3d` with square / cubic kernels.
 struct Conv {
-    /// 1 (`[N, C, L]`) or 2 (`[N, C, H, W]`).
+    /// 1 (`[N, C, L]`), 2 (`[N, C, H, W]`) or 3 (`[N, C, D, H, W]`).
     spatial: usize,
     inp: Slot,
     out: Dim,
@@ -32,7 +32,8 @@ impl Conv {
     fn pattern(&self, channels: &str) -> String {
         match self.spatial {
             1 => format!("[N, {channels}, L]"),
-            _ => format!("[N, {channels}, H, W]"),
+            2 => format!("[N, {channels}, H, W]"),
+            _ => format!("[N, {channels}, D, H, W]"),
         }
     }
 }
@@ -78,7 +79,8 @@ impl Row for Conv {
     fn runtime_type(&self) -> TokenStream {
         match self.spatial {
             1 => quote!(::tapir::nn::Conv1d),
-            _ => quote!(::tapir::nn::Conv2d),
+            2 => quote!(::tapir::nn::Conv2d),
+            _ => quote!(::tapir::nn::Conv3d),
         }
     }
     fn constructor(&self) -> TokenStream {
@@ -102,8 +104,11 @@ impl Row for Conv {
             1 => {
                 quote!(::tapir::nn::Conv1d::new(#i, #o, #k, ::tapir::nn::Conv1dOptions { stride: #s, padding: #p, dilation: #d, groups: #g }, #b) #mode)
             }
-            _ => {
+            2 => {
                 quote!(::tapir::nn::Conv2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, #b) #mode)
+            }
+            _ => {
+                quote!(::tapir::nn::Conv3d::new(#i, #o, (#k, #k, #k), ::tapir::nn::Conv3dOptions { stride: (#s, #s, #s), padding: (#p, #p, #p), dilation: (#d, #d, #d), groups: #g }, #b) #mode)
             }
         }
     }
@@ -172,11 +177,13 @@ fn padding_mode(e: Option<Expr>, row: &str) -> syn::Result<Option<TokenStream>> 
 
 conv!(CONV1D, "Conv1d", 1);
 conv!(CONV2D, "Conv2d", 2);
+conv!(CONV3D, "Conv3d", 3);
 
-/// `nn.ConvTranspose2d` with square kernels: each spatial dim becomes
-/// `(n - 1) s - 2p + d (k - 1) + output_padding + 1`.
+/// `nn.ConvTranspose1d/2d/3d` with square / cubic kernels: each spatial
+/// dim becomes `(n - 1) s - 2p + d (k - 1) + output_padding + 1`.
 struct ConvTranspose {
-    /// 1 (`[N, C, L]` or `[C, L]`) or 2 (`[N, C, H, W]`).
+    /// 1 (`[N, C, L]` or `[C, L]`), 2 (`[N, C, H, W]`) or 3
+    /// (`[N, C, D, H, W]`).
     spatial: usize,
     inp: Slot,
     out: Dim,
@@ -192,14 +199,11 @@ struct ConvTranspose {
 impl Row for ConvTranspose {
     fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
         let one_d = self.spatial == 1;
-        let ok = if one_d {
-            x.len() == 3 || x.len() == 2
-        } else {
-            x.len() == 4
-        };
-        let pattern = |c: &str| match one_d {
-            true => format!("[N, {c}, L]` or `[{c}, L]"),
-            false => format!("[N, {c}, H, W]"),
+        let ok = x.len() == self.spatial + 2 || (one_d && x.len() == 2);
+        let pattern = |c: &str| match self.spatial {
+            1 => format!("[N, {c}, L]` or `[{c}, L]"),
+            2 => format!("[N, {c}, H, W]"),
+            _ => format!("[N, {c}, D, H, W]"),
         };
         if !ok {
             return Err(format!(
@@ -252,7 +256,8 @@ impl Row for ConvTranspose {
     fn runtime_type(&self) -> TokenStream {
         match self.spatial {
             1 => quote!(::tapir::nn::ConvTranspose1d),
-            _ => quote!(::tapir::nn::ConvTranspose2d),
+            2 => quote!(::tapir::nn::ConvTranspose2d),
+            _ => quote!(::tapir::nn::ConvTranspose3d),
         }
     }
     fn constructor(&self) -> TokenStream {
@@ -273,8 +278,11 @@ impl Row for ConvTranspose {
             1 => {
                 quote!(::tapir::nn::ConvTranspose1d::new(#i, #o, #k, ::tapir::nn::Conv1dOptions { stride: #s, padding: #p, dilation: #d, groups: #g }, #op, #b))
             }
-            _ => {
+            2 => {
                 quote!(::tapir::nn::ConvTranspose2d::new(#i, #o, (#k, #k), ::tapir::Conv2dOptions { stride: (#s, #s), padding: (#p, #p), dilation: (#d, #d), groups: #g }, (#op, #op), #b))
+            }
+            _ => {
+                quote!(::tapir::nn::ConvTranspose3d::new(#i, #o, (#k, #k, #k), ::tapir::nn::Conv3dOptions { stride: (#s, #s, #s), padding: (#p, #p, #p), dilation: (#d, #d, #d), groups: #g }, (#op, #op, #op), #b))
             }
         }
     }
@@ -319,3 +327,4 @@ macro_rules! conv_transpose {
 
 conv_transpose!(CONV_TRANSPOSE1D, "ConvTranspose1d", 1);
 conv_transpose!(CONV_TRANSPOSE2D, "ConvTranspose2d", 2);
+conv_transpose!(CONV_TRANSPOSE3D, "ConvTranspose3d", 3);

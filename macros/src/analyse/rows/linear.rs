@@ -265,25 +265,27 @@ pub const GROUP_NORM: RowSpec = RowSpec {
     },
 };
 
-/// `nn.InstanceNorm1d` / `nn.InstanceNorm2d`: batched or unbatched,
+/// `nn.InstanceNorm1d` / `2d` / `3d`: batched or unbatched,
 /// channels just before the spatial dims; `momentum` and
 /// `track_running_stats` become the runtime type's builders.
 struct InstanceNorm {
     c: Slot,
     eps: Option<Expr>,
     affine: Option<Expr>,
-    two_d: bool,
+    /// Spatial dims: 1, 2 or 3.
+    spatial: usize,
     kwargs: [(&'static str, Option<Expr>); 2],
 }
 
 impl Row for InstanceNorm {
     fn apply(&self, label: &str, x: &Shape, facts: &mut dyn Facts) -> Result<Shape, String> {
-        let spatial = 1 + self.two_d as usize;
-        let (pattern, ok_rank) = match self.two_d {
-            true => ("[N, C, H, W] or [C, H, W]", x.len() == 4 || x.len() == 3),
-            false => ("[N, C, L] or [C, L]", x.len() == 3 || x.len() == 2),
+        let spatial = self.spatial;
+        let pattern = match spatial {
+            1 => "[N, C, L] or [C, L]",
+            2 => "[N, C, H, W] or [C, H, W]",
+            _ => "[N, C, D, H, W] or [C, D, H, W]",
         };
-        if !ok_rank {
+        if x.len() != spatial + 2 && x.len() != spatial + 1 {
             return Err(format!(
                 "{label} expects input `{pattern}`, got `{}`{{from}}",
                 show(x)
@@ -307,10 +309,8 @@ impl Row for InstanceNorm {
         let eps = or_default(&self.eps, quote!(1e-5));
         let affine = or_default(&self.affine, quote!(false));
         let kwargs = builders(&self.kwargs);
-        match self.two_d {
-            true => quote!(::tapir::nn::InstanceNorm::new_2d(#c, #eps, #affine) #kwargs),
-            false => quote!(::tapir::nn::InstanceNorm::new_1d(#c, #eps, #affine) #kwargs),
-        }
+        let new = quote::format_ident!("new_{}d", self.spatial);
+        quote!(::tapir::nn::InstanceNorm::#new(#c, #eps, #affine) #kwargs)
     }
     fn uninferred(&self) -> Option<&'static str> {
         self.c.get().is_none().then_some("num_features")
@@ -318,7 +318,7 @@ impl Row for InstanceNorm {
 }
 
 macro_rules! instance_norm {
-    ($konst:ident, $name:literal, $two_d:literal) => {
+    ($konst:ident, $name:literal, $spatial:literal) => {
         pub const $konst: RowSpec = RowSpec {
             name: $name,
             aliases: &[],
@@ -329,7 +329,7 @@ macro_rules! instance_norm {
                     c: a.slot("num_features", scope)?,
                     eps,
                     affine: a.expr("affine")?,
-                    two_d: $two_d,
+                    spatial: $spatial,
                     kwargs: [
                         ("momentum", momentum),
                         ("track_running_stats", a.expr("track_running_stats")?),
@@ -340,5 +340,6 @@ macro_rules! instance_norm {
     };
 }
 
-instance_norm!(INSTANCE_NORM_1D, "InstanceNorm1d", false);
-instance_norm!(INSTANCE_NORM_2D, "InstanceNorm2d", true);
+instance_norm!(INSTANCE_NORM_1D, "InstanceNorm1d", 1);
+instance_norm!(INSTANCE_NORM_2D, "InstanceNorm2d", 2);
+instance_norm!(INSTANCE_NORM_3D, "InstanceNorm3d", 3);

@@ -1,7 +1,7 @@
-//! Pooling rows: `MaxPool1d/2d`, `AvgPool1d/2d`, `LPPool1d/2d` (PyTorch's
-//! output size on each spatial dim, `ceil_mode` included) and the adaptive pools (the
-//! spatial dims become the output size); and the padding layers, whose
-//! spatial dims grow. Batched or unbatched input.
+//! Pooling rows: `MaxPool1d/2d/3d`, `AvgPool1d/2d/3d`, `LPPool1d/2d`
+//! (PyTorch's output size on each spatial dim, `ceil_mode` included) and
+//! the adaptive pools (the spatial dims become the output size); and the
+//! padding layers, whose spatial dims grow. Batched or unbatched input.
 
 use super::{Row, RowSpec};
 use crate::analyse::dims::{DimScope, dim_of_expr};
@@ -19,7 +19,8 @@ use syn::spanned::Spanned;
 fn pattern(spatial: usize) -> &'static str {
     match spatial {
         1 => "[N, C, L]` or `[C, L]",
-        _ => "[N, C, H, W]` or `[C, H, W]",
+        2 => "[N, C, H, W]` or `[C, H, W]",
+        _ => "[N, C, D, H, W]` or `[C, D, H, W]",
     }
 }
 
@@ -98,9 +99,11 @@ impl Row for Pool {
                 _ => quote!(::tapir::nn::LPPool2d),
             },
             (true, 1) => quote!(::tapir::nn::MaxPool1d),
-            (true, _) => quote!(::tapir::nn::MaxPool2d),
+            (true, 2) => quote!(::tapir::nn::MaxPool2d),
+            (true, _) => quote!(::tapir::nn::MaxPool3d),
             (false, 1) => quote!(::tapir::nn::AvgPool1d),
-            (false, _) => quote!(::tapir::nn::AvgPool2d),
+            (false, 2) => quote!(::tapir::nn::AvgPool2d),
+            (false, _) => quote!(::tapir::nn::AvgPool3d),
         }
     }
     fn constructor(&self) -> TokenStream {
@@ -108,7 +111,8 @@ impl Row for Pool {
         let [k, s, p, d] = [&self.k, &self.stride, &self.padding, &self.dilation].map(dim_usize);
         let pair = |v: &TokenStream| match self.spatial {
             1 => quote!(#v),
-            _ => quote!((#v, #v)),
+            2 => quote!((#v, #v)),
+            _ => quote!((#v, #v, #v)),
         };
         let (s, p, d) = (pair(&s), pair(&p), pair(&d));
         let ceil = self.ceil_mode;
@@ -214,6 +218,13 @@ pub const MAX_POOL2D: RowSpec = RowSpec {
     parse: |a, scope| parse_pool(a, scope, true, 2),
 };
 
+pub const MAX_POOL3D: RowSpec = RowSpec {
+    name: "MaxPool3d",
+    aliases: &[],
+    params: MAX_POOL_PARAMS,
+    parse: |a, scope| parse_pool(a, scope, true, 3),
+};
+
 pub const AVG_POOL1D: RowSpec = RowSpec {
     name: "AvgPool1d",
     aliases: &[],
@@ -239,6 +250,20 @@ pub const AVG_POOL2D: RowSpec = RowSpec {
         "divisor_override",
     ],
     parse: |a, scope| parse_pool(a, scope, false, 2),
+};
+
+pub const AVG_POOL3D: RowSpec = RowSpec {
+    name: "AvgPool3d",
+    aliases: &[],
+    params: &[
+        "kernel_size",
+        "stride",
+        "padding",
+        "ceil_mode",
+        "count_include_pad",
+        "divisor_override",
+    ],
+    parse: |a, scope| parse_pool(a, scope, false, 3),
 };
 
 /// `nn.LPPool1d/2d(norm_type, kernel_size, stride=None, ceil_mode=False)`.
@@ -277,8 +302,8 @@ pub const LP_POOL2D: RowSpec = RowSpec {
     parse: |a, scope| parse_lp_pool(a, scope, 2),
 };
 
-/// `nn.AdaptiveAvgPool1d/2d`, `nn.AdaptiveMaxPool1d/2d`: the spatial dims
-/// become the output size.
+/// `nn.AdaptiveAvgPool1d/2d/3d`, `nn.AdaptiveMaxPool1d/2d/3d`: the spatial
+/// dims become the output size.
 struct AdaptivePool {
     max: bool,
     /// The output size, one per spatial dim.
@@ -296,9 +321,11 @@ impl Row for AdaptivePool {
     fn runtime_type(&self) -> TokenStream {
         match (self.max, self.size.len()) {
             (true, 1) => quote!(::tapir::nn::AdaptiveMaxPool1d),
-            (true, _) => quote!(::tapir::nn::AdaptiveMaxPool2d),
+            (true, 2) => quote!(::tapir::nn::AdaptiveMaxPool2d),
+            (true, _) => quote!(::tapir::nn::AdaptiveMaxPool3d),
             (false, 1) => quote!(::tapir::nn::AdaptiveAvgPool1d),
-            (false, _) => quote!(::tapir::nn::AdaptiveAvgPool2d),
+            (false, 2) => quote!(::tapir::nn::AdaptiveAvgPool2d),
+            (false, _) => quote!(::tapir::nn::AdaptiveAvgPool3d),
         }
     }
     fn constructor(&self) -> TokenStream {
@@ -307,7 +334,8 @@ impl Row for AdaptivePool {
         match size.as_slice() {
             [l] => quote!(#ty { output_size: #l }),
             [h, w] => quote!(#ty { output_size: (#h, #w) }),
-            _ => unreachable!("adaptive pools are 1-D or 2-D"),
+            [d, h, w] => quote!(#ty { output_size: (#d, #h, #w) }),
+            _ => quote!(::core::compile_error!("adaptive pools are 1-D, 2-D or 3-D")),
         }
     }
 }
@@ -341,14 +369,37 @@ macro_rules! adaptive_pool {
     };
 }
 
+/// The 3-D adaptive pools: a cube of `output_size`, or `output_height`
+/// and `output_width` given apart.
+macro_rules! adaptive_pool3d {
+    ($konst:ident, $name:literal, $max:literal) => {
+        pub const $konst: RowSpec = RowSpec {
+            name: $name,
+            aliases: &[],
+            params: &["output_size", "output_height", "output_width"],
+            parse: |a, scope| {
+                let d = a.dim("output_size", scope, None)?;
+                let h = a.dim("output_height", scope, Some(d.clone()))?;
+                let w = a.dim("output_width", scope, Some(d.clone()))?;
+                Ok(Rc::new(AdaptivePool {
+                    max: $max,
+                    size: vec![d, h, w],
+                }))
+            },
+        };
+    };
+}
+
+adaptive_pool3d!(ADAPTIVE_AVG_POOL3D, "AdaptiveAvgPool3d", false);
+adaptive_pool3d!(ADAPTIVE_MAX_POOL3D, "AdaptiveMaxPool3d", true);
 adaptive_pool!(ADAPTIVE_AVG_POOL1D, "AdaptiveAvgPool1d", false, 1);
 adaptive_pool!(ADAPTIVE_AVG_POOL2D, "AdaptiveAvgPool2d", false, 2);
 adaptive_pool!(ADAPTIVE_MAX_POOL1D, "AdaptiveMaxPool1d", true, 1);
 adaptive_pool!(ADAPTIVE_MAX_POOL2D, "AdaptiveMaxPool2d", true, 2);
 
-/// `nn.ZeroPad1d/2d`, `nn.ReflectionPad1d/2d`, `nn.ReplicationPad1d/2d`,
-/// `nn.CircularPad1d/2d` with one padding for every side: the last one or
-/// two dims grow by twice it.
+/// `nn.ZeroPad1d/2d/3d`, `nn.ReflectionPad1d/2d/3d`,
+/// `nn.ReplicationPad1d/2d/3d`, `nn.CircularPad1d/2d/3d` with one padding
+/// for every side: the last one, two or three dims grow by twice it.
 struct Pad {
     layer: &'static str,
     spatial: usize,
@@ -413,9 +464,13 @@ padding_rows! {
     REPLICATION_PAD2D, "ReplicationPad2d", 2;
     CIRCULAR_PAD1D, "CircularPad1d", 1;
     CIRCULAR_PAD2D, "CircularPad2d", 2;
+    ZERO_PAD3D, "ZeroPad3d", 3;
+    REFLECTION_PAD3D, "ReflectionPad3d", 3;
+    REPLICATION_PAD3D, "ReplicationPad3d", 3;
+    CIRCULAR_PAD3D, "CircularPad3d", 3;
 }
 
-/// `nn.ConstantPad1d/2d(padding, value)`: as the other padding rows,
+/// `nn.ConstantPad1d/2d/3d(padding, value)`: as the other padding rows,
 /// filled with `value`.
 macro_rules! constant_pad_rows {
     ($($konst:ident, $name:literal, $spatial:literal;)*) => {$(
@@ -439,4 +494,5 @@ macro_rules! constant_pad_rows {
 constant_pad_rows! {
     CONSTANT_PAD1D, "ConstantPad1d", 1;
     CONSTANT_PAD2D, "ConstantPad2d", 2;
+    CONSTANT_PAD3D, "ConstantPad3d", 3;
 }
