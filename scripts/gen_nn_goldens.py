@@ -857,6 +857,18 @@ layer("pad_zero_3d", nn.ZeroPad3d((1, 0, 0, 2, 1, 1)), [r(2, 1, 2, 2, 2)])
 layer("pad_constant_3d", nn.ConstantPad3d((0, 1, 1, 0, 2, 0), 1.5), [r(1, 2, 2, 3, 2)])
 layer("instancenorm3d_affine", nn.InstanceNorm3d(3, affine=True), [r(2, 3, 3, 4, 2)])
 
+# ---- weight and spectral norm parametrizations (added later, its own seed) ---------------
+from torch.nn.utils.parametrizations import weight_norm, spectral_norm
+torch.manual_seed(30)
+layer("weight_norm_linear", weight_norm(nn.Linear(4, 3)), [r(5, 4)])
+layer("weight_norm_conv2d_dim1", weight_norm(nn.Conv2d(2, 3, 2), dim=1), [r(2, 2, 4, 4)])
+layer("weight_norm_whole", weight_norm(nn.Linear(3, 2, bias=False), dim=None), [r(4, 3)])
+# Training: two power iterations move u and v (checked after), then the weight is divided.
+layer("spectral_norm_linear_train", spectral_norm(nn.Linear(4, 5), n_power_iterations=2), [r(3, 4)])
+layer("spectral_norm_conv2d_eval", spectral_norm(nn.Conv2d(2, 3, 3)), [r(1, 2, 5, 5)], train=False)
+# Rows along dim 1 for a transposed convolution.
+layer("spectral_norm_convtranspose2d", spectral_norm(nn.ConvTranspose2d(3, 2, 2)), [r(1, 3, 3, 3)])
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

@@ -303,7 +303,9 @@ pub(super) fn build(name: &str) -> Box<dyn Forward> {
         }),
         "channel_shuffle" => Box::new(ChannelShuffle { groups: 3 }),
         "rrelu_eval" => Box::new(RReLU::new(0.1, 0.3)),
-        other => super::volumes::build(other).unwrap_or_else(|| panic!("no layer {other}")),
+        other => super::volumes::build(other)
+            .or_else(|| super::parametrize::build(other))
+            .unwrap_or_else(|| panic!("no layer {other}")),
     }
 }
 

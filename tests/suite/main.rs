@@ -34,6 +34,7 @@ mod model_rows;
 mod nn_goldens;
 mod optim_goldens;
 mod packed;
+mod parametrize;
 mod sched_goldens;
 mod swa;
 mod training;

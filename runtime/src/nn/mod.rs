@@ -23,6 +23,7 @@ mod module;
 mod norm;
 mod packed;
 mod padding;
+mod parametrize;
 mod pixel_shuffle;
 mod pool;
 mod pool3d;
@@ -84,6 +85,9 @@ pub use padding::{
     CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad, PadMode, ReflectionPad1d,
     ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
     ZeroPad1d, ZeroPad2d, ZeroPad3d, pad, pad_with,
+};
+pub use parametrize::{
+    Parametrization, Parametrized, SpectralNorm, WeightNorm, spectral_norm, weight_norm,
 };
 pub use pixel_shuffle::{
     ChannelShuffle, PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle,
