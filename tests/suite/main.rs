@@ -28,6 +28,7 @@ mod init;
 mod layer_grads;
 mod layer_table;
 mod lbfgs;
+mod loss_modules;
 mod margin_losses;
 mod model_macro;
 mod model_rows;

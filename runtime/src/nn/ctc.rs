@@ -12,7 +12,7 @@ use super::loss::{Reduction, reduce};
 use crate::{DType, Tensor};
 
 /// Options of [`ctc_loss`] (PyTorch's defaults: blank 0, mean, false).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtcOptions {
     /// The blank label's class index.
     pub blank: usize,

@@ -18,6 +18,7 @@ mod interpolate;
 mod layers;
 mod linear;
 mod loss;
+mod loss_modules;
 mod margin_loss;
 mod module;
 mod norm;
@@ -66,6 +67,12 @@ pub use loss::{
     CrossEntropyOptions, Reduction, binary_cross_entropy, binary_cross_entropy_with_logits,
     cross_entropy, cross_entropy_with, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
     nll_loss_with, smooth_l1_loss,
+};
+pub use loss_modules::{
+    BCELoss, BCEWithLogitsLoss, CTCLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
+    HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, MarginRankingLoss,
+    MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
+    SmoothL1Loss, SoftMarginLoss, TripletMarginLoss,
 };
 pub use margin_loss::{
     TripletMarginOptions, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
