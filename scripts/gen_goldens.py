@@ -47,12 +47,20 @@ def run(op, a, x):
         "selu": F.selu, "mish": F.mish, "relu6": F.relu6, "hardsigmoid": F.hardsigmoid,
         "logsigmoid": F.logsigmoid, "softsign": F.softsign, "tanhshrink": F.tanhshrink,
         "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
+        "tan": torch.tan, "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh,
+        "cosh": torch.cosh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
+        "expm1": torch.expm1, "log2": torch.log2, "log10": torch.log10, "exp2": torch.exp2, "frac": torch.frac,
         "sum": torch.sum, "mean": torch.mean, "max": torch.max, "min": torch.min, "var": torch.var, "std": torch.std,
     }
     if op in u:
         return [u[op](x[0])]
     b = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
-         "maximum": torch.maximum, "minimum": torch.minimum, "matmul": torch.matmul, "bmm": torch.bmm}
+         "maximum": torch.maximum, "minimum": torch.minimum, "matmul": torch.matmul, "bmm": torch.bmm,
+         "atan2": torch.atan2, "fmod": torch.fmod, "remainder": torch.remainder, "hypot": torch.hypot}
+    if op == "logit":
+        return [torch.logit(x[0], eps=a.get("eps"))]
+    if op == "nan_to_num":
+        return [torch.nan_to_num(x[0], nan=a["nan"], posinf=a.get("posinf"), neginf=a.get("neginf"))]
     if op in b:
         return [b[op](x[0], x[1])]
     cmp = {"eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge}
@@ -554,6 +562,24 @@ case("interp_nearest_exact", "interpolate", [randn(1, 2, 5, 7)], {"mode": "neare
 case("interp_nearest_exact_1d_scale", "interpolate", [randn(2, 3, 5)], {"mode": "nearest-exact", "scale": [1.7]})
 case("interp_nearest_exact_3d", "interpolate", [randn(1, 1, 3, 4, 5)], {"mode": "nearest-exact", "size": [5, 2, 7]})
 case("interp_area_3d", "interpolate", [randn(1, 2, 5, 6, 7)], {"mode": "area", "size": [2, 4, 3]})
+# ---- added later: trigonometric, hyperbolic, exp/log bases, atan2, fmod, remainder -----------
+for op in ["tan", "atan", "sinh", "cosh", "asinh", "expm1", "exp2", "frac"]:
+    case(op, op, [randn(3, 4)])
+for op in ["asin", "acos", "atanh"]:
+    case(op, op, [torch.rand(3, 4) * 1.8 - 0.9])
+case("acosh", "acosh", [pos(3, 4) + 1.0])
+for op in ["log2", "log10"]:
+    case(op, op, [pos(3, 4)])
+case("expm1_tiny", "expm1", [torch.tensor([1e-10, -3e-9, 1e-5, 0.0])])
+case("atan2_quadrants", "atan2", [torch.tensor([1.0, 1.0, -1.0, -1.0, 0.5]), torch.tensor([2.0, -2.0, -2.0, 2.0, 0.0])])
+case("atan2_bcast", "atan2", [randn(3, 4), randn(4)])
+case("fmod_signs", "fmod", [randn(3, 4) * 5, torch.tensor([1.5, -1.5, 0.7, -2.5])])
+case("remainder_signs", "remainder", [randn(3, 4) * 5, torch.tensor([1.5, -1.5, 0.7, -2.5])])
+case("hypot", "hypot", [randn(3, 4), randn(3, 4)])
+case("logit", "logit", [torch.rand(3, 4) * 0.98 + 0.01], {})
+case("logit_eps", "logit", [torch.tensor([0.0, 1e-4, 0.3, 0.9999, 1.0])], {"eps": 1e-3})
+case("nan_to_num", "nan_to_num", [torch.tensor([float("nan"), float("inf"), -float("inf"), 1.5, -2.0])],
+     {"nan": 0.5, "posinf": 9.0, "neginf": -7.0})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

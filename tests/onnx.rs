@@ -455,6 +455,40 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "AveragePool"), 1, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Resize"), 2, "{:?}", op_types(&m));
 
+    // Elementwise math: ONNX's trigonometric and hyperbolic operators, and
+    // expm1, log2, log10, exp2, logit, fmod and remainder as compositions.
+    let math = Custom(
+        |h: &Tensor| {
+            let unit = &h.tanh() * 0.9;
+            let positive = &h.abs() + 0.5;
+            let five = h * 5.0;
+            let div = Tensor::from_vec(vec![1.5f32, -1.5, 0.7, -2.5], &[4]);
+            let parts = [
+                (h * 0.3).tan(),
+                unit.asin(),
+                unit.acos(),
+                h.atan(),
+                h.sinh(),
+                h.cosh(),
+                h.asinh(),
+                (&positive + 1.0).acosh(),
+                unit.atanh(),
+                h.expm1(),
+                positive.log2(),
+                positive.log10(),
+                h.exp2(),
+                h.sigmoid().logit(Some(1e-3)),
+                five.fmod(&div),
+                five.remainder(&div),
+            ];
+            Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (math_case, m) = case("math", &math, |b| vec![Tensor::randn(&[b, 4])], &[3, 6]);
+    assert_eq!(count(&m, "Mod"), 2, "{:?}", op_types(&m));
+    assert_eq!(count(&m, "Atanh"), 1, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -477,7 +511,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             pool_case,
             gated_case,
             bag_case,
-            volume_case
+            volume_case,
+            math_case
         ])
         .to_string(),
     )
@@ -495,7 +530,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 26, "{text}");
+    assert_eq!(text.matches(" ok").count(), 28, "{text}");
 }
 
 tapir::model! {

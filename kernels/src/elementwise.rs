@@ -65,6 +65,11 @@ pub enum Domain {
     Positive,
     /// `[-6, 6]`: every piece of a piecewise function with breaks at ±3.
     Wide,
+    /// `[-0.9, 0.9]`: inside the unit interval (asin, atanh; tan away from
+    /// its poles).
+    Unit,
+    /// `[1.1, 3.1]`: above one (acosh).
+    AboveOne,
 }
 
 /// One unary primitive as the CUDA side and the twin tests see it.
@@ -251,6 +256,17 @@ macro_rules! binary_rows {
     (@param $s:ident $p:ident) => { $s.$p };
 }
 
+/// PyTorch's float `remainder`: `fmod`, moved into `b`'s sign.
+#[inline(always)]
+fn remainder<T: Float>(a: T, b: T) -> T {
+    let m = a % b;
+    if m != T::zero() && ((b < T::zero()) != (m < T::zero())) {
+        m + b
+    } else {
+        m
+    }
+}
+
 fn c<T: Float>(v: f64) -> T {
     T::from_f64(v)
 }
@@ -405,6 +421,32 @@ unary_rows! {
     Round = "round", |x| round_half_even(x), cuda "rintf(v)", int |x| x, domain Wide;
     /// `x` with its fraction dropped, toward zero (integers pass through).
     Trunc = "trunc", |x| x.trunc(), cuda "truncf(v)", int |x| x, domain Wide;
+    /// The tangent.
+    Tan = "tan", |x| x.tan(), cuda "tanf(v)", domain Unit;
+    /// The arcsine (NaN outside `[-1, 1]`).
+    Asin = "asin", |x| x.asin(), cuda "asinf(v)", domain Unit;
+    /// The arccosine (NaN outside `[-1, 1]`).
+    Acos = "acos", |x| x.acos(), cuda "acosf(v)", domain Unit;
+    /// The arctangent.
+    Atan = "atan", |x| x.atan(), cuda "atanf(v)";
+    /// The hyperbolic sine.
+    Sinh = "sinh", |x| x.sinh(), cuda "sinhf(v)";
+    /// The hyperbolic cosine.
+    Cosh = "cosh", |x| x.cosh(), cuda "coshf(v)";
+    /// The inverse hyperbolic sine.
+    Asinh = "asinh", |x| x.asinh(), cuda "asinhf(v)";
+    /// The inverse hyperbolic cosine (NaN below 1).
+    Acosh = "acosh", |x| x.acosh(), cuda "acoshf(v)", domain AboveOne;
+    /// The inverse hyperbolic tangent (NaN outside `[-1, 1]`).
+    Atanh = "atanh", |x| x.atanh(), cuda "atanhf(v)", domain Unit;
+    /// `e^x - 1`, exact near zero.
+    Expm1 = "expm1", |x| x.exp_m1(), cuda "expm1f(v)";
+    /// The base-2 logarithm.
+    Log2 = "log2", |x| x.log2(), cuda "log2f(v)", domain Positive;
+    /// The base-10 logarithm.
+    Log10 = "log10", |x| x.log10(), cuda "log10f(v)", domain Positive;
+    /// `2^x`.
+    Exp2 = "exp2", |x| x.exp2(), cuda "exp2f(v)";
     /// `x * k` for a scalar `k` (in-place scaling).
     MulScalar { k } = "mul_scalar", |x| x * k, cuda "v * p0", int |x| x.wrapping_mul(k as i64), sample [-1.5];
     /// `x + k` for a scalar `k` (in-place shifts, counters).
@@ -428,6 +470,15 @@ binary_rows! {
     /// The smaller operand, NaN propagating (`torch.minimum`).
     Minimum = "minimum", |a, b| if a.is_nan() || a < b { a } else { b },
         cuda "(u != u || u < v) ? u : v", int |a, b| a.min(b);
+    /// The angle of the point `(b, a)`: `atan(a / b)` in the right
+    /// quadrant (`torch.atan2(input=a, other=b)`).
+    Atan2 = "atan2", |a, b| a.atan2(b), cuda "atan2f(u, v)";
+    /// C's `fmod`: the remainder of `a / b` truncated, with `a`'s sign.
+    Fmod = "fmod", |a, b| a % b, cuda "fmodf(u, v)";
+    /// Python's modulus: the remainder with `b`'s sign (PyTorch's
+    /// `remainder`: `fmod`, plus `b` when the signs differ).
+    Remainder = "remainder", |a, b| remainder(a, b),
+        cuda "(fmodf(u, v) != 0.0f && ((v < 0.0f) != (fmodf(u, v) < 0.0f))) ? fmodf(u, v) + v : fmodf(u, v)";
     /// `a + alpha * b` (PyTorch's `add(.., alpha=)`).
     AddScaled { alpha } = "add_scaled", |a, b| a + alpha * b, cuda "u + p0 * v", sample -0.5;
     /// `b`: the second operand (an assignment, as `copy_`).

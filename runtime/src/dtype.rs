@@ -47,6 +47,25 @@ impl DType {
         matches!(self, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
     }
 
+    /// The lowest and highest finite values (`torch.finfo(dtype).min` and
+    /// `.max`; `i64`'s and `u8`'s bounds, 0 and 1 for bool), as f64.
+    ///
+    /// ```
+    /// use tapir_runtime::DType;
+    /// assert_eq!(DType::F16.finite_range(), (-65504.0, 65504.0));
+    /// ```
+    pub fn finite_range(self) -> (f64, f64) {
+        match self {
+            DType::F32 => (f32::MIN as f64, f32::MAX as f64),
+            DType::F64 => (f64::MIN, f64::MAX),
+            DType::F16 => (f16::MIN.to_f64(), f16::MAX.to_f64()),
+            DType::BF16 => (bf16::MIN.to_f64(), bf16::MAX.to_f64()),
+            DType::I64 => (i64::MIN as f64, i64::MAX as f64),
+            DType::U8 => (0.0, 255.0),
+            DType::Bool => (0.0, 1.0),
+        }
+    }
+
     /// Bytes per element.
     pub fn size_in_bytes(self) -> usize {
         match self {

@@ -480,3 +480,29 @@ fn volumes_replay_without_a_graph_break() {
         "volumes",
     );
 }
+
+/// A forward through the elementwise math: the trigonometric and
+/// hyperbolic functions, exp and log bases, logit, atan2, fmod, remainder.
+struct Mathy(Linear);
+
+module_of_linear!(Mathy);
+
+impl Forward for Mathy {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let unit = &h.tanh() * 0.9;
+        let positive = &h.abs() + 0.5;
+        let a = &(&h.tan() + &unit.asin()) + &(&unit.acos() + &h.atan());
+        let b = &(&h.sinh() + &h.cosh()) + &(&h.asinh() + &(&positive + 1.0).acosh());
+        let c = &(&unit.atanh() + &h.expm1()) + &(&positive.log2() + &positive.log10());
+        let d = &(&h.exp2() + &h.sigmoid().logit(Some(1e-3))) + &h.atan2(&positive);
+        let e = &(&h * 5.0).fmod(&positive) + &(&h * 5.0).remainder(&positive);
+        &(&(&a + &b) + &(&c + &d)) + &e
+    }
+}
+
+#[test]
+fn elementwise_math_replays_without_a_graph_break() {
+    let _serial = serial();
+    replays_as_eager_without_a_break(|| Mathy(Linear::new(3, 4, true)), &[5, 3], "math");
+}

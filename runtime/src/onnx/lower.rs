@@ -6,6 +6,7 @@ use crate::DType;
 use crate::trace::{AttrLookup, Attrs};
 
 mod layout;
+mod math;
 use layout::layout_op;
 
 /// A shape as both traces saw it: equal sizes are static, different ones
@@ -85,6 +86,16 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         "erf" => unary(b, "Erf"),
         "sin" => unary(b, "Sin"),
         "cos" => unary(b, "Cos"),
+        "tan" => unary(b, "Tan"),
+        "asin" => unary(b, "Asin"),
+        "acos" => unary(b, "Acos"),
+        "atan" => unary(b, "Atan"),
+        "sinh" => unary(b, "Sinh"),
+        "cosh" => unary(b, "Cosh"),
+        "asinh" => unary(b, "Asinh"),
+        "acosh" => unary(b, "Acosh"),
+        "atanh" => unary(b, "Atanh"),
+        "expm1" | "log2" | "log10" | "exp2" | "logit" | "fmod" | "remainder" => math::lower(b, op),
         "sign" => unary(b, "Sign"),
         "reciprocal" => unary(b, "Reciprocal"),
         "logical_not" => unary(b, "Not"),

@@ -59,7 +59,7 @@ fn fit(g: Tensor, like: &(Vec<usize>, DType)) -> Tensor {
 
 /// A recorded binary op; `bw(a, b, g, needs)` returns both input gradients
 /// at the broadcast shape (`fit` reduces them).
-fn binary<F: BinaryFn>(
+pub(super) fn binary<F: BinaryFn>(
     a: &Tensor,
     b: &Tensor,
     op: F,

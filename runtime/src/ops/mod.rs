@@ -12,6 +12,7 @@ pub(crate) mod index;
 pub(crate) mod inplace;
 pub(crate) mod linalg;
 pub(crate) mod logic;
+pub(crate) mod math;
 pub(crate) mod norm;
 pub(crate) mod order;
 pub(crate) mod pool;

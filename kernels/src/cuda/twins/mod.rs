@@ -56,6 +56,8 @@ fn in_domain(x: &[f32], d: Domain) -> Vec<f32> {
         Domain::Any => x.to_vec(),
         Domain::Positive => x.iter().map(|v| v.abs() + 0.5).collect(),
         Domain::Wide => x.iter().map(|v| v * 3.0).collect(),
+        Domain::Unit => x.iter().map(|v| v * 0.45).collect(),
+        Domain::AboveOne => x.iter().map(|v| v.abs() + 1.1).collect(),
     }
 }
 

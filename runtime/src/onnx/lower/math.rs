@@ -1,0 +1,60 @@
+//! The elementwise math without an ONNX operator of its own, as the
+//! operators that compute it: `expm1`, `log2`, `log10`, `exp2`, `logit`,
+//! and `fmod` / `remainder` (ONNX's `Mod` with `fmod=1`, moved into the
+//! divisor's sign for `remainder`).
+
+use super::{Lowered, OpView};
+use crate::onnx::builder::{Builder, int};
+
+/// Writes `op` (one of the ops above) as ONNX nodes.
+pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
+    let (x, out, t) = (op.x(0), op.out(), op.out_dtypes[0]);
+    match op.name {
+        "expm1" => {
+            let e = b.tmp("Exp", &[x], vec![]);
+            let one = b.scalar(1.0, t);
+            b.node("Sub", &[&e, &one], &[out], vec![]);
+        }
+        "log2" | "log10" => {
+            let base: f64 = if op.name == "log2" { 2.0 } else { 10.0 };
+            let ln = b.tmp("Log", &[x], vec![]);
+            let k = b.scalar(base.ln(), t);
+            b.node("Div", &[&ln, &k], &[out], vec![]);
+        }
+        "exp2" => {
+            let two = b.scalar(2.0, t);
+            b.node("Pow", &[&two, x], &[out], vec![]);
+        }
+        "logit" => {
+            let eps = op.float("eps");
+            let p = if eps >= 0.0 {
+                let (lo, hi) = (b.scalar(eps, t), b.scalar(1.0 - eps, t));
+                b.tmp("Clip", &[x, &lo, &hi], vec![])
+            } else {
+                x.to_string()
+            };
+            let one = b.scalar(1.0, t);
+            let rest = b.tmp("Sub", &[&one, &p], vec![]);
+            let odds = b.tmp("Div", &[&p, &rest], vec![]);
+            b.node("Log", &[&odds], &[out], vec![]);
+        }
+        "fmod" => b.node("Mod", &[x, op.x(1)], &[out], vec![int("fmod", 1)]),
+        _ => {
+            // remainder: fmod, plus the divisor where the signs differ.
+            let d = op.x(1);
+            let m = b.tmp("Mod", &[x, d], vec![int("fmod", 1)]);
+            let zero = b.scalar(0.0, t);
+            let nonzero = b.tmp("Equal", &[&m, &zero], vec![]);
+            let nonzero = b.tmp("Not", &[&nonzero], vec![]);
+            let (d_neg, m_neg) = (
+                b.tmp("Less", &[d, &zero], vec![]),
+                b.tmp("Less", &[&m, &zero], vec![]),
+            );
+            let differ = b.tmp("Xor", &[&d_neg, &m_neg], vec![]);
+            let moved = b.tmp("And", &[&nonzero, &differ], vec![]);
+            let shifted = b.tmp("Add", &[&m, d], vec![]);
+            b.node("Where", &[&moved, &shifted, &m], &[out], vec![]);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,353 @@
+//! Elementwise math beyond the activations: the trigonometric and
+//! hyperbolic functions and their inverses, `expm1`, `log2`, `log10`,
+//! `exp2`, `atan2`, `fmod` and `remainder` (kernel rows of
+//! `tapir_kernels::elementwise`, each with its backward here), and the
+//! compositions `logit`, `nan_to_num`, `hypot` and `frac`.
+
+use super::binary::binary;
+use super::unary::{Save, map, unary};
+use crate::Tensor;
+use crate::trace::{self, Attr};
+use tapir_kernels::elementwise::{
+    self as ew, Acos, Acosh, Asin, Asinh, Atan, Atanh, Cosh, Exp2, Expm1, Log2, Log10, Sinh, Tan,
+};
+
+/// `1 / sqrt(1 - x²)`, the slope of asin (and minus acos's).
+fn arc_slope(x: &Tensor) -> Tensor {
+    (&(&x.square() * -1.0) + 1.0).rsqrt()
+}
+
+/// Float dtypes only: these have no integer kernels (PyTorch promotes
+/// integers to the default float; so does `to_float` here).
+fn floating(x: &Tensor) -> Tensor {
+    if x.dtype().is_float() {
+        x.clone()
+    } else {
+        x.to_dtype(x.dtype().to_float())
+    }
+}
+
+impl Tensor {
+    /// The tangent (`torch.tan`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let y = Tensor::from_vec(vec![0.0f32, std::f32::consts::FRAC_PI_4], &[2]).tan();
+    /// assert!((y.to_vec::<f32>()[1] - 1.0).abs() < 1e-6);
+    /// ```
+    pub fn tan(&self) -> Tensor {
+        trace::op("tan", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Tan,
+                "TanBackward0",
+                Save::Output,
+                |y, g| g * &(&y.square() + 1.0),
+            )
+        })
+    }
+
+    /// The arcsine (`torch.asin`; NaN outside `[-1, 1]`).
+    pub fn asin(&self) -> Tensor {
+        trace::op("asin", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Asin,
+                "AsinBackward0",
+                Save::Input,
+                |x, g| g * &arc_slope(x),
+            )
+        })
+    }
+
+    /// The arccosine (`torch.acos`; NaN outside `[-1, 1]`).
+    pub fn acos(&self) -> Tensor {
+        trace::op("acos", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Acos,
+                "AcosBackward0",
+                Save::Input,
+                |x, g| &(g * &arc_slope(x)) * -1.0,
+            )
+        })
+    }
+
+    /// The arctangent (`torch.atan`).
+    pub fn atan(&self) -> Tensor {
+        trace::op("atan", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Atan,
+                "AtanBackward0",
+                Save::Input,
+                |x, g| g / &(&x.square() + 1.0),
+            )
+        })
+    }
+
+    /// The hyperbolic sine (`torch.sinh`).
+    pub fn sinh(&self) -> Tensor {
+        trace::op("sinh", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Sinh,
+                "SinhBackward0",
+                Save::Input,
+                |x, g| g * &map(x, &Cosh),
+            )
+        })
+    }
+
+    /// The hyperbolic cosine (`torch.cosh`).
+    pub fn cosh(&self) -> Tensor {
+        trace::op("cosh", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Cosh,
+                "CoshBackward0",
+                Save::Input,
+                |x, g| g * &map(x, &Sinh),
+            )
+        })
+    }
+
+    /// The inverse hyperbolic sine (`torch.asinh`).
+    pub fn asinh(&self) -> Tensor {
+        trace::op("asinh", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Asinh,
+                "AsinhBackward0",
+                Save::Input,
+                |x, g| g * &(&x.square() + 1.0).rsqrt(),
+            )
+        })
+    }
+
+    /// The inverse hyperbolic cosine (`torch.acosh`; NaN below 1).
+    pub fn acosh(&self) -> Tensor {
+        trace::op("acosh", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Acosh,
+                "AcoshBackward0",
+                Save::Input,
+                |x, g| g * &(&x.square() - 1.0).rsqrt(),
+            )
+        })
+    }
+
+    /// The inverse hyperbolic tangent (`torch.atanh`; NaN outside `[-1, 1]`).
+    pub fn atanh(&self) -> Tensor {
+        trace::op("atanh", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Atanh,
+                "AtanhBackward0",
+                Save::Input,
+                |x, g| g / &(&(&x.square() * -1.0) + 1.0),
+            )
+        })
+    }
+
+    /// `e^x - 1`, exact for small `x` (`torch.expm1`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let y = Tensor::from_vec(vec![1e-7f32], &[1]).expm1();
+    /// assert!((y.to_vec::<f32>()[0] - 1e-7).abs() < 1e-13);
+    /// ```
+    pub fn expm1(&self) -> Tensor {
+        trace::op("expm1", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Expm1,
+                "Expm1Backward0",
+                Save::Output,
+                |y, g| g * &(y + 1.0),
+            )
+        })
+    }
+
+    /// The base-2 logarithm (`torch.log2`).
+    pub fn log2(&self) -> Tensor {
+        trace::op("log2", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Log2,
+                "Log2Backward0",
+                Save::Input,
+                |x, g| g / &(x * std::f64::consts::LN_2),
+            )
+        })
+    }
+
+    /// The base-10 logarithm (`torch.log10`).
+    pub fn log10(&self) -> Tensor {
+        trace::op("log10", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Log10,
+                "Log10Backward0",
+                Save::Input,
+                |x, g| g / &(x * std::f64::consts::LN_10),
+            )
+        })
+    }
+
+    /// `2^x` (`torch.exp2`).
+    pub fn exp2(&self) -> Tensor {
+        trace::op("exp2", [self], Vec::new, || {
+            unary(
+                &floating(self),
+                Exp2,
+                "Exp2Backward0",
+                Save::Output,
+                |y, g| &(g * y) * std::f64::consts::LN_2,
+            )
+        })
+    }
+
+    /// The angle of the point `(other, self)` in `(-π, π]`, broadcast
+    /// (`torch.atan2(input, other)`); integers are promoted to float.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let y = Tensor::from_vec(vec![1.0f32, -1.0], &[2]);
+    /// let a = y.atan2(&Tensor::from_vec(vec![-1.0f32], &[1]));
+    /// let pi = std::f32::consts::PI;
+    /// assert_eq!(a.to_vec::<f32>(), vec![0.75 * pi, -0.75 * pi]);
+    /// ```
+    pub fn atan2(&self, other: &Tensor) -> Tensor {
+        trace::op("atan2", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Atan2,
+                "Atan2Backward0",
+                true,
+                true,
+                |s, g, n| {
+                    let (a, b) = s.expect("atan2 saves its inputs");
+                    let scale = &(g / &(&a.square() + &b.square())).to_dtype(g.dtype());
+                    [n[0].then(|| scale * b), n[1].then(|| &(scale * a) * -1.0)]
+                },
+            )
+        })
+    }
+
+    /// C's `fmod`: the remainder of `self / other` rounded toward zero,
+    /// with `self`'s sign (`torch.fmod`); broadcast, integers promoted to
+    /// float. The gradient is 1 for `self` and `-trunc(self / other)` for
+    /// `other`, as PyTorch's.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![-3.0f32, 3.0], &[2]);
+    /// assert_eq!(x.fmod(&Tensor::from_vec(vec![2.0f32], &[1])).to_vec::<f32>(), vec![-1.0, 1.0]);
+    /// ```
+    pub fn fmod(&self, other: &Tensor) -> Tensor {
+        trace::op("fmod", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Fmod,
+                "FmodBackward0",
+                true,
+                true,
+                |s, g, n| {
+                    let (a, b) = s.expect("fmod saves its inputs");
+                    [
+                        n[0].then(|| g.clone()),
+                        n[1].then(|| &(g * &(a / b).trunc()) * -1.0),
+                    ]
+                },
+            )
+        })
+    }
+
+    /// Python's modulus: the remainder with `other`'s sign
+    /// (`torch.remainder`, `%` on tensors in PyTorch); broadcast, integers
+    /// promoted to float. The gradient is 1 for `self` and
+    /// `-floor(self / other)` for `other`, as PyTorch's.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![-3.0f32, 3.0], &[2]);
+    /// assert_eq!(x.remainder(&Tensor::from_vec(vec![2.0f32], &[1])).to_vec::<f32>(), vec![1.0, 1.0]);
+    /// ```
+    pub fn remainder(&self, other: &Tensor) -> Tensor {
+        trace::op("remainder", [self, other], Vec::new, || {
+            binary(
+                self,
+                other,
+                ew::Remainder,
+                "RemainderBackward0",
+                true,
+                true,
+                |s, g, n| {
+                    let (a, b) = s.expect("remainder saves its inputs");
+                    [
+                        n[0].then(|| g.clone()),
+                        n[1].then(|| &(g * &(a / b).floor()) * -1.0),
+                    ]
+                },
+            )
+        })
+    }
+
+    /// `sqrt(self² + other²)`, broadcast (`torch.hypot`).
+    pub fn hypot(&self, other: &Tensor) -> Tensor {
+        (&self.square() + &other.square()).sqrt()
+    }
+
+    /// The fractional part, `x - trunc(x)`, with `x`'s sign (`torch.frac`);
+    /// its gradient is 1.
+    pub fn frac(&self) -> Tensor {
+        self - &self.trunc()
+    }
+
+    /// The log-odds `ln(p / (1 - p))` (`torch.logit`), with `p` first
+    /// clamped to `[eps, 1 - eps]` when `eps` is given (its gradient then
+    /// zero outside, as PyTorch's).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let p = Tensor::from_vec(vec![0.5f32, 1.0], &[2]);
+    /// assert_eq!(p.logit(None).to_vec::<f32>(), vec![0.0, f32::INFINITY]);
+    /// assert!(p.logit(Some(1e-6)).to_vec::<f32>()[1] < 14.0);
+    /// ```
+    pub fn logit(&self, eps: Option<f64>) -> Tensor {
+        let attrs = || vec![("eps", Attr::Float(eps.unwrap_or(-1.0)))];
+        trace::op("logit", [self], attrs, || {
+            let p = match eps {
+                Some(e) => self.clamp(e, 1.0 - e),
+                None => self.clone(),
+            };
+            (&p / &(&(&p * -1.0) + 1.0)).log()
+        })
+    }
+
+    /// NaN replaced by `nan` (0), +∞ by `posinf` and -∞ by `neginf` (the
+    /// dtype's largest and lowest finite values by default), as
+    /// `torch.nan_to_num`; the gradient passes where the value was finite.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![f32::NAN, f32::INFINITY, -f32::INFINITY, 2.0], &[4]);
+    /// assert_eq!(x.nan_to_num(0.0, None, None).to_vec::<f32>(), vec![0.0, f32::MAX, f32::MIN, 2.0]);
+    /// ```
+    pub fn nan_to_num(&self, nan: f64, posinf: Option<f64>, neginf: Option<f64>) -> Tensor {
+        if !self.dtype().is_float() {
+            return self.clone();
+        }
+        let (lowest, highest) = self.dtype().finite_range();
+        let fill = |v: f64| super::binary::scalar_for(self, v);
+        let y = Tensor::where_(&self.isnan(), &fill(nan), self);
+        let is_pos = &self.isinf().logical_and(&self.gt_scalar(0.0));
+        let y = Tensor::where_(is_pos, &fill(posinf.unwrap_or(highest)), &y);
+        let is_neg = &self.isinf().logical_and(&self.lt_scalar(0.0));
+        Tensor::where_(is_neg, &fill(neginf.unwrap_or(lowest)), &y)
+    }
+}
