@@ -57,6 +57,56 @@ def run(op, a, x):
     b = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
          "maximum": torch.maximum, "minimum": torch.minimum, "matmul": torch.matmul, "bmm": torch.bmm,
          "atan2": torch.atan2, "fmod": torch.fmod, "remainder": torch.remainder, "hypot": torch.hypot}
+    if op == "meshgrid":
+        return list(torch.meshgrid(*x, indexing=a["indexing"]))
+    if op == "cartesian_prod":
+        return [torch.cartesian_prod(*x)]
+    if op == "rot90":
+        return [torch.rot90(x[0], a["k"], a["dims"])]
+    if op == "kron":
+        return [torch.kron(x[0], x[1])]
+    if op == "tensordot":
+        return [torch.tensordot(x[0], x[1], dims=(a["da"], a["db"]))]
+    if op == "take_along_dim":
+        return [torch.take_along_dim(x[0], x[1], dim=a.get("dim"))]
+    if op == "block_diag":
+        return [torch.block_diag(*x)]
+    if op == "diff":
+        return [torch.diff(x[0], n=a["n"], dim=a["dim"])]
+    if op == "kthvalue":
+        v, i = torch.kthvalue(x[0], a["k"], dim=a["dim"], keepdim=a["keepdim"])
+        return [v, i.double()]
+    if op == "median_dim":
+        v, i = torch.median(x[0], dim=a["dim"], keepdim=a["keepdim"])
+        return [v, i.double()]
+    if op == "quantile":
+        return [torch.quantile(x[0], a["q"], dim=a.get("dim"), keepdim=a["keepdim"])]
+    if op == "nansum":
+        return [torch.nansum(x[0], dim=a["dims"] or None, keepdim=a["keepdim"])]
+    if op == "nanmean":
+        return [torch.nanmean(x[0], dim=a["dims"] or None, keepdim=a["keepdim"])]
+    if op == "cumprod":
+        return [torch.cumprod(x[0], a["dim"])]
+    if op == "logcumsumexp":
+        return [torch.logcumsumexp(x[0], a["dim"])]
+    if op == "logaddexp":
+        return [torch.logaddexp(x[0], x[1])]
+    if op == "xlogy":
+        return [torch.xlogy(x[0], x[1])]
+    if op == "cov":
+        return [torch.cov(x[0], correction=a["correction"])]
+    if op == "corrcoef":
+        return [torch.corrcoef(x[0])]
+    if op == "cdist":
+        return [torch.cdist(x[0], x[1], p=float(a["p"]))]
+    if op == "isin":
+        return [torch.isin(x[0], x[1], invert=a["invert"]).double()]
+    if op == "bucketize":
+        return [torch.bucketize(x[0], x[1], right=a["right"]).double()]
+    if op == "searchsorted":
+        return [torch.searchsorted(x[0], x[1], right=a["right"]).double()]
+    if op == "trapezoid":
+        return [torch.trapezoid(x[0], dx=a["dx"], dim=a["dim"])]
     if op == "logit":
         return [torch.logit(x[0], eps=a.get("eps"))]
     if op == "nan_to_num":
@@ -580,6 +630,52 @@ case("logit", "logit", [torch.rand(3, 4) * 0.98 + 0.01], {})
 case("logit_eps", "logit", [torch.tensor([0.0, 1e-4, 0.3, 0.9999, 1.0])], {"eps": 1e-3})
 case("nan_to_num", "nan_to_num", [torch.tensor([float("nan"), float("inf"), -float("inf"), 1.5, -2.0])],
      {"nan": 0.5, "posinf": 9.0, "neginf": -7.0})
+# ---- added later: grids, products, order statistics, scans, distances ---------------------
+case("meshgrid_ij", "meshgrid", [randn(3), randn(2), randn(4)], {"indexing": "ij"})
+case("meshgrid_xy", "meshgrid", [randn(3), randn(2)], {"indexing": "xy"})
+case("cartesian_prod", "cartesian_prod", [randn(2), randn(3)])
+case("rot90_k1", "rot90", [randn(2, 3, 4)], {"k": 1, "dims": [1, 2]})
+case("rot90_k_neg3", "rot90", [randn(3, 2, 2)], {"k": -3, "dims": [2, 0]})
+case("kron", "kron", [randn(2, 3), randn(3, 2)])
+case("kron_pad", "kron", [randn(2), randn(2, 3, 2)])
+case("tensordot", "tensordot", [randn(2, 3, 4), randn(4, 3, 5)], {"da": [1, 2], "db": [1, 0]})
+case("take_along_dim", "take_along_dim", [randn(3, 4), torch.tensor([[0, 3], [2, 2], [1, 0]])], {"dim": 1})
+case("take_along_dim_bcast", "take_along_dim", [randn(2, 1, 4), torch.tensor([[[0], [3], [1]]])], {"dim": 2})
+case("take_along_dim_flat", "take_along_dim", [randn(3, 4), torch.tensor([11, 0, 5])], {})
+case("block_diag", "block_diag", [randn(2, 3), randn(1), randn(2, 2)])
+case("diff_2", "diff", [randn(3, 6)], {"n": 2, "dim": 1})
+case("kthvalue", "kthvalue", [randn(3, 7)], {"k": 3, "dim": 1, "keepdim": False})
+case("kthvalue_keep_dim0", "kthvalue", [randn(5, 2)], {"k": 5, "dim": 0, "keepdim": True})
+case("median_even", "median_dim", [randn(3, 6)], {"dim": 1, "keepdim": False})
+case("median_odd", "median_dim", [randn(5, 3)], {"dim": 0, "keepdim": True})
+case("quantile_dim", "quantile", [randn(4, 7)], {"q": 0.3, "dim": 1, "keepdim": False})
+case("quantile_all_keep", "quantile", [randn(3, 5)], {"q": 0.85, "keepdim": True})
+nan_grid = randn(3, 4)
+nan_grid[0, 1] = float("nan")
+nan_grid[2, 3] = float("nan")
+case("nansum", "nansum", [nan_grid.clone()], {"dims": [1], "keepdim": False})
+case("nanmean_all", "nanmean", [nan_grid.clone()], {"dims": [], "keepdim": False})
+case("cumprod", "cumprod", [randn(3, 9)], {"dim": 1})
+case("cumprod_zero", "cumprod", [torch.tensor([[2.0, 0.0, 3.0, -1.5, 0.5]])], {"dim": 1})
+case("logcumsumexp", "logcumsumexp", [randn(4, 6) * 10], {"dim": 0})
+case("logaddexp", "logaddexp", [randn(3, 4) * 30, randn(4) * 30])
+case("xlogy", "xlogy", [torch.tensor([0.0, 1.5, 2.0, 0.0]), torch.tensor([0.0, 0.5, 3.0, 2.0])])
+case("cov", "cov", [randn(3, 8)], {"correction": 1})
+case("cov_biased_1d", "cov", [randn(6)], {"correction": 0})
+case("corrcoef", "corrcoef", [randn(3, 8)])
+case("cdist_p2", "cdist", [randn(4, 3), randn(5, 3)], {"p": 2.0})
+case("cdist_p2_mm", "cdist", [randn(2, 30, 3), randn(2, 4, 3)], {"p": 2.0})
+case("cdist_p1", "cdist", [randn(4, 3), randn(2, 3)], {"p": 1.0})
+case("cdist_inf", "cdist", [randn(3, 2), randn(4, 2)], {"p": "inf"})  # JSON has no infinity
+case("cdist_p3", "cdist", [randn(3, 2), randn(4, 2)], {"p": 3.0})
+case("isin", "isin", [torch.tensor([[1, 2, 3], [4, 5, 6]]), torch.tensor([2, 6, 9])], {"invert": False})
+case("isin_invert", "isin", [torch.tensor([1, 2, 3, 4]), torch.tensor([2, 4])], {"invert": True})
+case("bucketize", "bucketize", [randn(3, 4), torch.tensor([-1.0, 0.0, 0.5, 1.0])], {"right": False})
+case("bucketize_right", "bucketize", [torch.tensor([-1.0, 0.0, 0.2, 1.0, 3.0]), torch.tensor([-1.0, 0.0, 0.5, 1.0])],
+     {"right": True})
+case("searchsorted_rows", "searchsorted", [torch.tensor([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]),
+                                             torch.tensor([[3.0, 6.0], [1.0, 4.0]])], {"right": False})
+case("trapezoid", "trapezoid", [randn(3, 5)], {"dx": 0.5, "dim": 1})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

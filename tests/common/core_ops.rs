@@ -261,6 +261,53 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         "pow" => one(x[0].pow(&x[1])),
         "maximum" => one(x[0].maximum(&x[1])),
         "atan2" => one(x[0].atan2(&x[1])),
+        "meshgrid" => {
+            let ix = match a["indexing"].as_str() {
+                Some("xy") => tapir::Indexing::Xy,
+                _ => tapir::Indexing::Ij,
+            };
+            Tensor::meshgrid(&x.iter().collect::<Vec<_>>(), ix)
+        }
+        "cartesian_prod" => one(Tensor::cartesian_prod(&x.iter().collect::<Vec<_>>())),
+        "rot90" => {
+            let d = list(a, "dims");
+            one(x[0].rot90(i(a, "k") as i64, [d[0], d[1]]))
+        }
+        "kron" => one(x[0].kron(&x[1])),
+        "tensordot" => one(x[0].tensordot(&x[1], &list(a, "da"), &list(a, "db"))),
+        "take_along_dim" => one(x[0].take_along_dim(&x[1], a.get("dim").map(|_| i(a, "dim")))),
+        "block_diag" => one(Tensor::block_diag(&x.iter().collect::<Vec<_>>())),
+        "diff" => one(x[0].diff(u(a, "n"), i(a, "dim"))),
+        "kthvalue" => {
+            let (v, k) = x[0].kthvalue(u(a, "k"), i(a, "dim"), b(a, "keepdim"));
+            vec![v, f64s(&k)]
+        }
+        "median_dim" => {
+            let (v, k) = x[0].median_dim(i(a, "dim"), b(a, "keepdim"));
+            vec![v, f64s(&k)]
+        }
+        "quantile" => one(x[0].quantile(
+            f(a, "q"),
+            a.get("dim").map(|_| i(a, "dim")),
+            b(a, "keepdim"),
+        )),
+        "nansum" => one(x[0].nansum(&list(a, "dims"), b(a, "keepdim"))),
+        "nanmean" => one(x[0].nanmean(&list(a, "dims"), b(a, "keepdim"))),
+        "cumprod" => one(x[0].cumprod(i(a, "dim"))),
+        "logcumsumexp" => one(x[0].logcumsumexp(i(a, "dim"))),
+        "logaddexp" => one(x[0].logaddexp(&x[1])),
+        "xlogy" => one(x[0].xlogy(&x[1])),
+        "cov" => one(x[0].cov(u(a, "correction"))),
+        "corrcoef" => one(x[0].corrcoef()),
+        "cdist" => {
+            // JSON has no infinity: the script writes it as "inf".
+            let p = a["p"].as_f64().unwrap_or(f64::INFINITY);
+            one(x[0].cdist(&x[1], p))
+        }
+        "isin" => one(f64s(&x[0].isin(&x[1], b(a, "invert")))),
+        "bucketize" => one(f64s(&x[0].bucketize(&x[1], b(a, "right")))),
+        "searchsorted" => one(f64s(&x[0].searchsorted(&x[1], b(a, "right")))),
+        "trapezoid" => one(x[0].trapezoid(f(a, "dx"), i(a, "dim"))),
         "fmod" => one(x[0].fmod(&x[1])),
         "remainder" => one(x[0].remainder(&x[1])),
         "hypot" => one(x[0].hypot(&x[1])),

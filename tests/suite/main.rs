@@ -37,6 +37,7 @@ mod optim_goldens;
 mod packed;
 mod parametrize;
 mod sched_goldens;
+mod structured;
 mod swa;
 mod training;
 mod versions;

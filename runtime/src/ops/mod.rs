@@ -20,6 +20,8 @@ pub(crate) mod reduce;
 pub(crate) mod select;
 pub(crate) mod shape;
 pub(crate) mod softmax;
+pub(crate) mod statistics;
+pub(crate) mod structured;
 pub(crate) mod unary;
 pub(crate) mod view;
 
