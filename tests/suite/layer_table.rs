@@ -155,6 +155,19 @@ const COVERED: &[&str] = &[
     "ConstantPad2d",
     "ChannelShuffle",
     "LocalResponseNorm",
+    // The volumetric rows: `VolumeTable` below.
+    "Conv3d",
+    "ConvTranspose3d",
+    "MaxPool3d",
+    "AvgPool3d",
+    "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool3d",
+    "InstanceNorm3d",
+    "ZeroPad3d",
+    "ReflectionPad3d",
+    "ReplicationPad3d",
+    "CircularPad3d",
+    "ConstantPad3d",
 ];
 
 #[test]
@@ -661,4 +674,58 @@ fn pixel_shuffle_rules_match_the_runtime_layers() {
         (up.shape(), down.shape()),
         (&[2, 3, 10, 14][..], &[2, 12, 5, 7][..])
     );
+}
+
+model! {
+    /// The volumetric rows, each spatial dim by its own formula.
+    pub struct VolumeTable {
+        conv: Conv3d<2, 3, 3, stride = 2, padding = 1>,
+        up: ConvTranspose3d<2, 4, 2, stride = 2, output_padding = 1>,
+        max: MaxPool3d<2, stride = 1, dilation = 2>,
+        avg: AvgPool3d<3, stride = 2, padding = 1, ceil_mode = true>,
+        adaptive_avg: AdaptiveAvgPool3d<2, output_width = 3>,
+        adaptive_max: AdaptiveMaxPool3d<1>,
+        inst: InstanceNorm3d<2>,
+        zero: ZeroPad3d<1>,
+        reflect: ReflectionPad3d<2>,
+        replicate: ReplicationPad3d<1>,
+        circular: CircularPad3d<1>,
+        constant: ConstantPad3d<2, 0.5>,
+    }
+    fn forward(&self, x: [N, 2, 5, 6, 7]) -> (
+        [N, 3, 3, 3, 4], [N, 4, 11, 13, 15], [N, 2, 3, 4, 5], [N, 2, 3, 4, 4],
+        [N, 2, 2, 2, 3], [N, 2, 1, 1, 1], [N, 2, 5, 6, 7], [N, 2, 7, 8, 9],
+        [N, 2, 9, 10, 11], [N, 2, 7, 8, 9], [N, 2, 7, 8, 9], [N, 2, 9, 10, 11],
+    ) {
+        (
+            self.conv(x), self.up(x), self.max(x), self.avg(x), self.adaptive_avg(x),
+            self.adaptive_max(x), self.inst(x), self.zero(x), self.reflect(x),
+            self.replicate(x), self.circular(x), self.constant(x),
+        )
+    }
+}
+
+#[test]
+fn volume_rules_match_the_runtime_layers() {
+    let t = VolumeTable::new(&Device::Cpu);
+    let o = t.forward(&Tensor::randn(&[2, 2, 5, 6, 7]));
+    let shapes = [
+        &o.0, &o.1, &o.2, &o.3, &o.4, &o.5, &o.6, &o.7, &o.8, &o.9, &o.10, &o.11,
+    ]
+    .map(|t| t.shape().to_vec());
+    let want: [&[usize]; 12] = [
+        &[2, 3, 3, 3, 4],
+        &[2, 4, 11, 13, 15],
+        &[2, 2, 3, 4, 5],
+        &[2, 2, 3, 4, 4],
+        &[2, 2, 2, 2, 3],
+        &[2, 2, 1, 1, 1],
+        &[2, 2, 5, 6, 7],
+        &[2, 2, 7, 8, 9],
+        &[2, 2, 9, 10, 11],
+        &[2, 2, 7, 8, 9],
+        &[2, 2, 7, 8, 9],
+        &[2, 2, 9, 10, 11],
+    ];
+    assert_eq!(shapes, want.map(|s| s.to_vec()));
 }
