@@ -869,6 +869,16 @@ layer("spectral_norm_conv2d_eval", spectral_norm(nn.Conv2d(2, 3, 3)), [r(1, 2, 5
 # Rows along dim 1 for a transposed convolution.
 layer("spectral_norm_convtranspose2d", spectral_norm(nn.ConvTranspose2d(3, 2, 2)), [r(1, 3, 3, 3)])
 
+# ---- the triplet loss with a distance function (added later, its own seed) -----------------
+torch.manual_seed(31)
+loss("triplet_distance_default", lambda a, p, n, red: F.triplet_margin_with_distance_loss(a, p, n, reduction=red),
+     [r(5, 4), r(5, 4), r(5, 4)])
+loss("triplet_distance_cosine_swap",
+     lambda a, p, n, red: F.triplet_margin_with_distance_loss(
+         a, p, n, distance_function=lambda x, y: 1.0 - F.cosine_similarity(x, y), margin=0.5, swap=True,
+         reduction=red),
+     [r(5, 4), r(5, 4), r(5, 4)], grad_idx=(0, 1, 2))
+
 os.makedirs(OUT, exist_ok=True)
 save_file(T, os.path.join(OUT, "nn.safetensors"))
 with open(os.path.join(OUT, "nn.json"), "w") as f:

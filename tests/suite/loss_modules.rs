@@ -255,3 +255,51 @@ fn class_weights_are_buffers_and_reprs_are_pytorchs() {
     assert_eq!((p.log_input, p.full, p.eps), (true, false, 1e-8));
     assert_eq!(GaussianNLLLoss::default().eps, 1e-6);
 }
+
+#[test]
+fn triplet_with_distance_defaults_to_the_euclidean_triplet_loss() {
+    let (a, p, n) = (rnd(&[5, 4], 6), rnd(&[5, 4], 7), rnd(&[5, 4], 8));
+    let module = TripletMarginWithDistanceLoss {
+        swap: true,
+        margin: 0.7,
+        reduction: Reduction::None,
+        ..Default::default()
+    };
+    let o = TripletMarginOptions {
+        margin: 0.7,
+        swap: true,
+        ..Default::default()
+    };
+    same(
+        "TripletMarginWithDistanceLoss",
+        module.forward(&a, &p, &n),
+        triplet_margin_loss(&a, &p, &n, o, Reduction::None),
+    );
+    assert_eq!(module.repr(), "TripletMarginWithDistanceLoss()");
+}
+
+#[test]
+fn gumbel_softmax_samples_the_softmax_and_hard_passes_the_soft_gradient() {
+    // The Gumbel-max trick: the hard sample's class is distributed as
+    // softmax(logits); 6000 draws put each frequency within 0.03.
+    let logits = Tensor::from_vec(vec![1.0f32, 0.0, -1.0], &[1, 3]).expand(&[6000, 3]);
+    let y = gumbel_softmax(&logits, 1.0, true, -1);
+    let freq = y.mean_dims(&[0], false).to_vec::<f32>();
+    let want = Tensor::from_vec(vec![1.0f32, 0.0, -1.0], &[3])
+        .softmax(0)
+        .to_vec::<f32>();
+    for (f, w) in freq.iter().zip(&want) {
+        assert!((f - w).abs() < 0.03, "{freq:?} vs {want:?}");
+    }
+    // Same draws: the hard sample's gradient is the soft sample's.
+    let x = rnd(&[4, 5], 9).requires_grad_(true);
+    let w = rnd(&[4, 5], 10);
+    let draw = |hard| gumbel_softmax_with(&x, 0.5, hard, 1, &Generator::new(12));
+    (&draw(false) * &w).sum().backward();
+    let soft = x.grad().unwrap().to_vec::<f32>();
+    x.set_grad(None);
+    let hard = draw(true);
+    (&hard * &w).sum().backward();
+    assert_eq!(x.grad().unwrap().to_vec::<f32>(), soft);
+    assert!(hard.to_vec::<f32>().iter().all(|&v| v == 0.0 || v == 1.0));
+}

@@ -428,6 +428,13 @@ fn run_loss(name: &str, x: &[Tensor], r: Reduction) -> Tensor {
             };
             triplet_margin_loss(&x[0], &x[1], &x[2], o, r)
         }
+        "triplet_distance_default" => {
+            triplet_margin_with_distance_loss(&x[0], &x[1], &x[2], None, 1.0, false, r)
+        }
+        "triplet_distance_cosine_swap" => {
+            let cosine = |a: &Tensor, b: &Tensor| &(&cosine_similarity(a, b, 1, 1e-8) * -1.0) + 1.0;
+            triplet_margin_with_distance_loss(&x[0], &x[1], &x[2], Some(&cosine), 0.5, true, r)
+        }
         "poisson_nll" => poisson_nll_loss(&x[0], &x[1], true, false, 1e-8, r),
         "gaussian_nll" => gaussian_nll_loss(&x[0], &x[1], &x[2], false, 1e-6, r),
         "gaussian_nll_row_var_full" => gaussian_nll_loss(&x[0], &x[1], &x[2], true, 0.05, r),

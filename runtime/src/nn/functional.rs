@@ -47,6 +47,60 @@ pub fn one_hot(indices: &Tensor, num_classes: Option<usize>) -> Tensor {
     indices.unsqueeze(-1).eq(&classes).to_dtype(DType::I64)
 }
 
+/// `F.gumbel_softmax`: a sample from the Gumbel-softmax (concrete)
+/// distribution over `dim`, `softmax((logits + g) / tau)` with `g` drawn
+/// from Gumbel(0, 1) by the default generator. With `hard`, the one-hot
+/// of its largest entry, with the soft sample's gradient (the
+/// straight-through estimator: `y_hard - y_soft.detach() + y_soft`).
+///
+/// ```
+/// use tapir_runtime::{nn::gumbel_softmax, Tensor};
+/// let y = gumbel_softmax(&Tensor::zeros(&[4, 5]), 0.5, true, -1);
+/// assert_eq!(y.sum_dim(1, false).to_vec::<f32>(), vec![1.0; 4]);
+/// assert!(y.to_vec::<f32>().iter().all(|&v| v == 0.0 || v == 1.0));
+/// ```
+#[track_caller]
+pub fn gumbel_softmax(logits: &Tensor, tau: f64, hard: bool, dim: isize) -> Tensor {
+    gumbel_softmax_with(logits, tau, hard, dim, crate::default_generator())
+}
+
+/// [`gumbel_softmax`] with its noise drawn from `generator`.
+#[track_caller]
+pub fn gumbel_softmax_with(
+    logits: &Tensor,
+    tau: f64,
+    hard: bool,
+    dim: isize,
+    generator: &crate::Generator,
+) -> Tensor {
+    assert!(
+        tau > 0.0 && logits.dtype().is_float(),
+        "gumbel_softmax: tau must be positive and the logits float, got tau = {tau} and {}",
+        logits.dtype()
+    );
+    // Gumbel noise -log(E), E ~ Exp(1) = -log(1 - U); E kept above 0.
+    let uniform = Tensor::rand_with(logits.shape(), generator)
+        .to_dtype(logits.dtype())
+        .to(logits.device())
+        .unwrap_or_else(|e| panic!("gumbel_softmax: {e}"));
+    let exponential = (&(&uniform * -1.0) + 1.0)
+        .log()
+        .neg()
+        .clamp_min(f64::from(f32::MIN_POSITIVE));
+    let gumbels = exponential.log().neg();
+    let soft = (&(logits + &gumbels) / tau).softmax(dim);
+    if !hard {
+        return soft;
+    }
+    let d = logits.dim(dim, "gumbel_softmax");
+    let index = soft.argmax(d as isize, true);
+    let mut shape = vec![1isize; logits.ndim()];
+    shape[d] = logits.shape()[d] as isize;
+    let positions = Tensor::arange_on(logits.shape()[d] as i64, logits.device()).reshape(&shape);
+    let one_hot = positions.eq(&index).to_dtype(logits.dtype());
+    &(&one_hot - &soft.detach()) + &soft
+}
+
 /// `x / max(||x||_p, eps)` along `dim` (`F.normalize`; PyTorch's defaults
 /// are `p = 2`, `dim = 1`, `eps = 1e-12`).
 ///

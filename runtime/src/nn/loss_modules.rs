@@ -12,7 +12,7 @@ use super::loss::{
 use super::margin_loss::{
     TripletMarginOptions, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
     margin_ranking_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss,
-    poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+    poisson_nll_loss, soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss,
 };
 use super::module::{Module, TensorKind};
 use crate::Tensor;
@@ -468,6 +468,56 @@ impl TripletMarginLoss {
     }
 }
 
+/// A distance of two `[N, ..]` batches to `[N]`, shared by clones.
+pub type DistanceFn = std::sync::Arc<dyn Fn(&Tensor, &Tensor) -> Tensor + Send + Sync>;
+
+/// `nn.TripletMarginWithDistanceLoss`: see
+/// [`triplet_margin_with_distance_loss`].
+///
+/// ```
+/// use std::sync::Arc;
+/// use tapir_runtime::{nn::{pairwise_distance, TripletMarginWithDistanceLoss}, Tensor};
+/// let l1: tapir_runtime::nn::DistanceFn = Arc::new(|a, b| pairwise_distance(a, b, 1.0, 1e-6, false));
+/// let criterion = TripletMarginWithDistanceLoss { distance_function: Some(l1), ..Default::default() };
+/// let x = Tensor::zeros(&[2, 3]);
+/// assert_eq!(criterion.forward(&x, &x, &x).item::<f32>(), 1.0);
+/// ```
+#[derive(Clone)]
+pub struct TripletMarginWithDistanceLoss {
+    /// The distance (the Euclidean [`super::pairwise_distance`] when `None`).
+    pub distance_function: Option<DistanceFn>,
+    /// How much nearer the positive must be (1.0).
+    pub margin: f64,
+    /// Use the positive-negative distance when it is smaller (false).
+    pub swap: bool,
+    /// How per-triplet losses are reduced (mean).
+    pub reduction: Reduction,
+}
+
+impl Default for TripletMarginWithDistanceLoss {
+    fn default() -> Self {
+        TripletMarginWithDistanceLoss {
+            distance_function: None,
+            margin: 1.0,
+            swap: false,
+            reduction: Reduction::Mean,
+        }
+    }
+}
+
+impl TripletMarginWithDistanceLoss {
+    /// The loss of `anchor` nearer `positive` than `negative` by the margin.
+    #[track_caller]
+    pub fn forward(&self, anchor: &Tensor, positive: &Tensor, negative: &Tensor) -> Tensor {
+        let d = self
+            .distance_function
+            .as_deref()
+            .map(|f| f as super::margin_loss::Distance);
+        let (m, s, r) = (self.margin, self.swap, self.reduction);
+        triplet_margin_with_distance_loss(anchor, positive, negative, d, m, s, r)
+    }
+}
+
 /// `nn.CTCLoss`: see [`ctc_loss`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CTCLoss {
@@ -515,5 +565,6 @@ loss_module! {
     MarginRankingLoss [];
     CosineEmbeddingLoss [];
     TripletMarginLoss [];
+    TripletMarginWithDistanceLoss [];
     CTCLoss [];
 }

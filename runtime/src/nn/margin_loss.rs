@@ -154,6 +154,47 @@ pub fn triplet_margin_loss(
     reduce((&(&d_pos - &d_neg) + o.margin).clamp_min(0.0), r)
 }
 
+/// A distance of two `[N, ..]` batches to `[N]`, as
+/// [`triplet_margin_with_distance_loss`] takes it.
+pub type Distance<'a> = &'a dyn Fn(&Tensor, &Tensor) -> Tensor;
+
+/// `F.triplet_margin_with_distance_loss`: `max(0, d(a, p) - d(a, n) +
+/// margin)` with any distance `d` of two `[N, ..]` batches to `[N]`
+/// (PyTorch's default: [`pairwise_distance`] with p = 2, eps = 1e-6);
+/// `swap` uses `d(p, n)` when it is smaller.
+///
+/// ```
+/// use tapir_runtime::{nn::{cosine_similarity, triplet_margin_with_distance_loss, Reduction}, Tensor};
+/// let a = Tensor::from_vec(vec![1.0f32, 0.0], &[1, 2]);
+/// let p = Tensor::from_vec(vec![2.0f32, 0.0], &[1, 2]);
+/// let n = Tensor::from_vec(vec![0.0f32, 1.0], &[1, 2]);
+/// let cosine = |x: &Tensor, y: &Tensor| &(&cosine_similarity(x, y, 1, 1e-8) * -1.0) + 1.0;
+/// let l = triplet_margin_with_distance_loss(&a, &p, &n, Some(&cosine), 0.5, false, Reduction::Sum);
+/// assert_eq!(l.item::<f32>(), 0.0); // d(a, p) = 0, d(a, n) = 1
+/// ```
+pub fn triplet_margin_with_distance_loss(
+    anchor: &Tensor,
+    positive: &Tensor,
+    negative: &Tensor,
+    distance: Option<Distance>,
+    margin: f64,
+    swap: bool,
+    r: Reduction,
+) -> Tensor {
+    assert!(
+        margin > 0.0,
+        "triplet_margin_with_distance_loss: margin must be greater than 0, got {margin}"
+    );
+    let default = |x: &Tensor, y: &Tensor| pairwise_distance(x, y, 2.0, 1e-6, false);
+    let d: Distance = distance.unwrap_or(&default);
+    let d_pos = d(anchor, positive);
+    let mut d_neg = d(anchor, negative);
+    if swap {
+        d_neg = d_neg.minimum(&d(positive, negative));
+    }
+    reduce((&(&d_pos - &d_neg) + margin).clamp_min(0.0), r)
+}
+
 /// `F.poisson_nll_loss`: `exp(x) - y x` for log-rate inputs, else
 /// `x - y log(x + eps)`; `full` adds Stirling's approximation of
 /// `log(y!)`, `y log y - y + log(2 pi y) / 2`, where `y > 1` (PyTorch's

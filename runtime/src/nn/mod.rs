@@ -51,7 +51,8 @@ pub use ctc::{CtcOptions, ctc_loss};
 pub use embedding::{BagMode, BagOptions, Embedding, EmbeddingBag, embedding_bag};
 pub use fold::{Fold, Unfold};
 pub use functional::{
-    CosineSimilarity, PairwiseDistance, cosine_similarity, normalize, one_hot, pairwise_distance,
+    CosineSimilarity, PairwiseDistance, cosine_similarity, gumbel_softmax, gumbel_softmax_with,
+    normalize, one_hot, pairwise_distance,
 };
 pub use grid_sample::{GridMode, GridPadding, affine_grid, grid_sample};
 pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
@@ -68,16 +69,17 @@ pub use loss::{
     cross_entropy, cross_entropy_with, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
     nll_loss_with, smooth_l1_loss,
 };
+pub use loss_modules::DistanceFn;
 pub use loss_modules::{
     BCELoss, BCEWithLogitsLoss, CTCLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
     HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss, MarginRankingLoss,
     MultiLabelMarginLoss, MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, PoissonNLLLoss,
-    SmoothL1Loss, SoftMarginLoss, TripletMarginLoss,
+    SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss,
 };
 pub use margin_loss::{
-    TripletMarginOptions, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
+    Distance, TripletMarginOptions, cosine_embedding_loss, gaussian_nll_loss, hinge_embedding_loss,
     margin_ranking_loss, multi_margin_loss, multilabel_margin_loss, multilabel_soft_margin_loss,
-    poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+    poisson_nll_loss, soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss,
 };
 pub use module::{
     Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,
