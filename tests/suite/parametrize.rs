@@ -1,7 +1,7 @@
 //! `weight_norm` and `spectral_norm`: built here for `nn_goldens` (values,
 //! gradients, and spectral norm's power-iteration buffers against PyTorch),
 //! and checked beyond them: finite differences, removal, training, reprs
-//! and errors.
+//! and errors; and `ModuleDict`, holding them by name.
 
 use crate::common::{close, dev, panic_message};
 use tapir::gradcheck;
@@ -156,4 +156,51 @@ fn reprs_and_errors_are_pytorchs() {
         msg,
         "weight_norm: dim Some(2) is out of range for `weight` of shape [3, 4]"
     );
+}
+
+#[test]
+fn module_dicts_name_load_and_print_as_pytorchs() {
+    let mut heads: ModuleDict<Box<dyn Forward>> = ModuleDict::new();
+    heads.insert("cls", Box::new(Linear::new(4, 3, true)));
+    heads.insert(
+        "norm",
+        Box::new(weight_norm(Linear::new(4, 3, false), "weight", Some(0))),
+    );
+    let names: Vec<String> = heads.state_dict().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(
+        names,
+        [
+            "cls.weight",
+            "cls.bias",
+            "norm.parametrizations.weight.original0",
+            "norm.parametrizations.weight.original1"
+        ]
+    );
+    assert!(heads.repr().starts_with(
+        "ModuleDict(\n  (cls): Linear(in_features=4, out_features=3, bias=True)\n  (norm): ParametrizedLinear("
+    ));
+    // Replacing a key keeps its place; a state dict loads back by name.
+    let old = heads.insert("cls", Box::new(Linear::new(4, 3, true)));
+    assert!(old.is_some());
+    assert_eq!(heads.keys().collect::<Vec<_>>(), ["cls", "norm"]);
+    let mut copy: ModuleDict<Box<dyn Forward>> = ModuleDict::new();
+    copy.insert("cls", Box::new(Linear::new(4, 3, true)));
+    copy.insert(
+        "norm",
+        Box::new(weight_norm(Linear::new(4, 3, false), "weight", Some(0))),
+    );
+    let report = copy.load_state_dict(&heads.state_dict(), true).unwrap();
+    assert!(report.is_clean(), "{report}");
+    let x = Tensor::randn(&[2, 4]);
+    assert_eq!(
+        copy["norm"].forward(&x).to_vec::<f32>(),
+        heads["norm"].forward(&x).to_vec::<f32>()
+    );
+    assert_eq!(
+        panic_message(|| {
+            let _ = &heads["head"];
+        }),
+        "ModuleDict: no key \"head\" (keys: [\"cls\", \"norm\"])"
+    );
+    assert!(heads.remove("cls").is_some() && heads.len() == 1);
 }

@@ -1,4 +1,4 @@
-//! Containers: `Sequential` and `ModuleList`.
+//! Containers: `Sequential`, `ModuleList` and `ModuleDict`.
 
 use super::module::{Forward, Module, TensorKind, repr_children, visit_child, visit_child_mut};
 use crate::Tensor;
@@ -153,6 +153,135 @@ impl<M: Module> Module for ModuleList<M> {
     }
     fn is_training(&self) -> bool {
         self.items.first().is_none_or(|l| l.is_training())
+    }
+}
+
+/// Modules of one type by name, in insertion order (`nn.ModuleDict`): a
+/// child's tensors are named `<key>.<name>` in state dicts, as PyTorch's.
+///
+/// ```
+/// use tapir_runtime::nn::{Linear, Module, ModuleDict};
+/// let mut heads = ModuleDict::new();
+/// heads.insert("cls", Linear::new(4, 3, true));
+/// heads.insert("box", Linear::new(4, 2, false));
+/// let names: Vec<String> = heads.named_parameters().into_iter().map(|(n, _)| n).collect();
+/// assert_eq!(names, ["cls.weight", "cls.bias", "box.weight"]);
+/// assert_eq!(heads["box"].out_features, 2);
+/// ```
+pub struct ModuleDict<M: Module> {
+    entries: Vec<(String, M)>,
+}
+
+impl<M: Module> Default for ModuleDict<M> {
+    fn default() -> Self {
+        ModuleDict { entries: vec![] }
+    }
+}
+
+impl<M: Module> ModuleDict<M> {
+    /// An empty dict.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `module` under `key`, replacing (in its place) and returning
+    /// any module there before, as assigning to a PyTorch `ModuleDict` key.
+    /// A key with a `.` is refused: it would be read as a child's path.
+    #[track_caller]
+    pub fn insert(&mut self, key: &str, module: M) -> Option<M> {
+        assert!(
+            !key.is_empty() && !key.contains('.'),
+            "ModuleDict: key {key:?} must be non-empty and contain no \".\""
+        );
+        match self.entries.iter_mut().find(|(k, _)| k == key) {
+            Some((_, old)) => Some(std::mem::replace(old, module)),
+            None => {
+                self.entries.push((key.to_string(), module));
+                None
+            }
+        }
+    }
+
+    /// The module under `key`.
+    pub fn get(&self, key: &str) -> Option<&M> {
+        self.entries.iter().find(|(k, _)| k == key).map(|(_, m)| m)
+    }
+
+    /// The module under `key`, mutable.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut M> {
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| k == key)
+            .map(|(_, m)| m)
+    }
+
+    /// Takes the module under `key` out (`pop`).
+    pub fn remove(&mut self, key: &str) -> Option<M> {
+        let at = self.entries.iter().position(|(k, _)| k == key)?;
+        Some(self.entries.remove(at).1)
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The keys in insertion order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|(k, _)| k.as_str())
+    }
+
+    /// The `(key, module)` pairs in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &M)> {
+        self.entries.iter().map(|(k, m)| (k.as_str(), m))
+    }
+
+    /// Number of modules.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no modules.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl<M: Module> std::ops::Index<&str> for ModuleDict<M> {
+    type Output = M;
+    #[track_caller]
+    fn index(&self, key: &str) -> &M {
+        self.get(key).unwrap_or_else(|| {
+            let keys: Vec<&str> = self.keys().collect();
+            panic!("ModuleDict: no key {key:?} (keys: {keys:?})")
+        })
+    }
+}
+
+impl<M: Module> Module for ModuleDict<M> {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        for (k, m) in &self.entries {
+            visit_child(k, m, f);
+        }
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        for (k, m) in &mut self.entries {
+            visit_child_mut(k, m, f);
+        }
+    }
+    fn repr(&self) -> String {
+        let kids: Vec<(&str, &dyn Module)> = self
+            .entries
+            .iter()
+            .map(|(k, m)| (k.as_str(), m as &dyn Module))
+            .collect();
+        repr_children("ModuleDict", &kids)
+    }
+    fn set_training(&self, on: bool) {
+        self.entries.iter().for_each(|(_, m)| m.set_training(on));
+    }
+    fn is_training(&self) -> bool {
+        self.entries.first().is_none_or(|(_, m)| m.is_training())
     }
 }
 

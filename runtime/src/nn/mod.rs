@@ -44,7 +44,7 @@ pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
 pub use batch_norm::{BatchNorm, batch_norm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
-pub use container::{ModuleList, Sequential};
+pub use container::{ModuleDict, ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
 pub use conv3d::{Conv3d, Conv3dOptions, ConvTranspose3d, conv_transpose3d, conv3d};
 pub use ctc::{CtcOptions, ctc_loss};
