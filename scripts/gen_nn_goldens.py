@@ -869,6 +869,15 @@ layer("spectral_norm_conv2d_eval", spectral_norm(nn.Conv2d(2, 3, 3)), [r(1, 2, 5
 # Rows along dim 1 for a transposed convolution.
 layer("spectral_norm_convtranspose2d", spectral_norm(nn.ConvTranspose2d(3, 2, 2)), [r(1, 3, 3, 3)])
 
+# ---- 3-D max pooling indices and unpooling (added later, its own seed) ---------------------
+torch.manual_seed(32)
+# Overlapping windows (stride 1): an element picked twice is written once.
+layer("maxunpool3d_overlapping", nn.MaxUnpool3d(2, stride=1), [r(1, 2, 3, 4, 3)],
+      extra=unpooled(nn.MaxPool3d(2, stride=1, return_indices=True)))
+layer("maxpool3d_indices_ceil_dilation_unbatched",
+      nn.MaxPool3d((2, 3, 2), stride=2, padding=(1, 1, 0), dilation=(1, 1, 2), ceil_mode=True, return_indices=True),
+      [r(2, 5, 5, 6)], extra=lambda m, xs: flat(*m(xs[0])))
+
 # ---- the triplet loss with a distance function (added later, its own seed) -----------------
 torch.manual_seed(31)
 loss("triplet_distance_default", lambda a, p, n, red: F.triplet_margin_with_distance_loss(a, p, n, reduction=red),

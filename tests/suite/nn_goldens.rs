@@ -265,6 +265,9 @@ fn run_layer(
             (out, loaded(Box::new(Identity), sd, dtype)?)
         }
         _ if STATEFUL.contains(&name) => run_stateful(name, inputs, sd, dtype)?,
+        _ if super::volumes::STATEFUL.contains(&name) => {
+            super::volumes::run_stateful(name, inputs, sd, dtype)?
+        }
         _ => {
             let m = loaded(build(name), sd, dtype)?;
             if !train {

@@ -4,6 +4,7 @@
 //! differences, errors and reprs (compile replay and ONNX export are in
 //! their own test binaries).
 
+use super::nn_goldens::{flat, loaded};
 use crate::common::{close, dev, panic_message};
 use tapir::gradcheck;
 use tapir::nn::*;
@@ -103,6 +104,53 @@ pub(super) fn build(name: &str) -> Option<Box<dyn Forward>> {
         }),
         "instancenorm3d_affine" => Box::new(InstanceNorm::new_3d(3, 1e-5, true)),
         _ => return None,
+    })
+}
+
+/// The 3-D cases that pool with indices (the replay flattens both outputs).
+pub(super) const STATEFUL: [&str; 2] = [
+    "maxunpool3d_overlapping",
+    "maxpool3d_indices_ceil_dilation_unbatched",
+];
+
+/// Runs a [`STATEFUL`] case as the script did: the output and the module.
+pub(super) fn run_stateful(
+    name: &str,
+    inputs: &[Tensor],
+    sd: &StateDict,
+    dtype: DType,
+) -> Result<(Tensor, Box<dyn Module>), String> {
+    let x = &inputs[0];
+    Ok(match name {
+        "maxunpool3d_overlapping" => {
+            let pool = MaxPool3d {
+                stride: (1, 1, 1),
+                ..MaxPool3d::new(2)
+            };
+            let (v, i) = pool.forward_with_indices(x);
+            let unpool = MaxUnpool3d {
+                stride: (1, 1, 1),
+                ..MaxUnpool3d::new(2)
+            };
+            (
+                unpool.forward(&v, &i, None),
+                loaded(Box::new(unpool), sd, dtype)?,
+            )
+        }
+        _ => {
+            let pool = MaxPool3d {
+                kernel: (2, 3, 2),
+                stride: (2, 2, 2),
+                padding: (1, 1, 0),
+                dilation: (1, 1, 2),
+                ceil_mode: true,
+            };
+            let (v, i) = pool.forward_with_indices(x);
+            (
+                flat(&[&v, &i.to_dtype(dtype)]),
+                loaded(Box::new(pool), sd, dtype)?,
+            )
+        }
     })
 }
 

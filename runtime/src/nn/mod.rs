@@ -108,7 +108,7 @@ pub use pool::{
 };
 pub use pool3d::{
     AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, MaxPool3d, Triple, adaptive_avg_pool3d,
-    adaptive_max_pool3d, avg_pool3d, max_pool3d,
+    adaptive_max_pool3d, avg_pool3d, max_pool3d, max_pool3d_with_indices,
 };
 pub use recurrent::{GRU, LSTM, RNN, RnnOptions};
 pub use recurrent_cell::{GRUCell, LSTMCell, RNNCell};
@@ -123,4 +123,4 @@ pub use transformer_decoder::{
 pub use transformer_stack::{
     Transformer, TransformerDecoder, TransformerEncoder, TransformerMasks,
 };
-pub use unpool::{MaxUnpool1d, MaxUnpool2d, max_unpool1d, max_unpool2d};
+pub use unpool::{MaxUnpool1d, MaxUnpool2d, MaxUnpool3d, max_unpool1d, max_unpool2d, max_unpool3d};

@@ -12,9 +12,11 @@
 //! averages make it. Gradients and devices are the 2-D ops'.
 
 use super::module::{Forward, py_bool, stateless_module};
-use super::pool::{adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d};
-use crate::Tensor;
+use super::pool::{
+    adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d, max_pool2d_with_indices,
+};
 use crate::trace::{self, Attr};
+use crate::{DType, Tensor};
 
 /// A triple of per-dim sizes: (depth, height, width).
 pub type Triple = (usize, usize, usize);
@@ -133,6 +135,73 @@ pub fn max_pool3d(
         )
     });
     unbatched(y, batched)
+}
+
+/// `F.max_pool3d(..., return_indices=True)` with `ceil_mode`: the maxima
+/// and each one's flat index `(id · H + ih) · W + iw` in its input volume
+/// (what [`super::max_unpool3d`] takes); ties pick the first in PyTorch's
+/// scan order, as [`max_pool3d`].
+///
+/// ```
+/// use tapir_runtime::{nn::max_pool3d_with_indices, Tensor};
+/// let x = Tensor::arange_f(0.0, 8.0, 1.0).reshape(&[1, 2, 2, 2]);
+/// let (v, i) = max_pool3d_with_indices(&x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), false);
+/// assert_eq!((v.to_vec::<f32>(), i.to_vec::<i64>()), (vec![7.0], vec![7]));
+/// ```
+#[track_caller]
+pub fn max_pool3d_with_indices(
+    x: &Tensor,
+    kernel: Triple,
+    stride: Triple,
+    padding: Triple,
+    dilation: Triple,
+    ceil_mode: bool,
+) -> (Tensor, Tensor) {
+    let (x5, batched) = volume(x, "max_pool3d_with_indices");
+    check_window(
+        &x5,
+        kernel,
+        stride,
+        padding,
+        dilation,
+        "max_pool3d_with_indices",
+    );
+    let s = x5.shape().to_vec();
+    let (n, c, d) = (s[0] as isize, s[1] as isize, s[2] as isize);
+    let (k, st, p, dl) = (kernel, stride, padding, dilation);
+    let planes = x5.reshape(&[n, c * d, s[3] as isize, s[4] as isize]);
+    let (v1, i1) = max_pool2d_with_indices(
+        &planes,
+        (k.1, k.2),
+        (st.1, st.2),
+        (p.1, p.2),
+        (dl.1, dl.2),
+        ceil_mode,
+    );
+    let (ho, wo) = (v1.shape()[2], v1.shape()[3]);
+    let cells = (ho * wo) as isize;
+    let columns = v1.reshape(&[n, c, d, cells]);
+    let (v2, i2) = max_pool2d_with_indices(
+        &columns,
+        (k.0, 1),
+        (st.0, 1),
+        (p.0, 0),
+        (dl.0, 1),
+        ceil_mode,
+    );
+    // i2 is `depth * cells + cell`: the depth each maximum came from.
+    let cell = Tensor::arange_on(cells as i64, x.device());
+    let depth = (&(&i2 - &cell).to_dtype(DType::F64) / cells as f64)
+        .round()
+        .to_dtype(DType::I64);
+    let within = i1.reshape(&[n, c, d, cells]).gather(2, &depth);
+    let index = &(&depth * (s[3] * s[4]) as f64) + &within;
+    let out_d = v2.shape()[2] as isize;
+    let shape = [n, c, out_d, ho as isize, wo as isize];
+    (
+        unbatched(v2.reshape(&shape), batched),
+        unbatched(index.reshape(&shape), batched),
+    )
 }
 
 /// `F.avg_pool3d` with every option: `ceil_mode`, whether the zero padding
@@ -297,6 +366,16 @@ impl MaxPool3d {
             dilation: (1, 1, 1),
             ceil_mode: false,
         }
+    }
+}
+
+impl MaxPool3d {
+    /// `nn.MaxPool3d(..., return_indices=True)`: the output and each
+    /// maximum's flat index in its input volume (for [`super::MaxUnpool3d`]).
+    #[track_caller]
+    pub fn forward_with_indices(&self, x: &Tensor) -> (Tensor, Tensor) {
+        let s = *self;
+        max_pool3d_with_indices(x, s.kernel, s.stride, s.padding, s.dilation, s.ceil_mode)
     }
 }
 

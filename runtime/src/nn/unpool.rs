@@ -1,4 +1,4 @@
-//! `MaxUnpool1d/2d` (`F.max_unpool1d/2d`): the partial inverse of max
+//! `MaxUnpool1d/2d/3d` (`F.max_unpool1d/2d/3d`): the partial inverse of max
 //! pooling, each pooled value written back at the index pooling recorded
 //! and zeros elsewhere.
 //!
@@ -44,6 +44,39 @@ pub fn max_unpool2d(
         &[stride.0, stride.1],
         &[padding.0, padding.1],
         output_size.map(|(h, w)| vec![h, w]),
+    )
+}
+
+/// `F.max_unpool3d` over `[N, C, d, h, w]` or `[C, d, h, w]`: as
+/// [`max_unpool2d`], with flat indices `(id · H + ih) · W + iw` (as
+/// [`super::max_pool3d_with_indices`] gives).
+///
+/// ```
+/// use tapir_runtime::{nn::{max_pool3d_with_indices, max_unpool3d}, Tensor};
+/// let x = Tensor::arange_f(0.0, 8.0, 1.0).reshape(&[1, 2, 2, 2]);
+/// let (v, i) = max_pool3d_with_indices(&x, (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), false);
+/// let y = max_unpool3d(&v, &i, (2, 2, 2), None, (0, 0, 0), None);
+/// assert_eq!(y.to_vec::<f32>(), [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 7.0]);
+/// ```
+#[track_caller]
+pub fn max_unpool3d(
+    input: &Tensor,
+    indices: &Tensor,
+    kernel: (usize, usize, usize),
+    stride: Option<(usize, usize, usize)>,
+    padding: (usize, usize, usize),
+    output_size: Option<(usize, usize, usize)>,
+) -> Tensor {
+    let stride = stride.unwrap_or(kernel);
+    unpool(
+        "max_unpool3d",
+        input,
+        indices,
+        3,
+        &[kernel.0, kernel.1, kernel.2],
+        &[stride.0, stride.1, stride.2],
+        &[padding.0, padding.1, padding.2],
+        output_size.map(|(d, h, w)| vec![d, h, w]),
     )
 }
 
@@ -257,7 +290,54 @@ impl MaxUnpool1d {
     }
 }
 
+/// `nn.MaxUnpool3d(kernel_size, stride=None, padding=0)`: see [`max_unpool3d`].
+///
+/// ```
+/// use tapir_runtime::{nn::{MaxPool3d, MaxUnpool3d, Module}, Tensor};
+/// let (v, i) = MaxPool3d::new(2).forward_with_indices(&Tensor::randn(&[1, 2, 4, 4, 4]));
+/// let unpool = MaxUnpool3d::new(2);
+/// assert_eq!(unpool.forward(&v, &i, None).shape(), &[1, 2, 4, 4, 4]);
+/// assert_eq!(unpool.repr(), "MaxUnpool3d(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0))");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct MaxUnpool3d {
+    /// Window depth, height and width of the pooling undone.
+    pub kernel: (usize, usize, usize),
+    /// Its stride (PyTorch's default: the kernel).
+    pub stride: (usize, usize, usize),
+    /// Its padding.
+    pub padding: (usize, usize, usize),
+}
+
+impl MaxUnpool3d {
+    /// `nn.MaxUnpool3d(kernel)`: cubic window, stride the kernel, no padding.
+    pub fn new(kernel: usize) -> MaxUnpool3d {
+        MaxUnpool3d {
+            kernel: (kernel, kernel, kernel),
+            stride: (kernel, kernel, kernel),
+            padding: (0, 0, 0),
+        }
+    }
+
+    /// `unpool(input, indices, output_size)`.
+    #[track_caller]
+    pub fn forward(
+        &self,
+        input: &Tensor,
+        indices: &Tensor,
+        output_size: Option<(usize, usize, usize)>,
+    ) -> Tensor {
+        let s = *self;
+        let stride = Some(s.stride);
+        max_unpool3d(input, indices, s.kernel, stride, s.padding, output_size)
+    }
+}
+
 stateless_module! {
+    MaxUnpool3d => |s| format!(
+        "MaxUnpool3d(kernel_size={:?}, stride={:?}, padding={:?})",
+        s.kernel, s.stride, s.padding
+    );
     MaxUnpool2d => |s| format!(
         "MaxUnpool2d(kernel_size={:?}, stride={:?}, padding={:?})",
         s.kernel, s.stride, s.padding
