@@ -107,6 +107,31 @@ def run(op, a, x):
         return [torch.searchsorted(x[0], x[1], right=a["right"]).double()]
     if op == "trapezoid":
         return [torch.trapezoid(x[0], dx=a["dx"], dim=a["dim"])]
+    if op == "lerp":
+        return [torch.lerp(x[0], x[1], x[2])]
+    if op == "addcmul":
+        return [torch.addcmul(x[0], x[1], x[2], value=a["value"])]
+    if op == "addcdiv":
+        return [torch.addcdiv(x[0], x[1], x[2], value=a["value"])]
+    if op == "addmm":
+        return [torch.addmm(x[0], x[1], x[2], beta=a["beta"], alpha=a["alpha"])]
+    if op == "baddbmm":
+        return [torch.baddbmm(x[0], x[1], x[2], beta=a["beta"], alpha=a["alpha"])]
+    if op == "cross":
+        return [torch.linalg.cross(x[0], x[1], dim=a["dim"])]
+    if op == "inner":
+        return [torch.inner(x[0], x[1])]
+    if op == "sinc":
+        return [torch.sinc(x[0])]
+    if op == "deg2rad":
+        return [torch.deg2rad(x[0])]
+    if op == "bincount":
+        return [torch.bincount(x[0], weights=x[1] if len(x) > 1 else None, minlength=a["minlength"]).double()]
+    if op == "histc":
+        return [torch.histc(x[0], bins=a["bins"], min=a["min"], max=a["max"])]
+    if op == "unique":
+        v, i, c = torch.unique(x[0], sorted=True, return_inverse=True, return_counts=True)
+        return [v.double(), i.double(), c.double()]
     if op == "logit":
         return [torch.logit(x[0], eps=a.get("eps"))]
     if op == "nan_to_num":
@@ -676,6 +701,23 @@ case("bucketize_right", "bucketize", [torch.tensor([-1.0, 0.0, 0.2, 1.0, 3.0]), 
 case("searchsorted_rows", "searchsorted", [torch.tensor([[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]),
                                              torch.tensor([[3.0, 6.0], [1.0, 4.0]])], {"right": False})
 case("trapezoid", "trapezoid", [randn(3, 5)], {"dx": 0.5, "dim": 1})
+# ---- added later: lerp, addcmul/addcdiv, addmm/baddbmm, cross, inner, sinc, counting --------
+case("lerp", "lerp", [randn(3, 4), randn(3, 4), torch.rand(4)])
+case("addcmul", "addcmul", [randn(3, 4), randn(3, 4), randn(4)], {"value": 0.5})
+case("addcdiv", "addcdiv", [randn(3, 4), randn(3, 4), pos(3, 4)], {"value": -2.0})
+case("addmm", "addmm", [randn(4), randn(3, 5), randn(5, 4)], {"beta": 0.5, "alpha": 2.0})
+case("baddbmm", "baddbmm", [randn(2, 3, 4), randn(2, 3, 5), randn(2, 5, 4)], {"beta": 1.5, "alpha": -1.0})
+case("cross", "cross", [randn(4, 3), randn(4, 3)], {"dim": -1})
+case("cross_dim0_bcast", "cross", [randn(3, 2), randn(3, 1)], {"dim": 0})
+case("inner", "inner", [randn(2, 3), randn(4, 3)])
+case("sinc", "sinc", [torch.tensor([0.0, 0.3, -1.5, 2.0, 1e-3])])
+case("deg2rad", "deg2rad", [randn(3, 4) * 90])
+case("bincount", "bincount", [torch.tensor([2, 0, 5, 2, 2])], {"minlength": 8})
+case("bincount_weights", "bincount", [torch.tensor([1, 3, 1, 0]), randn(4)], {"minlength": 0}, grad=[False, False])
+case("histc", "histc", [randn(50)], {"bins": 7, "min": -1.5, "max": 2.0}, grad=[False])
+case("histc_data_range", "histc", [randn(30)], {"bins": 5, "min": 0.0, "max": 0.0}, grad=[False])
+case("unique", "unique", [torch.tensor([[3, 1, 3], [7, 1, 2]])])
+case("unique_float", "unique", [torch.tensor([0.5, -1.0, 0.5, 2.0, -1.0])], grad=[False])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -261,6 +261,21 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         "pow" => one(x[0].pow(&x[1])),
         "maximum" => one(x[0].maximum(&x[1])),
         "atan2" => one(x[0].atan2(&x[1])),
+        "lerp" => one(x[0].lerp(&x[1], &x[2])),
+        "addcmul" => one(x[0].addcmul(&x[1], &x[2], f(a, "value"))),
+        "addcdiv" => one(x[0].addcdiv(&x[1], &x[2], f(a, "value"))),
+        "addmm" => one(x[0].addmm(&x[1], &x[2], f(a, "beta"), f(a, "alpha"))),
+        "baddbmm" => one(x[0].baddbmm(&x[1], &x[2], f(a, "beta"), f(a, "alpha"))),
+        "cross" => one(x[0].cross(&x[1], i(a, "dim"))),
+        "inner" => one(x[0].inner(&x[1])),
+        "sinc" => one(x[0].sinc()),
+        "deg2rad" => one(x[0].deg2rad()),
+        "bincount" => one(f64s(&x[0].bincount(x.get(1), u(a, "minlength")))),
+        "histc" => one(x[0].histc(u(a, "bins"), f(a, "min"), f(a, "max"))),
+        "unique" => {
+            let (v, inv, c) = x[0].unique();
+            vec![f64s(&v), f64s(&inv), f64s(&c)]
+        }
         "meshgrid" => {
             let ix = match a["indexing"].as_str() {
                 Some("xy") => tapir::Indexing::Xy,

@@ -3,6 +3,7 @@
 
 pub(crate) mod activation;
 pub(crate) mod binary;
+pub(crate) mod combine;
 pub(crate) mod conv;
 pub(crate) mod conv_transpose;
 pub(crate) mod creation;
