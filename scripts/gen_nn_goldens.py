@@ -878,6 +878,11 @@ layer("maxpool3d_indices_ceil_dilation_unbatched",
       nn.MaxPool3d((2, 3, 2), stride=2, padding=(1, 1, 0), dilation=(1, 1, 2), ceil_mode=True, return_indices=True),
       [r(2, 5, 5, 6)], extra=lambda m, xs: flat(*m(xs[0])))
 
+# ---- LPPool3d (added later, its own seed) ------------------------------------------------
+torch.manual_seed(33)
+layer("lppool3d_ceil_stride", nn.LPPool3d(2, (2, 3, 2), stride=(1, 2, 2), ceil_mode=True), [r(2, 2, 4, 5, 5)])
+layer("lppool3d_p3_unbatched", nn.LPPool3d(3, 2), [r(2, 4, 4, 6).abs() + 0.1])
+
 # ---- the triplet loss with a distance function (added later, its own seed) -----------------
 torch.manual_seed(31)
 loss("triplet_distance_default", lambda a, p, n, red: F.triplet_margin_with_distance_loss(a, p, n, reduction=red),

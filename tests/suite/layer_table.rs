@@ -168,6 +168,7 @@ const COVERED: &[&str] = &[
     "ReplicationPad3d",
     "CircularPad3d",
     "ConstantPad3d",
+    "LPPool3d",
 ];
 
 #[test]
@@ -691,16 +692,18 @@ model! {
         replicate: ReplicationPad3d<1>,
         circular: CircularPad3d<1>,
         constant: ConstantPad3d<2, 0.5>,
+        lp: LPPool3d<2, 2>,
     }
     fn forward(&self, x: [N, 2, 5, 6, 7]) -> (
         [N, 3, 3, 3, 4], [N, 4, 11, 13, 15], [N, 2, 3, 4, 5], [N, 2, 3, 4, 4],
         [N, 2, 2, 2, 3], [N, 2, 1, 1, 1], [N, 2, 5, 6, 7], [N, 2, 7, 8, 9],
         [N, 2, 9, 10, 11], [N, 2, 7, 8, 9], [N, 2, 7, 8, 9], [N, 2, 9, 10, 11],
+        [N, 2, 2, 3, 3],
     ) {
         (
             self.conv(x), self.up(x), self.max(x), self.avg(x), self.adaptive_avg(x),
             self.adaptive_max(x), self.inst(x), self.zero(x), self.reflect(x),
-            self.replicate(x), self.circular(x), self.constant(x),
+            self.replicate(x), self.circular(x), self.constant(x), self.lp(x),
         )
     }
 }
@@ -710,10 +713,10 @@ fn volume_rules_match_the_runtime_layers() {
     let t = VolumeTable::new(&Device::Cpu);
     let o = t.forward(&Tensor::randn(&[2, 2, 5, 6, 7]));
     let shapes = [
-        &o.0, &o.1, &o.2, &o.3, &o.4, &o.5, &o.6, &o.7, &o.8, &o.9, &o.10, &o.11,
+        &o.0, &o.1, &o.2, &o.3, &o.4, &o.5, &o.6, &o.7, &o.8, &o.9, &o.10, &o.11, &o.12,
     ]
     .map(|t| t.shape().to_vec());
-    let want: [&[usize]; 12] = [
+    let want: [&[usize]; 13] = [
         &[2, 3, 3, 3, 4],
         &[2, 4, 11, 13, 15],
         &[2, 2, 3, 4, 5],
@@ -726,6 +729,7 @@ fn volume_rules_match_the_runtime_layers() {
         &[2, 2, 7, 8, 9],
         &[2, 2, 7, 8, 9],
         &[2, 2, 9, 10, 11],
+        &[2, 2, 2, 3, 3],
     ];
     assert_eq!(shapes, want.map(|s| s.to_vec()));
 }

@@ -103,6 +103,13 @@ pub(super) fn build(name: &str) -> Option<Box<dyn Forward>> {
             value: 1.5,
         }),
         "instancenorm3d_affine" => Box::new(InstanceNorm::new_3d(3, 1e-5, true)),
+        "lppool3d_ceil_stride" => Box::new(LPPool3d {
+            kernel: (2, 3, 2),
+            stride: Some((1, 2, 2)),
+            ceil_mode: true,
+            ..LPPool3d::new(2.0, 2)
+        }),
+        "lppool3d_p3_unbatched" => Box::new(LPPool3d::new(3.0, 2)),
         _ => return None,
     })
 }

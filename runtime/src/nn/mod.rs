@@ -107,8 +107,9 @@ pub use pool::{
     avg_pool2d, lp_pool1d, lp_pool2d, max_pool2d, max_pool2d_with_indices,
 };
 pub use pool3d::{
-    AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, MaxPool3d, Triple, adaptive_avg_pool3d,
-    adaptive_max_pool3d, avg_pool3d, max_pool3d, max_pool3d_with_indices,
+    AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, LPPool3d, MaxPool3d, Triple,
+    adaptive_avg_pool3d, adaptive_max_pool3d, avg_pool3d, lp_pool3d, max_pool3d,
+    max_pool3d_with_indices,
 };
 pub use recurrent::{GRU, LSTM, RNN, RnnOptions};
 pub use recurrent_cell::{GRUCell, LSTMCell, RNNCell};

@@ -630,7 +630,7 @@ impl Forward for LPPool1d {
 }
 
 /// A norm type as a Python user most likely wrote it (2, not 2.0).
-fn norm_type_repr(p: f64) -> String {
+pub(super) fn norm_type_repr(p: f64) -> String {
     if p.fract() == 0.0 && p.abs() < 1e15 {
         format!("{}", p as i64)
     } else {

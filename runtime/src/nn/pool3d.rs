@@ -1,5 +1,5 @@
-//! Volumetric pooling: `MaxPool3d`, `AvgPool3d`, `AdaptiveAvgPool3d` and
-//! `AdaptiveMaxPool3d` with their functions, over `[N, C, D, H, W]` or
+//! Volumetric pooling: `MaxPool3d`, `AvgPool3d`, `LPPool3d`,
+//! `AdaptiveAvgPool3d` and `AdaptiveMaxPool3d` with their functions, over `[N, C, D, H, W]` or
 //! unbatched `[C, D, H, W]`.
 //!
 //! A box window is separable, so each is two 2-D poolings: over the height
@@ -14,6 +14,7 @@
 use super::module::{Forward, py_bool, stateless_module};
 use super::pool::{
     adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d, max_pool2d_with_indices,
+    norm_type_repr,
 };
 use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
@@ -281,6 +282,44 @@ pub fn avg_pool3d(
     unbatched(y, batched)
 }
 
+/// `F.lp_pool3d`: each window's `(Σ xᵖ)^(1/p)` for `norm_type` p; stride
+/// defaults to the kernel, no padding. As PyTorch computes it: an average
+/// pool of `xᵖ` times the window's volume, a window summing to zero given
+/// a zero gradient.
+///
+/// ```
+/// use tapir_runtime::{nn::lp_pool3d, Tensor};
+/// let x = Tensor::full(&[1, 2, 2, 2], 0.5);
+/// assert_eq!(lp_pool3d(&x, 1.0, (2, 2, 2), None, false).to_vec::<f32>(), [4.0]);
+/// ```
+#[track_caller]
+pub fn lp_pool3d(
+    x: &Tensor,
+    norm_type: f64,
+    kernel: Triple,
+    stride: Option<Triple>,
+    ceil_mode: bool,
+) -> Tensor {
+    assert!(
+        norm_type.is_finite() && norm_type != 0.0,
+        "lp_pool3d: norm_type must be finite and nonzero, got {norm_type}"
+    );
+    let stride = stride.unwrap_or(kernel);
+    let mean = avg_pool3d(
+        &x.powf(norm_type),
+        kernel,
+        stride,
+        (0, 0, 0),
+        ceil_mode,
+        true,
+        None,
+    );
+    // sign · relu(|·|) is the identity in value and PyTorch's formula: its
+    // select zeroes the NaN pow's infinite slope at 0 would send back.
+    let volume = (kernel.0 * kernel.1 * kernel.2) as f64;
+    (&(&mean.sign() * &mean.abs().relu()) * volume).powf(1.0 / norm_type)
+}
+
 /// Checks an adaptive pool's output size.
 #[track_caller]
 fn check_output_size(output_size: Triple, op: &str) {
@@ -442,6 +481,46 @@ impl Forward for AvgPool3d {
     }
 }
 
+/// `nn.LPPool3d(norm_type, kernel_size, stride=None, ceil_mode=False)`:
+/// see [`lp_pool3d`].
+///
+/// ```
+/// use tapir_runtime::{nn::{Forward, LPPool3d, Module}, Tensor};
+/// let pool = LPPool3d::new(2.0, 2);
+/// assert_eq!(pool.forward(&Tensor::randn(&[1, 3, 4, 4, 4])).shape(), &[1, 3, 2, 2, 2]);
+/// assert_eq!(pool.repr(), "LPPool3d(norm_type=2, kernel_size=2, stride=None, ceil_mode=False)");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct LPPool3d {
+    /// The p of the power average.
+    pub norm_type: f64,
+    /// Window depth, height and width.
+    pub kernel: Triple,
+    /// Step between windows (None: the kernel).
+    pub stride: Option<Triple>,
+    /// Whether a partial last window makes an output (false).
+    pub ceil_mode: bool,
+}
+
+impl LPPool3d {
+    /// `nn.LPPool3d(norm_type, kernel)`: cubic window, stride the kernel.
+    pub fn new(norm_type: f64, kernel: usize) -> LPPool3d {
+        LPPool3d {
+            norm_type,
+            kernel: (kernel, kernel, kernel),
+            stride: None,
+            ceil_mode: false,
+        }
+    }
+}
+
+impl Forward for LPPool3d {
+    #[track_caller]
+    fn forward(&self, x: &Tensor) -> Tensor {
+        lp_pool3d(x, self.norm_type, self.kernel, self.stride, self.ceil_mode)
+    }
+}
+
 /// `nn.AdaptiveAvgPool3d(output_size)`: see [`adaptive_avg_pool3d`].
 ///
 /// ```
@@ -494,6 +573,11 @@ stateless_module! {
     AvgPool3d => |s| format!(
         "AvgPool3d(kernel_size={}, stride={}, padding={})",
         triple_repr(s.kernel), triple_repr(s.stride), triple_repr(s.padding)
+    );
+    LPPool3d => |s| format!(
+        "LPPool3d(norm_type={}, kernel_size={}, stride={}, ceil_mode={})",
+        norm_type_repr(s.norm_type), triple_repr(s.kernel),
+        s.stride.map_or("None".to_string(), triple_repr), py_bool(s.ceil_mode)
     );
     AdaptiveAvgPool3d => |s| format!("AdaptiveAvgPool3d(output_size={})", triple_repr(s.output_size));
     AdaptiveMaxPool3d => |s| format!("AdaptiveMaxPool3d(output_size={})", triple_repr(s.output_size));

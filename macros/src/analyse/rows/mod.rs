@@ -100,6 +100,7 @@ pub const TABLE: &[RowSpec] = &[
     pool::AVG_POOL2D,
     pool::LP_POOL1D,
     pool::LP_POOL2D,
+    pool::LP_POOL3D,
     pool::ADAPTIVE_AVG_POOL1D,
     pool::ADAPTIVE_AVG_POOL2D,
     pool::ADAPTIVE_MAX_POOL1D,

@@ -1,4 +1,4 @@
-//! Pooling rows: `MaxPool1d/2d/3d`, `AvgPool1d/2d/3d`, `LPPool1d/2d`
+//! Pooling rows: `MaxPool1d/2d/3d`, `AvgPool1d/2d/3d`, `LPPool1d/2d/3d`
 //! (PyTorch's output size on each spatial dim, `ceil_mode` included) and
 //! the adaptive pools (the spatial dims become the output size); and the
 //! padding layers, whose spatial dims grow. Batched or unbatched input.
@@ -96,7 +96,8 @@ impl Row for Pool {
         match (self.max, self.spatial) {
             _ if self.norm_type.is_some() => match self.spatial {
                 1 => quote!(::tapir::nn::LPPool1d),
-                _ => quote!(::tapir::nn::LPPool2d),
+                2 => quote!(::tapir::nn::LPPool2d),
+                _ => quote!(::tapir::nn::LPPool3d),
             },
             (true, 1) => quote!(::tapir::nn::MaxPool1d),
             (true, 2) => quote!(::tapir::nn::MaxPool2d),
@@ -300,6 +301,13 @@ pub const LP_POOL2D: RowSpec = RowSpec {
     aliases: &[],
     params: LP_POOL_PARAMS,
     parse: |a, scope| parse_lp_pool(a, scope, 2),
+};
+
+pub const LP_POOL3D: RowSpec = RowSpec {
+    name: "LPPool3d",
+    aliases: &[],
+    params: LP_POOL_PARAMS,
+    parse: |a, scope| parse_lp_pool(a, scope, 3),
 };
 
 /// `nn.AdaptiveAvgPool1d/2d/3d`, `nn.AdaptiveMaxPool1d/2d/3d`: the spatial
