@@ -329,6 +329,31 @@ pub fn conv_transpose3d(
     if batched { y } else { y.squeeze_dim(0) }
 }
 
+/// A 3-D convolution's weight (`[out, in / groups, kD, kH, kW]`, or `[in,
+/// out / groups, ..]` when `transposed`) and bias with PyTorch's init,
+/// after checking the channels divide by the groups.
+#[track_caller]
+fn volume_params(
+    layer: &str,
+    (in_channels, out_channels): (usize, usize),
+    kernel: (usize, usize, usize),
+    g: usize,
+    transposed: bool,
+    bias: bool,
+) -> (Tensor, Option<Tensor>) {
+    assert!(
+        g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
+        "{layer}: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
+    );
+    let (rows, per_group) = if transposed {
+        (in_channels, out_channels / g)
+    } else {
+        (out_channels, in_channels / g)
+    };
+    let shape = [rows, per_group, kernel.0, kernel.1, kernel.2];
+    conv_params(&shape, out_channels, bias)
+}
+
 /// `nn.Conv3d` with PyTorch's init (kaiming-uniform a = √5, bias
 /// U(±1/√fan_in)) over `[N, C, D, H, W]` or `[C, D, H, W]`.
 ///
@@ -369,16 +394,8 @@ impl Conv3d {
         opts: Conv3dOptions,
         bias: bool,
     ) -> Conv3d {
-        let g = opts.groups;
-        assert!(
-            g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
-            "Conv3d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
-        );
-        let (weight, bias) = conv_params(
-            &[out_channels, in_channels / g, kernel.0, kernel.1, kernel.2],
-            out_channels,
-            bias,
-        );
+        let channels = (in_channels, out_channels);
+        let (weight, bias) = volume_params("Conv3d", channels, kernel, opts.groups, false, bias);
         Conv3d {
             weight,
             bias,
@@ -504,16 +521,9 @@ impl ConvTranspose3d {
         output_padding: (usize, usize, usize),
         bias: bool,
     ) -> ConvTranspose3d {
-        let g = opts.groups;
-        assert!(
-            g > 0 && in_channels.is_multiple_of(g) && out_channels.is_multiple_of(g),
-            "ConvTranspose3d: in_channels {in_channels} and out_channels {out_channels} must be divisible by groups {g}"
-        );
-        let (weight, bias) = conv_params(
-            &[in_channels, out_channels / g, kernel.0, kernel.1, kernel.2],
-            out_channels,
-            bias,
-        );
+        let channels = (in_channels, out_channels);
+        let (weight, bias) =
+            volume_params("ConvTranspose3d", channels, kernel, opts.groups, true, bias);
         ConvTranspose3d {
             weight,
             bias,

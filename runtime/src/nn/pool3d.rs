@@ -340,15 +340,7 @@ fn check_output_size(output_size: Triple, op: &str) {
 /// ```
 #[track_caller]
 pub fn adaptive_avg_pool3d(x: &Tensor, output_size: Triple) -> Tensor {
-    let (x5, batched) = volume(x, "adaptive_avg_pool3d");
-    check_output_size(output_size, "adaptive_avg_pool3d");
-    let (od, oh, ow) = output_size;
-    let y = separable(
-        &x5,
-        |x| adaptive_avg_pool2d(x, (oh, ow)),
-        |x| adaptive_avg_pool2d(x, (od, x.shape()[3])),
-    );
-    unbatched(y, batched)
+    adaptive(x, output_size, "adaptive_avg_pool3d", adaptive_avg_pool2d)
 }
 
 /// `F.adaptive_max_pool3d` (without indices): the maximum of the windows
@@ -361,14 +353,21 @@ pub fn adaptive_avg_pool3d(x: &Tensor, output_size: Triple) -> Tensor {
 /// ```
 #[track_caller]
 pub fn adaptive_max_pool3d(x: &Tensor, output_size: Triple) -> Tensor {
-    let (x5, batched) = volume(x, "adaptive_max_pool3d");
-    check_output_size(output_size, "adaptive_max_pool3d");
-    let (od, oh, ow) = output_size;
-    let y = separable(
-        &x5,
-        |x| adaptive_max_pool2d(x, (oh, ow)),
-        |x| adaptive_max_pool2d(x, (od, x.shape()[3])),
-    );
+    adaptive(x, output_size, "adaptive_max_pool3d", adaptive_max_pool2d)
+}
+
+/// A 3-D adaptive pool as the 2-D one `pool` over the planes, then over
+/// depth with a width of one cell per column.
+#[track_caller]
+fn adaptive(
+    x: &Tensor,
+    (od, oh, ow): Triple,
+    op: &str,
+    pool: fn(&Tensor, (usize, usize)) -> Tensor,
+) -> Tensor {
+    let (x5, batched) = volume(x, op);
+    check_output_size((od, oh, ow), op);
+    let y = separable(&x5, |x| pool(x, (oh, ow)), |x| pool(x, (od, x.shape()[3])));
     unbatched(y, batched)
 }
 
