@@ -2,7 +2,7 @@
 //! `ConvTranspose2d`, with PyTorch's parameters, names and initialisation.
 
 use super::init;
-use super::module::{Forward, Module, TensorKind};
+use super::module::Forward;
 use super::padding::{PadMode, pad_with};
 use crate::{Conv2dOptions, Tensor};
 
@@ -120,23 +120,6 @@ impl Forward for Conv1d {
             Conv2dOptions { padding, ..opts },
         );
         from_image(y, batched)
-    }
-}
-
-impl Module for Conv1d {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
-    }
-    fn repr(&self) -> String {
-        let o = &self.opts;
-        let s = format!(
-            "Conv1d({}, {}, kernel_size=({},), stride=({},)",
-            self.in_channels, self.out_channels, self.kernel_size, o.stride
-        ) + &conv1d_options_repr(o, 0, &self.bias);
-        s + &padding_mode_repr(self.padding_mode) + ")"
     }
 }
 
@@ -334,28 +317,6 @@ pub(super) fn padding_mode_repr(mode: PadMode) -> String {
     }
 }
 
-impl Module for Conv2d {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
-    }
-    fn repr(&self) -> String {
-        let channels = (self.in_channels, self.out_channels);
-        let mut s = conv2d_repr(
-            "Conv2d",
-            channels,
-            self.kernel,
-            &self.opts,
-            (0, 0),
-            &self.bias,
-        );
-        s.pop();
-        s + &padding_mode_repr(self.padding_mode) + ")"
-    }
-}
-
 /// PyTorch's `_ConvNd.extra_repr` for the 2-D convolutions: the options
 /// that differ from their defaults, in PyTorch's order.
 fn conv2d_repr(
@@ -528,20 +489,6 @@ impl Forward for ConvTranspose2d {
     }
 }
 
-impl Module for ConvTranspose2d {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
-    }
-    fn repr(&self) -> String {
-        let channels = (self.in_channels, self.out_channels);
-        let (k, o, op) = (self.kernel, &self.opts, self.output_padding);
-        conv2d_repr("ConvTranspose2d", channels, k, o, op, &self.bias)
-    }
-}
-
 /// `nn.ConvTranspose1d` (weight `[in_channels, out_channels / groups,
 /// kernel_size]`) with PyTorch's init: [`ConvTranspose2d`] over
 /// `[N, C, 1, L]`, so it shares that kernel and its backward. Batched or
@@ -614,21 +561,32 @@ impl Forward for ConvTranspose1d {
     }
 }
 
-impl Module for ConvTranspose1d {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
-    }
-    fn repr(&self) -> String {
-        let o = &self.opts;
+super::linear::weight_bias_module! {
+    Conv1d => |l| {
+        let o = &l.opts;
+        let s = format!(
+            "Conv1d({}, {}, kernel_size=({},), stride=({},)",
+            l.in_channels, l.out_channels, l.kernel_size, o.stride
+        ) + &conv1d_options_repr(o, 0, &l.bias);
+        s + &padding_mode_repr(l.padding_mode) + ")"
+    };
+    Conv2d => |l| {
+        let channels = (l.in_channels, l.out_channels);
+        let mut s = conv2d_repr("Conv2d", channels, l.kernel, &l.opts, (0, 0), &l.bias);
+        s.pop();
+        s + &padding_mode_repr(l.padding_mode) + ")"
+    };
+    ConvTranspose2d => |l| {
+        let channels = (l.in_channels, l.out_channels);
+        let (k, o, op) = (l.kernel, &l.opts, l.output_padding);
+        conv2d_repr("ConvTranspose2d", channels, k, o, op, &l.bias)
+    };
+    ConvTranspose1d => |l| {
+        let o = &l.opts;
         format!(
             "ConvTranspose1d({}, {}, kernel_size=({},), stride=({},)",
-            self.in_channels, self.out_channels, self.kernel_size, o.stride
-        ) + &conv1d_options_repr(o, self.output_padding, &self.bias)
+            l.in_channels, l.out_channels, l.kernel_size, o.stride
+        ) + &conv1d_options_repr(o, l.output_padding, &l.bias)
             + ")"
-    }
+    };
 }
-
-crate::display_as_repr!(Conv1d, Conv2d, ConvTranspose2d, ConvTranspose1d);

@@ -9,7 +9,7 @@
 //! the output channels, then overlap-adds the depth taps with a 1-D fold.
 
 use super::conv::{check_padding_mode, conv_params, conv_repr, padding_mode_repr};
-use super::module::{Forward, Module, TensorKind};
+use super::module::Forward;
 use super::padding::{PadMode, pad, pad_with};
 use crate::trace::{self, Attr};
 use crate::{Conv2dOptions, Tensor};
@@ -459,28 +459,6 @@ fn conv3d_repr(
     conv_repr(name, channels, head, optional, o.groups, bias)
 }
 
-impl Module for Conv3d {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
-    }
-    fn repr(&self) -> String {
-        let channels = (self.in_channels, self.out_channels);
-        let mut s = conv3d_repr(
-            "Conv3d",
-            channels,
-            self.kernel,
-            &self.opts,
-            (0, 0, 0),
-            &self.bias,
-        );
-        s.pop();
-        s + &padding_mode_repr(self.padding_mode) + ")"
-    }
-}
-
 /// `nn.ConvTranspose3d` (weight `[in_channels, out_channels / groups, kD,
 /// kH, kW]`) with PyTorch's init. With stride `s` a depth-`D` input gives
 /// `(D - 1) s - 2 padding + dilation (kD - 1) + output_padding + 1`, and
@@ -549,18 +527,16 @@ impl Forward for ConvTranspose3d {
     }
 }
 
-impl Module for ConvTranspose3d {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        super::linear::visit_weight_bias(&self.weight, &self.bias, f);
-    }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        super::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
-    }
-    fn repr(&self) -> String {
-        let channels = (self.in_channels, self.out_channels);
-        let (k, o, op) = (self.kernel, &self.opts, self.output_padding);
-        conv3d_repr("ConvTranspose3d", channels, k, o, op, &self.bias)
-    }
+super::linear::weight_bias_module! {
+    Conv3d => |l| {
+        let channels = (l.in_channels, l.out_channels);
+        let mut s = conv3d_repr("Conv3d", channels, l.kernel, &l.opts, (0, 0, 0), &l.bias);
+        s.pop();
+        s + &padding_mode_repr(l.padding_mode) + ")"
+    };
+    ConvTranspose3d => |l| {
+        let channels = (l.in_channels, l.out_channels);
+        let (k, o, op) = (l.kernel, &l.opts, l.output_padding);
+        conv3d_repr("ConvTranspose3d", channels, k, o, op, &l.bias)
+    };
 }
-
-crate::display_as_repr!(Conv3d, ConvTranspose3d);

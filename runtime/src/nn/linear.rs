@@ -127,6 +127,27 @@ pub(crate) fn visit_weight_bias_mut(
     }
 }
 
+/// Implements [`Module`] for a layer with a `weight` and an optional
+/// `bias` (the convolutions), with the repr each gives and `Display` as it.
+macro_rules! weight_bias_module {
+    ($($name:ident => |$l:ident| $repr:expr;)*) => {$(
+        impl $crate::nn::Module for $name {
+            fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, $crate::nn::TensorKind)) {
+                $crate::nn::linear::visit_weight_bias(&self.weight, &self.bias, f);
+            }
+            fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, $crate::nn::TensorKind)) {
+                $crate::nn::linear::visit_weight_bias_mut(&mut self.weight, &mut self.bias, f);
+            }
+            fn repr(&self) -> String {
+                let $l = self;
+                $repr
+            }
+        }
+        crate::display_as_repr!($name);
+    )*};
+}
+pub(crate) use weight_bias_module;
+
 impl Module for Linear {
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
         visit_weight_bias(&self.weight, &self.bias, f);
