@@ -1,7 +1,8 @@
 //! `weight_norm` and `spectral_norm`: built here for `nn_goldens` (values,
 //! gradients, and spectral norm's power-iteration buffers against PyTorch),
 //! and checked beyond them: finite differences, removal, training, reprs
-//! and errors; and `ModuleDict`, holding them by name.
+//! and errors; `ModuleDict`, holding them by name; and the batch-norm
+//! fusions for inference.
 
 use crate::common::{close, dev, panic_message};
 use tapir::gradcheck;
@@ -203,4 +204,47 @@ fn module_dicts_name_load_and_print_as_pytorchs() {
         "ModuleDict: no key \"head\" (keys: [\"cls\", \"norm\"])"
     );
     assert!(heads.remove("cls").is_some() && heads.len() == 1);
+}
+
+#[test]
+fn fused_batch_norms_compute_what_the_pair_did() {
+    manual_seed(13);
+    let conv = Conv2d::new(3, 4, (3, 3), Conv2dOptions::default().padding(1), true);
+    let bn = BatchNorm::new_2d(4).affine(false);
+    let linear = Linear::new(5, 4, false);
+    let bn1 = BatchNorm::new_1d(4).eps(1e-3);
+    for _ in 0..3 {
+        bn.forward(&conv.forward(&Tensor::randn(&[6, 3, 5, 5])));
+        bn1.forward(&linear.forward(&Tensor::randn(&[6, 5])));
+    }
+    let msg = panic_message(|| {
+        fuse_conv_bn_eval(&conv, &bn);
+    });
+    assert_eq!(
+        msg,
+        "fuse_conv_bn_eval: fusing is only for eval mode; call .eval() on the batch norm first"
+    );
+    bn.eval();
+    bn1.eval();
+    let x = Tensor::randn(&[2, 3, 5, 5]);
+    let fused = fuse_conv_bn_eval(&conv, &bn);
+    close(
+        "conv",
+        &fused.forward(&x),
+        &bn.forward(&conv.forward(&x)),
+        1e-5,
+        1e-5,
+    )
+    .unwrap();
+    let v = Tensor::randn(&[7, 5]);
+    let fused = fuse_linear_bn_eval(&linear, &bn1);
+    close(
+        "linear",
+        &fused.forward(&v),
+        &bn1.forward(&linear.forward(&v)),
+        1e-5,
+        1e-5,
+    )
+    .unwrap();
+    assert!(fused.weight.requires_grad() && fused.bias.is_some());
 }

@@ -11,6 +11,7 @@ mod ctc;
 mod embedding;
 mod fold;
 mod functional;
+mod fusion;
 mod grid_sample;
 mod group_norm;
 pub mod init;
@@ -54,6 +55,7 @@ pub use functional::{
     CosineSimilarity, PairwiseDistance, cosine_similarity, gumbel_softmax, gumbel_softmax_with,
     normalize, one_hot, pairwise_distance,
 };
+pub use fusion::{fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval};
 pub use grid_sample::{GridMode, GridPadding, affine_grid, grid_sample};
 pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
