@@ -132,6 +132,9 @@ def run(op, a, x):
     if op == "unique":
         v, i, c = torch.unique(x[0], sorted=True, return_inverse=True, return_counts=True)
         return [v.double(), i.double(), c.double()]
+    if op in ("cummax", "cummin"):
+        v, i = getattr(torch, op)(x[0], a["dim"])
+        return [v, i.double()]
     if op == "logit":
         return [torch.logit(x[0], eps=a.get("eps"))]
     if op == "nan_to_num":
@@ -718,6 +721,11 @@ case("histc", "histc", [randn(50)], {"bins": 7, "min": -1.5, "max": 2.0}, grad=[
 case("histc_data_range", "histc", [randn(30)], {"bins": 5, "min": 0.0, "max": 0.0}, grad=[False])
 case("unique", "unique", [torch.tensor([[3, 1, 3], [7, 1, 2]])])
 case("unique_float", "unique", [torch.tensor([0.5, -1.0, 0.5, 2.0, -1.0])], grad=[False])
+# ---- added later: running maxima and minima -------------------------------------------------
+case("cummax", "cummax", [randn(3, 9)], {"dim": 1})
+case("cummin_dim0", "cummin", [randn(6, 2)], {"dim": 0})
+case("cummax_ties_nan", "cummax", [torch.tensor([1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan"), 0.0])],
+     {"dim": 0}, grad=[False])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

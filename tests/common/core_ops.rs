@@ -261,6 +261,13 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         "pow" => one(x[0].pow(&x[1])),
         "maximum" => one(x[0].maximum(&x[1])),
         "atan2" => one(x[0].atan2(&x[1])),
+        "cummax" | "cummin" => {
+            let (v, k) = match op {
+                "cummax" => x[0].cummax(i(a, "dim")),
+                _ => x[0].cummin(i(a, "dim")),
+            };
+            vec![v, f64s(&k)]
+        }
         "lerp" => one(x[0].lerp(&x[1], &x[2])),
         "addcmul" => one(x[0].addcmul(&x[1], &x[2], f(a, "value"))),
         "addcdiv" => one(x[0].addcdiv(&x[1], &x[2], f(a, "value"))),

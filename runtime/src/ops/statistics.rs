@@ -1,7 +1,7 @@
 //! Order statistics, scans and distances composed of `sort`, comparisons,
 //! reductions and `matmul` (so autograd, compile and both devices come
 //! from those): `kthvalue`, `median`, `quantile`, `nanmean`, `nansum`,
-//! `cumprod`, `logcumsumexp`, `logaddexp`, `xlogy`, `cov`, `corrcoef`,
+//! `cumprod`, `cummax`, `cummin`, `logcumsumexp`, `logaddexp`, `xlogy`, `cov`, `corrcoef`,
 //! `cdist`, `isin`, `bucketize`, `searchsorted` and `trapezoid`.
 
 use crate::{DType, Tensor};
@@ -160,6 +160,70 @@ impl Tensor {
             return self.clone();
         }
         self.doubling_scan(dim, 1.0, |a, b| a * b)
+    }
+
+    /// The running maximum along `dim` and the index it came from
+    /// (`torch.cummax`): a tie takes the later index and NaN propagates, as
+    /// PyTorch's. The gradient goes to the element each maximum came from.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 3.0, 2.0, 3.0], &[4]);
+    /// let (v, i) = x.cummax(0);
+    /// assert_eq!((v.to_vec::<f32>(), i.to_vec::<i64>()), (vec![1.0, 3.0, 3.0, 3.0], vec![0, 1, 1, 3]));
+    /// ```
+    #[track_caller]
+    pub fn cummax(&self, dim: isize) -> (Tensor, Tensor) {
+        self.running_extreme(dim, true)
+    }
+
+    /// The running minimum along `dim` and its index (`torch.cummin`), as
+    /// [`Tensor::cummax`].
+    #[track_caller]
+    pub fn cummin(&self, dim: isize) -> (Tensor, Tensor) {
+        self.running_extreme(dim, false)
+    }
+
+    /// [`Tensor::cummax`] (`max`) or [`Tensor::cummin`] by doubling: entry
+    /// `i` keeps its own (later) candidate unless an earlier one beats it
+    /// strictly, or is NaN while it is not.
+    fn running_extreme(&self, dim: isize, max: bool) -> (Tensor, Tensor) {
+        if self.ndim() == 0 {
+            return (
+                self.clone(),
+                Tensor::zeros_on(&[], DType::I64, self.device()),
+            );
+        }
+        let d = self.dim(dim, if max { "cummax" } else { "cummin" });
+        let n = self.shape()[d];
+        let mut shape = vec![1isize; self.ndim()];
+        shape[d] = n as isize;
+        let positions = Tensor::arange_on(n as i64, self.device())
+            .reshape(&shape)
+            .expand(self.shape());
+        let (mut v, mut at) = (self.clone(), positions.contiguous());
+        let mut step = 1;
+        while step < n {
+            let mut pad = vec![0i64; 2 * (self.ndim() - d)];
+            let k = pad.len() - 2;
+            (pad[k], pad[k + 1]) = (step as i64, -(step as i64));
+            let fill = if max {
+                f64::NEG_INFINITY
+            } else {
+                f64::INFINITY
+            };
+            let (earlier, earlier_at) = (
+                crate::nn::pad(&v, &pad, fill),
+                crate::nn::pad(&at, &pad, -1.0),
+            );
+            let beats = if max { earlier.gt(&v) } else { earlier.lt(&v) };
+            let nan_first = earlier.isnan().logical_and(&v.isnan().logical_not());
+            let take = beats.logical_or(&nan_first);
+            v = Tensor::where_(&take, &earlier, &v);
+            at = Tensor::where_(&take, &earlier_at, &at);
+            step *= 2;
+        }
+        (v, at)
     }
 
     /// `log(exp(self) + exp(other))` without overflow, broadcast
