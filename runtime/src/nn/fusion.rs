@@ -54,18 +54,19 @@ pub fn fuse_conv_bn_weights(
     })
 }
 
-/// The running statistics of an eval-mode batch norm, or a panic saying
-/// why it cannot be folded.
+/// A layer's `weight` and `bias` with the eval-mode `bn` after it folded
+/// in, or a panic saying why it cannot be folded.
 #[track_caller]
-fn statistics<'a>(bn: &'a BatchNorm, op: &str) -> (&'a Tensor, &'a Tensor) {
+fn fused(weight: &Tensor, bias: Option<&Tensor>, bn: &BatchNorm, op: &str) -> (Tensor, Tensor) {
     assert!(
         !bn.is_training(),
         "{op}: fusing is only for eval mode; call .eval() on the batch norm first"
     );
-    match (&bn.running_mean, &bn.running_var) {
-        (Some(mean), Some(var)) => (mean, var),
-        _ => panic!("{op}: the batch norm keeps no running statistics (track_running_stats=False)"),
-    }
+    let (Some(mean), Some(var)) = (&bn.running_mean, &bn.running_var) else {
+        panic!("{op}: the batch norm keeps no running statistics (track_running_stats=False)")
+    };
+    let (gamma, beta) = (bn.weight.as_ref(), bn.bias.as_ref());
+    fuse_conv_bn_weights(weight, bias, mean, var, bn.eps, gamma, beta, false)
 }
 
 /// `torch.nn.utils.fuse_conv_bn_eval(conv, bn)`: a `Conv2d` computing
@@ -85,17 +86,7 @@ fn statistics<'a>(bn: &'a BatchNorm, op: &str) -> (&'a Tensor, &'a Tensor) {
 /// ```
 #[track_caller]
 pub fn fuse_conv_bn_eval(conv: &Conv2d, bn: &BatchNorm) -> Conv2d {
-    let (mean, var) = statistics(bn, "fuse_conv_bn_eval");
-    let (w, b) = fuse_conv_bn_weights(
-        &conv.weight,
-        conv.bias.as_ref(),
-        mean,
-        var,
-        bn.eps,
-        bn.weight.as_ref(),
-        bn.bias.as_ref(),
-        false,
-    );
+    let (w, b) = fused(&conv.weight, conv.bias.as_ref(), bn, "fuse_conv_bn_eval");
     Conv2d {
         weight: w.requires_grad_(true),
         bias: Some(b.requires_grad_(true)),
@@ -111,22 +102,17 @@ pub fn fuse_conv_bn_eval(conv: &Conv2d, bn: &BatchNorm) -> Conv2d {
 /// `bn(linear(x))` of the eval-mode `BatchNorm1d` `bn`.
 #[track_caller]
 pub fn fuse_linear_bn_eval(linear: &Linear, bn: &BatchNorm) -> Linear {
-    let (mean, var) = statistics(bn, "fuse_linear_bn_eval");
     assert!(
         linear.out_features == bn.num_features,
         "fuse_linear_bn_eval: Linear has {} outputs but the batch norm {} features",
         linear.out_features,
         bn.num_features
     );
-    let (w, b) = fuse_conv_bn_weights(
+    let (w, b) = fused(
         &linear.weight,
         linear.bias.as_ref(),
-        mean,
-        var,
-        bn.eps,
-        bn.weight.as_ref(),
-        bn.bias.as_ref(),
-        false,
+        bn,
+        "fuse_linear_bn_eval",
     );
     Linear {
         weight: w.requires_grad_(true),
