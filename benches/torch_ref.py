@@ -53,6 +53,7 @@ DEFAULT_STEPS = {
     "matmul.n4096": (3, 20),
     "transformer": (2, 8),  # per attention variant
     "cnn": (5, 40),
+    "conv": (3, 20),
     "inference.b1": (200, 2000),
     "inference.b256": (10, 200),
 }
@@ -423,6 +424,20 @@ def bench_cnn(args, variant):
 
     torch.manual_seed(args.seed)
     model = SmallCNN().to(DEVICE)
+    if variant == "infer_b128":
+        # Forward only, in eval mode under no_grad (tapir's tiled conv kernel).
+        model.eval()
+        it = [0]
+
+        def forward():
+            i = it[0] % N_DATA_BATCHES
+            it[0] += 1
+            model(xs[i])
+
+        warm, steps = steps_for("cnn", args.steps_scale)
+        with torch.no_grad():
+            t = time_loop(forward, warm, steps)
+        return make_record("cnn", variant, warm, steps, t, batch, batch=batch)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     it = [0]
@@ -439,6 +454,32 @@ def bench_cnn(args, variant):
     t = time_loop(step, warm, steps)
     return make_record("cnn", variant, warm, steps, t, batch,
                        batch=batch, params=n_params(model))
+
+
+# conv variants: (batch, in channels, size, out channels, kernel), padding
+# kernel // 2 — ResNet-like layers, and the CNN example's 48 -> 32 at 32 x 32.
+CONV_LAYERS = {
+    "c48_h32_b64": (64, 48, 32, 32, 3),
+    "c64_h56_b32": (32, 64, 56, 64, 3),
+    "c64_h56_b1": (1, 64, 56, 64, 3),
+    "c256_h14_b8": (8, 256, 14, 256, 3),
+    "c64_h56_1x1_b32": (32, 64, 56, 128, 1),
+}
+
+
+def bench_conv(args, variant):
+    """One conv2d forward (with bias) under torch.no_grad."""
+    n, c, size, oc, k = CONV_LAYERS[variant]
+    g = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(n, c, size, size, generator=g).to(DEVICE)
+    w = torch.randn(oc, c, k, k, generator=g).to(DEVICE)
+    b = torch.randn(oc, generator=g).to(DEVICE)
+    warm, steps = steps_for("conv", args.steps_scale)
+    with torch.no_grad():
+        t = time_loop(lambda: F.conv2d(x, w, b, padding=k // 2), warm, steps)
+    flop = 2 * n * oc * size * size * c * k * k
+    return make_record("conv", variant, warm, steps, t, n, batch=n,
+                       gflops_median_step=round(flop / statistics.median(t.per_step) / 1e9, 2))
 
 
 def bench_inference(args, variant):
@@ -485,8 +526,9 @@ BENCHES = {
     "mlp": (bench_mlp, ["train_b256"]),
     "matmul": (bench_matmul, ["n1024", "n2048"]),
     "transformer": (bench_transformer, ["manual_attn", "sdpa"]),
-    "cnn": (bench_cnn, ["train_b128"]),
+    "cnn": (bench_cnn, ["train_b128", "infer_b128"]),
     "inference": (bench_inference, ["b1_latency", "b256_throughput"]),
+    "conv": (bench_conv, list(CONV_LAYERS)),
 }
 WORKLOADS = list(BENCHES)
 

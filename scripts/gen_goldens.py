@@ -726,6 +726,12 @@ case("cummax", "cummax", [randn(3, 9)], {"dim": 1})
 case("cummin_dim0", "cummin", [randn(6, 2)], {"dim": 0})
 case("cummax_ties_nan", "cummax", [torch.tensor([1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan"), 0.0])],
      {"dim": 0}, grad=[False])
+# ---- added later: convolutions on the tiled forward kernel (8+ input channels per group,
+# stride 1: the shifted GEMMs; more than 128 output channels per group: the unfolded tiles) ---
+case("conv2d_shifted_bias", "conv2d", [randn(2, 9, 10, 11), randn(5, 9, 3, 3), randn(5)], dict(cv, padding=1))
+case("conv2d_shifted_dilation", "conv2d", [randn(1, 8, 9, 9), randn(3, 8, 3, 2)], dict(cv, padding=2, dilation=2))
+case("conv2d_shifted_groups", "conv2d", [randn(2, 16, 6, 7), randn(4, 8, 3, 3), randn(4)], dict(cv, groups=2, padding=1))
+case("conv2d_wide_out", "conv2d", [randn(1, 8, 5, 5), randn(130, 8, 3, 3) * 0.1], dict(cv, padding=1), grad=[True, False])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

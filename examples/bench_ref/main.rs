@@ -9,7 +9,8 @@
 //! (manual_attn: the char transformer, attention from plain ops; sdpa: the
 //! same model with the fused attention kernel, CPU only so far) and
 //! `inference` (b1_latency, b256_throughput) and `cnn` (train_b128: the
-//! small CNN, SGD momentum 0.9). `macro`
+//! small CNN, SGD momentum 0.9; infer_b128: its forward under `no_grad`),
+//! `conv` (one conv2d forward under `no_grad`, ResNet-like layers). `macro`
 //! (tapir only) runs the `mlp` and `inference` steps on the seed MLP written
 //! by hand and written with `model!`, to show the macro costs nothing.
 //! Variants ending in `compiled` run the same step through `tapir::compile`;
@@ -37,7 +38,8 @@ mod workloads;
 use measure::{PROFILE, baseline_rss_mib};
 use tapir::prelude::*;
 use workloads::{
-    bench_cnn, bench_fusion, bench_inference, bench_matmul, bench_mlp, bench_transformer,
+    CONV_VARIANTS, bench_cnn, bench_conv, bench_fusion, bench_inference, bench_matmul, bench_mlp,
+    bench_transformer,
 };
 
 /// tapir's side of the PyTorch comparison (`benches/torch_ref.py`): one
@@ -48,7 +50,7 @@ struct Cli {
     /// CPU threads for every kernel.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
-    /// Comma-separated: matmul, mlp, transformer, inference, cnn, macro.
+    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, macro.
     #[arg(long, default_value = "matmul", value_delimiter = ',')]
     workloads: Vec<String>,
     /// Multiplies every step count (0.3 for a quick run).
@@ -150,7 +152,8 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
             Some(&["train_b256", "compiled", "train_b256_reduce_overhead"])
         }
         "mlp" => Some(&["train_b256", "compiled"]),
-        "cnn" => Some(&["train_b128", "compiled"]),
+        "cnn" => Some(&["train_b128", "compiled", "infer_b128"]),
+        "conv" => Some(&CONV_VARIANTS),
         "inference" if device.is_cuda() => Some(&[
             "b1_latency",
             "b256_throughput",
@@ -184,6 +187,7 @@ fn default_steps(key: &str) -> (usize, usize) {
         "transformer" => (2, 8),
         "mlp" => (10, 100),
         "cnn" => (5, 40),
+        "conv" => (3, 20),
         "inference.b1" => (200, 2000),
         "inference.b256" => (10, 200),
         "fusion" => (5, 50),
@@ -209,6 +213,7 @@ fn main() {
             "mlp" => bench_mlp(&args, v),
             "transformer" => bench_transformer(&args, v),
             "cnn" => bench_cnn(&args, v),
+            "conv" => bench_conv(&args, v),
             "inference" => bench_inference(&args, v),
             "fusion" => bench_fusion(&args, v),
             "macro" if v.contains("train") => bench_mlp(&args, v),

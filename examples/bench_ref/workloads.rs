@@ -409,6 +409,9 @@ pub(crate) fn bench_cnn(args: &Args, variant: &str) -> String {
     let dev = args.device;
     let (xs, ys) = labelled_batches(args, &[batch, 1, 28, 28], 10);
     manual_seed(args.seed);
+    if variant == "infer_b128" {
+        return time_cnn_inference(args, &SmallCnn::new(&dev), &xs);
+    }
     let model: Box<dyn Forward> = match variant {
         "compiled" => Box::new(tapir::compile(SmallCnn::new(&dev))),
         _ => Box::new(SmallCnn::new(&dev)),
@@ -447,6 +450,85 @@ pub(crate) fn bench_cnn(args: &Args, variant: &str) -> String {
             ("final_loss", format!("{final_loss:.4}")),
             args.amp_field(),
             first,
+        ],
+    )
+}
+
+/// The small CNN's forward in eval mode under `no_grad`, batch 128 (the
+/// convolutions take the tiled inference kernel).
+fn time_cnn_inference(args: &Args, model: &SmallCnn, xs: &[Tensor]) -> String {
+    model.eval();
+    let _guard = NoGradGuard::new();
+    let mut it = 0;
+    let mut step = || {
+        std::hint::black_box(model.forward(&xs[it % N_DATA_BATCHES]));
+        it += 1;
+    };
+    let first = first_call(args.device, &mut step);
+    let (warm, steps) = scaled(args, "cnn");
+    let t = time_loop(args.device, step, warm, steps);
+    let batch = xs[0].shape()[0];
+    record(
+        "cnn",
+        "infer_b128",
+        warm,
+        &t,
+        batch as f64,
+        &[("batch", batch.to_string()), first],
+    )
+}
+
+/// The `conv` workload's layers: (batch, in channels, size, out channels,
+/// kernel), padding `kernel / 2`, as `benches/torch_ref.py`'s `CONV_LAYERS`.
+fn conv_layer(variant: &str) -> (usize, usize, usize, usize, usize) {
+    match variant {
+        "c48_h32_b64" => (64, 48, 32, 32, 3),
+        "c64_h56_b32" => (32, 64, 56, 64, 3),
+        "c64_h56_b1" => (1, 64, 56, 64, 3),
+        "c256_h14_b8" => (8, 256, 14, 256, 3),
+        "c64_h56_1x1_b32" => (32, 64, 56, 128, 1),
+        _ => unreachable!("bench_ref lists only these conv variants"),
+    }
+}
+
+/// The `conv` workload's variants.
+pub(crate) const CONV_VARIANTS: [&str; 5] = [
+    "c48_h32_b64",
+    "c64_h56_b32",
+    "c64_h56_b1",
+    "c256_h14_b8",
+    "c64_h56_1x1_b32",
+];
+
+/// One conv2d forward (with bias) under `no_grad`: the tiled inference
+/// kernel on the CPU.
+pub(crate) fn bench_conv(args: &Args, variant: &str) -> String {
+    let (n, c, size, oc, k) = conv_layer(variant);
+    let g = Generator::new(args.seed);
+    let dev = args.device;
+    let x = Tensor::randn_with(&[n, c, size, size], &g).to(dev).unwrap();
+    let w = Tensor::randn_with(&[oc, c, k, k], &g).to(dev).unwrap();
+    let b = Tensor::randn_with(&[oc], &g).to(dev).unwrap();
+    let opts = Conv2dOptions::default().padding(k / 2);
+    let _guard = NoGradGuard::new();
+    let step = || {
+        std::hint::black_box(x.conv2d(&w, Some(&b), opts));
+    };
+    let (warm, steps) = scaled(args, "conv");
+    let t = time_loop(dev, step, warm, steps);
+    let flop = 2.0 * (n * oc * size * size * c * k * k) as f64;
+    record(
+        "conv",
+        variant,
+        warm,
+        &t,
+        n as f64,
+        &[
+            ("batch", n.to_string()),
+            (
+                "gflops_median_step",
+                format!("{:.2}", flop / median(&t.per_step) / 1e9),
+            ),
         ],
     )
 }

@@ -232,13 +232,19 @@ impl Tensor {
     /// Whether an op over `inputs` records a node now (grad mode on and an
     /// input requiring grad).
     fn records(name: &'static str, inputs: &[&Tensor]) -> bool {
-        if !autograd::is_grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
+        if !Tensor::any_needs_grad(inputs) {
             return false;
         }
         if crate::trace::active() {
             crate::trace::node_outside_ops(name);
         }
         true
+    }
+
+    /// Whether an op over `inputs` would record a node: grad mode is on and
+    /// an input requires grad (ops with a faster inference-only kernel ask).
+    pub(crate) fn any_needs_grad(inputs: &[&Tensor]) -> bool {
+        autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
     }
 
     fn edges(inputs: &[&Tensor]) -> Vec<Edge> {

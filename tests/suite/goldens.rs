@@ -1,6 +1,7 @@
 //! Replays the PyTorch goldens of `scripts/gen_goldens.py` (committed under
 //! `tests/goldens/`): every case's outputs and input gradients, in f64 and
-//! again in f32, with the tolerances stated below.
+//! again in f32, with the tolerances stated below; the outputs of cases with
+//! gradients again under `no_grad`.
 
 use crate::common;
 use crate::core_ops;
@@ -48,6 +49,21 @@ fn check_case(st: &SafeTensors, c: &Value, dtype: DType, tol: (f64, f64)) -> Res
         .collect();
     let outs = run(c["op"].as_str().unwrap(), &c["args"], &views)
         .unwrap_or_else(|| panic!("golden op {} has no entry in the op table", c["op"]));
+    if leaves.iter().any(|t| t.requires_grad()) {
+        // Without grad, ops may take an inference-only kernel (conv2d's
+        // tiled forward): its outputs must be PyTorch's too.
+        let plain = tapir::no_grad(|| run(c["op"].as_str().unwrap(), &c["args"], &views));
+        for (k, o) in plain.into_iter().flatten().enumerate() {
+            let want = load(st, &format!("{name}.out{k}"));
+            close(
+                &format!("{name} ({dtype}) no_grad out{k}"),
+                &o,
+                &want,
+                tol.0,
+                tol.1,
+            )?;
+        }
+    }
     let mut loss: Option<Tensor> = None;
     for (k, o) in outs.iter().enumerate() {
         close(

@@ -29,47 +29,74 @@ pub(super) fn valid_cols(g: &Conv2dGeometry, ow: usize, kj: usize) -> (usize, us
 /// of columns).
 pub fn im2col<T: Copy + Send + Sync + 'static>(x: &[T], g: &Conv2dGeometry, pad: T) -> Vec<T> {
     let (oh, ow) = g.out_hw().expect("conv geometry checked by the caller");
-    let (kh, kw) = g.kernel;
-    let l = oh * ow;
-    let plane = kh * kw * l;
+    let cols: Vec<(usize, usize, usize)> =
+        (0..g.kernel.1).map(|kj| valid_cols(g, ow, kj)).collect();
+    let plane = g.kernel.0 * g.kernel.1 * g.plane_cols();
     let total = g.n * g.c * plane;
     let mut out: Vec<T> = crate::alloc::with_capacity(total);
-    let cols: Vec<(usize, usize, usize)> = (0..kw).map(|kj| valid_cols(g, ow, kj)).collect();
-    let pad = MaybeUninit::new(pad);
     let fill = |nc: usize, dst: &mut [MaybeUninit<T>]| {
-        let src = &x[nc * g.h * g.w..(nc + 1) * g.h * g.w];
-        for ki in 0..kh {
-            for (kj, &(lo, hi, iw0)) in cols.iter().enumerate() {
-                let row = &mut dst[(ki * kw + kj) * l..(ki * kw + kj + 1) * l];
-                for oi in 0..oh {
-                    let ih = (oi * g.stride.0 + ki * g.dilation.0) as isize - g.padding.0 as isize;
-                    let drow = &mut row[oi * ow..(oi + 1) * ow];
-                    if ih < 0 || ih >= g.h as isize || lo == hi {
-                        drow.fill(pad);
-                        continue;
-                    }
-                    drow[..lo].fill(pad);
-                    drow[hi..].fill(pad);
-                    let srow = &src[ih as usize * g.w..(ih as usize + 1) * g.w];
-                    let inside = &mut drow[lo..hi];
-                    if g.stride.1 == 1 {
-                        inside.copy_from_slice(uninit(&srow[iw0..iw0 + (hi - lo)]));
-                    } else {
-                        for (t, d) in inside.iter_mut().enumerate() {
-                            d.write(srow[iw0 + t * g.stride.1]);
-                        }
-                    }
-                }
-            }
-        }
+        unfold_rows(
+            &x[nc * g.h * g.w..(nc + 1) * g.h * g.w],
+            g,
+            &cols,
+            0..oh,
+            pad,
+            dst,
+        )
     };
     run_planes(&mut out.spare_capacity_mut()[..total], plane, fill);
     // SAFETY: `out` was empty with capacity `total`; `run_planes` gives each
     // of the `n * c` planes to `fill` once (none when `plane` is 0, and then
-    // `total` is 0), and `fill` writes every element of every row of its
-    // plane: the padding runs, then the inside run.
+    // `total` is 0), and `unfold_rows` writes every element of its plane.
     unsafe { out.set_len(total) };
     out
+}
+
+/// One input plane's `kh * kw` im2col rows, restricted to output rows `oy`:
+/// `dst` is `[kh * kw, oy.len() * ow]`, and every element of it is written
+/// (the padding runs filled with `pad`, the inside run copied). `cols` are
+/// [`valid_cols`] of each kernel column.
+pub(super) fn unfold_rows<T: Copy>(
+    src: &[T],
+    g: &Conv2dGeometry,
+    cols: &[(usize, usize, usize)],
+    oy: std::ops::Range<usize>,
+    pad: T,
+    dst: &mut [MaybeUninit<T>],
+) {
+    let (_, ow) = g.out_hw().expect("conv geometry checked by the caller");
+    let (kh, kw) = g.kernel;
+    let lt = oy.len() * ow;
+    assert!(
+        src.len() == g.h * g.w && dst.len() == kh * kw * lt && cols.len() == kw,
+        "im2col kernel: a plane of {} into rows of {} do not fit {g:?}",
+        src.len(),
+        dst.len()
+    );
+    let pad = MaybeUninit::new(pad);
+    for ki in 0..kh {
+        for (kj, &(lo, hi, iw0)) in cols.iter().enumerate() {
+            let row = &mut dst[(ki * kw + kj) * lt..(ki * kw + kj + 1) * lt];
+            for (drow, oi) in row.chunks_mut(ow).zip(oy.clone()) {
+                let ih = (oi * g.stride.0 + ki * g.dilation.0) as isize - g.padding.0 as isize;
+                if ih < 0 || ih >= g.h as isize || lo == hi {
+                    drow.fill(pad);
+                    continue;
+                }
+                drow[..lo].fill(pad);
+                drow[hi..].fill(pad);
+                let srow = &src[ih as usize * g.w..(ih as usize + 1) * g.w];
+                let inside = &mut drow[lo..hi];
+                if g.stride.1 == 1 {
+                    inside.copy_from_slice(uninit(&srow[iw0..iw0 + (hi - lo)]));
+                } else {
+                    for (t, d) in inside.iter_mut().enumerate() {
+                        d.write(srow[iw0 + t * g.stride.1]);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// `s` viewed as possibly-uninitialised values, for a `copy_from_slice`

@@ -437,12 +437,51 @@ pub(crate) fn gemm_tile<T: Float>(
 /// `gemm` over a raw row-major `[m, n]` destination.
 ///
 /// # Safety
-/// `a` and `b` must `fit` their `m x k` and `k x n` matrices, `dst` must be
-/// valid for writes of `m * n` elements, and initialised when `accumulate`
-/// (gemm reads it then; otherwise it only writes).
+/// As [`gemm_strided`]'s, for a dense row-major `dst`.
 unsafe fn gemm_raw<T: Float>(
     (m, n, k): (usize, usize, usize),
     dst: *mut T,
+    accumulate: bool,
+    alpha: T,
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    par: Parallelism,
+) {
+    // SAFETY: the caller's contract, with row stride `n` and column stride 1.
+    unsafe { gemm_scaled((m, n, k), (dst, n, 1), accumulate, alpha, a, b, par) }
+}
+
+/// `dst = a b`, or `dst += a b` when `accumulate`, for a destination at
+/// any strides: `dst.0 + i * dst.1 + j * dst.2` holds element `(i, j)` (a
+/// convolution's tile writes its `[positions, channels]` product straight
+/// into the channel planes of an NCHW output).
+///
+/// # Safety
+/// `a` and `b` must `fit` their `m x k` and `k x n` matrices, and the `m x
+/// n` destination elements must be distinct, valid for writes, not written
+/// by anyone else during the call, and initialised when `accumulate`.
+pub(crate) unsafe fn gemm_strided<T: Float>(
+    mnk: (usize, usize, usize),
+    dst: (*mut T, usize, usize),
+    accumulate: bool,
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    par: Parallelism,
+) {
+    let (m, n, k) = mnk;
+    assert!(
+        a.fits(m, k) && b.fits(k, n),
+        "gemm kernel: a {m} x {k} by {k} x {n} product does not fit its operands"
+    );
+    // SAFETY: the caller's contract; the operands fit (checked above).
+    unsafe { gemm_scaled(mnk, dst, accumulate, T::one(), a, b, par) }
+}
+
+/// # Safety
+/// As [`gemm_strided`]'s.
+unsafe fn gemm_scaled<T: Float>(
+    (m, n, k): (usize, usize, usize),
+    (dst, rs, cs): (*mut T, usize, usize),
     accumulate: bool,
     alpha: T,
     a: Operand<'_, T>,
@@ -457,8 +496,8 @@ unsafe fn gemm_raw<T: Float>(
             n,
             k,
             dst,
-            1,
-            n as isize,
+            cs as isize,
+            rs as isize,
             accumulate,
             a.data.as_ptr().add(a.offset),
             a.cs as isize,

@@ -96,6 +96,42 @@ fn conv2d_cudnn(x: &Tensor, w: &Tensor, spec: ConvSpec) -> Option<Tensor> {
     }))
 }
 
+/// The convolution through the device's tiled forward kernel, which never
+/// materialises im2col's columns, when nothing will need its gradient (the
+/// columns are what the weight's gradient is made of); `None` where no
+/// such kernel runs (see `Storage::conv2d_forward`).
+fn conv2d_inference(
+    x: &Tensor,
+    w: &Tensor,
+    bias: Option<&Tensor>,
+    spec: ConvSpec,
+) -> Option<Tensor> {
+    let inputs: Vec<&Tensor> = [Some(x), Some(w), bias].into_iter().flatten().collect();
+    if Tensor::any_needs_grad(&inputs) {
+        return None;
+    }
+    if let Some(b) = bias {
+        assert!(
+            b.shape() == [spec.oc],
+            "conv2d: bias must have shape [{}], got {:?}",
+            spec.oc,
+            b.shape()
+        );
+    }
+    let b = bias.map(|b| (b.read(), b.layout()));
+    let y = x.read().conv2d_forward(
+        x.layout(),
+        (&w.read(), w.layout()),
+        b.as_ref().map(|(s, l)| (&**s, *l)),
+        &spec,
+    )?;
+    let (oh, ow) = spec
+        .geometry
+        .out_hw()
+        .expect("the op checked the window fits");
+    Some(Tensor::from_storage(y, &[spec.geometry.n, spec.oc, oh, ow]))
+}
+
 pub(super) fn geometry(
     x: &Tensor,
     kernel: (usize, usize),
@@ -227,6 +263,9 @@ impl Tensor {
                 };
                 if let Some(y) = conv2d_cudnn(self, weight, spec) {
                     return add_bias("conv2d", y, bias, oc);
+                }
+                if let Some(y) = conv2d_inference(self, weight, bias, spec) {
+                    return y;
                 }
                 let (oh, ow) = g.out_hw().unwrap();
                 let n = self.shape()[0] as isize;

@@ -12,7 +12,7 @@ use crate::dtype::DType;
 use tapir_kernels::cpu::{Operand, run_program};
 use tapir_kernels::elementwise::{BinaryFn, Compare, Second, UnaryFn};
 use tapir_kernels::program::Program;
-use tapir_kernels::{Conv2dGeometry, Layout};
+use tapir_kernels::{Conv2dGeometry, ConvSpec, Layout};
 
 /// One input of [`Storage::run_program`]: a dense f32 storage read one
 /// element per element (`Full`) or cycled over (`Cycle`: a bias row).
@@ -431,6 +431,28 @@ impl Storage {
                 None => self.map_host(|b| b.im2col(l, g, pad)),
             },
         }
+    }
+
+    /// The convolution forward of the `[n, c, h, w]` view by weight `w`
+    /// (`+ bias`) without materialising im2col's columns, where a kernel
+    /// runs it: on the CPU in f32 and f64; `None` elsewhere (the op then
+    /// lowers to im2col and GEMM).
+    pub fn conv2d_forward(
+        &self,
+        l: &Layout,
+        (w, lw): (&Storage, &Layout),
+        bias: Option<(&Storage, &Layout)>,
+        s: &ConvSpec,
+    ) -> Option<Storage> {
+        let out = match (self, w, bias) {
+            (Storage::Cpu(x), Storage::Cpu(w), None) => x.conv2d_forward(l, (w, lw), None, s),
+            (Storage::Cpu(x), Storage::Cpu(w), Some((Storage::Cpu(b), lb))) => {
+                x.conv2d_forward(l, (w, lw), Some((b, lb)), s)
+            }
+            #[cfg(any(feature = "cuda", feature = "cuda12"))]
+            _ => None,
+        };
+        out.map(Storage::cpu)
     }
 
     /// col2im (im2col's adjoint) of the `[n, c*kh*kw, oh*ow]` view; same dtype.

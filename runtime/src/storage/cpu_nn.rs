@@ -1,5 +1,6 @@
 //! The CPU arms of the seam's neural-network primitives: softmax, layer
-//! norm, im2col/col2im, max pooling, indexing, in-place updates and optimizer steps.
+//! norm, indexing, in-place updates and optimizer steps (the windowed ones
+//! are in `cpu_conv.rs`).
 //! Float kernels compute in f64 for f64 and in f32 otherwise (f16/bf16 are
 //! widened, and each result rounded once), as PyTorch's CPU kernels do.
 
@@ -10,7 +11,7 @@ use half::f16;
 use std::borrow::Cow;
 use tapir_kernels::elementwise::{BinaryFn, UnaryFn};
 use tapir_kernels::optim::OptimStep;
-use tapir_kernels::{Conv2dGeometry, Layout, cpu};
+use tapir_kernels::{Layout, cpu};
 
 /// The first `n` elements as f32 (borrowed when they are f32 already).
 fn f32s(b: &CpuBuffer, n: usize) -> Cow<'_, [f32]> {
@@ -85,7 +86,7 @@ fn checked_indices(idx: &CpuBuffer, n: usize, size: usize, op: &str) -> Vec<usiz
 
 impl CpuBuffer {
     /// This buffer converted to `dtype` (itself when it has that dtype).
-    fn into_dtype(self, dtype: DType) -> CpuBuffer {
+    pub(super) fn into_dtype(self, dtype: DType) -> CpuBuffer {
         if self.dtype() == dtype {
             return self;
         }
@@ -339,83 +340,6 @@ impl CpuBuffer {
         let (dx, dw, db) =
             cpu::layer_norm_backward_rows(&f32s(self, len), &f32s(g, len), n, &m, &r, w.as_deref());
         [dx, dw, db].map(|v| CpuBuffer::F32(v).into_dtype(self.dtype()))
-    }
-
-    /// im2col of the `[n, c, h, w]` view.
-    pub fn im2col(&self, l: &Layout, g: &Conv2dGeometry, pad: f64) -> CpuBuffer {
-        match self {
-            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::im2col(&contiguous(v, l), g, pad)),
-            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::im2col(&contiguous(v, l), g, pad as f32)),
-            other => {
-                let v: Vec<f32> = other.to_vec(l);
-                CpuBuffer::F32(cpu::im2col(&v, g, pad as f32)).into_dtype(other.dtype())
-            }
-        }
-    }
-
-    /// col2im of the `[n, c*kh*kw, oh*ow]` view.
-    pub fn col2im(&self, l: &Layout, g: &Conv2dGeometry) -> CpuBuffer {
-        match self {
-            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::col2im(&contiguous(v, l), g)),
-            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::col2im(&contiguous(v, l), g)),
-            other => {
-                let v: Vec<f32> = other.to_vec(l);
-                CpuBuffer::F32(cpu::col2im(&v, g)).into_dtype(other.dtype())
-            }
-        }
-    }
-
-    /// Max pooling of the `[n, c, h, w]` view: maxima and flat plane argmaxes
-    /// (half types compare in f32, which is exact).
-    pub fn max_pool2d(&self, l: &Layout, g: &Conv2dGeometry) -> (CpuBuffer, Vec<i64>) {
-        match self {
-            CpuBuffer::F64(v) => {
-                let (v, i) = cpu::max_pool2d(&contiguous(v, l), g);
-                (CpuBuffer::F64(v), i)
-            }
-            CpuBuffer::F32(v) => {
-                let (v, i) = cpu::max_pool2d(&contiguous(v, l), g);
-                (CpuBuffer::F32(v), i)
-            }
-            other => {
-                let x: Vec<f32> = other.to_vec(l);
-                let (v, i) = cpu::max_pool2d(&x, g);
-                (CpuBuffer::F32(v).into_dtype(other.dtype()), i)
-            }
-        }
-    }
-
-    /// The gradient of `max_pool2d` from the `[n, c, oh, ow]` gradient view
-    /// and the forward's dense i64 indices.
-    pub fn max_pool2d_backward(
-        &self,
-        l: &Layout,
-        idx: &CpuBuffer,
-        g: &Conv2dGeometry,
-    ) -> CpuBuffer {
-        let CpuBuffer::I64(idx) = idx else {
-            unreachable!("max_pool2d indices are i64")
-        };
-        let (planes, plane) = (g.n * g.c, g.h * g.w);
-        match self {
-            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::max_pool2d_backward(
-                &contiguous(v, l),
-                idx,
-                planes,
-                plane,
-            )),
-            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::max_pool2d_backward(
-                &contiguous(v, l),
-                idx,
-                planes,
-                plane,
-            )),
-            other => {
-                let gv: Vec<f32> = other.to_vec(l);
-                CpuBuffer::F32(cpu::max_pool2d_backward(&gv, idx, planes, plane))
-                    .into_dtype(other.dtype())
-            }
-        }
     }
 
     /// gather (`per_element`) or index_select through `along` (see `Storage::gather`).

@@ -14,6 +14,7 @@
 mod attention;
 mod compute;
 mod cpu;
+mod cpu_conv;
 mod cpu_nn;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub(crate) mod cuda;
