@@ -144,3 +144,35 @@ fn goldens_match_pytorch_in_f64() {
 fn goldens_match_pytorch_in_f32() {
     replay(DType::F32, F32_TOL);
 }
+
+/// conv2d without grad (the tiled kernel) reads strided and offset views of
+/// its input, weight and bias as the im2col lowering (with grad) does, on
+/// both of the kernel's strategies.
+#[test]
+fn conv2d_without_grad_reads_views_as_the_lowering() {
+    for (c, oc, stride) in [(9, 6, 1), (3, 4, 2), (8, 130, 1)] {
+        let x = Tensor::randn(&[3, 10, 11, 2 * c]).to_dtype(DType::F64);
+        // [2, c, 10, 11]: channels 1..=c and samples 1..=2 of a permuted buffer.
+        let x = x
+            .permute(&[3, 0, 1, 2])
+            .narrow(0, 1, c)
+            .permute(&[1, 0, 2, 3]);
+        let x = x.narrow(0, 1, 2);
+        let w = Tensor::randn(&[3, 3, c, oc])
+            .to_dtype(DType::F64)
+            .permute(&[3, 2, 0, 1]);
+        let b = Tensor::randn(&[2 * oc])
+            .to_dtype(DType::F64)
+            .narrow(0, oc, oc);
+        assert!(!x.is_contiguous() && !w.is_contiguous());
+        let opts = Conv2dOptions::default().padding(1).stride(stride);
+        let plain = tapir::no_grad(|| x.conv2d(&w, Some(&b), opts));
+        let lowered = x.conv2d(&w.detach().requires_grad_(true), Some(&b), opts);
+        assert!(lowered.requires_grad() && !plain.requires_grad());
+        let diff = (&plain - &lowered.detach()).abs().max().item::<f64>();
+        assert!(
+            diff < 1e-12,
+            "c {c}, oc {oc}, stride {stride}: differs by {diff}"
+        );
+    }
+}
