@@ -176,3 +176,27 @@ fn conv2d_without_grad_reads_views_as_the_lowering() {
         );
     }
 }
+
+/// conv3d, built on conv2d, gives the same volume without grad (where its
+/// 2-D convolution takes the tiled kernel) as with it.
+#[test]
+fn conv3d_without_grad_matches_the_lowering() {
+    let x = Tensor::randn(&[2, 8, 5, 6, 7]).to_dtype(DType::F64);
+    let w = Tensor::randn(&[4, 8, 3, 3, 2]).to_dtype(DType::F64);
+    let b = Tensor::randn(&[4]).to_dtype(DType::F64);
+    let opts = tapir::nn::Conv3dOptions {
+        padding: (1, 1, 0),
+        ..Default::default()
+    };
+    let plain = tapir::no_grad(|| tapir::nn::conv3d(&x, &w, Some(&b), opts));
+    let wg = w.detach().requires_grad_(true);
+    let lowered = tapir::nn::conv3d(&x, &wg, Some(&b), opts).detach();
+    assert!(
+        plain.shape() == lowered.shape(),
+        "{:?} against {:?}",
+        plain.shape(),
+        lowered.shape()
+    );
+    let diff = (&plain - &lowered).abs().max().item::<f64>();
+    assert!(diff < 1e-12, "differs by {diff}");
+}
