@@ -200,3 +200,18 @@ fn conv3d_without_grad_matches_the_lowering() {
     let diff = (&plain - &lowered).abs().max().item::<f64>();
     assert!(diff < 1e-12, "differs by {diff}");
 }
+
+/// Degenerate convolutions without grad: no input channels gives the bias,
+/// an empty batch gives an empty output.
+#[test]
+fn conv2d_without_grad_handles_empty_inputs() {
+    let w = Tensor::zeros(&[3, 0, 3, 3]);
+    let b = Tensor::from_vec(vec![1.0f32, -2.0, 0.5], &[3]);
+    let opts = Conv2dOptions::default().padding(1);
+    let y = tapir::no_grad(|| Tensor::zeros(&[2, 0, 4, 4]).conv2d(&w, Some(&b), opts));
+    assert!(y.shape() == [2, 3, 4, 4], "got {:?}", y.shape());
+    assert!(y.to_vec::<f32>()[16..32].iter().all(|&v| v == -2.0));
+    let w = Tensor::ones(&[3, 9, 3, 3]);
+    let y = tapir::no_grad(|| Tensor::zeros(&[0, 9, 4, 4]).conv2d(&w, Some(&b), opts));
+    assert!(y.shape() == [0, 3, 4, 4], "got {:?}", y.shape());
+}

@@ -65,7 +65,7 @@ pub fn conv2d_forward<T: Float>(x: &[T], w: &[T], bias: Option<&[T]>, s: &ConvSp
     let rows = plan
         .rows_per_tile::<T>()
         .min(
-            oh.div_ceil((4 * threads).div_ceil(units))
+            oh.div_ceil((4 * threads).div_ceil(units.max(1)))
                 .max(128usize.div_ceil(ow)),
         )
         .max(1);
@@ -273,6 +273,10 @@ impl Plan {
         // `taps * lt` rows, and the channels cover the `k * lt` elements.
         unsafe { patches.set_len(k * lt) };
         let mut prod = self.bias_rows(t.bias, lt);
+        if k == 0 {
+            // No input channels: the bias alone (gemm wants k > 0).
+            return prod;
+        }
         // SAFETY: `prod` holds the `ocg` columns of `lt` rows, initialised.
         unsafe {
             gemm_strided(
@@ -387,6 +391,7 @@ mod tests {
             (2, 48, 40, 33, 5, (3, 3), (2, 2), (1, 0), (2, 1), 1),
             (2, 16, 9, 7, 6, (3, 3), (1, 1), (1, 2), (2, 2), 2),
             (1, 8, 6, 6, 130, (3, 3), (1, 1), (1, 1), (1, 1), 1),
+            (2, 0, 4, 4, 3, (3, 3), (1, 1), (1, 1), (1, 1), 1),
         ];
         for (i, &(n, c, h, w, oc, kernel, stride, padding, dilation, groups)) in
             cases.iter().enumerate()
@@ -443,7 +448,7 @@ mod tests {
             let scale = (k as f64).sqrt() * 1e-6;
             for (j, (g, w)) in got.iter().zip(&want_unbiased).enumerate() {
                 assert!(
-                    (*g as f64 - w).abs() < scale,
+                    (*g as f64 - w).abs() <= scale,
                     "case {i} in f32, output {j}: got {g}, want {w}"
                 );
             }
