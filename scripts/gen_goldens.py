@@ -81,6 +81,8 @@ def run(op, a, x):
         return [v, i.double()]
     if op == "quantile":
         return [torch.quantile(x[0], a["q"], dim=a.get("dim"), keepdim=a["keepdim"])]
+    if op == "nanquantile":
+        return [torch.nanquantile(x[0], a["q"], dim=a.get("dim"), keepdim=a["keepdim"])]
     if op == "nansum":
         return [torch.nansum(x[0], dim=a["dims"] or None, keepdim=a["keepdim"])]
     if op == "nanmean":
@@ -732,6 +734,14 @@ case("conv2d_shifted_bias", "conv2d", [randn(2, 9, 10, 11), randn(5, 9, 3, 3), r
 case("conv2d_shifted_dilation", "conv2d", [randn(1, 8, 9, 9), randn(3, 8, 3, 2)], dict(cv, padding=2, dilation=2))
 case("conv2d_shifted_groups", "conv2d", [randn(2, 16, 6, 7), randn(4, 8, 3, 3), randn(4)], dict(cv, groups=2, padding=1))
 case("conv2d_wide_out", "conv2d", [randn(1, 8, 5, 5), randn(130, 8, 3, 3) * 0.1], dict(cv, padding=1), grad=[True, False])
+# ---- added later: quantiles of slices holding NaN, and nanquantile -------------------------
+nan = float("nan")
+q_nan = torch.tensor([[0.5, nan, -1.0, 2.0, 0.25], [3.0, 1.0, -2.0, 0.0, 4.0],
+                      [nan, nan, nan, nan, nan], [1.5, -0.5, nan, nan, 2.5]])
+case("quantile_nan_rows", "quantile", [q_nan.clone()], {"q": 0.3, "dim": 1, "keepdim": False}, grad=[False])
+case("nanquantile_nan_rows", "nanquantile", [q_nan.clone()], {"q": 0.3, "dim": 1, "keepdim": True}, grad=[False])
+case("nanquantile_all", "nanquantile", [q_nan.clone()], {"q": 0.9, "keepdim": False}, grad=[False])
+case("nanquantile_dim0", "nanquantile", [randn(6, 3)], {"q": 0.65, "dim": 0, "keepdim": False})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

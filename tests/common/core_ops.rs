@@ -313,6 +313,11 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             a.get("dim").map(|_| i(a, "dim")),
             b(a, "keepdim"),
         )),
+        "nanquantile" => one(x[0].nanquantile(
+            f(a, "q"),
+            a.get("dim").map(|_| i(a, "dim")),
+            b(a, "keepdim"),
+        )),
         "nansum" => one(x[0].nansum(&list(a, "dims"), b(a, "keepdim"))),
         "nanmean" => one(x[0].nanmean(&list(a, "dims"), b(a, "keepdim"))),
         "cumprod" => one(x[0].cumprod(i(a, "dim"))),

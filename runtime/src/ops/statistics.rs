@@ -61,7 +61,8 @@ impl Tensor {
 
     /// The `q`-quantile along `dim` (over every element for `None`) by
     /// linear interpolation between the two nearest ranks
-    /// (`torch.quantile`, `interpolation="linear"`).
+    /// (`torch.quantile`, `interpolation="linear"`); NaN where the slice
+    /// holds a NaN.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
@@ -71,26 +72,57 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn quantile(&self, q: f64, dim: Option<isize>, keepdim: bool) -> Tensor {
+        self.quantile_of("quantile", q, dim, keepdim)
+    }
+
+    /// [`Tensor::quantile`] of the elements that are not NaN
+    /// (`torch.nanquantile`): NaN only where a slice is all NaN.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![4.0f32, f32::NAN, 1.0, 2.0], &[4]);
+    /// assert_eq!(x.nanquantile(0.5, None, false).item::<f32>(), 2.0);
+    /// assert!(x.quantile(0.5, None, false).item::<f32>().is_nan());
+    /// ```
+    #[track_caller]
+    pub fn nanquantile(&self, q: f64, dim: Option<isize>, keepdim: bool) -> Tensor {
+        self.quantile_of("nanquantile", q, dim, keepdim)
+    }
+
+    /// Both quantiles: the ranks of `quantile` count every element, those of
+    /// `nanquantile` the slice's numbers (NaN sorts last, so they come first).
+    #[track_caller]
+    fn quantile_of(&self, op: &str, q: f64, dim: Option<isize>, keepdim: bool) -> Tensor {
         assert!(
             (0.0..=1.0).contains(&q) && self.dtype().is_float(),
-            "quantile: q = {q} must be in [0, 1] and the input a float tensor, got {}",
+            "{op}: q = {q} must be in [0, 1] and the input a float tensor, got {}",
             self.dtype()
         );
         let (x, d) = match dim {
-            Some(d) => (self.clone(), self.dim(d, "quantile") as isize),
+            Some(d) => (self.clone(), self.dim(d, op) as isize),
             None => (self.reshape(&[-1]), 0),
         };
         let n = x.shape()[d as usize];
-        assert!(
-            n > 0,
-            "quantile: input of shape {:?} is empty",
-            self.shape()
-        );
+        assert!(n > 0, "{op}: input of shape {:?} is empty", self.shape());
         let (sorted, _) = x.sort(d, false);
-        let rank = q * (n - 1) as f64;
-        let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
-        let (a, b) = (sorted.narrow(d, lo, 1), sorted.narrow(d, hi, 1));
-        let y = &a + &(&(&b - &a) * (rank - lo as f64));
+        let nan = super::binary::scalar_for(&sorted, f64::NAN);
+        let y = if op == "quantile" {
+            let rank = q * (n - 1) as f64;
+            let (lo, hi) = (rank.floor() as usize, rank.ceil() as usize);
+            let (a, b) = (sorted.narrow(d, lo, 1), sorted.narrow(d, hi, 1));
+            let y = &a + &(&(&b - &a) * (rank - lo as f64));
+            Tensor::where_(&sorted.narrow(d, n - 1, 1).isnan(), &nan, &y)
+        } else {
+            let numbers = sorted.isnan().logical_not().to_dtype(sorted.dtype());
+            let count = numbers.sum_dim(d, true);
+            let rank = &(&count - 1.0) * q;
+            let below = rank.floor().clamp_min(0.0);
+            let above = rank.ceil().clamp_min(0.0);
+            let a = sorted.gather(d, &below.to_dtype(DType::I64));
+            let b = sorted.gather(d, &above.to_dtype(DType::I64));
+            let y = &a + &(&(&b - &a) * &(&rank - &below));
+            Tensor::where_(&count.eq_scalar(0.0), &nan, &y)
+        };
         match (dim, keepdim) {
             (Some(_), true) => y,
             (Some(_), false) => y.squeeze_dim(d),
