@@ -101,7 +101,7 @@ pub(super) fn unfold_rows<T: Copy>(
 
 /// `s` viewed as possibly-uninitialised values, for a `copy_from_slice`
 /// (a memcpy) into spare capacity.
-fn uninit<T>(s: &[T]) -> &[MaybeUninit<T>] {
+pub(super) fn uninit<T>(s: &[T]) -> &[MaybeUninit<T>] {
     // SAFETY: `MaybeUninit<T>` has `T`'s size and alignment, and every `T`
     // is a valid `MaybeUninit<T>`; the view is read-only.
     unsafe { &*(s as *const [T] as *const [MaybeUninit<T>]) }

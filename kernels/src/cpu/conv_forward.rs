@@ -12,10 +12,11 @@
 //! outputs run over the padded width, and the `kw - 1` columns past each
 //! row's end are dropped when the tile is copied out. Other strides unfold
 //! the tile's patches (`Unfolded`), channel-major so that the inside runs
-//! are memcpys and gemm reads them in place as a column-major operand
-//! (transposing them first so gemm packs nothing was slower).
+//! are memcpys, and gemm reads them in place as a column-major operand
+//! without packing them (transposed first to one patch per row, gemm
+//! packed them again, and the two extra copies made it slower).
 
-use super::conv::{unfold_rows, valid_cols};
+use super::conv::{unfold_rows, uninit, valid_cols};
 use super::matmul::{Operand, gemm_strided};
 use crate::{Conv2dGeometry, ConvSpec, Float};
 use gemm::Parallelism;
@@ -190,7 +191,7 @@ impl Plan {
         let r = t.oy.len();
         // The tile as `[positions, ocg]` at `buf + q * 1 + j * stride`, with
         // positions on a grid `row_w` wide.
-        let (row_w, mut buf) = if self.shifted {
+        let (row_w, buf) = if self.shifted {
             (self.padded_w(), self.shifted_product(t))
         } else {
             (ow, self.unfolded_product(t))
@@ -202,12 +203,9 @@ impl Plan {
                 // SAFETY: row `y` of channel `j` is this task's alone (the
                 // caller's contract) and lies inside the output.
                 let d = unsafe { dst.row(t.first + (j * oh + y) * ow, ow) };
-                for (d, &v) in d.iter_mut().zip(src) {
-                    d.write(v);
-                }
+                d.copy_from_slice(uninit(src));
             }
         }
-        buf.clear();
         crate::alloc::recycle(buf);
     }
 

@@ -58,12 +58,17 @@ impl Conv2dOptions {
 /// `y + bias` over the channels of an `[N, OC, OH, OW]` output.
 pub(super) fn add_bias(op: &str, y: Tensor, bias: Option<&Tensor>, oc: usize) -> Tensor {
     let Some(b) = bias else { return y };
-    assert!(
-        b.shape() == [oc],
-        "{op}: bias must have shape [{oc}], got {:?}",
-        b.shape()
-    );
+    check_bias(op, b, oc);
     &y + &b.reshape(&[1, oc as isize, 1, 1])
+}
+
+/// Panics unless `bias` has shape `[oc]`.
+fn check_bias(op: &str, bias: &Tensor, oc: usize) {
+    assert!(
+        bias.shape() == [oc],
+        "{op}: bias must have shape [{oc}], got {:?}",
+        bias.shape()
+    );
 }
 
 /// The convolution on cuDNN, recording `ConvolutionBackward0` (PyTorch's
@@ -111,12 +116,7 @@ fn conv2d_inference(
         return None;
     }
     if let Some(b) = bias {
-        assert!(
-            b.shape() == [spec.oc],
-            "conv2d: bias must have shape [{}], got {:?}",
-            spec.oc,
-            b.shape()
-        );
+        check_bias("conv2d", b, spec.oc);
     }
     let b = bias.map(|b| (b.read(), b.layout()));
     let y = x.read().conv2d_forward(

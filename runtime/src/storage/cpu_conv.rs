@@ -26,7 +26,7 @@ impl CpuBuffer {
         bias: Option<(&CpuBuffer, &Layout)>,
         s: &ConvSpec,
     ) -> Option<CpuBuffer> {
-        fn run<T: tapir_kernels::Float + Default>(
+        fn run<T: tapir_kernels::Float>(
             (x, l): (&[T], &Layout),
             (w, lw): (&[T], &Layout),
             bias: Option<(&[T], &Layout)>,
