@@ -304,6 +304,18 @@ def run(op, a, x):
         return [x[0].gather(a["dim"], x[1])]
     if op == "scatter_add":
         return [x[0].scatter_add(a["dim"], x[1], x[2])]
+    if op == "scatter":
+        return [x[0].scatter(a["dim"], x[1], x[2])]
+    if op == "scatter_scalar":
+        return [x[0].scatter(a["dim"], x[1], a["value"])]
+    if op == "scatter_reduce":
+        return [x[0].scatter_reduce(a["dim"], x[1], x[2], a["reduce"], include_self=a["include_self"])]
+    if op == "index_add":
+        return [x[0].index_add(a["dim"], x[1], x[2], alpha=a["alpha"])]
+    if op == "index_copy":
+        return [x[0].index_copy(a["dim"], x[1], x[2])]
+    if op == "index_fill":
+        return [x[0].index_fill(a["dim"], x[1], a["value"])]
     if op == "embedding":
         return [F.embedding(x[1], x[0])]
     if op == "conv2d":
@@ -742,6 +754,49 @@ case("quantile_nan_rows", "quantile", [q_nan.clone()], {"q": 0.3, "dim": 1, "kee
 case("nanquantile_nan_rows", "nanquantile", [q_nan.clone()], {"q": 0.3, "dim": 1, "keepdim": True}, grad=[False])
 case("nanquantile_all", "nanquantile", [q_nan.clone()], {"q": 0.9, "keepdim": False}, grad=[False])
 case("nanquantile_dim0", "nanquantile", [randn(6, 3)], {"q": 0.65, "dim": 0, "keepdim": False})
+
+# ---- added later: the scatter family (assignments use rows without repeats, so that the
+# value landing is not up to the kernel; the reductions repeat indices on purpose) ------------
+torch.manual_seed(35)
+
+
+def rows_perm(rows, n, k):
+    return torch.stack([torch.randperm(n)[:k] for _ in range(rows)])
+
+
+case("scatter", "scatter", [randn(3, 5), rows_perm(3, 5, 4), randn(3, 4)], {"dim": 1})
+# PyTorch's backward cannot give a source larger than the index its gradient (its engine
+# rejects the index-shaped one), so these check the source's gradient by finite differences
+# only (tests/suite/scatter.rs).
+case("scatter_src_larger", "scatter", [randn(4, 3), rows_perm(3, 4, 2).t().contiguous(), randn(3, 5)], {"dim": 0},
+     grad=[True, False, False])
+case("scatter_scalar", "scatter_scalar", [randn(3, 5), rows_perm(3, 5, 2)], {"dim": -1, "value": 2.5})
+case("scatter_add_src_larger", "scatter_add", [randn(3, 5), idx(5, 2, 4), randn(3, 6)], {"dim": 1},
+     grad=[True, False, False])
+for reduce in ["sum", "prod", "mean", "amax", "amin"]:
+    for include_self in [True, False]:
+        tag = "" if include_self else "_excl"
+        case(f"scatter_reduce_{reduce}{tag}", "scatter_reduce", [randn(4, 3), idx(4, 6, 3), randn(6, 3)],
+             {"dim": 0, "reduce": reduce, "include_self": include_self})
+case("scatter_reduce_amax_dim1", "scatter_reduce", [randn(2, 3, 4), idx(4, 2, 3, 6), randn(2, 3, 6)],
+     {"dim": -1, "reduce": "amax", "include_self": True})
+# zeros in the product: one in self, a lone one and a pair in the source's targets
+zs = torch.tensor([[1.5, 0.0], [-2.0, 0.5], [0.7, 1.2]])
+zsrc = torch.tensor([[0.0, 2.0], [3.0, 0.0], [-1.5, 0.0], [0.4, 0.8]])
+zi = torch.tensor([[0, 1], [1, 2], [2, 2], [0, 0]])
+case("scatter_reduce_prod_zeros", "scatter_reduce", [zs, zi, zsrc], {"dim": 0, "reduce": "prod", "include_self": True})
+case("scatter_reduce_prod_zeros_excl", "scatter_reduce", [zs.clone(), zi.clone(), zsrc.clone()],
+     {"dim": 0, "reduce": "prod", "include_self": False})
+case("scatter_reduce_mean_int", "scatter_reduce", [idx(20, 3, 4) - 10, idx(3, 5, 4), idx(20, 5, 4) - 10],
+     {"dim": 0, "reduce": "mean", "include_self": True})
+case("scatter_reduce_amin_int_excl", "scatter_reduce", [idx(20, 3, 4) - 10, idx(3, 5, 4), idx(20, 5, 4) - 10],
+     {"dim": 0, "reduce": "amin", "include_self": False})
+case("index_add", "index_add", [randn(3, 5), torch.tensor([4, 0, 4, 1]), randn(3, 4)], {"dim": 1, "alpha": 1.5})
+case("index_add_dim0", "index_add", [randn(4, 2, 3), torch.tensor([3, 3, 0]), randn(3, 2, 3)],
+     {"dim": 0, "alpha": 1.0})
+case("index_copy", "index_copy", [randn(5, 3), torch.tensor([3, 0, 4]), randn(3, 3)], {"dim": 0})
+case("index_fill", "index_fill", [randn(3, 5), torch.tensor([1, 3])], {"dim": 1, "value": -2.0})
+case("index_fill_int", "index_fill", [idx(9, 4, 2), torch.tensor([2])], {"dim": 0, "value": 7.0})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -28,6 +28,7 @@ mod spin;
 pub mod stats;
 pub mod threads;
 
+pub use cpu::ScatterMode;
 pub use float::Float;
 pub use geometry::{Conv2dGeometry, ConvPass, ConvSpec};
 pub use layout::{Layout, contiguous_strides};

@@ -4,6 +4,7 @@
 //! gets both checks from one golden case.
 
 use serde_json::Value;
+use tapir::ScatterReduce;
 use tapir::prelude::*;
 
 /// The core goldens: the safetensors bytes (deserialise them with
@@ -402,6 +403,16 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         "index_select" => one(x[0].index_select(i(a, "dim"), &x[1])),
         "gather" => one(x[0].gather(i(a, "dim"), &x[1])),
         "scatter_add" => one(x[0].scatter_add(i(a, "dim"), &x[1], &x[2])),
+        "scatter" => one(x[0].scatter(i(a, "dim"), &x[1], &x[2])),
+        "scatter_scalar" => one(x[0].scatter_scalar(i(a, "dim"), &x[1], f(a, "value"))),
+        "scatter_reduce" => {
+            let reduce = ScatterReduce::from_name(a["reduce"].as_str()?)?;
+            let include_self = a["include_self"].as_bool()?;
+            one(x[0].scatter_reduce(i(a, "dim"), &x[1], &x[2], reduce, include_self))
+        }
+        "index_add" => one(x[0].index_add(i(a, "dim"), &x[1], &x[2], f(a, "alpha"))),
+        "index_copy" => one(x[0].index_copy(i(a, "dim"), &x[1], &x[2])),
+        "index_fill" => one(x[0].index_fill(i(a, "dim"), &x[1], f(a, "value"))),
         "embedding" => one(x[0].embedding(&x[1])),
         "conv2d" => {
             let o = Conv2dOptions::default()

@@ -268,6 +268,35 @@ fn reductions_and_constants_replay_without_a_graph_break() {
     );
 }
 
+/// A forward of the scatter family, its indices computed inside it.
+struct Scatters(Linear);
+
+module_of_linear!(Scatters);
+
+impl Forward for Scatters {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        let (_, at) = h.max_dim(1, true);
+        let rows = at.flatten_all();
+        let put = h.scatter(1, &at, &h.narrow(1, 0, 1));
+        let filled = h.scatter_scalar(1, &at, 0.5);
+        let spread = at.expand(h.shape());
+        let top = h.scatter_reduce(1, &spread, &h.square(), tapir::ScatterReduce::Amax, false);
+        let mean = h.scatter_reduce(1, &spread, &h, tapir::ScatterReduce::Mean, true);
+        let mixer = Tensor::zeros(&[4, 4]).index_add(0, &rows, &h, 1.5);
+        let fill = h.index_fill(1, &rows.narrow(0, 0, 1), -1.0);
+        let copy = h.index_copy(1, &rows.narrow(0, 0, 1), &h.narrow(1, 3, 1));
+        let sum = &(&(&put + &filled) + &(&top + &mean)) + &(&fill + &copy);
+        &sum + &h.matmul(&mixer)
+    }
+}
+
+#[test]
+fn scatters_replay_without_a_graph_break() {
+    let _serial = serial();
+    replays_as_eager_without_a_break(|| Scatters(Linear::new(3, 4, true)), &[5, 3], "scatters");
+}
+
 /// A forward that makes positions, a ramp, an identity and row indices
 /// inside itself, each of which was a graph break; the row indices and the
 /// ramp over them are as long as the batch.

@@ -36,6 +36,7 @@ mod nn_goldens;
 mod optim_goldens;
 mod packed;
 mod parametrize;
+mod scatter;
 mod sched_goldens;
 mod structured;
 mod swa;

@@ -1,5 +1,6 @@
-//! Indexing kernels: index_select, gather, scatter_add. Indices are checked
-//! by the runtime (with a message naming the op) before they get here.
+//! Indexing kernels: index_select, gather and the scatters (add, assign and
+//! the reductions of `scatter_reduce`). Indices are checked by the runtime
+//! (with a message naming the op) before they get here.
 
 use crate::Layout;
 
@@ -80,6 +81,135 @@ pub fn scatter_add<T: crate::Float>(
     src: &[T],
     ls: &Layout,
 ) {
+    scatter_with(dst, ld, dim, index, src, ls, |a, b| a + b);
+}
+
+/// How a scatter combines the value already at a destination with each
+/// source value sent there (`torch.scatter_reduce`'s `reduce`; `mean` is a
+/// sum divided by counts, built by the runtime from `Sum`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScatterMode {
+    /// The source value replaces it (`torch.scatter`; with repeated
+    /// indices, one of the values lands).
+    Assign,
+    /// Added.
+    Sum,
+    /// Multiplied.
+    Prod,
+    /// The larger of the two; a NaN on either side wins, as in PyTorch.
+    Amax,
+    /// The smaller of the two; a NaN on either side wins.
+    Amin,
+}
+
+impl ScatterMode {
+    /// Its name in kernel names and messages: `assign`, `sum`, `prod`,
+    /// `amax`, `amin`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterMode::Assign => "assign",
+            ScatterMode::Sum => "sum",
+            ScatterMode::Prod => "prod",
+            ScatterMode::Amax => "amax",
+            ScatterMode::Amin => "amin",
+        }
+    }
+}
+
+/// An element type the reducing scatters work in: the float and integer
+/// dtypes, with wrapping integer arithmetic (as PyTorch's C++ on the CPU).
+pub trait ScatterValue: Copy + PartialOrd {
+    /// `a + b`.
+    fn add(a: Self, b: Self) -> Self;
+    /// `a * b`.
+    fn mul(a: Self, b: Self) -> Self;
+    /// Whether it is a NaN (never, for integers).
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! scatter_value {
+    (float: $($t:ty),*; int: $($i:ty),*) => {
+        $(impl ScatterValue for $t {
+            fn add(a: Self, b: Self) -> Self { a + b }
+            fn mul(a: Self, b: Self) -> Self { a * b }
+            fn is_nan(self) -> bool { <$t>::is_nan(self) }
+        })*
+        $(impl ScatterValue for $i {
+            fn add(a: Self, b: Self) -> Self { a.wrapping_add(b) }
+            fn mul(a: Self, b: Self) -> Self { a.wrapping_mul(b) }
+            fn is_nan(self) -> bool { false }
+        })*
+    };
+}
+scatter_value!(float: f32, f64; int: i64, u8);
+
+/// The scatter of `mode` (see [`scatter_add`] for the layouts): for every
+/// position `p` of the index, in row-major order, `dst[at] = mode(dst[at],
+/// src[p])` where `at` is `p` with `dim` replaced by `index[p]`.
+///
+/// ```
+/// use tapir_kernels::{Layout, cpu::{scatter_reduce, ScatterMode}};
+/// let mut dst = [1.0f32, 1.0, 1.0];
+/// let l = Layout::contiguous(&[3]);
+/// scatter_reduce(&mut dst, &l, 0, &[0, 0, 2], &[4.0, 5.0, 2.0], &l, ScatterMode::Amax);
+/// assert_eq!(dst, [5.0, 1.0, 2.0]);
+/// ```
+pub fn scatter_reduce<T: ScatterValue>(
+    dst: &mut [T],
+    ld: &Layout,
+    dim: usize,
+    index: &[usize],
+    src: &[T],
+    ls: &Layout,
+    mode: ScatterMode,
+) {
+    // The NaN tests come first so that a NaN on either side is kept.
+    let larger = |a: T, b: T| {
+        if a.is_nan() || !(b.is_nan() || b > a) {
+            a
+        } else {
+            b
+        }
+    };
+    let smaller = |a: T, b: T| {
+        if a.is_nan() || !(b.is_nan() || b < a) {
+            a
+        } else {
+            b
+        }
+    };
+    match mode {
+        ScatterMode::Assign => scatter_with(dst, ld, dim, index, src, ls, |_, b| b),
+        ScatterMode::Sum => scatter_with(dst, ld, dim, index, src, ls, T::add),
+        ScatterMode::Prod => scatter_with(dst, ld, dim, index, src, ls, T::mul),
+        ScatterMode::Amax => scatter_with(dst, ld, dim, index, src, ls, larger),
+        ScatterMode::Amin => scatter_with(dst, ld, dim, index, src, ls, smaller),
+    }
+}
+
+/// `src` written at the index's positions along `dim` (`torch.scatter`) for
+/// any element type (bool, half types), the assigning case of
+/// [`scatter_reduce`].
+pub fn scatter_assign<T: Copy>(
+    dst: &mut [T],
+    ld: &Layout,
+    dim: usize,
+    index: &[usize],
+    src: &[T],
+    ls: &Layout,
+) {
+    scatter_with(dst, ld, dim, index, src, ls, |_, b| b);
+}
+
+fn scatter_with<T: Copy>(
+    dst: &mut [T],
+    ld: &Layout,
+    dim: usize,
+    index: &[usize],
+    src: &[T],
+    ls: &Layout,
+    combine: impl Fn(T, T) -> T,
+) {
     for_positions(&ld.shape, |flat, pos| {
         let mut d_off = ld.offset;
         let mut s_off = ls.offset;
@@ -87,7 +217,7 @@ pub fn scatter_add<T: crate::Float>(
             d_off += if d == dim { index[flat] } else { p } * ld.strides[d];
             s_off += p * ls.strides[d];
         }
-        dst[d_off] = dst[d_off] + src[s_off];
+        dst[d_off] = combine(dst[d_off], src[s_off]);
     });
 }
 
@@ -103,5 +233,42 @@ fn for_positions(shape: &[usize], mut f: impl FnMut(usize, &[usize])) {
             }
             pos[d] = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scatter_mode_combines_repeated_indices_and_keeps_nan() {
+        let l = Layout::contiguous(&[4]);
+        let index = [0, 0, 2, 2];
+        let src = [3.0f64, -2.0, f64::NAN, 5.0];
+        let run = |mode| {
+            let mut dst = [1.0f64, 1.0, 1.0, 1.0];
+            scatter_reduce(&mut dst, &l, 0, &index, &src, &l, mode);
+            dst
+        };
+        assert_eq!(run(ScatterMode::Assign)[..2], [-2.0, 1.0]);
+        assert_eq!(run(ScatterMode::Sum)[..2], [2.0, 1.0]);
+        assert_eq!(run(ScatterMode::Prod)[..2], [-6.0, 1.0]);
+        assert_eq!(run(ScatterMode::Amax)[..2], [3.0, 1.0]);
+        assert_eq!(run(ScatterMode::Amin)[..2], [-2.0, 1.0]);
+        for mode in [
+            ScatterMode::Sum,
+            ScatterMode::Prod,
+            ScatterMode::Amax,
+            ScatterMode::Amin,
+        ] {
+            assert!(
+                run(mode)[2].is_nan(),
+                "{mode:?} lost the NaN sent before a number"
+            );
+        }
+        let mut ints = [7i64, 0];
+        let l2 = Layout::contiguous(&[2]);
+        scatter_reduce(&mut ints, &l2, 0, &[0, 0], &[-9, 4], &l2, ScatterMode::Amin);
+        assert_eq!(ints, [-9, 0]);
     }
 }

@@ -33,7 +33,10 @@ pub use elementwise::{
     copy_into, copy_strided, map, map_inplace, map_with, select, zip_inplace, zip_map,
 };
 pub use foreach::{scale_many, sum_squares_many};
-pub use index::{gather, index_add_rows, index_select, scatter_add};
+pub use index::{
+    ScatterMode, ScatterValue, gather, index_add_rows, index_select, scatter_add, scatter_assign,
+    scatter_reduce,
+};
 pub use matmul::{matmul, matmul_bias};
 pub use matmul_bf16::{bf16_matmul_available, matmul_bf16};
 pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, layer_norm_rows};

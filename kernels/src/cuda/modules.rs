@@ -70,8 +70,9 @@ pub fn modules() -> Vec<Module> {
     // Comparisons, `<cmp>_<dtype>(n, Strided a, Strided b, a, b, bool* y)`.
     let compares: Vec<&str> = Compare::ALL.iter().map(|c| c.name()).collect();
     copy.extend(per_dtype(&compares, ALL_DTYPES));
-    let mut index = per_dtype(&["gather", "index_select"], WIDTHS);
-    index.extend(["scatter_add_f32".to_string(), "index_add_f32".to_string()]);
+    let mut index = per_dtype(&["gather", "index_select", "scatter_assign"], WIDTHS);
+    index.extend(["scatter_add_f32", "index_add_f32"].map(String::from));
+    index.extend(["prod", "amax", "amin"].map(|op| format!("scatter_{op}_f32")));
     // Every fused optimizer update in its four launch forms.
     let optim_ops: Vec<String> = OPTIM_OPS
         .iter()
@@ -352,7 +353,9 @@ mod tests {
         );
         let elementwise = 3 * (UNARY_ROWS.len() + BINARY_ROWS.len());
         let copy = 3 * 4 + 7 * 7 + 7 + 2 + 6 * 7;
-        let index = 2 * 4 + 2;
+        // gather, index_select and scatter_assign by width; scatter_add,
+        // index_add and scatter prod, amax, amin in f32.
+        let index = 3 * 4 + 2 + 3;
         assert_eq!(
             count,
             // conv 4 (im2col, col2im, max pool and its backward); random 2

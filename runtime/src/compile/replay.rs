@@ -397,6 +397,28 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             vec![crate::nn::mse_loss(a.x(0), a.x(1), r)]
         },
         "scatter_add" => |a| vec![a.x(0).scatter_add(a.int("dim") as isize, a.x(1), a.x(2))],
+        "scatter" => |a| vec![a.x(0).scatter(a.int("dim") as isize, a.x(1), a.x(2))],
+        "scatter_scalar" => |a| {
+            let dim = a.int("dim") as isize;
+            vec![a.x(0).scatter_scalar(dim, a.x(1), a.float("value"))]
+        },
+        "scatter_reduce" => |a| {
+            let reduce = crate::ScatterReduce::ALL[a.int("reduce") as usize];
+            let (dim, include_self) = (a.int("dim") as isize, a.int("include_self") != 0);
+            vec![
+                a.x(0)
+                    .scatter_reduce(dim, a.x(1), a.x(2), reduce, include_self),
+            ]
+        },
+        "index_add" => |a| {
+            let dim = a.int("dim") as isize;
+            vec![a.x(0).index_add(dim, a.x(1), a.x(2), a.float("alpha"))]
+        },
+        "index_copy" => |a| vec![a.x(0).index_copy(a.int("dim") as isize, a.x(1), a.x(2))],
+        "index_fill" => |a| {
+            let dim = a.int("dim") as isize;
+            vec![a.x(0).index_fill(dim, a.x(1), a.float("value"))]
+        },
         "sum_dim" => |a| vec![a.x(0).sum_dim(a.isizes("dims")[0], a.int("keepdim") != 0)],
         "mean_dim" => |a| vec![a.x(0).mean_dim(a.isizes("dims")[0], a.int("keepdim") != 0)],
         "gather" => |a| vec![a.x(0).gather(a.int("dim") as isize, a.x(1))],

@@ -1,4 +1,5 @@
-//! Indexing ops: index_select, gather, scatter_add, embedding.
+//! Indexing ops: index_select, gather, embedding (the scatters are in
+//! `scatter.rs`).
 
 use super::creation::filled_on;
 use super::dense0;
@@ -7,7 +8,7 @@ use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
 use tapir_kernels::Layout;
 
-fn index_dtype(idx: &Tensor, op: &str) {
+pub(super) fn index_dtype(idx: &Tensor, op: &str) {
     assert!(
         idx.dtype() == DType::I64,
         "{op}: index must be int64, got {}",
@@ -17,7 +18,7 @@ fn index_dtype(idx: &Tensor, op: &str) {
 
 /// `t`'s strides and offset viewed at `shape` (an index's or an output's):
 /// how an index op walks `t`.
-fn view_at(t: &Tensor, shape: &[usize]) -> Layout {
+pub(super) fn view_at(t: &Tensor, shape: &[usize]) -> Layout {
     Layout {
         shape: shape.to_vec(),
         strides: t.strides().to_vec(),
@@ -139,71 +140,6 @@ impl Tensor {
                         .scatter_add(d as isize, &index, g),
                 )]
             }
-        })
-    }
-
-    /// `self` with `src` added at `index` along `dim` (`Tensor.scatter_add`).
-    pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
-        let attrs = || vec![("dim", Attr::Int(dim as i64))];
-        trace::op("scatter_add", [self, index, src], attrs, || {
-            let d = self.dim(dim, "scatter_add");
-            assert!(
-                index.ndim() == self.ndim(),
-                "scatter_add: index has {} dims, self of shape {:?} has {}",
-                index.ndim(),
-                self.shape(),
-                self.ndim()
-            );
-            assert!(
-                self.dtype().is_float(),
-                "scatter_add: only float tensors are supported, got {}",
-                self.dtype()
-            );
-            for k in 0..self.ndim() {
-                assert!(
-                    index.shape()[k] <= src.shape()[k]
-                        && (k == d || index.shape()[k] <= self.shape()[k]),
-                    "scatter_add: index shape {:?} exceeds src {:?} or self {:?} at dim {k}",
-                    index.shape(),
-                    src.shape(),
-                    self.shape()
-                );
-            }
-            super::same_device(self, index, "scatter_add");
-            super::same_device(self, src, "scatter_add");
-            if !matches!(self.dtype(), DType::F32 | DType::F64) {
-                // Half types add in f32 and round once, on either device (a
-                // composition, so autograd comes with it).
-                return self
-                    .to_dtype(DType::F32)
-                    .scatter_add(dim, index, &src.to_dtype(DType::F32))
-                    .to_dtype(self.dtype());
-            }
-            index_dtype(index, "scatter_add");
-            let dst = self.contiguous_copy();
-            let src_d = src.to_dtype(self.dtype()).detach();
-            {
-                let view = view_at(&dst, index.shape());
-                let along = Along {
-                    view: &view,
-                    dim: d,
-                    size: self.shape()[d],
-                    op: "scatter_add",
-                };
-                let ls = view_at(&src_d, index.shape());
-                let idx = dense0(index);
-                let (s, i) = (src_d.read(), idx.read());
-                dst.write().scatter_add(along, &s, &ls, &i);
-            }
-            let index = index.saved();
-            Tensor::record(dst, "ScatterAddBackward0", &[self, src], move || {
-                move |g: &Tensor, n: &[bool]| {
-                    vec![
-                        n[0].then(|| g.clone()),
-                        n[1].then(|| g.gather(d as isize, &index)),
-                    ]
-                }
-            })
         })
     }
 

@@ -18,6 +18,7 @@ pub(crate) mod norm;
 pub(crate) mod order;
 pub(crate) mod pool;
 pub(crate) mod reduce;
+pub(crate) mod scatter;
 pub(crate) mod select;
 pub(crate) mod shape;
 pub(crate) mod softmax;

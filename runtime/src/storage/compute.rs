@@ -12,7 +12,7 @@ use crate::dtype::DType;
 use tapir_kernels::cpu::{Operand, run_program};
 use tapir_kernels::elementwise::{BinaryFn, Compare, Second, UnaryFn};
 use tapir_kernels::program::Program;
-use tapir_kernels::{Conv2dGeometry, ConvSpec, Layout};
+use tapir_kernels::{Conv2dGeometry, ConvSpec, Layout, ScatterMode};
 
 /// One input of [`Storage::run_program`]: a dense f32 storage read one
 /// element per element (`Full`) or cycled over (`Cycle`: a bias row).
@@ -526,20 +526,29 @@ impl Storage {
         }
     }
 
-    /// Gather's adjoint, in place: adds `src` (its view at the index's shape)
-    /// into this f32 or f64 storage at the positions `along` and the dense
-    /// i64 index of that shape name.
-    pub fn scatter_add(&mut self, along: Along<'_>, src: &Storage, ls: &Layout, idx: &Storage) {
+    /// The scatter of `mode`, in place (the sum is gather's adjoint):
+    /// combines `src` (its view at the index's shape) into this storage at
+    /// the positions `along` and the dense i64 index of that shape name.
+    /// Assignment works in every dtype; the reductions in f32, f64, int64
+    /// and uint8 (on a GPU in f32, the rest through the host).
+    pub fn scatter(
+        &mut self,
+        along: Along<'_>,
+        src: &Storage,
+        ls: &Layout,
+        idx: &Storage,
+        mode: ScatterMode,
+    ) {
         #[allow(unreachable_patterns)]
         match (&mut *self, src, idx) {
-            (Storage::Cpu(d), Storage::Cpu(s), Storage::Cpu(i)) => d.scatter_add(along, s, ls, i),
+            (Storage::Cpu(d), Storage::Cpu(s), Storage::Cpu(i)) => d.scatter(along, s, ls, i, mode),
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
-            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.dtype == DType::F32 => d
-                .scatter_add(along, s, ls, i)
+            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.can_scatter(mode) => d
+                .scatter(along, s, ls, i, mode)
                 .unwrap_or_else(|e| fail(along.op, e)),
             _ => {
                 let (s, i) = (src.host(), idx.host());
-                self.host_mut().scatter_add(along, &s, ls, &i)
+                self.host_mut().scatter(along, &s, ls, &i, mode)
             }
         }
     }

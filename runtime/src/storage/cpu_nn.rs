@@ -4,8 +4,7 @@
 //! Float kernels compute in f64 for f64 and in f32 otherwise (f16/bf16 are
 //! widened, and each result rounded once), as PyTorch's CPU kernels do.
 
-use super::Along;
-use super::cpu::{CpuBuffer, Wrap, contiguous, with_vec};
+use super::cpu::{CpuBuffer, contiguous, with_vec};
 use crate::dtype::{DType, Element};
 use half::f16;
 use std::borrow::Cow;
@@ -65,23 +64,6 @@ fn rows<'a, T>(data: &'a [T], l: &Layout) -> cpu::Rows<'a, T> {
         offsets: l.batch_offsets(),
         row_stride: l.strides[l.ndim() - 2],
     }
-}
-
-/// The first `n` indices of a dense i64 buffer, each checked against `size`.
-fn checked_indices(idx: &CpuBuffer, n: usize, size: usize, op: &str) -> Vec<usize> {
-    let CpuBuffer::I64(v) = idx else {
-        unreachable!("{op}: indices are int64, got {}", idx.dtype())
-    };
-    v[..n]
-        .iter()
-        .map(|&i| {
-            assert!(
-                i >= 0 && (i as usize) < size,
-                "{op}: index {i} is out of bounds for dim of size {size}"
-            );
-            i as usize
-        })
-        .collect()
 }
 
 impl CpuBuffer {
@@ -340,61 +322,6 @@ impl CpuBuffer {
         let (dx, dw, db) =
             cpu::layer_norm_backward_rows(&f32s(self, len), &f32s(g, len), n, &m, &r, w.as_deref());
         [dx, dw, db].map(|v| CpuBuffer::F32(v).into_dtype(self.dtype()))
-    }
-
-    /// gather (`per_element`) or index_select through `along` (see `Storage::gather`).
-    pub fn gather(&self, along: Along<'_>, idx: &CpuBuffer, per_element: bool) -> CpuBuffer {
-        let (view, d) = (along.view, along.dim);
-        if per_element {
-            let ids = checked_indices(idx, view.numel(), along.size, along.op);
-            return with_vec!(self, v => Wrap::wrap(cpu::gather(v, view, d, &ids, &view.shape)));
-        }
-        let ids = checked_indices(idx, view.shape[d], along.size, along.op);
-        // The whole dim is read: the tensor's own view, made dense (borrowed if it is).
-        let mut input = view.clone();
-        input.shape[d] = along.size;
-        let outer: usize = input.shape[..d].iter().product();
-        let inner: usize = input.shape[d + 1..].iter().product();
-        with_vec!(self, v => Wrap::wrap(cpu::index_select(&contiguous(v, &input), outer, along.size, inner, &ids)))
-    }
-
-    /// Gather's adjoint into this f32/f64 buffer (see `Storage::scatter_add`).
-    pub fn scatter_add(&mut self, along: Along<'_>, src: &CpuBuffer, ls: &Layout, idx: &CpuBuffer) {
-        let ids = checked_indices(idx, along.view.numel(), along.size, along.op);
-        match (self, src) {
-            (CpuBuffer::F32(d), CpuBuffer::F32(s)) => {
-                cpu::scatter_add(d, along.view, along.dim, &ids, s, ls)
-            }
-            (CpuBuffer::F64(d), CpuBuffer::F64(s)) => {
-                cpu::scatter_add(d, along.view, along.dim, &ids, s, ls)
-            }
-            (d, s) => unreachable!(
-                "{}: adds {} into {} (the op adds in f32 or f64)",
-                along.op,
-                s.dtype(),
-                d.dtype()
-            ),
-        }
-    }
-
-    /// index_select's adjoint into this f32/f64 buffer (see `Storage::index_add`).
-    pub fn index_add(&mut self, shape: [usize; 3], src: &CpuBuffer, idx: &CpuBuffer, len: usize) {
-        let [outer, size, inner] = shape;
-        let ids = checked_indices(idx, len, size, "index_select");
-        let (nd, ns) = (outer * size * inner, outer * len * inner);
-        match (self, src) {
-            (CpuBuffer::F32(d), CpuBuffer::F32(s)) => {
-                cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], &ids)
-            }
-            (CpuBuffer::F64(d), CpuBuffer::F64(s)) => {
-                cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], &ids)
-            }
-            (d, s) => unreachable!(
-                "index_select backward: adds {} into {} (the op adds in f32 or f64)",
-                s.dtype(),
-                d.dtype()
-            ),
-        }
     }
 
     /// In place: `self[l] = op(self[l])`.

@@ -10,7 +10,7 @@ use crate::dtype::DType;
 use half::{bf16, f16};
 use std::sync::Arc;
 use tapir_kernels::cuda::{CudaBuffer, CudaDevice, CudaError, CudaResult, launch};
-use tapir_kernels::{Conv2dGeometry, Layout};
+use tapir_kernels::{Conv2dGeometry, Layout, ScatterMode};
 
 #[derive(Debug)]
 pub(crate) struct CudaStorage {
@@ -445,16 +445,26 @@ impl CudaStorage {
         Ok(CudaStorage::new(buf, self.dtype))
     }
 
-    /// Gather's adjoint into this f32 storage.
-    pub fn scatter_add(
+    /// Whether a kernel does the scatter of `mode` in this dtype: assignment
+    /// in every dtype, the reductions in f32.
+    pub fn can_scatter(&self, mode: ScatterMode) -> bool {
+        mode == ScatterMode::Assign || self.dtype == DType::F32
+    }
+
+    /// The scatter of `mode` into this storage (see [`Self::can_scatter`]).
+    pub fn scatter(
         &mut self,
         along: Along<'_>,
         src: &CudaStorage,
         ls: &Layout,
         idx: &CudaStorage,
+        mode: ScatterMode,
     ) -> CudaResult<()> {
         let g = gathered(along);
-        launch::scatter_add_f32(&mut self.buf, g, &src.buf, ls, &idx.buf)
+        let width = self.dtype.size_in_bytes();
+        let kernel = launch::scatter_kernel(mode, width)
+            .expect("Storage::scatter asks can_scatter before launching");
+        launch::scatter(&mut self.buf, g, &src.buf, ls, &idx.buf, (&kernel, width))
     }
 
     /// index_select's adjoint into this f32 `[outer, size, inner]` storage.

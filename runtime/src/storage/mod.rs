@@ -15,6 +15,7 @@ mod attention;
 mod compute;
 mod cpu;
 mod cpu_conv;
+mod cpu_index;
 mod cpu_nn;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 pub(crate) mod cuda;

@@ -144,9 +144,9 @@ inline V atomicAdd(V *p, V v) {
     *p = old + v;
     return old;
 }
-inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long compare,
-                                    unsigned long long v) {
-    unsigned long long old = *p;
+template <typename V>
+inline V atomicCAS(V *p, V compare, V v) {
+    V old = *p;
     if (old == compare) *p = v;
     return old;
 }

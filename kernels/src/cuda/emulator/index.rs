@@ -7,8 +7,8 @@
 
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
 use crate::Layout;
-use crate::cpu::{gather, index_add_rows, index_select, scatter_add};
-use crate::cuda::launch::{elems, pack};
+use crate::cpu::{ScatterMode, gather, index_add_rows, index_select, scatter_add, scatter_reduce};
+use crate::cuda::launch::{elems, pack, scatter_kernel};
 
 fn u64s(b: &[u8]) -> Vec<u64> {
     b.chunks_exact(8)
@@ -67,6 +67,31 @@ fn emulated_indexing_kernels_match_their_cpu_twins_and_flag_a_bad_index() {
     ]);
     args.extend([good, bsrc, dst].map(|b| Arg::Buffer(b, 0)));
     job.launch("scatter_add_f32", elems(12), &args);
+    // The reductions onto x with repeated indices in every row (small
+    // integers: products and sums are exact in any order), and assignment
+    // through `index`, which does not repeat within a row.
+    let repeats: Vec<usize> = (0..12).map(|i| (i % 2) * 2).collect();
+    let brep = job.buffer(ids(&repeats.iter().map(|&i| i as i64).collect::<Vec<_>>()));
+    let modes = [
+        ScatterMode::Prod,
+        ScatterMode::Amax,
+        ScatterMode::Amin,
+        ScatterMode::Assign,
+    ];
+    let reduced = modes.map(|mode| {
+        let onto = job.buffer(bytes_as(&x, "f32"));
+        let idx = if mode == ScatterMode::Assign {
+            good
+        } else {
+            brep
+        };
+        let mut args = vec![12usize.arg(), v2[0].arg(), v2[1].arg(), 1usize.arg()];
+        args.extend([3usize.arg(), 1i64.arg(), (c as i64).arg()]);
+        args.extend([Arg::Buffer(flag, 0), 5i64.arg()]);
+        args.extend([idx, bsrc, onto].map(|b| Arg::Buffer(b, 0)));
+        job.launch(&scatter_kernel(mode, 4).unwrap(), elems(12), &args);
+        onto
+    });
     // index_select of rows [3, 0, 3] and its adjoint index_add.
     let rows = [3usize, 0, 3];
     let rid = job.buffer(ids(&[3, 0, 3]));
@@ -104,6 +129,21 @@ fn emulated_indexing_kernels_match_their_cpu_twins_and_flag_a_bad_index() {
     let mut want = vec![0.0f32; r * c];
     scatter_add(&mut want, &view, 1, &index, &src, &ls);
     assert_eq!(floats_from(&got[dst], "f32"), want, "scatter_add");
+    for (mode, onto) in modes.into_iter().zip(reduced) {
+        let mut want = x.clone();
+        let ids = if mode == ScatterMode::Assign {
+            &index
+        } else {
+            &repeats
+        };
+        scatter_reduce(&mut want, &view, 1, ids, &src, &ls, mode);
+        assert_eq!(
+            floats_from(&got[onto], "f32"),
+            want,
+            "scatter {}",
+            mode.name()
+        );
+    }
     let want = index_select(&x, 1, r, c, &rows);
     assert_eq!(floats_from(&got[sel], "f32"), want, "index_select");
     let mut want = vec![0.0f32; r * c];

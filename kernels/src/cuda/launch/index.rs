@@ -2,6 +2,7 @@
 //! rows) and their adjoints.
 
 use super::*;
+use crate::cpu::ScatterMode;
 
 /// Where a gather-like kernel reads: the input's strides viewed at the
 /// output's shape, and the output's geometry around the gathered dim; `size`
@@ -67,28 +68,42 @@ pub fn gather(
     Ok(y)
 }
 
-/// `dst[.., idx[i], ..] += src[i]` along a dim (gather's adjoint), f32 with
-/// atomics; out-of-range indices add nothing and are reported. `g.input` is `dst`'s contiguous strides viewed at the index's
-/// shape; `ls` is the source view.
-pub fn scatter_add_f32(
+/// The scatter kernel for `mode` on elements of `width` bytes, if there is
+/// one: assignment for every width, the sum, product, max and min in f32.
+pub fn scatter_kernel(mode: ScatterMode, width: usize) -> Option<String> {
+    match (mode, width) {
+        (ScatterMode::Assign, _) => Some(format!("scatter_assign_{}", unit(width))),
+        (ScatterMode::Sum, 4) => Some("scatter_add_f32".into()),
+        (m, 4) => Some(format!("scatter_{}_f32", m.name())),
+        _ => None,
+    }
+}
+
+/// `dst[.., idx[i], ..] = mode(dst[.., idx[i], ..], src[i])` along a dim
+/// (the sum is gather's adjoint), with atomics; out-of-range indices touch
+/// nothing and are reported. `g.input` is `dst`'s contiguous strides viewed
+/// at the index's shape; `ls` is the source view. `kernel` is
+/// [`scatter_kernel`]'s name for the mode and element width.
+pub fn scatter(
     dst: &mut CudaBuffer,
     g: Gathered<'_>,
     src: &CudaBuffer,
     ls: &Layout,
     idx: &CudaBuffer,
+    (kernel, width): (&str, usize),
 ) -> CudaResult<()> {
     let n = ls.numel();
     if n == 0 {
         return Ok(());
     }
-    let v = pack(&ls.shape, &[&ls.strides, &g.input.strides], "scatter_add");
-    let (ps, pi, pd) = (src.ptr(ls.offset * 4), idx.ptr(0), dst.ptr(0));
+    let v = pack(&ls.shape, &[&ls.strides, &g.input.strides], "scatter");
+    let (ps, pi, pd) = (src.ptr(ls.offset * width), idx.ptr(0), dst.ptr(0));
     let (stride, size) = (g.stride as i64, g.size as i64);
     let dev = dst.device().clone();
     let check = dev.index_check(g.op, g.size)?;
     launch!(
         &dev,
-        "scatter_add_f32".to_string(),
+        kernel.to_string(),
         elems(n),
         &n,
         &v[0],

@@ -140,7 +140,7 @@ pub use attention::{
 };
 pub use blas::matmul;
 pub use conv::{ConvGeom, col2im_f32, im2col_f32, max_pool2d_backward_f32, max_pool2d_f32};
-pub use index::{Gathered, gather, index_add_f32, scatter_add_f32};
+pub use index::{Gathered, gather, index_add_f32, scatter, scatter_kernel};
 pub use movement::{
     arange_f32, arange_i64, cast, compare, fill, philox, select_where, strided_assign, strided_copy,
 };

@@ -2,6 +2,7 @@
 //! their CPU twins, and the device-side bounds checks.
 
 use super::*;
+use crate::cpu::ScatterMode;
 
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
@@ -43,17 +44,45 @@ fn indexing_kernels_match_their_cpu_twins() {
         size: c,
         op: "gather",
     };
-    launch::scatter_add_f32(&mut dst, g, &ds, &Layout::contiguous(&[r, 3]), &di).unwrap();
+    let ls = Layout::contiguous(&[r, 3]);
+    let sum = launch::scatter_kernel(ScatterMode::Sum, 4).unwrap();
+    launch::scatter(&mut dst, g, &ds, &ls, &di, (&sum, 4)).unwrap();
     let mut want = vec![0.0f32; r * c];
-    crate::cpu::scatter_add(
-        &mut want,
-        &view,
-        1,
-        &index,
-        &src,
-        &Layout::contiguous(&[r, 3]),
-    );
+    crate::cpu::scatter_add(&mut want, &view, 1, &index, &src, &ls);
     close("scatter_add", &down(&dst, r * c), &want, 1e-6);
+    // The other reductions onto x, with repeated indices in every row, and
+    // assignment through `index`, whose rows do not repeat (so the value
+    // that lands is the one PyTorch's would be).
+    let repeats: Vec<usize> = (0..12).map(|i| (i % 2) * 2).collect();
+    let dr = dev
+        .upload(&repeats.iter().map(|&i| i as i64).collect::<Vec<_>>())
+        .unwrap();
+    for mode in [
+        ScatterMode::Prod,
+        ScatterMode::Amax,
+        ScatterMode::Amin,
+        ScatterMode::Assign,
+    ] {
+        let (ids, dids) = if mode == ScatterMode::Assign {
+            (&index, &di)
+        } else {
+            (&repeats, &dr)
+        };
+        let mut dst = up(&dev, &x);
+        let g = launch::Gathered {
+            input: &view,
+            inner: 1,
+            len: 3,
+            stride: 1,
+            size: c,
+            op: "scatter_reduce",
+        };
+        let kernel = launch::scatter_kernel(mode, 4).unwrap();
+        launch::scatter(&mut dst, g, &ds, &ls, dids, (&kernel, 4)).unwrap();
+        let mut want = x.clone();
+        crate::cpu::scatter_reduce(&mut want, &view, 1, ids, &src, &ls, mode);
+        close(mode.name(), &down(&dst, r * c), &want, 1e-6);
+    }
     // index_select rows (dim 0) and index_add_rows.
     let rows: Vec<usize> = vec![3, 0, 3];
     let rid: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
@@ -142,7 +171,8 @@ fn out_of_range_indices_touch_nothing_and_are_reported_at_the_next_read() {
     }
     let y = launch::gather(&dx, geom("gather"), &bad, 4, true).unwrap();
     let mut dst = launch::fill(&dev, r * c, "f32", 0.0).unwrap();
-    launch::scatter_add_f32(&mut dst, geom("scatter_add"), &src, &view, &bad).unwrap();
+    let sum = launch::scatter_kernel(ScatterMode::Sum, 4).unwrap();
+    launch::scatter(&mut dst, geom("scatter_add"), &src, &view, &bad, (&sum, 4)).unwrap();
     gather_reported(panic_of(&mut || {
         down(&y, 4);
     }));
