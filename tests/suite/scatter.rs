@@ -101,6 +101,11 @@ fn scatters_work_in_integer_bool_and_half_dtypes() {
         &ids(&[1, 1, 1], &[3]),
     );
     assert_eq!(counts.to_vec::<i64>(), vec![1, 0, 2]);
+    let rows =
+        counts
+            .reshape(&[3, 1])
+            .index_add(0, &ids(&[2, 2], &[2]), &ids(&[5, 6], &[2, 1]), 2.0);
+    assert_eq!(rows.to_vec::<i64>(), vec![1, 0, 24]);
     let x = Tensor::from_vec(vec![1.0f32, -4.0, 2.5], &[3]);
     let src = Tensor::from_vec(vec![0.5f32, 8.0, -1.0, 3.0], &[4]);
     let index = ids(&[0, 1, 1, 2], &[4]);
@@ -141,6 +146,16 @@ fn scatter_errors_name_the_op_and_the_shapes() {
         m,
         "index_add: source of shape [2, 3] does not fit self [2, 5] with 2 indices along dim 1 (expected [2, 2])"
     );
+    for dtype in [DType::F32, DType::I64] {
+        let m = panic_message(|| {
+            let x = x.to_dtype(dtype);
+            x.index_add(1, &ids(&[9], &[1]), &x.narrow(1, 0, 1), 1.0);
+        });
+        assert_eq!(
+            m, "index_add: index 9 is out of bounds for dim of size 5",
+            "{dtype}"
+        );
+    }
     let m = panic_message(|| {
         x.index_fill(0, &Tensor::zeros(&[1]), 1.0);
     });

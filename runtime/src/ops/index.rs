@@ -76,8 +76,12 @@ impl Tensor {
                         };
                         let src = dense0(&g.to_dtype(acc));
                         let dst = filled_on(&in_shape, 0.0, acc, g.device());
-                        dst.write()
-                            .index_add([outer, size, inner], &src.read(), &idx.read(), len);
+                        dst.write().index_add(
+                            [outer, size, inner],
+                            &src.read(),
+                            &idx.read(),
+                            (len, "index_select backward"),
+                        );
                         vec![Some(dst.to_dtype(g.dtype()))]
                     }
                 })

@@ -502,8 +502,20 @@ impl Tensor {
                 source.detach() * alpha
             };
             let out = self.contiguous_copy();
-            let at = rows_index(index, d, source.shape());
-            scatter_into(&out, d, &at, &scaled, ScatterMode::Sum, "index_add");
+            if matches!(self.dtype(), DType::F32 | DType::F64) {
+                // Whole rows at a time, the index read once per row.
+                let shape = self.shape();
+                let (outer, inner) = (shape[..d].iter().product(), shape[d + 1..].iter().product());
+                let src = dense0(&scaled.to_dtype(self.dtype()));
+                let idx = dense0(index);
+                let (s, i) = (src.read(), idx.read());
+                let rows = (index.numel(), "index_add");
+                out.write()
+                    .index_add([outer, shape[d], inner], &s, &i, rows);
+            } else {
+                let at = rows_index(index, d, source.shape());
+                scatter_into(&out, d, &at, &scaled, ScatterMode::Sum, "index_add");
+            }
             let index = index.saved();
             Tensor::record(out, "IndexAddBackward0", &[self, source], move || {
                 move |g: &Tensor, n: &[bool]| {

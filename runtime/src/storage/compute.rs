@@ -555,18 +555,27 @@ impl Storage {
 
     /// index_select's adjoint, in place: adds the dense `[outer, len, inner]`
     /// `src` into this f32 or f64 `[outer, size, inner]` storage at rows
-    /// `idx` (a dense i64 storage of `len` indices below `size`).
-    pub fn index_add(&mut self, shape: [usize; 3], src: &Storage, idx: &Storage, len: usize) {
+    /// `idx` (a dense i64 storage of `len` indices below `size`; an index
+    /// out of range is reported as `op`'s).
+    pub fn index_add(
+        &mut self,
+        shape: [usize; 3],
+        src: &Storage,
+        idx: &Storage,
+        (len, op): (usize, &'static str),
+    ) {
         #[allow(unreachable_patterns)]
         match (&mut *self, src, idx) {
-            (Storage::Cpu(d), Storage::Cpu(s), Storage::Cpu(i)) => d.index_add(shape, s, i, len),
+            (Storage::Cpu(d), Storage::Cpu(s), Storage::Cpu(i)) => {
+                d.index_add(shape, s, i, (len, op))
+            }
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
             (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.dtype == DType::F32 => d
-                .index_add(shape, s, i, len)
-                .unwrap_or_else(|e| fail("index_select backward", e)),
+                .index_add(shape, s, i, (len, op))
+                .unwrap_or_else(|e| fail(op, e)),
             _ => {
                 let (s, i) = (src.host(), idx.host());
-                self.host_mut().index_add(shape, &s, &i, len)
+                self.host_mut().index_add(shape, &s, &i, (len, op))
             }
         }
     }

@@ -83,9 +83,15 @@ impl CpuBuffer {
     }
 
     /// index_select's adjoint into this f32/f64 buffer (see `Storage::index_add`).
-    pub fn index_add(&mut self, shape: [usize; 3], src: &CpuBuffer, idx: &CpuBuffer, len: usize) {
+    pub fn index_add(
+        &mut self,
+        shape: [usize; 3],
+        src: &CpuBuffer,
+        idx: &CpuBuffer,
+        (len, op): (usize, &str),
+    ) {
         let [outer, size, inner] = shape;
-        let ids = checked_indices(idx, len, size, "index_select");
+        let ids = checked_indices(idx, len, size, op);
         let (nd, ns) = (outer * size * inner, outer * len * inner);
         match (self, src) {
             (CpuBuffer::F32(d), CpuBuffer::F32(s)) => {
@@ -95,7 +101,7 @@ impl CpuBuffer {
                 cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], &ids)
             }
             (d, s) => unreachable!(
-                "index_select backward: adds {} into {} (the op adds in f32 or f64)",
+                "{op}: adds {} into {} (the op adds in f32 or f64)",
                 s.dtype(),
                 d.dtype()
             ),

@@ -473,7 +473,7 @@ impl CudaStorage {
         [outer, size, inner]: [usize; 3],
         src: &CudaStorage,
         idx: &CudaStorage,
-        len: usize,
+        len: (usize, &'static str),
     ) -> CudaResult<()> {
         launch::index_add_f32(&mut self.buf, (outer, size, inner), &src.buf, &idx.buf, len)
     }

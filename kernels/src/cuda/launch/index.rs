@@ -122,13 +122,14 @@ pub fn scatter(
 }
 
 /// Rows of a contiguous `[outer, len, inner]` f32 source added into a
-/// contiguous `[outer, size, inner]` destination at rows `idx` (index_select's adjoint).
+/// contiguous `[outer, size, inner]` destination at rows `idx` (index_select's
+/// adjoint, and `index_add`); a bad index is reported as `op`'s.
 pub fn index_add_f32(
     dst: &mut CudaBuffer,
     (outer, size, inner): (usize, usize, usize),
     src: &CudaBuffer,
     idx: &CudaBuffer,
-    len: usize,
+    (len, op): (usize, &'static str),
 ) -> CudaResult<()> {
     let n = outer * len * inner;
     if n == 0 {
@@ -136,7 +137,7 @@ pub fn index_add_f32(
     }
     let (pi, ps, pd) = (idx.ptr(0), src.ptr(0), dst.ptr(0));
     let dev = dst.device().clone();
-    let check = dev.index_check("index_select backward", size)?;
+    let check = dev.index_check(op, size)?;
     launch!(
         &dev,
         "index_add_f32".to_string(),

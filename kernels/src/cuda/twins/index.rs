@@ -109,7 +109,14 @@ fn indexing_kernels_match_their_cpu_twins() {
     );
     let gsrc = inputs(3 * c, 57);
     let mut dst = launch::fill(&dev, r * c, "f32", 0.0).unwrap();
-    launch::index_add_f32(&mut dst, (1, r, c), &up(&dev, &gsrc), &dri, 3).unwrap();
+    launch::index_add_f32(
+        &mut dst,
+        (1, r, c),
+        &up(&dev, &gsrc),
+        &dri,
+        (3, "index_add"),
+    )
+    .unwrap();
     let mut want = vec![0.0f32; r * c];
     crate::cpu::index_add_rows(&mut want, r, c, &gsrc, &rows);
     close("index_add", &down(&dst, r * c), &want, 1e-6);
@@ -165,7 +172,14 @@ fn out_of_range_indices_touch_nothing_and_are_reported_at_the_next_read() {
         }));
         index_add_reported(panic_of(&mut || {
             let mut dst = launch::fill(&dev, 3, "f32", 0.0).unwrap();
-            launch::index_add_f32(&mut dst, (1, 3, 1), &src, &rows, 2).unwrap();
+            launch::index_add_f32(
+                &mut dst,
+                (1, 3, 1),
+                &src,
+                &rows,
+                (2, "index_select backward"),
+            )
+            .unwrap();
         }));
         return;
     }
@@ -184,7 +198,14 @@ fn out_of_range_indices_touch_nothing_and_are_reported_at_the_next_read() {
     close("scatter_add", &down(&dst, r * c), &want, 0.0);
     // index_select's adjoint checks its rows too.
     let mut dst = launch::fill(&dev, 3, "f32", 0.0).unwrap();
-    launch::index_add_f32(&mut dst, (1, 3, 1), &src, &rows, 2).unwrap();
+    launch::index_add_f32(
+        &mut dst,
+        (1, 3, 1),
+        &src,
+        &rows,
+        (2, "index_select backward"),
+    )
+    .unwrap();
     index_add_reported(panic_of(&mut || {
         down(&dst, 3);
     }));
