@@ -49,6 +49,7 @@ def run(op, a, x):
         "floor": torch.floor, "ceil": torch.ceil, "round": torch.round, "trunc": torch.trunc,
         "tan": torch.tan, "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh,
         "cosh": torch.cosh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
+        "lgamma": torch.lgamma, "digamma": torch.digamma, "erfc": torch.erfc, "erfinv": torch.erfinv,
         "expm1": torch.expm1, "log2": torch.log2, "log10": torch.log10, "exp2": torch.exp2, "frac": torch.frac,
         "sum": torch.sum, "mean": torch.mean, "max": torch.max, "min": torch.min, "var": torch.var, "std": torch.std,
     }
@@ -304,6 +305,8 @@ def run(op, a, x):
         return [x[0].gather(a["dim"], x[1])]
     if op == "scatter_add":
         return [x[0].scatter_add(a["dim"], x[1], x[2])]
+    if op == "polygamma":
+        return [torch.polygamma(a["n"], x[0])]
     if op == "scatter":
         return [x[0].scatter(a["dim"], x[1], x[2])]
     if op == "scatter_scalar":
@@ -797,6 +800,25 @@ case("index_add_dim0", "index_add", [randn(4, 2, 3), torch.tensor([3, 3, 0]), ra
 case("index_copy", "index_copy", [randn(5, 3), torch.tensor([3, 0, 4]), randn(3, 3)], {"dim": 0})
 case("index_fill", "index_fill", [randn(3, 5), torch.tensor([1, 3])], {"dim": 1, "value": -2.0})
 case("index_fill_int", "index_fill", [idx(9, 4, 2), torch.tensor([2])], {"dim": 0, "value": 7.0})
+
+# ---- added later: special functions ----------------------------------------------------------
+torch.manual_seed(36)
+case("lgamma", "lgamma", [pos(3, 4) * 3])
+case("lgamma_negative", "lgamma", [torch.tensor([-0.5, -1.3, -2.7, -3.5, 0.02, 15.0, 170.0, 1e-3])])
+case("lgamma_poles", "lgamma", [torch.tensor([0.0, -1.0, -2.0, 1.0, 2.0, float("inf")])], grad=[False])
+case("digamma", "digamma", [pos(3, 4) * 4])
+case("digamma_negative", "digamma", [torch.tensor([-0.5, -1.3, -2.7, -3.25, 0.01, 12.5, 1e4])])
+case("digamma_poles", "digamma", [torch.tensor([0.0, -0.0, -1.0, -4.0, float("inf")])], grad=[False])
+for n in [0, 1, 2, 3]:
+    case(f"polygamma_{n}", "polygamma", [pos(2, 5) * 3], {"n": n})
+case("polygamma_1_negative", "polygamma", [torch.tensor([-0.5, -1.25, -2.6])], {"n": 1})
+case("erfc", "erfc", [randn(3, 4) * 2])
+case("erfc_tail", "erfc", [torch.tensor([5.0, 8.0, 12.0, -6.0, 0.0])])
+case("erfinv", "erfinv", [torch.rand(3, 4) * 1.9 - 0.95])
+case("erfinv_tails", "erfinv", [torch.tensor([0.99, -0.995, 1e-8, 0.0, 0.75])])
+# (nearer 1 the f32 input's rounding moves the answer beyond f32 tolerances, and central
+# differences lose their accuracy; kernels/src/special.rs checks 1 - 1e-12 in f64)
+case("erfinv_edges", "erfinv", [torch.tensor([1.0, -1.0, 1.5, -2.0, 0.9999, -0.999])], grad=[False])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -11,6 +11,11 @@ pub trait Float:
 {
     /// The error function.
     fn erf(self) -> Self;
+    /// The complementary error function `1 - erf(x)`, precise where it is
+    /// small (libm's).
+    fn erfc(self) -> Self;
+    /// `ln |Γ(x)|` (libm's; ∞ at the poles, the non-positive integers).
+    fn lgamma(self) -> Self;
     /// `exp`, written so that a loop of it vectorises (libm's is a scalar
     /// call): for f32 a Cephes polynomial within 2 ulp of `exp` for normal
     /// results, 0 below `exp`'s normal range (about -87.3), `inf` above
@@ -111,6 +116,14 @@ impl Float for f32 {
         }
     }
     #[inline]
+    fn erfc(self) -> Self {
+        libm::erfcf(self)
+    }
+    #[inline]
+    fn lgamma(self) -> Self {
+        libm::lgammaf(self)
+    }
+    #[inline]
     fn from_f64(v: f64) -> Self {
         v as f32
     }
@@ -132,6 +145,14 @@ impl Float for f64 {
     #[inline(always)]
     fn fast_tanh(self) -> Self {
         self.tanh()
+    }
+    #[inline]
+    fn erfc(self) -> Self {
+        libm::erfc(self)
+    }
+    #[inline]
+    fn lgamma(self) -> Self {
+        libm::lgamma(self)
     }
     #[inline]
     fn from_f64(v: f64) -> Self {

@@ -24,6 +24,7 @@ mod geometry;
 pub(crate) mod layout;
 pub mod optim;
 pub mod program;
+pub mod special;
 mod spin;
 pub mod stats;
 pub mod threads;

@@ -72,6 +72,27 @@ fn init_functions() {
 }
 
 #[test]
+fn trunc_normal_draws_the_truncated_normal_even_far_in_the_tail() {
+    manual_seed(5);
+    let t = Tensor::zeros(&[200_000]);
+    // N(0, 1) on [1, 3]: mean 1.5100, std 0.4165 (uniform would be 2.0, 0.577).
+    init::trunc_normal_(&t, 0.0, 1.0, 1.0, 3.0);
+    let (m, s, lo, hi) = stats(&t);
+    assert!(
+        (m - 1.5100).abs() < 0.005 && (s - 0.4165).abs() < 0.005,
+        "mean {m}, std {s}"
+    );
+    assert!(lo >= 1.0 && hi <= 3.0);
+    // Six sigmas out, where drawing and rejecting would take ~1e9 draws a value.
+    init::trunc_normal_(&t, 2.0, 0.5, 5.0, 6.0);
+    let (m, _, lo, hi) = stats(&t);
+    assert!(
+        lo >= 5.0 && hi <= 6.0 && m < 5.2,
+        "mean {m} in [{lo}, {hi}]"
+    );
+}
+
+#[test]
 fn orthogonal_gives_orthonormal_rows_or_columns() {
     manual_seed(2);
     for shape in [[6usize, 4], [4, 6]] {

@@ -1,7 +1,8 @@
 //! Parameter initialisation (`torch.nn.init`), in place and recording nothing.
 
-use crate::random::{Generator, default_generator};
+use crate::random::default_generator;
 use crate::{Tensor, no_grad};
+use std::f64::consts::SQRT_2;
 
 /// `(fan_in, fan_out)` as PyTorch computes them: dims 1 and 0 times the
 /// receptive field (product of the remaining dims).
@@ -98,20 +99,28 @@ pub fn kaiming_normal_(t: &Tensor, a: f64, mode: FanMode, nonlinearity: &str) {
     normal_(t, 0.0, kaiming_std(t, a, mode, nonlinearity));
 }
 
-/// N(mean, std²) truncated to `[a, b]` (by rejection: the same distribution as PyTorch's).
+/// N(mean, std²) truncated to `[a, b]` (`nn.init.trunc_normal_`), as
+/// PyTorch draws it: uniform between the normal CDF's values at the bounds,
+/// mapped back through the inverse CDF (`erfinv`), then clamped. Any
+/// interval works, however far in the tail (rejection would never finish).
+///
+/// ```
+/// use tapir_runtime::{nn::init, Tensor};
+/// let w = Tensor::zeros(&[1000]);
+/// init::trunc_normal_(&w, 0.0, 1.0, 4.0, 5.0);
+/// assert!(w.min().item::<f32>() >= 4.0 && w.max().item::<f32>() <= 5.0);
+/// ```
 pub fn trunc_normal_(t: &Tensor, mean: f64, std: f64, a: f64, b: f64) {
     assert!(a < b, "trunc_normal_: a ({a}) must be below b ({b})");
-    let g: &Generator = default_generator();
-    let mut out = Vec::with_capacity(t.numel());
-    while out.len() < t.numel() {
-        for z in g.normal(t.numel() - out.len()) {
-            let v = mean + std * z;
-            if (a..=b).contains(&v) {
-                out.push(v);
-            }
-        }
-    }
-    fill_from(t, out);
+    let cdf = |x: f64| (1.0 + tapir_kernels::Float::erf((x - mean) / std / SQRT_2)) / 2.0;
+    no_grad(|| {
+        // In f64 whatever `t`'s dtype: beyond about 5 sigmas the CDF's
+        // values are 1 in f32, and every draw would land on the bound.
+        let u = Tensor::zeros_on(t.shape(), crate::DType::F64, t.device());
+        u.uniform_(2.0 * cdf(a) - 1.0, 2.0 * cdf(b) - 1.0);
+        let drawn = &(&u.erfinv() * (std * SQRT_2)) + mean;
+        t.copy_(&drawn.clamp(a, b));
+    });
 }
 
 /// A (semi-)orthogonal matrix from the QR decomposition of a normal draw,

@@ -19,7 +19,7 @@ fn arc_slope(x: &Tensor) -> Tensor {
 
 /// Float dtypes only: these have no integer kernels (PyTorch promotes
 /// integers to the default float; so does `to_float` here).
-fn floating(x: &Tensor) -> Tensor {
+pub(super) fn floating(x: &Tensor) -> Tensor {
     if x.dtype().is_float() {
         x.clone()
     } else {

@@ -22,6 +22,7 @@ pub(crate) mod scatter;
 pub(crate) mod select;
 pub(crate) mod shape;
 pub(crate) mod softmax;
+pub(crate) mod special;
 pub(crate) mod statistics;
 pub(crate) mod structured;
 pub(crate) mod unary;

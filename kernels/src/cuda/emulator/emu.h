@@ -136,6 +136,7 @@ inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 using std::isinf;
 using std::isnan;
+using std::signbit;
 
 // Fibers run one at a time, so atomics are plain read-modify-writes.
 template <typename V>

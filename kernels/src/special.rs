@@ -1,0 +1,271 @@
+//! Special functions the elementwise rows need beyond libm: the digamma
+//! function, the Hurwitz zeta function (through which polygamma is
+//! defined) and the inverse error function, generic over the float type
+//! they compute in. `elementwise::CUDA_HELPERS` computes them the same way
+//! in f32 on the GPU (these are its twins' oracles). PyTorch's values at
+//! the poles and outside the domains are kept: ψ(±0) = ∓∞, ψ at a
+//! negative integer NaN, ζ(1, q) = ∞, erfinv(±1) = ±∞, NaN beyond.
+
+use crate::Float;
+
+fn c<T: Float>(v: f64) -> T {
+    T::from_f64(v)
+}
+
+/// The digamma function ψ(x) = Γ'(x) / Γ(x) (`torch.digamma`).
+///
+/// Negative arguments reflect (ψ(x) = ψ(1 - x) - π / tan(π x), with the
+/// tangent taken of the fraction of `x`, which is exact); others step up
+/// to at least 10 by ψ(x) = ψ(x + 1) - 1/x and finish with the asymptotic
+/// series ln x - 1/(2x) - Σ B₂ₖ / (2k x²ᵏ), seven terms.
+///
+/// ```
+/// use tapir_kernels::special::digamma;
+/// let euler_gamma = 0.577_215_664_901_532_9;
+/// assert!((digamma(1.0f64) + euler_gamma).abs() < 1e-15);
+/// assert_eq!(digamma(0.0f64), f64::NEG_INFINITY);
+/// assert!(digamma(-2.0f64).is_nan());
+/// ```
+pub fn digamma<T: Float>(x: T) -> T {
+    if x == T::zero() {
+        return if x.is_sign_negative() {
+            T::infinity()
+        } else {
+            T::neg_infinity()
+        };
+    }
+    if x < T::zero() {
+        if x == x.trunc() {
+            return T::nan();
+        }
+        let pi = c::<T>(std::f64::consts::PI);
+        return digamma(T::one() - x) - pi / (pi * x.fract()).tan();
+    }
+    let (mut x, mut shift) = (x, T::zero());
+    while x < c(10.0) {
+        shift = shift - x.recip();
+        x = x + T::one();
+    }
+    let z = (x * x).recip();
+    let mut series = c::<T>(1.0 / 12.0);
+    for k in [
+        691.0 / 32760.0,
+        1.0 / 132.0,
+        1.0 / 240.0,
+        1.0 / 252.0,
+        1.0 / 120.0,
+    ] {
+        series = c::<T>(k) - z * series;
+    }
+    let series = z * (c::<T>(1.0 / 12.0) - z * series);
+    shift + x.ln() - c::<T>(0.5) / x - series
+}
+
+/// (2j)! / B₂ⱼ for j = 1..12: the Euler–Maclaurin correction terms'
+/// denominators (B the Bernoulli numbers).
+const EULER_MACLAURIN: [f64; 12] = [
+    12.0,
+    -720.0,
+    30240.0,
+    -1209600.0,
+    47900160.0,
+    -1892437580.3183792,
+    74724249600.0,
+    -2950130727918.164,
+    116467828143500.67,
+    -4597978722407473.0,
+    1.8152105401943546e17,
+    -7.166165256175667e18,
+];
+
+/// The Hurwitz zeta function ζ(s, q) = Σₖ (q + k)⁻ˢ for s > 1
+/// (`torch.special.zeta`): the first terms summed directly until
+/// q + k > 9, the rest by the Euler–Maclaurin formula (its integral, half
+/// its first term, and up to twelve Bernoulli corrections).
+///
+/// ```
+/// use tapir_kernels::special::zeta;
+/// let pi2_6 = std::f64::consts::PI.powi(2) / 6.0;
+/// assert!((zeta(2.0f64, 1.0) - pi2_6).abs() < 1e-15);
+/// ```
+pub fn zeta<T: Float>(s: T, q: T) -> T {
+    if s == T::one() {
+        return T::infinity();
+    }
+    if s < T::one() || s.is_nan() || q.is_nan() {
+        return T::nan();
+    }
+    if q <= T::zero() {
+        if q == q.floor() {
+            return T::infinity();
+        }
+        if s != s.floor() {
+            return T::nan();
+        }
+    }
+    let eps = T::epsilon();
+    let mut sum = q.powf(-s);
+    let (mut a, mut term, mut i) = (q, T::zero(), 0);
+    while i < 9 || a <= c(9.0) {
+        i += 1;
+        a = a + T::one();
+        term = a.powf(-s);
+        sum = sum + term;
+        if (term / sum).abs() < eps {
+            return sum;
+        }
+    }
+    let w = a;
+    sum = sum + term * w / (s - T::one()) - c::<T>(0.5) * term;
+    let (mut rising, mut k) = (T::one(), T::zero());
+    for denominator in EULER_MACLAURIN {
+        rising = rising * (s + k);
+        term = term / w;
+        let t = rising * term / c(denominator);
+        sum = sum + t;
+        if (t / sum).abs() < eps {
+            break;
+        }
+        k = k + T::one();
+        rising = rising * (s + k);
+        term = term / w;
+        k = k + T::one();
+    }
+    sum
+}
+
+/// The polygamma function ψ⁽ⁿ⁾(x), the n-th derivative of digamma
+/// (`torch.polygamma`): digamma for n = 0, else (-1)ⁿ⁺¹ n! ζ(n + 1, x).
+///
+/// ```
+/// use tapir_kernels::special::polygamma;
+/// let trigamma_1 = std::f64::consts::PI.powi(2) / 6.0;
+/// assert!((polygamma(1, 1.0f64) - trigamma_1).abs() < 1e-15);
+/// ```
+pub fn polygamma<T: Float>(n: u32, x: T) -> T {
+    if n == 0 {
+        return digamma(x);
+    }
+    let factorial: f64 = (1..=n).map(f64::from).product();
+    let sign = if n % 2 == 1 { 1.0 } else { -1.0 };
+    c::<T>(sign * factorial) * zeta(c(f64::from(n) + 1.0), x)
+}
+
+/// The inverse error function (`torch.erfinv`): M. Giles's single-precision
+/// polynomial in w = -ln(1 - y²) as the start, then three Newton steps on
+/// erf(x) = y, on ln erfc(x) = ln(1 - |y|) beyond |y| = 0.5 (where 1 - |y|
+/// is exact and erfc keeps its relative precision), which bring it to the
+/// type's precision.
+///
+/// ```
+/// use tapir_kernels::special::erfinv;
+/// let x = erfinv(0.5f64);
+/// assert!((libm::erf(x) - 0.5).abs() < 1e-16);
+/// assert_eq!(erfinv(1.0f64), f64::INFINITY);
+/// assert!(erfinv(1.5f64).is_nan());
+/// ```
+pub fn erfinv<T: Float>(y: T) -> T {
+    let a = y.abs();
+    if a.is_nan() || a > T::one() {
+        return T::nan();
+    }
+    if a == T::one() {
+        return y.signum() * T::infinity();
+    }
+    let w = -((T::one() - a) * (T::one() + a)).ln();
+    let (w, coefficients): (T, [f64; 9]) = if w < c(5.0) {
+        let poly = [
+            2.810_226_36e-8,
+            3.432_739_39e-7,
+            -3.523_387_7e-6,
+            -4.391_506_54e-6,
+            2.185_808_7e-4,
+            -1.253_725_03e-3,
+            -4.177_681_64e-3,
+            2.466_407_27e-1,
+            1.501_409_41,
+        ];
+        (w - c(2.5), poly)
+    } else {
+        let poly = [
+            -2.002_142_57e-4,
+            1.009_505_58e-4,
+            1.349_343_22e-3,
+            -3.673_428_44e-3,
+            5.739_507_73e-3,
+            -7.622_461_3e-3,
+            9.438_870_47e-3,
+            1.001_674_06,
+            2.832_976_82,
+        ];
+        (w.sqrt() - c(3.0), poly)
+    };
+    let mut p = T::zero();
+    for k in coefficients {
+        p = p * w + c(k);
+    }
+    let mut x = p * a;
+    let slope = c::<T>(std::f64::consts::FRAC_2_SQRT_PI);
+    for _ in 0..3 {
+        let density = slope * (-x * x).exp();
+        x = if a <= c(0.5) {
+            x - (x.erf() - a) / density
+        } else {
+            // On ln erfc, nearly linear in the tail, so the steps hold
+            // where the start is least accurate.
+            let tail = x.erfc();
+            x + (tail.ln() - (T::one() - a).ln()) * tail / density
+        };
+    }
+    x * y.signum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digamma_and_polygamma_satisfy_their_recurrences() {
+        for x in [0.3f64, 1.7, 4.2, 11.5, -0.6, -3.25] {
+            // ψ⁽ⁿ⁾(x + 1) = ψ⁽ⁿ⁾(x) + (-1)ⁿ n! / xⁿ⁺¹
+            let d = digamma(x + 1.0) - digamma(x) - 1.0 / x;
+            assert!(
+                d.abs() < 1e-13 * (1.0 + digamma(x).abs()),
+                "digamma at {x}: {d}"
+            );
+            if x > 0.0 {
+                let t = polygamma(1, x + 1.0) - polygamma(1, x) + 1.0 / (x * x);
+                assert!(t.abs() < 1e-12 * polygamma(1, x), "trigamma at {x}: {t}");
+                let t = polygamma(2, x + 1.0) - polygamma(2, x) - 2.0 / x.powi(3);
+                assert!(
+                    t.abs() < 1e-12 * polygamma(2, x).abs(),
+                    "polygamma(2) at {x}: {t}"
+                );
+            }
+        }
+        // ψ(1/2) = -γ - 2 ln 2.
+        let want = -0.577_215_664_901_532_9 - 2.0 * std::f64::consts::LN_2;
+        assert!((digamma(0.5f64) - want).abs() < 1e-15);
+        assert!((digamma(0.5f32) - want as f32).abs() < 1e-6);
+    }
+
+    #[test]
+    fn erfinv_inverts_erf_to_the_types_precision() {
+        for i in -999..=999 {
+            let y = i as f64 / 1000.0;
+            let x = erfinv(y);
+            assert!((libm::erf(x) - y).abs() <= 2e-16, "erfinv({y}) = {x}");
+            let (yf, xf) = (y as f32, erfinv(y as f32));
+            let x = erfinv(yf as f64);
+            assert!(
+                ((xf as f64) - x).abs() <= 4e-7 * (1.0 + x.abs()),
+                "f32 erfinv({yf}) = {xf} vs {x}"
+            );
+        }
+        // Deep in the tail, through erfc.
+        let y = 1.0 - 1e-12f64;
+        let x = erfinv(y);
+        let tail = 1.0 - y; // exact (Sterbenz)
+        assert!((libm::erfc(x) - tail).abs() < 1e-14 * tail, "{x}");
+    }
+}
