@@ -489,6 +489,43 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Mod"), 2, "{:?}", op_types(&m));
     assert_eq!(count(&m, "Atanh"), 1, "{:?}", op_types(&m));
 
+    // gather and the scatters (GatherElements, ScatterElements), with
+    // constant indices over the first row (index extents below the batch),
+    // a source larger than its index, and the row forms.
+    let scatters = Custom(
+        |h: &Tensor| {
+            let at = Tensor::from_vec(vec![3i64, 0, 1, 1], &[1, 4]);
+            let distinct = Tensor::from_vec(vec![3i64, 0], &[1, 2]);
+            let rows = Tensor::from_vec(vec![2i64, 0], &[2]);
+            let src = h * 0.5;
+            let reduce = |r, include_self| h.scatter_reduce(1, &at, &src, r, include_self);
+            let parts = [
+                h + &h.gather(1, &at),
+                h.scatter(1, &distinct, &src),
+                h.scatter_scalar(1, &distinct, 2.0),
+                h.scatter_add(1, &at, &src),
+                reduce(tapir::ScatterReduce::Sum, false),
+                reduce(tapir::ScatterReduce::Prod, true),
+                reduce(tapir::ScatterReduce::Prod, false),
+                reduce(tapir::ScatterReduce::Mean, true),
+                reduce(tapir::ScatterReduce::Mean, false),
+                h.index_add(1, &rows, &src.narrow(1, 0, 2), 1.5),
+                h.index_copy(1, &rows, &src.narrow(1, 1, 2)),
+                h.index_fill(1, &rows, -1.0),
+            ];
+            Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
+        },
+        tapir::nn::Linear::new(4, 4, true),
+    );
+    let (scatter_case, m) = case(
+        "scatters",
+        &scatters,
+        |b| vec![Tensor::randn(&[b, 4])],
+        &[3, 6],
+    );
+    assert_eq!(count(&m, "GatherElements"), 1, "{:?}", op_types(&m));
+    assert!(count(&m, "ScatterElements") >= 11, "{:?}", op_types(&m));
+
     let Some(py) = python() else {
         eprintln!(
             "SKIPPED onnxruntime check: no Python with onnx and onnxruntime (set TAPIR_ONNX_PYTHON)"
@@ -512,7 +549,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
             gated_case,
             bag_case,
             volume_case,
-            math_case
+            math_case,
+            scatter_case
         ])
         .to_string(),
     )
@@ -530,7 +568,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
         out.status.success(),
         "onnxruntime disagrees with tapir:\n{text}"
     );
-    assert_eq!(text.matches(" ok").count(), 28, "{text}");
+    assert_eq!(text.matches(" ok").count(), 30, "{text}");
 }
 
 tapir::model! {
@@ -682,6 +720,11 @@ fn what_cannot_be_exported_is_an_error_naming_the_op() {
     assert!(e.contains("`add_`") && e.contains("in place"), "{e}");
     let e = export_error(|h| tapir::nn::pad_with(h, &[1, 1], tapir::nn::PadMode::Circular));
     assert!(e.contains("`pad`") && e.contains("`wrap`"), "{e}");
+    let e = export_error(|h| {
+        let at = Tensor::from_vec(vec![1i64, 1], &[1, 2]);
+        h.scatter_reduce(1, &at, h, tapir::ScatterReduce::Amax, true)
+    });
+    assert!(e.contains("`scatter_reduce`") && e.contains("opset 18"), "{e}");
     // A batch norm without running statistics normalises by each batch's.
     let e = export_error(|h| tapir::nn::batch_norm(h, None, None, None, None, true, 0.1, 1e-5));
     assert!(

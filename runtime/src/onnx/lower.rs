@@ -5,6 +5,7 @@ use super::builder::{Builder, float, int, ints, onnx_type, scalar_proto, string,
 use crate::DType;
 use crate::trace::{AttrLookup, Attrs};
 
+mod indexing;
 mod layout;
 mod math;
 mod spatial;
@@ -258,6 +259,8 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             b.node("Gather", &[op.x(0), op.x(1)], &[out], vec![int("axis", 0)]);
             Ok(())
         }
+        "gather" | "scatter" | "scatter_scalar" | "scatter_add" | "scatter_reduce"
+        | "index_add" | "index_copy" | "index_fill" => indexing::lower(b, op),
         "index_select" => {
             let axis = op.axis(op.int("dim"), 0);
             b.node(
