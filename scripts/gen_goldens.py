@@ -305,6 +305,15 @@ def run(op, a, x):
         return [x[0].gather(a["dim"], x[1])]
     if op == "scatter_add":
         return [x[0].scatter_add(a["dim"], x[1], x[2])]
+    if op == "take":
+        return [torch.take(x[0], x[1])]
+    if op == "put":
+        return [x[0].put(x[1], x[2], accumulate=a["accumulate"])]
+    if op == "index_put":
+        n = a["n_idx"]
+        return [x[0].index_put(tuple(x[1:1 + n]), x[1 + n], accumulate=a["accumulate"])]
+    if op == "masked_scatter":
+        return [x[0].masked_scatter(x[1] > 0, x[2])]
     if op == "polygamma":
         return [torch.polygamma(a["n"], x[0])]
     if op == "scatter":
@@ -819,6 +828,19 @@ case("erfinv_tails", "erfinv", [torch.tensor([0.99, -0.995, 1e-8, 0.0, 0.75])])
 # (nearer 1 the f32 input's rounding moves the answer beyond f32 tolerances, and central
 # differences lose their accuracy; kernels/src/special.rs checks 1 - 1e-12 in f64)
 case("erfinv_edges", "erfinv", [torch.tensor([1.0, -1.0, 1.5, -2.0, 0.9999, -0.999])], grad=[False])
+
+# ---- added later: take, put, index_put, masked_scatter --------------------------------------
+torch.manual_seed(37)
+case("take", "take", [randn(3, 4), torch.tensor([[0, 11], [-1, 5]])])
+case("put", "put", [randn(3, 4), torch.tensor([1, 7, -2]), randn(3)], {"accumulate": False})
+case("put_accumulate", "put", [randn(3, 4), torch.tensor([1, 7, 1, 0]), randn(2, 2)], {"accumulate": True})
+case("index_put_rows", "index_put", [randn(4, 3), torch.tensor([2, 0]), randn(2, 3)],
+     {"n_idx": 1, "accumulate": False})
+case("index_put_pairs_acc", "index_put", [randn(4, 3, 2), torch.tensor([[1], [3]]), torch.tensor([0, 2, 0]),
+                                          randn(2, 3, 2)], {"n_idx": 2, "accumulate": True})
+case("index_put_broadcast_value", "index_put", [randn(4, 3), torch.tensor([3, 1]), torch.tensor([0, 2]),
+                                                randn(1)], {"n_idx": 2, "accumulate": False})
+case("masked_scatter", "masked_scatter", [randn(3, 4), randn(3, 4), randn(14)])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -724,7 +724,10 @@ fn what_cannot_be_exported_is_an_error_naming_the_op() {
         let at = Tensor::from_vec(vec![1i64, 1], &[1, 2]);
         h.scatter_reduce(1, &at, h, tapir::ScatterReduce::Amax, true)
     });
-    assert!(e.contains("`scatter_reduce`") && e.contains("opset 18"), "{e}");
+    assert!(
+        e.contains("`scatter_reduce`") && e.contains("opset 18"),
+        "{e}"
+    );
     // A batch norm without running statistics normalises by each batch's.
     let e = export_error(|h| tapir::nn::batch_norm(h, None, None, None, None, true, 0.1, 1e-5));
     assert!(

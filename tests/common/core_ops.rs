@@ -409,6 +409,14 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         "gather" => one(x[0].gather(i(a, "dim"), &x[1])),
         "scatter_add" => one(x[0].scatter_add(i(a, "dim"), &x[1], &x[2])),
         "scatter" => one(x[0].scatter(i(a, "dim"), &x[1], &x[2])),
+        "take" => one(x[0].take(&x[1])),
+        "put" => one(x[0].put(&x[1], &x[2], b(a, "accumulate"))),
+        "index_put" => {
+            let n = a["n_idx"].as_u64()? as usize;
+            let indices: Vec<&Tensor> = x[1..1 + n].iter().collect();
+            one(x[0].index_put(&indices, &x[1 + n], b(a, "accumulate")))
+        }
+        "masked_scatter" => one(x[0].masked_scatter(&x[1].gt_scalar(0.0), &x[2])),
         "scatter_scalar" => one(x[0].scatter_scalar(i(a, "dim"), &x[1], f(a, "value"))),
         "scatter_reduce" => {
             let reduce = ScatterReduce::from_name(a["reduce"].as_str()?)?;

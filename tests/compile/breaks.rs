@@ -286,8 +286,12 @@ impl Forward for Scatters {
         let mixer = Tensor::zeros(&[4, 4]).index_add(0, &rows, &h, 1.5);
         let fill = h.index_fill(1, &rows.narrow(0, 0, 1), -1.0);
         let copy = h.index_copy(1, &rows.narrow(0, 0, 1), &h.narrow(1, 3, 1));
+        let flat = at.flatten_all();
+        let taken = h.take(&flat).reshape(&[-1, 1]);
+        let placed = h.put(&flat, &h.narrow(1, 2, 1), true);
+        let indexed = h.index_put(&[&flat, &flat], &h.narrow(1, 0, 1).flatten_all(), false);
         let sum = &(&(&put + &filled) + &(&top + &mean)) + &(&fill + &copy);
-        &sum + &h.matmul(&mixer)
+        &(&sum + &h.matmul(&mixer)) + &(&(&taken + &placed) + &indexed)
     }
 }
 

@@ -192,3 +192,32 @@ fn row_forms_equal_their_scatter_compositions() {
         x.scatter(1, &at, &src).to_vec::<f64>()
     );
 }
+
+#[test]
+fn take_put_index_put_and_masked_scatter_errors_name_themselves() {
+    let x = Tensor::zeros(&[2, 3]);
+    let m = panic_message(|| {
+        x.take(&ids(&[6], &[1]));
+    });
+    assert_eq!(m, "take: index 6 is out of bounds for dim of size 6");
+    let m = panic_message(|| {
+        x.put(&ids(&[0, 1], &[2]), &Tensor::ones(&[3]), false);
+    });
+    assert_eq!(m, "put: index has 2 elements, source of shape [3] has 3");
+    let m = panic_message(|| {
+        x.index_put(
+            &[&ids(&[0], &[1]), &ids(&[3], &[1])],
+            &Tensor::ones(&[1]),
+            false,
+        );
+    });
+    assert_eq!(m, "index_put: index 3 is out of bounds for dim of size 3");
+    let m = panic_message(|| {
+        let mask = Tensor::ones(&[2, 3]).gt_scalar(0.0);
+        x.masked_scatter(&mask, &Tensor::ones(&[4]));
+    });
+    assert_eq!(
+        m,
+        "masked_scatter: the mask selects 6 elements, source of shape [4] has only 4"
+    );
+}

@@ -415,6 +415,13 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             vec![a.x(0).index_add(dim, a.x(1), a.x(2), a.float("alpha"))]
         },
         "index_copy" => |a| vec![a.x(0).index_copy(a.int("dim") as isize, a.x(1), a.x(2))],
+        "take" => |a| vec![a.x(0).take(a.x(1))],
+        "put" => |a| vec![a.x(0).put(a.x(1), a.x(2), a.int("accumulate") != 0)],
+        "index_put" => |a| {
+            let all = a.all();
+            vec![all[0].index_put(&all[2..], all[1], a.int("accumulate") != 0)]
+        },
+        "masked_scatter" => |a| vec![a.x(0).masked_scatter(a.x(1), a.x(2))],
         "index_fill" => |a| {
             let dim = a.int("dim") as isize;
             vec![a.x(0).index_fill(dim, a.x(1), a.float("value"))]

@@ -17,6 +17,7 @@ pub(crate) mod math;
 pub(crate) mod norm;
 pub(crate) mod order;
 pub(crate) mod pool;
+pub(crate) mod put;
 pub(crate) mod reduce;
 pub(crate) mod scatter;
 pub(crate) mod select;

@@ -171,18 +171,7 @@ impl Tensor {
     pub fn scatter(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
         let attrs = || vec![("dim", Attr::Int(dim as i64))];
         trace::op("scatter", [self, index, src], attrs, || {
-            let d = check_scatter(self, dim, index, Some(src), "scatter");
-            let out = self.contiguous_copy();
-            scatter_into(&out, d, index, src, ScatterMode::Assign, "scatter");
-            let (index, src_shape) = (index.saved(), src.shape().to_vec());
-            Tensor::record(out, "ScatterBackward0", &[self, src], move || {
-                move |g: &Tensor, n: &[bool]| {
-                    vec![
-                        n[0].then(|| g.scatter_scalar(d as isize, &index, 0.0)),
-                        n[1].then(|| grow_to(g.gather(d as isize, &index), &src_shape)),
-                    ]
-                }
-            })
+            self.scatter_as(dim, index, src, false, "scatter")
         })
     }
 
@@ -227,26 +216,52 @@ impl Tensor {
     pub fn scatter_add(&self, dim: isize, index: &Tensor, src: &Tensor) -> Tensor {
         let attrs = || vec![("dim", Attr::Int(dim as i64))];
         trace::op("scatter_add", [self, index, src], attrs, || {
-            let d = check_scatter(self, dim, index, Some(src), "scatter_add");
-            if !reduces_natively(self, "scatter_add") {
-                // Half types add in f32 and round once, on either device (a
-                // composition, so autograd comes with it).
-                return self
-                    .to_dtype(DType::F32)
-                    .scatter_add(dim, index, &src.to_dtype(DType::F32))
-                    .to_dtype(self.dtype());
+            self.scatter_as(dim, index, src, true, "scatter_add")
+        })
+    }
+
+    /// `scatter` (or `scatter_add` when `accumulate`) whose errors name
+    /// `op`: the ops composed of them (`put`, `index_put`,
+    /// `masked_scatter`) report as themselves.
+    pub(super) fn scatter_as(
+        &self,
+        dim: isize,
+        index: &Tensor,
+        src: &Tensor,
+        accumulate: bool,
+        op: &'static str,
+    ) -> Tensor {
+        let d = check_scatter(self, dim, index, Some(src), op);
+        if accumulate && !reduces_natively(self, op) {
+            // Half types add in f32 and round once, on either device (a
+            // composition, so autograd comes with it).
+            let wide = self.to_dtype(DType::F32);
+            let src = src.to_dtype(DType::F32);
+            return wide
+                .scatter_as(dim, index, &src, true, op)
+                .to_dtype(self.dtype());
+        }
+        let out = self.contiguous_copy();
+        let mode = if accumulate {
+            ScatterMode::Sum
+        } else {
+            ScatterMode::Assign
+        };
+        scatter_into(&out, d, index, src, mode, op);
+        let (index, src_shape) = (index.saved(), src.shape().to_vec());
+        let name = if accumulate {
+            "ScatterAddBackward0"
+        } else {
+            "ScatterBackward0"
+        };
+        Tensor::record(out, name, &[self, src], move || {
+            move |g: &Tensor, n: &[bool]| {
+                let overwritten = || g.scatter_scalar(d as isize, &index, 0.0);
+                vec![
+                    n[0].then(|| if accumulate { g.clone() } else { overwritten() }),
+                    n[1].then(|| grow_to(g.gather(d as isize, &index), &src_shape)),
+                ]
             }
-            let out = self.contiguous_copy();
-            scatter_into(&out, d, index, src, ScatterMode::Sum, "scatter_add");
-            let (index, src_shape) = (index.saved(), src.shape().to_vec());
-            Tensor::record(out, "ScatterAddBackward0", &[self, src], move || {
-                move |g: &Tensor, n: &[bool]| {
-                    vec![
-                        n[0].then(|| g.clone()),
-                        n[1].then(|| grow_to(g.gather(d as isize, &index), &src_shape)),
-                    ]
-                }
-            })
         })
     }
 

@@ -8,7 +8,7 @@ use crate::{DType, Tensor};
 impl Tensor {
     /// The flat positions of the nonzero elements, in order, as a 1-D
     /// int64 tensor (the indices `nonzero` turns into coordinates).
-    fn nonzero_flat(&self) -> Tensor {
+    pub(super) fn nonzero_flat(&self) -> Tensor {
         let mask = self.flatten_all().ne_scalar(0.0).to_dtype(DType::I64);
         let count = mask.sum().item::<i64>() as usize;
         // A stable descending sort puts the ones first, in their order.
