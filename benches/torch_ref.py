@@ -20,6 +20,9 @@ Workloads (see README.md for the exact definitions):
                `manual_attn` (plain ops) and `sdpa` (F.scaled_dot_product_attention)
   cnn          small 2-conv CNN on 1x28x28, SGD momentum 0.9, batch 128
   inference    mlp forward under torch.no_grad: batch-1 latency, batch-256 throughput
+  conv         one conv2d forward with bias under torch.no_grad, five layers
+  scatter      a graph network's aggregation (100k edges, 10k nodes, 64 features):
+               index_add or scatter_reduce amax, forward and backward
 
 By default each workload variant runs in its own child process, so that the
 reported peak RSS (getrusage ru_maxrss) belongs to that variant alone and
@@ -54,6 +57,7 @@ DEFAULT_STEPS = {
     "transformer": (2, 8),  # per attention variant
     "cnn": (5, 40),
     "conv": (3, 20),
+    "scatter": (3, 20),
     "inference.b1": (200, 2000),
     "inference.b256": (10, 200),
 }
@@ -482,6 +486,34 @@ def bench_conv(args, variant):
                        gflops_median_step=round(flop / statistics.median(t.per_step) / 1e9, 2))
 
 
+def bench_scatter(args, variant):
+    """A graph network's aggregation: 100k edges between 10k nodes of 64
+    features; each edge's source row gathered, the rows combined at their
+    destinations by index_add or scatter_reduce amax (include_self=False),
+    forward and backward of the sum."""
+    nodes, edges, features = 10_000, 100_000, 64
+    g = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(nodes, features, generator=g).to(DEVICE).requires_grad_()
+    src = torch.randint(0, nodes, (edges,), generator=g).to(DEVICE)
+    dst = torch.randint(0, nodes, (edges,), generator=g).to(DEVICE)
+    spread = dst.reshape(-1, 1).expand(edges, features)
+    zeros = torch.zeros(nodes, features, device=DEVICE)
+
+    def step():
+        x.grad = None
+        rows = x.index_select(0, src)
+        if variant == "index_add_e100k":
+            out = zeros.index_add(0, dst, rows)
+        else:
+            out = zeros.scatter_reduce(0, spread, rows, "amax", include_self=False)
+        out.sum().backward()
+
+    warm, steps = steps_for("scatter", args.steps_scale)
+    t = time_loop(step, warm, steps)
+    return make_record("scatter", variant, warm, steps, t, edges,
+                       edges=edges, nodes=nodes, features=features)
+
+
 def bench_inference(args, variant):
     """Residual-MLP forward under torch.no_grad (model in eval mode)."""
     torch.manual_seed(args.seed)
@@ -529,6 +561,7 @@ BENCHES = {
     "cnn": (bench_cnn, ["train_b128", "infer_b128"]),
     "inference": (bench_inference, ["b1_latency", "b256_throughput"]),
     "conv": (bench_conv, list(CONV_LAYERS)),
+    "scatter": (bench_scatter, ["index_add_e100k", "scatter_amax_e100k"]),
 }
 WORKLOADS = list(BENCHES)
 

@@ -33,6 +33,7 @@
 mod seed;
 
 mod measure;
+mod scatter;
 mod workloads;
 
 use measure::{PROFILE, baseline_rss_mib};
@@ -50,7 +51,7 @@ struct Cli {
     /// CPU threads for every kernel.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
-    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, macro.
+    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, scatter, macro.
     #[arg(long, default_value = "matmul", value_delimiter = ',')]
     workloads: Vec<String>,
     /// Multiplies every step count (0.3 for a quick run).
@@ -154,6 +155,7 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
         "mlp" => Some(&["train_b256", "compiled"]),
         "cnn" => Some(&["train_b128", "compiled", "infer_b128"]),
         "conv" => Some(&CONV_VARIANTS),
+        "scatter" => Some(&scatter::SCATTER_VARIANTS),
         "inference" if device.is_cuda() => Some(&[
             "b1_latency",
             "b256_throughput",
@@ -188,6 +190,7 @@ fn default_steps(key: &str) -> (usize, usize) {
         "mlp" => (10, 100),
         "cnn" => (5, 40),
         "conv" => (3, 20),
+        "scatter" => (3, 20),
         "inference.b1" => (200, 2000),
         "inference.b256" => (10, 200),
         "fusion" => (5, 50),
@@ -214,6 +217,7 @@ fn main() {
             "transformer" => bench_transformer(&args, v),
             "cnn" => bench_cnn(&args, v),
             "conv" => bench_conv(&args, v),
+            "scatter" => scatter::bench_scatter(&args, v),
             "inference" => bench_inference(&args, v),
             "fusion" => bench_fusion(&args, v),
             "macro" if v.contains("train") => bench_mlp(&args, v),

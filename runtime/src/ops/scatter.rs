@@ -241,6 +241,7 @@ impl Tensor {
                 .scatter_as(dim, index, &src, true, op)
                 .to_dtype(self.dtype());
         }
+        let index = &dense0(index);
         let out = self.contiguous_copy();
         let mode = if accumulate {
             ScatterMode::Sum
@@ -305,6 +306,10 @@ impl Tensor {
                 return (wide.scatter_reduce(dim, index, &src, reduce, include_self))
                     .to_dtype(self.dtype());
             }
+            // Made dense once: the passes below and the backward's gathers
+            // and scatters then read it in place (an expanded index would
+            // be copied by each).
+            let index = &dense0(index);
             let mode = match reduce {
                 ScatterReduce::Sum | ScatterReduce::Mean => {
                     return self.scatter_sum_or_mean(d, index, src, reduce, include_self);

@@ -7,21 +7,26 @@ use super::cpu::{CpuBuffer, Wrap, contiguous, with_vec};
 use tapir_kernels::Layout;
 use tapir_kernels::cpu::{self, ScatterMode};
 
-/// The first `n` indices of a dense i64 buffer, each checked against `size`.
-fn checked_indices(idx: &CpuBuffer, n: usize, size: usize, op: &str) -> Vec<usize> {
+/// The first `n` indices of a dense i64 buffer, each checked against
+/// `size` (read in place: an index as long as its tensor is not copied).
+fn checked_indices<'a>(idx: &'a CpuBuffer, n: usize, size: usize, op: &str) -> &'a [i64] {
     let CpuBuffer::I64(v) = idx else {
         unreachable!("{op}: indices are int64, got {}", idx.dtype())
     };
-    v[..n]
+    let ids = &v[..n];
+    // One branch-free pass (it vectorises); the search for the culprit
+    // only when there is one. As u64 a negative index is out of range too.
+    let in_range = ids
         .iter()
-        .map(|&i| {
-            assert!(
-                i >= 0 && (i as usize) < size,
-                "{op}: index {i} is out of bounds for dim of size {size}"
-            );
-            i as usize
-        })
-        .collect()
+        .fold(true, |ok, &i| ok & ((i as u64) < size as u64));
+    if !in_range {
+        let i = ids.iter().find(|&&i| i < 0 || i as usize >= size);
+        panic!(
+            "{op}: index {} is out of bounds for dim of size {size}",
+            i.copied().unwrap_or_default()
+        );
+    }
+    ids
 }
 
 impl CpuBuffer {
@@ -30,7 +35,7 @@ impl CpuBuffer {
         let (view, d) = (along.view, along.dim);
         if per_element {
             let ids = checked_indices(idx, view.numel(), along.size, along.op);
-            return with_vec!(self, v => Wrap::wrap(cpu::gather(v, view, d, &ids, &view.shape)));
+            return with_vec!(self, v => Wrap::wrap(cpu::gather(v, view, d, ids, &view.shape)));
         }
         let ids = checked_indices(idx, view.shape[d], along.size, along.op);
         // The whole dim is read: the tensor's own view, made dense (borrowed if it is).
@@ -38,7 +43,7 @@ impl CpuBuffer {
         input.shape[d] = along.size;
         let outer: usize = input.shape[..d].iter().product();
         let inner: usize = input.shape[d + 1..].iter().product();
-        with_vec!(self, v => Wrap::wrap(cpu::index_select(&contiguous(v, &input), outer, along.size, inner, &ids)))
+        with_vec!(self, v => Wrap::wrap(cpu::index_select(&contiguous(v, &input), outer, along.size, inner, ids)))
     }
 
     /// The scatter of `mode` into this buffer (see `Storage::scatter`):
@@ -56,12 +61,12 @@ impl CpuBuffer {
         let (ld, d) = (along.view, along.dim);
         macro_rules! reduce {
             ($dst:expr, $src:expr) => {
-                cpu::scatter_reduce($dst, ld, d, &ids, $src, ls, mode)
+                cpu::scatter_reduce($dst, ld, d, ids, $src, ls, mode)
             };
         }
         macro_rules! assign {
             ($dst:expr, $src:expr) => {
-                cpu::scatter_assign($dst, ld, d, &ids, $src, ls)
+                cpu::scatter_assign($dst, ld, d, ids, $src, ls)
             };
         }
         match (self, src) {
@@ -95,10 +100,10 @@ impl CpuBuffer {
         let (nd, ns) = (outer * size * inner, outer * len * inner);
         match (self, src) {
             (CpuBuffer::F32(d), CpuBuffer::F32(s)) => {
-                cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], &ids)
+                cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], ids)
             }
             (CpuBuffer::F64(d), CpuBuffer::F64(s)) => {
-                cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], &ids)
+                cpu::index_add_rows(&mut d[..nd], size, inner, &s[..ns], ids)
             }
             (d, s) => unreachable!(
                 "{op}: adds {} into {} (the op adds in f32 or f64)",
