@@ -583,114 +583,6 @@ __device__ __forceinline__ float silu_grad_f(float v) {
     float s = 1.0f / (1.0f + expf(-v));
     return s * (1.0f + v * (1.0f - s));
 }
-// The special functions as kernels/src/special.rs computes them (there in
-// the tensor's type, here in f32): reflection, recurrence to x >= 10 and
-// the asymptotic series for digamma; direct sums then Euler-Maclaurin for
-// the Hurwitz zeta; Giles's polynomial and Newton steps for erfinv.
-__device__ float digamma_f(float x) {
-    const float pi = 3.14159265358979323846f;
-    if (x == 0.0f) return signbit(x) ? TAPIR_INF : -TAPIR_INF;
-    float reflected = 0.0f;
-    if (x < 0.0f) {
-        if (x == truncf(x)) return __int_as_float(0x7fc00000);
-        reflected = -pi / tanf(pi * (x - truncf(x)));
-        x = 1.0f - x;
-    }
-    float shift = 0.0f;
-    while (x < 10.0f) { shift -= 1.0f / x; x += 1.0f; }
-    float z = 1.0f / (x * x);
-    float series = 1.0f / 12.0f;
-    series = 691.0f / 32760.0f - z * series;
-    series = 1.0f / 132.0f - z * series;
-    series = 1.0f / 240.0f - z * series;
-    series = 1.0f / 252.0f - z * series;
-    series = 1.0f / 120.0f - z * series;
-    series = z * (1.0f / 12.0f - z * series);
-    return reflected + shift + logf(x) - 0.5f / x - series;
-}
-__device__ float zeta_f(float s, float q) {
-    const float em[12] = {12.0f, -720.0f, 30240.0f, -1209600.0f, 47900160.0f,
-        -1892437580.3183792f, 74724249600.0f, -2950130727918.164f, 116467828143500.67f,
-        -4597978722407473.0f, 1.8152105401943546e17f, -7.166165256175667e18f};
-    const float eps = 1.1920929e-7f;
-    if (s == 1.0f) return TAPIR_INF;
-    if (s < 1.0f || s != s || q != q) return __int_as_float(0x7fc00000);
-    if (q <= 0.0f) {
-        if (q == floorf(q)) return TAPIR_INF;
-        if (s != floorf(s)) return __int_as_float(0x7fc00000);
-    }
-    float sum = powf(q, -s), a = q, term = 0.0f;
-    int i = 0;
-    while (i < 9 || a <= 9.0f) {
-        i += 1;
-        a += 1.0f;
-        term = powf(a, -s);
-        sum += term;
-        if (fabsf(term / sum) < eps) return sum;
-    }
-    float w = a;
-    sum += term * w / (s - 1.0f) - 0.5f * term;
-    float rising = 1.0f, k = 0.0f;
-    for (int j = 0; j < 12; j++) {
-        rising *= s + k;
-        term /= w;
-        float t = rising * term / em[j];
-        sum += t;
-        if (fabsf(t / sum) < eps) break;
-        k += 1.0f;
-        rising *= s + k;
-        term /= w;
-        k += 1.0f;
-    }
-    return sum;
-}
-__device__ float polygamma_f(float n, float x) {
-    if (n == 0.0f) return digamma_f(x);
-    float factorial = 1.0f;
-    for (int k = 2; k <= (int)n; k++) factorial *= (float)k;
-    float sign = ((int)n % 2 == 1) ? 1.0f : -1.0f;
-    return sign * factorial * zeta_f(n + 1.0f, x);
-}
-__device__ float erfinv_f(float y) {
-    float a = fabsf(y);
-    if (a != a || a > 1.0f) return __int_as_float(0x7fc00000);
-    if (a == 1.0f) return copysignf(TAPIR_INF, y);
-    float w = -logf((1.0f - a) * (1.0f + a)), p;
-    if (w < 5.0f) {
-        w -= 2.5f;
-        p = 2.81022636e-08f;
-        p = 3.43273939e-07f + p * w;
-        p = -3.5233877e-06f + p * w;
-        p = -4.39150654e-06f + p * w;
-        p = 0.00021858087f + p * w;
-        p = -0.00125372503f + p * w;
-        p = -0.00417768164f + p * w;
-        p = 0.246640727f + p * w;
-        p = 1.50140941f + p * w;
-    } else {
-        w = sqrtf(w) - 3.0f;
-        p = -0.000200214257f;
-        p = 0.000100950558f + p * w;
-        p = 0.00134934322f + p * w;
-        p = -0.00367342844f + p * w;
-        p = 0.00573950773f + p * w;
-        p = -0.0076224613f + p * w;
-        p = 0.00943887047f + p * w;
-        p = 1.00167406f + p * w;
-        p = 2.83297682f + p * w;
-    }
-    float x = p * a;
-    for (int step = 0; step < 3; step++) {
-        float density = 1.1283791670955126f * expf(-x * x);
-        if (a <= 0.5f) {
-            x -= (erff(x) - a) / density;
-        } else {
-            float tail = erfcf(x);
-            x += (logf(tail) - logf(1.0f - a)) * tail / density;
-        }
-    }
-    return copysignf(x, y);
-}
 "#;
 
 /// The CUDA source of every elementwise kernel: the `UNARY`/`BINARY`
@@ -699,6 +591,7 @@ __device__ float erfinv_f(float y) {
 pub fn cuda_source(templates: &str) -> String {
     let mut s = String::from(templates);
     s.push_str(CUDA_HELPERS);
+    s.push_str(special::CUDA_SPECIAL);
     for r in UNARY_ROWS {
         s.push_str(&format!("UNARY({}, {})\n", r.name, r.cuda));
     }
