@@ -1,7 +1,7 @@
 //! Special functions the elementwise rows need beyond libm: the digamma
 //! function, the Hurwitz zeta function (through which polygamma is
 //! defined) and the inverse error function, generic over the float type
-//! they compute in. [`CUDA_SPECIAL`] computes them the same way
+//! they compute in. `CUDA_SPECIAL` computes them the same way
 //! in f32 on the GPU (these are its twins' oracles). PyTorch's values at
 //! the poles and outside the domains are kept: ψ(±0) = ∓∞, ψ at a
 //! negative integer NaN, ζ(1, q) = ∞, erfinv(±1) = ±∞, NaN beyond.
