@@ -14,7 +14,8 @@
 #   5. the GPU benchmarks, tapir and PyTorch on the same GPU, as ratios.
 #
 # Any SKIPPED check fails the run (a GPU run must run everything). Logs and
-# JSON lines go to $OUT (or target/gpu-check/). Takes about 3-5 minutes.
+# JSON lines go to $OUT (or target/gpu-check/). Takes about 3-5 minutes;
+# STEP_TIMEOUT (seconds, default 300) bounds each test step.
 #
 #   scripts/gpu-check.sh                  # everything
 #   scripts/gpu-check.sh kernels device   # only these steps (to rerun what
@@ -68,7 +69,7 @@ check() {
     local name=$1
     shift
     echo "== $name"
-    timeout 300 "$@" >"$out/$name.log" 2>&1
+    timeout "${STEP_TIMEOUT:-300}" "$@" >"$out/$name.log" 2>&1
     local rc=$?
     tail -n 25 "$out/$name.log"
     if [ $rc -ne 0 ]; then
