@@ -119,6 +119,58 @@ impl<T> SharedPtr<T> {
     }
 }
 
+/// A mutable slice that parallel tasks share, each carving out pieces that
+/// no other task touches at the same time (a scatter split by columns,
+/// whose writes interleave in memory but never meet).
+///
+/// ```
+/// let mut v = vec![0; 8];
+/// let shared = tapir_kernels::threads::SharedSlice::new(&mut v);
+/// tapir_kernels::threads::parallel_for(2, |t| {
+///     for row in 0..4 {
+///         // SAFETY: task t writes column t of each row of two alone.
+///         unsafe { shared.piece(row * 2 + t, 1)[0] = t + 1 };
+///     }
+/// });
+/// assert_eq!(v, [1, 2, 1, 2, 1, 2, 1, 2]);
+/// ```
+pub struct SharedSlice<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _borrow: std::marker::PhantomData<&'a mut [T]>,
+}
+
+// SAFETY: tasks reach the elements only through `piece`, whose contract
+// keeps live pieces disjoint, and the elements are `Send`.
+unsafe impl<T: Send> Sync for SharedSlice<'_, T> {}
+
+impl<'a, T> SharedSlice<'a, T> {
+    /// Shares `data` for as long as it is borrowed.
+    pub fn new(data: &'a mut [T]) -> Self {
+        SharedSlice {
+            ptr: data.as_mut_ptr(),
+            len: data.len(),
+            _borrow: std::marker::PhantomData,
+        }
+    }
+
+    /// Elements `start..start + len` (panics when they run past the end).
+    ///
+    /// # Safety
+    /// No other piece overlapping this one is alive while it is.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn piece(&self, start: usize, len: usize) -> &mut [T] {
+        assert!(
+            start.checked_add(len).is_some_and(|end| end <= self.len),
+            "SharedSlice::piece: {start}..{start}+{len} runs past {} elements",
+            self.len
+        );
+        // SAFETY: in bounds (checked above), borrowed mutably for 'a, and
+        // disjoint from every other live piece (the caller's contract).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(start), len) }
+    }
+}
+
 /// Task `i`'s piece `i * chunk..` (at most `chunk` long) of a slice behind `ptr`.
 ///
 /// # Safety

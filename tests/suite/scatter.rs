@@ -221,3 +221,55 @@ fn take_put_index_put_and_masked_scatter_errors_name_themselves() {
         "masked_scatter: the mask selects 6 elements, source of shape [4] has only 4"
     );
 }
+
+/// gather and the scatters read an index at its own strides: expanded
+/// along a dim (read in place, never copied out), transposed or cut with
+/// a step (copied out dense first) — each as its contiguous copy gives,
+/// and an out-of-range entry is still caught through the view.
+#[test]
+fn strided_and_expanded_indices_act_as_their_contiguous_copies() {
+    let (x, src) = (rnd(&[6, 5], 3), rnd(&[6, 5], 4));
+    // At an offset in its storage (the 9 is cut off: it is out of range).
+    let rows = ids(&[9, 4, 0, 4, 2, 5, 1], &[7, 1]).narrow(0, 1, 6);
+    let base = ids(&[0, 3, 1, 4, 2, 0, 1, 2, 3, 4, 4, 0], &[2, 6]);
+    let indices = [
+        ("expanded", rows.expand(&[6, 5])),
+        ("transposed", base.transpose(0, 1).narrow(1, 0, 2)),
+        ("stepped", base.slice(1, 0, 6, 2)),
+    ];
+    for (name, index) in indices {
+        let dense = index.contiguous();
+        let same = |a: Tensor, b: Tensor, op: &str| {
+            assert_eq!(
+                a.to_vec::<f64>(),
+                b.to_vec::<f64>(),
+                "{op} with a {name} index"
+            );
+        };
+        let dim = if name == "expanded" { 0 } else { 1 };
+        same(x.gather(dim, &index), x.gather(dim, &dense), "gather");
+        same(
+            x.scatter_add(dim, &index, &src),
+            x.scatter_add(dim, &dense, &src),
+            "scatter_add",
+        );
+        same(
+            x.scatter_reduce(dim, &index, &src, ScatterReduce::Amax, false),
+            x.scatter_reduce(dim, &dense, &src, ScatterReduce::Amax, false),
+            "scatter_reduce amax",
+        );
+        same(
+            x.scatter(dim, &index, &src),
+            x.scatter(dim, &dense, &src),
+            "scatter",
+        );
+    }
+    let bad = ids(&[4, 0, 6, 2, 5, 1], &[6, 1]).expand(&[6, 5]);
+    let msg = panic_message(|| {
+        x.gather(0, &bad);
+    });
+    assert!(
+        msg.starts_with("gather: index 6 is out of bounds for dim of size 6"),
+        "{msg}"
+    );
+}

@@ -34,8 +34,8 @@ pub use elementwise::{
 };
 pub use foreach::{scale_many, sum_squares_many};
 pub use index::{
-    IndexValue, ScatterMode, ScatterValue, gather, index_add_rows, index_select, scatter_add,
-    scatter_assign, scatter_reduce,
+    IndexValue, Indices, ScatterMode, ScatterValue, gather, index_add_rows, index_select,
+    indices_below, scatter_add, scatter_assign, scatter_reduce,
 };
 pub use matmul::{matmul, matmul_bias};
 pub use matmul_bf16::{bf16_matmul_available, matmul_bf16};

@@ -63,8 +63,11 @@ impl Tensor {
                     size,
                     op: "index_select",
                 };
-                let out =
-                    Tensor::from_storage(self.read().gather(along, &idx.read(), false), &shape);
+                let out = Tensor::from_storage(
+                    self.read()
+                        .gather(along, (&idx.read(), idx.layout()), false),
+                    &shape,
+                );
                 let (in_shape, idx) = (self.shape().to_vec(), idx.saved());
                 Tensor::record(out, "IndexSelectBackward0", &[self], move || {
                     move |g: &Tensor, _: &[bool]| {
@@ -126,7 +129,6 @@ impl Tensor {
         }
         super::same_device(self, index, "gather");
         index_dtype(index, "gather");
-        let idx = dense0(index);
         let view = view_at(self, index.shape());
         let along = Along {
             view: &view,
@@ -134,7 +136,9 @@ impl Tensor {
             size: self.shape()[d],
             op,
         };
-        let out = Tensor::from_storage(self.read().gather(along, &idx.read(), true), index.shape());
+        // Read at its own strides: an expanded index is not copied out.
+        let idx = (&*index.read(), index.layout());
+        let out = Tensor::from_storage(self.read().gather(along, idx, true), index.shape());
         let in_shape = self.shape().to_vec();
         let index = index.saved();
         Tensor::record(out, "GatherBackward0", &[self], move || {

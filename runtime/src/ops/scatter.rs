@@ -123,9 +123,10 @@ fn scatter_into(
         op,
     };
     let ls = view_at(&src, index.shape());
-    let idx = dense0(index);
-    let (s, i) = (src.read(), idx.read());
-    dst.write().scatter(along, &s, &ls, &i, mode);
+    // Read at its own strides: an expanded index is not copied out.
+    let (s, i) = (src.read(), index.read());
+    dst.write()
+        .scatter(along, &s, &ls, (&i, index.layout()), mode);
 }
 
 /// A gradient of the index's shape, zero-padded at the end of each dim to
@@ -241,7 +242,6 @@ impl Tensor {
                 .scatter_as(dim, index, &src, true, op)
                 .to_dtype(self.dtype());
         }
-        let index = &dense0(index);
         let out = self.contiguous_copy();
         let mode = if accumulate {
             ScatterMode::Sum
@@ -306,10 +306,6 @@ impl Tensor {
                 return (wide.scatter_reduce(dim, index, &src, reduce, include_self))
                     .to_dtype(self.dtype());
             }
-            // Made dense once: the passes below and the backward's gathers
-            // and scatters then read it in place (an expanded index would
-            // be copied by each).
-            let index = &dense0(index);
             let mode = match reduce {
                 ScatterReduce::Sum | ScatterReduce::Mean => {
                     return self.scatter_sum_or_mean(d, index, src, reduce, include_self);

@@ -509,26 +509,38 @@ impl Storage {
         }
     }
 
-    /// `torch.gather` (`per_element`: one index per output element, a dense
-    /// i64 storage of the view's shape) or `index_select` (one index per
-    /// position along the dim, a dense i64 storage of that length), reading
-    /// this storage through `along`; contiguous output of the view's shape.
-    pub fn gather(&self, along: Along<'_>, idx: &Storage, per_element: bool) -> Storage {
+    /// `torch.gather` (`per_element`: one index per output element, an i64
+    /// storage at `il`, the view's shape, any strides) or `index_select`
+    /// (one index per position along the dim, a dense i64 storage of that
+    /// length), reading this storage through `along`; contiguous output of
+    /// the view's shape.
+    pub fn gather(
+        &self,
+        along: Along<'_>,
+        (idx, il): (&Storage, &Layout),
+        per_element: bool,
+    ) -> Storage {
         #[allow(unreachable_patterns)]
         match (self, idx) {
-            (Storage::Cpu(x), Storage::Cpu(i)) => Storage::cpu(x.gather(along, i, per_element)),
+            (Storage::Cpu(x), Storage::Cpu(i)) => {
+                Storage::cpu(x.gather(along, (i, il), per_element))
+            }
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
-            (Storage::Cuda(x), Storage::Cuda(i)) => Storage::Cuda(
-                x.gather(along, i, per_element)
-                    .unwrap_or_else(|e| fail(along.op, e)),
-            ),
-            _ => on_host!(x = self, i = idx; x.gather(along, &i, per_element)),
+            (Storage::Cuda(x), Storage::Cuda(i)) => {
+                let dense = dense_index(i, il).unwrap_or_else(|e| fail(along.op, e));
+                Storage::Cuda(
+                    x.gather(along, dense.as_ref().unwrap_or(i), per_element)
+                        .unwrap_or_else(|e| fail(along.op, e)),
+                )
+            }
+            _ => on_host!(x = self, i = idx; x.gather(along, (&i, il), per_element)),
         }
     }
 
     /// The scatter of `mode`, in place (the sum is gather's adjoint):
     /// combines `src` (its view at the index's shape) into this storage at
-    /// the positions `along` and the dense i64 index of that shape name.
+    /// the positions `along` and the i64 index (at `il`, that shape, any
+    /// strides) name.
     /// Assignment works in every dtype; the reductions in f32, f64, int64
     /// and uint8 (on a GPU in f32, the rest through the host).
     pub fn scatter(
@@ -536,19 +548,23 @@ impl Storage {
         along: Along<'_>,
         src: &Storage,
         ls: &Layout,
-        idx: &Storage,
+        (idx, il): (&Storage, &Layout),
         mode: ScatterMode,
     ) {
         #[allow(unreachable_patterns)]
         match (&mut *self, src, idx) {
-            (Storage::Cpu(d), Storage::Cpu(s), Storage::Cpu(i)) => d.scatter(along, s, ls, i, mode),
+            (Storage::Cpu(d), Storage::Cpu(s), Storage::Cpu(i)) => {
+                d.scatter(along, s, ls, (i, il), mode)
+            }
             #[cfg(any(feature = "cuda", feature = "cuda12"))]
-            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.can_scatter(mode) => d
-                .scatter(along, s, ls, i, mode)
-                .unwrap_or_else(|e| fail(along.op, e)),
+            (Storage::Cuda(d), Storage::Cuda(s), Storage::Cuda(i)) if d.can_scatter(mode) => {
+                let dense = dense_index(i, il).unwrap_or_else(|e| fail(along.op, e));
+                d.scatter(along, s, ls, dense.as_ref().unwrap_or(i), mode)
+                    .unwrap_or_else(|e| fail(along.op, e))
+            }
             _ => {
                 let (s, i) = (src.host(), idx.host());
-                self.host_mut().scatter(along, &s, ls, &i, mode)
+                self.host_mut().scatter(along, &s, ls, (&i, il), mode)
             }
         }
     }
@@ -637,4 +653,18 @@ impl Storage {
             Storage::Cuda(s) => s.fill(l, value).unwrap_or_else(|e| fail("fill_", e)),
         }
     }
+}
+
+/// A copy of the index at `il`, dense from offset 0, where it is not so
+/// already: the GPU kernels read dense indices, the CPU's any strides (an
+/// expanded index is read in place there).
+#[cfg(any(feature = "cuda", feature = "cuda12"))]
+fn dense_index(
+    idx: &super::cuda::CudaStorage,
+    il: &Layout,
+) -> Result<Option<super::cuda::CudaStorage>, tapir_kernels::cuda::CudaError> {
+    if il.contiguous_offset() == Some(0) {
+        return Ok(None);
+    }
+    idx.copy(il).map(Some)
 }

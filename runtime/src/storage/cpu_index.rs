@@ -4,8 +4,9 @@
 
 use super::Along;
 use super::cpu::{CpuBuffer, Wrap, contiguous, with_vec};
+use std::borrow::Cow;
 use tapir_kernels::Layout;
-use tapir_kernels::cpu::{self, ScatterMode};
+use tapir_kernels::cpu::{self, Indices, ScatterMode};
 
 /// The first `n` indices of a dense i64 buffer, each checked against
 /// `size` (read in place: an index as long as its tensor is not copied).
@@ -14,28 +15,71 @@ fn checked_indices<'a>(idx: &'a CpuBuffer, n: usize, size: usize, op: &str) -> &
         unreachable!("{op}: indices are int64, got {}", idx.dtype())
     };
     let ids = &v[..n];
-    // One branch-free pass (it vectorises); the search for the culprit
-    // only when there is one. As u64 a negative index is out of range too.
-    let in_range = ids
-        .iter()
-        .fold(true, |ok, &i| ok & ((i as u64) < size as u64));
-    if !in_range {
+    check_range(ids, size, op);
+    ids
+}
+
+/// Panics, naming `op` and the first culprit, unless every index is in `0..size`.
+fn check_range(ids: &[i64], size: usize, op: &str) {
+    if !cpu::indices_below(ids, size) {
         let i = ids.iter().find(|&&i| i < 0 || i as usize >= size);
         panic!(
             "{op}: index {} is out of bounds for dim of size {size}",
             i.copied().unwrap_or_default()
         );
     }
-    ids
+}
+
+/// An i64 index at `il` as the per-element kernels read it: the elements
+/// it reaches, checked against `size`, and its layout over them. They are
+/// read in place when they lie in one dense run once the dims the index is
+/// expanded along (stride 0) are dropped; otherwise they are copied out.
+fn checked_view<'a>(
+    idx: &'a CpuBuffer,
+    il: &Layout,
+    size: usize,
+    op: &str,
+) -> (Cow<'a, [i64]>, Layout) {
+    let CpuBuffer::I64(v) = idx else {
+        unreachable!("{op}: indices are int64, got {}", idx.dtype())
+    };
+    let mut base = il.clone();
+    for (extent, &stride) in base.shape.iter_mut().zip(&il.strides) {
+        if stride == 0 {
+            *extent = 1;
+        }
+    }
+    let (ids, layout) = match base.contiguous_offset() {
+        Some(o) => {
+            let mut layout = il.clone();
+            layout.offset -= o;
+            (Cow::Borrowed(&v[o..o + base.numel()]), layout)
+        }
+        None => (
+            Cow::Owned(cpu::copy_strided(v, il)),
+            Layout::contiguous(&il.shape),
+        ),
+    };
+    check_range(&ids, size, op);
+    (ids, layout)
 }
 
 impl CpuBuffer {
     /// gather (`per_element`) or index_select through `along` (see `Storage::gather`).
-    pub fn gather(&self, along: Along<'_>, idx: &CpuBuffer, per_element: bool) -> CpuBuffer {
+    pub fn gather(
+        &self,
+        along: Along<'_>,
+        (idx, il): (&CpuBuffer, &Layout),
+        per_element: bool,
+    ) -> CpuBuffer {
         let (view, d) = (along.view, along.dim);
         if per_element {
-            let ids = checked_indices(idx, view.numel(), along.size, along.op);
-            return with_vec!(self, v => Wrap::wrap(cpu::gather(v, view, d, ids, &view.shape)));
+            let (ids, li) = checked_view(idx, il, along.size, along.op);
+            let index = Indices {
+                ids: &ids,
+                layout: &li,
+            };
+            return with_vec!(self, v => Wrap::wrap(cpu::gather(v, view, d, index)));
         }
         let ids = checked_indices(idx, view.shape[d], along.size, along.op);
         // The whole dim is read: the tensor's own view, made dense (borrowed if it is).
@@ -53,11 +97,15 @@ impl CpuBuffer {
         along: Along<'_>,
         src: &CpuBuffer,
         ls: &Layout,
-        idx: &CpuBuffer,
+        (idx, il): (&CpuBuffer, &Layout),
         mode: ScatterMode,
     ) {
         use CpuBuffer::*;
-        let ids = checked_indices(idx, along.view.numel(), along.size, along.op);
+        let (ids, li) = checked_view(idx, il, along.size, along.op);
+        let ids = Indices {
+            ids: &ids,
+            layout: &li,
+        };
         let (ld, d) = (along.view, along.dim);
         macro_rules! reduce {
             ($dst:expr, $src:expr) => {

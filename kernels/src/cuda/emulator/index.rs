@@ -7,7 +7,9 @@
 
 use super::{Arg, Emulator, Job, Value, bytes_as, floats_from};
 use crate::Layout;
-use crate::cpu::{ScatterMode, gather, index_add_rows, index_select, scatter_add, scatter_reduce};
+use crate::cpu::{
+    Indices, ScatterMode, gather, index_add_rows, index_select, scatter_add, scatter_reduce,
+};
 use crate::cuda::launch::{elems, pack, scatter_kernel};
 
 fn u64s(b: &[u8]) -> Vec<u64> {
@@ -120,14 +122,32 @@ fn emulated_indexing_kernels_match_their_cpu_twins_and_flag_a_bad_index() {
     job.launch("index_add_f32", elems(3 * c), &args);
 
     let got = emu.run(&job).unwrap();
-    let want = gather(&x, &lx, 1, &index, &[r, 3]);
+    let want = gather(
+        &x,
+        &lx,
+        1,
+        Indices {
+            ids: &index,
+            layout: &Layout::contiguous(&[r, 3]),
+        },
+    );
     assert_eq!(floats_from(&got[y], "f32"), want, "gather");
     let mut want_bad = want.clone();
     want_bad[4] = 0.0;
     assert_eq!(floats_from(&got[y_bad], "f32"), want_bad, "gather, index 9");
     assert_eq!(u64s(&got[flag]), [7, 9], "the flag names launch 7, index 9");
     let mut want = vec![0.0f32; r * c];
-    scatter_add(&mut want, &view, 1, &index, &src, &ls);
+    scatter_add(
+        &mut want,
+        &view,
+        1,
+        Indices {
+            ids: &index,
+            layout: &ls,
+        },
+        &src,
+        &ls,
+    );
     assert_eq!(floats_from(&got[dst], "f32"), want, "scatter_add");
     for (mode, onto) in modes.into_iter().zip(reduced) {
         let mut want = x.clone();
@@ -136,7 +156,15 @@ fn emulated_indexing_kernels_match_their_cpu_twins_and_flag_a_bad_index() {
         } else {
             &repeats
         };
-        scatter_reduce(&mut want, &view, 1, ids, &src, &ls, mode);
+        scatter_reduce(
+            &mut want,
+            &view,
+            1,
+            Indices { ids, layout: &ls },
+            &src,
+            &ls,
+            mode,
+        );
         assert_eq!(
             floats_from(&got[onto], "f32"),
             want,

@@ -2,7 +2,7 @@
 //! their CPU twins, and the device-side bounds checks.
 
 use super::*;
-use crate::cpu::ScatterMode;
+use crate::cpu::{Indices, ScatterMode};
 
 #[test]
 #[ignore = "needs a CUDA GPU: scripts/gpu-check.sh runs it"]
@@ -30,7 +30,15 @@ fn indexing_kernels_match_their_cpu_twins() {
         op: "gather",
     };
     let y = launch::gather(&dx, g, &di, 4, true).unwrap();
-    let want = crate::cpu::gather(&x, &lx, 1, &index, &[r, 3]);
+    let want = crate::cpu::gather(
+        &x,
+        &lx,
+        1,
+        Indices {
+            ids: &index,
+            layout: &Layout::contiguous(&[r, 3]),
+        },
+    );
     close("gather", &down(&y, 12), &want, 0.0);
     // scatter_add: gather's adjoint.
     let src = inputs(12, 53);
@@ -48,7 +56,17 @@ fn indexing_kernels_match_their_cpu_twins() {
     let sum = launch::scatter_kernel(ScatterMode::Sum, 4).unwrap();
     launch::scatter(&mut dst, g, &ds, &ls, &di, (&sum, 4)).unwrap();
     let mut want = vec![0.0f32; r * c];
-    crate::cpu::scatter_add(&mut want, &view, 1, &index, &src, &ls);
+    crate::cpu::scatter_add(
+        &mut want,
+        &view,
+        1,
+        Indices {
+            ids: &index,
+            layout: &ls,
+        },
+        &src,
+        &ls,
+    );
     close("scatter_add", &down(&dst, r * c), &want, 1e-6);
     // The other reductions onto x, with repeated indices in every row, and
     // assignment through `index`, whose rows do not repeat (so the value
@@ -80,7 +98,15 @@ fn indexing_kernels_match_their_cpu_twins() {
         let kernel = launch::scatter_kernel(mode, 4).unwrap();
         launch::scatter(&mut dst, g, &ds, &ls, dids, (&kernel, 4)).unwrap();
         let mut want = x.clone();
-        crate::cpu::scatter_reduce(&mut want, &view, 1, ids, &src, &ls, mode);
+        crate::cpu::scatter_reduce(
+            &mut want,
+            &view,
+            1,
+            Indices { ids, layout: &ls },
+            &src,
+            &ls,
+            mode,
+        );
         close(mode.name(), &down(&dst, r * c), &want, 1e-6);
     }
     // index_select rows (dim 0) and index_add_rows.
