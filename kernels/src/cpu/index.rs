@@ -327,21 +327,11 @@ pub fn scatter_reduce<T: ScatterValue, I: IndexValue>(
     ls: &Layout,
     mode: ScatterMode,
 ) {
-    // The NaN tests come first so that a NaN on either side is kept.
-    let larger = |a: T, b: T| {
-        if a.is_nan() || !(b.is_nan() || b > a) {
-            a
-        } else {
-            b
-        }
-    };
-    let smaller = |a: T, b: T| {
-        if a.is_nan() || !(b.is_nan() || b < a) {
-            a
-        } else {
-            b
-        }
-    };
+    // A NaN on either side is kept: `b` wins when larger or NaN, and a NaN
+    // `a` is never beaten (every comparison with it is false). One compare
+    // and a select, no branch on the data.
+    let larger = |a: T, b: T| if b > a || b.is_nan() { b } else { a };
+    let smaller = |a: T, b: T| if b < a || b.is_nan() { b } else { a };
     match mode {
         ScatterMode::Assign => scatter_with(dst, ld, dim, index, src, ls, |_, b| b),
         ScatterMode::Sum => scatter_with(dst, ld, dim, index, src, ls, T::add),
