@@ -23,6 +23,10 @@ Workloads (see README.md for the exact definitions):
   conv         one conv2d forward with bias under torch.no_grad, five layers
   scatter      a graph network's aggregation (100k edges, 10k nodes, 64 features):
                index_add or scatter_reduce amax, forward and backward
+  linalg       torch.linalg in float64: a Gaussian-process likelihood over 64
+               SPD 64 x 64 matrices (cholesky, solve_triangular, forward and
+               backward), eigh of 128 symmetric 32 x 32, svd of one 512 x 512,
+               solve of one 1024 x 1024 with 16 right-hand sides
 
 By default each workload variant runs in its own child process, so that the
 reported peak RSS (getrusage ru_maxrss) belongs to that variant alone and
@@ -58,6 +62,7 @@ DEFAULT_STEPS = {
     "cnn": (5, 40),
     "conv": (3, 20),
     "scatter": (3, 20),
+    "linalg": (2, 10),
     "inference.b1": (200, 2000),
     "inference.b256": (10, 200),
 }
@@ -514,6 +519,50 @@ def bench_scatter(args, variant):
                        edges=edges, nodes=nodes, features=features)
 
 
+def bench_linalg(args, variant):
+    """torch.linalg in float64 (module docstring); samples are matrices."""
+    g = torch.Generator().manual_seed(args.seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64).to(DEVICE)
+
+    if variant == "gp_b64_n64":
+        x = rnd(64, 64, 64)
+        a = (x @ x.mT + 64 * torch.eye(64, dtype=torch.float64, device=DEVICE)).requires_grad_()
+        y = rnd(64, 64, 1)
+
+        def step():
+            a.grad = None
+            l = torch.linalg.cholesky(a)
+            alpha = torch.linalg.solve_triangular(l, y, upper=False)
+            nll = 0.5 * alpha.square().sum() + torch.diagonal(l, 0, -2, -1).log().sum()
+            nll.backward()
+        count = 64
+    elif variant == "eigh_b128_n32":
+        x = rnd(128, 32, 32)
+        a = x + x.mT
+
+        def step():
+            torch.linalg.eigh(a)
+        count = 128
+    elif variant == "svd_n512":
+        a = rnd(512, 512)
+
+        def step():
+            torch.linalg.svd(a, full_matrices=False)
+        count = 1
+    else:  # solve_n1024
+        a = rnd(1024, 1024) + 32 * torch.eye(1024, dtype=torch.float64, device=DEVICE)
+        b = rnd(1024, 16)
+
+        def step():
+            torch.linalg.solve(a, b)
+        count = 1
+    warm, steps = steps_for("linalg", args.steps_scale)
+    t = time_loop(step, warm, steps)
+    return make_record("linalg", variant, warm, steps, t, count)
+
+
 def bench_inference(args, variant):
     """Residual-MLP forward under torch.no_grad (model in eval mode)."""
     torch.manual_seed(args.seed)
@@ -562,6 +611,7 @@ BENCHES = {
     "inference": (bench_inference, ["b1_latency", "b256_throughput"]),
     "conv": (bench_conv, list(CONV_LAYERS)),
     "scatter": (bench_scatter, ["index_add_e100k", "scatter_amax_e100k"]),
+    "linalg": (bench_linalg, ["gp_b64_n64", "eigh_b128_n32", "svd_n512", "solve_n1024"]),
 }
 WORKLOADS = list(BENCHES)
 

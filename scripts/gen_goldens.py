@@ -339,6 +339,58 @@ def run(op, a, x):
         return [F.avg_pool2d(x[0], a["kernel"], a["stride"], a["padding"])]
     if op == "unfold":
         return [F.unfold(x[0], a["kernel"], dilation=a["dilation"], padding=a["padding"], stride=a["stride"])]
+    if op.startswith("linalg_") or op == "logdet":
+        return linalg_run(op, a, x)
+    raise ValueError(op)
+
+
+def sign_cols(m):
+    """Each column's sign, from its first row: makes sign-ambiguous factors comparable."""
+    return torch.sign(m[..., :1, :])
+
+
+def linalg_run(op, a, x):
+    """torch.linalg; symmetric inputs are built inside the op (x x^T + n I, x + x^T) so that
+    finite differences perturb them symmetrically, and sign-ambiguous factors are normalised."""
+    L = torch.linalg
+    if op == "linalg_cholesky":
+        n = x[0].shape[-1]
+        return [L.cholesky(x[0] @ x[0].mT + n * torch.eye(n), upper=a["upper"])]
+    if op == "linalg_solve":
+        return [L.solve(x[0], x[1])]
+    if op == "linalg_solve_triangular":
+        return [L.solve_triangular(x[0], x[1], upper=a["upper"], left=a["left"], unitriangular=a["unit"])]
+    if op == "linalg_inv":
+        return [L.inv(x[0])]
+    if op == "linalg_det":
+        return [L.det(x[0])]
+    if op == "linalg_slogdet":
+        sign, logabs = L.slogdet(x[0])
+        return [sign, logabs]
+    if op == "logdet":
+        return [torch.logdet(x[0])]
+    if op == "linalg_qr":
+        q, r = L.qr(x[0], mode=a["mode"])
+        d = torch.sign(torch.diagonal(r, 0, -2, -1))
+        return [q * d.unsqueeze(-2), r * d.unsqueeze(-1)]
+    if op == "linalg_eigh":
+        w, v = L.eigh(x[0] + x[0].mT)
+        return [w, v * sign_cols(v)]
+    if op == "linalg_eigvalsh":
+        return [L.eigvalsh(x[0] + x[0].mT)]
+    if op == "linalg_svd":
+        u, s, vh = L.svd(x[0], full_matrices=a["full"])
+        k = s.shape[-1]
+        sg = sign_cols(u[..., :k])
+        return [u[..., :k] * sg, s, vh[..., :k, :] * sg.mT]
+    if op == "linalg_svdvals":
+        return [L.svdvals(x[0])]
+    if op == "linalg_pinv":
+        return [L.pinv(x[0])]
+    if op == "linalg_matrix_norm":
+        ords = {"fro": "fro", "nuc": "nuc", "2": 2, "m2": -2, "1": 1, "m1": -1, "inf": math.inf,
+                "minf": -math.inf}
+        return [L.matrix_norm(x[0], ord=ords[a["ord"]])]
     raise ValueError(op)
 
 
@@ -841,6 +893,51 @@ case("index_put_pairs_acc", "index_put", [randn(4, 3, 2), torch.tensor([[1], [3]
 case("index_put_broadcast_value", "index_put", [randn(4, 3), torch.tensor([3, 1]), torch.tensor([0, 2]),
                                                 randn(1)], {"n_idx": 2, "accumulate": False})
 case("masked_scatter", "masked_scatter", [randn(3, 4), randn(3, 4), randn(14)])
+
+# ---- added later: torch.linalg ----------------------------------------------------------------
+torch.manual_seed(38)
+
+
+def wellcond(*shape):
+    n = shape[-1]
+    return torch.randn(*shape) + 0.5 * n * torch.eye(n)
+
+
+case("linalg_cholesky", "linalg_cholesky", [randn(4, 4)], {"upper": False})
+case("linalg_cholesky_upper_batch", "linalg_cholesky", [randn(2, 3, 3)], {"upper": True})
+case("linalg_solve", "linalg_solve", [wellcond(4, 4), randn(4, 2)])
+case("linalg_solve_vector_batch", "linalg_solve", [wellcond(2, 3, 3), randn(2, 3)])
+case("linalg_solve_broadcast", "linalg_solve", [wellcond(3, 3), randn(2, 3, 2)])
+case("linalg_solve_t", "linalg_solve", [wellcond(3, 3), randn(3, 2)], views=["t", None])
+for upper in [False, True]:
+    for left in [True, False]:
+        for unit in [False, True]:
+            tag = f"{'u' if upper else 'l'}{'' if left else '_right'}{'_unit' if unit else ''}"
+            rhs = randn(3, 2) if left else randn(2, 3)
+            case(f"linalg_solve_triangular_{tag}", "linalg_solve_triangular", [wellcond(3, 3), rhs],
+                 {"upper": upper, "left": left, "unit": unit})
+case("linalg_solve_triangular_batch", "linalg_solve_triangular", [wellcond(2, 3, 3), randn(3, 4)],
+     {"upper": False, "left": True, "unit": False})
+case("linalg_inv", "linalg_inv", [wellcond(2, 4, 4)])
+case("linalg_det", "linalg_det", [randn(3, 3, 3)])
+case("linalg_slogdet", "linalg_slogdet", [randn(2, 4, 4)])
+spd = randn(3, 3)
+case("logdet", "logdet", [spd @ spd.mT + torch.eye(3)])
+case("linalg_qr_tall", "linalg_qr", [randn(5, 3)], {"mode": "reduced"})
+case("linalg_qr_wide", "linalg_qr", [randn(3, 5)], {"mode": "reduced"})
+case("linalg_qr_square_batch", "linalg_qr", [randn(2, 3, 3)], {"mode": "reduced"})
+case("linalg_qr_complete_wide", "linalg_qr", [randn(2, 3, 4)], {"mode": "complete"})
+case("linalg_eigh", "linalg_eigh", [randn(4, 4)])
+case("linalg_eigh_batch", "linalg_eigh", [randn(2, 3, 3)])
+case("linalg_eigvalsh", "linalg_eigvalsh", [randn(2, 4, 4)])
+case("linalg_svd_tall", "linalg_svd", [randn(5, 3)], {"full": False})
+case("linalg_svd_wide_batch", "linalg_svd", [randn(2, 3, 4)], {"full": False})
+case("linalg_svd_full_tall", "linalg_svd", [randn(4, 3)], {"full": True})
+case("linalg_svdvals", "linalg_svdvals", [randn(2, 4, 3)])
+case("linalg_pinv_tall", "linalg_pinv", [randn(4, 3)])
+case("linalg_pinv_wide_batch", "linalg_pinv", [randn(2, 2, 4)])
+for ordname in ["fro", "nuc", "2", "m2", "1", "m1", "inf", "minf"]:
+    case(f"linalg_matrix_norm_{ordname}", "linalg_matrix_norm", [randn(3, 4)], {"ord": ordname})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

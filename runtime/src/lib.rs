@@ -22,6 +22,7 @@ mod display;
 pub mod distributed;
 mod dtype;
 pub mod error;
+pub mod linalg;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod memory;

@@ -92,6 +92,13 @@ impl Outputs for (Tensor, Tensor) {
         f(&self.1)
     }
 }
+impl Outputs for (Tensor, Tensor, Tensor) {
+    fn each(&self, f: &mut dyn FnMut(&Tensor)) {
+        f(&self.0);
+        f(&self.1);
+        f(&self.2)
+    }
+}
 impl Outputs for (Tensor, Option<Tensor>) {
     fn each(&self, f: &mut dyn FnMut(&Tensor)) {
         f(&self.0);

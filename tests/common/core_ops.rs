@@ -456,6 +456,6 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
                 .dilation(u(a, "dilation"));
             one(x[0].unfold2d((k, k), o))
         }
-        _ => return None,
+        _ => return crate::linalg_ops::run(op, a, x),
     })
 }

@@ -301,6 +301,65 @@ fn scatters_replay_without_a_graph_break() {
     replays_as_eager_without_a_break(|| Scatters(Linear::new(3, 4, true)), &[5, 3], "scatters");
 }
 
+/// A forward through every `torch.linalg` factorization and solve.
+struct Decompositions(Linear);
+
+module_of_linear!(Decompositions);
+
+impl Forward for Decompositions {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        use tapir::linalg::{self, MatrixNorm, QrMode};
+        let h = self.0.forward(x); // [5, 4]
+        let ht = h.transpose(0, 1);
+        let g = &ht.matmul(&h) + &Tensor::eye(4); // symmetric positive definite
+        let l = linalg::cholesky(&g, false);
+        let (_, logabs) = linalg::slogdet(&g);
+        let solved = linalg::solve(&g, &ht).transpose(0, 1);
+        let tri = linalg::solve_triangular(&l, &ht, false, true, false).transpose(0, 1);
+        let (q, r) = linalg::qr(&h, QrMode::Reduced);
+        let (w, v) = linalg::eigh(&g);
+        let (u, s, vh) = linalg::svd(&h, false);
+        let scalars =
+            &(&logabs + &w.sum()) + &(&s.sum() + &linalg::matrix_norm(&h, MatrixNorm::Nuclear));
+        let mats = &(&h.matmul(&l) + &solved) + &(&tri + &q.matmul(&r));
+        let more = &h.matmul(&v) + &(&u * &s.unsqueeze(0)).matmul(&vh);
+        &(&mats + &more) + &(&scalars + &linalg::det(&g).log())
+    }
+}
+
+/// Unfused, the replay is eager bit for bit; fused, the elementwise tails
+/// of the backward formulas (`(X + Xᵀ) · ½`, `S / E`, ...) run as one
+/// kernel each and round differently, within 1e-5 of eager.
+#[test]
+fn linalg_replays_without_a_graph_break() {
+    let _serial = serial();
+    for fuse in [false, true] {
+        let (eager, compiled) = twins(|| Decompositions(Linear::new(3, 4, true)));
+        let options = CompileOptions {
+            fuse,
+            ..CompileOptions::default()
+        };
+        let compiled = compile_with(compiled, options);
+        for step in 0..3 {
+            let x = Tensor::randn(&[5, 3]);
+            let (out_e, out_c) = (eager.forward(&x), compiled.forward(&x));
+            assert_eq!(out_c.to_vec::<f32>(), out_e.to_vec::<f32>(), "step {step}");
+            let tol = if fuse { 1e-5 } else { 0.0 };
+            let loss = |y: &Tensor| y.square().sum();
+            assert_same_grads(
+                (&eager, &out_e),
+                (compiled.model(), &out_c),
+                loss,
+                tol,
+                "linalg",
+            );
+        }
+        let e = compiled.explain();
+        assert!(e.graph_breaks.is_empty(), "{e:?}");
+        assert_eq!((e.graphs, e.replays), (1, 2), "{e:?}");
+    }
+}
+
 /// A forward that makes positions, a ramp, an identity and row indices
 /// inside itself, each of which was a graph break; the row indices and the
 /// ramp over them are as long as the batch.

@@ -9,6 +9,8 @@
 mod common;
 #[path = "../common/core_ops.rs"]
 mod core_ops;
+#[path = "../common/linalg_ops.rs"]
+mod linalg_ops;
 /// The seed MLP written by hand (the examples' copy).
 #[path = "../../examples/common/seed.rs"]
 mod seed;
@@ -28,6 +30,7 @@ mod init;
 mod layer_grads;
 mod layer_table;
 mod lbfgs;
+mod linalg;
 mod loss_modules;
 mod margin_losses;
 mod model_macro;

@@ -7,6 +7,7 @@ mod convert;
 mod elementwise;
 mod foreach;
 mod index;
+pub mod linalg;
 mod matmul;
 mod matmul_bf16;
 mod norm;

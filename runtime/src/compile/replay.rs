@@ -488,6 +488,54 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         "clamp_" => |a| vec![a.x(0).clamp_(a.float("min"), a.float("max")).clone()],
         "uniform_" => |a| vec![a.x(0).uniform_(a.float("low"), a.float("high")).clone()],
         "normal_" => |a| vec![a.x(0).normal_(a.float("mean"), a.float("std")).clone()],
+        _ => return linalg(name),
+    })
+}
+
+/// The `torch.linalg` ops (`crate::linalg`), by their recorded names.
+fn linalg(name: &str) -> Option<Replay> {
+    use crate::linalg as la;
+    Some(match name {
+        "linalg_cholesky" => |a| vec![la::cholesky(a.x(0), a.int("upper") != 0)],
+        "linalg_cholesky_ex" => |a| {
+            let (l, info) = la::cholesky_ex(a.x(0), a.int("upper") != 0);
+            vec![l, info]
+        },
+        "linalg_solve" => |a| vec![la::solve(a.x(0), a.x(1))],
+        "linalg_solve_triangular" => |a| {
+            let flag = |k| a.int(k) != 0;
+            let (upper, left, unit) = (flag("upper"), flag("left"), flag("unitriangular"));
+            vec![la::solve_triangular(a.x(0), a.x(1), upper, left, unit)]
+        },
+        "linalg_inv" => |a| vec![la::inv(a.x(0))],
+        "linalg_det" => |a| vec![la::det(a.x(0))],
+        "logdet" => |a| vec![la::logdet(a.x(0))],
+        "linalg_slogdet" => |a| {
+            let (sign, logabs) = la::slogdet(a.x(0));
+            vec![sign, logabs]
+        },
+        "linalg_qr" => |a| {
+            let (q, r) = la::qr(a.x(0), la::QrMode::from_code(a.int("mode")));
+            vec![q, r]
+        },
+        "linalg_eigh" => |a| {
+            let (l, v) = la::eigh(a.x(0));
+            vec![l, v]
+        },
+        "linalg_eigvalsh" => |a| vec![la::eigvalsh(a.x(0))],
+        "linalg_svd" => |a| {
+            let (u, s, vh) = la::svd(a.x(0), a.int("full_matrices") != 0);
+            vec![u, s, vh]
+        },
+        "linalg_svdvals" => |a| vec![la::svdvals(a.x(0))],
+        "linalg_pinv" => |a| vec![la::pinv(a.x(0))],
+        "linalg_matrix_rank" => |a| vec![la::matrix_rank(a.x(0))],
+        "linalg_matrix_norm" => |a| {
+            vec![la::matrix_norm(
+                a.x(0),
+                la::MatrixNorm::from_code(a.int("ord")),
+            )]
+        },
         _ => return None,
     })
 }

@@ -21,6 +21,7 @@ mod cpu_nn;
 pub(crate) mod cuda;
 mod cudnn;
 mod host;
+mod linalg;
 mod optim;
 mod order;
 #[cfg(any(feature = "cuda", feature = "cuda12"))]

@@ -1,0 +1,417 @@
+//! Matrix decompositions and solves (`torch.linalg`) on faer: batches of
+//! row-major matrices in, row-major factors out, one matrix per task across
+//! tapir's threads. faer's own blocked algorithms run each matrix (on one
+//! thread: faer is built without its rayon feature, so a lone large matrix
+//! does not use the second core).
+//!
+//! Failures that depend on the values (a matrix that is not positive
+//! definite, an exactly singular one, an SVD or eigensolver that did not
+//! converge) come back per matrix as an `info` code, LAPACK's: 0 is success,
+//! `k > 0` names the failing leading minor or pivot (1-based). The runtime
+//! turns them into PyTorch's errors, or returns them (`cholesky_ex`).
+//!
+//! ```
+//! use tapir_kernels::cpu::linalg;
+//! // [[4, 2], [2, 3]] = L Lᵀ with L = [[2, 0], [1, √2]]
+//! let (l, info) = linalg::cholesky(&[4.0f64, 2.0, 2.0, 3.0], 1, 2, false);
+//! assert_eq!(info, vec![0]);
+//! assert!((l[3] - 2f64.sqrt()).abs() < 1e-15 && l[1] == 0.0);
+//! ```
+
+use crate::threads::parallel_for;
+use faer::linalg::solvers::Solve;
+use faer::{Mat, MatRef, Side};
+use std::sync::Mutex;
+
+/// The element types the decompositions take (PyTorch's CPU linalg takes
+/// f32, f64 and the complex types; tapir has no complex dtype).
+pub trait LinalgFloat: faer::traits::RealField + num_traits::Float + Send + Sync + 'static {}
+impl LinalgFloat for f32 {}
+impl LinalgFloat for f64 {}
+
+/// Which factorization or solve [`decompose`] runs, and what it returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decomposition {
+    /// `[L]` (or `[U]` when `upper`) and the info codes: [`cholesky`].
+    Cholesky {
+        /// Return `U = Lᵀ`.
+        upper: bool,
+    },
+    /// `[sign, logabsdet]`: [`slogdet`].
+    Slogdet,
+    /// `[X]` with `A X = B`, `B` the right-hand side: [`solve`].
+    Solve,
+    /// `[X]` with `A X = B` for triangular `A`: [`solve_triangular`].
+    SolveTriangular {
+        /// Read `A`'s upper triangle (else its lower one).
+        upper: bool,
+        /// Take `A`'s diagonal as ones.
+        unit: bool,
+    },
+    /// `[Q, R]`: [`qr`].
+    Qr {
+        /// `mode="complete"` (else `"reduced"`).
+        complete: bool,
+    },
+    /// `[eigenvalues, eigenvectors]` (eigenvectors empty unless
+    /// `vectors`): [`eigh`].
+    Eigh {
+        /// Read the upper triangle (`UPLO="U"`).
+        upper: bool,
+        /// Compute the eigenvectors.
+        vectors: bool,
+    },
+    /// `[U, S, Vh]` (`U`, `Vh` empty unless `vectors`): [`svd`].
+    Svd {
+        /// `full_matrices=True`.
+        full: bool,
+        /// Compute the singular vectors.
+        vectors: bool,
+    },
+}
+
+/// Runs `d` over a batch of `m x n` row-major matrices `a` (with the
+/// right-hand sides `rhs`, `n x k` each, for the solves): its outputs in
+/// the order [`Decomposition`] lists, and one info code per matrix (all
+/// zero for the decompositions that cannot fail).
+///
+/// ```
+/// use tapir_kernels::cpu::linalg::{Decomposition, decompose};
+/// let (out, info) = decompose(&[2.0f32, 0.0, 0.0, 4.0], Some(&[1.0, 1.0]), (1, 2, 2), Decomposition::Solve);
+/// assert_eq!((out[0].clone(), info), (vec![0.5, 0.25], vec![0]));
+/// ```
+pub fn decompose<T: LinalgFloat>(
+    a: &[T],
+    rhs: Option<&[T]>,
+    (batch, m, n): (usize, usize, usize),
+    d: Decomposition,
+) -> (Vec<Vec<T>>, Vec<i64>) {
+    let ok = || vec![0; batch];
+    let rhs = || {
+        let b = rhs.expect("decompose: a solve takes a right-hand side");
+        (b, b.len() / (batch * n).max(1))
+    };
+    match d {
+        Decomposition::Cholesky { upper } => {
+            let (l, info) = cholesky(a, batch, n, upper);
+            (vec![l], info)
+        }
+        Decomposition::Slogdet => {
+            let (sign, log) = slogdet(a, batch, n);
+            (vec![sign, log], ok())
+        }
+        Decomposition::Solve => {
+            let (b, k) = rhs();
+            let (x, info) = solve(a, b, batch, n, k);
+            (vec![x], info)
+        }
+        Decomposition::SolveTriangular { upper, unit } => {
+            let (b, k) = rhs();
+            (
+                vec![solve_triangular(a, b, batch, (n, k), upper, unit)],
+                ok(),
+            )
+        }
+        Decomposition::Qr { complete } => {
+            let (q, r) = qr(a, batch, m, n, complete);
+            (vec![q, r], ok())
+        }
+        Decomposition::Eigh { upper, vectors } => {
+            let (w, v, info) = eigh(a, batch, n, upper, vectors);
+            (vec![w, v], info)
+        }
+        Decomposition::Svd { full, vectors } => {
+            let (u, s, vh, info) = svd(a, batch, (m, n), full, vectors);
+            (vec![u, s, vh], info)
+        }
+    }
+}
+
+/// `f(i)` for every matrix `i` of a batch, across tapir's threads, in order.
+fn per_matrix<R: Send>(batch: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    if batch == 1 {
+        return vec![f(0)];
+    }
+    let slots: Vec<Mutex<Option<R>>> = (0..batch).map(|_| Mutex::new(None)).collect();
+    parallel_for(batch, |i| {
+        let r = f(i);
+        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+    });
+    slots
+        .into_iter()
+        .map(|s| {
+            s.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .expect("per_matrix: every task ran")
+        })
+        .collect()
+}
+
+/// Matrix `i` of a batch of `m x n` row-major matrices, as a faer view.
+fn matrix<T: LinalgFloat>(a: &[T], i: usize, m: usize, n: usize) -> MatRef<'_, T> {
+    MatRef::from_row_major_slice(&a[i * m * n..(i + 1) * m * n], m, n)
+}
+
+/// Appends `m` to `out` row-major.
+fn push_rows<T: LinalgFloat>(out: &mut Vec<T>, m: MatRef<'_, T>) {
+    out.reserve(m.nrows() * m.ncols());
+    for r in 0..m.nrows() {
+        out.extend((0..m.ncols()).map(|c| m[(r, c)]));
+    }
+}
+
+/// Concatenates per-matrix pieces (each already row-major).
+fn concat<T: Copy>(parts: impl IntoIterator<Item = Vec<T>>) -> Vec<T> {
+    parts.into_iter().flatten().collect()
+}
+
+/// Cholesky factors of a batch of `n x n` symmetric positive-definite
+/// matrices, reading the lower triangle: `L` with `A = L Lᵀ` (or
+/// `U = Lᵀ` with `A = Uᵀ U` when `upper`), the other triangle zero. `info[i]`
+/// is the order of the first leading minor of matrix `i` that is not
+/// positive definite (its factor is then all zeros), or 0.
+pub fn cholesky<T: LinalgFloat>(
+    a: &[T],
+    batch: usize,
+    n: usize,
+    upper: bool,
+) -> (Vec<T>, Vec<i64>) {
+    let parts = per_matrix(batch, |i| match matrix(a, i, n, n).llt(Side::Lower) {
+        Ok(llt) => {
+            let l = llt.L();
+            let f = if upper { l.transpose() } else { l };
+            let mut out = Vec::new();
+            push_rows(&mut out, f);
+            (out, 0)
+        }
+        Err(faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot { index }) => (
+            vec![<T as num_traits::Zero>::zero(); n * n],
+            index as i64 + 1,
+        ),
+    });
+    let info = parts.iter().map(|p| p.1).collect();
+    (concat(parts.into_iter().map(|p| p.0)), info)
+}
+
+/// The sign and the log of the absolute value of the determinant of each
+/// `n x n` matrix (`torch.linalg.slogdet`), by LU with partial pivoting:
+/// `(0, -inf)` for an exactly singular matrix.
+pub fn slogdet<T: LinalgFloat>(a: &[T], batch: usize, n: usize) -> (Vec<T>, Vec<T>) {
+    let parts = per_matrix(batch, |i| {
+        if n == 0 {
+            return (
+                <T as num_traits::One>::one(),
+                <T as num_traits::Zero>::zero(),
+            );
+        }
+        let lu = matrix(a, i, n, n).partial_piv_lu();
+        let u = lu.U();
+        let mut sign = permutation_sign(lu.P().arrays().0);
+        let mut log = 0.0f64;
+        for d in 0..n {
+            let x = u[(d, d)];
+            let xf = to_f64(x);
+            if xf == 0.0 {
+                return (<T as num_traits::Zero>::zero(), from_f64(f64::NEG_INFINITY));
+            }
+            if xf < 0.0 {
+                sign = -sign;
+            }
+            log += xf.abs().ln();
+        }
+        (from_f64(sign), from_f64(log))
+    });
+    parts.into_iter().unzip()
+}
+
+/// +1 or -1: the parity of the permutation `p` (by its cycles).
+fn permutation_sign(p: &[usize]) -> f64 {
+    let mut seen = vec![false; p.len()];
+    let mut sign = 1.0;
+    for start in 0..p.len() {
+        let mut j = start;
+        let mut len = 0;
+        while !seen[j] {
+            seen[j] = true;
+            j = p[j];
+            len += 1;
+        }
+        if len > 0 && len % 2 == 0 {
+            sign = -sign;
+        }
+    }
+    sign
+}
+
+fn to_f64<T: LinalgFloat>(x: T) -> f64 {
+    num_traits::ToPrimitive::to_f64(&x).unwrap_or(f64::NAN)
+}
+
+fn from_f64<T: LinalgFloat>(x: f64) -> T {
+    <T as num_traits::NumCast>::from(x).unwrap_or_else(T::nan)
+}
+
+/// `X` with `A X = B` for each of `batch` pairs of an `n x n` `A` and an
+/// `n x k` `B` (`torch.linalg.solve`), by LU with partial pivoting.
+/// `info[i]` is the first zero pivot of `U` (1-based; `X` is then NaN), or 0.
+pub fn solve<T: LinalgFloat>(
+    a: &[T],
+    b: &[T],
+    batch: usize,
+    n: usize,
+    k: usize,
+) -> (Vec<T>, Vec<i64>) {
+    let parts = per_matrix(batch, |i| {
+        let lu = matrix(a, i, n, n).partial_piv_lu();
+        let u = lu.U();
+        if let Some(d) = (0..n).find(|&d| to_f64(u[(d, d)]) == 0.0) {
+            return (vec![from_f64(f64::NAN); n * k], d as i64 + 1);
+        }
+        let x: Mat<T> = lu.solve(matrix(b, i, n, k));
+        let mut out = Vec::new();
+        push_rows(&mut out, x.as_ref());
+        (out, 0)
+    });
+    let info = parts.iter().map(|p| p.1).collect();
+    (concat(parts.into_iter().map(|p| p.0)), info)
+}
+
+/// `X` with `A X = B` for each pair of a triangular `n x n` `A` (its
+/// `upper` or lower triangle read; its diagonal taken as ones when `unit`)
+/// and an `n x k` `B` (`torch.linalg.solve_triangular` with `left=True`).
+/// A zero on the diagonal gives infinities, as LAPACK's `trsm`.
+pub fn solve_triangular<T: LinalgFloat>(
+    a: &[T],
+    b: &[T],
+    batch: usize,
+    (n, k): (usize, usize),
+    upper: bool,
+    unit: bool,
+) -> Vec<T> {
+    use faer::linalg::triangular_solve as ts;
+    let par = faer::Par::Seq;
+    concat(per_matrix(batch, |i| {
+        let t = matrix(a, i, n, n);
+        let mut x = matrix(b, i, n, k).to_owned();
+        match (upper, unit) {
+            (false, false) => ts::solve_lower_triangular_in_place(t, x.as_mut(), par),
+            (false, true) => ts::solve_unit_lower_triangular_in_place(t, x.as_mut(), par),
+            (true, false) => ts::solve_upper_triangular_in_place(t, x.as_mut(), par),
+            (true, true) => ts::solve_unit_upper_triangular_in_place(t, x.as_mut(), par),
+        }
+        let mut out = Vec::new();
+        push_rows(&mut out, x.as_ref());
+        out
+    }))
+}
+
+/// Householder QR of each `m x n` matrix (`torch.linalg.qr`): `complete`
+/// gives `Q` `m x m` and `R` `m x n`, otherwise (`"reduced"`) `Q` `m x k`
+/// and `R` `k x n`, `k = min(m, n)`. Signs as LAPACK's `geqrf`
+/// (`R`'s diagonal is not normalised).
+pub fn qr<T: LinalgFloat>(
+    a: &[T],
+    batch: usize,
+    m: usize,
+    n: usize,
+    complete: bool,
+) -> (Vec<T>, Vec<T>) {
+    let parts = per_matrix(batch, |i| {
+        let qr = matrix(a, i, m, n).qr();
+        let (mut q, mut r) = (Vec::new(), Vec::new());
+        push_rows(&mut r, qr.thin_R());
+        if complete {
+            push_rows(&mut q, qr.compute_Q().as_ref());
+            // R is m x n: zero rows under the k x n trapezoid.
+            r.resize(m * n, <T as num_traits::Zero>::zero());
+        } else {
+            push_rows(&mut q, qr.compute_thin_Q().as_ref());
+        }
+        (q, r)
+    });
+    let (q, r): (Vec<_>, Vec<_>) = parts.into_iter().unzip();
+    (concat(q), concat(r))
+}
+
+/// Eigenvalues (ascending) and, when `vectors`, eigenvectors (columns of
+/// an `n x n` matrix) of each symmetric `n x n` matrix, reading its lower
+/// triangle, or its upper one when `upper` (`torch.linalg.eigh`). `info[i]`
+/// is 1 when the solver did not converge (outputs NaN).
+pub fn eigh<T: LinalgFloat>(
+    a: &[T],
+    batch: usize,
+    n: usize,
+    upper: bool,
+    vectors: bool,
+) -> (Vec<T>, Vec<T>, Vec<i64>) {
+    let side = if upper { Side::Upper } else { Side::Lower };
+    let nan = from_f64::<T>(f64::NAN);
+    let parts = per_matrix(batch, |i| {
+        let m = matrix(a, i, n, n);
+        if !vectors {
+            return match m.self_adjoint_eigenvalues(side) {
+                Ok(w) => (w, Vec::new(), 0),
+                Err(_) => (vec![nan; n], Vec::new(), 1),
+            };
+        }
+        match m.self_adjoint_eigen(side) {
+            Ok(e) => {
+                let w = (0..n).map(|d| e.S()[d]).collect();
+                let mut v = Vec::new();
+                push_rows(&mut v, e.U());
+                (w, v, 0)
+            }
+            Err(_) => (vec![nan; n], vec![nan; n * n], 1),
+        }
+    });
+    let info = parts.iter().map(|p| p.2).collect();
+    let (w, v): (Vec<_>, Vec<_>) = parts.into_iter().map(|p| (p.0, p.1)).unzip();
+    (concat(w), concat(v), info)
+}
+
+/// The singular value decomposition `A = U diag(S) Vᴴ` of each `m x n`
+/// matrix (`torch.linalg.svd`): `S` descending; when `vectors`, `U`
+/// (`m x m` when `full`, else `m x k`) and `Vh` (`n x n`, else `k x n`),
+/// `k = min(m, n)`. `info[i]` is 1 when the solver did not converge.
+pub fn svd<T: LinalgFloat>(
+    a: &[T],
+    batch: usize,
+    (m, n): (usize, usize),
+    full: bool,
+    vectors: bool,
+) -> (Vec<T>, Vec<T>, Vec<T>, Vec<i64>) {
+    let k = m.min(n);
+    let nan = from_f64::<T>(f64::NAN);
+    let (um, vn) = if full { (m, n) } else { (k, k) };
+    let parts = per_matrix(batch, |i| {
+        let x = matrix(a, i, m, n);
+        if !vectors {
+            return match x.singular_values() {
+                Ok(s) => (Vec::new(), s, Vec::new(), 0),
+                Err(_) => (Vec::new(), vec![nan; k], Vec::new(), 1),
+            };
+        }
+        let svd = if full { x.svd() } else { x.thin_svd() };
+        match svd {
+            Ok(d) => {
+                let (mut u, mut vh) = (Vec::new(), Vec::new());
+                push_rows(&mut u, d.U());
+                push_rows(&mut vh, d.V().transpose());
+                (u, (0..k).map(|j| d.S()[j]).collect(), vh, 0)
+            }
+            Err(_) => (vec![nan; m * um], vec![nan; k], vec![nan; vn * n], 1),
+        }
+    });
+    let info = parts.iter().map(|p| p.3).collect();
+    let (mut u, mut s, mut vh) = (Vec::new(), Vec::new(), Vec::new());
+    for p in parts {
+        u.extend(p.0);
+        s.extend(p.1);
+        vh.extend(p.2);
+    }
+    (u, s, vh, info)
+}
+
+#[cfg(test)]
+#[path = "linalg_tests.rs"]
+mod tests;

@@ -1,0 +1,66 @@
+//! The decompositions of `torch.linalg` at the seam. They run on the host
+//! on either device: a CUDA storage is copied to the host, factored by
+//! faer and the factors copied back (counted by
+//! [`super::host_fallbacks`]); cuSOLVER is not wired in.
+
+use super::Storage;
+use super::cpu::{CpuBuffer, Wrap};
+use tapir_kernels::Layout;
+use tapir_kernels::cpu::linalg::{Decomposition, LinalgFloat, decompose};
+use tapir_kernels::cpu::map;
+
+impl Storage {
+    /// Runs `d` over the batch of matrices in the view `l` (the last two
+    /// dims; `rhs` the right-hand sides of a solve, already broadcast to
+    /// the batch): the outputs, dense and on `self`'s device, and one
+    /// LAPACK-style info code per matrix. f32 and f64 only (the ops check).
+    pub(crate) fn decompose(
+        &self,
+        l: &Layout,
+        rhs: Option<(&Storage, &Layout)>,
+        d: Decomposition,
+    ) -> (Vec<Storage>, Vec<i64>) {
+        let device = self.device();
+        let a = self.host();
+        let b = rhs.map(|(s, lb)| (s.host(), lb));
+        let (outs, info) = a.decompose(l, b.as_ref().map(|(s, lb)| (&**s, *lb)), d);
+        let outs = outs
+            .into_iter()
+            .map(|o| Storage::on_device(o, device))
+            .collect();
+        (outs, info)
+    }
+}
+
+impl CpuBuffer {
+    fn decompose(
+        &self,
+        l: &Layout,
+        rhs: Option<(&CpuBuffer, &Layout)>,
+        d: Decomposition,
+    ) -> (Vec<CpuBuffer>, Vec<i64>) {
+        match self {
+            CpuBuffer::F32(v) => run(v, l, rhs, d),
+            CpuBuffer::F64(v) => run(v, l, rhs, d),
+            other => panic!("linalg: expects f32 or f64 matrices, got {}", other.dtype()),
+        }
+    }
+}
+
+fn run<T: LinalgFloat + Wrap>(
+    v: &[T],
+    l: &Layout,
+    rhs: Option<(&CpuBuffer, &Layout)>,
+    d: Decomposition,
+) -> (Vec<CpuBuffer>, Vec<i64>) {
+    let nd = l.shape.len();
+    let (m, n) = (l.shape[nd - 2], l.shape[nd - 1]);
+    let batch = l.shape[..nd - 2].iter().product();
+    let a = map(v, l, |x| x);
+    let b = rhs.map(|(buf, lb)| {
+        let v = T::peek(buf).expect("linalg: the right-hand side has the matrix's dtype");
+        map(v, lb, |x| x)
+    });
+    let (outs, info) = decompose(&a, b.as_deref(), (batch, m, n), d);
+    (outs.into_iter().map(T::wrap).collect(), info)
+}

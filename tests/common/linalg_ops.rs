@@ -1,0 +1,95 @@
+//! The `torch.linalg` goldens' ops, as `linalg_run` in scripts/gen_goldens.py
+//! computes them: symmetric inputs built inside the op (`x xᵀ + n I`,
+//! `x + xᵀ`) so that finite differences perturb them symmetrically, and
+//! sign-ambiguous factors normalised by the sign of their first row (QR by
+//! `R`'s diagonal).
+
+use serde_json::Value;
+use tapir::linalg::{self, MatrixNorm, QrMode};
+use tapir::prelude::*;
+
+fn flag(a: &Value, k: &str) -> bool {
+    a[k].as_bool().unwrap_or_else(|| panic!("arg {k}"))
+}
+
+fn mt(x: &Tensor) -> Tensor {
+    x.transpose(-2, -1)
+}
+
+/// Each column's sign, from its first row.
+fn sign_cols(m: &Tensor) -> Tensor {
+    m.narrow(-2, 0, 1).sign()
+}
+
+fn identity(n: usize, like: &Tensor) -> Tensor {
+    Tensor::eye(n)
+        .to_dtype(like.dtype())
+        .to(like.device())
+        .unwrap()
+}
+
+/// The op table's linalg rows; `None` for an op it lacks.
+pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
+    Some(match op {
+        "linalg_cholesky" => {
+            let n = x[0].size(-1);
+            let spd = &x[0].matmul(&mt(&x[0])) + &(&identity(n, &x[0]) * n as f64);
+            vec![linalg::cholesky(&spd, flag(a, "upper"))]
+        }
+        "linalg_solve" => vec![linalg::solve(&x[0], &x[1])],
+        "linalg_solve_triangular" => vec![linalg::solve_triangular(
+            &x[0],
+            &x[1],
+            flag(a, "upper"),
+            flag(a, "left"),
+            flag(a, "unit"),
+        )],
+        "linalg_inv" => vec![linalg::inv(&x[0])],
+        "linalg_det" => vec![linalg::det(&x[0])],
+        "linalg_slogdet" => {
+            let (sign, logabs) = linalg::slogdet(&x[0]);
+            vec![sign, logabs]
+        }
+        "logdet" => vec![linalg::logdet(&x[0])],
+        "linalg_qr" => {
+            let mode = match a["mode"].as_str()? {
+                "reduced" => QrMode::Reduced,
+                "complete" => QrMode::Complete,
+                _ => QrMode::R,
+            };
+            let (q, r) = linalg::qr(&x[0], mode);
+            let d = r.diagonal(0, -2, -1).sign();
+            vec![&q * &d.unsqueeze(-2), &r * &d.unsqueeze(-1)]
+        }
+        "linalg_eigh" => {
+            let (w, v) = linalg::eigh(&(&x[0] + &mt(&x[0])));
+            let s = sign_cols(&v);
+            vec![w, &v * &s]
+        }
+        "linalg_eigvalsh" => vec![linalg::eigvalsh(&(&x[0] + &mt(&x[0])))],
+        "linalg_svd" => {
+            let (u, s, vh) = linalg::svd(&x[0], flag(a, "full"));
+            let k = s.size(-1);
+            let (u, vh) = (u.narrow(-1, 0, k), vh.narrow(-2, 0, k));
+            let sg = sign_cols(&u);
+            vec![&u * &sg, s, &vh * &mt(&sg)]
+        }
+        "linalg_svdvals" => vec![linalg::svdvals(&x[0])],
+        "linalg_pinv" => vec![linalg::pinv(&x[0])],
+        "linalg_matrix_norm" => {
+            let ord = match a["ord"].as_str()? {
+                "fro" => MatrixNorm::Frobenius,
+                "nuc" => MatrixNorm::Nuclear,
+                "2" => MatrixNorm::Spectral,
+                "m2" => MatrixNorm::MinSingular,
+                "1" => MatrixNorm::MaxColumnSum,
+                "m1" => MatrixNorm::MinColumnSum,
+                "inf" => MatrixNorm::MaxRowSum,
+                "minf" => MatrixNorm::MinRowSum,
+                _ => return None,
+            };
+            vec![linalg::matrix_norm(&x[0], ord)]
+        }
+        _ => return None,
+    })
+}
