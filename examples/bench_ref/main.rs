@@ -32,6 +32,7 @@
 #[path = "../common/seed.rs"]
 mod seed;
 
+mod linalg;
 mod measure;
 mod scatter;
 mod workloads;
@@ -51,7 +52,7 @@ struct Cli {
     /// CPU threads for every kernel.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
-    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, scatter, macro.
+    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, scatter, linalg, macro.
     #[arg(long, default_value = "matmul", value_delimiter = ',')]
     workloads: Vec<String>,
     /// Multiplies every step count (0.3 for a quick run).
@@ -156,6 +157,7 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
         "cnn" => Some(&["train_b128", "compiled", "infer_b128"]),
         "conv" => Some(&CONV_VARIANTS),
         "scatter" => Some(&scatter::SCATTER_VARIANTS),
+        "linalg" => Some(&linalg::LINALG_VARIANTS),
         "inference" if device.is_cuda() => Some(&[
             "b1_latency",
             "b256_throughput",
@@ -191,6 +193,7 @@ fn default_steps(key: &str) -> (usize, usize) {
         "cnn" => (5, 40),
         "conv" => (3, 20),
         "scatter" => (3, 20),
+        "linalg" => (2, 10),
         "inference.b1" => (200, 2000),
         "inference.b256" => (10, 200),
         "fusion" => (5, 50),
@@ -218,6 +221,7 @@ fn main() {
             "cnn" => bench_cnn(&args, v),
             "conv" => bench_conv(&args, v),
             "scatter" => scatter::bench_scatter(&args, v),
+            "linalg" => linalg::bench_linalg(&args, v),
             "inference" => bench_inference(&args, v),
             "fusion" => bench_fusion(&args, v),
             "macro" if v.contains("train") => bench_mlp(&args, v),

@@ -1,8 +1,7 @@
 //! Matrix decompositions and solves (`torch.linalg`) on faer: batches of
-//! row-major matrices in, row-major factors out, one matrix per task across
-//! tapir's threads. faer's own blocked algorithms run each matrix (on one
-//! thread: faer is built without its rayon feature, so a lone large matrix
-//! does not use the second core).
+//! row-major matrices in, row-major factors out. A batch splits one matrix
+//! per task across tapir's threads; a lone matrix is split by faer's own
+//! blocked algorithms inside tapir's rayon pool (`faer::Par::rayon`).
 //!
 //! Failures that depend on the values (a matrix that is not positive
 //! definite, an exactly singular one, an SVD or eigensolver that did not
@@ -18,7 +17,7 @@
 //! assert!((l[3] - 2f64.sqrt()).abs() < 1e-15 && l[1] == 0.0);
 //! ```
 
-use crate::threads::parallel_for;
+use crate::threads::{install, num_threads, parallel_for};
 use faer::linalg::solvers::Solve;
 use faer::{Mat, MatRef, Side};
 use std::sync::Mutex;
@@ -127,24 +126,33 @@ pub fn decompose<T: LinalgFloat>(
     }
 }
 
-/// `f(i)` for every matrix `i` of a batch, across tapir's threads, in order.
-fn per_matrix<R: Send>(batch: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-    if batch == 1 {
-        return vec![f(0)];
+/// `f(i)` for every matrix `i` of a batch, in order. A batch splits one
+/// matrix per task on tapir's fork-join pool, each factored by faer on one
+/// thread; a lone matrix runs inside tapir's rayon pool, where faer splits
+/// its blocked kernels across the threads. faer takes the split from a
+/// process-wide setting, which every call sets (a call racing another on
+/// a second user thread can only run slower, never wrong).
+fn per_matrix<R: Send>(batch: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
+    if batch != 1 || num_threads() == 1 {
+        faer::set_global_parallelism(faer::Par::Seq);
+        let slots: Vec<Mutex<Option<R>>> = (0..batch).map(|_| Mutex::new(None)).collect();
+        parallel_for(batch, |i| {
+            let r = f(i);
+            *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        });
+        return slots
+            .into_iter()
+            .map(|s| {
+                s.into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .expect("per_matrix: every task ran")
+            })
+            .collect();
     }
-    let slots: Vec<Mutex<Option<R>>> = (0..batch).map(|_| Mutex::new(None)).collect();
-    parallel_for(batch, |i| {
-        let r = f(i);
-        *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-    });
-    slots
-        .into_iter()
-        .map(|s| {
-            s.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .expect("per_matrix: every task ran")
-        })
-        .collect()
+    install(|threads| {
+        faer::set_global_parallelism(faer::Par::rayon(threads));
+        vec![f(0)]
+    })
 }
 
 /// Matrix `i` of a batch of `m x n` row-major matrices, as a faer view.
@@ -289,8 +297,8 @@ pub fn solve_triangular<T: LinalgFloat>(
     unit: bool,
 ) -> Vec<T> {
     use faer::linalg::triangular_solve as ts;
-    let par = faer::Par::Seq;
     concat(per_matrix(batch, |i| {
+        let par = faer::get_global_parallelism();
         let t = matrix(a, i, n, n);
         let mut x = matrix(b, i, n, k).to_owned();
         match (upper, unit) {

@@ -16,8 +16,8 @@
 //! matrix per task across tapir's threads; f32 and f64 (PyTorch's CPU
 //! linalg takes no half types either). On a GPU they run on a host copy,
 //! counted by `host_fallbacks` (cuSOLVER is not wired in). Every gradient
-//! is a composition of tensor ops and these functions (PyTorch's formulas),
-//! so second derivatives work too.
+//! is PyTorch's formula written with tensor ops and these functions, so it
+//! runs on either device and replays under `compile`.
 //!
 //! ```
 //! use tapir_runtime::{Tensor, linalg};
