@@ -339,7 +339,7 @@ def run(op, a, x):
         return [F.avg_pool2d(x[0], a["kernel"], a["stride"], a["padding"])]
     if op == "unfold":
         return [F.unfold(x[0], a["kernel"], dilation=a["dilation"], padding=a["padding"], stride=a["stride"])]
-    if op.startswith("linalg_") or op == "logdet":
+    if op.startswith("linalg_") or op in ("logdet", "cholesky_solve", "cholesky_inverse"):
         return linalg_run(op, a, x)
     raise ValueError(op)
 
@@ -387,6 +387,18 @@ def linalg_run(op, a, x):
         return [L.svdvals(x[0])]
     if op == "linalg_pinv":
         return [L.pinv(x[0])]
+    if op in ("cholesky_solve", "cholesky_inverse"):
+        n = x[0].shape[-1]
+        factor = L.cholesky(x[0] @ x[0].mT + n * torch.eye(n), upper=a["upper"])
+        if op == "cholesky_inverse":
+            return [torch.cholesky_inverse(factor, upper=a["upper"])]
+        return [torch.cholesky_solve(x[1], factor, upper=a["upper"])]
+    if op == "linalg_lstsq":
+        return [L.lstsq(x[0], x[1]).solution]
+    if op == "linalg_matrix_power":
+        return [L.matrix_power(x[0], a["n"])]
+    if op == "linalg_multi_dot":
+        return [L.multi_dot(x)]
     if op == "linalg_matrix_norm":
         ords = {"fro": "fro", "nuc": "nuc", "2": 2, "m2": -2, "1": 1, "m1": -1, "inf": math.inf,
                 "minf": -math.inf}
@@ -938,6 +950,16 @@ case("linalg_pinv_tall", "linalg_pinv", [randn(4, 3)])
 case("linalg_pinv_wide_batch", "linalg_pinv", [randn(2, 2, 4)])
 for ordname in ["fro", "nuc", "2", "m2", "1", "m1", "inf", "minf"]:
     case(f"linalg_matrix_norm_{ordname}", "linalg_matrix_norm", [randn(3, 4)], {"ord": ordname})
+torch.manual_seed(39)
+case("linalg_lstsq", "linalg_lstsq", [randn(5, 3), randn(5, 2)])
+case("linalg_lstsq_batch", "linalg_lstsq", [randn(2, 4, 3), randn(2, 4, 1)])
+case("cholesky_solve", "cholesky_solve", [randn(3, 3), randn(3, 2)], {"upper": False})
+case("cholesky_solve_upper_batch", "cholesky_solve", [randn(2, 3, 3), randn(2, 3, 2)], {"upper": True})
+case("cholesky_inverse", "cholesky_inverse", [randn(4, 4)], {"upper": False})
+case("linalg_matrix_power_3", "linalg_matrix_power", [randn(2, 3, 3) * 0.5], {"n": 3})
+case("linalg_matrix_power_m2", "linalg_matrix_power", [wellcond(3, 3)], {"n": -2})
+case("linalg_multi_dot_vectors", "linalg_multi_dot", [randn(3), randn(3, 4), randn(4, 5), randn(5)])
+case("linalg_multi_dot", "linalg_multi_dot", [randn(2, 6), randn(6, 3), randn(3, 4)])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

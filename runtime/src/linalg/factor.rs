@@ -7,7 +7,7 @@ use super::{
 };
 use crate::trace::{self, Attr};
 use crate::{DType, Tensor};
-use tapir_kernels::cpu::linalg::Decomposition;
+use tapir_kernels::Decomposition;
 
 /// `L` with `A = L Lᵀ` for each symmetric positive-definite matrix, reading
 /// its lower triangle (`torch.linalg.cholesky(A, upper=False)`); `U = Lᵀ`

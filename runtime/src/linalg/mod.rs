@@ -37,7 +37,7 @@ pub use norms::{MatrixNorm, matrix_norm, matrix_rank, pinv};
 pub use solve::{det, inv, logdet, slogdet, solve, solve_triangular};
 
 use crate::{DType, Tensor};
-use tapir_kernels::cpu::linalg::Decomposition;
+use tapir_kernels::Decomposition;
 
 /// Panics unless `a` is a batch of f32/f64 matrices (square when `square`),
 /// naming `op` and the shape or dtype.

@@ -6,7 +6,7 @@ use super::{check_info, check_matrices, eye_like, mt, run, with_tail};
 use crate::Tensor;
 use crate::ops::broadcast_shapes;
 use crate::trace::{self, Attr};
-use tapir_kernels::cpu::linalg::Decomposition;
+use tapir_kernels::Decomposition;
 
 /// `A` and `B` broadcast over their batch dims (`B` a batch of `n x k`
 /// matrices), made dense for the kernel.

@@ -5,8 +5,9 @@
 
 use super::Storage;
 use super::cpu::{CpuBuffer, Wrap};
+use tapir_kernels::Decomposition;
 use tapir_kernels::Layout;
-use tapir_kernels::cpu::linalg::{Decomposition, LinalgFloat, decompose};
+use tapir_kernels::cpu::linalg::{LinalgFloat, decompose};
 use tapir_kernels::cpu::map;
 
 impl Storage {
