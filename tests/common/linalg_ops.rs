@@ -76,6 +76,20 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
         }
         "linalg_svdvals" => vec![linalg::svdvals(&x[0])],
         "linalg_pinv" => vec![linalg::pinv(&x[0])],
+        "cholesky_solve" | "cholesky_inverse" => {
+            let n = x[0].size(-1);
+            let spd = &x[0].matmul(&mt(&x[0])) + &(&identity(n, &x[0]) * n as f64);
+            let upper = flag(a, "upper");
+            let factor = linalg::cholesky(&spd, upper);
+            if op == "cholesky_inverse" {
+                vec![linalg::cholesky_inverse(&factor, upper)]
+            } else {
+                vec![linalg::cholesky_solve(&x[1], &factor, upper)]
+            }
+        }
+        "linalg_lstsq" => vec![linalg::lstsq(&x[0], &x[1])],
+        "linalg_matrix_power" => vec![linalg::matrix_power(&x[0], a["n"].as_i64()?)],
+        "linalg_multi_dot" => vec![linalg::multi_dot(&x.iter().collect::<Vec<_>>())],
         "linalg_matrix_norm" => {
             let ord = match a["ord"].as_str()? {
                 "fro" => MatrixNorm::Frobenius,

@@ -194,3 +194,38 @@ fn pinv_gradient_is_finite_at_repeated_singular_values() {
     );
     assert!(r.is_ok(), "{r:?}");
 }
+
+#[test]
+fn powers_and_chains_follow_their_definitions() {
+    let a = rnd(&[2, 3, 3], 13);
+    let i3 = eye(3).expand(&[2, 3, 3]);
+    assert!(linalg::matrix_power(&a, 0).allclose(&i3, 0.0, 0.0));
+    assert!(linalg::matrix_power(&a, 1).allclose(&a, 0.0, 0.0));
+    let a5 = a.matmul(&a).matmul(&a).matmul(&a).matmul(&a);
+    assert!(linalg::matrix_power(&a, 5).allclose(&a5, 1e-12, 1e-12));
+    let inv2 = linalg::matrix_power(&a, -2).matmul(&a.matmul(&a));
+    assert!(inv2.allclose(&i3, 1e-9, 1e-9));
+    let chain = [
+        rnd(&[4, 30], 14),
+        rnd(&[30, 2], 15),
+        rnd(&[2, 20], 16),
+        rnd(&[20, 3], 17),
+    ];
+    let refs: Vec<&Tensor> = chain.iter().collect();
+    let left_to_right = chain[0]
+        .matmul(&chain[1])
+        .matmul(&chain[2])
+        .matmul(&chain[3]);
+    assert!(linalg::multi_dot(&refs).allclose(&left_to_right, 1e-12, 1e-12));
+    let m = panic_message(|| {
+        linalg::multi_dot(&[&chain[0], &chain[2]]);
+    });
+    assert_eq!(
+        m,
+        "linalg.multi_dot: tensors 0 and 1 do not chain ([4, 30] @ [2, 20])"
+    );
+    let (b, l) = (rnd(&[3, 2], 18), linalg::cholesky(&spd(1, 3, 19), false));
+    let x = linalg::cholesky_solve(&b, &l, false);
+    let a = l.matmul(&mt(&l));
+    assert!(a.matmul(&x).allclose(&b.expand(&[1, 3, 2]), 1e-12, 1e-12));
+}

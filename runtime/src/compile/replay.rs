@@ -530,6 +530,10 @@ fn linalg(name: &str) -> Option<Replay> {
         "linalg_svdvals" => |a| vec![la::svdvals(a.x(0))],
         "linalg_pinv" => |a| vec![la::pinv(a.x(0))],
         "linalg_matrix_rank" => |a| vec![la::matrix_rank(a.x(0))],
+        "linalg_lstsq" => |a| vec![la::lstsq(a.x(0), a.x(1))],
+        "cholesky_solve" => |a| vec![la::cholesky_solve(a.x(0), a.x(1), a.int("upper") != 0)],
+        "cholesky_inverse" => |a| vec![la::cholesky_inverse(a.x(0), a.int("upper") != 0)],
+        "linalg_matrix_power" => |a| vec![la::matrix_power(a.x(0), a.int("n"))],
         "linalg_matrix_norm" => |a| {
             vec![la::matrix_norm(
                 a.x(0),

@@ -11,6 +11,8 @@
 //! | [`eigh`], [`eigvalsh`] | `linalg.eigh`, `linalg.eigvalsh` (lower triangle read) |
 //! | [`svd`], [`svdvals`] | `linalg.svd`, `linalg.svdvals` |
 //! | [`pinv`], [`matrix_norm`], [`matrix_rank`] | `linalg.pinv`, `linalg.matrix_norm`, `linalg.matrix_rank` |
+//! | [`lstsq`], [`cholesky_solve`], [`cholesky_inverse`] | `linalg.lstsq(..).solution`, `cholesky_solve`, `cholesky_inverse` |
+//! | [`matrix_power`], [`multi_dot`] | `linalg.matrix_power`, `linalg.multi_dot` |
 //!
 //! The factorizations run on faer (`tapir_kernels::cpu::linalg`), one
 //! matrix per task across tapir's threads; f32 and f64 (PyTorch's CPU
@@ -28,10 +30,12 @@
 //! assert!(x.allclose(&Tensor::from_vec(vec![0.5f64, 0.0], &[2]), 1e-12, 1e-12));
 //! ```
 
+mod compose;
 mod factor;
 mod norms;
 mod solve;
 
+pub use compose::{cholesky_inverse, cholesky_solve, lstsq, matrix_power, multi_dot};
 pub use factor::{QrMode, cholesky, cholesky_ex, eigh, eigvalsh, qr, svd, svdvals};
 pub use norms::{MatrixNorm, matrix_norm, matrix_rank, pinv};
 pub use solve::{det, inv, logdet, slogdet, solve, solve_triangular};

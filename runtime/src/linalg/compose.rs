@@ -1,0 +1,195 @@
+//! Compositions of the factorizations and products: `linalg.lstsq`,
+//! `cholesky_solve`, `cholesky_inverse`, `linalg.matrix_power` and
+//! `linalg.multi_dot`; their gradients come from the ops they are made of.
+
+use super::{check_matrices, eye_like, mt, pinv, solve_triangular};
+use crate::Tensor;
+use crate::trace::{self, Attr};
+
+/// The least-squares solution `X` minimising `‖A X - B‖` for each pair
+/// (`torch.linalg.lstsq(A, B).solution`): `pinv(A) B`, the minimum-norm
+/// solution when `A` is rank-deficient (the `gelsd` driver's answer;
+/// PyTorch's default CPU driver `gelsy` agrees on full-rank inputs). `B`
+/// is a batch of `m x k` matrices; batch dims broadcast.
+///
+/// ```
+/// use tapir_runtime::{Tensor, linalg};
+/// // Fit y = 2x + 1 through four points.
+/// let a = Tensor::from_vec(vec![0.0f64, 1.0, 1.0, 1.0, 2.0, 1.0, 3.0, 1.0], &[4, 2]);
+/// let y = Tensor::from_vec(vec![1.0f64, 3.0, 5.0, 7.0], &[4, 1]);
+/// let x = linalg::lstsq(&a, &y);
+/// assert!(x.allclose(&Tensor::from_vec(vec![2.0f64, 1.0], &[2, 1]), 1e-12, 1e-12));
+/// ```
+pub fn lstsq(a: &Tensor, b: &Tensor) -> Tensor {
+    trace::op("linalg_lstsq", [a, b], Vec::new, || {
+        check_matrices("linalg.lstsq", a, false);
+        assert!(
+            b.ndim() >= 2 && b.size(-2) == a.size(-2),
+            "linalg.lstsq: A {:?} and B {:?} do not match (B needs {} rows)",
+            a.shape(),
+            b.shape(),
+            a.size(-2)
+        );
+        pinv(a).matmul(b)
+    })
+}
+
+/// The solution of `A X = B` given `A`'s Cholesky factor `L` (`upper`: `U`)
+/// (`torch.cholesky_solve(B, L, upper)`): two triangular solves.
+///
+/// ```
+/// use tapir_runtime::{Tensor, linalg};
+/// let a = Tensor::from_vec(vec![4.0f64, 2.0, 2.0, 3.0], &[2, 2]);
+/// let b = Tensor::from_vec(vec![2.0f64, 1.0], &[2, 1]);
+/// let x = linalg::cholesky_solve(&b, &linalg::cholesky(&a, false), false);
+/// assert!(x.allclose(&linalg::solve(&a, &b), 1e-12, 1e-12));
+/// ```
+pub fn cholesky_solve(b: &Tensor, l: &Tensor, upper: bool) -> Tensor {
+    let attrs = || vec![("upper", Attr::Int(upper as i64))];
+    trace::op("cholesky_solve", [b, l], attrs, || {
+        check_matrices("cholesky_solve", l, true);
+        let l = if upper { mt(l) } else { l.clone() };
+        let y = solve_triangular(&l, b, false, true, false);
+        solve_triangular(&mt(&l), &y, true, true, false)
+    })
+}
+
+/// `A⁻¹` from `A`'s Cholesky factor (`torch.cholesky_inverse(L, upper)`).
+///
+/// ```
+/// use tapir_runtime::{Tensor, linalg};
+/// let a = Tensor::from_vec(vec![4.0f64, 2.0, 2.0, 3.0], &[2, 2]);
+/// let inv = linalg::cholesky_inverse(&linalg::cholesky(&a, false), false);
+/// assert!(inv.allclose(&linalg::inv(&a), 1e-12, 1e-12));
+/// ```
+pub fn cholesky_inverse(l: &Tensor, upper: bool) -> Tensor {
+    let attrs = || vec![("upper", Attr::Int(upper as i64))];
+    trace::op("cholesky_inverse", [l], attrs, || {
+        check_matrices("cholesky_inverse", l, true);
+        let eye = eye_like(l.size(-1), l).expand(l.shape());
+        cholesky_solve(&eye, l, upper)
+    })
+}
+
+/// `A^n` for each square matrix (`torch.linalg.matrix_power`): repeated
+/// squaring; `n = 0` gives the identity and a negative `n` the power of
+/// the inverse.
+///
+/// ```
+/// use tapir_runtime::{Tensor, linalg};
+/// let a = Tensor::from_vec(vec![1.0f64, 1.0, 0.0, 1.0], &[2, 2]);
+/// assert_eq!(linalg::matrix_power(&a, 3).to_vec::<f64>(), vec![1.0, 3.0, 0.0, 1.0]);
+/// assert_eq!(linalg::matrix_power(&a, -1).to_vec::<f64>(), vec![1.0, -1.0, 0.0, 1.0]);
+/// ```
+pub fn matrix_power(a: &Tensor, n: i64) -> Tensor {
+    let attrs = || vec![("n", Attr::Int(n))];
+    trace::op("linalg_matrix_power", [a], attrs, || {
+        assert!(
+            a.ndim() >= 2 && a.size(-1) == a.size(-2),
+            "linalg.matrix_power: expects square matrices, got shape {:?}",
+            a.shape()
+        );
+        if n < 0 {
+            return matrix_power(&super::inv(a), -n);
+        }
+        let mut result: Option<Tensor> = None;
+        let (mut base, mut e) = (a.clone(), n as u64);
+        while e > 0 {
+            if e & 1 == 1 {
+                result = Some(match result {
+                    Some(r) => r.matmul(&base),
+                    None => base.clone(),
+                });
+            }
+            e >>= 1;
+            if e > 0 {
+                base = base.matmul(&base);
+            }
+        }
+        result.unwrap_or_else(|| &eye_like(a.size(-1), a).expand(a.shape()) + &(a * 0.0))
+    })
+}
+
+/// The product of a chain of matrices (`torch.linalg.multi_dot`), in the
+/// order that needs the fewest multiplications (the textbook dynamic
+/// program over the chain's shapes). The first may be a 1-D row vector and
+/// the last a 1-D column vector, as PyTorch's.
+///
+/// ```
+/// use tapir_runtime::{Tensor, linalg};
+/// let (a, b, c) = (Tensor::ones(&[10, 100]), Tensor::ones(&[100, 5]), Tensor::ones(&[5, 50]));
+/// let p = linalg::multi_dot(&[&a, &b, &c]); // (a b) c: 7,500 products, not 75,000
+/// assert_eq!(p.shape(), &[10, 50]);
+/// assert!(p.to_vec::<f32>().iter().all(|&x| x == 500.0));
+/// ```
+pub fn multi_dot(tensors: &[&Tensor]) -> Tensor {
+    assert!(
+        tensors.len() >= 2,
+        "linalg.multi_dot: expects at least 2 tensors, got {}",
+        tensors.len()
+    );
+    let last = tensors.len() - 1;
+    let mats: Vec<Tensor> = tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match (t.ndim(), i) {
+            (1, 0) => t.unsqueeze(0),
+            (1, i) if i == last => t.unsqueeze(1),
+            (2, _) => (*t).clone(),
+            _ => panic!(
+                "linalg.multi_dot: tensor {i} has shape {:?}; expected 2-D (1-D allowed first \
+                 and last)",
+                t.shape()
+            ),
+        })
+        .collect();
+    for (i, w) in mats.windows(2).enumerate() {
+        assert!(
+            w[0].size(-1) == w[1].size(-2),
+            "linalg.multi_dot: tensors {i} and {} do not chain ({:?} @ {:?})",
+            i + 1,
+            tensors[i].shape(),
+            tensors[i + 1].shape()
+        );
+    }
+    let dims: Vec<usize> = std::iter::once(mats[0].size(-2))
+        .chain(mats.iter().map(|m| m.size(-1)))
+        .collect();
+    let order = chain_order(&dims);
+    let mut out = multiply(&mats, &order, 0, mats.len() - 1);
+    if tensors[0].ndim() == 1 {
+        out = out.squeeze_dim(0);
+    }
+    if tensors[last].ndim() == 1 {
+        out = out.squeeze_dim(-1);
+    }
+    out
+}
+
+/// `split[i][j]`: where the cheapest product of matrices `i..=j` splits.
+fn chain_order(dims: &[usize]) -> Vec<Vec<usize>> {
+    let n = dims.len() - 1;
+    let mut cost = vec![vec![0u128; n]; n];
+    let mut split = vec![vec![0; n]; n];
+    for len in 1..n {
+        for i in 0..n - len {
+            let j = i + len;
+            cost[i][j] = u128::MAX;
+            for k in i..j {
+                let c = cost[i][k] + cost[k + 1][j] + (dims[i] * dims[k + 1] * dims[j + 1]) as u128;
+                if c < cost[i][j] {
+                    (cost[i][j], split[i][j]) = (c, k);
+                }
+            }
+        }
+    }
+    split
+}
+
+fn multiply(mats: &[Tensor], split: &[Vec<usize>], i: usize, j: usize) -> Tensor {
+    if i == j {
+        return mats[i].clone();
+    }
+    let k = split[i][j];
+    multiply(mats, split, i, k).matmul(&multiply(mats, split, k + 1, j))
+}
