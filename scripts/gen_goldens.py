@@ -393,6 +393,14 @@ def linalg_run(op, a, x):
         if op == "cholesky_inverse":
             return [torch.cholesky_inverse(factor, upper=a["upper"])]
         return [torch.cholesky_solve(x[1], factor, upper=a["upper"])]
+    if op == "linalg_lu":
+        return list(L.lu(x[0]))
+    if op == "linalg_lu_factor":
+        lu, piv = L.lu_factor(x[0])
+        return [lu, piv.to(torch.float64)]
+    if op == "linalg_lu_solve":
+        lu, piv = L.lu_factor(x[0])
+        return [L.lu_solve(lu, piv, x[1])]
     if op == "linalg_lstsq":
         return [L.lstsq(x[0], x[1]).solution]
     if op == "linalg_matrix_power":
@@ -960,6 +968,15 @@ case("linalg_matrix_power_3", "linalg_matrix_power", [randn(2, 3, 3) * 0.5], {"n
 case("linalg_matrix_power_m2", "linalg_matrix_power", [wellcond(3, 3)], {"n": -2})
 case("linalg_multi_dot_vectors", "linalg_multi_dot", [randn(3), randn(3, 4), randn(4, 5), randn(5)])
 case("linalg_multi_dot", "linalg_multi_dot", [randn(2, 6), randn(6, 3), randn(3, 4)])
+torch.manual_seed(40)
+case("linalg_lu", "linalg_lu", [randn(4, 4)])
+case("linalg_lu_batch", "linalg_lu", [randn(2, 3, 3)])
+case("linalg_lu_tall", "linalg_lu", [randn(5, 3)], grad=[False])
+case("linalg_lu_wide", "linalg_lu", [randn(3, 5)], grad=[False])
+case("linalg_lu_factor", "linalg_lu_factor", [randn(2, 4, 4)])
+case("linalg_lu_factor_tall", "linalg_lu_factor", [randn(5, 3)], grad=[False])
+case("linalg_lu_solve", "linalg_lu_solve", [wellcond(4, 4), randn(4, 2)])
+case("linalg_lu_solve_batch", "linalg_lu_solve", [wellcond(2, 3, 3), randn(2, 3, 1)])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -88,6 +88,18 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             }
         }
         "linalg_lstsq" => vec![linalg::lstsq(&x[0], &x[1])],
+        "linalg_lu" => {
+            let (p, l, u) = linalg::lu(&x[0]);
+            vec![p, l, u]
+        }
+        "linalg_lu_factor" => {
+            let (lu, pivots) = linalg::lu_factor(&x[0]);
+            vec![lu, pivots.to_dtype(x[0].dtype())]
+        }
+        "linalg_lu_solve" => {
+            let (lu, pivots) = linalg::lu_factor(&x[0]);
+            vec![linalg::lu_solve(&lu, &pivots, &x[1])]
+        }
         "linalg_matrix_power" => vec![linalg::matrix_power(&x[0], a["n"].as_i64()?)],
         "linalg_multi_dot" => vec![linalg::multi_dot(&x.iter().collect::<Vec<_>>())],
         "linalg_matrix_norm" => {

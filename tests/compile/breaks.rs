@@ -316,6 +316,8 @@ impl Forward for Decompositions {
         let (_, logabs) = linalg::slogdet(&g);
         let solved = linalg::solve(&g, &ht).transpose(0, 1);
         let tri = linalg::solve_triangular(&l, &ht, false, true, false).transpose(0, 1);
+        let (lu, pivots) = linalg::lu_factor(&g);
+        let tri = &tri + &linalg::lu_solve(&lu, &pivots, &ht).transpose(0, 1);
         let (q, r) = linalg::qr(&h, QrMode::Reduced);
         let (w, v) = linalg::eigh(&g);
         let (u, s, vh) = linalg::svd(&h, false);

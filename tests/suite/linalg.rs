@@ -229,3 +229,33 @@ fn powers_and_chains_follow_their_definitions() {
     let a = l.matmul(&mt(&l));
     assert!(a.matmul(&x).allclose(&b.expand(&[1, 3, 2]), 1e-12, 1e-12));
 }
+
+#[test]
+fn lu_factors_solve_and_refuse_what_they_cannot_do() {
+    let a = rnd(&[3, 5, 5], 20);
+    let b = rnd(&[3, 5, 2], 21);
+    let (lu, pivots) = linalg::lu_factor(&a);
+    assert_eq!((pivots.dtype(), pivots.shape()), (DType::I64, &[3, 5][..]));
+    let x = linalg::lu_solve(&lu, &pivots, &b);
+    assert!(x.allclose(&linalg::solve(&a, &b), 1e-10, 1e-10));
+    let (p, l, u) = linalg::lu(&rnd(&[4, 6], 22));
+    assert_eq!(
+        (p.shape(), l.shape(), u.shape()),
+        (&[4, 4][..], &[4, 4][..], &[4, 6][..])
+    );
+    let m = panic_message(|| {
+        linalg::lu_solve(&lu, &pivots.narrow(-1, 0, 4), &b);
+    });
+    assert!(
+        m.starts_with("linalg.lu_solve: pivots must be int64 of shape [3, 5]"),
+        "{m}"
+    );
+    let wide = rnd(&[2, 3], 23).requires_grad_(true);
+    let m = panic_message(|| {
+        linalg::lu(&wide).2.sum().backward();
+    });
+    assert!(
+        m.contains("linalg.lu: the gradient of a non-square LU factorization (2 x 3)"),
+        "{m}"
+    );
+}

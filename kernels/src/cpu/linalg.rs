@@ -38,6 +38,9 @@ pub enum Decomposition {
     },
     /// `[sign, logabsdet]`: [`slogdet`].
     Slogdet,
+    /// `[L, U, perm, pivots]`: [`lu`] (the integers as values of the
+    /// element type, exact: row indices stay far below 2^24).
+    Lu,
     /// `[X]` with `A X = B`, `B` the right-hand side: [`solve`].
     Solve,
     /// `[X]` with `A X = B` for triangular `A`: [`solve_triangular`].
@@ -98,6 +101,11 @@ pub fn decompose<T: LinalgFloat>(
         Decomposition::Slogdet => {
             let (sign, log) = slogdet(a, batch, n);
             (vec![sign, log], ok())
+        }
+        Decomposition::Lu => {
+            let f = lu(a, batch, m, n);
+            let as_t = |v: Vec<usize>| v.into_iter().map(|i| from_f64(i as f64)).collect();
+            (vec![f.l, f.u, as_t(f.perm), as_t(f.pivots)], ok())
         }
         Decomposition::Solve => {
             let (b, k) = rhs();
@@ -230,6 +238,73 @@ pub fn slogdet<T: LinalgFloat>(a: &[T], batch: usize, n: usize) -> (Vec<T>, Vec<
         (from_f64(sign), from_f64(log))
     });
     parts.into_iter().unzip()
+}
+
+/// A batch of LU factorizations with partial pivoting, `A = P L U`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LuFactors<T> {
+    /// Unit lower-trapezoidal `m x k` factors, `k = min(m, n)`.
+    pub l: Vec<T>,
+    /// Upper-trapezoidal `k x n` factors.
+    pub u: Vec<T>,
+    /// Per matrix, `m` entries: row `i` of `L U` is row `perm[i]` of `A`
+    /// (so `P` has its ones at `(perm[i], i)`).
+    pub perm: Vec<usize>,
+    /// Per matrix, `k` entries: LAPACK's `ipiv`, 1-based: step `i`
+    /// swapped rows `i` and `pivots[i] - 1`.
+    pub pivots: Vec<usize>,
+}
+
+/// The LU factorization with partial (row) pivoting of each `m x n` matrix
+/// (`torch.linalg.lu`, `torch.linalg.lu_factor`). An exactly singular
+/// matrix factors too (`U` has a zero on its diagonal), as LAPACK's.
+///
+/// ```
+/// use tapir_kernels::cpu::linalg::lu;
+/// let f = lu(&[0.0f64, 1.0, 2.0, 3.0], 1, 2, 2);
+/// assert_eq!((f.perm, f.pivots), (vec![1, 0], vec![2, 2]));
+/// assert_eq!(f.u, vec![2.0, 3.0, 0.0, 1.0]);
+/// ```
+pub fn lu<T: LinalgFloat>(a: &[T], batch: usize, m: usize, n: usize) -> LuFactors<T> {
+    let parts = per_matrix(batch, |i| {
+        let f = matrix(a, i, m, n).partial_piv_lu();
+        let (mut l, mut u) = (Vec::new(), Vec::new());
+        push_rows(&mut l, f.L());
+        push_rows(&mut u, f.U());
+        let perm = f.P().arrays().0.to_vec();
+        let pivots = lapack_pivots(&perm, m.min(n));
+        (l, u, perm, pivots)
+    });
+    let mut out = LuFactors {
+        l: Vec::new(),
+        u: Vec::new(),
+        perm: Vec::new(),
+        pivots: Vec::new(),
+    };
+    for (l, u, perm, pivots) in parts {
+        out.l.extend(l);
+        out.u.extend(u);
+        out.perm.extend(perm);
+        out.pivots.extend(pivots);
+    }
+    out
+}
+
+/// LAPACK's `ipiv` (1-based row swaps, one per step) that brings the rows
+/// into the order `perm`.
+fn lapack_pivots(perm: &[usize], steps: usize) -> Vec<usize> {
+    // order[p] = the original row now at position p; at[r] = where row r is.
+    let mut order: Vec<usize> = (0..perm.len()).collect();
+    let mut at: Vec<usize> = (0..perm.len()).collect();
+    (0..steps)
+        .map(|i| {
+            let j = at[perm[i]];
+            order.swap(i, j);
+            at[order[i]] = i;
+            at[order[j]] = j;
+            j + 1
+        })
+        .collect()
 }
 
 /// +1 or -1: the parity of the permutation `p` (by its cycles).

@@ -182,3 +182,32 @@ fn f32_batches_split_across_threads_match_one_by_one() {
         assert_eq!(&l[b * n * n..(b + 1) * n * n], &one[..]);
     }
 }
+
+#[test]
+fn lu_rebuilds_square_and_rectangular_matrices_with_lapack_pivots() {
+    for (m, n) in [(4, 4), (5, 3), (3, 5)] {
+        let k = m.min(n);
+        let a = sample(2 * m, n, 30 + m as u64);
+        let f = lu(&a, 2, m, n);
+        for b in 0..2 {
+            let (l, u) = (
+                &f.l[b * m * k..(b + 1) * m * k],
+                &f.u[b * k * n..(b + 1) * k * n],
+            );
+            assert!((0..m).all(|i| (0..k).all(|j| (j <= i) || l[i * k + j] == 0.0)));
+            assert!((0..k).all(|i| l[i * k + i] == 1.0));
+            assert!((0..k).all(|i| (0..i.min(n)).all(|j| u[i * n + j] == 0.0)));
+            let lu_rows = mm(l, u, m, k, n);
+            let perm = &f.perm[b * m..(b + 1) * m];
+            let ab = &a[b * m * n..(b + 1) * m * n];
+            let permuted: Vec<f64> = (0..m * n).map(|x| ab[perm[x / n] * n + x % n]).collect();
+            assert!(close(&lu_rows, &permuted, 1e-12), "{m} x {n}");
+            // Replaying the swaps gives the same order.
+            let mut order: Vec<usize> = (0..m).collect();
+            for (i, &p) in f.pivots[b * k..(b + 1) * k].iter().enumerate() {
+                order.swap(i, p - 1);
+            }
+            assert_eq!(&order[..], perm);
+        }
+    }
+}

@@ -531,6 +531,15 @@ fn linalg(name: &str) -> Option<Replay> {
         "linalg_pinv" => |a| vec![la::pinv(a.x(0))],
         "linalg_matrix_rank" => |a| vec![la::matrix_rank(a.x(0))],
         "linalg_lstsq" => |a| vec![la::lstsq(a.x(0), a.x(1))],
+        "linalg_lu" => |a| {
+            let (p, l, u) = la::lu(a.x(0));
+            vec![p, l, u]
+        },
+        "linalg_lu_factor" => |a| {
+            let (lu, pivots) = la::lu_factor(a.x(0));
+            vec![lu, pivots]
+        },
+        "linalg_lu_solve" => |a| vec![la::lu_solve(a.x(0), a.x(1), a.x(2))],
         "cholesky_solve" => |a| vec![la::cholesky_solve(a.x(0), a.x(1), a.int("upper") != 0)],
         "cholesky_inverse" => |a| vec![la::cholesky_inverse(a.x(0), a.int("upper") != 0)],
         "linalg_matrix_power" => |a| vec![la::matrix_power(a.x(0), a.int("n"))],

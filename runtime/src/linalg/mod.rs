@@ -7,6 +7,7 @@
 //! | [`cholesky`], [`cholesky_ex`] | `linalg.cholesky`, `linalg.cholesky_ex` |
 //! | [`solve`], [`solve_triangular`] | `linalg.solve`, `linalg.solve_triangular` |
 //! | [`inv`], [`det`], [`slogdet`], [`logdet`] | `linalg.inv`, `linalg.det`, `linalg.slogdet`, `logdet` |
+//! | [`lu`], [`lu_factor`], [`lu_solve`] | `linalg.lu`, `linalg.lu_factor`, `linalg.lu_solve` |
 //! | [`qr`] | `linalg.qr` |
 //! | [`eigh`], [`eigvalsh`] | `linalg.eigh`, `linalg.eigvalsh` (lower triangle read) |
 //! | [`svd`], [`svdvals`] | `linalg.svd`, `linalg.svdvals` |
@@ -32,11 +33,13 @@
 
 mod compose;
 mod factor;
+mod lu;
 mod norms;
 mod solve;
 
 pub use compose::{cholesky_inverse, cholesky_solve, lstsq, matrix_power, multi_dot};
 pub use factor::{QrMode, cholesky, cholesky_ex, eigh, eigvalsh, qr, svd, svdvals};
+pub use lu::{lu, lu_factor, lu_solve};
 pub use norms::{MatrixNorm, matrix_norm, matrix_rank, pinv};
 pub use solve::{det, inv, logdet, slogdet, solve, solve_triangular};
 
