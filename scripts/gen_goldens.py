@@ -401,6 +401,8 @@ def linalg_run(op, a, x):
     if op == "linalg_lu_solve":
         lu, piv = L.lu_factor(x[0])
         return [L.lu_solve(lu, piv, x[1])]
+    if op == "linalg_matrix_exp":
+        return [L.matrix_exp(x[0])]
     if op == "linalg_lstsq":
         return [L.lstsq(x[0], x[1]).solution]
     if op == "linalg_matrix_power":
@@ -977,6 +979,9 @@ case("linalg_lu_factor", "linalg_lu_factor", [randn(2, 4, 4)])
 case("linalg_lu_factor_tall", "linalg_lu_factor", [randn(5, 3)], grad=[False])
 case("linalg_lu_solve", "linalg_lu_solve", [wellcond(4, 4), randn(4, 2)])
 case("linalg_lu_solve_batch", "linalg_lu_solve", [wellcond(2, 3, 3), randn(2, 3, 1)])
+torch.manual_seed(41)
+case("linalg_matrix_exp", "linalg_matrix_exp", [randn(3, 3) * 0.3])
+case("linalg_matrix_exp_scaled_batch", "linalg_matrix_exp", [randn(2, 4, 4) * 3])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

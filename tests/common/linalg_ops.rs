@@ -88,6 +88,7 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             }
         }
         "linalg_lstsq" => vec![linalg::lstsq(&x[0], &x[1])],
+        "linalg_matrix_exp" => vec![linalg::matrix_exp(&x[0])],
         "linalg_lu" => {
             let (p, l, u) = linalg::lu(&x[0]);
             vec![p, l, u]

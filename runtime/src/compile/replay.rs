@@ -543,6 +543,7 @@ fn linalg(name: &str) -> Option<Replay> {
         "cholesky_solve" => |a| vec![la::cholesky_solve(a.x(0), a.x(1), a.int("upper") != 0)],
         "cholesky_inverse" => |a| vec![la::cholesky_inverse(a.x(0), a.int("upper") != 0)],
         "linalg_matrix_power" => |a| vec![la::matrix_power(a.x(0), a.int("n"))],
+        "linalg_matrix_exp" => |a| vec![la::matrix_exp(a.x(0))],
         "linalg_matrix_norm" => |a| {
             vec![la::matrix_norm(
                 a.x(0),

@@ -1,8 +1,9 @@
 //! Compositions of the factorizations and products: `linalg.lstsq`,
-//! `cholesky_solve`, `cholesky_inverse`, `linalg.matrix_power` and
-//! `linalg.multi_dot`; their gradients come from the ops they are made of.
+//! `cholesky_solve`, `cholesky_inverse`, `linalg.matrix_power`,
+//! `linalg.matrix_exp` and `linalg.multi_dot`; their gradients come from
+//! the ops they are made of.
 
-use super::{check_matrices, eye_like, mt, pinv, solve_triangular};
+use super::{MatrixNorm, check_matrices, eye_like, matrix_norm, mt, pinv, solve, solve_triangular};
 use crate::Tensor;
 use crate::trace::{self, Attr};
 
@@ -107,6 +108,80 @@ pub fn matrix_power(a: &Tensor, n: i64) -> Tensor {
             }
         }
         result.unwrap_or_else(|| &eye_like(a.size(-1), a).expand(a.shape()) + &(a * 0.0))
+    })
+}
+
+/// `θ₁₃` of Higham's scaling and squaring: the largest 1-norm for which the
+/// degree-13 Padé approximant of `exp` is accurate to f64 rounding.
+const THETA_13: f64 = 5.371920351148152;
+
+/// The coefficients of the degree-13 Padé approximant of `exp`.
+const PADE_13: [f64; 14] = [
+    64764752532480000.0,
+    32382376266240000.0,
+    7771770303897600.0,
+    1187353796428800.0,
+    129060195264000.0,
+    10559470521600.0,
+    670442572800.0,
+    33522128640.0,
+    1323241920.0,
+    40840800.0,
+    960960.0,
+    16380.0,
+    182.0,
+    1.0,
+];
+
+/// The matrix exponential `Σ Aᵏ / k!` of each square matrix
+/// (`torch.linalg.matrix_exp`), by Higham's scaling and squaring with the
+/// degree-13 Padé approximant: `A` is scaled by `2⁻ˢ` until its 1-norm is
+/// at most `θ₁₃` (one `s` for the whole batch: the largest norm's), the
+/// approximant solved for, and squared `s` times. The gradient is the
+/// exact derivative of those steps.
+///
+/// ```
+/// use tapir_runtime::{Tensor, linalg};
+/// // exp of [[0, -t], [t, 0]] is the rotation by t.
+/// let t = 0.5f64;
+/// let a = Tensor::from_vec(vec![0.0, -t, t, 0.0], &[2, 2]);
+/// let r = Tensor::from_vec(vec![t.cos(), -t.sin(), t.sin(), t.cos()], &[2, 2]);
+/// assert!(linalg::matrix_exp(&a).allclose(&r, 1e-14, 1e-14));
+/// ```
+pub fn matrix_exp(a: &Tensor) -> Tensor {
+    trace::op("linalg_matrix_exp", [a], Vec::new, || {
+        check_matrices("linalg.matrix_exp", a, true);
+        if a.numel() == 0 {
+            return a.clone();
+        }
+        let norm = crate::autograd::no_grad(|| {
+            matrix_norm(a, MatrixNorm::MaxColumnSum)
+                .max()
+                .to_dtype(crate::DType::F64)
+                .item::<f64>()
+        });
+        let s = if norm > THETA_13 {
+            (norm / THETA_13).log2().ceil() as i32
+        } else {
+            0
+        };
+        let a = if s > 0 { a * 0.5f64.powi(s) } else { a.clone() };
+        let b = PADE_13;
+        let eye = eye_like(a.size(-1), &a).expand(a.shape());
+        let a2 = a.matmul(&a);
+        let a4 = a2.matmul(&a2);
+        let a6 = a4.matmul(&a2);
+        let poly =
+            |c: [f64; 4]| &(&(&(&a6 * c[0]) + &(&a4 * c[1])) + &(&a2 * c[2])) + &(&eye * c[3]);
+        let u_inner =
+            &a6.matmul(&poly([b[13], b[11], b[9], 0.0])) + &poly([b[7], b[5], b[3], b[1]]);
+        let u = a.matmul(&u_inner);
+        let v = &a6.matmul(&poly([b[12], b[10], b[8], 0.0])) + &poly([b[6], b[4], b[2], b[0]]);
+        let mut r = solve(&(&v - &u), &(&v + &u));
+        for _ in 0..s {
+            r = r.matmul(&r);
+        }
+        r
     })
 }
 

@@ -13,7 +13,7 @@
 //! | [`svd`], [`svdvals`] | `linalg.svd`, `linalg.svdvals` |
 //! | [`pinv`], [`matrix_norm`], [`matrix_rank`] | `linalg.pinv`, `linalg.matrix_norm`, `linalg.matrix_rank` |
 //! | [`lstsq`], [`cholesky_solve`], [`cholesky_inverse`] | `linalg.lstsq(..).solution`, `cholesky_solve`, `cholesky_inverse` |
-//! | [`matrix_power`], [`multi_dot`] | `linalg.matrix_power`, `linalg.multi_dot` |
+//! | [`matrix_power`], [`matrix_exp`], [`multi_dot`] | `linalg.matrix_power`, `linalg.matrix_exp`, `linalg.multi_dot` |
 //!
 //! The factorizations run on faer (`tapir_kernels::cpu::linalg`), one
 //! matrix per task across tapir's threads; f32 and f64 (PyTorch's CPU
@@ -37,7 +37,7 @@ mod lu;
 mod norms;
 mod solve;
 
-pub use compose::{cholesky_inverse, cholesky_solve, lstsq, matrix_power, multi_dot};
+pub use compose::{cholesky_inverse, cholesky_solve, lstsq, matrix_exp, matrix_power, multi_dot};
 pub use factor::{QrMode, cholesky, cholesky_ex, eigh, eigvalsh, qr, svd, svdvals};
 pub use lu::{lu, lu_factor, lu_solve};
 pub use norms::{MatrixNorm, matrix_norm, matrix_rank, pinv};
