@@ -259,3 +259,23 @@ fn lu_factors_solve_and_refuse_what_they_cannot_do() {
         "{m}"
     );
 }
+
+/// Empty batches and 0 x 0 matrices give empty results, as PyTorch's.
+#[test]
+fn empty_batches_and_empty_matrices_give_empty_results() {
+    for shape in [&[0, 3, 3][..], &[2, 0, 0][..]] {
+        let a = Tensor::zeros(shape).to_dtype(DType::F64);
+        assert_eq!(linalg::cholesky(&a, false).shape(), shape);
+        assert_eq!(linalg::inv(&a).shape(), shape);
+        assert_eq!(linalg::solve(&a, &a).shape(), shape);
+        assert_eq!(linalg::eigh(&a).1.shape(), shape);
+        assert_eq!(linalg::svd(&a, false).0.shape(), shape);
+        assert_eq!(linalg::qr(&a, QrMode::Reduced).1.shape(), shape);
+        assert_eq!(linalg::lu(&a).2.shape(), shape);
+        assert_eq!(linalg::matrix_exp(&a).shape(), shape);
+        assert_eq!(linalg::slogdet(&a).1.shape(), &shape[..1]);
+    }
+    // det of a 0 x 0 matrix is 1, as the empty product.
+    let empty = Tensor::zeros(&[2, 0, 0]).to_dtype(DType::F64);
+    assert_eq!(linalg::det(&empty).to_vec::<f64>(), vec![1.0, 1.0]);
+}
