@@ -5,8 +5,8 @@
 use super::{
     check_info, check_matrices, diag_embed, eye_like, mt, run, solve_triangular, with_tail,
 };
+use crate::Tensor;
 use crate::trace::{self, Attr};
-use crate::{DType, Tensor};
 use tapir_kernels::Decomposition;
 
 /// `L` with `A = L Lᵀ` for each symmetric positive-definite matrix, reading
@@ -403,14 +403,4 @@ pub fn svdvals(a: &Tensor) -> Tensor {
         });
         outs[1].clone()
     })
-}
-
-/// The dtype the linalg ops compute in for `a` (for callers that build
-/// tolerances).
-pub(super) fn eps_of(a: &Tensor) -> f64 {
-    if a.dtype() == DType::F64 {
-        f64::EPSILON
-    } else {
-        f32::EPSILON as f64
-    }
 }

@@ -1,7 +1,6 @@
 //! What is built on the SVD: `linalg.pinv`, `linalg.matrix_norm` and
 //! `linalg.matrix_rank`.
 
-use super::factor::eps_of;
 use super::{check_matrices, mt, svd, svdvals};
 use crate::autograd::no_grad;
 use crate::trace::{self, Attr};
@@ -24,10 +23,7 @@ pub fn pinv(a: &Tensor) -> Tensor {
         check_matrices("linalg.pinv", a, false);
         let p = no_grad(|| {
             let (u, s, vh) = svd(a, false);
-            let (m, n) = (a.size(-2), a.size(-1));
-            let smax = s.narrow(-1, 0, 1.min(s.size(-1)));
-            let tol = &smax * (m.max(n) as f64 * eps_of(a));
-            let keep = s.gt(&tol);
+            let keep = above_default_tolerance(&s, a);
             let sinv = Tensor::where_(&keep, &s.reciprocal(), &Tensor::zeros_like(&s));
             mt(&vh).matmul(&(&sinv.unsqueeze(-1) * &mt(&u)))
         });
@@ -36,6 +32,20 @@ pub fn pinv(a: &Tensor) -> Tensor {
             move |g: &Tensor, _: &[bool]| vec![Some(pinv_backward(g, &p, &a))]
         })
     })
+}
+
+/// Which singular values `s` (descending) of `a` count as non-zero for
+/// `pinv` and `matrix_rank`: those above PyTorch's default tolerance
+/// `max(m, n) · eps · σ_max`, eps of `a`'s dtype.
+fn above_default_tolerance(s: &Tensor, a: &Tensor) -> Tensor {
+    let eps = if a.dtype() == DType::F64 {
+        f64::EPSILON
+    } else {
+        f32::EPSILON as f64
+    };
+    let smax = s.narrow(-1, 0, 1.min(s.size(-1)));
+    let tol = &smax * (a.size(-2).max(a.size(-1)) as f64 * eps);
+    s.gt(&tol)
 }
 
 /// PyTorch's `pinv_backward` (real case), with the products arranged for
@@ -137,10 +147,9 @@ pub fn matrix_rank(a: &Tensor) -> Tensor {
         check_matrices("linalg.matrix_rank", a, false);
         no_grad(|| {
             let s = svdvals(a);
-            let (m, n) = (a.size(-2), a.size(-1));
-            let smax = s.narrow(-1, 0, 1.min(s.size(-1)));
-            let tol = &smax * (m.max(n) as f64 * eps_of(a));
-            s.gt(&tol).to_dtype(DType::I64).sum_dim(-1, false)
+            above_default_tolerance(&s, a)
+                .to_dtype(DType::I64)
+                .sum_dim(-1, false)
         })
     })
 }

@@ -5,6 +5,7 @@
 
 use super::Storage;
 use super::cpu::{CpuBuffer, Wrap};
+use std::borrow::Cow;
 use tapir_kernels::Decomposition;
 use tapir_kernels::Layout;
 use tapir_kernels::cpu::linalg::{LinalgFloat, decompose};
@@ -48,7 +49,15 @@ impl CpuBuffer {
     }
 }
 
-fn run<T: LinalgFloat + Wrap>(
+/// The view's elements row-major: borrowed when they already are.
+fn dense<'a, T: LinalgFloat + Default>(v: &'a [T], l: &Layout) -> Cow<'a, [T]> {
+    match l.contiguous_offset() {
+        Some(off) => Cow::Borrowed(&v[off..off + l.numel()]),
+        None => Cow::Owned(map(v, l, |x| x)),
+    }
+}
+
+fn run<T: LinalgFloat + Wrap + Default>(
     v: &[T],
     l: &Layout,
     rhs: Option<(&CpuBuffer, &Layout)>,
@@ -57,10 +66,10 @@ fn run<T: LinalgFloat + Wrap>(
     let nd = l.shape.len();
     let (m, n) = (l.shape[nd - 2], l.shape[nd - 1]);
     let batch = l.shape[..nd - 2].iter().product();
-    let a = map(v, l, |x| x);
+    let a = dense(v, l);
     let b = rhs.map(|(buf, lb)| {
         let v = T::peek(buf).expect("linalg: the right-hand side has the matrix's dtype");
-        map(v, lb, |x| x)
+        dense(v, lb)
     });
     let (outs, info) = decompose(&a, b.as_deref(), (batch, m, n), d);
     (outs.into_iter().map(T::wrap).collect(), info)
