@@ -657,7 +657,7 @@ fn an_op_inside_a_nested_call_is_named_by_its_own_layer() {
 /// A hand-written model whose forward is a closure over its input.
 struct Custom<F: Fn(&Tensor) -> Tensor + Send + Sync>(F, tapir::nn::Linear);
 
-impl<F: Fn(&Tensor) -> Tensor + Send + Sync> tapir::nn::Module for Custom<F> {
+impl<F: Fn(&Tensor) -> Tensor + Send + Sync + 'static> tapir::nn::Module for Custom<F> {
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, tapir::nn::TensorKind)) {
         tapir::nn::visit_child("fc", &self.1, f);
     }
@@ -669,7 +669,7 @@ impl<F: Fn(&Tensor) -> Tensor + Send + Sync> tapir::nn::Module for Custom<F> {
     }
 }
 
-impl<F: Fn(&Tensor) -> Tensor + Send + Sync> Exportable for Custom<F> {
+impl<F: Fn(&Tensor) -> Tensor + Send + Sync + 'static> Exportable for Custom<F> {
     fn export_forward(&self, inputs: &[&Tensor]) -> tapir::Result<Vec<Tensor>> {
         Ok(vec![(self.0)(&self.1.forward(inputs[0]))])
     }
@@ -678,7 +678,7 @@ impl<F: Fn(&Tensor) -> Tensor + Send + Sync> Exportable for Custom<F> {
     }
 }
 
-fn export_error<F: Fn(&Tensor) -> Tensor + Send + Sync>(f: F) -> String {
+fn export_error<F: Fn(&Tensor) -> Tensor + Send + Sync + 'static>(f: F) -> String {
     let model = Custom(f, tapir::nn::Linear::new(4, 4, true));
     let path = dir().join("bad.onnx");
     let e = onnx::export(

@@ -5,8 +5,7 @@
 
 use tapir::Tensor;
 use tapir::nn::{
-    Forward, GELU, LayerNorm, Linear, Module, ModuleList, Sequential, TensorKind, repr_children,
-    visit_child, visit_child_mut,
+    Forward, GELU, LayerNorm, Linear, Module, ModuleList, Sequential, repr_of_children,
 };
 
 /// `x + Seq(Linear(d, d), LayerNorm(d), GELU(), Linear(d, d))(x)`.
@@ -31,18 +30,17 @@ impl Forward for ResBlock {
     }
 }
 
+/// A composite names its children; its tensors, `named_modules`, `apply`
+/// and train/eval come from them.
 impl Module for ResBlock {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_child("net", &self.net, f);
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        f("net", &self.net);
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_child_mut("net", &mut self.net, f);
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        f("net", &mut self.net);
     }
     fn repr(&self) -> String {
-        repr_children("ResBlock", &[("net", &self.net)])
-    }
-    fn set_training(&self, on: bool) {
-        self.net.set_training(on);
+        repr_of_children("ResBlock", self)
     }
 }
 
@@ -79,27 +77,17 @@ impl Forward for Mlp {
 }
 
 impl Module for Mlp {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_child("stem", &self.stem, f);
-        visit_child("blocks", &self.blocks, f);
-        visit_child("head", &self.head, f);
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        f("stem", &self.stem);
+        f("blocks", &self.blocks);
+        f("head", &self.head);
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_child_mut("stem", &mut self.stem, f);
-        visit_child_mut("blocks", &mut self.blocks, f);
-        visit_child_mut("head", &mut self.head, f);
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        f("stem", &mut self.stem);
+        f("blocks", &mut self.blocks);
+        f("head", &mut self.head);
     }
     fn repr(&self) -> String {
-        repr_children(
-            "Mlp",
-            &[
-                ("stem", &self.stem),
-                ("blocks", &self.blocks),
-                ("head", &self.head),
-            ],
-        )
-    }
-    fn set_training(&self, on: bool) {
-        self.blocks.set_training(on);
+        repr_of_children("Mlp", self)
     }
 }

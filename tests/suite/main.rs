@@ -35,6 +35,7 @@ mod loss_modules;
 mod margin_losses;
 mod model_macro;
 mod model_rows;
+mod module_tree;
 mod nn_goldens;
 mod optim_goldens;
 mod packed;

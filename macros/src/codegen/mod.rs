@@ -204,12 +204,12 @@ fn common_impls(
     });
     quote! {
         impl #impl_g ::tapir::nn::Module for #name #ty_g #where_c {
-            fn visit(&self, f: &mut dyn FnMut(&str, &::tapir::Tensor, ::tapir::nn::TensorKind)) {
-                #(::tapir::nn::visit_child(#fstrs, &self.#fnames, f);)*
+            fn visit_children<'__a>(&'__a self, f: &mut dyn FnMut(&str, &'__a dyn ::tapir::nn::Module)) {
+                #(f(#fstrs, &self.#fnames);)*
                 let _ = f;
             }
-            fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut ::tapir::Tensor, ::tapir::nn::TensorKind)) {
-                #(::tapir::nn::visit_child_mut(#fstrs, &mut self.#fnames, f);)*
+            fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn ::tapir::nn::Module)) {
+                #(f(#fstrs, &mut self.#fnames);)*
                 let _ = f;
             }
             fn repr(&self) -> ::std::string::String {

@@ -576,6 +576,22 @@ impl<M: Module> Module for Compiled<M> {
         self.reset();
         self.model.visit_mut(f)
     }
+    /// The model's children: a compiled model names its modules as the
+    /// model does (its tensors too), so walks and `apply` see through it.
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        self.model.visit_children(f)
+    }
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        self.reset();
+        self.model.visit_children_mut(f)
+    }
+    fn module_any(&self) -> &dyn std::any::Any {
+        self.model.module_any()
+    }
+    fn module_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self.reset();
+        self.model.module_any_mut()
+    }
     fn repr(&self) -> String {
         let inner = self.model.repr().replace('\n', "\n  ");
         format!("OptimizedModule(\n  (_orig_mod): {inner}\n)")

@@ -515,6 +515,15 @@ impl<M: Module> Module for DistributedDataParallel<M> {
              convert the model before DistributedDataParallel::new"
         )
     }
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        f("module", &self.module);
+    }
+    fn visit_children_mut(&mut self, _f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        panic!(
+            "DistributedDataParallel: its modules cannot be changed after wrapping; change the model before \
+             DistributedDataParallel::new"
+        )
+    }
     fn repr(&self) -> String {
         format!(
             "DistributedDataParallel(\n  (module): {}\n)",

@@ -200,6 +200,12 @@ impl Module for MultiheadAttention {
         );
         visit_child_mut("out_proj", &mut self.out_proj, f);
     }
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        f("out_proj", &self.out_proj);
+    }
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        f("out_proj", &mut self.out_proj);
+    }
     fn set_training(&self, on: bool) {
         self.training.set(on);
     }

@@ -1,6 +1,6 @@
 //! Containers: `Sequential`, `ModuleList` and `ModuleDict`.
 
-use super::module::{Forward, Module, TensorKind, repr_children, visit_child, visit_child_mut};
+use super::module::{Forward, Module, repr_children};
 use crate::Tensor;
 
 /// Applies its modules in order (`nn.Sequential`); children are named
@@ -58,14 +58,14 @@ impl Forward for Sequential {
 }
 
 impl Module for Sequential {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
         for (i, l) in self.layers.iter().enumerate() {
-            visit_child(&i.to_string(), l.as_ref(), f);
+            f(&i.to_string(), l.as_ref());
         }
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
         for (i, l) in self.layers.iter_mut().enumerate() {
-            visit_child_mut(&i.to_string(), l.as_mut(), f);
+            f(&i.to_string(), l.as_mut());
         }
     }
     fn repr(&self) -> String {
@@ -76,9 +76,6 @@ impl Module for Sequential {
             .map(|(n, l)| (n.as_str(), l.as_ref() as &dyn Module))
             .collect();
         repr_children("Sequential", &kids)
-    }
-    fn set_training(&self, on: bool) {
-        self.layers.iter().for_each(|l| l.set_training(on));
     }
     fn is_training(&self) -> bool {
         self.layers.first().is_none_or(|l| l.is_training())
@@ -129,14 +126,14 @@ impl<'a, M: Module> IntoIterator for &'a ModuleList<M> {
 }
 
 impl<M: Module> Module for ModuleList<M> {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
         for (i, l) in self.items.iter().enumerate() {
-            visit_child(&i.to_string(), l, f);
+            f(&i.to_string(), l);
         }
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
         for (i, l) in self.items.iter_mut().enumerate() {
-            visit_child_mut(&i.to_string(), l, f);
+            f(&i.to_string(), l);
         }
     }
     fn repr(&self) -> String {
@@ -147,9 +144,6 @@ impl<M: Module> Module for ModuleList<M> {
             .map(|(n, l)| (n.as_str(), l as &dyn Module))
             .collect();
         repr_children("ModuleList", &kids)
-    }
-    fn set_training(&self, on: bool) {
-        self.items.iter().for_each(|l| l.set_training(on));
     }
     fn is_training(&self) -> bool {
         self.items.first().is_none_or(|l| l.is_training())
@@ -259,14 +253,14 @@ impl<M: Module> std::ops::Index<&str> for ModuleDict<M> {
 }
 
 impl<M: Module> Module for ModuleDict<M> {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
         for (k, m) in &self.entries {
-            visit_child(k, m, f);
+            f(k, m);
         }
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
         for (k, m) in &mut self.entries {
-            visit_child_mut(k, m, f);
+            f(k, m);
         }
     }
     fn repr(&self) -> String {
@@ -276,9 +270,6 @@ impl<M: Module> Module for ModuleDict<M> {
             .map(|(k, m)| (k.as_str(), m as &dyn Module))
             .collect();
         repr_children("ModuleDict", &kids)
-    }
-    fn set_training(&self, on: bool) {
-        self.entries.iter().for_each(|(_, m)| m.set_training(on));
     }
     fn is_training(&self) -> bool {
         self.entries.first().is_none_or(|(_, m)| m.is_training())

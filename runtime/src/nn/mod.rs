@@ -22,6 +22,7 @@ mod loss;
 mod loss_modules;
 mod margin_loss;
 mod module;
+mod module_tree;
 mod norm;
 mod packed;
 mod padding;
@@ -84,9 +85,10 @@ pub use margin_loss::{
     poisson_nll_loss, soft_margin_loss, triplet_margin_loss, triplet_margin_with_distance_loss,
 };
 pub use module::{
-    Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children, visit_child,
-    visit_child_mut,
+    Forward, LoadReport, Module, StateDict, TensorKind, TrainingFlag, repr_children,
+    repr_of_children, visit_child, visit_child_mut,
 };
+pub use module_tree::AsModule;
 pub use norm::{LayerNorm, LocalResponseNorm, RMSNorm, local_response_norm};
 pub use packed::{
     PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence,

@@ -1,6 +1,7 @@
 //! The `Module` trait: named parameters and buffers with PyTorch's dotted
 //! names, train/eval, freezing, state dicts and a PyTorch-style repr.
 
+use super::module_tree::{AsModule, collect_modules};
 use crate::{DType, Device, Result, Tensor};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -52,9 +53,12 @@ impl std::fmt::Display for LoadReport {
     }
 }
 
-/// A neural-network module (PyTorch's `nn.Module`). Implementors provide the
-/// two visitors (every parameter and buffer, with names relative to this
-/// module) and a repr; everything else is provided.
+/// A neural-network module (PyTorch's `nn.Module`). A layer implements the
+/// two tensor visitors (its parameters and buffers, with names relative to
+/// this module) and a repr. A composite names its children instead
+/// ([`Module::visit_children`] and [`Module::visit_children_mut`]): its
+/// tensors, train/eval switch, `named_modules` and `apply` then come from
+/// them. Everything else is provided.
 ///
 /// ```
 /// use tapir_runtime::nn::{Linear, Module};
@@ -64,15 +68,30 @@ impl std::fmt::Display for LoadReport {
 /// assert_eq!(l.num_parameters(), 8);
 /// assert_eq!(l.to_string(), "Linear(in_features=3, out_features=2, bias=True)");
 /// ```
-pub trait Module: Send + Sync {
-    /// Calls `f` with every parameter and buffer, recursively, with dotted names.
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind));
+pub trait Module: AsModule + Send + Sync {
+    /// Calls `f` with every parameter and buffer, recursively, with dotted
+    /// names. By default, the children's under their names.
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.visit_children(&mut |name, child| visit_child(name, child, f));
+    }
     /// As [`Module::visit`], with the tensors replaceable (dtype/device moves).
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind));
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.visit_children_mut(&mut |name, child| visit_child_mut(name, child, f));
+    }
+    /// Calls `f` with each direct child module and the name it sits under,
+    /// in registration order (PyTorch's `named_children`). A layer has none,
+    /// the default.
+    fn visit_children<'a>(&'a self, _f: &mut dyn FnMut(&str, &'a dyn Module)) {}
+    /// As [`Module::visit_children`], with the children changeable (what
+    /// [`Module::apply`] walks).
+    fn visit_children_mut(&mut self, _f: &mut dyn FnMut(&str, &mut dyn Module)) {}
     /// PyTorch's repr of this module (children indented, as `print(model)`).
     fn repr(&self) -> String;
-    /// Sets train (true) or eval (false) mode here and in every child.
-    fn set_training(&self, _on: bool) {}
+    /// Sets train (true) or eval (false) mode here and in every child. By
+    /// default, in every child; a module with a mode of its own overrides it.
+    fn set_training(&self, on: bool) {
+        self.visit_children(&mut |_, child| child.set_training(on));
+    }
     /// Whether the module is in train mode.
     fn is_training(&self) -> bool {
         true
@@ -107,6 +126,81 @@ pub trait Module: Send + Sync {
     /// [`Module::named_parameters`]).
     fn named_buffers(&self) -> Vec<(String, Tensor)> {
         named_once(self, TensorKind::Buffer)
+    }
+
+    /// The direct children with their names (`named_children()`).
+    fn named_children(&self) -> Vec<(String, &dyn Module)> {
+        let mut out = vec![];
+        self.visit_children(&mut |name, child| out.push((name.to_string(), child)));
+        out
+    }
+
+    /// The direct children (`children()`).
+    fn children(&self) -> Vec<&dyn Module> {
+        let mut out = vec![];
+        self.visit_children(&mut |_, child| out.push(child));
+        out
+    }
+
+    /// This module (named `""`) and every module below it with its dotted
+    /// name, each after its parent, as PyTorch's `named_modules()`. A module
+    /// shared through an `Arc` is listed at each place it sits.
+    ///
+    /// ```
+    /// use tapir_runtime::nn::{Linear, Module, ReLU, Sequential};
+    /// let net = Sequential::new().add(Linear::new(4, 8, true)).add(ReLU);
+    /// let names: Vec<String> = net.named_modules().into_iter().map(|(n, _)| n).collect();
+    /// assert_eq!(names, ["", "0", "1"]);
+    /// ```
+    fn named_modules(&self) -> Vec<(String, &dyn Module)> {
+        let mut out = vec![(String::new(), self.as_module())];
+        collect_modules(self.as_module(), "", &mut out);
+        out
+    }
+
+    /// This module and every module below it (`modules()`).
+    fn modules(&self) -> Vec<&dyn Module> {
+        self.named_modules().into_iter().map(|(_, m)| m).collect()
+    }
+
+    /// The module at a dotted path (`"blocks.0.net.3"`; `""` is this one),
+    /// or `None` when nothing sits there (`get_submodule`).
+    fn get_submodule(&self, target: &str) -> Option<&dyn Module> {
+        self.named_modules()
+            .into_iter()
+            .find(|(name, _)| name == target)
+            .map(|(_, m)| m)
+    }
+
+    /// Calls `f` on every module below this one, children before their
+    /// parent, then on this one (PyTorch's `apply`, what custom
+    /// initialisation uses).
+    ///
+    /// ```
+    /// use tapir_runtime::nn::{Linear, Module, ReLU, Sequential, init};
+    /// let mut net = Sequential::new().add(Linear::new(4, 8, true)).add(ReLU);
+    /// net.apply(&mut |m| {
+    ///     if let Some(l) = m.downcast_mut::<Linear>() {
+    ///         init::xavier_uniform_(&l.weight, 1.0);
+    ///         l.bias.iter().for_each(init::zeros_);
+    ///     }
+    /// });
+    /// assert!(net.named_parameters()[1].1.to_vec::<f32>().iter().all(|b| *b == 0.0));
+    /// ```
+    fn apply(&mut self, f: &mut dyn FnMut(&mut dyn Module)) {
+        self.visit_children_mut(&mut |_, child| child.apply(f));
+        f(self.as_module_mut());
+    }
+
+    /// What `downcast_ref` looks at: this module as `Any`. A wrapper that
+    /// stands for the module it holds (`Box`, `Arc`) answers with that one.
+    fn module_any(&self) -> &dyn std::any::Any {
+        self.as_any()
+    }
+
+    /// As [`Module::module_any`], mutably.
+    fn module_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self.as_any_mut()
     }
 
     /// Total number of parameter elements.
@@ -240,9 +334,13 @@ impl<M: Module> Module for std::sync::Arc<M> {
         (**self).visit(f)
     }
     fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        std::sync::Arc::get_mut(self)
-            .expect("a checkpointed module cannot be changed while a graph that will recompute it is alive: run backward (or drop the output) first")
-            .visit_mut(f)
+        arc_only_handle(self).visit_mut(f)
+    }
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        (**self).visit_children(f)
+    }
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        arc_only_handle(self).visit_children_mut(f)
     }
     fn repr(&self) -> String {
         (**self).repr()
@@ -253,6 +351,18 @@ impl<M: Module> Module for std::sync::Arc<M> {
     fn is_training(&self) -> bool {
         (**self).is_training()
     }
+    fn module_any(&self) -> &dyn std::any::Any {
+        (**self).module_any()
+    }
+    fn module_any_mut(&mut self) -> &mut dyn std::any::Any {
+        arc_only_handle(self).module_any_mut()
+    }
+}
+
+/// The module behind the only handle to it (see the `Arc` impl's note).
+fn arc_only_handle<M>(m: &mut std::sync::Arc<M>) -> &mut M {
+    std::sync::Arc::get_mut(m)
+        .expect("a checkpointed module cannot be changed while a graph that will recompute it is alive: run backward (or drop the output) first")
 }
 
 impl<M: Forward> Forward for std::sync::Arc<M> {
@@ -270,6 +380,12 @@ impl<M: Module + ?Sized> Module for Box<M> {
     fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
         (**self).visit_mut(f)
     }
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        (**self).visit_children(f)
+    }
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        (**self).visit_children_mut(f)
+    }
     fn repr(&self) -> String {
         (**self).repr()
     }
@@ -278,6 +394,12 @@ impl<M: Module + ?Sized> Module for Box<M> {
     }
     fn is_training(&self) -> bool {
         (**self).is_training()
+    }
+    fn module_any(&self) -> &dyn std::any::Any {
+        (**self).module_any()
+    }
+    fn module_any_mut(&mut self) -> &mut dyn std::any::Any {
+        (**self).module_any_mut()
     }
 }
 
@@ -351,6 +473,21 @@ pub fn repr_children(name: &str, children: &[(&str, &dyn Module)]) -> String {
     }
     s.push(')');
     s
+}
+
+/// PyTorch's repr of a composite from its own children
+/// ([`Module::named_children`]): what a hand-written composite's `repr`
+/// can return.
+///
+/// ```
+/// use tapir_runtime::nn::{Linear, ReLU, Sequential, repr_of_children};
+/// let net = Sequential::new().add(Linear::new(2, 3, true)).add(ReLU);
+/// assert_eq!(repr_of_children("Net", &net), net.to_string().replacen("Sequential", "Net", 1));
+/// ```
+pub fn repr_of_children(name: &str, module: &dyn Module) -> String {
+    let kids = module.named_children();
+    let refs: Vec<(&str, &dyn Module)> = kids.iter().map(|(n, m)| (n.as_str(), *m)).collect();
+    repr_children(name, &refs)
 }
 
 /// A train/eval flag for modules to embed (starts in train mode, as PyTorch).

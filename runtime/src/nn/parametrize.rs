@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 
 /// How a [`Parametrized`] module computes its tensor, and the tensors that
 /// computation owns (under `parametrizations.<name>.` in the state dict).
-pub trait Parametrization: Send + Sync {
+pub trait Parametrization: Send + Sync + 'static {
     /// The tensor to use, from the owned ones; `training` is the module's
     /// mode (spectral norm's power iteration runs only in training).
     fn value(&self, training: bool) -> Tensor;

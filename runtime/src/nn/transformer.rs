@@ -3,11 +3,9 @@
 //! pre-norm with `norm_first`), composed from existing layers.
 
 use super::attention::MultiheadAttention;
-use super::layers::{Dropout, dropout};
+use super::layers::Dropout;
 use super::linear::Linear;
-use super::module::{
-    Forward, Module, TensorKind, TrainingFlag, repr_children, visit_child, visit_child_mut,
-};
+use super::module::{Forward, Module, TrainingFlag, repr_of_children};
 use super::norm::LayerNorm;
 use crate::Tensor;
 
@@ -84,6 +82,12 @@ pub struct TransformerEncoderLayer {
     pub norm1: LayerNorm,
     /// The LayerNorm of the feed-forward block.
     pub norm2: LayerNorm,
+    /// Between the feed-forward block's two linears.
+    pub dropout: Dropout,
+    /// After the attention block.
+    pub dropout1: Dropout,
+    /// After the feed-forward block.
+    pub dropout2: Dropout,
     /// The options it was built with.
     pub opts: TransformerEncoderLayerOptions,
     training: TrainingFlag,
@@ -111,6 +115,9 @@ impl TransformerEncoderLayer {
             linear2: Linear::new(opts.dim_feedforward, d_model, opts.bias),
             norm1: norm(),
             norm2: norm(),
+            dropout: Dropout::new(opts.dropout),
+            dropout1: Dropout::new(opts.dropout),
+            dropout2: Dropout::new(opts.dropout),
             opts,
             training: TrainingFlag::default(),
         }
@@ -137,12 +144,11 @@ impl TransformerEncoderLayer {
             },
             src.shape()
         );
-        let (p, training) = (self.opts.dropout, self.training.get());
         let sa = |x: &Tensor| {
             let (y, _) =
                 self.self_attn
                     .forward(x, x, x, src_key_padding_mask, src_mask, false, is_causal);
-            dropout(&y, p, training)
+            self.dropout1.forward(&y)
         };
         let ff = |x: &Tensor| {
             let h = self.linear1.forward(x);
@@ -150,8 +156,8 @@ impl TransformerEncoderLayer {
                 Activation::Relu => h.relu(),
                 Activation::Gelu => h.gelu(),
             };
-            let y = self.linear2.forward(&dropout(&h, p, training));
-            dropout(&y, p, training)
+            let y = self.linear2.forward(&self.dropout.forward(&h));
+            self.dropout2.forward(&y)
         };
         // Each residual add and the norm after it run as one fused pass.
         if self.opts.norm_first {
@@ -172,44 +178,36 @@ impl Forward for TransformerEncoderLayer {
 }
 
 impl Module for TransformerEncoderLayer {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_child("self_attn", &self.self_attn, f);
-        visit_child("linear1", &self.linear1, f);
-        visit_child("linear2", &self.linear2, f);
-        visit_child("norm1", &self.norm1, f);
-        visit_child("norm2", &self.norm2, f);
+    /// PyTorch's children in PyTorch's order (the dropouts hold no tensors).
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        f("self_attn", &self.self_attn);
+        f("linear1", &self.linear1);
+        f("dropout", &self.dropout);
+        f("linear2", &self.linear2);
+        f("norm1", &self.norm1);
+        f("norm2", &self.norm2);
+        f("dropout1", &self.dropout1);
+        f("dropout2", &self.dropout2);
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_child_mut("self_attn", &mut self.self_attn, f);
-        visit_child_mut("linear1", &mut self.linear1, f);
-        visit_child_mut("linear2", &mut self.linear2, f);
-        visit_child_mut("norm1", &mut self.norm1, f);
-        visit_child_mut("norm2", &mut self.norm2, f);
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        f("self_attn", &mut self.self_attn);
+        f("linear1", &mut self.linear1);
+        f("dropout", &mut self.dropout);
+        f("linear2", &mut self.linear2);
+        f("norm1", &mut self.norm1);
+        f("norm2", &mut self.norm2);
+        f("dropout1", &mut self.dropout1);
+        f("dropout2", &mut self.dropout2);
     }
     fn set_training(&self, on: bool) {
         self.training.set(on);
-        self.self_attn.set_training(on);
+        self.visit_children(&mut |_, child| child.set_training(on));
     }
     fn is_training(&self) -> bool {
         self.training.get()
     }
     fn repr(&self) -> String {
-        // PyTorch's layer holds three Dropout modules; this one applies the
-        // function, so they exist only to be printed.
-        let drop = Dropout::new(self.opts.dropout);
-        repr_children(
-            "TransformerEncoderLayer",
-            &[
-                ("self_attn", &self.self_attn),
-                ("linear1", &self.linear1),
-                ("dropout", &drop),
-                ("linear2", &self.linear2),
-                ("norm1", &self.norm1),
-                ("norm2", &self.norm2),
-                ("dropout1", &drop),
-                ("dropout2", &drop),
-            ],
-        )
+        repr_of_children("TransformerEncoderLayer", self)
     }
 }
 

@@ -4,11 +4,9 @@
 //! default, pre-norm with `norm_first`), composed from existing layers.
 
 use super::attention::MultiheadAttention;
-use super::layers::{Dropout, dropout};
+use super::layers::Dropout;
 use super::linear::Linear;
-use super::module::{
-    Module, TensorKind, TrainingFlag, repr_children, visit_child, visit_child_mut,
-};
+use super::module::{Module, TrainingFlag, repr_of_children};
 use super::norm::LayerNorm;
 use super::transformer::{Activation, TransformerEncoderLayerOptions};
 use crate::Tensor;
@@ -71,6 +69,14 @@ pub struct TransformerDecoderLayer {
     pub norm2: LayerNorm,
     /// The LayerNorm of the feed-forward block.
     pub norm3: LayerNorm,
+    /// Between the feed-forward block's two linears.
+    pub dropout: Dropout,
+    /// After the self-attention block.
+    pub dropout1: Dropout,
+    /// After the memory-attention block.
+    pub dropout2: Dropout,
+    /// After the feed-forward block.
+    pub dropout3: Dropout,
     /// The options it was built with.
     pub opts: TransformerDecoderLayerOptions,
     training: TrainingFlag,
@@ -103,6 +109,10 @@ impl TransformerDecoderLayer {
             norm1: norm(),
             norm2: norm(),
             norm3: norm(),
+            dropout: Dropout::new(opts.dropout),
+            dropout1: Dropout::new(opts.dropout),
+            dropout2: Dropout::new(opts.dropout),
+            dropout3: Dropout::new(opts.dropout),
             opts,
             training: TrainingFlag::default(),
         }
@@ -130,7 +140,6 @@ impl TransformerDecoderLayer {
             tgt.shape(),
             memory.shape()
         );
-        let (p, training) = (self.opts.dropout, self.training.get());
         let m = masks;
         let sa = |x: &Tensor| {
             let (y, _) = self.self_attn.forward(
@@ -142,7 +151,7 @@ impl TransformerDecoderLayer {
                 false,
                 m.tgt_is_causal,
             );
-            dropout(&y, p, training)
+            self.dropout1.forward(&y)
         };
         let mha = |x: &Tensor| {
             let (y, _) = self.multihead_attn.forward(
@@ -154,7 +163,7 @@ impl TransformerDecoderLayer {
                 false,
                 m.memory_is_causal,
             );
-            dropout(&y, p, training)
+            self.dropout2.forward(&y)
         };
         let ff = |x: &Tensor| {
             let h = self.linear1.forward(x);
@@ -162,8 +171,8 @@ impl TransformerDecoderLayer {
                 Activation::Relu => h.relu(),
                 Activation::Gelu => h.gelu(),
             };
-            let y = self.linear2.forward(&dropout(&h, p, training));
-            dropout(&y, p, training)
+            let y = self.linear2.forward(&self.dropout.forward(&h));
+            self.dropout3.forward(&y)
         };
         use super::module::Forward;
         // Each residual add and the norm after it run as one fused pass.
@@ -180,52 +189,42 @@ impl TransformerDecoderLayer {
 }
 
 impl Module for TransformerDecoderLayer {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_child("self_attn", &self.self_attn, f);
-        visit_child("multihead_attn", &self.multihead_attn, f);
-        visit_child("linear1", &self.linear1, f);
-        visit_child("linear2", &self.linear2, f);
-        visit_child("norm1", &self.norm1, f);
-        visit_child("norm2", &self.norm2, f);
-        visit_child("norm3", &self.norm3, f);
+    /// PyTorch's children in PyTorch's order (the dropouts hold no tensors).
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        f("self_attn", &self.self_attn);
+        f("multihead_attn", &self.multihead_attn);
+        f("linear1", &self.linear1);
+        f("dropout", &self.dropout);
+        f("linear2", &self.linear2);
+        f("norm1", &self.norm1);
+        f("norm2", &self.norm2);
+        f("norm3", &self.norm3);
+        f("dropout1", &self.dropout1);
+        f("dropout2", &self.dropout2);
+        f("dropout3", &self.dropout3);
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_child_mut("self_attn", &mut self.self_attn, f);
-        visit_child_mut("multihead_attn", &mut self.multihead_attn, f);
-        visit_child_mut("linear1", &mut self.linear1, f);
-        visit_child_mut("linear2", &mut self.linear2, f);
-        visit_child_mut("norm1", &mut self.norm1, f);
-        visit_child_mut("norm2", &mut self.norm2, f);
-        visit_child_mut("norm3", &mut self.norm3, f);
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        f("self_attn", &mut self.self_attn);
+        f("multihead_attn", &mut self.multihead_attn);
+        f("linear1", &mut self.linear1);
+        f("dropout", &mut self.dropout);
+        f("linear2", &mut self.linear2);
+        f("norm1", &mut self.norm1);
+        f("norm2", &mut self.norm2);
+        f("norm3", &mut self.norm3);
+        f("dropout1", &mut self.dropout1);
+        f("dropout2", &mut self.dropout2);
+        f("dropout3", &mut self.dropout3);
     }
     fn set_training(&self, on: bool) {
         self.training.set(on);
-        self.self_attn.set_training(on);
-        self.multihead_attn.set_training(on);
+        self.visit_children(&mut |_, child| child.set_training(on));
     }
     fn is_training(&self) -> bool {
         self.training.get()
     }
     fn repr(&self) -> String {
-        // PyTorch's layer holds four Dropout modules; this one applies the
-        // function, so they exist only to be printed.
-        let drop = Dropout::new(self.opts.dropout);
-        repr_children(
-            "TransformerDecoderLayer",
-            &[
-                ("self_attn", &self.self_attn),
-                ("multihead_attn", &self.multihead_attn),
-                ("linear1", &self.linear1),
-                ("dropout", &drop),
-                ("linear2", &self.linear2),
-                ("norm1", &self.norm1),
-                ("norm2", &self.norm2),
-                ("norm3", &self.norm3),
-                ("dropout1", &drop),
-                ("dropout2", &drop),
-                ("dropout3", &drop),
-            ],
-        )
+        repr_of_children("TransformerDecoderLayer", self)
     }
 }
 

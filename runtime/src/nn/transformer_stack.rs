@@ -3,8 +3,9 @@
 //! `nn.Transformer` (an encoder and a decoder stack, each ending in a
 //! LayerNorm, with PyTorch's xavier initialisation).
 
+use super::container::ModuleList;
 use super::init;
-use super::module::{Module, TensorKind, repr_children, visit_child, visit_child_mut};
+use super::module::{Module, repr_children};
 use super::norm::LayerNorm;
 use super::transformer::{TransformerEncoderLayer, TransformerEncoderLayerOptions};
 use super::transformer_decoder::{DecoderMasks, TransformerDecoderLayer};
@@ -28,29 +29,27 @@ fn copies<L: Module>(layer: L, num_layers: usize, make: impl Fn() -> L) -> Vec<L
     layers
 }
 
-fn visit_stack<L: Module>(
-    layers: &[L],
-    norm: &Option<LayerNorm>,
-    f: &mut dyn FnMut(&str, &Tensor, TensorKind),
+/// A stack's children, as PyTorch names them: `layers` (a `ModuleList`),
+/// then `norm` if there is one.
+fn stack_children<'a, L: Module>(
+    layers: &'a ModuleList<L>,
+    norm: &'a Option<LayerNorm>,
+    f: &mut dyn FnMut(&str, &'a dyn Module),
 ) {
-    for (i, l) in layers.iter().enumerate() {
-        visit_child(&format!("layers.{i}"), l, f);
-    }
+    f("layers", layers);
     if let Some(n) = norm {
-        visit_child("norm", n, f);
+        f("norm", n);
     }
 }
 
-fn visit_stack_mut<L: Module>(
-    layers: &mut [L],
+fn stack_children_mut<L: Module>(
+    layers: &mut ModuleList<L>,
     norm: &mut Option<LayerNorm>,
-    f: &mut dyn FnMut(&str, &mut Tensor, TensorKind),
+    f: &mut dyn FnMut(&str, &mut dyn Module),
 ) {
-    for (i, l) in layers.iter_mut().enumerate() {
-        visit_child_mut(&format!("layers.{i}"), l, f);
-    }
+    f("layers", layers);
     if let Some(n) = norm {
-        visit_child_mut("norm", n, f);
+        f("norm", n);
     }
 }
 
@@ -82,7 +81,7 @@ fn stack_repr<L: Module>(name: &str, layers: &[L], norm: &Option<LayerNorm>) -> 
 /// ```
 pub struct TransformerEncoder {
     /// The layers, applied in order.
-    pub layers: Vec<TransformerEncoderLayer>,
+    pub layers: ModuleList<TransformerEncoderLayer>,
     /// The final LayerNorm, if any.
     pub norm: Option<LayerNorm>,
 }
@@ -102,7 +101,10 @@ impl TransformerEncoder {
         let layers = copies(layer, num_layers, || {
             TransformerEncoderLayer::new(e, h, opts)
         });
-        TransformerEncoder { layers, norm }
+        TransformerEncoder {
+            layers: ModuleList::new(layers),
+            norm,
+        }
     }
 
     /// The stack over `src` with PyTorch's `mask`, `src_key_padding_mask`
@@ -134,20 +136,17 @@ impl super::module::Forward for TransformerEncoder {
 }
 
 impl Module for TransformerEncoder {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_stack(&self.layers, &self.norm, f);
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        stack_children(&self.layers, &self.norm, f);
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_stack_mut(&mut self.layers, &mut self.norm, f);
-    }
-    fn set_training(&self, on: bool) {
-        self.layers.iter().for_each(|l| l.set_training(on));
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        stack_children_mut(&mut self.layers, &mut self.norm, f);
     }
     fn is_training(&self) -> bool {
         self.layers[0].is_training()
     }
     fn repr(&self) -> String {
-        stack_repr("TransformerEncoder", &self.layers, &self.norm)
+        stack_repr("TransformerEncoder", &self.layers.items, &self.norm)
     }
 }
 
@@ -164,7 +163,7 @@ impl Module for TransformerEncoder {
 /// ```
 pub struct TransformerDecoder {
     /// The layers, applied in order.
-    pub layers: Vec<TransformerDecoderLayer>,
+    pub layers: ModuleList<TransformerDecoderLayer>,
     /// The final LayerNorm, if any.
     pub norm: Option<LayerNorm>,
 }
@@ -184,7 +183,10 @@ impl TransformerDecoder {
         let layers = copies(layer, num_layers, || {
             TransformerDecoderLayer::new(e, h, opts)
         });
-        TransformerDecoder { layers, norm }
+        TransformerDecoder {
+            layers: ModuleList::new(layers),
+            norm,
+        }
     }
 
     /// The stack over `tgt` attending to `memory`, without masks.
@@ -208,20 +210,17 @@ impl TransformerDecoder {
 }
 
 impl Module for TransformerDecoder {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_stack(&self.layers, &self.norm, f);
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        stack_children(&self.layers, &self.norm, f);
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_stack_mut(&mut self.layers, &mut self.norm, f);
-    }
-    fn set_training(&self, on: bool) {
-        self.layers.iter().for_each(|l| l.set_training(on));
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        stack_children_mut(&mut self.layers, &mut self.norm, f);
     }
     fn is_training(&self) -> bool {
         self.layers[0].is_training()
     }
     fn repr(&self) -> String {
-        stack_repr("TransformerDecoder", &self.layers, &self.norm)
+        stack_repr("TransformerDecoder", &self.layers.items, &self.norm)
     }
 }
 
@@ -330,17 +329,13 @@ impl Transformer {
 }
 
 impl Module for Transformer {
-    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
-        visit_child("encoder", &self.encoder, f);
-        visit_child("decoder", &self.decoder, f);
+    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
+        f("encoder", &self.encoder);
+        f("decoder", &self.decoder);
     }
-    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        visit_child_mut("encoder", &mut self.encoder, f);
-        visit_child_mut("decoder", &mut self.decoder, f);
-    }
-    fn set_training(&self, on: bool) {
-        self.encoder.set_training(on);
-        self.decoder.set_training(on);
+    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
+        f("encoder", &mut self.encoder);
+        f("decoder", &mut self.decoder);
     }
     fn is_training(&self) -> bool {
         self.encoder.is_training()
