@@ -50,6 +50,9 @@ def run(op, a, x):
         "tan": torch.tan, "asin": torch.asin, "acos": torch.acos, "atan": torch.atan, "sinh": torch.sinh,
         "cosh": torch.cosh, "asinh": torch.asinh, "acosh": torch.acosh, "atanh": torch.atanh,
         "lgamma": torch.lgamma, "digamma": torch.digamma, "erfc": torch.erfc, "erfinv": torch.erfinv,
+        "i0": torch.special.i0, "i0e": torch.special.i0e, "i1": torch.special.i1, "i1e": torch.special.i1e,
+        "erfcx": torch.special.erfcx, "ndtr": torch.special.ndtr, "log_ndtr": torch.special.log_ndtr,
+        "ndtri": torch.special.ndtri, "entr": torch.special.entr,
         "expm1": torch.expm1, "log2": torch.log2, "log10": torch.log10, "exp2": torch.exp2, "frac": torch.frac,
         "sum": torch.sum, "mean": torch.mean, "max": torch.max, "min": torch.min, "var": torch.var, "std": torch.std,
     }
@@ -316,10 +319,16 @@ def run(op, a, x):
         return [x[0].masked_scatter(x[1] > 0, x[2])]
     if op == "polygamma":
         return [torch.polygamma(a["n"], x[0])]
+    if op == "xlog1py":
+        return [torch.special.xlog1py(x[0], x[1])]
+    if op == "mvlgamma":
+        return [torch.mvlgamma(x[0], a["p"])]
     if op == "scatter":
         return [x[0].scatter(a["dim"], x[1], x[2])]
     if op == "scatter_scalar":
         return [x[0].scatter(a["dim"], x[1], a["value"])]
+    if op == "index_reduce":
+        return [x[0].index_reduce(a["dim"], x[1], x[2], a["reduce"], include_self=a["include_self"])]
     if op == "scatter_reduce":
         return [x[0].scatter_reduce(a["dim"], x[1], x[2], a["reduce"], include_self=a["include_self"])]
     if op == "index_add":
@@ -982,6 +991,46 @@ case("linalg_lu_solve_batch", "linalg_lu_solve", [wellcond(2, 3, 3), randn(2, 3,
 torch.manual_seed(41)
 case("linalg_matrix_exp", "linalg_matrix_exp", [randn(3, 3) * 0.3])
 case("linalg_matrix_exp_scaled_batch", "linalg_matrix_exp", [randn(2, 4, 4) * 3])
+
+# ---- torch.special: Bessel functions and the normal distribution's tails --------------------
+torch.manual_seed(42)
+T = torch.tensor
+case("i0", "i0", [randn(3, 4) * 3])
+case("i0_far", "i0", [T([-31.0, -29.9, 29.5, 30.5])])
+case("i0e", "i0e", [randn(3, 4) * 5])
+case("i0e_far", "i0e", [T([-1000.0, -35.0, 0.0, 30.5, 1e4])])
+case("i1", "i1", [randn(3, 4) * 3])
+case("i1_far", "i1", [T([-31.0, -29.9, 29.5, 30.5])])
+case("i1_zero", "i1", [T([0.0, 1e-3, -2.0])])
+case("i1e", "i1e", [randn(3, 4) * 5])
+case("i1e_far_and_zero", "i1e", [T([-1000.0, -35.0, 0.0, 30.5, 1e4])])
+case("erfcx", "erfcx", [randn(3, 4).abs() * 3 - 1])
+case("erfcx_tails", "erfcx", [T([-1e-3, 9.99, 10.5, 50.0, 1e4])])
+case("erfcx_left", "erfcx", [T([-5.0, -4.0])])
+case("ndtr", "ndtr", [randn(3, 4) * 2])
+case("ndtr_tails", "ndtr", [T([-40.0, -10.0, 0.0, 5.0, 40.0])])
+case("log_ndtr", "log_ndtr", [randn(3, 4) * 3])
+case("log_ndtr_tails", "log_ndtr", [T([-40.0, -1.5, -1.0, -0.5, 0.0, 8.0, 40.0])])
+case("ndtri", "ndtri", [torch.rand(3, 4) * 0.98 + 0.01])
+case("ndtri_tails", "ndtri", [T([1e-3, 0.5, 0.9990234375, 0.3])])
+case("ndtri_deep", "ndtri", [T([1e-30, 1e-10])])
+case("ndtri_edges", "ndtri", [T([0.0, 1.0, -0.5, 1.5])], grad=[False])
+for p in (1, 3, 5):
+    case(f"mvlgamma_{p}", "mvlgamma", [pos(3, 4) * 3 + (p - 1) / 2 + 0.1], {"p": p})
+for reduce in ("prod", "mean", "amax", "amin"):
+    for include_self in (True, False):
+        tag = "" if include_self else "_excl"
+        case(f"index_reduce_{reduce}{tag}", "index_reduce", [randn(5, 3), idx(5, 6), randn(6, 3)],
+             {"dim": 0, "reduce": reduce, "include_self": include_self}, grad=[True, False, True])
+case("index_reduce_amax_dim1", "index_reduce", [randn(2, 4, 3), idx(4, 5), randn(2, 5, 3)],
+     {"dim": 1, "reduce": "amax", "include_self": True}, grad=[True, False, True])
+case("index_reduce_mean_int", "index_reduce", [idx(20, 4, 3) - 10, idx(4, 5), idx(20, 5, 3) - 10],
+     {"dim": 0, "reduce": "mean", "include_self": True})
+case("entr", "entr", [pos(3, 4)])
+case("entr_edges", "entr", [T([0.0, -1.0, 0.5, float("inf")])], grad=[False])
+case("xlog1py", "xlog1py", [T([0.0, 1.5, 2.0, 0.0, -0.5]), T([0.5, 0.5, 3.0, 2.0, -0.25])])
+case("xlog1py_broadcast", "xlog1py", [randn(3, 1), pos(1, 4)])
+case("xlog1py_edges", "xlog1py", [T([0.0, 0.0, 1.0]), T([-1.0, float("nan"), -1.0])], grad=[False, False])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -71,6 +71,8 @@ pub enum Domain {
     Unit,
     /// `[1.1, 3.1]`: above one (acosh).
     AboveOne,
+    /// `[0.1, 0.9]`: probabilities (ndtri).
+    Probability,
 }
 
 /// One unary primitive as the CUDA side and the twin tests see it.
@@ -459,6 +461,22 @@ unary_rows! {
     Erfc = "erfc", |x| x.erfc(), cuda "erfcf(v)";
     /// The inverse error function (±∞ at ±1, NaN beyond).
     Erfinv = "erfinv", |x| special::erfinv(x), cuda "erfinv_f(v)", domain Unit;
+    /// The modified Bessel function of the first kind of order 0, I₀.
+    I0 = "i0", |x| T::from_f64(special::bessel_i0(x.to_f64())), cuda "bessel_f(v, 0.0, false)";
+    /// `e^-|x| I₀(x)`, I₀ scaled not to overflow.
+    I0e = "i0e", |x| T::from_f64(special::bessel_i0e(x.to_f64())), cuda "bessel_f(v, 0.0, true)";
+    /// The modified Bessel function of the first kind of order 1, I₁.
+    I1 = "i1", |x| T::from_f64(special::bessel_i1(x.to_f64())), cuda "bessel_f(v, 1.0, false)";
+    /// `e^-|x| I₁(x)`.
+    I1e = "i1e", |x| T::from_f64(special::bessel_i1e(x.to_f64())), cuda "bessel_f(v, 1.0, true)";
+    /// The scaled complementary error function `e^(x²) erfc(x)`.
+    Erfcx = "erfcx", |x| T::from_f64(special::erfcx(x.to_f64())), cuda "(float)erfcx_d((double)v)";
+    /// The log of the standard normal CDF, accurate deep in the left tail.
+    LogNdtr = "log_ndtr", |x| T::from_f64(special::log_ndtr(x.to_f64())),
+        cuda "(float)log_ndtr_d((double)v)", domain Wide;
+    /// The standard normal quantile Φ⁻¹ (±∞ at 1 and 0, NaN outside).
+    Ndtri = "ndtri", |x| T::from_f64(special::ndtri(x.to_f64())), cuda "(float)ndtri_d((double)v)",
+        domain Probability;
     /// `x * k` for a scalar `k` (in-place scaling).
     MulScalar { k } = "mul_scalar", |x| x * k, cuda "v * p0", int |x| x.wrapping_mul(k as i64), sample [-1.5];
     /// `x + k` for a scalar `k` (in-place shifts, counters).
@@ -592,6 +610,8 @@ pub fn cuda_source(templates: &str) -> String {
     let mut s = String::from(templates);
     s.push_str(CUDA_HELPERS);
     s.push_str(special::CUDA_SPECIAL);
+    s.push_str(special::CUDA_BESSEL);
+    s.push_str(special::CUDA_NORMAL);
     for r in UNARY_ROWS {
         s.push_str(&format!("UNARY({}, {})\n", r.name, r.cuda));
     }

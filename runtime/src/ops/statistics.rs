@@ -4,6 +4,7 @@
 //! `cumprod`, `cummax`, `cummin`, `logcumsumexp`, `logaddexp`, `xlogy`, `cov`, `corrcoef`,
 //! `cdist`, `isin`, `bucketize`, `searchsorted` and `trapezoid`.
 
+use crate::trace;
 use crate::{DType, Tensor};
 
 impl Tensor {
@@ -305,25 +306,63 @@ impl Tensor {
     /// assert_eq!(x.xlogy(&Tensor::from_vec(vec![0.0f32, 1.0], &[2])).to_vec::<f32>(), vec![0.0, 0.0]);
     /// ```
     pub fn xlogy(&self, other: &Tensor) -> Tensor {
-        let value = crate::no_grad(|| {
-            let zero_x = self
-                .eq_scalar(0.0)
-                .logical_and(&other.isnan().logical_not());
-            let zero = super::binary::scalar_for(self, 0.0);
-            Tensor::where_(&zero_x, &zero, &(self * &other.log()))
-        });
-        let shapes = [self.shape().to_vec(), other.shape().to_vec()];
-        Tensor::record(value, "XlogyBackward0", &[self, other], || {
-            let (x, y) = (self.saved(), other.saved());
-            move |g: &Tensor, needs: &[bool]| {
-                let gx = needs[0].then(|| {
-                    let zero = super::binary::scalar_for(&y, 0.0);
-                    let log_y = Tensor::where_(&y.eq_scalar(0.0), &zero, &y.log());
-                    (g * &log_y).sum_to(&shapes[0])
-                });
-                let gy = needs[1].then(|| (g * &(&x / &y)).sum_to(&shapes[1]));
-                vec![gx, gy]
-            }
+        trace::op("xlogy", [self, other], Vec::new, || {
+            let value = crate::no_grad(|| {
+                let zero_x = self
+                    .eq_scalar(0.0)
+                    .logical_and(&other.isnan().logical_not());
+                let zero = super::binary::scalar_for(self, 0.0);
+                Tensor::where_(&zero_x, &zero, &(self * &other.log()))
+            });
+            let shapes = [self.shape().to_vec(), other.shape().to_vec()];
+            Tensor::record(value, "XlogyBackward0", &[self, other], || {
+                let (x, y) = (self.saved(), other.saved());
+                move |g: &Tensor, needs: &[bool]| {
+                    let gx = needs[0].then(|| {
+                        let zero = super::binary::scalar_for(&y, 0.0);
+                        let log_y = Tensor::where_(&y.eq_scalar(0.0), &zero, &y.log());
+                        (g * &log_y).sum_to(&shapes[0])
+                    });
+                    let gy = needs[1].then(|| (g * &(&x / &y)).sum_to(&shapes[1]));
+                    vec![gx, gy]
+                }
+            })
+        })
+    }
+
+    /// `self * log1p(other)`, 0 where `self` is 0 (unless `other` is NaN),
+    /// broadcast (`torch.special.xlog1py`). PyTorch's gradients:
+    /// `log1p(other)` for `self` (0 where `self` is 0 and `other` ≤ -1),
+    /// `self / (1 + other)` for `other`.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32, 2.0], &[2]);
+    /// let y = Tensor::from_vec(vec![-1.0f32, 0.0], &[2]);
+    /// assert_eq!(x.xlog1py(&y).to_vec::<f32>(), vec![0.0, 0.0]);
+    /// ```
+    pub fn xlog1py(&self, other: &Tensor) -> Tensor {
+        trace::op("xlog1py", [self, other], Vec::new, || {
+            let value = crate::no_grad(|| {
+                let zero_x = self
+                    .eq_scalar(0.0)
+                    .logical_and(&other.isnan().logical_not());
+                let zero = super::binary::scalar_for(self, 0.0);
+                Tensor::where_(&zero_x, &zero, &(self * &other.log1p()))
+            });
+            let shapes = [self.shape().to_vec(), other.shape().to_vec()];
+            Tensor::record(value, "SpecialXlog1PyBackward0", &[self, other], || {
+                let (x, y) = (self.saved(), other.saved());
+                move |g: &Tensor, needs: &[bool]| {
+                    let gx = needs[0].then(|| {
+                        let masked = x.eq_scalar(0.0).logical_and(&y.le_scalar(-1.0));
+                        let zero = super::binary::scalar_for(&y, 0.0);
+                        Tensor::where_(&masked, &zero, &g.xlog1py(&y)).sum_to(&shapes[0])
+                    });
+                    let gy = needs[1].then(|| (g * &(&x / &(&y + 1.0))).sum_to(&shapes[1]));
+                    vec![gx, gy]
+                }
+            })
         })
     }
 

@@ -58,6 +58,7 @@ fn in_domain(x: &[f32], d: Domain) -> Vec<f32> {
         Domain::Wide => x.iter().map(|v| v * 3.0).collect(),
         Domain::Unit => x.iter().map(|v| v * 0.45).collect(),
         Domain::AboveOne => x.iter().map(|v| v.abs() + 1.1).collect(),
+        Domain::Probability => x.iter().map(|v| v * 0.2 + 0.5).collect(),
     }
 }
 

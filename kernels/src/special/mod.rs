@@ -8,6 +8,14 @@
 
 use crate::Float;
 
+mod bessel;
+mod normal;
+
+pub(crate) use bessel::CUDA_BESSEL;
+pub use bessel::{bessel_i0, bessel_i0e, bessel_i1, bessel_i1e};
+pub(crate) use normal::CUDA_NORMAL;
+pub use normal::{erfcx, log_ndtr, ndtri};
+
 fn c<T: Float>(v: f64) -> T {
     T::from_f64(v)
 }
