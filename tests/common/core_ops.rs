@@ -434,6 +434,11 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             let include_self = a["include_self"].as_bool()?;
             one(x[0].scatter_reduce(i(a, "dim"), &x[1], &x[2], reduce, include_self))
         }
+        "index_reduce" => {
+            let reduce = ScatterReduce::from_name(a["reduce"].as_str()?)?;
+            let include_self = a["include_self"].as_bool()?;
+            one(x[0].index_reduce(i(a, "dim"), &x[1], &x[2], reduce, include_self))
+        }
         "index_add" => one(x[0].index_add(i(a, "dim"), &x[1], &x[2], f(a, "alpha"))),
         "index_copy" => one(x[0].index_copy(i(a, "dim"), &x[1], &x[2])),
         "index_fill" => one(x[0].index_fill(i(a, "dim"), &x[1], f(a, "value"))),

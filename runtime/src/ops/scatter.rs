@@ -545,6 +545,34 @@ impl Tensor {
         })
     }
 
+    /// `self` with `source`'s rows combined into its rows `index` along
+    /// `dim` by `reduce` (`Tensor.index_reduce`): for dim 0 and `Amax`,
+    /// `out[index[i]] = max(out[index[i]], source[i])`. With `include_self`
+    /// false, a row that receives source rows starts from them alone. It is
+    /// `scatter_reduce` with the index spread over the rows, so its
+    /// gradients (ties share amax's and amin's evenly) are that op's.
+    ///
+    /// ```
+    /// use tapir_runtime::{ScatterReduce, Tensor};
+    /// let i = Tensor::from_vec(vec![0i64, 2, 0], &[3]);
+    /// let src = Tensor::from_vec(vec![5.0f32, 1.0, 7.0], &[3, 1]);
+    /// let out = Tensor::full(&[3, 1], 2.0).index_reduce(0, &i, &src, ScatterReduce::Prod, true);
+    /// assert_eq!(out.to_vec::<f32>(), vec![70.0, 2.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn index_reduce(
+        &self,
+        dim: isize,
+        index: &Tensor,
+        source: &Tensor,
+        reduce: ScatterReduce,
+        include_self: bool,
+    ) -> Tensor {
+        let d = check_rows(self, dim, index, Some(source), "index_reduce");
+        let at = rows_index(index, d, source.shape());
+        self.scatter_reduce(d as isize, &at, source, reduce, include_self)
+    }
+
     /// `self` with its rows `index` along `dim` replaced by `source`'s
     /// (`Tensor.index_copy`): for dim 0, `out[index[i]] = source[i]`.
     ///
