@@ -121,6 +121,16 @@ fn ddp_on_two_and_four_ranks_equals_one_process_on_the_whole_batch() {
 }
 
 #[test]
+fn sync_batch_norm_on_two_and_four_ranks_equals_one_batch_norm_on_the_whole_batch() {
+    for np in [2, 4] {
+        let out = expect_success(np, "worker_sync_batch_norm");
+        let lines = tagged(&out, "sync_batch_norm:");
+        assert_eq!(lines.len(), np, "{out}");
+        println!("{}", lines.join("\n"));
+    }
+}
+
+#[test]
 fn no_sync_accumulation_equals_one_big_batch() {
     expect_success(2, "worker_no_sync_accumulation");
 }
@@ -262,6 +272,90 @@ fn worker_collectives() {
         vec![1.0 + s / world as f32; 4]
     );
     drop(ddp);
+    pg.destroy();
+}
+
+/// Largest |a - b| between two f64 tensors.
+fn max_abs_difference(a: &Tensor, b: &Tensor) -> f64 {
+    let (a, b) = (a.to_vec::<f64>(), b.to_vec::<f64>());
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(&b)
+        .map(|(p, q)| (p - q).abs())
+        .fold(0.0, f64::max)
+}
+
+/// A BatchNorm1d(3) in f64 with weights and biases away from 1 and 0.
+fn batch_norm_f64(sync: bool) -> nn::Sequential {
+    let mut net = nn::Sequential::new().add(nn::BatchNorm::new_1d(3));
+    net.to_dtype(tapir::DType::F64);
+    let params = net.parameters();
+    tapir::no_grad(|| {
+        params[0].copy_(&Tensor::from_vec(vec![0.5f64, 1.5, -1.0], &[3]));
+        params[1].copy_(&Tensor::from_vec(vec![0.1f64, -0.2, 0.3], &[3]));
+    });
+    if sync {
+        assert_eq!(nn::convert_sync_batchnorm(&mut net), 1);
+    }
+    net
+}
+
+/// Each rank holds 2 + rank rows of one batch; its SyncBatchNorm must give
+/// those rows' outputs and input gradients of one BatchNorm over the whole
+/// batch, weight and bias gradients that sum over the ranks to the whole
+/// batch's, and the same running statistics.
+#[test]
+#[ignore = "a rank of sync_batch_norm_on_two_and_four_ranks_equals_one_batch_norm_on_the_whole_batch"]
+fn worker_sync_batch_norm() {
+    let pg = init();
+    let (rank, world) = (distributed::get_rank(), distributed::get_world_size());
+    let sizes: Vec<usize> = (0..world).map(|r| 2 + r).collect();
+    let (total, start): (usize, usize) = (sizes.iter().sum(), sizes[..rank].iter().sum());
+    tapir::manual_seed(3);
+    let f64 = tapir::DType::F64;
+    let x_all = &(&Tensor::randn(&[total, 3, 4]) * 2.0) + 1.0;
+    let (x_all, w_all) = (
+        x_all.to_dtype(f64),
+        Tensor::randn(&[total, 3, 4]).to_dtype(f64),
+    );
+
+    let whole = batch_norm_f64(false);
+    let x_whole = x_all.detach().requires_grad_(true);
+    let y_whole = whole.forward(&x_whole);
+    (&y_whole * &w_all).sum().backward();
+
+    let synced = batch_norm_f64(true);
+    let x = x_all
+        .narrow(0, start, sizes[rank])
+        .detach()
+        .requires_grad_(true);
+    let y = synced.forward(&x);
+    (&y * &w_all.narrow(0, start, sizes[rank])).sum().backward();
+
+    let mine = |t: &Tensor| t.narrow(0, start, sizes[rank]);
+    let out = max_abs_difference(&y, &mine(&y_whole));
+    let grad = max_abs_difference(&x.grad().unwrap(), &mine(&x_whole.grad().unwrap()));
+    let mut params = 0f64;
+    for (p, q) in synced.parameters().iter().zip(whole.parameters()) {
+        let g = p.grad().unwrap();
+        distributed::all_reduce(&g, ReduceOp::Sum).unwrap();
+        params = params.max(max_abs_difference(&g, &q.grad().unwrap()));
+    }
+    let mut stats = 0f64;
+    for ((n, a), (_, b)) in synced.named_buffers().iter().zip(whole.named_buffers()) {
+        if n.ends_with("running_mean") || n.ends_with("running_var") {
+            stats = stats.max(max_abs_difference(a, &b));
+        }
+    }
+    println!(
+        "sync_batch_norm: rank {rank} outputs {out:.1e} input grads {grad:.1e} param grads {params:.1e} running stats {stats:.1e}"
+    );
+    assert!(out < 1e-12 && grad < 1e-12 && params < 1e-12 && stats < 1e-12);
+    // In eval mode the running statistics, the same on every rank, are used.
+    synced.eval();
+    whole.eval();
+    let eval = max_abs_difference(&synced.forward(&x), &mine(&whole.forward(&x_all)));
+    assert!(eval < 1e-12, "eval: {eval}");
     pg.destroy();
 }
 

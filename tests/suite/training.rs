@@ -255,6 +255,45 @@ fn batchnorm_uses_batch_stats_in_train_and_running_stats_in_eval() {
     );
 }
 
+/// Outside a process group a SyncBatchNorm is its BatchNorm, bit for bit
+/// (PyTorch's fallback); `tests/distributed.rs` runs it on 2 and 4 ranks.
+#[test]
+fn sync_batch_norm_without_a_process_group_is_a_batch_norm() {
+    let make = |sync: bool| {
+        manual_seed(5);
+        let mut net = Sequential::new()
+            .add(Linear::new(3, 4, true))
+            .add(BatchNorm::new_1d(4))
+            .add(ReLU);
+        if sync {
+            assert_eq!(convert_sync_batchnorm(&mut net), 1);
+        }
+        net
+    };
+    let (plain, synced) = (make(false), make(true));
+    assert!(
+        synced
+            .to_string()
+            .contains("(1): SyncBatchNorm(4, eps=1e-05, momentum=0.1")
+    );
+    assert!(plain.to_string().contains("(1): BatchNorm1d(4"));
+    let x = Tensor::randn(&[6, 3]);
+    for net in [&plain, &synced] {
+        (&net.forward(&x) * &Tensor::linspace(-1.0, 1.0, 24).reshape(&[6, 4]))
+            .sum()
+            .backward();
+    }
+    for ((n, a), (_, b)) in plain.state_dict().iter().zip(synced.state_dict()) {
+        assert_eq!(a.to_vec::<f32>(), b.to_vec::<f32>(), "{n}");
+    }
+    for (a, b) in plain.parameters().iter().zip(synced.parameters()) {
+        assert_eq!(
+            a.grad().unwrap().to_vec::<f32>(),
+            b.grad().unwrap().to_vec::<f32>()
+        );
+    }
+}
+
 #[test]
 fn strict_loading_reports_every_problem_at_once() {
     let mut model = Mlp::new(4, 8, 3, 1);

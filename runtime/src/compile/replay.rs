@@ -358,6 +358,7 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
                 a.int("training") != 0,
                 (!cumulative).then(|| a.float("momentum")),
                 a.float("eps"),
+                a.int("sync") != 0,
             )]
         },
         "global_avg_pool2d" => |a| vec![a.x(0).mean_dims(&[2, 3], true)],

@@ -32,8 +32,11 @@ mod nccl_comm;
 #[cfg(not(any(feature = "cuda", feature = "cuda12")))]
 #[path = "no_nccl.rs"]
 mod nccl_comm;
+mod sync_batch_norm;
 
 pub use ddp::{BucketTiming, DdpOptions, DistributedDataParallel, NoSyncGuard, SyncTimeline};
+pub use sync_batch_norm::all_reduce_with_grad;
+pub(crate) use sync_batch_norm::synced_batch_stats;
 
 use crate::{Device, Error, Result, Tensor};
 pub(crate) use buf::Buf;

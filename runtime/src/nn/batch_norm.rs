@@ -44,6 +44,8 @@ pub struct BatchNorm {
     /// averages every batch equally (a cumulative moving average).
     pub momentum: Option<f64>,
     dims: usize,
+    /// Whether training statistics come from every rank's batch.
+    sync: bool,
     training: TrainingFlag,
     /// The [`cumulative_running_stats`] pass whose reset this module has
     /// done (0: none).
@@ -62,6 +64,7 @@ impl BatchNorm {
             eps: 1e-5,
             momentum: Some(0.1),
             dims,
+            sync: false,
             training: TrainingFlag::default(),
             reset_in_pass: AtomicU64::new(0),
         }
@@ -146,7 +149,33 @@ impl BatchNorm {
     }
 
     fn name(&self) -> String {
-        format!("BatchNorm{}d", self.dims)
+        match self.sync {
+            true => "SyncBatchNorm".to_string(),
+            false => format!("BatchNorm{}d", self.dims),
+        }
+    }
+
+    /// `nn.SyncBatchNorm` (on): in training, the statistics are those of the
+    /// batch that every rank of the process group holds together (two
+    /// all-reduces forward, two backward, through autograd), and the
+    /// running statistics move by them on every rank alike. Outside a
+    /// process group of two or more ranks it is a plain batch norm.
+    /// [`convert_sync_batchnorm`] turns it on in a whole model.
+    ///
+    /// ```
+    /// use tapir_runtime::nn::BatchNorm;
+    /// let bn = BatchNorm::new_2d(3).sync(true);
+    /// assert!(bn.is_sync());
+    /// assert!(bn.to_string().starts_with("SyncBatchNorm(3, eps=1e-05"));
+    /// ```
+    pub fn sync(mut self, on: bool) -> BatchNorm {
+        self.sync = on;
+        self
+    }
+
+    /// Whether this is a `SyncBatchNorm`.
+    pub fn is_sync(&self) -> bool {
+        self.sync
     }
 
     fn state(&self) -> Option<BatchNormState<'_>> {
@@ -199,8 +228,36 @@ impl Forward for BatchNorm {
             use_batch_stats,
             momentum,
             self.eps,
+            self.sync,
         )
     }
+}
+
+/// `nn.SyncBatchNorm.convert_sync_batchnorm(model)`: turns every
+/// [`BatchNorm`] in `model` into a `SyncBatchNorm` ([`BatchNorm::sync`]),
+/// in place, and says how many it found. Call it before wrapping the model
+/// in `DistributedDataParallel`. Layers a hand-written module does not list
+/// in `visit_children` are not reached.
+///
+/// ```
+/// use tapir_runtime::nn::{BatchNorm, Conv2d, Module, ReLU, Sequential, convert_sync_batchnorm};
+/// use tapir_runtime::Conv2dOptions;
+/// let mut net = Sequential::new()
+///     .add(Conv2d::new(3, 8, (3, 3), Conv2dOptions::default(), false))
+///     .add(BatchNorm::new_2d(8))
+///     .add(ReLU);
+/// assert_eq!(convert_sync_batchnorm(&mut net), 1);
+/// assert!(net.to_string().contains("(1): SyncBatchNorm(8"));
+/// ```
+pub fn convert_sync_batchnorm(model: &mut dyn super::Module) -> usize {
+    let mut converted = 0;
+    model.apply(&mut |m| {
+        if let Some(bn) = m.downcast_mut::<BatchNorm>() {
+            bn.sync = true;
+            converted += 1;
+        }
+    });
+    converted
 }
 
 thread_local! {
@@ -269,7 +326,7 @@ pub fn batch_norm(
         "batch_norm: expects an input [N, C, *], got shape {:?}",
         x.shape()
     );
-    batch_norm_op(x, state, weight, bias, training, Some(momentum), eps)
+    batch_norm_op(x, state, weight, bias, training, Some(momentum), eps, false)
 }
 
 /// A batch norm's running statistics (updated in place in training).
@@ -283,7 +340,9 @@ pub(crate) struct BatchNormState<'a> {
 /// apply, and what a compiled graph replays. In training with `state`, the
 /// batch count goes up by one and the statistics move by `momentum`, or by
 /// 1 / count when it is `None` (read when the op runs, so a replay of a
-/// compiled graph averages as eager does).
+/// compiled graph averages as eager does). With `sync`, the training
+/// statistics are the whole process group's (a replay all-reduces again).
+#[allow(clippy::too_many_arguments)] // F.batch_norm's own arguments, and sync
 pub(crate) fn batch_norm_op(
     x: &Tensor,
     state: Option<BatchNormState>,
@@ -292,6 +351,7 @@ pub(crate) fn batch_norm_op(
     training: bool,
     momentum: Option<f64>,
     eps: f64,
+    sync: bool,
 ) -> Tensor {
     let inputs = [
         Some(x),
@@ -307,6 +367,7 @@ pub(crate) fn batch_norm_op(
             ("training", Attr::Int(training as i64)),
             ("momentum", Attr::Float(momentum.unwrap_or(0.0))),
             ("cumulative", Attr::Int(momentum.is_none() as i64)),
+            ("sync", Attr::Int(sync as i64)),
         ]
     };
     crate::trace::op("batch_norm", inputs, attrs, || {
@@ -314,12 +375,22 @@ pub(crate) fn batch_norm_op(
         let mut bshape = vec![1isize; x.ndim()];
         bshape[1] = c as isize;
         let dims: Vec<isize> = (0..x.ndim() as isize).filter(|&d| d != 1).collect();
-        let (mean, var) = match (&state, training) {
-            (Some(s), false) => (s.running_mean.clone(), s.running_var.clone()),
-            _ => (x.mean_dims(&dims, false), x.var_dims(&dims, 0, false)),
+        let synced = match sync && training {
+            true => crate::distributed::synced_batch_stats(x, &dims, &bshape),
+            false => None,
+        };
+        let local = (x.numel() / c) as f64;
+        let (mean, var, n) = match (&state, training, synced) {
+            (Some(s), false, _) => (s.running_mean.clone(), s.running_var.clone(), local),
+            (_, _, Some(stats)) => stats,
+            _ => (
+                x.mean_dims(&dims, false),
+                x.var_dims(&dims, 0, false),
+                local,
+            ),
         };
         if let (Some(s), true) = (&state, training) {
-            update_running_stats(s, &mean, &var, (x.numel() / c) as f64, momentum);
+            update_running_stats(s, &mean, &var, n, momentum);
         }
         let mut y = &(x - &mean.reshape(&bshape)) * &(&var.reshape(&bshape) + eps).rsqrt();
         if let Some(w) = weight {

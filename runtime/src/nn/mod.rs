@@ -44,7 +44,7 @@ pub use activation::{
 };
 pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
-pub use batch_norm::{BatchNorm, batch_norm};
+pub use batch_norm::{BatchNorm, batch_norm, convert_sync_batchnorm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub use container::{ModuleDict, ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
