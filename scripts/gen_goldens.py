@@ -80,6 +80,15 @@ def run(op, a, x):
     if op == "kthvalue":
         v, i = torch.kthvalue(x[0], a["k"], dim=a["dim"], keepdim=a["keepdim"])
         return [v, i.double()]
+    if op == "nanmedian_dim":
+        v, i = torch.nanmedian(x[0], dim=a["dim"], keepdim=a["keepdim"])
+        return [v, i.double()]
+    if op == "var_mean_dims":
+        return list(torch.var_mean(x[0], dim=a["dims"], correction=a["correction"], keepdim=a["keepdim"]))
+    if op == "std_mean_dims":
+        return list(torch.std_mean(x[0], dim=a["dims"], correction=a["correction"], keepdim=a["keepdim"]))
+    if op == "zeta":
+        return [torch.special.zeta(x[0], x[1])]
     if op == "median_dim":
         v, i = torch.median(x[0], dim=a["dim"], keepdim=a["keepdim"])
         return [v, i.double()]
@@ -1026,6 +1035,17 @@ case("index_reduce_amax_dim1", "index_reduce", [randn(2, 4, 3), idx(4, 5), randn
      {"dim": 1, "reduce": "amax", "include_self": True}, grad=[True, False, True])
 case("index_reduce_mean_int", "index_reduce", [idx(20, 4, 3) - 10, idx(4, 5), idx(20, 5, 3) - 10],
      {"dim": 0, "reduce": "mean", "include_self": True})
+case("zeta", "zeta", [pos(3, 4) + 1.1, pos(3, 4)], grad=[False, True])
+case("zeta_broadcast", "zeta", [pos(3, 1) + 1.5, pos(1, 4) * 3], grad=[False, True])
+case("zeta_edges", "zeta", [T([1.0, 0.5, 2.0, 3.0]), T([1.0, 1.0, -1.0, -1.5])], grad=[False, False])
+case("var_mean_dims", "var_mean_dims", [randn(3, 5)], {"dims": [1], "correction": 1, "keepdim": False})
+case("std_mean_dims_c0", "std_mean_dims", [randn(4, 3)], {"dims": [0], "correction": 0, "keepdim": True})
+nan = float("nan")
+case("nanmedian_dim", "nanmedian_dim", [T([[1.0, nan, 3.0, 2.0, 0.5], [4.0, 1.0, nan, nan, 2.0]])],
+     {"dim": 1, "keepdim": False})
+case("nanmedian_dim0_keep", "nanmedian_dim", [randn(4, 3)], {"dim": 0, "keepdim": True})
+case("nanmedian_all_nan", "nanmedian_dim", [T([[nan, nan], [1.0, 2.0]])], {"dim": 1, "keepdim": False},
+     grad=[False])
 case("entr", "entr", [pos(3, 4)])
 case("entr_edges", "entr", [T([0.0, -1.0, 0.5, float("inf")])], grad=[False])
 case("xlog1py", "xlog1py", [T([0.0, 1.5, 2.0, 0.0, -0.5]), T([0.5, 0.5, 3.0, 2.0, -0.25])])

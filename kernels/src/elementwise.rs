@@ -503,6 +503,9 @@ binary_rows! {
     /// The angle of the point `(b, a)`: `atan(a / b)` in the right
     /// quadrant (`torch.atan2(input=a, other=b)`).
     Atan2 = "atan2", |a, b| a.atan2(b), cuda "atan2f(u, v)";
+    /// The Hurwitz zeta function ζ(a, b) = Σₖ (k + b)^-a (∞ at a = 1, NaN
+    /// below; `torch.special.zeta`).
+    Zeta = "zeta", |a, b| special::zeta(a, b), cuda "zeta_f(u, v)", domain AboveOne;
     /// C's `fmod`: the remainder of `a / b` truncated, with `a`'s sign.
     Fmod = "fmod", |a, b| a % b, cuda "fmodf(u, v)";
     /// Python's modulus: the remainder with `b`'s sign (PyTorch's

@@ -320,6 +320,19 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             let (v, k) = x[0].kthvalue(u(a, "k"), i(a, "dim"), b(a, "keepdim"));
             vec![v, f64s(&k)]
         }
+        "nanmedian_dim" => {
+            let (v, k) = x[0].nanmedian_dim(i(a, "dim"), b(a, "keepdim"));
+            vec![v, f64s(&k)]
+        }
+        "var_mean_dims" => {
+            let (v, m) = x[0].var_mean_dims(&list(a, "dims"), u(a, "correction"), b(a, "keepdim"));
+            vec![v, m]
+        }
+        "std_mean_dims" => {
+            let (v, m) = x[0].std_mean_dims(&list(a, "dims"), u(a, "correction"), b(a, "keepdim"));
+            vec![v, m]
+        }
+        "zeta" => one(x[0].zeta(&x[1])),
         "median_dim" => {
             let (v, k) = x[0].median_dim(i(a, "dim"), b(a, "keepdim"));
             vec![v, f64s(&k)]

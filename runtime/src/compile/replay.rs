@@ -599,6 +599,7 @@ fn elementwise(name: &str) -> Option<Replay> {
         "i1e" => |a| vec![a.x(0).i1e()],
         "mvlgamma" => |a| vec![a.x(0).mvlgamma(a.int("p") as usize)],
         "entr" => |a| vec![a.x(0).entr()],
+        "zeta" => |a| vec![a.x(0).zeta(a.x(1))],
         "xlogy" => |a| vec![a.x(0).xlogy(a.x(1))],
         "xlog1py" => |a| vec![a.x(0).xlog1py(a.x(1))],
         "log2" => |a| vec![a.x(0).log2()],

@@ -180,6 +180,40 @@ impl Tensor {
         trace::op("std", [self], Vec::new, || self.var().sqrt())
     }
 
+    /// The variance and the mean over `dims` at once (`torch.var_mean`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 5.0], &[2, 2]);
+    /// let (var, mean) = x.var_mean_dims(&[1], 1, false);
+    /// assert_eq!((var.to_vec::<f32>(), mean.to_vec::<f32>()), (vec![0.5, 2.0], vec![1.5, 4.0]));
+    /// ```
+    pub fn var_mean_dims(
+        &self,
+        dims: &[isize],
+        correction: usize,
+        keepdim: bool,
+    ) -> (Tensor, Tensor) {
+        (
+            self.var_dims(dims, correction, keepdim),
+            self.mean_dims(dims, keepdim),
+        )
+    }
+
+    /// The standard deviation and the mean over `dims` at once
+    /// (`torch.std_mean`).
+    pub fn std_mean_dims(
+        &self,
+        dims: &[isize],
+        correction: usize,
+        keepdim: bool,
+    ) -> (Tensor, Tensor) {
+        (
+            self.std_dims(dims, correction, keepdim),
+            self.mean_dims(dims, keepdim),
+        )
+    }
+
     /// `log(sum(exp(x)))` over `dims`, computed stably (max subtracted).
     pub fn logsumexp(&self, dims: &[isize], keepdim: bool) -> Tensor {
         trace::op(

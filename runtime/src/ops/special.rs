@@ -7,13 +7,14 @@
 //! or compositions of them, each with its backward here. Integer inputs
 //! compute in the default float dtype, as PyTorch's.
 
+use super::binary::binary;
 use super::math::floating;
 use super::unary::{Save, unary};
 use crate::Tensor;
 use crate::trace::{self, Attr};
 use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, PI};
 use tapir_kernels::elementwise::{
-    Digamma, Erfc, Erfcx, Erfinv, I0, I0e, I1, I1e, Lgamma, LogNdtr, Ndtri, Polygamma,
+    Digamma, Erfc, Erfcx, Erfinv, I0, I0e, I1, I1e, Lgamma, LogNdtr, Ndtri, Polygamma, Zeta,
 };
 
 impl Tensor {
@@ -346,6 +347,42 @@ impl Tensor {
                 let x = x.saved();
                 move |g: &Tensor, _: &[bool]| vec![Some(g * &(&x.log() + 1.0).neg())]
             })
+        })
+    }
+}
+
+impl Tensor {
+    /// The Hurwitz zeta function ζ(x, q) = Σₖ₌₀ (k + q)^-x, broadcast
+    /// (`torch.special.zeta`): ∞ at x = 1, NaN for x < 1. As in PyTorch,
+    /// only `q` has a gradient, -x ζ(x + 1, q); asking for `x`'s panics.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![2.0f64], &[1]);
+    /// let z = x.zeta(&Tensor::from_vec(vec![1.0f64], &[1])).item::<f64>();
+    /// assert!((z - std::f64::consts::PI.powi(2) / 6.0).abs() < 1e-15); // ζ(2)
+    /// ```
+    pub fn zeta(&self, q: &Tensor) -> Tensor {
+        trace::op("zeta", [self, q], Vec::new, || {
+            binary(
+                self,
+                q,
+                Zeta,
+                "ZetaBackward0",
+                true,
+                true,
+                |saved, g, needs| {
+                    let (x, q) = saved.expect("zeta saves its inputs");
+                    assert!(
+                        !needs[0],
+                        "zeta: the derivative for x (the exponent) is not implemented, as in PyTorch; detach it"
+                    );
+                    [
+                        None,
+                        needs[1].then(|| g * &(&(x * -1.0) * &(x + 1.0).zeta(q))),
+                    ]
+                },
+            )
         })
     }
 }

@@ -60,6 +60,48 @@ impl Tensor {
         self.reshape(&[-1]).median_dim(0, false).0
     }
 
+    /// The lower median along `dim` of the values that are not NaN, and
+    /// its index (`torch.nanmedian(x, dim)`); NaN where a slice holds
+    /// nothing else.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![4.0f32, f32::NAN, 1.0, f32::NAN, f32::NAN, f32::NAN], &[2, 3]);
+    /// let (values, indices) = x.nanmedian_dim(1, false);
+    /// assert_eq!(values.to_vec::<f32>()[0], 1.0);
+    /// assert!(values.to_vec::<f32>()[1].is_nan());
+    /// assert_eq!(indices.to_vec::<i64>()[0], 2);
+    /// ```
+    #[track_caller]
+    pub fn nanmedian_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
+        let d = self.dim(dim, "nanmedian") as isize;
+        if self.ndim() == 0 {
+            return (self.clone(), Tensor::scalar(0i64));
+        }
+        // NaN sorts last, so the numbers of a slice come first, in order.
+        let (sorted, order) = self.sort(d, false);
+        let numbers = self.isnan().logical_not().to_dtype(DType::F64);
+        let count = numbers.sum_dims(&[d], true);
+        let lower_middle = (&(&count - 1.0).clamp_min(0.0) * 0.5)
+            .floor()
+            .to_dtype(DType::I64);
+        let (values, indices) = (
+            sorted.gather(d, &lower_middle),
+            order.gather(d, &lower_middle),
+        );
+        match keepdim {
+            true => (values, indices),
+            false => (values.squeeze_dim(d), indices.squeeze_dim(d)),
+        }
+    }
+
+    /// The lower median of every element that is not NaN
+    /// (`torch.nanmedian(x)`).
+    #[track_caller]
+    pub fn nanmedian(&self) -> Tensor {
+        self.reshape(&[-1]).nanmedian_dim(0, false).0
+    }
+
     /// The `q`-quantile along `dim` (over every element for `None`) by
     /// linear interpolation between the two nearest ranks
     /// (`torch.quantile`, `interpolation="linear"`); NaN where the slice
