@@ -421,6 +421,9 @@ def linalg_run(op, a, x):
         return [L.lu_solve(lu, piv, x[1])]
     if op == "linalg_matrix_exp":
         return [L.matrix_exp(x[0])]
+    if op == "linalg_lstsq_full":
+        r = L.lstsq(x[0], x[1], driver="gelsd")
+        return [r.solution, r.residuals, r.rank.double(), r.singular_values]
     if op == "linalg_lstsq":
         return [L.lstsq(x[0], x[1]).solution]
     if op == "linalg_matrix_power":
@@ -1046,6 +1049,8 @@ case("nanmedian_dim", "nanmedian_dim", [T([[1.0, nan, 3.0, 2.0, 0.5], [4.0, 1.0,
 case("nanmedian_dim0_keep", "nanmedian_dim", [randn(4, 3)], {"dim": 0, "keepdim": True})
 case("nanmedian_all_nan", "nanmedian_dim", [T([[nan, nan], [1.0, 2.0]])], {"dim": 1, "keepdim": False},
      grad=[False])
+case("linalg_lstsq_full_tall", "linalg_lstsq_full", [randn(2, 5, 3), randn(2, 5, 2)])
+case("linalg_lstsq_full_wide", "linalg_lstsq_full", [randn(3, 5), randn(3, 2)])
 case("entr", "entr", [pos(3, 4)])
 case("entr_edges", "entr", [T([0.0, -1.0, 0.5, float("inf")])], grad=[False])
 case("xlog1py", "xlog1py", [T([0.0, 1.5, 2.0, 0.0, -0.5]), T([0.5, 0.5, 3.0, 2.0, -0.25])])

@@ -88,6 +88,15 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             }
         }
         "linalg_lstsq" => vec![linalg::lstsq(&x[0], &x[1])],
+        "linalg_lstsq_full" => {
+            let r = linalg::lstsq_full(&x[0], &x[1]);
+            vec![
+                r.solution,
+                r.residuals,
+                r.rank.to_dtype(DType::F64),
+                r.singular_values,
+            ]
+        }
         "linalg_matrix_exp" => vec![linalg::matrix_exp(&x[0])],
         "linalg_lu" => {
             let (p, l, u) = linalg::lu(&x[0]);

@@ -279,3 +279,31 @@ fn empty_batches_and_empty_matrices_give_empty_results() {
     let empty = Tensor::zeros(&[2, 0, 0]).to_dtype(DType::F64);
     assert_eq!(linalg::det(&empty).to_vec::<f64>(), vec![1.0, 1.0]);
 }
+
+/// lstsq_full on a batch with a rank-deficient member: ranks per matrix,
+/// no residuals (PyTorch leaves them empty unless every matrix is tall and
+/// of full rank), the minimum-norm solution; with full ranks, residuals
+/// that are the squared norms of `A X - B`'s columns.
+#[test]
+fn lstsq_full_reports_ranks_and_residuals_as_pytorch() {
+    let full = rnd(&[5, 3], 31);
+    // The second matrix repeats its first column: rank 2.
+    let deficient = Tensor::cat(&[&full.narrow(1, 0, 1), &full.narrow(1, 0, 2)], 1);
+    let a = Tensor::stack(&[&full, &deficient], 0);
+    let b = rnd(&[2, 5, 2], 32);
+    let fit = linalg::lstsq_full(&a, &b);
+    assert_eq!(fit.rank.to_vec::<i64>(), vec![3, 2]);
+    assert_eq!(fit.residuals.shape(), &[0]);
+    assert_eq!(fit.singular_values.shape(), &[2, 3]);
+    // The minimum-norm solution splits the repeated column's weight evenly.
+    let x = fit.solution.select(0, 1).to_vec::<f64>();
+    assert!(
+        (x[0] - x[2]).abs() < 1e-10 && (x[1] - x[3]).abs() < 1e-10,
+        "{x:?}"
+    );
+    let fit = linalg::lstsq_full(&full, &b.select(0, 0));
+    let r = &full.matmul(&fit.solution) - &b.select(0, 0);
+    let want = r.square().sum_dims(&[0], false);
+    assert!(fit.residuals.allclose(&want, 1e-12, 1e-12));
+    assert!(!fit.singular_values.requires_grad());
+}

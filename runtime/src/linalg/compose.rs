@@ -35,6 +35,57 @@ pub fn lstsq(a: &Tensor, b: &Tensor) -> Tensor {
     })
 }
 
+/// Everything `torch.linalg.lstsq(A, B, driver="gelsd")` returns: the
+/// minimum-norm solution, the squared residual norms, the rank and the
+/// singular values of `A` (see [`lstsq_full`]).
+#[derive(Clone, Debug)]
+pub struct Lstsq {
+    /// `X` minimising `‖A X - B‖`, minimum-norm when `A` is rank-deficient.
+    pub solution: Tensor,
+    /// `‖A X - B‖²` per column of `B` (`[*, k]`) when `A` is tall (`m > n`)
+    /// and every matrix of the batch has full rank; otherwise empty (`[0]`),
+    /// as PyTorch leaves it.
+    pub residuals: Tensor,
+    /// The rank of each matrix (int64, `[*]`): its singular values above
+    /// `eps · max(m, n)` times the largest.
+    pub rank: Tensor,
+    /// The singular values of each matrix, descending (`[*, min(m, n)]`),
+    /// without a gradient (as PyTorch's).
+    pub singular_values: Tensor,
+}
+
+/// [`lstsq`] with the residuals, ranks and singular values of PyTorch's
+/// `gelsd` driver. Telling whether to fill the residuals reads the ranks
+/// (a host read, so `compile` runs it eagerly).
+///
+/// ```
+/// use tapir_runtime::{Tensor, linalg};
+/// // y = 2x + 1 fitted through four points, one of them off the line by 1.
+/// let a = Tensor::from_vec(vec![0.0f64, 1.0, 1.0, 1.0, 2.0, 1.0, 3.0, 1.0], &[4, 2]);
+/// let y = Tensor::from_vec(vec![1.0f64, 3.0, 6.0, 7.0], &[4, 1]);
+/// let fit = linalg::lstsq_full(&a, &y);
+/// assert_eq!(fit.rank.item::<i64>(), 2);
+/// assert!((fit.residuals.item::<f64>() - 0.7).abs() < 1e-12); // slope 2.1, intercept 1.1
+/// ```
+pub fn lstsq_full(a: &Tensor, b: &Tensor) -> Lstsq {
+    let solution = lstsq(a, b);
+    // PyTorch's driver returns them without a gradient.
+    let singular_values = super::svdvals(&a.detach());
+    let rank = super::matrix_rank(a);
+    let (m, n) = (a.size(-2), a.size(-1));
+    let full_rank = rank.numel() == 0 || rank.eq_scalar(n as f64).all().item::<bool>();
+    let residuals = match m > n && full_rank {
+        true => (&a.matmul(&solution) - b).square().sum_dims(&[-2], false),
+        false => Tensor::zeros(&[0]).to_dtype(a.dtype()),
+    };
+    Lstsq {
+        solution,
+        residuals,
+        rank,
+        singular_values,
+    }
+}
+
 /// The solution of `A X = B` given `A`'s Cholesky factor `L` (`upper`: `U`)
 /// (`torch.cholesky_solve(B, L, upper)`): two triangular solves.
 ///

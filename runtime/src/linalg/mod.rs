@@ -37,7 +37,9 @@ mod lu;
 mod norms;
 mod solve;
 
-pub use compose::{cholesky_inverse, cholesky_solve, lstsq, matrix_exp, matrix_power, multi_dot};
+pub use compose::{
+    Lstsq, cholesky_inverse, cholesky_solve, lstsq, lstsq_full, matrix_exp, matrix_power, multi_dot,
+};
 pub use factor::{QrMode, cholesky, cholesky_ex, eigh, eigvalsh, qr, svd, svdvals};
 pub use lu::{lu, lu_factor, lu_solve};
 pub use norms::{MatrixNorm, matrix_norm, matrix_rank, pinv};
