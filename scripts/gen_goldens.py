@@ -87,6 +87,10 @@ def run(op, a, x):
         return list(torch.var_mean(x[0], dim=a["dims"], correction=a["correction"], keepdim=a["keepdim"]))
     if op == "std_mean_dims":
         return list(torch.std_mean(x[0], dim=a["dims"], correction=a["correction"], keepdim=a["keepdim"]))
+    if op == "fractional_max_pool2d":
+        y, i = F.fractional_max_pool2d(x[0], a["kernel"], output_size=a["output"], return_indices=True,
+                                       _random_samples=x[1])
+        return [y, i.double()]
     if op == "zeta":
         return [torch.special.zeta(x[0], x[1])]
     if op == "median_dim":
@@ -1051,6 +1055,12 @@ case("nanmedian_all_nan", "nanmedian_dim", [T([[nan, nan], [1.0, 2.0]])], {"dim"
      grad=[False])
 case("linalg_lstsq_full_tall", "linalg_lstsq_full", [randn(2, 5, 3), randn(2, 5, 2)])
 case("linalg_lstsq_full_wide", "linalg_lstsq_full", [randn(3, 5), randn(3, 2)])
+case("fractional_max_pool2d", "fractional_max_pool2d", [randn(2, 3, 9, 10), torch.rand(2, 3, 2)],
+     {"kernel": [2, 2], "output": [4, 5]}, grad=[True, False])
+case("fractional_max_pool2d_unbatched", "fractional_max_pool2d", [randn(2, 7, 7), torch.rand(1, 2, 2)],
+     {"kernel": [3, 2], "output": [3, 4]}, grad=[True, False])
+case("fractional_max_pool2d_single_row", "fractional_max_pool2d", [randn(1, 2, 5, 6), torch.rand(1, 2, 2)],
+     {"kernel": [3, 2], "output": [1, 3]}, grad=[True, False])
 case("entr", "entr", [pos(3, 4)])
 case("entr_edges", "entr", [T([0.0, -1.0, 0.5, float("inf")])], grad=[False])
 case("xlog1py", "xlog1py", [T([0.0, 1.5, 2.0, 0.0, -0.5]), T([0.5, 0.5, 3.0, 2.0, -0.25])])

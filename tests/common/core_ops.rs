@@ -333,6 +333,12 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             vec![v, m]
         }
         "zeta" => one(x[0].zeta(&x[1])),
+        "fractional_max_pool2d" => {
+            let (k, o) = (usizes(a, "kernel"), usizes(a, "output"));
+            let (y, i) =
+                tapir::nn::fractional_max_pool2d(&x[0], (k[0], k[1]), (o[0], o[1]), Some(&x[1]));
+            vec![y, f64s(&i)]
+        }
         "median_dim" => {
             let (v, k) = x[0].median_dim(i(a, "dim"), b(a, "keepdim"));
             vec![v, f64s(&k)]

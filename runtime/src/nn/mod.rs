@@ -10,6 +10,7 @@ mod conv3d;
 mod ctc;
 mod embedding;
 mod fold;
+mod fractional_pool;
 mod functional;
 mod fusion;
 mod grid_sample;
@@ -52,6 +53,7 @@ pub use conv3d::{Conv3d, Conv3dOptions, ConvTranspose3d, conv_transpose3d, conv3
 pub use ctc::{CtcOptions, ctc_loss};
 pub use embedding::{BagMode, BagOptions, Embedding, EmbeddingBag, embedding_bag};
 pub use fold::{Fold, Unfold};
+pub use fractional_pool::{FractionalMaxPool2d, FractionalOutput, fractional_max_pool2d};
 pub use functional::{
     CosineSimilarity, PairwiseDistance, cosine_similarity, gumbel_softmax, gumbel_softmax_with,
     normalize, one_hot, pairwise_distance,
