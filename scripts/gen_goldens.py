@@ -87,6 +87,8 @@ def run(op, a, x):
         return list(torch.var_mean(x[0], dim=a["dims"], correction=a["correction"], keepdim=a["keepdim"]))
     if op == "std_mean_dims":
         return list(torch.std_mean(x[0], dim=a["dims"], correction=a["correction"], keepdim=a["keepdim"]))
+    if op == "grid_sample":
+        return [F.grid_sample(x[0], x[1], mode=a["mode"], padding_mode=a["padding"], align_corners=a["align"])]
     if op == "fractional_max_pool2d":
         y, i = F.fractional_max_pool2d(x[0], a["kernel"], output_size=a["output"], return_indices=True,
                                        _random_samples=x[1])
@@ -1061,6 +1063,14 @@ case("fractional_max_pool2d_unbatched", "fractional_max_pool2d", [randn(2, 7, 7)
      {"kernel": [3, 2], "output": [3, 4]}, grad=[True, False])
 case("fractional_max_pool2d_single_row", "fractional_max_pool2d", [randn(1, 2, 5, 6), torch.rand(1, 2, 2)],
      {"kernel": [3, 2], "output": [1, 3]}, grad=[True, False])
+case("linalg_det_singular", "linalg_det", [T([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0.5, 1.0, -1.0]])])
+case("linalg_det_rank_one", "linalg_det", [T([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [-1.0, -2.0, -3.0]])])
+case("linalg_det_batch_with_singular", "linalg_det",
+     [torch.stack([randn(3, 3), T([[2.0, 1.0, 0.0], [4.0, 2.0, 0.0], [1.0, 3.0, 5.0]])])])
+for pad, align in (("zeros", False), ("border", True), ("reflection", False), ("reflection", True)):
+    case(f"grid_sample_bicubic_{pad}{'_align' if align else ''}", "grid_sample",
+         [randn(2, 2, 4, 5), torch.rand(2, 3, 4, 2) * 2.6 - 1.3],
+         {"mode": "bicubic", "padding": pad, "align": align})
 case("entr", "entr", [pos(3, 4)])
 case("entr_edges", "entr", [T([0.0, -1.0, 0.5, float("inf")])], grad=[False])
 case("xlog1py", "xlog1py", [T([0.0, 1.5, 2.0, 0.0, -0.5]), T([0.5, 0.5, 3.0, 2.0, -0.25])])

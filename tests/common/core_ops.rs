@@ -333,6 +333,26 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             vec![v, m]
         }
         "zeta" => one(x[0].zeta(&x[1])),
+        "grid_sample" => {
+            use tapir::nn::{GridMode, GridPadding};
+            let mode = match a["mode"].as_str()? {
+                "bicubic" => GridMode::Bicubic,
+                "nearest" => GridMode::Nearest,
+                _ => GridMode::Bilinear,
+            };
+            let padding = match a["padding"].as_str()? {
+                "border" => GridPadding::Border,
+                "reflection" => GridPadding::Reflection,
+                _ => GridPadding::Zeros,
+            };
+            one(tapir::nn::grid_sample(
+                &x[0],
+                &x[1],
+                mode,
+                padding,
+                b(a, "align"),
+            ))
+        }
         "fractional_max_pool2d" => {
             let (k, o) = (usizes(a, "kernel"), usizes(a, "output"));
             let (y, i) =

@@ -198,20 +198,62 @@ pub fn slogdet(a: &Tensor) -> (Tensor, Tensor) {
 }
 
 /// The determinant of each square matrix (`torch.linalg.det`):
-/// `sign · exp(logabsdet)` from [`slogdet`], so its gradient is
-/// `g det(A) A⁻ᵀ`. At an exactly singular matrix the gradient is not
-/// finite (PyTorch switches to an SVD there; tapir does not yet).
+/// `sign · exp(logabsdet)` from [`slogdet`]. Its gradient is the cofactor
+/// matrix, `g det(A) A⁻ᵀ` while every matrix of the batch is invertible;
+/// when one is exactly singular, the batch's cofactors come from the SVD
+/// `A = U S Vᴴ` as `det(U) det(Vᴴ) U diag(Πⱼ≠ᵢ sⱼ) Vᴴ`, finite everywhere
+/// (PyTorch switches the same way).
 ///
 /// ```
 /// use tapir_runtime::{Tensor, linalg};
 /// let a = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], &[2, 2]);
 /// assert!((linalg::det(&a).item::<f64>() + 2.0).abs() < 1e-14);
+/// // At a singular matrix the gradient is its cofactor matrix.
+/// let s = Tensor::from_vec(vec![1.0f64, 2.0, 2.0, 4.0], &[2, 2]).requires_grad_(true);
+/// linalg::det(&s).backward();
+/// let g = s.grad().unwrap().to_vec::<f64>();
+/// assert!(g.iter().zip([4.0, -2.0, -2.0, 1.0]).all(|(x, y)| (x - y).abs() < 1e-12));
 /// ```
 pub fn det(a: &Tensor) -> Tensor {
     trace::op("linalg_det", [a], Vec::new, || {
-        let (sign, logabs) = slogdet(a);
-        &sign * &logabs.exp()
+        let value = crate::no_grad(|| {
+            let (sign, logabs) = slogdet(a);
+            &sign * &logabs.exp()
+        });
+        let saved = (a.saved(), value.saved());
+        Tensor::record(value, "LinalgDetBackward0", &[a], move || {
+            move |g: &Tensor, _: &[bool]| {
+                let (a, det) = &saved;
+                let cofactors = match det.eq_scalar(0.0).any().item::<bool>() {
+                    true => cofactors_by_svd(a),
+                    false => &det.unsqueeze(-1).unsqueeze(-1) * &mt(&inv(a)),
+                };
+                vec![Some(&g.unsqueeze(-1).unsqueeze(-1) * &cofactors)]
+            }
+        })
     })
+}
+
+/// The cofactor matrix of each square matrix through its SVD, singular
+/// ones included: `det(U) det(Vᴴ) U diag(Πⱼ≠ᵢ sⱼ) Vᴴ`, the products of
+/// the other singular values taken as prefix times suffix products (no
+/// division by a zero singular value).
+fn cofactors_by_svd(a: &Tensor) -> Tensor {
+    let n = a.size(-1);
+    if n == 0 {
+        return a.clone();
+    }
+    let (u, s, vh) = super::svd(a, false);
+    let orientation = &slogdet(&u).0 * &slogdet(&vh).0;
+    let one = Tensor::ones_like(&s.narrow(-1, 0, 1));
+    let before = Tensor::cat(&[&one, &s.narrow(-1, 0, n - 1)], -1).cumprod(-1);
+    let after = Tensor::cat(&[&s.narrow(-1, 1, n - 1), &one], -1)
+        .flip(&[-1])
+        .cumprod(-1)
+        .flip(&[-1]);
+    let others = &before * &after;
+    let scaled = &(&u * &others.unsqueeze(-2)).matmul(&vh);
+    scaled * &orientation.unsqueeze(-1).unsqueeze(-1)
 }
 
 /// `log det A` (`torch.logdet`): NaN where the determinant is negative,

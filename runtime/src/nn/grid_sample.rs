@@ -4,7 +4,8 @@
 //! Composed from existing ops, so autograd gives both gradients: the
 //! coordinates are unnormalised, folded into the image by the padding
 //! mode (PyTorch's `clip_coordinates` and `reflect_coordinates`), and the
-//! taps are gathered from each `[H·W]` plane and blended. Floors and
+//! taps are gathered from each `[H·W]` plane and blended (bilinear: 4
+//! taps around the folded point; bicubic: 16, each folded). Floors and
 //! rounds have zero gradient, so the gradient of the grid is the blend
 //! weights' (PyTorch's), and the image's is the gather's scatter.
 
@@ -18,6 +19,9 @@ pub enum GridMode {
     Bilinear,
     /// The nearest pixel (halves round to even, as PyTorch's `nearbyint`).
     Nearest,
+    /// The 4 x 4 neighbours, blended by Keys's cubic convolution (a =
+    /// -0.75, as PyTorch's); the padding mode folds each tap in.
+    Bicubic,
 }
 
 /// What [`grid_sample`] reads outside the image (`padding_mode=`).
@@ -112,8 +116,7 @@ pub fn grid_sample(
     );
     let (h, w) = (input.size(2), input.size(3));
     let (ho, wo) = (grid.size(1), grid.size(2));
-    let x = source_index(&grid.select(3, 0), w, padding, align_corners);
-    let y = source_index(&grid.select(3, 1), h, padding, align_corners);
+    let (gx, gy) = (grid.select(3, 0), grid.select(3, 1));
     let planes = input.reshape(&[n as isize, c as isize, -1]);
     // One tap: the plane's value at integer (xi, yi) [N, Ho, Wo], zero
     // where that falls outside the image.
@@ -132,13 +135,40 @@ pub fn grid_sample(
         let inside = inside.reshape(&[n as isize, 1, -1]);
         values.masked_fill(&inside.logical_not(), 0.0)
     };
+    let weight = |t: &Tensor| t.reshape(&[n as isize, 1, -1]);
     let out = match mode {
-        GridMode::Nearest => tap(&x.round(), &y.round()),
+        GridMode::Nearest => {
+            let x = source_index(&gx, w, padding, align_corners);
+            let y = source_index(&gy, h, padding, align_corners);
+            tap(&x.round(), &y.round())
+        }
+        GridMode::Bicubic => {
+            // PyTorch folds each tap by the padding mode, not the point.
+            let x = unnormalize(&gx, w, align_corners);
+            let y = unnormalize(&gy, h, align_corners);
+            let (x0, y0) = (x.floor(), y.floor());
+            let (cx, cy) = (cubic_weights(&(&x - &x0)), cubic_weights(&(&y - &y0)));
+            let along = |base: &Tensor, k: usize, size: usize| {
+                fold(&(base + (k as f64 - 1.0)), size, padding, align_corners)
+            };
+            (0..4)
+                .map(|i| {
+                    let yi = along(&y0, i, h);
+                    let row = (0..4)
+                        .map(|j| &tap(&along(&x0, j, w), &yi) * &weight(&cx[j]))
+                        .reduce(|a, b| &a + &b)
+                        .expect("four taps");
+                    &row * &weight(&cy[i])
+                })
+                .reduce(|a, b| &a + &b)
+                .expect("four rows")
+        }
         GridMode::Bilinear => {
+            let x = source_index(&gx, w, padding, align_corners);
+            let y = source_index(&gy, h, padding, align_corners);
             let (x0, y0) = (x.floor(), y.floor());
             let (x1, y1) = (&x0 + 1.0, &y0 + 1.0);
             let (fx, fy) = (&x - &x0, &y - &y0);
-            let weight = |t: &Tensor| t.reshape(&[n as isize, 1, -1]);
             let (gx, gy) = (&(-&fx) + 1.0, &(-&fy) + 1.0);
             let corners = [
                 (tap(&x0, &y0), &gx * &gy),
@@ -159,12 +189,31 @@ pub fn grid_sample(
 /// A normalised coordinate as a pixel index along a dim of `size`, folded
 /// in by the padding mode (PyTorch's `grid_sampler_compute_source_index`).
 fn source_index(coord: &Tensor, size: usize, padding: GridPadding, align_corners: bool) -> Tensor {
+    fold(
+        &unnormalize(coord, size, align_corners),
+        size,
+        padding,
+        align_corners,
+    )
+}
+
+/// A normalised coordinate as a pixel index along a dim of `size`
+/// (PyTorch's `grid_sampler_unnormalize`).
+fn unnormalize(coord: &Tensor, size: usize, align_corners: bool) -> Tensor {
     let s = size as f64;
-    let x = if align_corners {
+    if align_corners {
         &(coord + 1.0) * ((s - 1.0) / 2.0)
     } else {
         &(&(coord + 1.0) * s - 1.0) / 2.0
-    };
+    }
+}
+
+/// A pixel index folded into a dim of `size` by the padding mode
+/// (PyTorch's `compute_coordinates`): as it is for zeros, clipped for the
+/// border, mirrored then clipped for reflection.
+fn fold(x: &Tensor, size: usize, padding: GridPadding, align_corners: bool) -> Tensor {
+    let s = size as f64;
+    let x = x.clone();
     let clip = |t: &Tensor| t.clamp(0.0, s - 1.0);
     match padding {
         GridPadding::Zeros => x,
@@ -172,6 +221,18 @@ fn source_index(coord: &Tensor, size: usize, padding: GridPadding, align_corners
         GridPadding::Reflection if align_corners => clip(&reflect(&x, 0.0, 2.0 * (s - 1.0))),
         GridPadding::Reflection => clip(&reflect(&x, -1.0, 2.0 * s - 1.0)),
     }
+}
+
+/// The weights of the four taps at offsets -1, 0, 1, 2 from a point `t`
+/// past its floor, by Keys's cubic convolution with a = -0.75 (PyTorch's
+/// `get_cubic_upsample_coefficients`).
+fn cubic_weights(t: &Tensor) -> [Tensor; 4] {
+    const A: f64 = -0.75;
+    // |d| ≤ 1: ((a + 2) d - (a + 3)) d² + 1; 1 < |d| < 2: ((a d - 5a) d + 8a) d - 4a.
+    let near = |d: &Tensor| &(&(&(d * (A + 2.0)) - (A + 3.0)) * &d.square()) + 1.0;
+    let far = |d: &Tensor| &(&(&(&(d * A) - 5.0 * A) * d) + 8.0 * A) * d - 4.0 * A;
+    let rest = &(-t) + 1.0;
+    [far(&(t + 1.0)), near(t), near(&rest), far(&(&rest + 1.0))]
 }
 
 /// `x` mirrored into `[low / 2, high / 2]` (PyTorch's `reflect_coordinates`).
