@@ -8,28 +8,10 @@ import os
 import sys
 
 import torch
+from seed_models import Mlp  # the seed (examples/common/seed.rs)
 from torch import nn
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "goldens")
-
-
-class ResBlock(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d), nn.GELU(), nn.Linear(d, d))
-
-    def forward(self, x):
-        return x + self.net(x)
-
-
-class Mlp(nn.Module):
-    """The seed MLP (examples/common/seed.rs, and `model!`'s in tests)."""
-
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Linear(784, 256)
-        self.blocks = nn.ModuleList([ResBlock(256) for _ in range(4)])
-        self.head = nn.Linear(256, 10)
 
 
 def tree(m):

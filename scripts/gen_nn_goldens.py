@@ -903,28 +903,7 @@ print({k: len(v) for k, v in M.items()}, file=sys.stderr)
 torch.set_default_dtype(torch.float32)
 
 
-class ResBlock(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d), nn.GELU(), nn.Linear(d, d))
-
-    def forward(self, x):
-        return x + self.net(x)
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Linear(784, 256)
-        self.blocks = nn.ModuleList([ResBlock(256) for _ in range(4)])
-        self.head = nn.Linear(256, 10)
-
-    def forward(self, x):
-        h = self.stem(x)
-        for b in self.blocks:
-            h = b(h)
-        return self.head(h)
-
+from seed_models import Mlp as MLP  # noqa: E402 (the seed, shared with gen_module_goldens.py)
 
 torch.manual_seed(0)
 model = MLP()
