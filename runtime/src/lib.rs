@@ -32,6 +32,7 @@ mod ops;
 pub mod optim;
 pub mod profiler;
 mod random;
+pub mod special;
 mod storage;
 mod tensor;
 mod trace;
