@@ -4,7 +4,9 @@
 use super::init;
 use super::layers::dropout;
 use super::linear::Linear;
-use super::module::{Module, TensorKind, TrainingFlag, visit_child, visit_child_mut};
+use super::module::{
+    Module, TensorKind, TrainingFlag, named_children, visit_child, visit_child_mut,
+};
 use crate::{DType, Tensor};
 
 /// Multi-head attention with PyTorch's parameters and init: a packed
@@ -200,12 +202,9 @@ impl Module for MultiheadAttention {
         );
         visit_child_mut("out_proj", &mut self.out_proj, f);
     }
-    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
-        f("out_proj", &self.out_proj);
-    }
-    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
-        f("out_proj", &mut self.out_proj);
-    }
+    named_children!(
+        "out_proj" => out_proj,
+    );
     fn set_training(&self, on: bool) {
         self.training.set(on);
     }

@@ -511,6 +511,21 @@ impl TrainingFlag {
     }
 }
 
+/// Implements `visit_children` and `visit_children_mut` inside a `Module`
+/// impl from one list of `"name" => field` pairs, so the two walks cannot
+/// disagree.
+macro_rules! named_children {
+    ($($name:literal => $field:ident),* $(,)?) => {
+        fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn $crate::nn::Module)) {
+            $(f($name, &self.$field);)*
+        }
+        fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn $crate::nn::Module)) {
+            $(f($name, &mut self.$field);)*
+        }
+    };
+}
+pub(crate) use named_children;
+
 /// Implements [`Module`] for parameterless layers (nothing to visit) with
 /// the repr each gives, and `Display` as that repr.
 macro_rules! stateless_module {

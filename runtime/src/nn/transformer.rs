@@ -5,7 +5,7 @@
 use super::attention::MultiheadAttention;
 use super::layers::Dropout;
 use super::linear::Linear;
-use super::module::{Forward, Module, TrainingFlag, repr_of_children};
+use super::module::{Forward, Module, TrainingFlag, named_children, repr_of_children};
 use super::norm::LayerNorm;
 use crate::Tensor;
 
@@ -178,27 +178,17 @@ impl Forward for TransformerEncoderLayer {
 }
 
 impl Module for TransformerEncoderLayer {
-    /// PyTorch's children in PyTorch's order (the dropouts hold no tensors).
-    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
-        f("self_attn", &self.self_attn);
-        f("linear1", &self.linear1);
-        f("dropout", &self.dropout);
-        f("linear2", &self.linear2);
-        f("norm1", &self.norm1);
-        f("norm2", &self.norm2);
-        f("dropout1", &self.dropout1);
-        f("dropout2", &self.dropout2);
-    }
-    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
-        f("self_attn", &mut self.self_attn);
-        f("linear1", &mut self.linear1);
-        f("dropout", &mut self.dropout);
-        f("linear2", &mut self.linear2);
-        f("norm1", &mut self.norm1);
-        f("norm2", &mut self.norm2);
-        f("dropout1", &mut self.dropout1);
-        f("dropout2", &mut self.dropout2);
-    }
+    // PyTorch's children in PyTorch's order (the dropouts hold no tensors).
+    named_children!(
+        "self_attn" => self_attn,
+        "linear1" => linear1,
+        "dropout" => dropout,
+        "linear2" => linear2,
+        "norm1" => norm1,
+        "norm2" => norm2,
+        "dropout1" => dropout1,
+        "dropout2" => dropout2,
+    );
     fn set_training(&self, on: bool) {
         self.training.set(on);
         self.visit_children(&mut |_, child| child.set_training(on));

@@ -6,7 +6,7 @@
 use super::attention::MultiheadAttention;
 use super::layers::Dropout;
 use super::linear::Linear;
-use super::module::{Module, TrainingFlag, repr_of_children};
+use super::module::{Module, TrainingFlag, named_children, repr_of_children};
 use super::norm::LayerNorm;
 use super::transformer::{Activation, TransformerEncoderLayerOptions};
 use crate::Tensor;
@@ -189,33 +189,20 @@ impl TransformerDecoderLayer {
 }
 
 impl Module for TransformerDecoderLayer {
-    /// PyTorch's children in PyTorch's order (the dropouts hold no tensors).
-    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
-        f("self_attn", &self.self_attn);
-        f("multihead_attn", &self.multihead_attn);
-        f("linear1", &self.linear1);
-        f("dropout", &self.dropout);
-        f("linear2", &self.linear2);
-        f("norm1", &self.norm1);
-        f("norm2", &self.norm2);
-        f("norm3", &self.norm3);
-        f("dropout1", &self.dropout1);
-        f("dropout2", &self.dropout2);
-        f("dropout3", &self.dropout3);
-    }
-    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
-        f("self_attn", &mut self.self_attn);
-        f("multihead_attn", &mut self.multihead_attn);
-        f("linear1", &mut self.linear1);
-        f("dropout", &mut self.dropout);
-        f("linear2", &mut self.linear2);
-        f("norm1", &mut self.norm1);
-        f("norm2", &mut self.norm2);
-        f("norm3", &mut self.norm3);
-        f("dropout1", &mut self.dropout1);
-        f("dropout2", &mut self.dropout2);
-        f("dropout3", &mut self.dropout3);
-    }
+    // PyTorch's children in PyTorch's order (the dropouts hold no tensors).
+    named_children!(
+        "self_attn" => self_attn,
+        "multihead_attn" => multihead_attn,
+        "linear1" => linear1,
+        "dropout" => dropout,
+        "linear2" => linear2,
+        "norm1" => norm1,
+        "norm2" => norm2,
+        "norm3" => norm3,
+        "dropout1" => dropout1,
+        "dropout2" => dropout2,
+        "dropout3" => dropout3,
+    );
     fn set_training(&self, on: bool) {
         self.training.set(on);
         self.visit_children(&mut |_, child| child.set_training(on));

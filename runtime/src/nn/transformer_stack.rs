@@ -5,7 +5,7 @@
 
 use super::container::ModuleList;
 use super::init;
-use super::module::{Module, repr_children};
+use super::module::{Module, named_children, repr_children};
 use super::norm::LayerNorm;
 use super::transformer::{TransformerEncoderLayer, TransformerEncoderLayerOptions};
 use super::transformer_decoder::{DecoderMasks, TransformerDecoderLayer};
@@ -329,14 +329,10 @@ impl Transformer {
 }
 
 impl Module for Transformer {
-    fn visit_children<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Module)) {
-        f("encoder", &self.encoder);
-        f("decoder", &self.decoder);
-    }
-    fn visit_children_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Module)) {
-        f("encoder", &mut self.encoder);
-        f("decoder", &mut self.decoder);
-    }
+    named_children!(
+        "encoder" => encoder,
+        "decoder" => decoder,
+    );
     fn is_training(&self) -> bool {
         self.encoder.is_training()
     }
