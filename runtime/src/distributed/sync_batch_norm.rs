@@ -53,7 +53,8 @@ pub(crate) fn synced_batch_stats(
         return None;
     }
     let local = x.numel() / x.shape()[1];
-    let count = Tensor::scalar(local as f64);
+    // On the input's device: NCCL refuses a host tensor.
+    let count = crate::ops::creation::filled_on(&[], local as f64, crate::DType::F64, x.device());
     if let Err(e) = all_reduce(&count, ReduceOp::Sum) {
         panic!("SyncBatchNorm: the all-reduce of the batch size failed: {e}");
     }

@@ -76,7 +76,7 @@ pub fn lstsq_full(a: &Tensor, b: &Tensor) -> Lstsq {
     let full_rank = rank.numel() == 0 || rank.eq_scalar(n as f64).all().item::<bool>();
     let residuals = match m > n && full_rank {
         true => (&a.matmul(&solution) - b).square().sum_dims(&[-2], false),
-        false => Tensor::zeros(&[0]).to_dtype(a.dtype()),
+        false => Tensor::zeros_on(&[0], a.dtype(), a.device()),
     };
     Lstsq {
         solution,
