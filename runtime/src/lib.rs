@@ -12,7 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod amp;
-mod autograd;
+pub mod autograd;
 pub mod checkpoint;
 pub mod compile;
 pub mod cuda;

@@ -1,6 +1,6 @@
 //! The tensor: shared storage, a layout into it, and its place in the graph.
 
-use crate::autograd::{self, Edge, GradHook, Node, PostAccumulateHook};
+use crate::autograd::{self, Edge, GradHook, Node, PostAccumulateHook, SavedOrigin};
 use crate::device::Device;
 use crate::dtype::{DType, Element};
 use crate::error::Result;
@@ -40,6 +40,9 @@ pub(crate) struct Inner {
     /// storage's version when the forward saved it. Reading through the
     /// handle checks that nothing has written to the storage since.
     pub saved_version: Option<u64>,
+    /// Saved handles only: the tensor this one stands for while a
+    /// `create_graph` backward records (see `autograd::double`).
+    pub saved_origin: Option<SavedOrigin>,
 }
 
 /// A buffer shared by a tensor, its views and its detached handles, with
@@ -120,6 +123,7 @@ impl Tensor {
             hooks: Mutex::new(Vec::new()),
             post_accumulate_hooks: Mutex::new(Vec::new()),
             saved_version,
+            saved_origin: None,
         }))
     }
 
@@ -161,13 +165,24 @@ impl Tensor {
         // tensor to a recording (a checkpoint saves its inputs outside any
         // op).
         let (storage, layout) = (self.0.storage.clone(), self.0.layout.clone());
-        Tensor::handle(
+        let handle = Tensor::handle(
             storage,
             layout,
             self.0.dtype,
             self.0.device,
             Some(self.version()),
-        )
+        );
+        match autograd::origin_of(self) {
+            None => handle,
+            Some(origin) => {
+                let inner =
+                    Arc::into_inner(handle.0).expect("a handle made just now has no other holder");
+                Tensor(Arc::new(Inner {
+                    saved_origin: Some(origin),
+                    ..inner
+                }))
+            }
+        }
     }
 
     /// How many times the data has been written in place
@@ -202,7 +217,13 @@ impl Tensor {
         if !Tensor::records(name, inputs) {
             return out;
         }
-        let node = Arc::new(Node::new(name, Tensor::edges(inputs), make()));
+        // The closure is made knowing its node, so an output it saves
+        // remembers (weakly) that it is that node's (`create_graph`).
+        let storage = [Arc::as_ptr(&out.0.storage)];
+        let node = Arc::new_cyclic(|node| {
+            let backward = autograd::saving_outputs_of(node, &storage, make);
+            Node::new(name, Tensor::edges(inputs), backward)
+        });
         Tensor::with_node(out, &node, 0)
     }
 
@@ -222,7 +243,11 @@ impl Tensor {
             return outs;
         }
         let edges = Tensor::edges(inputs);
-        let node = Arc::new(Node::new_many(name, edges, outs.len(), Box::new(make())));
+        let storage: Vec<_> = outs.iter().map(|o| Arc::as_ptr(&o.0.storage)).collect();
+        let node = Arc::new_cyclic(|node| {
+            let backward = autograd::saving_outputs_of(node, &storage, make);
+            Node::new_many(name, edges, outs.len(), Box::new(backward))
+        });
         outs.into_iter()
             .enumerate()
             .map(|(i, out)| Tensor::with_node(out, &node, i))
@@ -247,19 +272,22 @@ impl Tensor {
         autograd::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
     }
 
-    fn edges(inputs: &[&Tensor]) -> Vec<Edge> {
+    pub(crate) fn edges(inputs: &[&Tensor]) -> Vec<Edge> {
         inputs
             .iter()
             .map(|t| match (&t.0.grad_fn, t.requires_grad()) {
                 (Some(n), _) => Edge::Node(n.clone(), t.0.output_nr),
-                (None, true) => Edge::Leaf((*t).clone()),
+                (None, true) => match &t.0.saved_origin {
+                    Some(origin) => autograd::origin_edge(origin),
+                    None => Edge::Leaf((*t).clone()),
+                },
                 (None, false) => Edge::None,
             })
             .collect()
     }
 
     /// `out` as output `output_nr` of `node`.
-    fn with_node(out: Tensor, node: &Arc<Node>, output_nr: usize) -> Tensor {
+    pub(crate) fn with_node(out: Tensor, node: &Arc<Node>, output_nr: usize) -> Tensor {
         let name = node.name;
         let inner = match Arc::try_unwrap(out.0) {
             Ok(inner) => inner,
@@ -421,6 +449,7 @@ impl Tensor {
     /// Whether ops on this tensor are recorded for autograd.
     pub fn requires_grad(&self) -> bool {
         self.0.requires_grad.load(Ordering::Relaxed)
+            || (self.0.saved_origin.is_some() && autograd::differentiating())
     }
 
     /// Sets whether a leaf records ops for autograd; returns the tensor so it
@@ -533,7 +562,7 @@ impl Tensor {
             grad.shape(),
             self.shape()
         );
-        autograd::run_backward(self, grad.detach(), retain_graph);
+        autograd::run_backward(self, grad.detach(), retain_graph, false);
     }
 
     /// Registers a hook called with the gradient flowing into this tensor; it

@@ -21,6 +21,7 @@ mod autograd;
 mod checkpoint;
 mod ctc;
 mod decoder_layers;
+mod double_backward;
 mod embeddings;
 mod errors;
 mod fused;

@@ -1,7 +1,7 @@
 //! The backward walk: dependency counting, then nodes in reverse creation
 //! order, accumulating into leaves' `.grad`.
 
-use super::{GradHook, MultiBackwardFn, NoGradGuard};
+use super::{GradHook, MultiBackwardFn};
 use crate::Tensor;
 use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
@@ -26,8 +26,8 @@ pub(crate) enum Edge {
 /// (PyTorch's `SplitBackward0` concatenates them in one pass).
 pub(crate) struct Node {
     pub name: &'static str,
-    seq: u64,
-    outputs: usize,
+    pub(crate) seq: u64,
+    pub(crate) outputs: usize,
     pub edges: Vec<Edge>,
     backward: Mutex<Option<MultiBackwardFn>>,
     /// Hooks on the gradient of output `.0` (`register_hook` on a non-leaf).
@@ -178,9 +178,19 @@ fn apply_hooks(hooks: &[GradHook], mut grad: Tensor) -> Tensor {
 /// in the leaf's layout, later ones are added to it in place (wherever that
 /// can be observed), so a handle to the gradient taken before a backward
 /// sees the sum after it.
-pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor) {
+///
+/// Under `create_graph` a gradient with a graph is kept with it (the sum
+/// out of place), so a second backward can run through `.grad`.
+pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor, create_graph: bool) {
     let grad = apply_hooks(&leaf.0.hooks.lock().unwrap(), grad);
     let mut slot = leaf.0.grad.lock().unwrap();
+    if create_graph && grad.requires_grad() {
+        *slot = Some(match slot.take() {
+            None => grad,
+            Some(old) => &old + &grad,
+        });
+        return;
+    }
     match slot.as_ref() {
         // Keep the incoming tensor only when nothing else holds it or its
         // buffer: gradients are updated in place (clipping, later
@@ -250,24 +260,71 @@ fn can_add_in_place(old: &Tensor, grad: &Tensor) -> bool {
         && !old.requires_grad()
 }
 
-/// Backpropagates `grad` from `root` through its graph.
-pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
-    let _no_grad = NoGradGuard::new();
-    let Some(node) = root.0.grad_fn.clone() else {
-        // backward() on a leaf accumulates into the leaf itself.
-        in_frame(HashMap::from([(Arc::as_ptr(&root.0), 1)]), || {
-            accumulate_leaf(root, grad);
-            run_post_accumulate_hooks(root);
-        });
-        return;
-    };
+/// Where a backward delivers the gradients that reach its targets.
+pub(crate) enum Sink {
+    /// `backward()`: into every reached leaf's `.grad`.
+    Accumulate,
+    /// `autograd::grad`: returned for the requested inputs only.
+    Capture(super::grad::Capture),
+}
 
-    // Count, for every node reachable from the root, how many edges feed it,
-    // and for every leaf how many edges reach it (its hooks run at zero).
-    let mut deps: HashMap<*const Node, usize> = HashMap::new();
+impl Sink {
+    /// Whether a gradient must flow along `edge`.
+    fn needs(&self, edge: &Edge) -> bool {
+        match self {
+            Sink::Accumulate => !matches!(edge, Edge::None),
+            Sink::Capture(c) => c.needs(edge),
+        }
+    }
+}
+
+/// Backpropagates `grad` from `root` through its graph, into leaves' `.grad`.
+pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool, create_graph: bool) {
+    let mut sink = Sink::Accumulate;
+    run(
+        vec![(root.clone(), grad)],
+        retain_graph,
+        create_graph,
+        &mut sink,
+    );
+}
+
+/// Backpropagates each root's gradient through the graph they share, in
+/// one walk, delivering into `sink`.
+pub(crate) fn run(
+    roots: Vec<(Tensor, Tensor)>,
+    retain_graph: bool,
+    create_graph: bool,
+    sink: &mut Sink,
+) {
+    // Backward closures record only when the caller asks for a graph of the
+    // backward itself (`create_graph`).
+    let _mode = super::grad_mode::GradModeGuard::set(create_graph);
+    let _double = create_graph.then(super::double::Differentiating::enter);
+    let mut node_roots = Vec::new();
     let mut leaf_uses: HashMap<*const crate::tensor::Inner, usize> = HashMap::new();
-    let mut stack = vec![node.clone()];
-    let mut seen: HashSet<*const Node> = HashSet::from([key(&node)]);
+    let mut leaf_roots = Vec::new();
+    for (root, grad) in roots {
+        match root.0.grad_fn.clone() {
+            Some(node) => node_roots.push((node, root.0.output_nr, grad)),
+            None => {
+                *leaf_uses.entry(Arc::as_ptr(&root.0)).or_insert(0) += 1;
+                leaf_roots.push((root, grad));
+            }
+        }
+    }
+
+    // Count, for every node reachable from the roots, how many edges feed
+    // it, and for every leaf how many edges reach it (its hooks run at zero).
+    let mut deps: HashMap<*const Node, usize> = HashMap::new();
+    let mut stack: Vec<Arc<Node>> = Vec::new();
+    let mut seen: HashSet<*const Node> = HashSet::new();
+    for (n, _, _) in &node_roots {
+        if seen.insert(key(n)) {
+            stack.push(n.clone());
+        }
+    }
+    let mut reachable = Vec::new();
     while let Some(n) = stack.pop() {
         for e in &n.edges {
             match e {
@@ -281,10 +338,83 @@ pub(crate) fn run_backward(root: &Tensor, grad: Tensor, retain_graph: bool) {
                 Edge::None => {}
             }
         }
+        reachable.push(n);
+    }
+    if let Sink::Capture(c) = sink {
+        c.find_needed(reachable);
     }
     in_frame(leaf_uses, || {
-        walk((node, root.0.output_nr), grad, retain_graph, &mut deps)
+        for (leaf, grad) in leaf_roots {
+            deliver_to_leaf(&leaf, grad, sink, create_graph);
+            count_leaf_use(&leaf, sink);
+        }
+        walk(node_roots, retain_graph, create_graph, &mut deps, sink)
     });
+}
+
+/// A gradient arriving at a leaf: accumulated into `.grad` or captured.
+fn deliver_to_leaf(leaf: &Tensor, grad: Tensor, sink: &mut Sink, create_graph: bool) {
+    match sink {
+        Sink::Accumulate => accumulate_leaf(leaf, grad, create_graph),
+        Sink::Capture(c) => c.take_leaf(leaf, apply_hooks(&leaf.0.hooks.lock().unwrap(), grad)),
+    }
+}
+
+/// One edge into `leaf` has run; at the last, its accumulation hooks run
+/// (`autograd::grad` accumulates nothing, so none run then).
+fn count_leaf_use(leaf: &Tensor, sink: &Sink) {
+    let last_use = FRAMES.with(|f| {
+        let mut frames = f.borrow_mut();
+        let frame = frames.last_mut().expect("walk runs in its frame");
+        let uses = frame
+            .leaf_uses
+            .get_mut(&Arc::as_ptr(&leaf.0))
+            .expect("counted above");
+        *uses -= 1;
+        *uses == 0
+    });
+    if last_use && matches!(sink, Sink::Accumulate) {
+        run_post_accumulate_hooks(leaf);
+    }
+}
+
+/// Adds `g` into a gradient slot (the first one is kept as it is).
+pub(crate) fn add_into(slot: &mut Option<Tensor>, g: Tensor) {
+    *slot = Some(match slot.take() {
+        None => g,
+        Some(prev) => &prev + &g,
+    });
+}
+
+/// Calls `n`'s backward closure on its outputs' gradients `gs`.
+fn run_node(
+    n: &Arc<Node>,
+    gs: &[Option<Tensor>],
+    needs: &[bool],
+    retain_graph: bool,
+    create_graph: bool,
+) -> Vec<Option<Tensor>> {
+    let mut slot = n.backward.lock().unwrap();
+    let f = slot.as_mut().unwrap_or_else(|| {
+        panic!(
+            "backward: trying to backward through the graph a second time (the saved tensors of {} were freed by \
+             the first backward); pass retain_graph = true to the first backward if you need to backward through \
+             it again",
+            n.name
+        )
+    });
+    let timed = crate::profiler::scope(n.name, "autograd");
+    let running = Running::enter(n.name);
+    let out = f(gs, needs);
+    drop((running, timed));
+    if !retain_graph {
+        *slot = None; // release saved activations now
+    }
+    if create_graph {
+        super::double::guard_once_differentiable(n, gs, out)
+    } else {
+        out
+    }
 }
 
 /// Runs one backward's `body` in its frame; the outermost then runs the
@@ -311,49 +441,54 @@ fn in_frame(leaf_uses: HashMap<*const crate::tensor::Inner, usize>, body: impl F
     drop(frame);
 }
 
-/// Runs the nodes from `node` in reverse creation order, each once all its
-/// consumers have fed it.
+/// Runs the nodes from the roots in reverse creation order, each once all
+/// its consumers have fed it.
 fn walk(
-    (node, root_output): (Arc<Node>, usize),
-    grad: Tensor,
+    roots: Vec<(Arc<Node>, usize, Tensor)>,
     retain_graph: bool,
+    create_graph: bool,
     deps: &mut HashMap<*const Node, usize>,
+    sink: &mut Sink,
 ) {
     // Per node, the summed gradient of each of its outputs so far.
     let mut grads: HashMap<*const Node, Vec<Option<Tensor>>> = HashMap::new();
-    let mut first = vec![None; node.outputs];
-    first[root_output] = Some(grad);
-    grads.insert(key(&node), first);
     let mut ready = BinaryHeap::new();
-    ready.push(Ready(node.seq, node));
+    let mut root_nodes: Vec<Arc<Node>> = Vec::new();
+    for (node, output, grad) in roots {
+        let slots = grads
+            .entry(key(&node))
+            .or_insert_with(|| vec![None; node.outputs]);
+        add_into(&mut slots[output], grad);
+        if !root_nodes.iter().any(|r| Arc::ptr_eq(r, &node)) {
+            root_nodes.push(node);
+        }
+    }
+    // A root that another root feeds waits for it.
+    for node in root_nodes {
+        if deps.get(&key(&node)).copied().unwrap_or(0) == 0 {
+            ready.push(Ready(node.seq, node));
+        }
+    }
     while let Some(Ready(_, n)) = ready.pop() {
-        let needs: Vec<bool> = n.edges.iter().map(|e| !matches!(e, Edge::None)).collect();
+        let needs: Vec<bool> = n.edges.iter().map(|e| sink.needs(e)).collect();
         // A node whose every consumer returned no gradient propagates none.
-        let input_grads = if let Some(mut gs) = grads.remove(&key(&n)) {
-            for (output, hook) in n.hooks.lock().unwrap().iter() {
-                if let Some(g) = gs[*output].as_ref().and_then(hook) {
-                    gs[*output] = Some(g);
+        let input_grads = match grads.remove(&key(&n)) {
+            Some(mut gs) => {
+                for (output, hook) in n.hooks.lock().unwrap().iter() {
+                    if let Some(g) = gs[*output].as_ref().and_then(hook) {
+                        gs[*output] = Some(g);
+                    }
+                }
+                if let Sink::Capture(c) = sink {
+                    c.take_outputs(&n, &gs);
+                }
+                if needs.iter().any(|&x| x) {
+                    run_node(&n, &gs, &needs, retain_graph, create_graph)
+                } else {
+                    vec![None; n.edges.len()]
                 }
             }
-            let mut slot = n.backward.lock().unwrap();
-            let f = slot.as_mut().unwrap_or_else(|| {
-                panic!(
-                    "backward: trying to backward through the graph a second time (the saved tensors of {} were \
-                     freed by the first backward); pass retain_graph = true to the first backward if you need to \
-                     backward through it again",
-                    n.name
-                )
-            });
-            let timed = crate::profiler::scope(n.name, "autograd");
-            let running = Running::enter(n.name);
-            let out = f(&gs, &needs);
-            drop((running, timed));
-            if !retain_graph {
-                *slot = None; // release saved activations now
-            }
-            out
-        } else {
-            vec![None; n.edges.len()]
+            None => vec![None; n.edges.len()],
         };
         assert!(
             input_grads.len() == n.edges.len(),
@@ -366,30 +501,15 @@ fn walk(
                 Edge::Leaf(t) => {
                     if let Some(ig) = ig {
                         debug_assert!(ig.shape() == t.shape(), "{}: gradient shape", n.name);
-                        accumulate_leaf(t, ig)
+                        deliver_to_leaf(t, ig, sink, create_graph);
                     }
-                    let last_use = FRAMES.with(|f| {
-                        let mut frames = f.borrow_mut();
-                        let frame = frames.last_mut().expect("walk runs in its frame");
-                        let uses = frame
-                            .leaf_uses
-                            .get_mut(&Arc::as_ptr(&t.0))
-                            .expect("counted above");
-                        *uses -= 1;
-                        *uses == 0
-                    });
-                    if last_use {
-                        run_post_accumulate_hooks(t);
-                    }
+                    count_leaf_use(t, sink);
                 }
                 Edge::Node(m, output) => {
                     let k = key(m);
                     if let Some(ig) = ig {
                         let slots = grads.entry(k).or_insert_with(|| vec![None; m.outputs]);
-                        slots[*output] = Some(match slots[*output].take() {
-                            None => ig,
-                            Some(prev) => &prev + &ig,
-                        });
+                        add_into(&mut slots[*output], ig);
                     }
                     let d = deps.get_mut(&k).expect("counted above");
                     *d -= 1;

@@ -80,3 +80,21 @@ pub fn enable_grad<R>(f: impl FnOnce() -> R) -> R {
     let _g = EnableGradGuard::new();
     f()
 }
+
+/// Sets grad mode to `enabled` until dropped (a backward runs its closures
+/// with grad mode on only under `create_graph`).
+pub(crate) struct GradModeGuard {
+    prev: bool,
+}
+
+impl GradModeGuard {
+    pub(crate) fn set(enabled: bool) -> Self {
+        GradModeGuard { prev: set(enabled) }
+    }
+}
+
+impl Drop for GradModeGuard {
+    fn drop(&mut self) {
+        set(self.prev);
+    }
+}

@@ -47,12 +47,7 @@ pub fn gradcheck(
         .map(|x| x.detach().contiguous_copy().requires_grad_(true))
         .collect();
     let out = f(&leaves);
-    let n = out.numel();
-    // A fixed direction with distinct, non-trivial weights.
-    let v: Vec<f64> = (0..n)
-        .map(|j| 0.5 + ((j * 7919) % 13) as f64 / 13.0)
-        .collect();
-    let v = Tensor::from_vec(v, out.shape()).to_dtype(DType::F64);
+    let v = direction(out.shape());
     (&out * &v).sum().backward();
     let project = |ins: &[Tensor]| -> f64 { crate::no_grad(|| (&f(ins) * &v).sum().item::<f64>()) };
     for (i, leaf) in leaves.iter().enumerate() {
@@ -81,4 +76,60 @@ pub fn gradcheck(
         }
     }
     Ok(())
+}
+
+/// A fixed f64 direction of `shape` with distinct, non-trivial weights.
+fn direction(shape: &[usize]) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n)
+        .map(|j| 0.5 + ((j * 7919) % 13) as f64 / 13.0)
+        .collect();
+    Tensor::from_vec(v, shape)
+}
+
+/// Checks second derivatives (PyTorch's `torch.autograd.gradgradcheck`):
+/// [`gradcheck`] of the first derivative `vᵀ ∂f/∂x` (every input's,
+/// flattened and joined), which autograd computes with `create_graph`,
+/// with respect to the inputs and to `v` (PyTorch's `grad_outputs`).
+///
+/// ```
+/// use tapir_runtime::{autograd::gradgradcheck, Tensor, DType};
+/// let x = Tensor::from_vec(vec![0.3, -1.2, 2.0], &[3]).to_dtype(DType::F64);
+/// gradgradcheck(|t| t[0].tanh() * &t[0], &[x], 1e-6, 1e-5, 1e-4).unwrap();
+/// ```
+pub fn gradgradcheck(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    eps: f64,
+    atol: f64,
+    rtol: f64,
+) -> Result<(), GradcheckError> {
+    let out_shape = crate::no_grad(|| f(inputs)).shape().to_vec();
+    let n = inputs.len();
+    let first = |xs: &[Tensor]| -> Tensor {
+        crate::enable_grad(|| {
+            // The numeric pass hands in plain tensors: differentiate at them.
+            let xs: Vec<Tensor> = (xs.iter())
+                .map(|x| match x.requires_grad() {
+                    true => x.clone(),
+                    false => x.detach().requires_grad_(true),
+                })
+                .collect();
+            let out = f(&xs[..n]);
+            let refs: Vec<&Tensor> = xs[..n].iter().collect();
+            let opts = super::GradOptions {
+                grad_outputs: vec![xs[n].clone()],
+                create_graph: true,
+                materialize_grads: true,
+                ..Default::default()
+            };
+            let firsts: Vec<Tensor> = (super::grad_with(&[&out], &refs, opts).into_iter())
+                .map(|g| g.expect("materialized").reshape(&[-1]))
+                .collect();
+            Tensor::cat(&firsts.iter().collect::<Vec<_>>(), 0)
+        })
+    };
+    let mut with_v = inputs.to_vec();
+    with_v.push(direction(&out_shape));
+    gradcheck(first, &with_v, eps, atol, rtol)
 }

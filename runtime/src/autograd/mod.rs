@@ -1,17 +1,27 @@
 //! Define-by-run autograd. Every op that sees an input requiring grad records
 //! a [`Node`] holding its backward closure and edges to its inputs' nodes; the
 //! graph lives exactly as long as the tensors that reference it.
+//!
+//! [`grad`] and [`grad_with`] are PyTorch's `torch.autograd.grad`: the
+//! gradients with respect to chosen inputs, returned; with `create_graph`
+//! they can be differentiated again.
 
+mod double;
 mod engine;
+mod grad;
 mod grad_mode;
 mod gradcheck;
 mod recompute;
+
+pub use double::TWICE_DIFFERENTIABLE;
+pub(crate) use double::{SavedOrigin, differentiating, origin_edge, origin_of, saving_outputs_of};
+pub use grad::{GradOptions, grad, grad_with};
 
 pub(crate) use engine::{
     Edge, Node, queue_callback, reached_by_current_backward, run_backward, running_node,
 };
 pub use grad_mode::{EnableGradGuard, NoGradGuard, enable_grad, is_grad_enabled, no_grad};
-pub use gradcheck::{GradcheckError, gradcheck};
+pub use gradcheck::{GradcheckError, gradcheck, gradgradcheck};
 pub use recompute::{Region, checkpoint, checkpoint_sequential, checkpoint_with};
 
 use crate::Tensor;

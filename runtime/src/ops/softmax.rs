@@ -58,7 +58,12 @@ impl Tensor {
                         // row, in f32 for the half types. As four ops it
                         // was four passes over attention's 2 M scores.
                         let storage = y.read();
-                        if d == last && y.ndim() > 0 && storage.fuses_scaled_softmax() {
+                        // (`create_graph` needs the four ops, which record.)
+                        if d == last
+                            && y.ndim() > 0
+                            && storage.fuses_scaled_softmax()
+                            && !crate::autograd::differentiating()
+                        {
                             let dx = storage.scaled_softmax_backward(&g.read(), g.layout(), 1.0);
                             return vec![Some(Tensor::from_storage(dx, y.shape()))];
                         }

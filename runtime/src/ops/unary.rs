@@ -35,14 +35,18 @@ pub(crate) fn unary<F: UnaryFn>(
     bw: impl Fn(&Tensor, &Tensor) -> Tensor + Send + 'static,
 ) -> Tensor {
     let out = map(x, &op);
-    let saved = match save {
-        Save::Input => Some(x),
-        Save::Output => Some(&out),
-        Save::Nothing => None,
+    if !Tensor::any_needs_grad(&[x]) {
+        return out;
     }
-    .map(|t| t.saved());
+    // Saved while the node is made, so a saved output knows its node.
+    let to_save = match save {
+        Save::Input => Some(x.clone()),
+        Save::Output => Some(out.view_with(out.layout().clone())),
+        Save::Nothing => None,
+    };
     let shape_src = x.detach();
     Tensor::record(out, name, &[x], move || {
+        let saved = to_save.map(|t| t.saved());
         move |g: &Tensor, _: &[bool]| vec![Some(bw(saved.as_ref().unwrap_or(&shape_src), g))]
     })
 }
@@ -197,9 +201,7 @@ impl Tensor {
     /// The sine.
     pub fn sin(&self) -> Tensor {
         trace::op("sin", [self], Vec::new, || {
-            unary(self, Sin, "SinBackward0", Save::Input, |x, g| {
-                g * &map(x, &Cos)
-            })
+            unary(self, Sin, "SinBackward0", Save::Input, |x, g| g * &x.cos())
         })
     }
 
@@ -207,7 +209,7 @@ impl Tensor {
     pub fn cos(&self) -> Tensor {
         trace::op("cos", [self], Vec::new, || {
             unary(self, Cos, "CosBackward0", Save::Input, |x, g| {
-                &(g * &map(x, &Sin)) * -1.0
+                &(g * &x.sin()) * -1.0
             })
         })
     }
@@ -243,6 +245,10 @@ impl Tensor {
     pub fn relu(&self) -> Tensor {
         trace::op("relu", [self], Vec::new, || {
             unary(self, Relu, "ReluBackward0", Save::Output, |y, g| {
+                if crate::autograd::differentiating() {
+                    // Recorded, so `create_graph` can differentiate it.
+                    return g * &y.gt_scalar(0.0).to_dtype(g.dtype());
+                }
                 super::binary::apply(g, y, &ReluBackward, "relu_backward", true)
             })
         })
@@ -270,6 +276,15 @@ impl Tensor {
     pub fn gelu(&self) -> Tensor {
         trace::op("gelu", [self], Vec::new, || {
             unary(self, Gelu, "GeluBackward0", Save::Input, |x, g| {
+                if crate::autograd::differentiating() {
+                    // Φ(x) + x φ(x), recorded for `create_graph`.
+                    let cdf = &(&(x * std::f64::consts::FRAC_1_SQRT_2).erf() + 1.0) * 0.5;
+                    let pdf = &(&(x * x) * -0.5).exp()
+                        * (0.5
+                            * std::f64::consts::FRAC_2_SQRT_PI
+                            * std::f64::consts::FRAC_1_SQRT_2);
+                    return g * &(&cdf + &(x * &pdf));
+                }
                 super::binary::apply(g, x, &GeluBackward, "gelu_backward", true)
             })
         })
@@ -297,6 +312,11 @@ impl Tensor {
     pub fn silu(&self) -> Tensor {
         trace::op("silu", [self], Vec::new, || {
             unary(self, Silu, "SiluBackward0", Save::Input, |x, g| {
+                if crate::autograd::differentiating() {
+                    // σ(x) (1 + x (1 - σ(x))), recorded for `create_graph`.
+                    let s = x.sigmoid();
+                    return g * &(&s * &(&(x * &(&s * -1.0 + 1.0)) + 1.0));
+                }
                 g * &map(x, &SiluGrad)
             })
         })

@@ -16,11 +16,19 @@ fn slice_layout(l: &Layout, dim: usize, start: usize, len: usize, step: usize) -
 
 /// Writes `src` into the region of a fresh zero tensor of `shape` picked by
 /// `region` (the adjoint of a slicing view).
-fn embed(src: &Tensor, shape: &[usize], region: impl Fn(&Layout) -> Layout) -> Tensor {
+/// Recorded (as PyTorch's `SliceBackwardBackward0`) when a `create_graph`
+/// backward runs it: its own gradient is `region` of the gradient.
+fn embed(
+    src: &Tensor,
+    shape: &[usize],
+    region: impl Fn(&Layout) -> Layout + Send + 'static,
+) -> Tensor {
     let out = super::creation::filled_on(shape, 0.0, src.dtype(), src.device());
     let target = region(out.layout());
     out.write().assign(&target, &src.read(), src.layout());
-    out
+    Tensor::record(out, "SliceBackwardBackward0", &[src], move || {
+        move |g: &Tensor, _: &[bool]| vec![Some(g.view_with(region(g.layout())))]
+    })
 }
 
 impl Tensor {
@@ -359,7 +367,7 @@ impl Tensor {
                 self.view_op(
                     slice_layout(self.layout(), d, s, len, step),
                     "SliceBackward0",
-                    move |g| embed(g, &in_shape, |l| slice_layout(l, d, s, len, step)),
+                    move |g| embed(g, &in_shape, move |l| slice_layout(l, d, s, len, step)),
                 )
             },
         )
@@ -600,6 +608,16 @@ impl Tensor {
         let (shape, dtype, device) = (self.shape().to_vec(), self.dtype(), self.device());
         Tensor::record_many(views, name, &[self], move || {
             move |grads: &[Option<Tensor>], _: &[bool]| {
+                if crate::autograd::differentiating() {
+                    // Recorded for `create_graph`: one embedding per piece.
+                    let zeros = super::creation::filled_on(&shape, 0.0, dtype, device);
+                    let out = (grads.iter().zip(&ranges))
+                        .filter_map(|(g, &r)| {
+                            Some(embed(g.as_ref()?, &shape, move |l| place(l, r)))
+                        })
+                        .fold(zeros, |acc, e| &acc + &e);
+                    return vec![Some(out)];
+                }
                 let out = super::creation::filled_on(&shape, 0.0, dtype, device);
                 for (g, &r) in grads.iter().zip(&ranges) {
                     if let Some(g) = g {

@@ -1,0 +1,96 @@
+"""Second derivatives in PyTorch (float64): a WGAN-GP gradient penalty, a
+Hessian-vector product and a physics-informed residual (u'' through two
+nested `create_graph` grads), for `tests/suite/double_backward.rs`.
+
+    python3 scripts/gen_double_backward_goldens.py   # -> tests/goldens/double_backward.json
+"""
+import json
+import math
+import os
+
+import torch
+import torch.nn.functional as F
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "goldens")
+torch.set_default_dtype(torch.float64)
+
+
+def fill(shape, seed, scale):
+    """Deterministic values the Rust side rebuilds from the JSON."""
+    n = math.prod(shape)
+    return torch.tensor([math.sin(0.37 * i + seed) * scale for i in range(n)]).reshape(shape)
+
+
+def as_json(tensors):
+    return {k: {"shape": list(t.shape), "data": t.detach().reshape(-1).tolist()} for k, t in tensors.items()}
+
+
+def mlp_params(sizes, seed):
+    params = {}
+    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
+        params[f"w{i}"] = fill((b, a), seed + 2 * i, 1.0 / math.sqrt(a)).requires_grad_()
+        params[f"b{i}"] = fill((b,), seed + 2 * i + 1, 0.1).requires_grad_()
+    return params
+
+
+def gradient_penalty():
+    p = mlp_params([4, 8, 8, 1], 1)
+    x = fill((5, 4), 11, 1.5).requires_grad_()
+
+    def critic(x):
+        h = torch.tanh(F.linear(x, p["w0"], p["b0"]))
+        h = F.leaky_relu(F.linear(h, p["w1"], p["b1"]), 0.2)
+        return F.linear(h, p["w2"], p["b2"])
+
+    d = critic(x)
+    (gx,) = torch.autograd.grad(d, x, torch.ones_like(d), create_graph=True)
+    penalty = ((gx.norm(2, dim=1) - 1) ** 2).mean()
+    grads = torch.autograd.grad(penalty, list(p.values()), materialize_grads=True)
+    inputs = {"x": x, **p}
+    outputs = {"penalty": penalty, "grad_x": gx, **{"d_" + k: g for k, g in zip(p, grads)}}
+    return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
+
+
+def hessian_vector_product():
+    p = mlp_params([6, 10, 3], 3)
+    x = fill((4, 6), 21, 1.0)
+    target = torch.tensor([0, 2, 1, 2])
+    v = {k: fill(t.shape, 31 + i, 1.0) for i, (k, t) in enumerate(p.items())}
+    h = F.gelu(F.linear(x, p["w0"], p["b0"]))
+    loss = F.cross_entropy(F.linear(h, p["w1"], p["b1"]), target)
+    grads = torch.autograd.grad(loss, list(p.values()), create_graph=True)
+    gv = sum((g * v[k]).sum() for k, g in zip(p, grads))
+    hv = torch.autograd.grad(gv, list(p.values()), materialize_grads=True)
+    inputs = {"x": x, **p, **{"v_" + k: t for k, t in v.items()}}
+    outputs = {"loss": loss, **{"hv_" + k: t for k, t in zip(p, hv)}}
+    return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
+
+
+def physics_informed():
+    p = mlp_params([1, 16, 16, 1], 5)
+    x = torch.linspace(-1, 1, 9).reshape(9, 1).requires_grad_()
+
+    def u(x):
+        h = torch.tanh(F.linear(x, p["w0"], p["b0"]))
+        h = torch.tanh(F.linear(h, p["w1"], p["b1"]))
+        return F.linear(h, p["w2"], p["b2"])
+
+    y = u(x)
+    (ux,) = torch.autograd.grad(y.sum(), x, create_graph=True)
+    (uxx,) = torch.autograd.grad(ux.sum(), x, create_graph=True)
+    residual = ((uxx + torch.sin(x)) ** 2).mean()
+    grads = torch.autograd.grad(residual, list(p.values()), materialize_grads=True)
+    inputs = {"x": x, **p}
+    outputs = {"residual": residual, "ux": ux, "uxx": uxx, **{"d_" + k: g for k, g in zip(p, grads)}}
+    return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
+
+
+cases = {
+    "gradient_penalty": gradient_penalty(),
+    "hessian_vector_product": hessian_vector_product(),
+    "physics_informed": physics_informed(),
+}
+os.makedirs(OUT, exist_ok=True)
+with open(os.path.join(OUT, "double_backward.json"), "w") as f:
+    lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in cases.items()]
+    f.write('{"torch": %s, "cases": {\n%s\n}}\n' % (json.dumps(torch.__version__), ",\n".join(lines)))
