@@ -165,24 +165,19 @@ impl Tensor {
         // tensor to a recording (a checkpoint saves its inputs outside any
         // op).
         let (storage, layout) = (self.0.storage.clone(), self.0.layout.clone());
-        let handle = Tensor::handle(
+        let mut handle = Tensor::handle(
             storage,
             layout,
             self.0.dtype,
             self.0.device,
             Some(self.version()),
         );
-        match autograd::origin_of(self) {
-            None => handle,
-            Some(origin) => {
-                let inner =
-                    Arc::into_inner(handle.0).expect("a handle made just now has no other holder");
-                Tensor(Arc::new(Inner {
-                    saved_origin: Some(origin),
-                    ..inner
-                }))
-            }
+        if let Some(origin) = autograd::origin_of(self) {
+            Arc::get_mut(&mut handle.0)
+                .expect("a handle made just now has no other holder")
+                .saved_origin = Some(origin);
         }
+        handle
     }
 
     /// How many times the data has been written in place

@@ -3,11 +3,11 @@
 //! backward tapir lists as twice differentiable run by some case.
 
 use std::collections::BTreeSet;
-use tapir::Tensor;
 use tapir::autograd::{self, GradOptions, TWICE_DIFFERENTIABLE, grad_with, gradgradcheck};
 use tapir::gradcheck;
 use tapir::nn::{self, Reduction};
 use tapir::profiler::{ProfilerOptions, profile, record_function};
+use tapir::{Conv2dOptions, Tensor};
 
 /// A deterministic f64 tensor with values in `[lo, hi)`, away from kinks.
 fn t(shape: &[usize], seed: usize, lo: f64, hi: f64) -> Tensor {
@@ -109,6 +109,42 @@ fn cases() -> Vec<Case> {
                 &(&ce + &mse) + &(&x[0].log_softmax(0) * &x[1]).mean()
             }),
             vec![t(&[3, 4], 14, -2.0, 2.0), t(&[3, 4], 15, 0.0, 1.0)],
+        ),
+        (
+            "norms",
+            Box::new(|x: &[Tensor]| {
+                let n2 = x[0].norm_dims(2.0, &[1], true);
+                let n3 = x[0].norm_dims(3.0, &[0], false);
+                &(&x[0] / &n2) * &(&n3 + x[0].abs().rsqrt())
+            }),
+            vec![t(&[3, 4], 16, 0.2, 2.0)],
+        ),
+        (
+            "layer_norm",
+            Box::new(|x: &[Tensor]| {
+                let y = x[0].layer_norm(&[4], Some(&x[1]), Some(&x[2]), 1e-5);
+                let z = x[0].add_layer_norm(&y, &[4], None, None, 1e-5).1;
+                &(&y * &y) + &z.tanh()
+            }),
+            vec![
+                t(&[3, 4], 17, -2.0, 2.0),
+                t(&[4], 18, 0.5, 1.5),
+                t(&[4], 19, -0.5, 0.5),
+            ],
+        ),
+        (
+            "convolutions",
+            Box::new(|x: &[Tensor]| {
+                let opts = Conv2dOptions::default().padding(1).stride(2);
+                let y = x[0].conv2d(&x[1], Some(&x[2]), opts).tanh();
+                let z = y.conv_transpose2d(&x[1], None, opts, (1, 1));
+                &(&z * &z).sum() + &(&y * &y).sum()
+            }),
+            vec![
+                t(&[2, 2, 5, 5], 20, -1.0, 1.0),
+                t(&[3, 2, 3, 3], 21, -0.5, 0.5),
+                t(&[3], 22, -0.2, 0.2),
+            ],
         ),
     ]
 }
@@ -212,4 +248,213 @@ fn grad_returns_without_touching_dot_grad() {
     assert_eq!(g[0].to_vec::<f32>(), vec![1.0, -4.0, 12.0]);
     assert!(x.grad().is_none() && w.grad().is_none());
     assert!(!g[0].requires_grad());
+}
+
+/// One case of `tests/goldens/double_backward.json` (from
+/// `scripts/gen_double_backward_goldens.py`, PyTorch in float64).
+struct Golden(serde_json::Value);
+
+impl Golden {
+    fn load(case: &str) -> Golden {
+        let path = format!("{}/double_backward.json", crate::common::goldens_dir());
+        let text = std::fs::read_to_string(&path)
+            .expect("tests/goldens/double_backward.json is checked in");
+        let all: serde_json::Value = serde_json::from_str(&text).unwrap();
+        Golden(all["cases"][case].clone())
+    }
+
+    fn tensor(&self, side: &str, key: &str) -> Tensor {
+        let v = &self.0[side][key];
+        let shape: Vec<usize> = serde_json::from_value(v["shape"].clone()).unwrap();
+        let data: Vec<f64> = serde_json::from_value(v["data"].clone()).unwrap();
+        Tensor::from_vec(data, &shape)
+    }
+
+    /// An input as a leaf that requires grad.
+    fn leaf(&self, key: &str) -> Tensor {
+        self.tensor("inputs", key).requires_grad_(true)
+    }
+
+    fn check(&self, key: &str, got: &Tensor) {
+        let want = self.tensor("outputs", key);
+        let got = got.reshape(&want.shape().iter().map(|&n| n as isize).collect::<Vec<_>>());
+        crate::common::close(key, &got, &want, 1e-12, 1e-9).unwrap();
+    }
+}
+
+fn create_graph(grad_outputs: Vec<Tensor>) -> GradOptions {
+    GradOptions {
+        grad_outputs,
+        create_graph: true,
+        ..Default::default()
+    }
+}
+
+const MLP_PARAMS: [&str; 6] = ["w0", "b0", "w1", "b1", "w2", "b2"];
+
+#[test]
+fn gradient_penalty_matches_pytorch() {
+    let g = Golden::load("gradient_penalty");
+    let p: Vec<Tensor> = MLP_PARAMS.iter().map(|k| g.leaf(k)).collect();
+    let x = g.leaf("x");
+    let h = nn::linear(&x, &p[0], Some(&p[1])).tanh();
+    let h = nn::linear(&h, &p[2], Some(&p[3])).leaky_relu(0.2);
+    let d = nn::linear(&h, &p[4], Some(&p[5]));
+    let gx = grad_with(&[&d], &[&x], create_graph(vec![Tensor::ones_like(&d)]))
+        .remove(0)
+        .unwrap();
+    let penalty = (&gx.norm_dims(2.0, &[1], false) - 1.0).powf(2.0).mean();
+    g.check("grad_x", &gx);
+    g.check("penalty", &penalty);
+    // Through `.grad` as a WGAN-GP critic step does: backward accumulates.
+    penalty.backward();
+    for (k, w) in MLP_PARAMS.iter().zip(&p) {
+        let grad = w.grad().unwrap_or_else(|| Tensor::zeros_like(w));
+        g.check(&format!("d_{k}"), &grad);
+    }
+    assert!(x.grad().is_some(), "the penalty depends on x too");
+}
+
+#[test]
+fn hessian_vector_product_matches_pytorch() {
+    let g = Golden::load("hessian_vector_product");
+    let names = ["w0", "b0", "w1", "b1"];
+    let p: Vec<Tensor> = names.iter().map(|k| g.leaf(k)).collect();
+    let x = g.tensor("inputs", "x");
+    let target = Tensor::from_vec(vec![0i64, 2, 1, 2], &[4]);
+    let h = nn::linear(&x, &p[0], Some(&p[1])).gelu();
+    let loss = nn::cross_entropy(&nn::linear(&h, &p[2], Some(&p[3])), &target);
+    let refs: Vec<&Tensor> = p.iter().collect();
+    let grads = grad_with(&[&loss], &refs, create_graph(vec![]));
+    let gv = (grads.iter().zip(&names))
+        .map(|(gr, k)| (gr.as_ref().unwrap() * &g.tensor("inputs", &format!("v_{k}"))).sum())
+        .reduce(|a, b| &a + &b)
+        .unwrap();
+    let hv = autograd::grad(&[&gv], &refs);
+    g.check("loss", &loss);
+    for (k, t) in names.iter().zip(&hv) {
+        g.check(&format!("hv_{k}"), t);
+    }
+}
+
+#[test]
+fn physics_informed_residual_matches_pytorch() {
+    let g = Golden::load("physics_informed");
+    let p: Vec<Tensor> = MLP_PARAMS.iter().map(|k| g.leaf(k)).collect();
+    let x = g.leaf("x");
+    let h = nn::linear(&x, &p[0], Some(&p[1])).tanh();
+    let h = nn::linear(&h, &p[2], Some(&p[3])).tanh();
+    let u = nn::linear(&h, &p[4], Some(&p[5]));
+    // u'' through two nested create_graph grads: the second runs through
+    // the nodes the first recorded.
+    let ux = grad_with(&[&u.sum()], &[&x], create_graph(vec![]))
+        .remove(0)
+        .unwrap();
+    let uxx = grad_with(&[&ux.sum()], &[&x], create_graph(vec![]))
+        .remove(0)
+        .unwrap();
+    let residual = (&uxx + &x.sin()).powf(2.0).mean();
+    g.check("ux", &ux);
+    g.check("uxx", &uxx);
+    g.check("residual", &residual);
+    let refs: Vec<&Tensor> = p.iter().collect();
+    let opts = GradOptions {
+        materialize_grads: true,
+        ..Default::default()
+    };
+    for ((k, d), w) in MLP_PARAMS
+        .iter()
+        .zip(grad_with(&[&residual], &refs, opts))
+        .zip(&p)
+    {
+        let d = d.unwrap();
+        assert_eq!(d.shape(), w.shape());
+        g.check(&format!("d_{k}"), &d);
+    }
+}
+
+#[test]
+fn grad_of_an_intermediate_and_of_hooked_and_repeated_inputs() {
+    let x = Tensor::from_vec(vec![1.0f64, -2.0], &[2]).requires_grad_(true);
+    x.register_hook(|g| Some(g * 10.0));
+    let h = &x * 3.0;
+    let y = (&h * &h).sum();
+    // d/dh = 2h; d/dx = 18x, then the hook's x10; x asked twice gets it twice.
+    let g = autograd::grad(&[&y], &[&h, &x, &x]);
+    assert_eq!(g[0].to_vec::<f64>(), vec![6.0, -12.0]);
+    assert_eq!(g[1].to_vec::<f64>(), vec![180.0, -360.0]);
+    assert_eq!(g[2].to_vec::<f64>(), vec![180.0, -360.0]);
+    assert!(x.grad().is_none());
+}
+
+#[test]
+fn backward_with_inputs_accumulates_into_those_only() {
+    let a = Tensor::from_vec(vec![2.0f64], &[1]).requires_grad_(true);
+    let b = Tensor::from_vec(vec![5.0f64], &[1]).requires_grad_(true);
+    let y = (&a * &b).sum();
+    let opts = autograd::BackwardOptions {
+        inputs: vec![b.clone()],
+        ..Default::default()
+    };
+    autograd::backward(&[&y], opts);
+    assert_eq!(b.grad().unwrap().to_vec::<f64>(), vec![2.0]);
+    assert!(a.grad().is_none());
+}
+
+#[test]
+fn misuse_panics_name_the_call() {
+    let x = Tensor::from_vec(vec![1.0f64, 2.0], &[2]).requires_grad_(true);
+    let unused = Tensor::ones(&[3]).requires_grad_(true);
+    let msg = crate::common::panic_message(|| {
+        autograd::grad(&[&(&x * 2.0).sum()], &[&x, &unused]);
+    });
+    assert!(
+        msg.contains("autograd::grad: input 1 (shape [3]) was not used")
+            && msg.contains("allow_unused"),
+        "{msg}"
+    );
+    let plain = Tensor::ones(&[2]);
+    let msg = crate::common::panic_message(|| {
+        autograd::grad(&[&(&x * &plain).sum()], &[&plain]);
+    });
+    assert!(
+        msg.contains("input 0 (shape [2]) does not require grad"),
+        "{msg}"
+    );
+    let msg = crate::common::panic_message(|| {
+        autograd::grad(&[&(&x * 2.0)], &[&x]);
+    });
+    assert!(
+        msg.contains("only for scalar outputs; output 0 has shape [2]"),
+        "{msg}"
+    );
+    // Without retain_graph the first grad frees the graph.
+    let y = (&x * &x).sum();
+    autograd::grad(&[&y], &[&x]);
+    let msg = crate::common::panic_message(|| {
+        autograd::grad(&[&y], &[&x]);
+    });
+    assert!(
+        msg.contains("a second time") && msg.contains("SumBackward1"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_second_derivative_through_an_unlisted_backward_panics_naming_it() {
+    assert!(!TWICE_DIFFERENTIABLE.contains(&"CumsumBackward0"));
+    let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], &[3]).requires_grad_(true);
+    let y = (&x * &x).cumsum(0).sum();
+    let gx = grad_with(&[&y], &[&x], create_graph(vec![]))
+        .remove(0)
+        .unwrap();
+    // The first derivative is right; only differentiating it again fails.
+    assert_eq!(gx.to_vec::<f64>(), vec![6.0, 8.0, 6.0]);
+    let msg = crate::common::panic_message(|| {
+        autograd::grad(&[&gx.sum()], &[&x]);
+    });
+    assert!(
+        msg.contains("runs through CumsumBackward0, whose backward tapir cannot differentiate"),
+        "{msg}"
+    );
 }

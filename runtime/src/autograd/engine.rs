@@ -183,6 +183,18 @@ fn apply_hooks(hooks: &[GradHook], mut grad: Tensor) -> Tensor {
 /// out of place), so a second backward can run through `.grad`.
 pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor, create_graph: bool) {
     let grad = apply_hooks(&leaf.0.hooks.lock().unwrap(), grad);
+    store_grad(leaf, grad, create_graph)
+}
+
+/// [`accumulate_leaf`] after the leaf's hooks have run, then its
+/// accumulation hooks (`autograd::backward` with `inputs`).
+pub(crate) fn accumulate_hooked(leaf: &Tensor, grad: Tensor, create_graph: bool) {
+    store_grad(leaf, grad, create_graph);
+    run_post_accumulate_hooks(leaf);
+}
+
+/// Adds a gradient that has been through the hooks into `.grad`.
+fn store_grad(leaf: &Tensor, grad: Tensor, create_graph: bool) {
     let mut slot = leaf.0.grad.lock().unwrap();
     if create_graph && grad.requires_grad() {
         *slot = Some(match slot.take() {

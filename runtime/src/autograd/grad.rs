@@ -82,7 +82,12 @@ pub fn grad_with(
     inputs: &[&Tensor],
     opts: GradOptions,
 ) -> Vec<Option<Tensor>> {
-    let roots = roots(outputs, &opts);
+    let roots = roots(
+        outputs,
+        &opts.grad_outputs,
+        opts.create_graph,
+        "autograd::grad",
+    );
     for (i, x) in inputs.iter().enumerate() {
         assert!(
             x.requires_grad(),
@@ -115,12 +120,77 @@ pub fn grad_with(
         .collect()
 }
 
-/// Pairs every output with the gradient it starts with.
-fn roots(outputs: &[&Tensor], opts: &GradOptions) -> Vec<(Tensor, Tensor)> {
-    let given = &opts.grad_outputs;
+/// The options of [`backward`]: PyTorch's keyword arguments of
+/// `torch.autograd.backward` (and `Tensor.backward`), with its defaults.
+#[derive(Clone, Default)]
+pub struct BackwardOptions {
+    /// The gradient of each tensor (empty: ones, for scalars only).
+    pub grad_tensors: Vec<Tensor>,
+    /// Keep the graph's saved tensors; `None` means the same as `create_graph`.
+    pub retain_graph: Option<bool>,
+    /// Record the backward, so the accumulated `.grad`s carry a graph (a
+    /// penalty on gradients can then be backpropagated in turn).
+    pub create_graph: bool,
+    /// Accumulate into these tensors' `.grad` only (empty: every leaf the
+    /// graph reaches).
+    pub inputs: Vec<Tensor>,
+}
+
+/// Backpropagates from `tensors` into the `.grad` of leaves
+/// (PyTorch's `torch.autograd.backward`); `Tensor::backward` is this for
+/// one scalar.
+///
+/// ```
+/// use tapir_runtime::{Tensor, autograd::{self, BackwardOptions}};
+/// let w = Tensor::from_vec(vec![3.0f64], &[1]).requires_grad_(true);
+/// let loss = (&w * &w).sum(); // w²
+/// autograd::backward(&[&loss], BackwardOptions { create_graph: true, ..Default::default() });
+/// let g = w.grad().unwrap(); // 2w, with a graph
+/// assert_eq!(g.item::<f64>(), 6.0);
+/// w.set_grad(None);
+/// g.sum().backward(); // d(2w)/dw
+/// assert_eq!(w.grad().unwrap().item::<f64>(), 2.0);
+/// ```
+pub fn backward(tensors: &[&Tensor], opts: BackwardOptions) {
+    let roots = roots(
+        tensors,
+        &opts.grad_tensors,
+        opts.create_graph,
+        "autograd::backward",
+    );
+    let retain_graph = opts.retain_graph.unwrap_or(opts.create_graph);
+    if opts.inputs.is_empty() {
+        return run(
+            roots,
+            retain_graph,
+            opts.create_graph,
+            &mut Sink::Accumulate,
+        );
+    }
+    let inputs: Vec<&Tensor> = opts.inputs.iter().collect();
+    let mut sink = Sink::Capture(Capture::new(&inputs));
+    run(roots, retain_graph, opts.create_graph, &mut sink);
+    let Sink::Capture(capture) = sink else {
+        unreachable!("the sink was made a capture above")
+    };
+    for (x, g) in inputs.iter().zip(capture.into_grads()) {
+        if let Some(g) = g {
+            super::engine::accumulate_hooked(x, g, opts.create_graph);
+        }
+    }
+}
+
+/// Pairs every output with the gradient it starts with (`given`, or ones
+/// for a scalar), for `op`.
+fn roots(
+    outputs: &[&Tensor],
+    given: &[Tensor],
+    create_graph: bool,
+    op: &str,
+) -> Vec<(Tensor, Tensor)> {
     assert!(
         given.is_empty() || given.len() == outputs.len(),
-        "autograd::grad: got {} outputs but {} grad_outputs; pass one per output, or none for scalar outputs",
+        "{op}: got {} outputs but {} output gradients; pass one per output, or none for scalar outputs",
         outputs.len(),
         given.len()
     );
@@ -128,14 +198,14 @@ fn roots(outputs: &[&Tensor], opts: &GradOptions) -> Vec<(Tensor, Tensor)> {
         .map(|(i, y)| {
             assert!(
                 y.requires_grad(),
-                "autograd::grad: output {i} (shape {:?}) does not require grad and has no grad_fn",
+                "{op}: output {i} (shape {:?}) does not require grad and has no grad_fn",
                 y.shape()
             );
             let g = match given.get(i) {
                 Some(g) => {
                     assert!(
                         g.shape() == y.shape() && g.device() == y.device(),
-                        "autograd::grad: grad_outputs[{i}] has shape {:?} on {} but output {i} has shape {:?} on {}",
+                        "{op}: the gradient of output {i} has shape {:?} on {} but the output has shape {:?} on {}",
                         g.shape(),
                         g.device(),
                         y.shape(),
@@ -146,13 +216,13 @@ fn roots(outputs: &[&Tensor], opts: &GradOptions) -> Vec<(Tensor, Tensor)> {
                     } else {
                         g.to_dtype(y.dtype())
                     };
-                    if opts.create_graph { g } else { g.detach() }
+                    if create_graph { g } else { g.detach() }
                 }
                 None => {
                     assert!(
                         y.numel() == 1,
-                        "autograd::grad: a gradient can be implicitly created only for scalar outputs; output {i} \
-                         has shape {:?}, so pass grad_outputs",
+                        "{op}: a gradient can be implicitly created only for scalar outputs; output {i} has shape \
+                         {:?}, so pass its gradient",
                         y.shape()
                     );
                     crate::ops::creation::ones_like(y)

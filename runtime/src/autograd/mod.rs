@@ -1,5 +1,5 @@
 //! Define-by-run autograd. Every op that sees an input requiring grad records
-//! a [`Node`] holding its backward closure and edges to its inputs' nodes; the
+//! a node holding its backward closure and edges to its inputs' nodes; the
 //! graph lives exactly as long as the tensors that reference it.
 //!
 //! [`grad`] and [`grad_with`] are PyTorch's `torch.autograd.grad`: the
@@ -15,7 +15,7 @@ mod recompute;
 
 pub use double::TWICE_DIFFERENTIABLE;
 pub(crate) use double::{SavedOrigin, differentiating, origin_edge, origin_of, saving_outputs_of};
-pub use grad::{GradOptions, grad, grad_with};
+pub use grad::{BackwardOptions, GradOptions, backward, grad, grad_with};
 
 pub(crate) use engine::{
     Edge, Node, queue_callback, reached_by_current_backward, run_backward, running_node,

@@ -200,6 +200,13 @@ impl Tensor {
         let in_shape = self.shape().to_vec();
         Tensor::record(out, "Im2ColBackward0", &[self], move || {
             move |grad: &Tensor, _: &[bool]| {
+                if crate::autograd::differentiating() {
+                    // `fold2d` records (its backward is this unfold), for
+                    // `create_graph`; the padding value plays no part.
+                    let opts = Conv2dOptions { groups: 1, ..opts };
+                    let size = (in_shape[2], in_shape[3]);
+                    return vec![Some(grad.fold2d(size, kernel, opts))];
+                }
                 let x = grad.read().col2im(grad.layout(), &g);
                 vec![Some(Tensor::from_storage(x, &in_shape))]
             }

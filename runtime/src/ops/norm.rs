@@ -106,6 +106,7 @@ impl Tensor {
                     rstd,
                     rows,
                     d,
+                    eps,
                 };
                 record_layer_norm(self, y, saved, weight, bias, normalized)
             },
@@ -193,6 +194,7 @@ impl Tensor {
                     rstd,
                     rows,
                     d,
+                    eps,
                 };
                 let y = record_layer_norm(&sum, y, saved, weight, bias, normalized);
                 (sum, y)
@@ -210,6 +212,7 @@ struct Saved {
     rstd: Tensor,
     rows: usize,
     d: usize,
+    eps: f64,
 }
 
 /// The output `y` of LayerNorm of `input`, on the tape with its closed-form
@@ -227,6 +230,7 @@ fn record_layer_norm(
     let inputs = [input, weight.unwrap_or(&empty), bias.unwrap_or(&empty)];
     let shape = input.shape().to_vec();
     let norm_shape = normalized.to_vec();
+    let (input, weight) = (input.clone(), weight.cloned());
     Tensor::record(out, "NativeLayerNormBackward0", &inputs, move || {
         let Saved {
             x,
@@ -235,11 +239,25 @@ fn record_layer_norm(
             rstd,
             rows,
             d,
+            eps,
         } = saved;
         // The input and weight may share the caller's data, which an
         // in-place op could change before backward.
         let (x, w) = (x.saved(), w.map(|w| w.saved()));
+        // As the user passed them, for a `create_graph` backward.
+        let (input, weight) = (input.saved(), weight.map(|w| w.saved()));
         move |g: &Tensor, needs: &[bool]| {
+            if crate::autograd::differentiating() {
+                let g = g.to_dtype(input.dtype());
+                return layer_norm_backward_recorded(
+                    &input,
+                    weight.as_ref(),
+                    &g,
+                    &norm_shape,
+                    eps,
+                    needs,
+                );
+            }
             let g = dense0(&g.to_dtype(x.dtype()));
             let [dx, dw, db] = {
                 let ws = w.as_ref().map(|t| t.read());
@@ -259,4 +277,41 @@ fn record_layer_norm(
             ]
         }
     })
+}
+
+/// LayerNorm's backward from recorded ops, for a `create_graph` backward:
+/// the statistics recomputed from `x`, so they carry its graph.
+fn layer_norm_backward_recorded(
+    x: &Tensor,
+    w: Option<&Tensor>,
+    g: &Tensor,
+    norm_shape: &[usize],
+    eps: f64,
+    needs: &[bool],
+) -> Vec<Option<Tensor>> {
+    let lead = x.ndim() - norm_shape.len();
+    let dims: Vec<isize> = (lead..x.ndim()).map(|d| d as isize).collect();
+    let centered = x - &x.mean_dims(&dims, true);
+    let rstd = (&(&centered * &centered).mean_dims(&dims, true) + eps).rsqrt();
+    let xhat = &centered * &rstd;
+    let gx = match w {
+        Some(w) => g * w,
+        None => g.clone(),
+    };
+    let d: usize = norm_shape.iter().product();
+    let norm_shape: Vec<isize> = norm_shape.iter().map(|&n| n as isize).collect();
+    let per_feature = |t: Tensor| {
+        t.reshape(&[-1, d as isize])
+            .sum_dim(0, false)
+            .reshape(&norm_shape)
+    };
+    vec![
+        needs[0].then(|| {
+            let mean_gx = gx.mean_dims(&dims, true);
+            let mean_gx_xhat = (&gx * &xhat).mean_dims(&dims, true);
+            &(&(&gx - &mean_gx) - &(&xhat * &mean_gx_xhat)) * &rstd
+        }),
+        needs[1].then(|| per_feature(g * &xhat)),
+        needs[2].then(|| per_feature(g.clone())),
+    ]
 }
