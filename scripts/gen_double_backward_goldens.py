@@ -85,7 +85,34 @@ def physics_informed():
     return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
 
 
+def functional():
+    """torch.autograd.functional on f(x, w) = tanh(x @ w) and the scalar
+    g(x, w) = sum(tanh(x @ w)²)."""
+    from torch.autograd import functional as AF
+
+    x, w = fill((2, 4), 41, 1.0), fill((4, 3), 42, 0.7)
+    tx, tw = fill((2, 4), 43, 1.0), fill((4, 3), 44, 1.0)
+    u = fill((2, 3), 45, 1.0)
+
+    def f(x, w):
+        return torch.tanh(x @ w)
+
+    def g(x, w):
+        return (torch.tanh(x @ w) ** 2).sum()
+
+    jx, jw = AF.jacobian(f, (x, w))
+    (hxx, hxw), (hwx, hww) = AF.hessian(g, (x, w))
+    _, (vx, vw) = AF.vjp(f, (x, w), u)
+    _, jv = AF.jvp(f, (x, w), (tx, tw))
+    _, (hvx, hvw) = AF.hvp(g, (x, w), (tx, tw))
+    inputs = {"x": x, "w": w, "tx": tx, "tw": tw, "u": u}
+    outputs = {"jx": jx, "jw": jw, "hxx": hxx, "hxw": hxw, "hwx": hwx, "hww": hww,
+               "vjp_x": vx, "vjp_w": vw, "jvp": jv, "hvp_x": hvx, "hvp_w": hvw}
+    return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
+
+
 cases = {
+    "functional": functional(),
     "gradient_penalty": gradient_penalty(),
     "hessian_vector_product": hessian_vector_product(),
     "physics_informed": physics_informed(),

@@ -458,3 +458,60 @@ fn a_second_derivative_through_an_unlisted_backward_panics_naming_it() {
         "{msg}"
     );
 }
+
+#[test]
+fn functional_jacobian_hessian_and_products_match_pytorch() {
+    use tapir::autograd::functional::{hessian, hvp, jacobian, jvp, vjp};
+    let g = Golden::load("functional");
+    let (x, w) = (g.tensor("inputs", "x"), g.tensor("inputs", "w"));
+    let (tx, tw, u) = (
+        g.tensor("inputs", "tx"),
+        g.tensor("inputs", "tw"),
+        g.tensor("inputs", "u"),
+    );
+    let f = |t: &[Tensor]| t[0].matmul(&t[1]).tanh();
+    let scalar = |t: &[Tensor]| t[0].matmul(&t[1]).tanh().powf(2.0).sum();
+    let inputs = [x.clone(), w.clone()];
+    let j = jacobian(f, &inputs);
+    assert_eq!(
+        (j[0].shape(), j[1].shape()),
+        (&[2, 3, 2, 4][..], &[2, 3, 4, 3][..])
+    );
+    g.check("jx", &j[0]);
+    g.check("jw", &j[1]);
+    let h = hessian(scalar, &inputs);
+    assert_eq!(h[0][1].shape(), &[2, 4, 4, 3]);
+    for (name, t) in [
+        ("hxx", &h[0][0]),
+        ("hxw", &h[0][1]),
+        ("hwx", &h[1][0]),
+        ("hww", &h[1][1]),
+    ] {
+        g.check(name, t);
+    }
+    let (y, v) = vjp(f, &inputs, &u);
+    g.check("vjp_x", &v[0]);
+    g.check("vjp_w", &v[1]);
+    assert!(!y.requires_grad());
+    let (_, jv) = jvp(f, &inputs, &[tx.clone(), tw.clone()]);
+    g.check("jvp", &jv);
+    let (_, hv) = hvp(scalar, &inputs, &[tx, tw]);
+    g.check("hvp_x", &hv[0]);
+    g.check("hvp_w", &hv[1]);
+    // The caller's tensors are untouched: no grad, no graph.
+    assert!(!x.requires_grad() && x.grad().is_none());
+}
+
+#[test]
+fn functional_gives_zeros_where_the_output_ignores_an_input() {
+    use tapir::autograd::functional::{hessian, jacobian};
+    let a = Tensor::from_vec(vec![1.0f64, 2.0], &[2]);
+    let b = Tensor::from_vec(vec![3.0f64], &[1]);
+    let j = jacobian(|t| &t[0] * 2.0, &[a.clone(), b.clone()]);
+    assert_eq!(j[1].shape(), &[2, 1]);
+    assert_eq!(j[1].to_vec::<f64>(), vec![0.0, 0.0]);
+    // Linear in a: every second derivative is zero.
+    let h = hessian(|t| (&t[0] * 2.0).sum(), &[a, b]);
+    assert_eq!(h[0][0].to_vec::<f64>(), vec![0.0; 4]);
+    assert_eq!(h[1][1].to_vec::<f64>(), vec![0.0]);
+}

@@ -8,6 +8,7 @@
 
 mod double;
 mod engine;
+pub mod functional;
 mod grad;
 mod grad_mode;
 mod gradcheck;
