@@ -111,8 +111,39 @@ def functional():
     return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
 
 
+def maml_step():
+    """One MAML meta-gradient: an inner SGD step with create_graph on a
+    conv / batch norm / relu / max pool / linear classifier, then the
+    query loss differentiated with respect to the initial parameters."""
+    p = {
+        "conv_w": fill((4, 1, 3, 3), 51, 1 / 3), "conv_b": fill((4,), 52, 0.1),
+        "bn_w": 1 + fill((4,), 53, 0.2), "bn_b": fill((4,), 54, 0.1),
+        "fc_w": fill((3, 16), 55, 0.25), "fc_b": fill((3,), 56, 0.1),
+    }
+    for t in p.values():
+        t.requires_grad_()
+    xs, xq = fill((6, 1, 4, 4), 57, 1.0), fill((6, 1, 4, 4), 58, 1.0)
+    ys, yq = torch.tensor([0, 1, 2, 0, 1, 2]), torch.tensor([2, 1, 0, 0, 2, 1])
+
+    def model(x, q):
+        h = F.conv2d(x, q["conv_w"], q["conv_b"], padding=1)
+        h = F.batch_norm(h, None, None, q["bn_w"], q["bn_b"], training=True, momentum=0.1, eps=1e-5)
+        h = F.max_pool2d(F.relu(h), 2)
+        return F.linear(h.reshape(x.shape[0], -1), q["fc_w"], q["fc_b"])
+
+    loss_s = F.cross_entropy(model(xs, p), ys)
+    grads = torch.autograd.grad(loss_s, list(p.values()), create_graph=True)
+    fast = {k: t - 0.4 * g for (k, t), g in zip(p.items(), grads)}
+    loss_q = F.cross_entropy(model(xq, fast), yq)
+    meta = torch.autograd.grad(loss_q, list(p.values()))
+    inputs = {"xs": xs, "xq": xq, **p}
+    outputs = {"loss_s": loss_s, "loss_q": loss_q, **{"meta_" + k: g for k, g in zip(p, meta)}}
+    return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
+
+
 cases = {
     "functional": functional(),
+    "maml_step": maml_step(),
     "gradient_penalty": gradient_penalty(),
     "hessian_vector_product": hessian_vector_product(),
     "physics_informed": physics_informed(),

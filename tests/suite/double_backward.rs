@@ -146,6 +146,21 @@ fn cases() -> Vec<Case> {
                 t(&[3], 22, -0.2, 0.2),
             ],
         ),
+        (
+            "maml_conv_block",
+            Box::new(|x: &[Tensor]| {
+                // MAML's backbone block: conv, batch norm (batch statistics), relu, max pool.
+                let y = x[0].conv2d(&x[1], None, Conv2dOptions::default().padding(1));
+                let y = nn::batch_norm(&y, None, None, Some(&x[2]), None, true, 0.1, 1e-5).relu();
+                let y = nn::max_pool2d(&y, (2, 2), (2, 2), (0, 0), (1, 1), false);
+                (&y * &y).sum_dim(1, false)
+            }),
+            vec![
+                t(&[2, 2, 4, 4], 23, -1.0, 1.0),
+                t(&[3, 2, 3, 3], 24, -0.5, 0.5),
+                t(&[3], 25, 0.5, 1.5),
+            ],
+        ),
     ]
 }
 
@@ -514,4 +529,34 @@ fn functional_gives_zeros_where_the_output_ignores_an_input() {
     let h = hessian(|t| (&t[0] * 2.0).sum(), &[a, b]);
     assert_eq!(h[0][0].to_vec::<f64>(), vec![0.0; 4]);
     assert_eq!(h[1][1].to_vec::<f64>(), vec![0.0]);
+}
+
+#[test]
+fn maml_meta_gradient_matches_pytorch() {
+    let g = Golden::load("maml_step");
+    let names = ["conv_w", "conv_b", "bn_w", "bn_b", "fc_w", "fc_b"];
+    let p: Vec<Tensor> = names.iter().map(|k| g.leaf(k)).collect();
+    let (xs, xq) = (g.tensor("inputs", "xs"), g.tensor("inputs", "xq"));
+    let ys = Tensor::from_vec(vec![0i64, 1, 2, 0, 1, 2], &[6]);
+    let yq = Tensor::from_vec(vec![2i64, 1, 0, 0, 2, 1], &[6]);
+    let model = |x: &Tensor, q: &[Tensor]| {
+        let h = x.conv2d(&q[0], Some(&q[1]), Conv2dOptions::default().padding(1));
+        let h = nn::batch_norm(&h, None, None, Some(&q[2]), Some(&q[3]), true, 0.1, 1e-5);
+        let h = nn::max_pool2d(&h.relu(), (2, 2), (2, 2), (0, 0), (1, 1), false);
+        nn::linear(&h.reshape(&[x.size(0) as isize, -1]), &q[4], Some(&q[5]))
+    };
+    let loss_s = nn::cross_entropy(&model(&xs, &p), &ys);
+    let refs: Vec<&Tensor> = p.iter().collect();
+    let grads = grad_with(&[&loss_s], &refs, create_graph(vec![]));
+    // The inner step keeps the graph: the fast weights are functions of p.
+    let fast: Vec<Tensor> = (p.iter().zip(&grads))
+        .map(|(w, gr)| w - &(gr.as_ref().unwrap() * 0.4))
+        .collect();
+    let loss_q = nn::cross_entropy(&model(&xq, &fast), &yq);
+    let meta = autograd::grad(&[&loss_q], &refs);
+    g.check("loss_s", &loss_s);
+    g.check("loss_q", &loss_q);
+    for (k, m) in names.iter().zip(&meta) {
+        g.check(&format!("meta_{k}"), m);
+    }
 }

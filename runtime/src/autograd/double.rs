@@ -43,6 +43,7 @@ pub const TWICE_DIFFERENTIABLE: &[&str] = &[
     "Log1PBackward0",
     "LogBackward0",
     "LogSoftmaxBackward0",
+    "MaxPool2DWithIndicesBackward0",
     "MaximumBackward0",
     "MinimumBackward0",
     "MmBackward0",

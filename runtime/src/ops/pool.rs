@@ -198,6 +198,26 @@ impl Tensor {
                     &[self],
                     move || {
                         move |grad: &Tensor, _: &[bool]| {
+                            if crate::autograd::differentiating() {
+                                // Recorded for `create_graph`: each gradient
+                                // added at its index of the plane.
+                                let (n, c) = (in_shape[0], in_shape[1]);
+                                let plane = [n as isize, c as isize, -1];
+                                let zeros = super::creation::filled_on(
+                                    &[n, c, in_shape[2] * in_shape[3]],
+                                    0.0,
+                                    grad.dtype(),
+                                    grad.device(),
+                                );
+                                let gi = zeros.scatter_add(
+                                    2,
+                                    &saved.reshape(&plane),
+                                    &grad.reshape(&plane),
+                                );
+                                let in_shape: Vec<isize> =
+                                    in_shape.iter().map(|&d| d as isize).collect();
+                                return vec![Some(gi.reshape(&in_shape))];
+                            }
                             let gi =
                                 grad.read()
                                     .max_pool2d_backward(grad.layout(), &saved.read(), &g);
