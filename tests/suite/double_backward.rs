@@ -161,6 +161,19 @@ fn cases() -> Vec<Case> {
                 t(&[3], 25, 0.5, 1.5),
             ],
         ),
+        (
+            "attention_embedding",
+            Box::new(|x: &[Tensor]| {
+                let ids = Tensor::from_vec(vec![2i64, 0, 2, 1], &[4]);
+                let h = x[0].embedding(&ids).reshape(&[1, 2, 4, 2]); // [batch, heads, L, E]
+                let q = h.matmul(&x[1]);
+                let causal = nn::scaled_dot_product_attention(&q, &h, &h, None, 0.0, true, None);
+                let full =
+                    nn::scaled_dot_product_attention(&h, &q, &q, None, 0.0, false, Some(0.7));
+                &causal * &full
+            }),
+            vec![t(&[3, 4], 26, -1.0, 1.0), t(&[2, 2], 27, -1.0, 1.0)],
+        ),
     ]
 }
 

@@ -245,7 +245,12 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
         Tensor::record(out.detach(), name, &[q, k, v], || {
             let shapes = [q, k, v].map(|t| t.shape().to_vec());
             let [qd, kd, vd, out] = [qd, kd, vd, out].map(|t| t.saved());
+            // As the caller passed them, for a `create_graph` backward.
+            let [qo, ko, vo] = [q, k, v].map(|t| t.saved());
             move |g: &Tensor, needs: &[bool]| {
+                if crate::autograd::differentiating() {
+                    return attention_backward_recorded([&qo, &ko, &vo], g, scale, causal, needs);
+                }
                 // Read in place where its rows are consecutive (a
                 // merged-heads gradient's transposed view is taken as is).
                 let g = rows(&g.to_dtype(out.dtype()));
@@ -274,4 +279,29 @@ fn flash_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, causal: bool)
         })
     })
     .into()
+}
+
+/// Attention's backward from recorded ops, for a `create_graph` backward:
+/// the probabilities recomputed from `q` and `k`, so every gradient
+/// carries their graph and `g`'s.
+fn attention_backward_recorded(
+    [q, k, v]: [&Tensor; 3],
+    g: &Tensor,
+    scale: f64,
+    causal: bool,
+    needs: &[bool],
+) -> Vec<Option<Tensor>> {
+    let g = g.to_dtype(q.dtype());
+    let mut scores = &q.matmul(&k.transpose(-2, -1)) * scale;
+    if causal {
+        scores = mask_future(&scores);
+    }
+    let p = scores.softmax(-1);
+    let dp = g.matmul(&v.transpose(-2, -1));
+    let ds = &p * &(&dp - &(&dp * &p).sum_dim(-1, true));
+    vec![
+        needs[0].then(|| &ds.matmul(k) * scale),
+        needs[1].then(|| &ds.transpose(-2, -1).matmul(q) * scale),
+        needs[2].then(|| p.transpose(-2, -1).matmul(&g)),
+    ]
 }

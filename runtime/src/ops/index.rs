@@ -71,6 +71,12 @@ impl Tensor {
                 let (in_shape, idx) = (self.shape().to_vec(), idx.saved());
                 Tensor::record(out, "IndexSelectBackward0", &[self], move || {
                     move |g: &Tensor, _: &[bool]| {
+                        if crate::autograd::differentiating() {
+                            // Recorded (its backward is this index_select),
+                            // for `create_graph`.
+                            let zeros = filled_on(&in_shape, 0.0, g.dtype(), g.device());
+                            return vec![Some(zeros.index_add(d as isize, &idx, g, 1.0))];
+                        }
                         // Rows add up in f32 (f64 for f64), then round once.
                         let acc = if g.dtype() == DType::F64 {
                             DType::F64
