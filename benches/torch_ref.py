@@ -23,6 +23,8 @@ Workloads (see README.md for the exact definitions):
   conv         one conv2d forward with bias under torch.no_grad, five layers
   scatter      a graph network's aggregation (100k edges, 10k nodes, 64 features):
                index_add or scatter_reduce amax, forward and backward
+  pinn         a physics-informed MLP's step: u'' from two nested create_graph
+               grads, the residual's backward and an Adam step (64 points)
   linalg       torch.linalg in float64: a Gaussian-process likelihood over 64
                SPD 64 x 64 matrices (cholesky, solve_triangular, forward and
                backward), eigh of 128 symmetric 32 x 32, svd of one 512 x 512,
@@ -62,6 +64,7 @@ DEFAULT_STEPS = {
     "cnn": (5, 40),
     "conv": (3, 20),
     "scatter": (3, 20),
+    "pinn": (20, 500),
     "linalg": (2, 10),
     "inference.b1": (200, 2000),
     "inference.b256": (10, 200),
@@ -519,6 +522,34 @@ def bench_scatter(args, variant):
                        edges=edges, nodes=nodes, features=features)
 
 
+def bench_pinn(args, variant):
+    """A physics-informed MLP's training step (tapir's ``train_pinn``
+    example): 1 -> 32 -> 32 -> 1 with tanh on 64 collocation points, u''
+    from two nested create_graph grads, the residual of
+    u'' = -pi^2 sin(pi x) plus the boundary loss, backward, an Adam step."""
+    torch.manual_seed(args.seed)
+    n = 64
+    model = nn.Sequential(nn.Linear(1, 32), nn.Tanh(), nn.Linear(32, 32), nn.Tanh(),
+                          nn.Linear(32, 1)).to(DEVICE)
+    opt = torch.optim.Adam(model.parameters(), lr=5e-3)
+    x = torch.linspace(-1, 1, n, device=DEVICE).reshape(n, 1).requires_grad_()
+    forcing = -(math.pi ** 2) * torch.sin(math.pi * x.detach())
+    boundary = torch.tensor([[-1.0], [1.0]], device=DEVICE)
+
+    def step():
+        opt.zero_grad()
+        u = model(x)
+        (ux,) = torch.autograd.grad(u.sum(), x, create_graph=True)
+        (uxx,) = torch.autograd.grad(ux.sum(), x, create_graph=True)
+        loss = ((uxx - forcing) ** 2).mean() + (model(boundary) ** 2).mean()
+        loss.backward()
+        opt.step()
+
+    warm, steps = steps_for("pinn", args.steps_scale)
+    t = time_loop(step, warm, steps)
+    return make_record("pinn", variant, warm, steps, t, n, points=n)
+
+
 def bench_linalg(args, variant):
     """torch.linalg in float64 (module docstring); samples are matrices."""
     g = torch.Generator().manual_seed(args.seed)
@@ -611,6 +642,7 @@ BENCHES = {
     "inference": (bench_inference, ["b1_latency", "b256_throughput"]),
     "conv": (bench_conv, list(CONV_LAYERS)),
     "scatter": (bench_scatter, ["index_add_e100k", "scatter_amax_e100k"]),
+    "pinn": (bench_pinn, ["train_n64"]),
     "linalg": (bench_linalg, ["gp_b64_n64", "eigh_b128_n32", "svd_n512", "solve_n1024"]),
 }
 WORKLOADS = list(BENCHES)
