@@ -174,6 +174,29 @@ fn cases() -> Vec<Case> {
             }),
             vec![t(&[3, 4], 26, -1.0, 1.0), t(&[2, 2], 27, -1.0, 1.0)],
         ),
+        (
+            "more_unary",
+            Box::new(|x: &[Tensor]| {
+                let a = &(&x[0].tan() * &x[0].atan()) + &(&x[0].sinh() * &x[0].cosh());
+                let b = &(&x[0].expm1() + &x[0].asin()) * &(&x[0].acos() + &x[0].atanh());
+                let c = &x[1].asinh() * &x[1].acosh();
+                &(&(&a * &b).cumsum(0) + &c) * &x[0]
+            }),
+            vec![t(&[5], 31, -0.8, 0.8), t(&[5], 32, 1.2, 2.0)],
+        ),
+        (
+            "composites",
+            Box::new(|x: &[Tensor]| {
+                // Layers PyTorch users reach for, built from listed ops.
+                let a = &(&x[0].elu(1.0) + &x[0].mish()) * &(&x[0].softplus() + &x[0].logsigmoid());
+                let img = a.reshape(&[1, 2, 2, 4]);
+                let g = nn::group_norm(&img, 1, None, None, 1e-5);
+                let p = nn::avg_pool2d(&g, (2, 2), (2, 2), (0, 0), false, true, None);
+                let loss = nn::smooth_l1_loss(&a, &x[0].flip(&[1]), Reduction::Mean, 0.5);
+                &p.sum() + &loss
+            }),
+            vec![t(&[2, 8], 33, -1.5, 1.5)],
+        ),
     ]
 }
 
@@ -470,19 +493,28 @@ fn misuse_panics_name_the_call() {
 
 #[test]
 fn a_second_derivative_through_an_unlisted_backward_panics_naming_it() {
-    assert!(!TWICE_DIFFERENTIABLE.contains(&"CumsumBackward0"));
-    let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0], &[3]).requires_grad_(true);
-    let y = (&x * &x).cumsum(0).sum();
+    // Hardswish's backward multiplies by a slope its kernel computes.
+    assert!(!TWICE_DIFFERENTIABLE.contains(&"HardswishBackward0"));
+    let x = Tensor::from_vec(vec![-1.0f64, 0.0, 1.2], &[3]).requires_grad_(true);
+    let y = (&x * 2.0).hardswish().sum();
     let gx = grad_with(&[&y], &[&x], create_graph(vec![]))
         .remove(0)
         .unwrap();
-    // The first derivative is right; only differentiating it again fails.
-    assert_eq!(gx.to_vec::<f64>(), vec![6.0, 8.0, 6.0]);
+    // The first derivative is right, 2 (2x / 3 + 0.5); only differentiating it again fails.
+    let want: Vec<f64> = [-1.0f64, 0.0, 1.2]
+        .iter()
+        .map(|v| 2.0 * (2.0 * v / 3.0 + 0.5))
+        .collect();
+    let got = gx.to_vec::<f64>();
+    assert!(
+        got.iter().zip(&want).all(|(a, b)| (a - b).abs() < 1e-12),
+        "{got:?}"
+    );
     let msg = crate::common::panic_message(|| {
         autograd::grad(&[&gx.sum()], &[&x]);
     });
     assert!(
-        msg.contains("runs through CumsumBackward0, whose backward tapir cannot differentiate"),
+        msg.contains("runs through HardswishBackward0, whose backward tapir cannot differentiate"),
         "{msg}"
     );
 }
