@@ -116,7 +116,7 @@ if ! wanted bench; then
     exit $failed
 fi
 echo "== benchmarks (tapir, then PyTorch, same GPU)"
-work=matmul,mlp,inference,cnn,transformer
+work=matmul,mlp,inference,cnn,transformer,pinn
 # tapir's side adds `fusion` (tapir only: eager against compile's generated
 # CUDA kernel for an elementwise tail).
 timeout 300 "$bins/bench_ref" --device cuda --threads 4 --workloads $work,fusion \
