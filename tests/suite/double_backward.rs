@@ -197,6 +197,27 @@ fn cases() -> Vec<Case> {
             }),
             vec![t(&[2, 8], 33, -1.5, 1.5)],
         ),
+        (
+            "special_and_order",
+            Box::new(|x: &[Tensor]| {
+                let p = x[0].abs();
+                let a = &(&(&p + 0.5).lgamma() + &(&p + 0.5).digamma()) * &x[0].erfc();
+                let b = &(&p.log2() + &p.log10()) * &(&x[0].exp2() + &x[0].atan2(&x[1]));
+                let c = &x[0].xlogy(&p) + &x[0].fmod(&Tensor::from_vec(vec![2.5f64], &[1]));
+                let row = &(&a + &b) + &c; // [2, 4]
+                let sorted = &row.sort(1, true).0 * &row.topk(2, 1, false).0.sum_dim(1, true);
+                let (m, _) = row.max_dim(1, true);
+                let (n, _) = row.min_dim(0, true);
+                let idx = Tensor::from_vec(vec![1i64, 0, 1, 0, 0, 1, 1, 0], &[2, 4]);
+                let spread = Tensor::zeros(&[2, 4])
+                    .to_dtype(tapir::DType::F64)
+                    .scatter_add(0, &idx, &row);
+                let at = Tensor::from_vec(vec![3i64, 1], &[2, 1]);
+                let placed = row.scatter(1, &at, &(&m * 2.0));
+                &(&(&sorted * &m) + &(&n * &spread)) + &placed
+            }),
+            vec![t(&[2, 4], 34, -1.5, 1.5), t(&[2, 4], 35, 0.5, 1.5)],
+        ),
     ]
 }
 
