@@ -7,7 +7,7 @@ use tapir::autograd::{self, GradOptions, TWICE_DIFFERENTIABLE, grad_with, gradgr
 use tapir::gradcheck;
 use tapir::nn::{self, Reduction};
 use tapir::profiler::{ProfilerOptions, profile, record_function};
-use tapir::{Conv2dOptions, Tensor};
+use tapir::{Conv2dOptions, DType, ScatterReduce, Tensor, linalg, special};
 
 /// A deterministic f64 tensor with values in `[lo, hi)`, away from kinks.
 fn t(shape: &[usize], seed: usize, lo: f64, hi: f64) -> Tensor {
@@ -217,6 +217,42 @@ fn cases() -> Vec<Case> {
                 &(&(&sorted * &m) + &(&n * &spread)) + &placed
             }),
             vec![t(&[2, 4], 34, -1.5, 1.5), t(&[2, 4], 35, 0.5, 1.5)],
+        ),
+        (
+            "special_functions",
+            Box::new(|x: &[Tensor]| {
+                let (p, u) = (&x[0].abs() + 0.5, x[0].sigmoid());
+                let a = &(&p.polygamma(1) + &(&x[0] * 0.5).erfinv()) * &x[0].i0();
+                let b = &(&special::i0e(&x[0]) + &special::i1(&x[0])) * &special::i1e(&x[0]);
+                let c = &(&special::ndtri(&u) + &special::log_ndtr(&x[0])) * &special::erfcx(&x[0]);
+                let d = &special::entr(&p) + &special::xlog1py(&x[0], &p);
+                let z = special::zeta(&Tensor::from_vec(vec![2.5f64], &[1]), &(&p + 1.0));
+                let r = x[0].remainder(&Tensor::from_vec(vec![2.5f64], &[1]));
+                &(&(&a + &b) * &(&c + &d)) + &(&z * &r)
+            }),
+            vec![t(&[6], 36, -1.5, 1.5)],
+        ),
+        (
+            "indexing_and_linalg",
+            Box::new(|x: &[Tensor]| {
+                let rows = x[0].unbind(0);
+                let one = Tensor::from_vec(vec![1i64], &[1]);
+                let copied = x[0].index_copy(0, &one, &rows[0].unsqueeze(0).flip(&[1]));
+                let filled = copied.index_fill(1, &one, 0.5);
+                let idx = Tensor::from_vec(vec![0i64, 1, 0, 1, 2, 0, 2, 1, 0], &[3, 3]);
+                let src = &(&x[0] * 1.3) + 0.1; // no ties with `filled`
+                let amax = filled.scatter_reduce(1, &idx, &src, ScatterReduce::Amax, true);
+                let m = x[0].narrow(1, 0, 3);
+                let spd = &m.matmul(&m.t()) + &(&Tensor::eye(3).to_dtype(DType::F64) * 3.0);
+                let sol = &linalg::solve(&spd, &m) + &linalg::inv(&spd);
+                let factors = &linalg::cholesky(&spd, false) + &linalg::eigh(&spd).0.unsqueeze(0); // eigenvectors' signs are a convention
+                let logdet = &linalg::slogdet(&spd).1 + &linalg::det(&spd).log();
+                let well = &x[0] + &(&Tensor::eye(3).to_dtype(DType::F64) * 2.5); // far from singular
+                let spectral = &linalg::svd(&well, false).1.sum() + &linalg::pinv(&well).sum();
+                let mix = &(&sol * &factors).sum() * &(&logdet + &spectral);
+                &(&(&amax * &rows[1].sum()) + &mix) + &rows[2].sum()
+            }),
+            vec![t(&[3, 3], 37, -1.5, 1.5)],
         ),
     ]
 }

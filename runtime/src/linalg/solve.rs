@@ -220,8 +220,11 @@ pub fn det(a: &Tensor) -> Tensor {
             let (sign, logabs) = slogdet(a);
             &sign * &logabs.exp()
         });
-        let saved = (a.saved(), value.saved());
+        // Saved while the node is made, so under `create_graph` the
+        // determinant in the gradient is this node's output.
+        let det = value.view_with(value.layout().clone());
         Tensor::record(value, "LinalgDetBackward0", &[a], move || {
+            let saved = (a.saved(), det.saved());
             move |g: &Tensor, _: &[bool]| {
                 let (a, det) = &saved;
                 let cofactors = match det.eq_scalar(0.0).any().item::<bool>() {
