@@ -662,3 +662,78 @@ fn maml_meta_gradient_matches_pytorch() {
         g.check(&format!("meta_{k}"), m);
     }
 }
+
+#[test]
+fn maml_through_functional_call_on_a_module_matches_pytorch() {
+    use std::collections::HashMap;
+    use tapir::nn::{
+        BatchNorm, Conv2d, Flatten, Forward, Linear, MaxPool2d, Module, ReLU, Sequential,
+    };
+    let g = Golden::load("maml_step");
+    let mut model = Sequential::new()
+        .add(Conv2d::new(
+            1,
+            4,
+            (3, 3),
+            Conv2dOptions::default().padding(1),
+            true,
+        ))
+        .add(BatchNorm::new_2d(4))
+        .add(ReLU)
+        .add(MaxPool2d::new(2))
+        .add(Flatten::default())
+        .add(Linear::new(16, 3, true));
+    let names = [
+        ("0.weight", "conv_w"),
+        ("0.bias", "conv_b"),
+        ("1.weight", "bn_w"),
+        ("1.bias", "bn_b"),
+        ("5.weight", "fc_w"),
+        ("5.bias", "fc_b"),
+    ];
+    model.to_dtype(DType::F64);
+    let own: HashMap<String, Tensor> = names
+        .iter()
+        .map(|(m, k)| (m.to_string(), g.leaf(k)))
+        .collect();
+    let (xs, xq) = (g.tensor("inputs", "xs"), g.tensor("inputs", "xq"));
+    let ys = Tensor::from_vec(vec![0i64, 1, 2, 0, 1, 2], &[6]);
+    let yq = Tensor::from_vec(vec![2i64, 1, 0, 0, 2, 1], &[6]);
+    let loss_s = nn::functional_call(&mut model, &own, |m| {
+        nn::cross_entropy(&m.forward(&xs), &ys)
+    });
+    let theta: Vec<&Tensor> = names.iter().map(|(m, _)| &own[*m]).collect();
+    let grads = grad_with(&[&loss_s], &theta, create_graph(vec![]));
+    let fast: HashMap<String, Tensor> = (names.iter().zip(&grads))
+        .map(|((m, _), gr)| (m.to_string(), &own[*m] - &(gr.as_ref().unwrap() * 0.4)))
+        .collect();
+    let loss_q = nn::functional_call(&mut model, &fast, |m| {
+        nn::cross_entropy(&m.forward(&xq), &yq)
+    });
+    let meta = autograd::grad(&[&loss_q], &theta);
+    g.check("loss_s", &loss_s);
+    g.check("loss_q", &loss_q);
+    for ((_, k), m) in names.iter().zip(&meta) {
+        g.check(&format!("meta_{k}"), m);
+    }
+    // The module's own parameters are back (its random init, not the
+    // golden values), and no gradient reached them.
+    let after = model.named_parameters();
+    assert_eq!(after.len(), 6);
+    for (n, t) in &after {
+        assert!(t.grad().is_none(), "{n} got a gradient");
+        assert_ne!(
+            t.to_vec::<f64>(),
+            own[n.as_str()].to_vec::<f64>(),
+            "{n} kept the passed tensor"
+        );
+    }
+    let msg = crate::common::panic_message(|| {
+        let bad = HashMap::from([("0.weights".to_string(), own["0.weight"].clone())]);
+        nn::functional_call(&mut model, &bad, |m| m.forward(&xs));
+    });
+    assert!(
+        msg.contains("no parameter or buffer named [\"0.weights\"]"),
+        "{msg}"
+    );
+}

@@ -12,6 +12,7 @@ mod embedding;
 mod fold;
 mod fractional_pool;
 mod functional;
+mod functional_call;
 mod fusion;
 mod grid_sample;
 mod group_norm;
@@ -58,6 +59,7 @@ pub use functional::{
     CosineSimilarity, PairwiseDistance, cosine_similarity, gumbel_softmax, gumbel_softmax_with,
     normalize, one_hot, pairwise_distance,
 };
+pub use functional_call::functional_call;
 pub use fusion::{fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval};
 pub use grid_sample::{GridMode, GridPadding, affine_grid, grid_sample};
 pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
