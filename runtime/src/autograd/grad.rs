@@ -319,3 +319,43 @@ impl Capture {
             .collect()
     }
 }
+
+/// `Tensor::backward`: [`backward`] for one tensor, as PyTorch's method.
+impl Tensor {
+    /// Backpropagates from this scalar, accumulating into leaves' `.grad` and
+    /// freeing the graph's saved tensors.
+    pub fn backward(&self) {
+        assert!(
+            self.numel() == 1,
+            "backward: grad can be implicitly created only for scalar outputs; this tensor has shape {:?} — pass a \
+             gradient with backward_with",
+            self.shape()
+        );
+        self.backward_with(&crate::ops::creation::ones_like(self), false);
+    }
+
+    /// Backpropagates `grad` (same shape as `self`); `retain_graph` keeps the
+    /// saved tensors so backward can run through the graph again.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::ones(&[2]).requires_grad_(true);
+    /// let y = &x * 3.0;
+    /// y.backward_with(&Tensor::from_vec(vec![1.0f32, 2.0], &[2]), false);
+    /// assert_eq!(x.grad().unwrap().to_vec::<f32>(), vec![3.0, 6.0]);
+    /// ```
+    pub fn backward_with(&self, grad: &Tensor, retain_graph: bool) {
+        assert!(
+            self.requires_grad(),
+            "backward: this tensor does not require grad and has no grad_fn (was it computed under no_grad, or from \
+             tensors that do not require grad?)"
+        );
+        assert!(
+            grad.shape() == self.shape(),
+            "backward: gradient shape {:?} differs from output shape {:?}",
+            grad.shape(),
+            self.shape()
+        );
+        super::engine::run_backward(self, grad.detach(), retain_graph, false);
+    }
+}

@@ -18,9 +18,7 @@ pub use double::TWICE_DIFFERENTIABLE;
 pub(crate) use double::{SavedOrigin, differentiating, origin_edge, origin_of, saving_outputs_of};
 pub use grad::{BackwardOptions, GradOptions, backward, grad, grad_with};
 
-pub(crate) use engine::{
-    Edge, Node, queue_callback, reached_by_current_backward, run_backward, running_node,
-};
+pub(crate) use engine::{Edge, Node, queue_callback, reached_by_current_backward, running_node};
 pub use grad_mode::{EnableGradGuard, NoGradGuard, enable_grad, is_grad_enabled, no_grad};
 pub use gradcheck::{GradcheckError, gradcheck, gradgradcheck};
 pub use recompute::{Region, checkpoint, checkpoint_sequential, checkpoint_with};
