@@ -197,11 +197,7 @@ pub(crate) fn accumulate_hooked(leaf: &Tensor, grad: Tensor, create_graph: bool)
 fn store_grad(leaf: &Tensor, grad: Tensor, create_graph: bool) {
     let mut slot = leaf.0.grad.lock().unwrap();
     if create_graph && grad.requires_grad() {
-        *slot = Some(match slot.take() {
-            None => grad,
-            Some(old) => &old + &grad,
-        });
-        return;
+        return add_into(&mut slot, grad);
     }
     match slot.as_ref() {
         // Keep the incoming tensor only when nothing else holds it or its
@@ -336,6 +332,8 @@ pub(crate) fn run(
             stack.push(n.clone());
         }
     }
+    // `grad` prunes to the nodes that lead to its inputs; `backward` runs all.
+    let capturing = matches!(sink, Sink::Capture(_));
     let mut reachable = Vec::new();
     while let Some(n) = stack.pop() {
         for e in &n.edges {
@@ -350,7 +348,9 @@ pub(crate) fn run(
                 Edge::None => {}
             }
         }
-        reachable.push(n);
+        if capturing {
+            reachable.push(n);
+        }
     }
     if let Sink::Capture(c) = sink {
         c.find_needed(reachable);

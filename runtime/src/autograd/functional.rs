@@ -38,6 +38,43 @@ fn pull_back(out: &Tensor, leaves: &[Tensor], v: Tensor, create_graph: bool) -> 
         .collect()
 }
 
+/// Panics unless `v` holds one tensor of each input's shape, naming `op`.
+fn check_one_per_input(op: &str, what: &str, inputs: &[Tensor], v: &[Tensor]) {
+    let shapes = |ts: &[Tensor]| ts.iter().map(|t| t.shape().to_vec()).collect::<Vec<_>>();
+    assert!(
+        v.len() == inputs.len() && v.iter().zip(inputs).all(|(v, x)| v.shape() == x.shape()),
+        "autograd::functional::{op}: pass one {what} per input, each of its input's shape (inputs {:?}, {what}s \
+         {:?})",
+        shapes(inputs),
+        shapes(v)
+    );
+}
+
+/// `Σᵢ <aᵢ, bᵢ>` over the `aᵢ` that carry a graph; `None` when none does.
+fn inner_with_graph(a: &[Tensor], b: &[Tensor]) -> Option<Tensor> {
+    (a.iter().zip(b))
+        .filter(|(a, _)| a.requires_grad())
+        .map(|(a, b)| (a * &b.to_dtype(a.dtype())).sum())
+        .reduce(|x, y| &x + &y)
+}
+
+/// The scalar `f` at fresh leaves, the leaves, and its gradients with
+/// their graph (`hessian` and `vhp` differentiate them again).
+fn scalar_and_gradients(
+    f: &impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    op: &str,
+) -> (Tensor, Vec<Tensor>, Vec<Tensor>) {
+    let (out, leaves) = at_leaves(f, inputs);
+    assert!(
+        out.numel() == 1,
+        "autograd::functional::{op}: f must return a single value, got shape {:?}",
+        out.shape()
+    );
+    let grads = crate::enable_grad(|| pull_back(&out, &leaves, Tensor::ones_like(&out), true));
+    (out, leaves, grads)
+}
+
 /// `f(inputs)` and the vector-Jacobian product `vᵀ J` for each input
 /// (`torch.autograd.functional.vjp`); `v` has the output's shape.
 ///
@@ -76,16 +113,7 @@ pub fn vjp(
 /// assert_eq!(t.to_vec::<f64>(), vec![4.0, 2.0]); // J = s I + x 1ᵀ, s = 3
 /// ```
 pub fn jvp(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], v: &[Tensor]) -> (Tensor, Tensor) {
-    assert!(
-        v.len() == inputs.len() && v.iter().zip(inputs).all(|(v, x)| v.shape() == x.shape()),
-        "autograd::functional::jvp: pass one tangent per input, each of its input's shape (inputs {:?}, \
-         tangents {:?})",
-        inputs
-            .iter()
-            .map(|x| x.shape().to_vec())
-            .collect::<Vec<_>>(),
-        v.iter().map(|x| x.shape().to_vec()).collect::<Vec<_>>()
-    );
+    check_one_per_input("jvp", "tangent", inputs, v);
     let (out, leaves) = at_leaves(&f, inputs);
     if !out.requires_grad() {
         let zeros = Tensor::zeros_like(&out);
@@ -94,11 +122,7 @@ pub fn jvp(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], v: &[Tensor]) -> 
     let u = Tensor::zeros_like(&out).requires_grad_(true);
     let pulled = crate::enable_grad(|| pull_back(&out, &leaves, u.clone(), true));
     // <uᵀJ, v> summed over the inputs, differentiated with respect to u.
-    let dot = (pulled.iter().zip(v))
-        .filter(|(p, _)| p.requires_grad())
-        .map(|(p, v)| (p * &v.to_dtype(p.dtype())).sum())
-        .reduce(|a, b| &a + &b);
-    let Some(dot) = dot else {
+    let Some(dot) = inner_with_graph(&pulled, v) else {
         return (out.detach(), Tensor::zeros_like(&out));
     };
     let opts = GradOptions {
@@ -173,13 +197,7 @@ fn rows_of(out: &Tensor, leaves: &[Tensor], create_graph: bool) -> Vec<Tensor> {
 /// assert_eq!(h[0][0].to_vec::<f64>(), vec![10.0, 6.0, 6.0, 14.0]);
 /// ```
 pub fn hessian(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor]) -> Vec<Vec<Tensor>> {
-    let (out, leaves) = at_leaves(&f, inputs);
-    assert!(
-        out.numel() == 1,
-        "autograd::functional::hessian: f must return a single value, got shape {:?}",
-        out.shape()
-    );
-    let grads = crate::enable_grad(|| pull_back(&out, &leaves, Tensor::ones_like(&out), true));
+    let (_, leaves, grads) = scalar_and_gradients(&f, inputs, "hessian");
     (grads.iter()).map(|g| rows_of(g, &leaves, false)).collect()
 }
 
@@ -198,21 +216,9 @@ pub fn vhp(
     inputs: &[Tensor],
     v: &[Tensor],
 ) -> (Tensor, Vec<Tensor>) {
-    assert!(
-        v.len() == inputs.len() && v.iter().zip(inputs).all(|(v, x)| v.shape() == x.shape()),
-        "autograd::functional::vhp: pass one vector per input, each of its input's shape"
-    );
-    let (out, leaves) = at_leaves(&f, inputs);
-    assert!(
-        out.numel() == 1,
-        "autograd::functional::vhp: f must return a single value, got shape {:?}",
-        out.shape()
-    );
-    let grads = crate::enable_grad(|| pull_back(&out, &leaves, Tensor::ones_like(&out), true));
-    let dot = (grads.iter().zip(v))
-        .filter(|(g, _)| g.requires_grad())
-        .map(|(g, v)| (g * &v.to_dtype(g.dtype())).sum())
-        .reduce(|a, b| &a + &b);
+    check_one_per_input("vhp", "vector", inputs, v);
+    let (out, leaves, grads) = scalar_and_gradients(&f, inputs, "vhp");
+    let dot = inner_with_graph(&grads, v);
     let products = match dot {
         Some(dot) => pull_back(&dot, &leaves, Tensor::ones_like(&dot), false),
         None => leaves.iter().map(Tensor::zeros_like).collect(),
