@@ -250,14 +250,32 @@ fn lu_factors_solve_and_refuse_what_they_cannot_do() {
         m.starts_with("linalg.lu_solve: pivots must be int64 of shape [3, 5]"),
         "{m}"
     );
-    let wide = rnd(&[2, 3], 23).requires_grad_(true);
-    let m = panic_message(|| {
-        linalg::lu(&wide).2.sum().backward();
-    });
-    assert!(
-        m.contains("linalg.lu: the gradient of a non-square LU factorization (2 x 3)"),
-        "{m}"
-    );
+}
+
+/// Tall and wide LU factors' gradients (PyTorch's goldens check single
+/// matrices): batches, each factor alone, against finite differences.
+#[test]
+fn non_square_lu_gradients_match_finite_differences() {
+    for shape in [[2, 5, 3], [2, 3, 5]] {
+        let a = rnd(&shape, 23);
+        let only_l = |x: &[Tensor]| linalg::lu(&x[0]).1;
+        let only_u = |x: &[Tensor]| linalg::lu(&x[0]).2;
+        let both = |x: &[Tensor]| {
+            let (_, l, u) = linalg::lu(&x[0]);
+            &(&l * &l).sum_dim(-1, true) * &u.sum_dim(-2, true).sum()
+        };
+        let packed = |x: &[Tensor]| linalg::lu_factor(&x[0]).0;
+        for (what, f) in [
+            ("L", &only_l as &dyn Fn(&[Tensor]) -> Tensor),
+            ("U", &only_u),
+            ("L and U", &both),
+            ("lu_factor", &packed),
+        ] {
+            if let Err(e) = tapir::gradcheck(f, std::slice::from_ref(&a), 1e-6, 1e-6, 1e-5) {
+                panic!("{shape:?}, {what}: {e}");
+            }
+        }
+    }
 }
 
 /// Empty batches and 0 x 0 matrices give empty results, as PyTorch's.

@@ -1,5 +1,6 @@
 //! LU with partial pivoting: `linalg.lu`, `linalg.lu_factor` and
-//! `linalg.lu_solve`, with PyTorch's gradient for square matrices.
+//! `linalg.lu_solve`, with PyTorch's gradient for square, tall and wide
+//! matrices.
 
 use super::{check_matrices, eye_like, mt, run, solve_triangular, with_tail};
 use crate::trace;
@@ -9,9 +10,9 @@ use tapir_kernels::Decomposition;
 /// `A = P L U` for each `m x n` matrix (`torch.linalg.lu`): `P` a
 /// permutation matrix (`m x m`, `A`'s dtype), `L` unit lower-trapezoidal
 /// `m x k` and `U` upper-trapezoidal `k x n`, `k = min(m, n)`, the pivots
-/// chosen as LAPACK's `getrf` chooses them. The gradient (through `L` and
-/// `U`) is PyTorch's for square matrices; a non-square one's backward
-/// panics (tapir does not have it yet).
+/// chosen as LAPACK's `getrf` chooses them. The gradient flows through `L`
+/// and `U` for square, tall and wide matrices, as PyTorch's (it assumes
+/// `A`'s leading `k x k` block, after pivoting, is invertible).
 ///
 /// ```
 /// use tapir_runtime::{Tensor, linalg};
@@ -81,11 +82,6 @@ fn lu_recorded(op: &str, a: &Tensor) -> (Tensor, Tensor, Tensor, Tensor) {
     let mut lu = Tensor::record_many(recorded, "LinalgLuBackward0", &[a], || {
         let (p, l, u) = (p.saved(), outs[0].saved(), outs[1].saved());
         move |g: &[Option<Tensor>], _: &[bool]| {
-            assert!(
-                m == n,
-                "linalg.lu: the gradient of a non-square LU factorization ({m} x {n}) is not \
-                 implemented in tapir yet"
-            );
             vec![Some(lu_backward(
                 g[0].as_ref(),
                 g[1].as_ref(),
@@ -97,23 +93,67 @@ fn lu_recorded(op: &str, a: &Tensor) -> (Tensor, Tensor, Tensor, Tensor) {
     (p, lu.pop().expect("lu returns L"), u, pivots)
 }
 
-/// PyTorch's `linalg_lu_backward` for square matrices:
-/// `gA = P L⁻ᵀ [tril₋₁(Lᵀ gL) + triu(gU Uᵀ)] U⁻ᵀ`.
+/// `A`'s gradient from `L`'s and `U`'s, with `Ā = Pᵀ A = L U`. Square:
+/// `gĀ = L⁻ᵀ [tril₋₁(Lᵀ gL) + triu(gU Uᵀ)] U⁻ᵀ` (PyTorch's
+/// `linalg_lu_backward`). Tall (`L = [L₁; L₂]`): the square formula on
+/// `L₁, U`, where `L₂ = Ā₂ U⁻¹` adds `-L₂ᵀ gL₂` to `gU Uᵀ`, and
+/// `gĀ₂ = gL₂ U⁻ᵀ`. Wide (`U = [U₁ U₂]`): the square formula on `L, U₁`,
+/// where `U₂ = L⁻¹ Ā₂` adds `-gU₂ U₂ᵀ` to `Lᵀ gL`, and `gĀ₂ = L⁻ᵀ gU₂`.
+/// Built from recorded ops, so it is differentiable again.
 fn lu_backward(
     gl: Option<&Tensor>,
     gu: Option<&Tensor>,
     (p, l, u): (&Tensor, &Tensor, &Tensor),
 ) -> Tensor {
-    let from_l = gl.map(|g| mt(l).matmul(g).tril(-1));
-    let from_u = gu.map(|g| g.matmul(&mt(u)).triu(0));
-    let gr = match (from_l, from_u) {
-        (Some(a), Some(b)) => &a + &b,
-        (Some(a), None) | (None, Some(a)) => a,
-        (None, None) => unreachable!("lu's backward runs with some gradient"),
+    let (m, n) = (l.size(-2), u.size(-1));
+    let k = m.min(n);
+    let sum = |a: Option<Tensor>, b: Option<Tensor>| match (a, b) {
+        (Some(a), Some(b)) => Some(&a + &b),
+        (a, b) => a.or(b),
     };
-    let x = solve_triangular(&mt(l), &gr, true, true, true);
-    let x = solve_triangular(&mt(u), &x, false, false, false);
-    p.matmul(&x)
+    // The square blocks the formula runs on, and the extra rows / columns.
+    let (l1, u1) = (l.narrow(-2, 0, k), u.narrow(-1, 0, k));
+    let (gl1, gl2) = (
+        gl.map(|g| g.narrow(-2, 0, k)),
+        gl.filter(|_| m > k).map(|g| g.narrow(-2, k, m - k)),
+    );
+    let (gu1, gu2) = (
+        gu.map(|g| g.narrow(-1, 0, k)),
+        gu.filter(|_| n > k).map(|g| g.narrow(-1, k, n - k)),
+    );
+    // Lᵀ gL's strictly lower part and gU Uᵀ's upper part, each with the
+    // extra block's term.
+    let from_l = sum(
+        gl1.map(|g| mt(&l1).matmul(&g)),
+        gu2.as_ref()
+            .map(|g| -&g.matmul(&mt(&u.narrow(-1, k, n - k)))),
+    );
+    let from_u = sum(
+        gu1.map(|g| g.matmul(&mt(&u1))),
+        gl2.as_ref()
+            .map(|g| -&mt(&l.narrow(-2, k, m - k)).matmul(g)),
+    );
+    let inner = sum(from_l.map(|t| t.tril(-1)), from_u.map(|t| t.triu(0)))
+        .unwrap_or_else(|| Tensor::zeros_on(&with_tail(l, &[k, k]), l.dtype(), l.device()));
+    // L₁⁻ᵀ · inner · U₁⁻ᵀ.
+    let x = solve_triangular(&mt(&l1), &inner, true, true, true);
+    let mut ga = solve_triangular(&mt(&u1), &x, false, false, false);
+    let zeros = |rows, cols| Tensor::zeros_on(&with_tail(l, &[rows, cols]), l.dtype(), l.device());
+    if m > k {
+        let below = match &gl2 {
+            Some(g) => solve_triangular(&mt(&u1), g, false, false, false),
+            None => zeros(m - k, n),
+        };
+        ga = Tensor::cat(&[&ga, &below], -2);
+    }
+    if n > k {
+        let right = match &gu2 {
+            Some(g) => solve_triangular(&mt(&l1), g, true, true, true),
+            None => zeros(m, n - k),
+        };
+        ga = Tensor::cat(&[&ga, &right], -1);
+    }
+    p.matmul(&ga)
 }
 
 /// The solution of `A X = B` from `A`'s [`lu_factor`]
