@@ -116,6 +116,49 @@ fn fused_gradients_match_finite_differences() {
     }
 }
 
+/// A fused backward is not twice differentiable (nor is PyTorch's
+/// `torch.compile` under double backward): its first derivative under
+/// `create_graph` is right, and differentiating it again panics naming
+/// the fused node, never a silently wrong number.
+#[test]
+fn a_second_derivative_through_a_fused_backward_panics_naming_it() {
+    let _serial = serial();
+    assert!(!tapir::autograd::TWICE_DIFFERENTIABLE.contains(&"FusedElementwiseBackward0"));
+    let (eager, compiled) = twins(gate);
+    let model = compile(compiled);
+    let x = Tensor::randn_with(&[3, 6], &Generator::new(2)).requires_grad_(true);
+    model.forward(&x); // records
+    let opts = || tapir::autograd::GradOptions {
+        create_graph: true,
+        ..Default::default()
+    };
+    let (f0, b0) = fused_launches();
+    let y = model.forward(&x).sum();
+    let gx = tapir::autograd::grad_with(&[&y], &[&x], opts())
+        .remove(0)
+        .unwrap();
+    let (f1, b1) = fused_launches();
+    assert!(f1 > f0 && b1 > b0, "the replay ran no fused kernels");
+    let want = tapir::autograd::grad(&[&eager.forward(&x).sum()], &[&x]).remove(0);
+    assert!(
+        rel_diff(&gx, &want) < 1e-5,
+        "create_graph's first derivative"
+    );
+    let second = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        tapir::autograd::grad(&[&gx.sum()], &[&x]);
+    }));
+    let payload = second.expect_err("a second derivative through a fused kernel");
+    let msg = (payload.downcast_ref::<String>().cloned())
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(
+        msg.contains(
+            "runs through FusedElementwiseBackward0, whose backward tapir cannot differentiate"
+        ),
+        "{msg}"
+    );
+}
+
 /// `gelu(x + dropout(lin(x)))`, then a second dropout: the tail and the
 /// first dropout fuse; the masks are eager's, drawn in eager's order.
 struct DropRes {

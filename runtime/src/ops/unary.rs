@@ -337,7 +337,17 @@ impl Tensor {
                 Hardswish,
                 "HardswishBackward0",
                 Save::Input,
-                |x, g| g * &map(x, &HardswishGrad),
+                |x, g| {
+                    let slope = map(x, &HardswishGrad);
+                    if crate::autograd::differentiating() {
+                        // The slope's own slope is 1/3 inside (-3, 3)
+                        // (PyTorch's), 0 elsewhere: recorded there only.
+                        let inside = x.gt_scalar(-3.0).logical_and(&x.lt_scalar(3.0));
+                        let line = &(x / 3.0) + 0.5;
+                        return g * &Tensor::where_(&inside, &line, &slope);
+                    }
+                    g * &slope
+                },
             )
         })
     }

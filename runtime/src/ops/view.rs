@@ -14,20 +14,38 @@ fn slice_layout(l: &Layout, dim: usize, start: usize, len: usize, step: usize) -
     out
 }
 
+/// Picks a region out of a tensor's layout (a slice, a narrowing, a
+/// selected index).
+type Region = std::sync::Arc<dyn Fn(&Layout) -> Layout + Send + Sync>;
+
 /// Writes `src` into the region of a fresh zero tensor of `shape` picked by
 /// `region` (the adjoint of a slicing view).
 /// Recorded (as PyTorch's `SliceBackwardBackward0`) when a `create_graph`
-/// backward runs it: its own gradient is `region` of the gradient.
+/// backward runs it: its own gradient is `region` of the gradient, a
+/// recorded view whose gradient is this embedding again, so slices are
+/// differentiable to any order.
 fn embed(
     src: &Tensor,
     shape: &[usize],
-    region: impl Fn(&Layout) -> Layout + Send + 'static,
+    region: impl Fn(&Layout) -> Layout + Send + Sync + 'static,
 ) -> Tensor {
+    embed_region(src, shape, std::sync::Arc::new(region))
+}
+
+fn embed_region(src: &Tensor, shape: &[usize], region: Region) -> Tensor {
     let out = super::creation::filled_on(shape, 0.0, src.dtype(), src.device());
     let target = region(out.layout());
     out.write().assign(&target, &src.read(), src.layout());
+    let shape = shape.to_vec();
     Tensor::record(out, "SliceBackwardBackward0", &[src], move || {
-        move |g: &Tensor, _: &[bool]| vec![Some(g.view_with(region(g.layout())))]
+        move |g: &Tensor, _: &[bool]| {
+            let (back, shape) = (region.clone(), shape.clone());
+            vec![Some(g.view_op(
+                region(g.layout()),
+                "SliceBackward0",
+                move |gg| embed_region(gg, &shape, back.clone()),
+            ))]
+        }
     })
 }
 
