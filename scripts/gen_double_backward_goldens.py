@@ -111,6 +111,41 @@ def functional():
     return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
 
 
+def functional_create_graph():
+    """torch.autograd.functional with create_graph=True on the same f and g:
+    each result (and vjp's output) squared and summed, then differentiated
+    with respect to x and w (for the Hessian, a third derivative)."""
+    from torch.autograd import functional as AF
+
+    x, w = fill((2, 4), 41, 1.0).requires_grad_(), fill((4, 3), 42, 0.7).requires_grad_()
+    tx, tw = fill((2, 4), 43, 1.0), fill((4, 3), 44, 1.0)
+    u = fill((2, 3), 45, 1.0)
+
+    def f(x, w):
+        return torch.tanh(x @ w)
+
+    def g(x, w):
+        return (torch.tanh(x @ w) ** 2).sum()
+
+    def sq(ts):
+        return sum((t ** 2).sum() for t in ts)
+
+    losses = {
+        "jacobian": sq(AF.jacobian(f, (x, w), create_graph=True)),
+        "hessian": sq([h for row in AF.hessian(g, (x, w), create_graph=True) for h in row]),
+        "vjp": sq([AF.vjp(f, (x, w), u, create_graph=True)[0], *AF.vjp(f, (x, w), u, create_graph=True)[1]]),
+        "jvp": sq([AF.jvp(f, (x, w), (tx, tw), create_graph=True)[1]]),
+        "hvp": sq(AF.hvp(g, (x, w), (tx, tw), create_graph=True)[1]),
+        "vhp": sq(AF.vhp(g, (x, w), (tx, tw), create_graph=True)[1]),
+    }
+    outputs = {}
+    for name, loss in losses.items():
+        dx, dw = torch.autograd.grad(loss, (x, w))
+        outputs.update({name: loss, name + "_dx": dx, name + "_dw": dw})
+    inputs = {"x": x, "w": w, "tx": tx, "tw": tw, "u": u}
+    return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
+
+
 def maml_step():
     """One MAML meta-gradient: an inner SGD step with create_graph on a
     conv / batch norm / relu / max pool / linear classifier, then the
@@ -143,6 +178,7 @@ def maml_step():
 
 cases = {
     "functional": functional(),
+    "functional_create_graph": functional_create_graph(),
     "maml_step": maml_step(),
     "gradient_penalty": gradient_penalty(),
     "hessian_vector_product": hessian_vector_product(),

@@ -678,6 +678,173 @@ fn functional_jacobian_hessian_and_products_match_pytorch() {
 }
 
 #[test]
+fn functional_create_graph_results_differentiate_as_pytorch() {
+    use tapir::autograd::functional::{
+        FunctionalOptions, hessian_with, hvp_with, jacobian_with, jvp_with, vhp_with, vjp_with,
+    };
+    let g = Golden::load("functional_create_graph");
+    let (x, w) = (g.leaf("x"), g.leaf("w"));
+    let (tx, tw, u) = (
+        g.tensor("inputs", "tx"),
+        g.tensor("inputs", "tw"),
+        g.tensor("inputs", "u"),
+    );
+    let f = |t: &[Tensor]| t[0].matmul(&t[1]).tanh();
+    let scalar = |t: &[Tensor]| t[0].matmul(&t[1]).tanh().powf(2.0).sum();
+    let opts = FunctionalOptions {
+        create_graph: true,
+        ..Default::default()
+    };
+    let inputs = [x.clone(), w.clone()];
+    let sq = |ts: &[&Tensor]| {
+        (ts.iter().map(|t| t.powf(2.0).sum()))
+            .reduce(|a, b| &a + &b)
+            .unwrap()
+    };
+    let tangents = [tx, tw];
+    let h = hessian_with(scalar, &inputs, opts);
+    let (y, v) = vjp_with(f, &inputs, &u, opts);
+    let losses = [
+        (
+            "jacobian",
+            sq(&jacobian_with(f, &inputs, opts).iter().collect::<Vec<_>>()),
+        ),
+        ("hessian", sq(&h.iter().flatten().collect::<Vec<_>>())),
+        ("vjp", sq(&[&y, &v[0], &v[1]])),
+        ("jvp", sq(&[&jvp_with(f, &inputs, &tangents, opts).1])),
+        (
+            "hvp",
+            sq(&hvp_with(scalar, &inputs, &tangents, opts)
+                .1
+                .iter()
+                .collect::<Vec<_>>()),
+        ),
+        (
+            "vhp",
+            sq(&vhp_with(scalar, &inputs, &tangents, opts)
+                .1
+                .iter()
+                .collect::<Vec<_>>()),
+        ),
+    ];
+    for (name, loss) in losses {
+        g.check(name, &loss);
+        let d = autograd::grad(&[&loss], &[&x, &w]);
+        g.check(&format!("{name}_dx"), &d[0]);
+        g.check(&format!("{name}_dw"), &d[1]);
+    }
+    // Nothing was accumulated into the caller's tensors on the way.
+    assert!(x.grad().is_none() && w.grad().is_none());
+}
+
+#[test]
+fn functional_strict_refuses_what_pytorch_refuses() {
+    use tapir::autograd::functional::{
+        FunctionalOptions, hessian_with, jacobian_with, jvp_with, vhp_with,
+    };
+    let a = Tensor::from_vec(vec![1.0f64, 2.0], &[2]);
+    let b = Tensor::from_vec(vec![3.0f64], &[1]);
+    let strict = FunctionalOptions {
+        strict: true,
+        ..Default::default()
+    };
+    let both = FunctionalOptions {
+        create_graph: true,
+        strict: true,
+    };
+    type Call<'a> = Box<dyn Fn() + 'a>;
+    let msg = |f: &dyn Fn()| crate::common::panic_message(f);
+    let cases: Vec<(Call, &str)> = vec![
+        (
+            Box::new(|| {
+                drop(jacobian_with(
+                    |t| &t[0] * 2.0,
+                    &[a.clone(), b.clone()],
+                    strict,
+                ))
+            }),
+            "autograd::functional::jacobian (strict): the output does not depend on input 1",
+        ),
+        (
+            Box::new(|| {
+                drop(jacobian_with(
+                    |_| Tensor::ones(&[2]),
+                    std::slice::from_ref(&a),
+                    strict,
+                ))
+            }),
+            "autograd::functional::jacobian (strict): the output does not depend on the inputs",
+        ),
+        (
+            // Linear in a: its gradient is a constant.
+            Box::new(|| {
+                drop(hessian_with(
+                    |t| (&t[0] * 2.0).sum(),
+                    std::slice::from_ref(&a),
+                    strict,
+                ))
+            }),
+            "autograd::functional::hessian (strict): the gradient with respect to input 0 (f is linear in it) does \
+             not depend on the inputs",
+        ),
+        (
+            // Quadratic: the Hessian is a constant, refused under create_graph.
+            // (As PyTorch's, the check is on the graph: `powf(2.0)`'s
+            // Hessian is `2 x⁰`, which records, and passes.)
+            Box::new(|| {
+                drop(hessian_with(
+                    |t| (&t[0] * &t[0]).sum(),
+                    std::slice::from_ref(&a),
+                    both,
+                ))
+            }),
+            "autograd::functional::hessian (strict): the Hessian with respect to input 0 (create_graph) does not \
+             depend on the inputs",
+        ),
+        (
+            Box::new(|| {
+                drop(jvp_with(
+                    |t| &t[0] * 3.0,
+                    std::slice::from_ref(&a),
+                    std::slice::from_ref(&a),
+                    both,
+                ))
+            }),
+            "autograd::functional::jvp (strict): the Jacobian-vector product with respect to input 0 \
+             (create_graph) does not depend on the inputs",
+        ),
+        (
+            Box::new(|| {
+                drop(vhp_with(
+                    |t| &t[0].powf(3.0).sum() + &t[1].sum(),
+                    &[a.clone(), b.clone()],
+                    &[a.clone(), b.clone()],
+                    strict,
+                ))
+            }),
+            "autograd::functional::vhp (strict): the gradient with respect to input 1 (f is linear in it) does \
+             not depend on the inputs",
+        ),
+    ];
+    for (call, want) in cases {
+        assert_eq!(msg(&*call), want);
+    }
+    // Not strict: zeros, as PyTorch's default.
+    let h = hessian_with(
+        |t| (&t[0] * 2.0).sum(),
+        std::slice::from_ref(&a),
+        FunctionalOptions::default(),
+    );
+    assert_eq!(h[0][0].to_vec::<f64>(), vec![0.0; 4]);
+    // Strict where everything depends on everything passes (PyTorch 2.15
+    // raises in exactly the six cases above and passes these two).
+    let j = jacobian_with(|t| &t[0] * &t[1], &[a.clone(), b.clone()], both);
+    assert_eq!(j[1].to_vec::<f64>(), vec![1.0, 2.0]);
+    let h = hessian_with(|t| t[0].powf(2.0).sum(), std::slice::from_ref(&a), both);
+    assert_eq!(h[0][0].to_vec::<f64>(), vec![2.0, 0.0, 0.0, 2.0]);
+}
+
+#[test]
 fn functional_gives_zeros_where_the_output_ignores_an_input() {
     use tapir::autograd::functional::{hessian, jacobian};
     let a = Tensor::from_vec(vec![1.0f64, 2.0], &[2]);

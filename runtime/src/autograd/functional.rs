@@ -3,39 +3,138 @@
 //! on [`super::grad_with`].
 //!
 //! Each function takes `f` (tensors in, one tensor out) and the point to
-//! differentiate at; the inputs are used as fresh leaves, so nothing the
-//! caller holds is touched. Where the output does not depend on an input,
-//! its part is zeros (PyTorch's `strict=False`).
+//! differentiate at. The `_with` forms take [`FunctionalOptions`]
+//! (PyTorch's `create_graph` and `strict`, off by default). Without
+//! `create_graph` the inputs are used as fresh leaves, so nothing the
+//! caller holds is touched, and the results carry no graph. Where the
+//! output does not depend on an input, its part is zeros, or, with
+//! `strict`, a panic naming the input.
 
 use super::{GradOptions, grad_with};
 use crate::Tensor;
 
-/// `f` at fresh leaves copied from `inputs`, which it returns too.
-fn at_leaves(f: &impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor]) -> (Tensor, Vec<Tensor>) {
+/// PyTorch's keyword arguments of `torch.autograd.functional` (defaults:
+/// both off).
+///
+/// ```
+/// use tapir_runtime::{Tensor, autograd::functional::{FunctionalOptions, jacobian_with}};
+/// let x = Tensor::from_vec(vec![1.0f64, 2.0], &[2]).requires_grad_(true);
+/// let opts = FunctionalOptions { create_graph: true, ..Default::default() };
+/// let j = jacobian_with(|t| t[0].powf(3.0), &[x.clone()], opts).remove(0); // diag(3x²)
+/// j.sum().backward(); // d/dx Σ 3x² = 6x
+/// assert_eq!(x.grad().unwrap().to_vec::<f64>(), vec![6.0, 12.0]);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FunctionalOptions {
+    /// The results keep their graph back to the inputs that require grad
+    /// (and the value of `f` keeps its own), so they can be differentiated
+    /// again: a Jacobian penalty, a meta-gradient.
+    pub create_graph: bool,
+    /// Panic, naming the input, where PyTorch's `strict=True` raises: the
+    /// output (or, for the Hessian products, the gradient) does not depend
+    /// on an input, the output does not require grad, or, with
+    /// `create_graph`, a derivative is a constant.
+    pub strict: bool,
+}
+
+/// The call being made: its name and options, for the checks' messages.
+#[derive(Clone, Copy)]
+struct Call {
+    op: &'static str,
+    opts: FunctionalOptions,
+}
+
+impl Call {
+    fn new(op: &'static str, opts: FunctionalOptions) -> Call {
+        Call { op, opts }
+    }
+
+    fn refuse(&self, why: String) -> ! {
+        panic!("autograd::functional::{} (strict): {why}", self.op)
+    }
+
+    /// Under `strict`, `t` (named `what`) must depend on the inputs.
+    fn require_graph(&self, t: &Tensor, what: impl FnOnce() -> String) {
+        if self.opts.strict && !t.requires_grad() {
+            self.refuse(format!("{} does not depend on the inputs", what()))
+        }
+    }
+}
+
+/// `f` at the inputs: fresh leaves copied from them, or, under
+/// `create_graph`, views of those that require grad (so the results reach
+/// them). Returns the output and the tensors `f` saw.
+fn at_inputs(
+    f: &impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    call: Call,
+) -> (Tensor, Vec<Tensor>) {
     crate::enable_grad(|| {
-        let leaves: Vec<Tensor> = (inputs.iter())
-            .map(|x| x.detach().requires_grad_(true))
+        let seen: Vec<Tensor> = (inputs.iter())
+            .map(|x| match call.opts.create_graph && x.requires_grad() {
+                true => x.view(&x.shape().iter().map(|&d| d as isize).collect::<Vec<_>>()),
+                false => x.detach().requires_grad_(true),
+            })
             .collect();
-        (f(&leaves), leaves)
+        let out = f(&seen);
+        call.require_graph(&out, || "the output".into());
+        (out, seen)
     })
 }
 
-/// `vᵀ ∂out/∂x` for every input, zeros where `out` does not depend on it.
-fn pull_back(out: &Tensor, leaves: &[Tensor], v: Tensor, create_graph: bool) -> Vec<Tensor> {
-    if !out.requires_grad() {
-        return leaves.iter().map(Tensor::zeros_like).collect();
-    }
-    let refs: Vec<&Tensor> = leaves.iter().collect();
-    let opts = GradOptions {
-        grad_outputs: vec![v],
-        retain_graph: Some(true),
-        create_graph,
-        materialize_grads: true,
-        ..Default::default()
+/// `vᵀ ∂out/∂x` for every input: zeros where `out` does not depend on it,
+/// or a panic under `strict` (`of` names `out` in it). With
+/// `create_graph` the products carry their graph.
+fn pull_back(
+    out: &Tensor,
+    seen: &[Tensor],
+    v: Tensor,
+    create_graph: bool,
+    (call, of): (Call, &str),
+) -> Vec<Tensor> {
+    let grads: Vec<Option<Tensor>> = match out.requires_grad() {
+        false => vec![None; seen.len()],
+        true => {
+            let refs: Vec<&Tensor> = seen.iter().collect();
+            let opts = GradOptions {
+                grad_outputs: vec![v],
+                retain_graph: Some(true),
+                create_graph,
+                allow_unused: true,
+                ..Default::default()
+            };
+            grad_with(&[out], &refs, opts)
+        }
     };
-    (grad_with(&[out], &refs, opts).into_iter())
-        .map(|g| g.expect("materialized"))
+    (grads.into_iter().zip(seen).enumerate())
+        .map(|(i, (g, x))| match g {
+            Some(g) => g,
+            None if call.opts.strict => call.refuse(format!("{of} does not depend on input {i}")),
+            None => Tensor::zeros_like(x),
+        })
         .collect()
+}
+
+/// Under `strict` with `create_graph`: each result must still depend on
+/// the inputs (PyTorch refuses a constant derivative there).
+fn check_not_constant(call: Call, results: &[Tensor], what: &str) {
+    if call.opts.create_graph {
+        for (i, r) in results.iter().enumerate() {
+            call.require_graph(r, || {
+                format!("{what} with respect to input {i} (create_graph)")
+            });
+        }
+    }
+}
+
+/// The output as the caller gets it: without its graph unless
+/// `create_graph`.
+fn returned(out: Tensor, call: Call) -> Tensor {
+    if call.opts.create_graph {
+        out
+    } else {
+        out.detach()
+    }
 }
 
 /// Panics unless `v` holds one tensor of each input's shape, naming `op`.
@@ -58,21 +157,39 @@ fn inner_with_graph(a: &[Tensor], b: &[Tensor]) -> Option<Tensor> {
         .reduce(|x, y| &x + &y)
 }
 
-/// The scalar `f` at fresh leaves, the leaves, and its gradients with
-/// their graph (`hessian` and `vhp` differentiate them again).
+/// The scalar `f` at the inputs, the tensors it saw, and its gradients
+/// with their graph (`hessian` and the Hessian products differentiate
+/// them again).
 fn scalar_and_gradients(
     f: &impl Fn(&[Tensor]) -> Tensor,
     inputs: &[Tensor],
-    op: &str,
+    call: Call,
 ) -> (Tensor, Vec<Tensor>, Vec<Tensor>) {
-    let (out, leaves) = at_leaves(f, inputs);
+    let (out, seen) = at_inputs(f, inputs, call);
     assert!(
         out.numel() == 1,
-        "autograd::functional::{op}: f must return a single value, got shape {:?}",
+        "autograd::functional::{}: f must return a single value, got shape {:?}",
+        call.op,
         out.shape()
     );
-    let grads = crate::enable_grad(|| pull_back(&out, &leaves, Tensor::ones_like(&out), true));
-    (out, leaves, grads)
+    let grads = crate::enable_grad(|| {
+        pull_back(
+            &out,
+            &seen,
+            Tensor::ones_like(&out),
+            true,
+            (call, "the output"),
+        )
+    });
+    if call.opts.strict {
+        // PyTorch: the Jacobian of a function linear in an input is constant.
+        for (i, g) in grads.iter().enumerate() {
+            call.require_graph(g, || {
+                format!("the gradient with respect to input {i} (f is linear in it)")
+            });
+        }
+    }
+    (out, seen, grads)
 }
 
 /// `f(inputs)` and the vector-Jacobian product `vᵀ J` for each input
@@ -89,15 +206,36 @@ pub fn vjp(
     inputs: &[Tensor],
     v: &Tensor,
 ) -> (Tensor, Vec<Tensor>) {
-    let (out, leaves) = at_leaves(&f, inputs);
+    vjp_with(f, inputs, v, FunctionalOptions::default())
+}
+
+/// [`vjp`] with PyTorch's `create_graph` and `strict`.
+///
+/// ```
+/// use tapir_runtime::{Tensor, autograd::functional::{FunctionalOptions, vjp_with}};
+/// let x = Tensor::from_vec(vec![1.0f64, 2.0], &[2]);
+/// let strict = FunctionalOptions { strict: true, ..Default::default() };
+/// let ignores_x = std::panic::catch_unwind(|| vjp_with(|t| t[1].exp(), &[x.clone(), x.clone()], &x, strict));
+/// assert!(ignores_x.is_err()); // "... the output does not depend on input 0"
+/// ```
+pub fn vjp_with(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    v: &Tensor,
+    opts: FunctionalOptions,
+) -> (Tensor, Vec<Tensor>) {
+    let call = Call::new("vjp", opts);
+    let (out, seen) = at_inputs(&f, inputs, call);
     assert!(
         v.shape() == out.shape(),
         "autograd::functional::vjp: v has shape {:?} but the output has shape {:?}",
         v.shape(),
         out.shape()
     );
-    let products = pull_back(&out, &leaves, v.to_dtype(out.dtype()), false);
-    (out.detach(), products)
+    let v = v.to_dtype(out.dtype());
+    let products = pull_back(&out, &seen, v, opts.create_graph, (call, "the output"));
+    check_not_constant(call, &products, "the vector-Jacobian product");
+    (returned(out, call), products)
 }
 
 /// `f(inputs)` and the Jacobian-vector product `J v` (`v`: one tangent per
@@ -113,26 +251,44 @@ pub fn vjp(
 /// assert_eq!(t.to_vec::<f64>(), vec![4.0, 2.0]); // J = s I + x 1ᵀ, s = 3
 /// ```
 pub fn jvp(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], v: &[Tensor]) -> (Tensor, Tensor) {
+    jvp_with(f, inputs, v, FunctionalOptions::default())
+}
+
+/// [`jvp`] with PyTorch's `create_graph` and `strict`.
+pub fn jvp_with(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    v: &[Tensor],
+    opts: FunctionalOptions,
+) -> (Tensor, Tensor) {
     check_one_per_input("jvp", "tangent", inputs, v);
-    let (out, leaves) = at_leaves(&f, inputs);
+    let call = Call::new("jvp", opts);
+    let (out, seen) = at_inputs(&f, inputs, call);
     if !out.requires_grad() {
         let zeros = Tensor::zeros_like(&out);
         return (out, zeros);
     }
     let u = Tensor::zeros_like(&out).requires_grad_(true);
-    let pulled = crate::enable_grad(|| pull_back(&out, &leaves, u.clone(), true));
+    let pulled =
+        crate::enable_grad(|| pull_back(&out, &seen, u.clone(), true, (call, "the output")));
     // <uᵀJ, v> summed over the inputs, differentiated with respect to u.
     let Some(dot) = inner_with_graph(&pulled, v) else {
-        return (out.detach(), Tensor::zeros_like(&out));
+        return (returned(out.clone(), call), Tensor::zeros_like(&out));
     };
-    let opts = GradOptions {
+    let opts_u = GradOptions {
+        create_graph: opts.create_graph,
         materialize_grads: true,
         ..Default::default()
     };
-    let jv = grad_with(&[&dot], &[&u], opts)
+    let jv = grad_with(&[&dot], &[&u], opts_u)
         .remove(0)
         .expect("materialized");
-    (out.detach(), jv)
+    check_not_constant(
+        call,
+        std::slice::from_ref(&jv),
+        "the Jacobian-vector product",
+    );
+    (returned(out, call), jv)
 }
 
 /// The Jacobian of `f` at `inputs`, one tensor per input of shape
@@ -146,8 +302,21 @@ pub fn jvp(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor], v: &[Tensor]) -> 
 /// assert_eq!((j[0].shape(), j[0].to_vec::<f64>()), (&[2, 2][..], vec![2.0, 0.0, 0.0, 4.0]));
 /// ```
 pub fn jacobian(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor]) -> Vec<Tensor> {
-    let (out, leaves) = at_leaves(&f, inputs);
-    rows_of(&out, &leaves, false)
+    jacobian_with(f, inputs, FunctionalOptions::default())
+}
+
+/// [`jacobian`] with PyTorch's `create_graph` and `strict` (see
+/// [`FunctionalOptions`] for an example).
+pub fn jacobian_with(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    opts: FunctionalOptions,
+) -> Vec<Tensor> {
+    let call = Call::new("jacobian", opts);
+    let (out, seen) = at_inputs(&f, inputs, call);
+    let j = rows_of(&out, &seen, (call, "the output"));
+    check_not_constant(call, &j, "the Jacobian");
+    j
 }
 
 /// The `k`-th unit tensor of `like`'s shape, dtype and device.
@@ -159,20 +328,18 @@ fn basis_vector(like: &Tensor, k: usize) -> Tensor {
 }
 
 /// For each input, the rows `∂out[k]/∂input` stacked, shaped
-/// `out.shape ++ input.shape`.
-fn rows_of(out: &Tensor, leaves: &[Tensor], create_graph: bool) -> Vec<Tensor> {
+/// `out.shape ++ input.shape` (with their graph under `create_graph`).
+fn rows_of(out: &Tensor, seen: &[Tensor], (call, of): (Call, &str)) -> Vec<Tensor> {
     let n = out.numel();
-    let mut rows: Vec<Vec<Tensor>> = vec![Vec::with_capacity(n); leaves.len()];
+    let mut rows: Vec<Vec<Tensor>> = vec![Vec::with_capacity(n); seen.len()];
     for k in 0..n {
         let one_hot = basis_vector(out, k);
-        for (i, g) in pull_back(out, leaves, one_hot, create_graph)
-            .into_iter()
-            .enumerate()
-        {
+        let products = pull_back(out, seen, one_hot, call.opts.create_graph, (call, of));
+        for (i, g) in products.into_iter().enumerate() {
             rows[i].push(g);
         }
     }
-    (rows.into_iter().zip(leaves))
+    (rows.into_iter().zip(seen))
         .map(|(r, x)| {
             let shape: Vec<isize> = (out.shape().iter().chain(x.shape()))
                 .map(|&d| d as isize)
@@ -197,8 +364,28 @@ fn rows_of(out: &Tensor, leaves: &[Tensor], create_graph: bool) -> Vec<Tensor> {
 /// assert_eq!(h[0][0].to_vec::<f64>(), vec![10.0, 6.0, 6.0, 14.0]);
 /// ```
 pub fn hessian(f: impl Fn(&[Tensor]) -> Tensor, inputs: &[Tensor]) -> Vec<Vec<Tensor>> {
-    let (_, leaves, grads) = scalar_and_gradients(&f, inputs, "hessian");
-    (grads.iter()).map(|g| rows_of(g, &leaves, false)).collect()
+    hessian_with(f, inputs, FunctionalOptions::default())
+}
+
+/// [`hessian`] with PyTorch's `create_graph` and `strict`.
+pub fn hessian_with(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    opts: FunctionalOptions,
+) -> Vec<Vec<Tensor>> {
+    let call = Call::new("hessian", opts);
+    let (_, seen, grads) = scalar_and_gradients(&f, inputs, call);
+    (grads.iter().enumerate())
+        .map(|(i, g)| {
+            let rows = rows_of(
+                g,
+                &seen,
+                (call, &format!("the gradient with respect to input {i}")),
+            );
+            check_not_constant(call, &rows, "the Hessian");
+            rows
+        })
+        .collect()
 }
 
 /// `f(inputs)` and the vector-Hessian product `vᵀ H` for the scalar `f`
@@ -216,14 +403,38 @@ pub fn vhp(
     inputs: &[Tensor],
     v: &[Tensor],
 ) -> (Tensor, Vec<Tensor>) {
-    check_one_per_input("vhp", "vector", inputs, v);
-    let (out, leaves, grads) = scalar_and_gradients(&f, inputs, "vhp");
-    let dot = inner_with_graph(&grads, v);
-    let products = match dot {
-        Some(dot) => pull_back(&dot, &leaves, Tensor::ones_like(&dot), false),
-        None => leaves.iter().map(Tensor::zeros_like).collect(),
+    vhp_with(f, inputs, v, FunctionalOptions::default())
+}
+
+/// [`vhp`] with PyTorch's `create_graph` and `strict`.
+pub fn vhp_with(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    v: &[Tensor],
+    opts: FunctionalOptions,
+) -> (Tensor, Vec<Tensor>) {
+    vector_hessian(f, inputs, v, Call::new("vhp", opts))
+}
+
+/// `vᵀ H` for [`vhp_with`] and [`hvp_with`] (`call` names the one called).
+fn vector_hessian(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    v: &[Tensor],
+    call: Call,
+) -> (Tensor, Vec<Tensor>) {
+    check_one_per_input(call.op, "vector", inputs, v);
+    let opts = call.opts;
+    let (out, seen, grads) = scalar_and_gradients(&f, inputs, call);
+    let products = match inner_with_graph(&grads, v) {
+        Some(dot) => {
+            let of = (call, "the gradient's product with v");
+            pull_back(&dot, &seen, Tensor::ones_like(&dot), opts.create_graph, of)
+        }
+        None => seen.iter().map(Tensor::zeros_like).collect(),
     };
-    (out.detach(), products)
+    check_not_constant(call, &products, "the vector-Hessian product");
+    (returned(out, call), products)
 }
 
 /// `f(inputs)` and the Hessian-vector product `H v` for the scalar `f`
@@ -244,5 +455,15 @@ pub fn hvp(
     inputs: &[Tensor],
     v: &[Tensor],
 ) -> (Tensor, Vec<Tensor>) {
-    vhp(f, inputs, v)
+    hvp_with(f, inputs, v, FunctionalOptions::default())
+}
+
+/// [`hvp`] with PyTorch's `create_graph` and `strict`.
+pub fn hvp_with(
+    f: impl Fn(&[Tensor]) -> Tensor,
+    inputs: &[Tensor],
+    v: &[Tensor],
+    opts: FunctionalOptions,
+) -> (Tensor, Vec<Tensor>) {
+    vector_hessian(f, inputs, v, Call::new("hvp", opts))
 }
