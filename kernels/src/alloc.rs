@@ -36,8 +36,10 @@ const CLASSES_PER_OCTAVE: usize = 8;
 /// What the allocator has done since the process started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AllocStats {
-    /// Buffers of cacheable size taken from the system allocator (a cache
-    /// miss): PyTorch's `num_device_alloc`. Flat in a steady state.
+    /// Buffers of cacheable size taken from the system allocator: cache
+    /// misses, and buffers some code made outside this allocator (counted
+    /// when given back: their capacity is not a size class). PyTorch's
+    /// `num_device_alloc`. Flat in a steady state.
     pub system_allocs: u64,
     /// Requests served from the cache.
     pub reuses: u64,
@@ -180,10 +182,18 @@ pub fn collect<T: Send + 'static>(n: usize, iter: impl Iterator<Item = T>) -> Ve
 pub fn recycle<T: Send + 'static>(v: Vec<T>) -> bool {
     let size = std::mem::size_of::<T>().max(1);
     let bytes = v.capacity() * size;
-    if bytes < MIN_CACHED_BYTES || CACHED_BYTES.load(Ordering::Relaxed) + bytes > cache_limit() {
+    if bytes < MIN_CACHED_BYTES {
         return false;
     }
     let class = class_down(bytes);
+    if class != bytes {
+        // Made outside `with_capacity` (whose buffers are a class exactly):
+        // fresh pages from the system on every call of whatever made it.
+        SYSTEM_ALLOCS.fetch_add(1, Ordering::Relaxed);
+    }
+    if CACHED_BYTES.load(Ordering::Relaxed) + bytes > cache_limit() {
+        return false;
+    }
     let kept = with_lists::<T, _>(|l| {
         if l.demand.get(&class).copied().unwrap_or(0) == 0 {
             return Err(v);

@@ -82,7 +82,7 @@ pub fn indices_below(ids: &[i64], size: usize) -> bool {
 /// let x = [0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0];
 /// assert_eq!(tapir_kernels::cpu::index_select(&x, 1, 3, 2, &[2usize, 0]), vec![4.0, 5.0, 0.0, 1.0]);
 /// ```
-pub fn index_select<T: Copy + Send + Sync, I: IndexValue>(
+pub fn index_select<T: Copy + Send + Sync + 'static, I: IndexValue>(
     x: &[T],
     outer: usize,
     size: usize,
@@ -91,7 +91,7 @@ pub fn index_select<T: Copy + Send + Sync, I: IndexValue>(
 ) -> Vec<T> {
     let n = outer * idx.len() * inner;
     if !parallel(n) || inner == 0 {
-        let mut out = Vec::with_capacity(n);
+        let mut out = crate::alloc::with_capacity(n);
         for o in 0..outer {
             for &i in idx {
                 let start = (o * size + i.at()) * inner;
@@ -102,7 +102,7 @@ pub fn index_select<T: Copy + Send + Sync, I: IndexValue>(
     }
     // Output rows are independent: each thread copies one block of them.
     let rows = outer * idx.len();
-    let mut out = vec![x[0]; n];
+    let mut out = crate::alloc::filled(n, x[0]);
     let per = rows.div_ceil(num_threads());
     par_chunks_mut(&mut out, per * inner, |t, block| {
         for (k, row) in block.chunks_exact_mut(inner).enumerate() {
@@ -175,7 +175,7 @@ pub fn index_add_rows<T: crate::Float, I: IndexValue>(
 
 /// `out[p] = x[p with dim replaced by index[p]]` for every position `p` of
 /// the index, in row-major order; `x` is any view.
-pub fn gather<T: Copy + Send + Sync, I: IndexValue>(
+pub fn gather<T: Copy + Send + Sync + 'static, I: IndexValue>(
     x: &[T],
     lx: &Layout,
     dim: usize,
@@ -186,7 +186,7 @@ pub fn gather<T: Copy + Send + Sync, I: IndexValue>(
         return Vec::new();
     }
     let rows = li.shape.first().copied().unwrap_or(1);
-    let mut out = vec![x[lx.offset]; n];
+    let mut out = crate::alloc::filled(n, x[lx.offset]);
     if !parallel(n) || rows < 2 {
         gather_rows(x, lx, dim, index, li, &mut out);
         return out;

@@ -21,10 +21,10 @@ pub fn cumsum_rows<T, A>(
     out: impl Fn(A) -> T + Sync,
 ) -> Vec<T>
 where
-    T: Copy + Default + Send + Sync,
+    T: Copy + Default + Send + Sync + 'static,
     A: Copy + Sync,
 {
-    let mut y = vec![T::default(); x.len()];
+    let mut y = crate::alloc::filled(x.len(), T::default());
     if n == 0 {
         return y;
     }
@@ -66,10 +66,10 @@ fn before<T: PartialOrd>(a: &T, b: &T, descending: bool) -> bool {
 /// ```
 pub fn sort_rows<T>(x: &[T], n: usize, descending: bool) -> (Vec<T>, Vec<i64>)
 where
-    T: Copy + Default + PartialOrd + Send + Sync,
+    T: Copy + Default + PartialOrd + Send + Sync + 'static,
 {
-    let mut idx = vec![0i64; x.len()];
-    let mut vals = vec![T::default(); x.len()];
+    let mut idx = crate::alloc::filled(x.len(), 0i64);
+    let mut vals = crate::alloc::filled(x.len(), T::default());
     if n == 0 {
         return (vals, idx);
     }

@@ -24,7 +24,7 @@ pub fn reduce<T, A>(
 ) -> Vec<A>
 where
     T: Copy + Send + Sync,
-    A: Copy + Send + Sync,
+    A: Copy + Send + Sync + 'static,
 {
     let plan = Plan::new(l, dims);
     if let Some(c) = plan.columns {
@@ -92,13 +92,13 @@ impl Columns {
     /// batches split across the threads when each is too narrow for
     /// [`by_columns`] to split (under 64 columns: the windows of a
     /// pooling), else one after another.
-    pub fn per_batch<A: Copy + Send + Sync>(
+    pub fn per_batch<A: Copy + Send + Sync + 'static>(
         &self,
         rows: usize,
         init: A,
         fill: impl Fn(usize, &mut [A]) + Sync,
     ) -> Vec<A> {
-        let mut out = vec![init; self.batches * self.cols];
+        let mut out = crate::alloc::filled(self.batches * self.cols, init);
         let work = self.batches * self.cols * rows;
         if self.cols < 64 && self.batches > 1 && parallel(work) && self.cols > 0 {
             let per = (PARALLEL_GRAIN / (self.cols * rows).max(1)).max(1);

@@ -35,7 +35,9 @@ impl CpuBuffer {
         with_vec!(self, v => {
             let rows = copy_strided(v, l);
             let round = move |a: f64| Element::from_f64(if wide { a } else { a as f32 as f64 });
-            Wrap::wrap(cumsum_rows(&rows, n, 0.0f64, |a, x| a + x.to_f64(), round))
+            let sums = cumsum_rows(&rows, n, 0.0f64, |a, x| a + x.to_f64(), round);
+            tapir_kernels::alloc::recycle(rows); // the dense copy, back to the cache
+            Wrap::wrap(sums)
         })
     }
 
@@ -43,7 +45,9 @@ impl CpuBuffer {
     fn sort_last(&self, l: &Layout, descending: bool) -> (CpuBuffer, CpuBuffer) {
         let (_, n) = rows_of(l);
         with_vec!(self, v => {
-            let (vals, idx) = sort_rows(&copy_strided(v, l), n, descending);
+            let rows = copy_strided(v, l);
+            let (vals, idx) = sort_rows(&rows, n, descending);
+            tapir_kernels::alloc::recycle(rows);
             (Wrap::wrap(vals), CpuBuffer::I64(idx))
         })
     }
