@@ -143,7 +143,11 @@ impl Storage {
 fn arrange(b: CpuBuffer, shape: &[usize], order: AttentionOrder) -> CpuBuffer {
     match order {
         AttentionOrder::Dense => b,
-        AttentionOrder::HeadsInside => b.copy(&order.arranging(shape)),
+        AttentionOrder::HeadsInside => {
+            let arranged = b.copy(&order.arranging(shape));
+            b.recycle();
+            arranged
+        }
     }
 }
 

@@ -92,6 +92,15 @@ impl CpuBuffer {
         with_vec!(self, v => v.len())
     }
 
+    /// Gives a temporary buffer to the caching allocator (a tensor's
+    /// storage does this when it dies; a bare buffer dropped would be lost
+    /// to the cache, and the next op of its size would page in fresh memory).
+    pub fn recycle(self) {
+        with_vec!(self, v => {
+            tapir_kernels::alloc::recycle(v);
+        });
+    }
+
     /// Bytes of the elements.
     pub fn nbytes(&self) -> usize {
         with_vec!(self, v => std::mem::size_of_val(v.as_slice()))

@@ -72,5 +72,11 @@ fn run<T: LinalgFloat + Wrap + Default>(
         dense(v, lb)
     });
     let (outs, info) = decompose(&a, b.as_deref(), (batch, m, n), d);
+    // The dense copies of strided views go back to the cache.
+    for copy in [Some(a), b].into_iter().flatten() {
+        if let Cow::Owned(v) = copy {
+            tapir_kernels::alloc::recycle(v);
+        }
+    }
     (outs.into_iter().map(T::wrap).collect(), info)
 }
