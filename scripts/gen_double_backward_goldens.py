@@ -85,11 +85,9 @@ def physics_informed():
     return {"inputs": as_json(inputs), "outputs": as_json(outputs)}
 
 
-def functional():
-    """torch.autograd.functional on f(x, w) = tanh(x @ w) and the scalar
-    g(x, w) = sum(tanh(x @ w)²)."""
-    from torch.autograd import functional as AF
-
+def functional_point():
+    """The point, tangents and cotangent of the functional cases, and their
+    f(x, w) = tanh(x @ w) and scalar g(x, w) = sum(tanh(x @ w)²)."""
     x, w = fill((2, 4), 41, 1.0), fill((4, 3), 42, 0.7)
     tx, tw = fill((2, 4), 43, 1.0), fill((4, 3), 44, 1.0)
     u = fill((2, 3), 45, 1.0)
@@ -100,6 +98,15 @@ def functional():
     def g(x, w):
         return (torch.tanh(x @ w) ** 2).sum()
 
+    return (x, w, tx, tw, u), f, g
+
+
+def functional():
+    """torch.autograd.functional on f(x, w) = tanh(x @ w) and the scalar
+    g(x, w) = sum(tanh(x @ w)²)."""
+    from torch.autograd import functional as AF
+
+    (x, w, tx, tw, u), f, g = functional_point()
     jx, jw = AF.jacobian(f, (x, w))
     (hxx, hxw), (hwx, hww) = AF.hessian(g, (x, w))
     _, (vx, vw) = AF.vjp(f, (x, w), u)
@@ -117,15 +124,8 @@ def functional_create_graph():
     with respect to x and w (for the Hessian, a third derivative)."""
     from torch.autograd import functional as AF
 
-    x, w = fill((2, 4), 41, 1.0).requires_grad_(), fill((4, 3), 42, 0.7).requires_grad_()
-    tx, tw = fill((2, 4), 43, 1.0), fill((4, 3), 44, 1.0)
-    u = fill((2, 3), 45, 1.0)
-
-    def f(x, w):
-        return torch.tanh(x @ w)
-
-    def g(x, w):
-        return (torch.tanh(x @ w) ** 2).sum()
+    (x, w, tx, tw, u), f, g = functional_point()
+    x, w = x.requires_grad_(), w.requires_grad_()
 
     def sq(ts):
         return sum((t ** 2).sum() for t in ts)

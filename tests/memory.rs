@@ -20,6 +20,26 @@ fn rss_kib() -> usize {
         * 4
 }
 
+/// Runs `step` 3 times to warm the cache, then 5 more, and asserts that
+/// those 5 took no new buffer from the system; the stats after them.
+fn assert_steady(step: &mut dyn FnMut()) -> memory::MemoryStats {
+    for _ in 0..3 {
+        step();
+    }
+    let warm = memory::memory_stats(Device::Cpu).unwrap();
+    for _ in 0..5 {
+        step();
+    }
+    let after = memory::memory_stats(Device::Cpu).unwrap();
+    assert_eq!(
+        after.num_device_alloc,
+        warm.num_device_alloc,
+        "5 steady-state steps took {} new buffers from the system",
+        after.num_device_alloc - warm.num_device_alloc
+    );
+    after
+}
+
 #[test]
 fn graphs_are_freed_without_backward_and_after_backward() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
@@ -73,20 +93,7 @@ fn a_steady_state_step_allocates_nothing_new_from_the_system() {
         clip_grad_norm_(&params, 1.0);
         opt.step();
     };
-    for _ in 0..3 {
-        step();
-    }
-    let warm = memory::memory_stats(Device::Cpu).unwrap();
-    for _ in 0..5 {
-        step();
-    }
-    let after = memory::memory_stats(Device::Cpu).unwrap();
-    assert_eq!(
-        after.num_device_alloc,
-        warm.num_device_alloc,
-        "5 steady-state steps took {} new buffers from the system",
-        after.num_device_alloc - warm.num_device_alloc
-    );
+    let after = assert_steady(&mut step);
     // The freed activations are cached, not returned...
     assert!(after.reserved > after.allocated, "{after:?}");
     // ...until empty_cache.
@@ -117,7 +124,7 @@ fn steady_state_scatter_attention_and_solve_steps_allocate_nothing_new() {
     let dst = Tensor::randint_with(0, nodes as i64, &[edges], &g);
     let spread = dst.reshape(&[-1, 1]).expand(&[edges, features]);
     let zeros = Tensor::zeros(&[nodes, features]);
-    let step = || {
+    let mut step = || {
         x.set_grad(None);
         let rows = x.index_select(0, &src);
         let summed = zeros.index_add(0, &dst, &rows, 1.0);
@@ -137,20 +144,7 @@ fn steady_state_scatter_attention_and_solve_steps_allocate_nothing_new() {
         let solved = tapir::linalg::solve(&m.t(), &x.narrow(0, 128, 128).narrow(1, 0, 8));
         (&(&loss + &attn.sum()) + &solved.sum()).backward();
     };
-    for _ in 0..3 {
-        step();
-    }
-    let warm = memory::memory_stats(Device::Cpu).unwrap();
-    for _ in 0..5 {
-        step();
-    }
-    let after = memory::memory_stats(Device::Cpu).unwrap();
-    assert_eq!(
-        after.num_device_alloc,
-        warm.num_device_alloc,
-        "5 steady-state steps took {} new buffers from the system",
-        after.num_device_alloc - warm.num_device_alloc
-    );
+    assert_steady(&mut step);
 }
 
 /// The fused attention keeps no `[L, S]` score matrix: through forward and
