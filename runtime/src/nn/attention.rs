@@ -226,7 +226,7 @@ crate::display_as_repr!(MultiheadAttention);
 pub(crate) fn mask_future(scores: &Tensor) -> Tensor {
     crate::trace::op("causal_mask", [scores], Vec::new, || {
         let (l, s) = (scores.size(-2), scores.size(-1));
-        let (cols, rows) = crate::ops::view::diagonal_grid(l, s, 0, scores.device());
+        let (cols, rows) = crate::ops::triangle::diagonal_grid(l, s, 0, scores.device());
         let future = cols.gt(&rows);
         scores.masked_fill(&future, f64::NEG_INFINITY)
     })

@@ -26,6 +26,7 @@ pub(crate) mod softmax;
 pub(crate) mod special;
 pub(crate) mod statistics;
 pub(crate) mod structured;
+pub(crate) mod triangle;
 pub(crate) mod unary;
 pub(crate) mod view;
 
