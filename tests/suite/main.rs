@@ -32,6 +32,7 @@ mod layer_grads;
 mod layer_table;
 mod lbfgs;
 mod linalg;
+mod linear_cross_entropy;
 mod loss_modules;
 mod margin_losses;
 mod model_macro;

@@ -233,6 +233,20 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             };
             vec![crate::nn::cross_entropy_with(a.x(0), a.x(1), &o)]
         },
+        "linear_cross_entropy_chunked" => |a| {
+            let loss = crate::nn::ChunkedLoss {
+                x: a.x(0),
+                w: a.x(1),
+                target: a.x(2),
+                bias: a.opt(3),
+                class_weight: a.opt(4),
+                reduction: crate::nn::Reduction::from_code(a.int("reduction")),
+                ignore_index: a.int("ignore_index"),
+                chunk: a.int("chunk") as usize,
+                allow_retain_graph: a.int("allow_retain_graph") != 0,
+            };
+            vec![loss.run()]
+        },
         "embedding" => |a| vec![a.x(0).embedding(a.x(1))],
         "index_select" => |a| vec![a.x(0).index_select(a.int("dim") as isize, a.x(1))],
         "scaled_dot_product_attention" => |a| {

@@ -103,6 +103,16 @@ pub fn cross_entropy(logits: &Tensor, target: &Tensor) -> Tensor {
 /// assert!((cross_entropy_with(&logits, &y, &o).item::<f32>() - 4f32.ln()).abs() < 1e-6);
 /// ```
 pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
+    cross_entropy_as(logits, target, o, "cross_entropy")
+}
+
+/// [`cross_entropy_with`] whose errors name `op`, the function the user called.
+pub(super) fn cross_entropy_as(
+    logits: &Tensor,
+    target: &Tensor,
+    o: &CrossEntropyOptions,
+    op: &'static str,
+) -> Tensor {
     use crate::trace::Attr;
     crate::trace::op(
         "cross_entropy",
@@ -114,15 +124,20 @@ pub fn cross_entropy_with(logits: &Tensor, target: &Tensor, o: &CrossEntropyOpti
                 ("label_smoothing", Attr::Float(o.label_smoothing)),
             ]
         },
-        || cross_entropy_untraced(logits, target, o),
+        || cross_entropy_untraced(logits, target, o, op),
     )
 }
 
-fn cross_entropy_untraced(logits: &Tensor, target: &Tensor, o: &CrossEntropyOptions) -> Tensor {
-    in_f32!(cross_entropy_with(logits, target), o);
+fn cross_entropy_untraced(
+    logits: &Tensor,
+    target: &Tensor,
+    o: &CrossEntropyOptions,
+    op: &'static str,
+) -> Tensor {
+    in_f32!(cross_entropy_untraced(logits, target), o, op);
     assert!(
         logits.ndim() >= 1,
-        "cross_entropy: logits need a class dim, got shape {:?}",
+        "{op}: logits need a class dim, got shape {:?}",
         logits.shape()
     );
     let class_dim = if logits.ndim() == 1 { 0 } else { 1 };
@@ -134,7 +149,7 @@ fn cross_entropy_untraced(logits: &Tensor, target: &Tensor, o: &CrossEntropyOpti
     let w = o.weight.as_ref().map(|w| {
         assert!(
             w.shape() == [c],
-            "cross_entropy: weight must have shape [{c}], got {:?}",
+            "{op}: weight must have shape [{c}], got {:?}",
             w.shape()
         );
         w.to_dtype(logits.dtype()).reshape(&wshape)
@@ -142,12 +157,12 @@ fn cross_entropy_untraced(logits: &Tensor, target: &Tensor, o: &CrossEntropyOpti
     let eps = o.label_smoothing;
     assert!(
         (0.0..=1.0).contains(&eps),
-        "cross_entropy: label_smoothing must be in [0, 1], got {eps}"
+        "{op}: label_smoothing must be in [0, 1], got {eps}"
     );
     if target.dtype().is_float() {
         assert!(
             target.shape() == logits.shape(),
-            "cross_entropy: probability targets {:?} must match logits {:?}",
+            "{op}: probability targets {:?} must match logits {:?}",
             target.shape(),
             logits.shape()
         );
@@ -170,7 +185,7 @@ fn cross_entropy_untraced(logits: &Tensor, target: &Tensor, o: &CrossEntropyOpti
             label_smoothing: 0.0,
             ..o.clone()
         },
-        "cross_entropy",
+        op,
     );
     if eps == 0.0 {
         return nll;

@@ -4,6 +4,7 @@
 mod activation;
 mod attention;
 mod batch_norm;
+mod chunked_cross_entropy;
 mod container;
 mod conv;
 mod conv3d;
@@ -20,6 +21,7 @@ pub mod init;
 mod interpolate;
 mod layers;
 mod linear;
+mod linear_cross_entropy;
 mod loss;
 mod loss_modules;
 mod margin_loss;
@@ -48,6 +50,7 @@ pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
 pub use batch_norm::{BatchNorm, batch_norm, convert_sync_batchnorm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
+pub(crate) use chunked_cross_entropy::ChunkedLoss;
 pub use container::{ModuleDict, ModuleList, Sequential};
 pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
 pub use conv3d::{Conv3d, Conv3dOptions, ConvTranspose3d, conv_transpose3d, conv3d};
@@ -71,6 +74,10 @@ pub use layers::{
     Tanh, Tanhshrink, Unflatten,
 };
 pub use linear::{Bilinear, Linear, linear};
+pub use linear_cross_entropy::{
+    ChunkingMethod, LinearCrossEntropyArgs, LinearCrossEntropyLoss, LinearCrossEntropyOptions,
+    linear_cross_entropy, linear_cross_entropy_with,
+};
 pub use loss::{
     CrossEntropyOptions, Reduction, binary_cross_entropy, binary_cross_entropy_with_logits,
     cross_entropy, cross_entropy_with, huber_loss, kl_div, l1_loss, mse_loss, nll_loss,
