@@ -23,6 +23,8 @@ Workloads (see README.md for the exact definitions):
   conv         one conv2d forward with bias under torch.no_grad, five layers
   scatter      a graph network's aggregation (100k edges, 10k nodes, 64 features):
                index_add or scatter_reduce amax, forward and backward
+  lm_head      an LM head's loss (1024 tokens, 256 features, 32000 words):
+               F.linear_cross_entropy, reference or chunked, forward and backward
   pinn         a physics-informed MLP's step: u'' from two nested create_graph
                grads, the residual's backward and an Adam step (64 points)
   linalg       torch.linalg in float64: a Gaussian-process likelihood over 64
@@ -64,6 +66,7 @@ DEFAULT_STEPS = {
     "cnn": (5, 40),
     "conv": (3, 20),
     "scatter": (3, 20),
+    "lm_head": (2, 8),
     "pinn": (20, 500),
     "linalg": (2, 10),
     "inference.b1": (200, 2000),
@@ -522,6 +525,30 @@ def bench_scatter(args, variant):
                        edges=edges, nodes=nodes, features=features)
 
 
+def bench_lm_head(args, variant):
+    """A language model's output layer and its loss: 1024 tokens of 256
+    features against a 32000-word vocabulary, F.linear_cross_entropy's mean
+    loss, forward and backward for the features and the weight; reference
+    (the whole [1024, 32000] logits) or chunked (the default
+    LinearCrossEntropyOptions())."""
+    tokens, features, vocab = 1024, 256, 32_000
+    g = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(tokens, features, generator=g).to(DEVICE).requires_grad_()
+    w = (torch.randn(vocab, features, generator=g) * 0.05).to(DEVICE).requires_grad_()
+    y = torch.randint(0, vocab, (tokens,), generator=g).to(DEVICE)
+    options = nn.LinearCrossEntropyOptions() if variant.startswith("chunked") else None
+
+    def step():
+        x.grad = None
+        w.grad = None
+        F.linear_cross_entropy(x, w, y, options=options).backward()
+
+    warm, steps = steps_for("lm_head", args.steps_scale)
+    t = time_loop(step, warm, steps)
+    return make_record("lm_head", variant, warm, steps, t, tokens,
+                       tokens=tokens, features=features, vocab=vocab)
+
+
 def bench_pinn(args, variant):
     """A physics-informed MLP's training step (tapir's ``train_pinn``
     example): 1 -> 32 -> 32 -> 1 with tanh on 64 collocation points, u''
@@ -642,6 +669,7 @@ BENCHES = {
     "inference": (bench_inference, ["b1_latency", "b256_throughput"]),
     "conv": (bench_conv, list(CONV_LAYERS)),
     "scatter": (bench_scatter, ["index_add_e100k", "scatter_amax_e100k"]),
+    "lm_head": (bench_lm_head, ["reference_v32k", "chunked_v32k"]),
     "pinn": (bench_pinn, ["train_n64"]),
     "linalg": (bench_linalg, ["gp_b64_n64", "eigh_b128_n32", "svd_n512", "solve_n1024"]),
 }

@@ -185,3 +185,44 @@ fn flash_attention_peak_memory_stays_linear_in_the_sequence() {
         mib(math)
     );
 }
+
+/// The chunked `linear_cross_entropy` keeps one chunk's logits at a time:
+/// through forward and backward its peak above the inputs is about the
+/// weight gradient's size, where the reference path holds the `[N, C]`
+/// logits, their log-softmax and its gradient (16 MiB each here).
+#[test]
+fn chunked_linear_cross_entropy_peak_memory_stays_below_the_logits() {
+    use tapir::nn::{LinearCrossEntropyArgs, LinearCrossEntropyOptions, linear_cross_entropy_with};
+    let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
+    tapir::manual_seed(5);
+    // 512 rows of 64 features, 8192 classes: logits 16 MiB, weight 2 MiB.
+    let x = Tensor::randn(&[512, 64]).requires_grad_(true);
+    let w = (&Tensor::randn(&[8192, 64]) * 0.1).requires_grad_(true);
+    let y = Tensor::randint(0, 8192, &[512]);
+    let peak = |options: Option<LinearCrossEntropyOptions>| {
+        let base = memory::memory_allocated(Device::Cpu).unwrap();
+        memory::reset_peak_memory_stats(Device::Cpu).unwrap();
+        let args = LinearCrossEntropyArgs {
+            options,
+            ..Default::default()
+        };
+        linear_cross_entropy_with(&x, &w, &y, &args).backward();
+        x.set_grad(None);
+        w.set_grad(None);
+        memory::max_memory_allocated(Device::Cpu).unwrap() - base
+    };
+    let chunked = peak(Some(LinearCrossEntropyOptions::default()));
+    let reference = peak(None);
+    let mib = |b: usize| b as f64 / (1 << 20) as f64;
+    assert!(
+        chunked < 12 << 20 && reference > 40 << 20,
+        "peak above the inputs: chunked {:.1} MiB, reference {:.1} MiB",
+        mib(chunked),
+        mib(reference)
+    );
+    eprintln!(
+        "linear_cross_entropy peak above inputs: chunked {:.1} MiB, reference {:.1} MiB",
+        mib(chunked),
+        mib(reference)
+    );
+}

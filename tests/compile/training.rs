@@ -440,3 +440,76 @@ fn cumulative_and_untracked_norms_replay_as_eager() {
     let e = compiled.explain();
     assert!(e.graph_breaks.is_empty() && e.replays == 2, "{e:?}");
 }
+
+/// A hidden layer and a chunked `LinearCrossEntropyLoss` head over a fixed
+/// target (a buffer).
+struct ChunkedHead {
+    lin: Linear,
+    head: tapir::nn::LinearCrossEntropyLoss,
+    target: Tensor,
+}
+
+impl Module for ChunkedHead {
+    fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
+        self.lin.visit(&mut |n, t, k| f(&format!("lin.{n}"), t, k));
+        self.head.visit(&mut |n, t, k| f(&format!("head.{n}"), t, k));
+        f("target", &self.target, TensorKind::Buffer);
+    }
+    fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
+        self.lin.visit_mut(&mut |n, t, k| f(&format!("lin.{n}"), t, k));
+        self.head.visit_mut(&mut |n, t, k| f(&format!("head.{n}"), t, k));
+        f("target", &mut self.target, TensorKind::Buffer);
+    }
+    fn repr(&self) -> String {
+        "ChunkedHead".into()
+    }
+}
+
+impl Forward for ChunkedHead {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        self.head.forward(&self.lin.forward(x).relu(), &self.target)
+    }
+}
+
+/// The chunked path is one recorded op: it replays, forward and backward,
+/// bit for bit, in every reduction, without a graph break.
+#[test]
+fn a_chunked_linear_cross_entropy_replays_as_eager() {
+    use tapir::nn::{LinearCrossEntropyLoss, LinearCrossEntropyOptions};
+    let _serial = serial();
+    for reduction in [Reduction::Mean, Reduction::Sum, Reduction::None] {
+        let make = || {
+            manual_seed(9);
+            let mut head = LinearCrossEntropyLoss::new(6, 11, true);
+            head.reduction = reduction;
+            head.weight = Some(Tensor::linspace(0.5, 1.5, 11));
+            head.options = Some(LinearCrossEntropyOptions {
+                batch_chunk_size: Some(3),
+                ..Default::default()
+            });
+            ChunkedHead {
+                lin: Linear::new(5, 6, true),
+                head,
+                target: Tensor::from_vec(vec![0i64, 3, 10, -100, 1, 2, 9, 3], &[8]),
+            }
+        };
+        let eager = make();
+        let opts = CompileOptions {
+            fullgraph: true,
+            ..CompileOptions::default()
+        };
+        let compiled = compile_with(make(), opts);
+        let g = Generator::new(6);
+        for _ in 0..3 {
+            let x = Tensor::randn_with(&[8, 5], &g);
+            let le = eager.forward(&x);
+            let lc = compiled.try_forward(&x).expect("no graph break");
+            let what = format!("{reduction:?}: the chunked loss, bit for bit");
+            assert_eq!(le.to_vec::<f32>(), lc.to_vec::<f32>(), "{what}");
+            assert_same_grads((&eager, &le), (&compiled, &lc), |l| l.sum(), 0.0, &what);
+        }
+        let e = compiled.explain();
+        assert!(e.graphs == 1 && e.graph_breaks.is_empty(), "{e:?}");
+        assert_eq!(e.replays, 2, "{e:?}");
+    }
+}

@@ -214,3 +214,46 @@ fn adaptive_average_pooling_over_equal_windows_is_their_mean() {
         panic!("adaptive_avg_pool2d: {e}");
     }
 }
+
+/// `addmm_` adds the product where the destination stands (one GEMM on
+/// the CPU in f32 and f64) and is `beta * self + alpha * a @ b` otherwise:
+/// against the composition, with transposed operands, for a view
+/// destination, `beta` 0 over NaN, and a half dtype.
+#[test]
+fn addmm_in_place_is_the_composition() {
+    for dtype in [DType::F64, DType::F32, DType::BF16] {
+        let tol = match dtype {
+            DType::F64 => 1e-12,
+            DType::F32 => 1e-5,
+            _ => 1e-2,
+        };
+        let a = Tensor::randn(&[70, 33]).to_dtype(dtype);
+        let b = Tensor::randn(&[50, 33]).to_dtype(dtype).t(); // column-major [33, 50]
+        for (beta, alpha) in [(1.0, 1.0), (0.5, -2.0), (0.0, 1.0)] {
+            let start = Tensor::randn(&[70, 50]).to_dtype(dtype);
+            if beta == 0.0 {
+                start.fill_(f64::NAN);
+            }
+            let want = if beta == 0.0 {
+                &a.mm(&b) * alpha
+            } else {
+                &(&start * beta) + &(&a.mm(&b) * alpha)
+            };
+            let acc = start.clone();
+            acc.addmm_(&a, &b, beta, alpha);
+            let d = max_rel_diff(&acc.to_dtype(DType::F64), &want.to_dtype(DType::F64));
+            assert!(d < tol, "{dtype} beta {beta} alpha {alpha}: {d}");
+        }
+        // A strided destination (a column slice) takes the composed path.
+        let wide = Tensor::zeros(&[70, 60]).to_dtype(dtype);
+        let view = wide.narrow(1, 5, 50);
+        view.addmm_(&a, &b, 1.0, 1.0);
+        let d = max_rel_diff(&view.to_dtype(DType::F64), &a.mm(&b).to_dtype(DType::F64));
+        assert!(d < tol, "{dtype} view: {d}");
+        assert_eq!(wide.narrow(1, 0, 5).abs().sum().item::<f64>(), 0.0);
+    }
+    let msg = crate::common::panic_message(|| {
+        Tensor::zeros(&[3, 3]).addmm_(&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3, 3]), 1.0, 1.0);
+    });
+    assert!(msg.starts_with("addmm_: [3, 3] += [3, 2] @ [3, 3] does not fit"), "{msg}");
+}

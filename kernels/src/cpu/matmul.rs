@@ -35,6 +35,35 @@ pub fn matmul_bias<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout, bias: &
     product(a, la, b, lb, Some(bias))
 }
 
+/// `out += a @ b` for 2-D views `[m, k]` and `[k, n]` into a dense
+/// row-major `[m, n]` `out` (PyTorch's `addmm_`): the GEMM adds to `out`
+/// where it stands, so a gradient summed over many products (a chunked
+/// loss's weight gradient) costs no temporary and no extra pass.
+pub fn matmul_accumulate<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout, out: &mut [T]) {
+    assert!(
+        la.ndim() == 2 && lb.ndim() == 2 && la.shape[1] == lb.shape[0],
+        "matmul_accumulate kernel: {:?} @ {:?}",
+        la.shape,
+        lb.shape
+    );
+    let (m, k, n) = (la.shape[0], la.shape[1], lb.shape[1]);
+    assert!(
+        out.len() == m * n,
+        "matmul_accumulate kernel: output of {} for {m} x {n}",
+        out.len()
+    );
+    if k == 0 || m * n == 0 {
+        return;
+    }
+    crate::threads::warn_if_unoptimised();
+    crate::stats::count_matmul(1);
+    let (ars, acs, brs, bcs) = (la.strides[0], la.strides[1], lb.strides[0], lb.strides[1]);
+    plan_products(out, (m, n, k), &[la.offset], &[lb.offset], ars, |d, ao, bo, m, p| {
+        let (a, b) = (Operand::new(a, ao, ars, acs), Operand::new(b, bo, brs, bcs));
+        T::product((m, n, k), Dst::Accumulate(d), None, a, b, p)
+    });
+}
+
 /// `a @ b`, plus `bias` along the columns when given (2-D only). The
 /// output is written once: not zero-filled first, and the bias joins in the
 /// GEMM's epilogue where the element type can (bf16), else as the starting

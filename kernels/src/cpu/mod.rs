@@ -38,7 +38,7 @@ pub use index::{
     IndexValue, Indices, ScatterMode, ScatterValue, gather, index_add_rows, index_select,
     indices_below, scatter_add, scatter_assign, scatter_reduce,
 };
-pub use matmul::{matmul, matmul_bias};
+pub use matmul::{matmul, matmul_accumulate, matmul_bias};
 pub use matmul_bf16::{bf16_matmul_available, matmul_bf16};
 pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, layer_norm_rows};
 pub use optim::{

@@ -494,6 +494,10 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         "sub_" => |a| vec![a.x(0).sub_(a.x(1)).clone()],
         "mul_" => |a| vec![a.x(0).mul_(a.x(1)).clone()],
         "div_" => |a| vec![a.x(0).div_(a.x(1)).clone()],
+        "addmm_" => |a| {
+            let (beta, alpha) = (a.float("beta"), a.float("alpha"));
+            vec![a.x(0).addmm_(a.x(1), a.x(2), beta, alpha).clone()]
+        },
         "add_scaled_" => |a| vec![a.x(0).add_scaled_(a.x(1), a.float("alpha")).clone()],
         "mul_scalar_" => |a| vec![a.x(0).mul_scalar_(a.float("value")).clone()],
         "add_scalar_" => |a| vec![a.x(0).add_scalar_(a.float("value")).clone()],

@@ -102,6 +102,66 @@ impl Tensor {
         )
     }
 
+    /// `self = beta * self + alpha * (mat1 @ mat2)` in place (PyTorch's
+    /// `Tensor.addmm_`; `beta` 0 does not read `self`). With both factors
+    /// 1 on the CPU the GEMM adds to `self` where it stands: no temporary,
+    /// one pass.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let acc = Tensor::ones(&[2, 2]);
+    /// acc.addmm_(&Tensor::ones(&[2, 3]), &Tensor::ones(&[3, 2]), 1.0, 1.0);
+    /// assert_eq!(acc.to_vec::<f32>(), vec![4.0; 4]);
+    /// ```
+    pub fn addmm_(&self, mat1: &Tensor, mat2: &Tensor, beta: f64, alpha: f64) -> &Tensor {
+        trace::op(
+            "addmm_",
+            [self, mat1, mat2],
+            || vec![("beta", Attr::Float(beta)), ("alpha", Attr::Float(alpha))],
+            || {
+                self.check_writable("addmm_");
+                super::same_device(self, mat1, "addmm_");
+                super::same_device(self, mat2, "addmm_");
+                let (m, n) = (mat1.shape().first(), mat2.shape().get(1));
+                assert!(
+                    mat1.ndim() == 2
+                        && mat2.ndim() == 2
+                        && mat1.shape()[1] == mat2.shape()[0]
+                        && self.shape() == [*m.unwrap_or(&0), *n.unwrap_or(&0)],
+                    "addmm_: {:?} += {:?} @ {:?} does not fit (want [m, n] += [m, k] @ [k, n])",
+                    self.shape(),
+                    mat1.shape(),
+                    mat2.shape()
+                );
+                let fused = beta == 1.0
+                    && alpha == 1.0
+                    && mat1.dtype() == self.dtype()
+                    && mat2.dtype() == self.dtype()
+                    && !mat1.same_storage(self)
+                    && !mat2.same_storage(self)
+                    && !self.device().is_cuda()
+                    && self.is_contiguous()
+                    && self.write().matmul_accumulate(
+                        self.layout(),
+                        &mat1.read(),
+                        mat1.layout(),
+                        &mat2.read(),
+                        mat2.layout(),
+                    );
+                if !fused {
+                    let product = mat1.mm(mat2);
+                    match beta {
+                        0.0 => self.fill_(0.0),
+                        1.0 => self,
+                        _ => self.mul_scalar_(beta),
+                    };
+                    self.add_scaled_(&product, alpha);
+                }
+                self
+            },
+        )
+    }
+
     /// `self -= other` (broadcast to self's shape).
     pub fn sub_(&self, other: &Tensor) -> &Tensor {
         trace::op("sub_", [self, other], Vec::new, || {

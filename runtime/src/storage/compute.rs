@@ -177,6 +177,24 @@ impl Storage {
         }
     }
 
+    /// `self[l] += a @ b` in one GEMM for 2-D views, where the device has
+    /// such a kernel (the CPU, in f32 and f64) and `l` is dense; `false`
+    /// elsewhere (nothing written), and the caller composes matmul and add.
+    pub fn matmul_accumulate(
+        &mut self,
+        l: &Layout,
+        a: &Storage,
+        la: &Layout,
+        b: &Storage,
+        lb: &Layout,
+    ) -> bool {
+        match (self, a, b) {
+            (Storage::Cpu(d), Storage::Cpu(x), Storage::Cpu(y)) => d.matmul_accumulate(l, x, la, y, lb),
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
     /// `a @ b + bias` in one pass for 2-D views and a 1-D bias, where the
     /// device has such a kernel (the CPU); `None` elsewhere, and the caller
     /// composes matmul and add.

@@ -391,6 +391,31 @@ impl CpuBuffer {
         self.gemm(la, rhs, lb, None)
     }
 
+    /// `self[l] += a @ b` for 2-D views where `l` is dense row-major and all
+    /// three share a float dtype the GEMM takes (f32, f64); `false` (nothing
+    /// written) otherwise, and the caller composes matmul and add.
+    pub fn matmul_accumulate(
+        &mut self,
+        l: &Layout,
+        a: &CpuBuffer,
+        la: &Layout,
+        b: &CpuBuffer,
+        lb: &Layout,
+    ) -> bool {
+        use CpuBuffer::*;
+        let n = l.shape.iter().product::<usize>();
+        if !l.is_contiguous() {
+            return false;
+        }
+        let span = l.offset..l.offset + n;
+        match (self, a, b) {
+            (F32(d), F32(x), F32(y)) => cpu::matmul_accumulate(x, la, y, lb, &mut d[span]),
+            (F64(d), F64(x), F64(y)) => cpu::matmul_accumulate(x, la, y, lb, &mut d[span]),
+            _ => return false,
+        }
+        true
+    }
+
     /// `a @ b + bias` for 2-D views and a 1-D bias in one kernel (PyTorch's
     /// addmm).
     pub fn matmul_bias(
