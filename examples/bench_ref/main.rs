@@ -33,9 +33,9 @@
 mod seed;
 
 mod linalg;
+mod lm_head;
 mod measure;
 mod pinn;
-mod lm_head;
 mod scatter;
 mod workloads;
 

@@ -452,12 +452,15 @@ struct ChunkedHead {
 impl Module for ChunkedHead {
     fn visit(&self, f: &mut dyn FnMut(&str, &Tensor, TensorKind)) {
         self.lin.visit(&mut |n, t, k| f(&format!("lin.{n}"), t, k));
-        self.head.visit(&mut |n, t, k| f(&format!("head.{n}"), t, k));
+        self.head
+            .visit(&mut |n, t, k| f(&format!("head.{n}"), t, k));
         f("target", &self.target, TensorKind::Buffer);
     }
     fn visit_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor, TensorKind)) {
-        self.lin.visit_mut(&mut |n, t, k| f(&format!("lin.{n}"), t, k));
-        self.head.visit_mut(&mut |n, t, k| f(&format!("head.{n}"), t, k));
+        self.lin
+            .visit_mut(&mut |n, t, k| f(&format!("lin.{n}"), t, k));
+        self.head
+            .visit_mut(&mut |n, t, k| f(&format!("head.{n}"), t, k));
         f("target", &mut self.target, TensorKind::Buffer);
     }
     fn repr(&self) -> String {

@@ -255,5 +255,8 @@ fn addmm_in_place_is_the_composition() {
     let msg = crate::common::panic_message(|| {
         Tensor::zeros(&[3, 3]).addmm_(&Tensor::zeros(&[3, 2]), &Tensor::zeros(&[3, 3]), 1.0, 1.0);
     });
-    assert!(msg.starts_with("addmm_: [3, 3] += [3, 2] @ [3, 3] does not fit"), "{msg}");
+    assert!(
+        msg.starts_with("addmm_: [3, 3] += [3, 2] @ [3, 3] does not fit"),
+        "{msg}"
+    );
 }

@@ -58,10 +58,17 @@ pub fn matmul_accumulate<T: Float>(a: &[T], la: &Layout, b: &[T], lb: &Layout, o
     crate::threads::warn_if_unoptimised();
     crate::stats::count_matmul(1);
     let (ars, acs, brs, bcs) = (la.strides[0], la.strides[1], lb.strides[0], lb.strides[1]);
-    plan_products(out, (m, n, k), &[la.offset], &[lb.offset], ars, |d, ao, bo, m, p| {
-        let (a, b) = (Operand::new(a, ao, ars, acs), Operand::new(b, bo, brs, bcs));
-        T::product((m, n, k), Dst::Accumulate(d), None, a, b, p)
-    });
+    plan_products(
+        out,
+        (m, n, k),
+        &[la.offset],
+        &[lb.offset],
+        ars,
+        |d, ao, bo, m, p| {
+            let (a, b) = (Operand::new(a, ao, ars, acs), Operand::new(b, bo, brs, bcs));
+            T::product((m, n, k), Dst::Accumulate(d), None, a, b, p)
+        },
+    );
 }
 
 /// `a @ b`, plus `bias` along the columns when given (2-D only). The

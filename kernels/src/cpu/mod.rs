@@ -52,8 +52,8 @@ pub use program::{Operand, run_program};
 pub use range::{arange_f32, arange_i64};
 pub use reduce::reduce;
 pub use softmax::{
-    log_softmax_rows, scaled_softmax_backward_rows, scaled_softmax_backward_rows_bf16,
-    scaled_softmax_rows, softmax_rows, softmax_rows_bf16,
+    log_softmax_backward_rows, log_softmax_rows, scaled_softmax_backward_rows,
+    scaled_softmax_backward_rows_bf16, scaled_softmax_rows, softmax_rows, softmax_rows_bf16,
 };
 pub use strided::coalesce;
 pub(crate) use strided::for_rows;

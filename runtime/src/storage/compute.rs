@@ -189,7 +189,9 @@ impl Storage {
         lb: &Layout,
     ) -> bool {
         match (self, a, b) {
-            (Storage::Cpu(d), Storage::Cpu(x), Storage::Cpu(y)) => d.matmul_accumulate(l, x, la, y, lb),
+            (Storage::Cpu(d), Storage::Cpu(x), Storage::Cpu(y)) => {
+                d.matmul_accumulate(l, x, la, y, lb)
+            }
             #[allow(unreachable_patterns)]
             _ => false,
         }
@@ -307,6 +309,14 @@ impl Storage {
     pub fn scaled_softmax_backward(&self, g: &Storage, lg: &Layout, scale: f64) -> Storage {
         let g = g.host();
         self.map_host(|y| y.scaled_softmax_backward(&g, lg, scale))
+    }
+
+    /// The input gradient of log-softmax over the last dim from its dense
+    /// output (this storage) and the upstream gradient `g` (view `lg`), in
+    /// one pass per row. Callers ask `fuses_scaled_softmax` first.
+    pub fn log_softmax_backward(&self, g: &Storage, lg: &Layout) -> Storage {
+        let g = g.host();
+        self.map_host(|y| y.log_softmax_backward(&g, lg))
     }
 
     /// `Σ x²` of each view, in one parallel job over all of them (gradient

@@ -159,6 +159,27 @@ impl CpuBuffer {
         }
     }
 
+    /// The gradient of log-softmax over the last dim from its dense output
+    /// (this buffer) and the upstream `g` (view `lg`); half types in f32,
+    /// rounded once.
+    pub fn log_softmax_backward(&self, g: &CpuBuffer, lg: &Layout) -> CpuBuffer {
+        let n = lg.shape.last().copied().unwrap_or(1);
+        let dense = Layout::contiguous(&lg.shape);
+        match (self, g) {
+            (CpuBuffer::F32(y), CpuBuffer::F32(g)) => {
+                CpuBuffer::F32(cpu::log_softmax_backward_rows(y, &contiguous(g, lg), n))
+            }
+            (CpuBuffer::F64(y), CpuBuffer::F64(g)) => {
+                CpuBuffer::F64(cpu::log_softmax_backward_rows(y, &contiguous(g, lg), n))
+            }
+            (y, g) => {
+                let (y32, g32): (Vec<f32>, Vec<f32>) = (y.to_vec(&dense), g.to_vec(lg));
+                let dx = cpu::log_softmax_backward_rows(&y32, &g32, n);
+                CpuBuffer::F32(dx).into_dtype(y.dtype())
+            }
+        }
+    }
+
     /// Fused attention of q (this buffer, view `lq`), k and v (their views
     /// read in place: rows contiguous, any slice offsets and row strides):
     /// `[out, lse]` (see `Storage`).
