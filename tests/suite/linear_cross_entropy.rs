@@ -254,31 +254,20 @@ fn the_chunked_path_refuses_a_second_derivative_clearly() {
     let x = Tensor::randn(&[4, 3]).requires_grad_(true);
     let w = Tensor::randn(&[5, 3]).requires_grad_(true);
     let y = Tensor::from_vec(vec![0i64, 4, 1, 2], &[4]);
-    let loss = linear_cross_entropy_with(&x, &w, &y, &chunked(Reduction::Mean, 2));
-    let g = grad_with(
-        &[&loss],
-        &[&x],
-        GradOptions {
+    // The loss's gradient for `x`, itself differentiable where it can be.
+    let grad_x = |args: &LinearCrossEntropyArgs| {
+        let loss = linear_cross_entropy_with(&x, &w, &y, args);
+        let opts = GradOptions {
             create_graph: true,
             ..Default::default()
-        },
-    )
-    .remove(0)
-    .unwrap();
+        };
+        grad_with(&[&loss], &[&x], opts).remove(0).unwrap()
+    };
+    let g = grad_x(&chunked(Reduction::Mean, 2));
     let msg = panic_message(|| g.sum().backward());
     assert!(msg.contains(CHUNKED), "{msg}");
     // The reference path differentiates twice, as PyTorch's does.
-    let loss = linear_cross_entropy_with(&x, &w, &y, &Default::default());
-    let g = grad_with(
-        &[&loss],
-        &[&x],
-        GradOptions {
-            create_graph: true,
-            ..Default::default()
-        },
-    )
-    .remove(0)
-    .unwrap();
+    let g = grad_x(&Default::default());
     (&g * &g).sum().backward();
     assert!(w.grad().is_some());
 }

@@ -135,15 +135,7 @@ pub fn log_softmax_backward_rows<T: Float>(y: &[T], g: &[T], len: usize) -> Vec<
         #[inline(always)]
         |r, yr, dst| {
             let gr = &g[r * len..(r + 1) * len];
-            let mut acc = [T::zero(); LANES];
-            let mut chunks = gr.chunks_exact(LANES);
-            for b in &mut chunks {
-                for l in 0..LANES {
-                    acc[l] = acc[l] + b[l];
-                }
-            }
-            let tail = chunks.remainder().iter().fold(T::zero(), |s, &v| s + v);
-            let sum = acc.iter().fold(tail, |s, &v| s + v);
+            let sum = lanes_sum(gr);
             for ((d, &y), &g) in dst.iter_mut().zip(yr).zip(gr) {
                 *d = g - y.fast_exp() * sum;
             }
@@ -315,6 +307,21 @@ unsafe fn row_blocks<D: Send + 'static>(
 /// Lanes for the row reductions: 16 independent partial results, so the
 /// loops vectorise (a single float accumulator is a serial chain).
 const LANES: usize = 16;
+
+/// The sum of `x` over `LANES` independent accumulators (so the loop
+/// vectorises), then across them.
+#[inline(always)]
+fn lanes_sum<T: Float>(x: &[T]) -> T {
+    let mut acc = [T::zero(); LANES];
+    let chunks = x.chunks_exact(LANES);
+    let tail = chunks.remainder().iter().fold(T::zero(), |s, &v| s + v);
+    for c in chunks {
+        for l in 0..LANES {
+            acc[l] = acc[l] + c[l];
+        }
+    }
+    acc.iter().fold(tail, |s, &v| s + v)
+}
 
 /// The largest element (`-inf` for none).
 #[inline(always)]

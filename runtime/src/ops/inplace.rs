@@ -139,7 +139,6 @@ impl Tensor {
                     && mat2.dtype() == self.dtype()
                     && !mat1.same_storage(self)
                     && !mat2.same_storage(self)
-                    && !self.device().is_cuda()
                     && self.is_contiguous()
                     && self.write().matmul_accumulate(
                         self.layout(),
