@@ -95,7 +95,7 @@ wanted device && check cudnn "$bins/cudnn" --include-ignored --nocapture --test-
 # Pinned host memory: DMA copies, write/drop ordering, pinned loader batches.
 wanted device && check pinned "$bins/pinned" --include-ignored --nocapture --test-threads 1 --skip without_a_gpu
 if wanted goldens; then
-    for suite in goldens nn_goldens training; do
+    for suite in goldens nn_goldens training linear_cross_entropy; do
         # The golden suites are modules of the `suite` test binary.
         check "golden-$suite" env TAPIR_TEST_DEVICE=cuda:0 "$bins/suite" "$suite::" --test-threads 1
     done
