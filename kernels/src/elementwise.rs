@@ -356,7 +356,7 @@ unary_rows! {
     /// -1, 0 or 1 (NaN stays NaN).
     Sign = "sign", |x| sign(x), cuda "sign_f(v)", int |x| x.signum();
     /// `e^x`.
-    Exp = "exp", |x| x.exp(), cuda "expf(v)";
+    Exp = "exp", |x| x.vec_exp(), cuda "expf(v)";
     /// The natural logarithm.
     Log = "log", |x| x.ln(), cuda "logf(v)", domain Positive;
     /// `ln(1 + x)`.

@@ -21,6 +21,15 @@ pub trait Float:
     /// results, 0 below `exp`'s normal range (about -87.3), `inf` above
     /// about 88.7, NaN for NaN; for f64 libm's `exp`.
     fn fast_exp(self) -> Self;
+    /// `exp` as [`Float::fast_exp`] computes it, with subnormal results too
+    /// (down to about -103.97 for f32, below which `exp` rounds to 0):
+    /// within 1 ulp of the correctly rounded `exp` over every f32 (a full
+    /// sweep: `TAPIR_FULL_SWEEP=1`), the bound of PyTorch's vectorised CPU `exp` (Sleef's
+    /// `u10`). What the `exp` op runs: libm's `expf` took 2.7 ns an
+    /// element here. Kernels whose results feed further arithmetic (the
+    /// softmax rows) keep `fast_exp`, whose 0 below the normal range
+    /// spares them subnormal operands. For f64 libm's `exp`.
+    fn vec_exp(self) -> Self;
     /// `tanh`, written so that a loop of it vectorises (libm's `tanhf` is a
     /// scalar call, 13 ns an element here): for f32 Eigen's rational
     /// approximation, within a few ulp; for f64 libm's `tanh`.
@@ -52,40 +61,11 @@ impl Float for f32 {
     }
     #[inline(always)]
     fn fast_exp(self) -> Self {
-        // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2
-        // split in two (Cody-Waite) so r is exact to f32. The rounding adds
-        // and subtracts 1.5 * 2^23 instead of calling `round`, which before
-        // SSE4.1 is a libm call and would stop the loop vectorising.
-        const MIN: f32 = -87.336_55; // ln(f32::MIN_POSITIVE)
-        const MAX: f32 = 88.722_83; // ln(f32::MAX)
-        let x = self.clamp(MIN, MAX);
-        let shifted = x * std::f32::consts::LOG2_E + 12_582_912.0;
-        let n = shifted - 12_582_912.0;
-        let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
-        let mut p = 1.987_569_1e-4f32;
-        p = p * r + 1.398_199_9e-3;
-        p = p * r + 8.333_452e-3;
-        p = p * r + 4.166_579_6e-2;
-        p = p * r + 1.666_666_5e-1;
-        p = p * r + 0.5;
-        let y = p * r * r + r + 1.0;
-        // 2^n in two halves, so n = 128 (x near MAX) and n = -126 both stay
-        // representable: 2^(n - h) * 2^h with h = n / 2. The integer n is
-        // read from the low bits of `shifted` (1.5 * 2^23 + n): `n as i32`
-        // saturates, which LLVM does one lane at a time.
-        let n = shifted.to_bits() as i32 - 0x4B40_0000;
-        let h = n >> 1;
-        let two_to = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
-        let y = y * two_to(n - h) * two_to(h);
-        if self.is_nan() {
-            self
-        } else if self < MIN {
-            0.0
-        } else if self > MAX {
-            f32::INFINITY
-        } else {
-            y
-        }
+        exp_above(self, -87.336_55) // ln(f32::MIN_POSITIVE)
+    }
+    #[inline(always)]
+    fn vec_exp(self) -> Self {
+        exp_above(self, -103.972_08) // ln(2^-150): below, exp rounds to 0
     }
     #[inline(always)]
     fn fast_tanh(self) -> Self {
@@ -133,6 +113,47 @@ impl Float for f32 {
     }
 }
 
+/// `exp(x)` for `x >= min` (0 below), branch-free so loops vectorise: a
+/// Cephes polynomial, within 1 ulp for normal results; `min` down to
+/// -103.97 gives subnormal ones, rounded once.
+#[inline(always)]
+fn exp_above(this: f32, min: f32) -> f32 {
+    // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2
+    // split in two (Cody-Waite) so r is exact to f32. The rounding adds
+    // and subtracts 1.5 * 2^23 instead of calling `round`, which before
+    // SSE4.1 is a libm call and would stop the loop vectorising.
+    const MAX: f32 = 88.722_83; // ln(f32::MAX)
+    let x = this.clamp(min, MAX);
+    let shifted = x * std::f32::consts::LOG2_E + 12_582_912.0;
+    let n = shifted - 12_582_912.0;
+    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
+    let mut p = 1.987_569_1e-4f32;
+    p = p * r + 1.398_199_9e-3;
+    p = p * r + 8.333_452e-3;
+    p = p * r + 4.166_579_6e-2;
+    p = p * r + 1.666_666_5e-1;
+    p = p * r + 0.5;
+    let y = p * r * r + r + 1.0;
+    // 2^n in two halves, so n = 128 (x near MAX) and n down to -150 (a
+    // subnormal result) stay representable: 2^(n - h) * 2^h with h = n / 2,
+    // the last product rounding once. The integer n is read from the low
+    // bits of `shifted` (1.5 * 2^23 + n): `n as i32` saturates, which LLVM
+    // does one lane at a time.
+    let n = shifted.to_bits() as i32 - 0x4B40_0000;
+    let h = n >> 1;
+    let two_to = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
+    let y = y * two_to(n - h) * two_to(h);
+    if this.is_nan() {
+        this
+    } else if this < min {
+        0.0
+    } else if this > MAX {
+        f32::INFINITY
+    } else {
+        y
+    }
+}
+
 impl Float for f64 {
     #[inline]
     fn erf(self) -> Self {
@@ -140,6 +161,10 @@ impl Float for f64 {
     }
     #[inline(always)]
     fn fast_exp(self) -> Self {
+        self.exp()
+    }
+    #[inline(always)]
+    fn vec_exp(self) -> Self {
         self.exp()
     }
     #[inline(always)]
@@ -200,6 +225,40 @@ mod tests {
         assert_eq!(f32::INFINITY.fast_tanh(), 1.0);
         assert_eq!(f32::NEG_INFINITY.fast_tanh(), -1.0);
         assert!(f32::NAN.fast_tanh().is_nan());
+    }
+
+    /// Every 61st f32 from -104 to 89 (every one with
+    /// `TAPIR_FULL_SWEEP=1`: 2.2 G values, 39 s here), and the specials:
+    /// `vec_exp` within 1 ulp of the correctly rounded `exp`, subnormal
+    /// results included.
+    #[test]
+    fn vec_exp_is_within_one_ulp_of_exp_for_every_f32() {
+        let full = std::env::var("TAPIR_FULL_SWEEP").is_ok_and(|v| v == "1");
+        let stride = if full { 1 } else { 61 };
+        let mut worst = (0, 0.0f32);
+        let mut subnormal = 0;
+        let check = |x: f32, worst: &mut (u32, f32)| {
+            let want = (x as f64).exp() as f32;
+            let d = ulps(x.vec_exp(), want);
+            if d > worst.0 {
+                *worst = (d, x);
+            }
+            want != 0.0 && !want.is_normal()
+        };
+        for bits in ((-0f32).to_bits()..=(-104f32).to_bits()).step_by(stride) {
+            subnormal += check(f32::from_bits(bits), &mut worst) as usize;
+        }
+        for bits in (0..=89f32.to_bits()).step_by(stride) {
+            check(f32::from_bits(bits), &mut worst);
+        }
+        assert!(worst.0 <= 1, "{} ulp at x = {}", worst.0, worst.1);
+        assert!(subnormal > 0, "the sweep reached subnormal results");
+        assert_eq!((-103.5f32).vec_exp(), f32::from_bits(1)); // the least subnormal
+        assert_eq!((-105f32).vec_exp(), 0.0);
+        assert_eq!(f32::NEG_INFINITY.vec_exp(), 0.0);
+        assert_eq!(f32::INFINITY.vec_exp(), f32::INFINITY);
+        assert_eq!(89f32.vec_exp(), f32::INFINITY);
+        assert!(f32::NAN.vec_exp().is_nan());
     }
 
     #[test]

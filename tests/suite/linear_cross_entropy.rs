@@ -449,11 +449,17 @@ fn strided_and_empty_batches_match_the_reference_path() {
             Tensor::randn(&[5, 9]).to_dtype(DType::F64).t(),
             Tensor::randint(0, 7, &[9]),
         ),
-        (Tensor::zeros(&[0, 5]).to_dtype(DType::F64), Tensor::zeros(&[0]).to_dtype(DType::I64)),
+        (
+            Tensor::zeros(&[0, 5]).to_dtype(DType::F64),
+            Tensor::zeros(&[0]).to_dtype(DType::I64),
+        ),
     ] {
         for reduction in [Reduction::Mean, Reduction::Sum, Reduction::None] {
             let run = |args: LinearCrossEntropyArgs| {
-                let (x, w) = (x.detach().requires_grad_(true), w.detach().requires_grad_(true));
+                let (x, w) = (
+                    x.detach().requires_grad_(true),
+                    w.detach().requires_grad_(true),
+                );
                 let loss = linear_cross_entropy_with(&x, &w, &y, &args);
                 loss.sum().backward();
                 [loss, x.grad().unwrap(), w.grad().unwrap()]
@@ -464,8 +470,18 @@ fn strided_and_empty_batches_match_the_reference_path() {
             };
             let want = run(reference);
             let got = run(chunked(reduction, 4));
-            for (what, (g, w)) in ["loss", "grad x", "grad w"].iter().zip(got.iter().zip(&want)) {
-                close(&format!("{:?} {reduction:?} {what}", x.shape()), g, w, 1e-12, 1e-12).unwrap();
+            for (what, (g, w)) in ["loss", "grad x", "grad w"]
+                .iter()
+                .zip(got.iter().zip(&want))
+            {
+                close(
+                    &format!("{:?} {reduction:?} {what}", x.shape()),
+                    g,
+                    w,
+                    1e-12,
+                    1e-12,
+                )
+                .unwrap();
             }
         }
     }
