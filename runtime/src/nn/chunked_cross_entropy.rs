@@ -83,7 +83,8 @@ impl ChunkedLoss<'_> {
         ];
         let has_bias = self.bias.is_some();
         if self.reduction == Reduction::None {
-            // (The f32 result goes out of scope: the op's output is its own.)
+            // Cast inside the closure: the rows it casts from die there, so
+            // the recorded output is not shared.
             let rows = autograd::no_grad(|| plan.pass(None, [false; 3]).0.to_dtype(self.x.dtype()));
             return Tensor::record(
                 rows,
@@ -109,7 +110,7 @@ impl ChunkedLoss<'_> {
             };
             (loss.to_dtype(self.x.dtype()), grads)
         });
-        let mut stash = Some(in_dtypes(grads, dtypes, self.bias.is_some()));
+        let mut stash = Some(in_dtypes(grads, dtypes, has_bias));
         let keep = self.allow_retain_graph;
         Tensor::record(loss, "LinearCrossEntropyChunkedBackward0", &inputs, || {
             move |g: &Tensor, _: &[bool]| {
