@@ -40,6 +40,15 @@ fn assert_steady(step: &mut dyn FnMut()) -> memory::MemoryStats {
     after
 }
 
+/// How far the CPU's allocated bytes rose above their level now while
+/// `f` ran (its peak, from a reset peak counter).
+fn peak_above_now(f: impl FnOnce()) -> usize {
+    let base = memory::memory_allocated(Device::Cpu).unwrap();
+    memory::reset_peak_memory_stats(Device::Cpu).unwrap();
+    f();
+    memory::max_memory_allocated(Device::Cpu).unwrap() - base
+}
+
 #[test]
 fn graphs_are_freed_without_backward_and_after_backward() {
     let _alone = ALONE.lock().unwrap_or_else(|e| e.into_inner());
@@ -158,18 +167,17 @@ fn flash_attention_peak_memory_stays_linear_in_the_sequence() {
     // 4 heads of 1024 positions x 32: each input 512 KiB, scores 16 MiB.
     let qkv = [0, 1, 2].map(|_| Tensor::randn(&[1, 4, 1024, 32]).requires_grad_(true));
     let peak = |backend: SdpBackend| {
-        let base = memory::memory_allocated(Device::Cpu).unwrap();
-        memory::reset_peak_memory_stats(Device::Cpu).unwrap();
-        sdpa_kernel(&[backend], || {
-            let [q, k, v] = &qkv;
-            scaled_dot_product_attention(q, k, v, None, 0.0, true, None)
-                .sum()
-                .backward();
-        });
-        for t in &qkv {
-            t.set_grad(None);
-        }
-        memory::max_memory_allocated(Device::Cpu).unwrap() - base
+        peak_above_now(|| {
+            sdpa_kernel(&[backend], || {
+                let [q, k, v] = &qkv;
+                scaled_dot_product_attention(q, k, v, None, 0.0, true, None)
+                    .sum()
+                    .backward();
+            });
+            for t in &qkv {
+                t.set_grad(None);
+            }
+        })
     };
     let (flash, math) = (peak(SdpBackend::Flash), peak(SdpBackend::Math));
     let mib = |b: usize| b as f64 / (1 << 20) as f64;
@@ -200,16 +208,15 @@ fn chunked_linear_cross_entropy_peak_memory_stays_below_the_logits() {
     let w = (&Tensor::randn(&[8192, 64]) * 0.1).requires_grad_(true);
     let y = Tensor::randint(0, 8192, &[512]);
     let peak = |options: Option<LinearCrossEntropyOptions>| {
-        let base = memory::memory_allocated(Device::Cpu).unwrap();
-        memory::reset_peak_memory_stats(Device::Cpu).unwrap();
-        let args = LinearCrossEntropyArgs {
-            options,
-            ..Default::default()
-        };
-        linear_cross_entropy_with(&x, &w, &y, &args).backward();
-        x.set_grad(None);
-        w.set_grad(None);
-        memory::max_memory_allocated(Device::Cpu).unwrap() - base
+        peak_above_now(|| {
+            let args = LinearCrossEntropyArgs {
+                options,
+                ..Default::default()
+            };
+            linear_cross_entropy_with(&x, &w, &y, &args).backward();
+            x.set_grad(None);
+            w.set_grad(None);
+        })
     };
     let chunked = peak(Some(LinearCrossEntropyOptions::default()));
     let reference = peak(None);
