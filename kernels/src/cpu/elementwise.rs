@@ -90,10 +90,10 @@ where
         return map_dense_with(&src[off..off + n], c, f);
     }
     let (shape, strides) = coalesce(&l.shape, &[&l.strides]);
-    let mut out = alloc::filled(n, U::default());
+    let mut out = alloc::with_capacity(n);
     let rows = row_count(&shape);
     let len = n / rows.max(1);
-    let fill = |start: usize, chunk: &mut [U]| {
+    let fill = |start: usize, chunk: &mut [MaybeUninit<U>]| {
         let mut pos = 0;
         for_rows(
             &shape,
@@ -102,14 +102,18 @@ where
             start,
             start + chunk.len() / len.max(1),
             |[b], len, [s]| {
-                for i in 0..len {
-                    chunk[pos + i] = f(src[b + i * s], c);
+                for (i, d) in chunk[pos..pos + len].iter_mut().enumerate() {
+                    d.write(f(src[b + i * s], c));
                 }
                 pos += len;
             },
         );
     };
-    run_rows(&mut out, rows, len, fill);
+    run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
+    // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
+    // every row of the `n` slots once, and `fill` writes each element of
+    // each row it is given.
+    unsafe { out.set_len(n) };
     out
 }
 
@@ -224,11 +228,14 @@ where
             |y, x| f(x, y),
         );
     }
+    // Written once, straight into the buffer's spare capacity: zero-filling
+    // it first was a whole extra write pass (a conv's bias add, `[N, C, H,
+    // W] + [1, C, 1, 1]`, runs here).
     let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
-    let mut out = alloc::filled(n, O::default());
+    let mut out = alloc::with_capacity(n);
     let rows = row_count(&shape);
     let len = n / rows.max(1);
-    let fill = |start: usize, chunk: &mut [O]| {
+    let fill = |start: usize, chunk: &mut [MaybeUninit<O>]| {
         let mut pos = 0;
         let end = start + chunk.len() / len.max(1);
         for_rows(
@@ -244,24 +251,24 @@ where
                         for ((d, &x), &y) in
                             dst.iter_mut().zip(&a[ba..ba + len]).zip(&b[bb..bb + len])
                         {
-                            *d = f(x, y);
+                            d.write(f(x, y));
                         }
                     }
                     (1, 0) => {
                         let y = b[bb];
                         for (d, &x) in dst.iter_mut().zip(&a[ba..ba + len]) {
-                            *d = f(x, y);
+                            d.write(f(x, y));
                         }
                     }
                     (0, 1) => {
                         let x = a[ba];
                         for (d, &y) in dst.iter_mut().zip(&b[bb..bb + len]) {
-                            *d = f(x, y);
+                            d.write(f(x, y));
                         }
                     }
                     _ => {
                         for (i, d) in dst.iter_mut().enumerate() {
-                            *d = f(a[ba + i * sa], b[bb + i * sb]);
+                            d.write(f(a[ba + i * sa], b[bb + i * sb]));
                         }
                     }
                 }
@@ -269,7 +276,11 @@ where
             },
         );
     };
-    run_rows(&mut out, rows, len, fill);
+    run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
+    // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
+    // every row of the `n` slots once, and `fill` writes each element of
+    // each row it is given (every arm writes all `len` of its row).
+    unsafe { out.set_len(n) };
     out
 }
 

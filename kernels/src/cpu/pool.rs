@@ -181,25 +181,38 @@ pub fn max_pool2d_backward<T: Float>(
     planes: usize,
     plane_in: usize,
 ) -> Vec<T> {
-    let mut out = alloc::filled(planes * plane_in, T::zero());
-    if planes == 0 || plane_in == 0 {
+    let total = planes * plane_in;
+    let mut out = alloc::with_capacity(total);
+    if total == 0 {
         return out;
     }
     let plane_out = grad.len() / planes;
-    let fill = |p: usize, dst: &mut [T]| {
+    // Each plane is zeroed and then scattered into while it sits in L1:
+    // zeroing the whole image first and scattering after was a second pass
+    // over it from memory (the CNN's first pool, 12.8 MB, 2.6 ms a call).
+    let fill = |p: usize, dst: &mut [MaybeUninit<T>]| {
+        dst.fill(MaybeUninit::new(T::zero()));
+        // SAFETY: every slot of `dst` was written just above.
+        let dst = unsafe { dst.assume_init_mut() };
         let g = &grad[p * plane_out..(p + 1) * plane_out];
         let i = &idx[p * plane_out..(p + 1) * plane_out];
         for (&gv, &at) in g.iter().zip(i) {
             dst[at as usize] = dst[at as usize] + gv;
         }
     };
-    if parallel(out.len()) {
-        par_chunks_mut(&mut out, plane_in, |p, d| fill(p, d));
+    let spare = &mut out.spare_capacity_mut()[..total];
+    if parallel(total) {
+        par_chunks_mut(spare, plane_in, fill);
     } else {
-        out.chunks_mut(plane_in)
+        spare
+            .chunks_mut(plane_in)
             .enumerate()
             .for_each(|(p, d)| fill(p, d));
     }
+    // SAFETY: `out` was empty with capacity `total`; its `planes` chunks of
+    // `plane_in` slots each went to `fill` once, which writes all of them
+    // (zeros) before scattering.
+    unsafe { out.set_len(total) };
     out
 }
 
