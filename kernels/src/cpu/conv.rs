@@ -290,6 +290,12 @@ mod tests {
     /// im2col by its definition: tap (ki, kj) of output (oi, oj) reads input
     /// (oi * s + ki * d - p, oj * s + kj * d - p), or `pad` outside.
     fn naive(x: &[f64], g: &Conv2dGeometry, pad: f64) -> Vec<f64> {
+        taps(g).iter().map(|t| t.map_or(pad, |i| x[i])).collect()
+    }
+
+    /// For each column entry in order (plane, ki, kj, oi, oj): the flat
+    /// input index its tap reads, `None` where it falls in the padding.
+    fn taps(g: &Conv2dGeometry) -> Vec<Option<usize>> {
         let (oh, ow) = g.out_hw().unwrap();
         let mut out = vec![];
         for nc in 0..g.n * g.c {
@@ -303,10 +309,9 @@ mod tests {
                                 - g.padding.1 as isize;
                             let inside =
                                 (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw);
-                            out.push(match inside {
-                                true => x[nc * g.h * g.w + ih as usize * g.w + iw as usize],
-                                false => pad,
-                            });
+                            out.push(
+                                inside.then(|| nc * g.h * g.w + ih as usize * g.w + iw as usize),
+                            );
                         }
                     }
                 }
@@ -351,25 +356,10 @@ mod tests {
     /// added at its tap's input, entries whose tap fell in the padding
     /// dropped, taps in (ki, kj, oi, oj) order.
     fn naive_fold(cols: &[f64], g: &Conv2dGeometry) -> Vec<f64> {
-        let (oh, ow) = g.out_hw().unwrap();
         let mut out = vec![0.0; g.n * g.c * g.h * g.w];
-        let mut it = cols.iter();
-        for nc in 0..g.n * g.c {
-            for ki in 0..g.kernel.0 {
-                for kj in 0..g.kernel.1 {
-                    for oi in 0..oh {
-                        for oj in 0..ow {
-                            let v = *it.next().unwrap();
-                            let ih = (oi * g.stride.0 + ki * g.dilation.0) as isize
-                                - g.padding.0 as isize;
-                            let iw = (oj * g.stride.1 + kj * g.dilation.1) as isize
-                                - g.padding.1 as isize;
-                            if (0..g.h as isize).contains(&ih) && (0..g.w as isize).contains(&iw) {
-                                out[nc * g.h * g.w + ih as usize * g.w + iw as usize] += v;
-                            }
-                        }
-                    }
-                }
+        for (&v, t) in cols.iter().zip(taps(g)) {
+            if let Some(i) = t {
+                out[i] += v;
             }
         }
         out
@@ -409,9 +399,8 @@ mod tests {
             let want = naive_fold(&cols, &g);
             assert_eq!(col2im(&cols, &g), want, "{g:?}");
             // A NaN in every entry whose tap fell in the padding is dropped.
-            let pads = naive(&vec![1.0; n * c * h * w], &g, f64::NAN);
-            for (v, p) in cols.iter_mut().zip(&pads) {
-                if p.is_nan() {
+            for (v, t) in cols.iter_mut().zip(taps(&g)) {
+                if t.is_none() {
                     *v = f64::NAN;
                 }
             }

@@ -228,9 +228,8 @@ where
             |y, x| f(x, y),
         );
     }
-    // Written once, straight into the buffer's spare capacity: zero-filling
-    // it first was a whole extra write pass (a conv's bias add, `[N, C, H,
-    // W] + [1, C, 1, 1]`, runs here).
+    // Written once into spare capacity: a zero-fill first was an extra pass
+    // (a conv's bias add, `[N, C, H, W] + [1, C, 1, 1]`, runs here).
     let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
     let mut out = alloc::with_capacity(n);
     let rows = row_count(&shape);
@@ -278,8 +277,7 @@ where
     };
     run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
     // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
-    // every row of the `n` slots once, and `fill` writes each element of
-    // each row it is given (every arm writes all `len` of its row).
+    // every row of the `n` slots once, and every arm writes its whole row.
     unsafe { out.set_len(n) };
     out
 }
