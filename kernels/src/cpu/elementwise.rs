@@ -70,9 +70,8 @@ where
 }
 
 /// [`map`] of `f(x, c)` for a value `c` every element shares (an op's
-/// parameters): `c` is copied into each loop, so it stays in a register.
-/// Read through a reference, `clamp`'s bounds were reloaded per element and
-/// its loop did not vectorise (2M f32: 1.5 ms against 0.17 for `relu`).
+/// parameters), copied into each loop so it stays in a register: through a
+/// reference `clamp`'s bounds were reloaded per element, unvectorised.
 ///
 /// ```
 /// use tapir_kernels::{cpu, Layout};
@@ -111,8 +110,7 @@ where
     };
     run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
     // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
-    // every row of the `n` slots once, and `fill` writes each element of
-    // each row it is given.
+    // every row of the `n` slots once, and `fill` writes its whole row.
     unsafe { out.set_len(n) };
     out
 }
