@@ -169,7 +169,7 @@ pub fn col2im<T: crate::Float>(cols: &[T], g: &Conv2dGeometry) -> Vec<T> {
 /// the flat input plane at a constant offset, in which the outputs of each
 /// row whose tap falls in the padding are masked. One long vectorised loop
 /// per tap instead of one per output row: the CNN's rows of 14 ran in the
-/// loops' scalar remainders (its col2im took 4.3 ms this way less).
+/// loops' scalar remainders (col2im of its conv2's columns: 3.3 -> 1.5 ms).
 struct FlatTaps {
     /// Outputs per plane (`oh * ow`).
     plane_out: usize,
@@ -320,8 +320,10 @@ mod tests {
         out
     }
 
-    #[test]
-    fn im2col_writes_every_tap_and_pad_by_definition() {
+    /// Geometries for the im2col and col2im tests: the flat path (stride 1,
+    /// `ow == w`, short rows; dilated, padding wider than the image) and
+    /// the row path (strides, no padding, rows of 70).
+    fn geometries() -> Vec<Conv2dGeometry> {
         let shapes = [
             // (n, c, h, w, kernel, stride, padding, dilation)
             (2, 3, 7, 6, (3, 3), (1, 1), (1, 1), (1, 1)),
@@ -329,23 +331,30 @@ mod tests {
             (3, 1, 5, 5, (5, 5), (1, 1), (0, 0), (1, 1)),
             (1, 1, 4, 4, (2, 2), (2, 2), (3, 3), (1, 1)),
             (2, 2, 28, 28, (3, 3), (1, 1), (1, 1), (1, 1)),
+            (2, 2, 14, 14, (3, 3), (1, 1), (1, 1), (1, 1)),
             (1, 2, 9, 9, (3, 3), (1, 1), (2, 2), (2, 2)),
             (2, 1, 3, 3, (5, 5), (1, 1), (2, 2), (1, 1)),
             (1, 1, 2, 2, (5, 5), (1, 1), (2, 2), (1, 1)),
             (1, 1, 6, 4, (3, 1), (1, 1), (0, 0), (1, 1)),
+            (1, 1, 70, 70, (3, 3), (1, 1), (1, 1), (1, 1)),
         ];
-        for (n, c, h, w, kernel, stride, padding, dilation) in shapes {
-            let g = Conv2dGeometry {
-                n,
-                c,
-                h,
-                w,
-                kernel,
-                stride,
-                padding,
-                dilation,
-            };
-            let x: Vec<f64> = (0..n * c * h * w).map(|i| i as f64 + 1.0).collect();
+        let geometry = |(n, c, h, w, kernel, stride, padding, dilation)| Conv2dGeometry {
+            n,
+            c,
+            h,
+            w,
+            kernel,
+            stride,
+            padding,
+            dilation,
+        };
+        shapes.into_iter().map(geometry).collect()
+    }
+
+    #[test]
+    fn im2col_writes_every_tap_and_pad_by_definition() {
+        for g in geometries() {
+            let x: Vec<f64> = (0..g.n * g.c * g.h * g.w).map(|i| i as f64 + 1.0).collect();
             for pad in [0.0, f64::NEG_INFINITY] {
                 assert_eq!(im2col(&x, &g, pad), naive(&x, &g, pad), "{g:?} pad {pad}");
             }
@@ -367,31 +376,9 @@ mod tests {
 
     #[test]
     fn col2im_sums_every_inside_tap_and_drops_the_padding() {
-        let shapes = [
-            // The flat path (stride 1, ow == w, short rows) and the row path.
-            (2, 3, 7, 6, (3, 3), (1, 1), (1, 1), (1, 1)),
-            (1, 2, 9, 9, (3, 3), (1, 1), (2, 2), (2, 2)),
-            (2, 1, 3, 3, (5, 5), (1, 1), (2, 2), (1, 1)),
-            (1, 1, 2, 2, (5, 5), (1, 1), (2, 2), (1, 1)),
-            (1, 1, 6, 4, (3, 1), (1, 1), (0, 0), (1, 1)),
-            (2, 2, 14, 14, (3, 3), (1, 1), (1, 1), (1, 1)),
-            (1, 2, 9, 11, (3, 2), (2, 3), (2, 1), (2, 1)),
-            (3, 1, 5, 5, (5, 5), (1, 1), (0, 0), (1, 1)),
-            (1, 1, 70, 70, (3, 3), (1, 1), (1, 1), (1, 1)),
-        ];
-        for (n, c, h, w, kernel, stride, padding, dilation) in shapes {
-            let g = Conv2dGeometry {
-                n,
-                c,
-                h,
-                w,
-                kernel,
-                stride,
-                padding,
-                dilation,
-            };
+        for g in geometries() {
             let (oh, ow) = g.out_hw().unwrap();
-            let len = n * c * kernel.0 * kernel.1 * oh * ow;
+            let len = g.n * g.c * g.kernel.0 * g.kernel.1 * oh * ow;
             // Values whose sums round, so a change of order would show.
             let mut cols: Vec<f64> = (0..len)
                 .map(|i| ((i * 7919) % 1013) as f64 / 7.0 - 60.0)
