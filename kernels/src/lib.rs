@@ -30,7 +30,7 @@ pub mod stats;
 pub mod threads;
 
 pub use cpu::ScatterMode;
-pub use cpu::linalg::Decomposition;
+pub use cpu::linalg::{Decomposition, Triangular};
 pub use float::Float;
 pub use geometry::{Conv2dGeometry, ConvPass, ConvSpec};
 pub use layout::{Layout, contiguous_strides};

@@ -103,12 +103,20 @@ fn solve_and_slogdet_agree_with_hand_values() {
 }
 
 #[test]
-fn triangular_solves_read_only_their_triangle() {
+fn triangular_solves_read_only_their_triangle_on_either_side() {
     let n = 4;
     let full = sample(n, n, 5);
     let rhs = sample(n, 2, 6);
-    for (upper, unit) in [(false, false), (false, true), (true, false), (true, true)] {
-        let x = solve_triangular(&full, &rhs, 1, (n, 2), upper, unit);
+    for bits in 0..16 {
+        let [upper, unit, left, transpose] = [0, 1, 2, 3].map(|b| bits >> b & 1 == 1);
+        let system = Triangular {
+            upper,
+            unit,
+            left,
+            transpose,
+        };
+        let x = solve_triangular(&full, &rhs, 1, (n, 2), system);
+        // The stored triangle, then op(A).
         let tri: Vec<f64> = (0..n * n)
             .map(|i| {
                 let (r, c) = (i / n, i % n);
@@ -119,10 +127,14 @@ fn triangular_solves_read_only_their_triangle() {
                 }
             })
             .collect();
-        assert!(
-            close(&mm(&tri, &x, n, n, 2), &rhs, 1e-12),
-            "upper {upper} unit {unit}"
-        );
+        let op = if transpose { t(&tri, n, n) } else { tri };
+        // Left: X is n x 2; right: X and B are 2 x n.
+        let back = if left {
+            mm(&op, &x, n, n, 2)
+        } else {
+            mm(&x, &op, 2, n, n)
+        };
+        assert!(close(&back, &rhs, 1e-12), "{system:?}");
     }
 }
 

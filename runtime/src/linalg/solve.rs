@@ -7,23 +7,30 @@ use crate::Tensor;
 use crate::ops::broadcast_shapes;
 use crate::trace::{self, Attr};
 use tapir_kernels::Decomposition;
+use tapir_kernels::Triangular;
 
 /// `A` and `B` broadcast over their batch dims (`B` a batch of `n x k`
 /// matrices), made dense for the kernel.
 fn broadcast_pair(op: &str, a: &Tensor, b: &Tensor) -> (Tensor, Tensor) {
-    crate::ops::same_device(a, b, op);
-    assert!(
-        a.dtype() == b.dtype(),
-        "{op}: A and B differ in dtype ({} and {})",
-        a.dtype(),
-        b.dtype()
-    );
     assert!(
         b.ndim() >= 2 && b.size(-2) == a.size(-1),
         "{op}: A {:?} and B {:?} do not match (B needs {} rows)",
         a.shape(),
         b.shape(),
         a.size(-1)
+    );
+    broadcast_batch(op, a, b)
+}
+
+/// `A` and `B` (on one device, of one dtype) broadcast over their batch
+/// dims.
+fn broadcast_batch(op: &str, a: &Tensor, b: &Tensor) -> (Tensor, Tensor) {
+    crate::ops::same_device(a, b, op);
+    assert!(
+        a.dtype() == b.dtype(),
+        "{op}: A and B differ in dtype ({} and {})",
+        a.dtype(),
+        b.dtype()
     );
     let batch = broadcast_shapes(&a.shape()[..a.ndim() - 2], &b.shape()[..b.ndim() - 2], op);
     let full = |t: &Tensor| {
@@ -115,22 +122,28 @@ pub fn solve_triangular(
             "{op}: B must be a batch of matrices, got shape {:?}",
             b.shape()
         );
-        if !left {
-            // X A = B  <=>  Aᵀ Xᵀ = Bᵀ, and Aᵀ's triangle is the other one.
-            return mt(&solve_triangular(
-                &mt(a),
-                &mt(b),
-                !upper,
-                true,
-                unitriangular,
-            ));
-        }
-        let (af, bf) = broadcast_pair(op, a, b);
-        let d = Decomposition::SolveTriangular {
-            upper,
+        let n = a.size(-1);
+        let (b_dim, side) = if left { (-2, "rows") } else { (-1, "columns") };
+        assert!(
+            b.size(b_dim) == n,
+            "{op}: A {:?} and B {:?} do not match (B needs {n} {side})",
+            a.shape(),
+            b.shape()
+        );
+        let (af, bf) = broadcast_batch(op, a, b);
+        // A transpose of a dense matrix (a backward's `Lᵀ`) goes to the
+        // kernel as it is stored, with the transpose as a flag, not copied.
+        let stored = mt(&af);
+        let transpose = !af.is_contiguous() && stored.is_contiguous();
+        let stored = if transpose { stored } else { af };
+        let system = Triangular {
+            upper: upper != transpose,
             unit: unitriangular,
+            left,
+            transpose,
         };
-        let (outs, _) = run(&af, Some(&bf), d, &[bf.shape().to_vec()]);
+        let d = Decomposition::SolveTriangular { system };
+        let (outs, _) = run(&stored, Some(&bf), d, &[bf.shape().to_vec()]);
         let x = outs.into_iter().next().expect("solve_triangular returns X");
         let (a_shape, b_shape) = (a.shape().to_vec(), b.shape().to_vec());
         Tensor::record(
@@ -140,8 +153,14 @@ pub fn solve_triangular(
             || {
                 let (a, x) = (a.saved(), x.saved());
                 move |g: &Tensor, _: &[bool]| {
-                    let gb = solve_triangular(&mt(&a), g, !upper, true, unitriangular);
-                    let ga = -&gb.matmul(&mt(&x));
+                    // X = A⁻¹ B: gB = A⁻ᵀ g, gA = -gB Xᵀ; X = B A⁻¹:
+                    // gB = g A⁻ᵀ, gA = -Xᵀ gB.
+                    let gb = solve_triangular(&mt(&a), g, !upper, left, unitriangular);
+                    let ga = if left {
+                        -&gb.matmul(&mt(&x))
+                    } else {
+                        -&mt(&x).matmul(&gb)
+                    };
                     // Only the triangle that was read has a gradient.
                     let k = if unitriangular { 1 } else { 0 };
                     let ga = if upper { ga.triu(k) } else { ga.tril(-k) };
