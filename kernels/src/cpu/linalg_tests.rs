@@ -71,6 +71,43 @@ fn cholesky_rebuilds_its_input_and_names_the_failing_minor() {
 }
 
 #[test]
+fn cholesky_reads_only_the_lower_triangle_small_and_large() {
+    // Below 512 the factor runs on a column-major copy, from 512 on the
+    // row-major one: NaN above the diagonal must reach neither.
+    for n in [6, 520] {
+        // Symmetric and diagonally dominant, so positive definite.
+        let noise = sample(n, n, 3);
+        let mut a = vec![f64::NAN; n * n];
+        for r in 0..n {
+            for c in 0..r {
+                a[r * n + c] = noise[r * n + c] + noise[c * n + r];
+            }
+            a[r * n + r] = 2.0 * n as f64;
+        }
+        let (l, info) = cholesky(&a, 1, n, false);
+        assert_eq!(info, vec![0], "n {n}");
+        assert!(
+            (0..n).all(|r| (r + 1..n).all(|c| l[r * n + c] == 0.0)),
+            "n {n}"
+        );
+        // (L Lᵀ)[r][c] = A[r][c] below the diagonal, at every 7th entry.
+        for (r, c) in (0..n).flat_map(|r| (0..=r).map(move |c| (r, c))).step_by(7) {
+            let dot: f64 = (0..=c).map(|k| l[r * n + k] * l[c * n + k]).sum();
+            assert!(
+                (dot - a[r * n + c]).abs() < 1e-9 * n as f64,
+                "n {n} at ({r}, {c})"
+            );
+        }
+        let (u, _) = cholesky(&a, 1, n, true);
+        assert!(close(&u, &t(&l, n, n), 0.0), "n {n}");
+        // A negative pivot at row n / 2 fails the leading minor of that order.
+        a[n / 2 * n + n / 2] = -1.0;
+        let (_, info) = cholesky(&a, 1, n, false);
+        assert_eq!(info, vec![n as i64 / 2 + 1], "n {n}");
+    }
+}
+
+#[test]
 fn solve_and_slogdet_agree_with_hand_values() {
     // det [[0, 2], [3, 1]] = -6: a row swap makes the sign.
     let a = [0.0, 2.0, 3.0, 1.0];
