@@ -17,10 +17,15 @@
 //! assert!((l[3] - 2f64.sqrt()).abs() < 1e-15 && l[1] == 0.0);
 //! ```
 
-use crate::threads::{install, num_threads, parallel_for};
+use batch::{
+    concat, lu_in_place, matrix, matrix_transposed, per_matrix, per_matrix_in_place, push_rows,
+    zero_pivot,
+};
 use faer::dyn_stack::{MemBuffer, MemStack};
 use faer::{MatMut, MatRef, Side};
-use std::sync::Mutex;
+
+#[path = "linalg_batch.rs"]
+mod batch;
 
 /// The element types the decompositions take (PyTorch's CPU linalg takes
 /// f32, f64 and the complex types; tapir has no complex dtype).
@@ -130,191 +135,6 @@ pub fn decompose<T: LinalgFloat>(
     }
 }
 
-/// `f(i)` for every matrix `i` of a batch, in order. A batch splits one
-/// matrix per task on tapir's fork-join pool, each factored by faer on one
-/// thread; a lone matrix runs inside tapir's rayon pool, where faer splits
-/// its blocked kernels across the threads. faer takes the split from a
-/// process-wide setting, which every call sets (a call racing another on
-/// a second user thread can only run slower, never wrong).
-fn per_matrix<R: Send>(batch: usize, f: impl Fn(usize) -> R + Sync + Send) -> Vec<R> {
-    if batch != 1 || num_threads() == 1 {
-        faer::set_global_parallelism(faer::Par::Seq);
-        let slots: Vec<Mutex<Option<R>>> = (0..batch).map(|_| Mutex::new(None)).collect();
-        parallel_for(batch, |i| {
-            let r = f(i);
-            *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
-        });
-        return slots
-            .into_iter()
-            .map(|s| {
-                s.into_inner()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .expect("per_matrix: every task ran")
-            })
-            .collect();
-    }
-    install(|threads| {
-        faer::set_global_parallelism(faer::Par::rayon(threads));
-        vec![f(0)]
-    })
-}
-
-/// Matrix `i` of a batch of `m x n` row-major matrices, copied into
-/// faer's column-major layout by tapir's cache-tiled transpose. faer
-/// copies a row-major view itself before factoring it, one strided element
-/// at a time: 7 ms of a 1024 x 1024 f64 solve's 26 at one thread.
-fn matrix<T: LinalgFloat>(a: &[T], i: usize, m: usize, n: usize) -> ColMajor<T> {
-    let mut data = crate::alloc::with_capacity(m * n);
-    super::transpose_into(&a[i * m * n..], 0, n, (m, n), data.spare_capacity_mut());
-    // SAFETY: `transpose_into` wrote all `m * n` slots.
-    unsafe { data.set_len(m * n) };
-    ColMajor { data, m, n }
-}
-
-/// The transpose of matrix `i` of a batch of `n x n` row-major matrices,
-/// column-major: a plain copy, as a row-major matrix is its transpose laid
-/// out column-major.
-fn matrix_transposed<T: LinalgFloat>(a: &[T], i: usize, n: usize) -> ColMajor<T> {
-    let mut data = crate::alloc::with_capacity(n * n);
-    data.extend_from_slice(&a[i * n * n..][..n * n]);
-    ColMajor { data, m: n, n }
-}
-
-/// An owned column-major matrix (see [`matrix`]), its buffer from and
-/// back to tapir's allocator cache.
-struct ColMajor<T: Send + 'static> {
-    data: Vec<T>,
-    m: usize,
-    n: usize,
-}
-
-impl<T: Send + 'static> Drop for ColMajor<T> {
-    fn drop(&mut self) {
-        crate::alloc::recycle(std::mem::take(&mut self.data));
-    }
-}
-
-impl<T: LinalgFloat> ColMajor<T> {
-    fn view(&self) -> MatRef<'_, T> {
-        MatRef::from_column_major_slice(&self.data, self.m, self.n)
-    }
-
-    fn view_mut(&mut self) -> MatMut<'_, T> {
-        MatMut::from_column_major_slice_mut(&mut self.data, self.m, self.n)
-    }
-}
-
-/// LU with partial pivoting of `x` in place, LAPACK's packed form: `U` on
-/// and above the diagonal, `L` below it (its unit diagonal implied); and
-/// the row permutation, forward and inverse (`P` of `A = P L U` has its
-/// ones at `(forward[i], i)`). faer's `PartialPivLu` copies `L` and `U`
-/// out into two new matrices: 5 ms of a 1024 x 1024 f64 solve's 18.
-fn lu_in_place<T: LinalgFloat>(x: &mut ColMajor<T>) -> (Vec<usize>, Vec<usize>) {
-    use faer::linalg::lu::partial_pivoting::factor;
-    let par = faer::get_global_parallelism();
-    let (mut forward, mut inverse) = (vec![0; x.m], vec![0; x.m]);
-    let scratch = factor::lu_in_place_scratch::<usize, T>(x.m, x.n, par, Default::default());
-    factor::lu_in_place(
-        x.view_mut(),
-        &mut forward,
-        &mut inverse,
-        par,
-        MemStack::new(&mut MemBuffer::new(scratch)),
-        Default::default(),
-    );
-    (forward, inverse)
-}
-
-/// The first zero on the diagonal of a packed LU's `U`, if any.
-fn zero_pivot<T: LinalgFloat>(lu: MatRef<'_, T>) -> Option<usize> {
-    (0..lu.nrows().min(lu.ncols())).find(|&d| to_f64(lu[(d, d)]) == 0.0)
-}
-
-/// Appends `x` to `out` row-major: by cache tiles from faer's column-major
-/// results (a strided read per element moved a 1024 x 1024 factor 4x
-/// slower), a row at a time from a row-major view such as a transpose.
-fn push_rows<T: LinalgFloat>(out: &mut Vec<T>, x: MatRef<'_, T>) {
-    let (rows, cols) = (x.nrows(), x.ncols());
-    if out.capacity() == 0 {
-        // A large fresh vector page-faults in on every call.
-        *out = crate::alloc::with_capacity(rows * cols);
-    }
-    out.reserve(rows * cols);
-    if let Some(x) = x.try_as_col_major() {
-        /// 32 x 32 f64 tiles: 8 KiB each way, inside L1.
-        const TILE: usize = 32;
-        let columns: Vec<&[T]> = (0..cols)
-            .map(|c| {
-                x.col(c)
-                    .try_as_col_major()
-                    .expect("a column-major column")
-                    .as_slice()
-            })
-            .collect();
-        let start = out.len();
-        out.resize(start + rows * cols, <T as num_traits::Zero>::zero());
-        let dst = &mut out[start..];
-        for r0 in (0..rows).step_by(TILE) {
-            for c0 in (0..cols).step_by(TILE) {
-                for r in r0..(r0 + TILE).min(rows) {
-                    let row = &mut dst[r * cols..][c0..(c0 + TILE).min(cols)];
-                    for (d, column) in row.iter_mut().zip(&columns[c0..]) {
-                        *d = column[r];
-                    }
-                }
-            }
-        }
-    } else if let Some(x) = x.try_as_row_major() {
-        for r in 0..rows {
-            out.extend_from_slice(
-                x.row(r)
-                    .try_as_row_major()
-                    .expect("a row-major row")
-                    .as_slice(),
-            );
-        }
-    } else {
-        for r in 0..rows {
-            out.extend((0..cols).map(|c| x[(r, c)]));
-        }
-    }
-}
-
-/// Concatenates per-matrix pieces (each already row-major), a copy of a
-/// slice each.
-fn concat<T: Copy + Send + 'static>(parts: impl IntoIterator<Item = Vec<T>>) -> Vec<T> {
-    let mut parts: Vec<Vec<T>> = parts.into_iter().collect();
-    if parts.len() == 1 {
-        return parts.pop().expect("one part");
-    }
-    let mut out = crate::alloc::with_capacity(parts.iter().map(Vec::len).sum());
-    for part in parts {
-        out.extend_from_slice(&part);
-    }
-    out
-}
-
-/// `f(i, matrix)` for every `size`-element matrix `i` of `out`, in place,
-/// split across threads as [`per_matrix`] splits.
-fn per_matrix_in_place<T: Send>(
-    out: &mut [T],
-    size: usize,
-    f: impl Fn(usize, &mut [T]) + Sync + Send,
-) {
-    if out.is_empty() {
-        return;
-    }
-    if out.len() != size || num_threads() == 1 {
-        faer::set_global_parallelism(faer::Par::Seq);
-        crate::threads::par_chunks_mut(out, size, f);
-        return;
-    }
-    install(|threads| {
-        faer::set_global_parallelism(faer::Par::rayon(threads));
-        f(0, out)
-    })
-}
-
 /// Cholesky factors of a batch of `n x n` symmetric positive-definite
 /// matrices, reading the lower triangle: `L` with `A = L Lᵀ` (or
 /// `U = Lᵀ` with `A = Uᵀ U` when `upper`), the other triangle zero. `info[i]`
@@ -328,60 +148,48 @@ pub fn cholesky<T: LinalgFloat>(
 ) -> (Vec<T>, Vec<i64>) {
     use faer::linalg::cholesky::llt::factor::{self as llt, LltError};
     let parts = per_matrix(batch, |i| {
-        // Factored in place: faer's `Llt` copies the matrix into a zeroed
-        // one and `L` out again (15.6 against 10.5 ms at 1024 x 1024).
-        // From 512 on, in place on the row-major copy, which is faster
-        // still there (7.3 ms) and slower on small matrices (1.2 against
-        // 0.65 ms for 64 of 64 x 64).
+        // In place: faer's `Llt` copies the matrix into a zeroed one and `L`
+        // out again (15.6 against 10.5 ms at 1024 x 1024). From 512 on, on
+        // `A` row-major (`matrix_transposed` holds it, and its transposed
+        // view is `A`): faster there (7.3 ms), slower on small matrices
+        // (1.2 against 0.65 ms for 64 of 64 x 64).
         let row_major = n >= 512;
-        // The row-major copy is `Aᵀ` column-major: its upper triangle is
-        // `A`'s lower one, so the factor is `Lᵀ`, read back transposed.
         let mut x = if row_major {
             matrix_transposed(a, i, n)
         } else {
             matrix(a, i, n, n)
         };
+        let mut view = x.view_mut();
+        if row_major {
+            view = view.transpose_mut();
+        }
         let par = faer::get_global_parallelism();
         let scratch = llt::cholesky_in_place_scratch::<T>(n, par, Default::default());
-        let mut buffer = MemBuffer::new(scratch);
-        let view = if row_major {
-            x.view_mut().transpose_mut()
-        } else {
-            x.view_mut()
-        };
-        let params = Default::default();
-        match llt::cholesky_in_place(
-            view,
-            Default::default(),
-            par,
-            MemStack::new(&mut buffer),
-            params,
-        ) {
-            Ok(_) => {
-                // `L` is the lower triangle; the upper one is left as it was.
-                let l = if row_major {
-                    x.view().transpose()
-                } else {
-                    x.view()
-                };
-                let mut out = Vec::new();
-                push_rows(&mut out, if upper { l.transpose() } else { l });
-                let zero = <T as num_traits::Zero>::zero();
-                for (r, row) in out.chunks_mut(n.max(1)).enumerate() {
-                    let other = if upper {
-                        &mut row[..r]
-                    } else {
-                        &mut row[r + 1..]
-                    };
-                    other.fill(zero);
-                }
-                (out, 0)
-            }
-            Err(LltError::NonPositivePivot { index }) => (
-                vec![<T as num_traits::Zero>::zero(); n * n],
-                index as i64 + 1,
-            ),
+        let mut scratch = MemBuffer::new(scratch);
+        let stack = MemStack::new(&mut scratch);
+        let zero = <T as num_traits::Zero>::zero();
+        let no_regularization = Default::default();
+        let factored =
+            llt::cholesky_in_place(view, no_regularization, par, stack, Default::default());
+        if let Err(LltError::NonPositivePivot { index }) = factored {
+            return (vec![zero; n * n], index as i64 + 1);
         }
+        // `L` is the lower triangle; the upper one is left as it was.
+        let mut l = x.view();
+        if row_major {
+            l = l.transpose();
+        }
+        let mut out = Vec::new();
+        push_rows(&mut out, if upper { l.transpose() } else { l });
+        for (r, row) in out.chunks_mut(n.max(1)).enumerate() {
+            let other = if upper {
+                &mut row[..r]
+            } else {
+                &mut row[r + 1..]
+            };
+            other.fill(zero);
+        }
+        (out, 0)
     });
     let info = parts.iter().map(|p| p.1).collect();
     (concat(parts.into_iter().map(|p| p.0)), info)
