@@ -12,14 +12,21 @@ use tapir_kernels::Triangular;
 /// `A` and `B` broadcast over their batch dims (`B` a batch of `n x k`
 /// matrices), made dense for the kernel.
 fn broadcast_pair(op: &str, a: &Tensor, b: &Tensor) -> (Tensor, Tensor) {
-    assert!(
-        b.ndim() >= 2 && b.size(-2) == a.size(-1),
-        "{op}: A {:?} and B {:?} do not match (B needs {} rows)",
-        a.shape(),
-        b.shape(),
-        a.size(-1)
-    );
+    check_rhs(op, a, b, true);
     broadcast_batch(op, a, b)
+}
+
+/// Panics unless `B` is a batch of matrices with `A`'s order as its rows
+/// (`left`, `A X = B`) or its columns (`X A = B`).
+fn check_rhs(op: &str, a: &Tensor, b: &Tensor, left: bool) {
+    let n = a.size(-1);
+    let (b_dim, side) = if left { (-2, "rows") } else { (-1, "columns") };
+    assert!(
+        b.ndim() >= 2 && b.size(b_dim) == n,
+        "{op}: A {:?} and B {:?} do not match (B needs {n} {side})",
+        a.shape(),
+        b.shape()
+    );
 }
 
 /// `A` and `B` (on one device, of one dtype) broadcast over their batch
@@ -122,14 +129,7 @@ pub fn solve_triangular(
             "{op}: B must be a batch of matrices, got shape {:?}",
             b.shape()
         );
-        let n = a.size(-1);
-        let (b_dim, side) = if left { (-2, "rows") } else { (-1, "columns") };
-        assert!(
-            b.size(b_dim) == n,
-            "{op}: A {:?} and B {:?} do not match (B needs {n} {side})",
-            a.shape(),
-            b.shape()
-        );
+        check_rhs(op, a, b, left);
         let (af, bf) = broadcast_batch(op, a, b);
         // A transpose of a dense matrix (a backward's `Lᵀ`) goes to the
         // kernel as it is stored, with the transpose as a flag, not copied.
