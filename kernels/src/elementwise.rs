@@ -36,6 +36,20 @@ pub trait UnaryFn: Sync + Send + Copy {
     fn params(&self) -> [f64; 2] {
         [0.0; 2]
     }
+    /// `f` in a form whose loop vectorises, equal to `f` wherever
+    /// [`UnaryFn::rare`] is false: the CPU kernel over a dense slice runs it,
+    /// then `f` on the rare elements, if any (sin and cos: an exact
+    /// reduction of |x| >= 2^23 is a scalar call, which would keep the
+    /// whole loop scalar). Default: `f`.
+    #[inline(always)]
+    fn fast<T: Float>(&self, x: T) -> T {
+        self.f(x)
+    }
+    /// Whether [`UnaryFn::fast`] differs from `f` at `x`. Default: never.
+    #[inline(always)]
+    fn rare<T: Float>(&self, _x: T) -> bool {
+        false
+    }
 }
 
 /// A scalar function of two operands; see [`UnaryFn`].
@@ -113,11 +127,13 @@ macro_rules! unary_rows {
             |$x:ident| $body:expr, cuda $cu:literal
             $(, int |$xi:ident| $ib:expr)?
             $(, sample [$($s:expr),+])?
-            $(, domain $dom:ident)? ;
+            $(, domain $dom:ident)?
+            $(, fast |$xf:ident| $fb:expr, rare |$xr:ident| $rb:expr)? ;
     )*) => {
         $(
             unary_rows!(@struct $(#[$doc])* $name $({ $($p),+ })?);
-            unary_rows!(@impl $name [$($($p),+)?] $k, |$x| $body, [$(|$xi| $ib)?]);
+            unary_rows!(@impl $name [$($($p),+)?] $k, |$x| $body, [$(|$xi| $ib)?],
+                [$(|$xf| $fb, |$xr| $rb)?]);
         )*
         /// Every unary primitive, in declaration order.
         pub const UNARY_ROWS: &[UnaryRow] = &[$(
@@ -151,7 +167,8 @@ macro_rules! unary_rows {
             $(#[doc = concat!("The `", stringify!($p), "` parameter.")] pub $p: f64,)+
         }
     };
-    (@impl $name:ident $params:tt $k:literal, |$x:ident| $body:expr, [$(|$xi:ident| $ib:expr)?]) => {
+    (@impl $name:ident $params:tt $k:literal, |$x:ident| $body:expr, [$(|$xi:ident| $ib:expr)?],
+        [$(|$xf:ident| $fb:expr, |$xr:ident| $rb:expr)?]) => {
         impl UnaryFn for $name {
             const NAME: &'static str = $k;
             $(const INT: bool = { let _ = stringify!($xi); true };)?
@@ -170,6 +187,18 @@ macro_rules! unary_rows {
             fn params(&self) -> [f64; 2] {
                 unary_rows!(@params self $params)
             }
+            $(
+            #[inline(always)]
+            fn fast<T: Float>(&self, $xf: T) -> T {
+                unary_rows!(@bind_t (*self) $name $params);
+                $fb
+            }
+            #[inline(always)]
+            fn rare<T: Float>(&self, $xr: T) -> bool {
+                unary_rows!(@bind_t (*self) $name $params);
+                $rb
+            }
+            )?
         }
     };
     (@params $s:ident []) => { [0.0; 2] };
@@ -358,17 +387,17 @@ unary_rows! {
     /// `e^x`.
     Exp = "exp", |x| x.vec_exp(), cuda "expf(v)";
     /// The natural logarithm.
-    Log = "log", |x| x.ln(), cuda "logf(v)", domain Positive;
+    Log = "log", |x| x.vec_ln(), cuda "logf(v)", domain Positive;
     /// `ln(1 + x)`.
-    Log1p = "log1p", |x| x.ln_1p(), cuda "log1pf(v)", domain Positive;
+    Log1p = "log1p", |x| x.vec_ln_1p(), cuda "log1pf(v)", domain Positive;
     /// The square root.
     Sqrt = "sqrt", |x| x.sqrt(), cuda "sqrtf(v)", domain Positive;
     /// `1 / sqrt(x)`.
     Rsqrt = "rsqrt", |x| x.sqrt().recip(), cuda "1.0f / sqrtf(v)", domain Positive;
     /// The sine.
-    Sin = "sin", |x| x.sin(), cuda "sinf(v)";
+    Sin = "sin", |x| x.vec_sin(), cuda "sinf(v)", fast |x| x.fast_sin(), rare |x| x.beyond_fast_trig();
     /// The cosine.
-    Cos = "cos", |x| x.cos(), cuda "cosf(v)";
+    Cos = "cos", |x| x.vec_cos(), cuda "cosf(v)", fast |x| x.fast_cos(), rare |x| x.beyond_fast_trig();
     /// The hyperbolic tangent.
     Tanh = "tanh", |x| x.fast_tanh(), cuda "tanhf(v)";
     /// The error function.
@@ -445,9 +474,9 @@ unary_rows! {
     /// `e^x - 1`, exact near zero.
     Expm1 = "expm1", |x| x.exp_m1(), cuda "expm1f(v)";
     /// The base-2 logarithm.
-    Log2 = "log2", |x| x.log2(), cuda "log2f(v)", domain Positive;
+    Log2 = "log2", |x| x.vec_log2(), cuda "log2f(v)", domain Positive;
     /// The base-10 logarithm.
-    Log10 = "log10", |x| x.log10(), cuda "log10f(v)", domain Positive;
+    Log10 = "log10", |x| x.vec_log10(), cuda "log10f(v)", domain Positive;
     /// `2^x`.
     Exp2 = "exp2", |x| x.exp2(), cuda "exp2f(v)";
     /// `ln |Γ(x)|` (∞ at the non-positive integers).
@@ -625,73 +654,5 @@ pub fn cuda_source(templates: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rows_have_unique_names_and_their_structs_agree() {
-        let mut names: Vec<&str> = UNARY_ROWS.iter().map(|r| r.name).collect();
-        names.extend(BINARY_ROWS.iter().map(|r| r.name));
-        let n = names.len();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), n, "kernel names are unique");
-        let clamp = Clamp { lo: -1.0, hi: 2.0 };
-        assert_eq!(clamp.params(), [-1.0, 2.0]);
-        assert_eq!(clamp.f(5.0f64), 2.0);
-        assert_eq!(clamp.i(-7), -1);
-        let row = UNARY_ROWS.iter().find(|r| r.name == "clamp").unwrap();
-        assert_eq!((row.reference)(5.0, [-1.0, 2.0]), 2.0);
-        assert_eq!(AddScaled { alpha: 2.0 }.f(1.0f32, 3.0), 7.0);
-        assert_eq!(AddScaled { alpha: 2.0 }.param(), 2.0);
-        const { assert!(Neg::INT && !Exp::INT && Second::INT && !Div::INT) };
-    }
-
-    #[test]
-    fn hardswish_and_its_gradient_follow_pytorch() {
-        // torch.nn.functional.hardswish at -4, -3, -1, 0, 1.5, 3, 4.
-        let xs = [-4.0f64, -3.0, -1.0, 0.0, 1.5, 3.0, 4.0];
-        let want = [0.0, 0.0, -1.0 / 3.0, 0.0, 1.125, 3.0, 4.0];
-        for (x, w) in xs.iter().zip(want) {
-            assert!((Hardswish.f(*x) - w).abs() < 1e-15, "hardswish({x})");
-        }
-        // torch 2.15's hardswish backward: 0 up to -3, x/3 + 0.5 on (-3, 3),
-        // 1 from 3 (before 2.15 the kinks took the inner side: -0.5, 1.5).
-        let dwant = [0.0, 0.0, 1.0 / 6.0, 0.5, 1.0, 1.0, 1.0];
-        for (x, w) in xs.iter().zip(dwant) {
-            assert!((HardswishGrad.f(*x) - w).abs() < 1e-15, "hardswish'({x})");
-        }
-    }
-
-    #[test]
-    fn rounding_follows_pytorch() {
-        // torch.round / floor / ceil / trunc at these points (torch 2.15).
-        let xs = [
-            -2.5f64,
-            -1.5,
-            -0.5,
-            0.5,
-            1.5,
-            2.5,
-            2.6,
-            -2.6,
-            0.49999999999999994,
-        ];
-        let round = [-2.0, -2.0, -0.0, 0.0, 2.0, 2.0, 3.0, -3.0, 0.0];
-        let floor = [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 2.0, -3.0, 0.0];
-        let ceil = [-2.0, -1.0, -0.0, 1.0, 2.0, 3.0, 3.0, -2.0, 1.0];
-        let trunc = [-2.0, -1.0, -0.0, 0.0, 1.0, 2.0, 2.0, -2.0, 0.0];
-        for (k, x) in xs.iter().enumerate() {
-            assert_eq!(Round.f(*x), round[k], "round({x})");
-            assert_eq!(Round.f(*x as f32), round[k] as f32, "round({x}) in f32");
-            assert_eq!(Floor.f(*x), floor[k], "floor({x})");
-            assert_eq!(Ceil.f(*x), ceil[k], "ceil({x})");
-            assert_eq!(Trunc.f(*x), trunc[k], "trunc({x})");
-        }
-        for v in [f64::INFINITY, f64::NEG_INFINITY] {
-            assert_eq!(Round.f(v), v);
-        }
-        assert!(Round.f(f64::NAN).is_nan());
-        assert_eq!(Round.i(7), 7);
-    }
-}
+#[path = "elementwise_tests.rs"]
+mod tests;

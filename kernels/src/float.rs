@@ -34,6 +34,31 @@ pub trait Float:
     /// scalar call, 13 ns an element here): for f32 Eigen's rational
     /// approximation, within a few ulp; for f64 libm's `tanh`.
     fn fast_tanh(self) -> Self;
+    /// The natural logarithm, written so that a loop of it vectorises: for
+    /// f32 within 1 ulp of the correctly rounded `ln` (the `vecmath`
+    /// module says how); for f64 libm's.
+    fn vec_ln(self) -> Self;
+    /// The base-2 logarithm as [`Float::vec_ln`] computes it (exact at
+    /// powers of two).
+    fn vec_log2(self) -> Self;
+    /// The base-10 logarithm as [`Float::vec_ln`] computes it.
+    fn vec_log10(self) -> Self;
+    /// `ln(1 + x)` as [`Float::vec_ln`] computes it, precise near 0.
+    fn vec_ln_1p(self) -> Self;
+    /// The sine, written so that a loop of it vectorises: for f32 within
+    /// 1 ulp of the correctly rounded `sin` for every f32 (an exact
+    /// reduction at any magnitude); for f64 libm's.
+    fn vec_sin(self) -> Self;
+    /// The cosine as [`Float::vec_sin`] computes the sine.
+    fn vec_cos(self) -> Self;
+    /// [`Float::vec_sin`] where [`Float::beyond_fast_trig`] is false, with
+    /// no branch or call, so a loop of it vectorises.
+    fn fast_sin(self) -> Self;
+    /// [`Float::vec_cos`] as [`Float::fast_sin`] computes the sine.
+    fn fast_cos(self) -> Self;
+    /// Whether `fast_sin` and `fast_cos` are not exact at `self`: for f32
+    /// |x| >= 2^23, ±∞ and NaN; for f64 never (libm's functions).
+    fn beyond_fast_trig(self) -> bool;
     /// Conversion from f64 (rounds for f32).
     fn from_f64(v: f64) -> Self;
     /// Conversion to f64 (exact).
@@ -94,6 +119,42 @@ impl Float for f32 {
         } else {
             large
         }
+    }
+    #[inline(always)]
+    fn vec_ln(self) -> Self {
+        crate::vecmath::ln(self)
+    }
+    #[inline(always)]
+    fn vec_log2(self) -> Self {
+        crate::vecmath::log2(self)
+    }
+    #[inline(always)]
+    fn vec_log10(self) -> Self {
+        crate::vecmath::log10(self)
+    }
+    #[inline(always)]
+    fn vec_ln_1p(self) -> Self {
+        crate::vecmath::ln_1p(self)
+    }
+    #[inline(always)]
+    fn vec_sin(self) -> Self {
+        crate::vecmath::sin(self)
+    }
+    #[inline(always)]
+    fn vec_cos(self) -> Self {
+        crate::vecmath::cos(self)
+    }
+    #[inline(always)]
+    fn fast_sin(self) -> Self {
+        crate::vecmath::sin_fast(self)
+    }
+    #[inline(always)]
+    fn fast_cos(self) -> Self {
+        crate::vecmath::cos_fast(self)
+    }
+    #[inline(always)]
+    fn beyond_fast_trig(self) -> bool {
+        self.is_nan() || self.abs() >= crate::vecmath::TRIG_FAST_BELOW
     }
     #[inline]
     fn erfc(self) -> Self {
@@ -170,6 +231,42 @@ impl Float for f64 {
     #[inline(always)]
     fn fast_tanh(self) -> Self {
         self.tanh()
+    }
+    #[inline(always)]
+    fn vec_ln(self) -> Self {
+        self.ln()
+    }
+    #[inline(always)]
+    fn vec_log2(self) -> Self {
+        self.log2()
+    }
+    #[inline(always)]
+    fn vec_log10(self) -> Self {
+        self.log10()
+    }
+    #[inline(always)]
+    fn vec_ln_1p(self) -> Self {
+        self.ln_1p()
+    }
+    #[inline(always)]
+    fn vec_sin(self) -> Self {
+        self.sin()
+    }
+    #[inline(always)]
+    fn vec_cos(self) -> Self {
+        self.cos()
+    }
+    #[inline(always)]
+    fn fast_sin(self) -> Self {
+        self.sin()
+    }
+    #[inline(always)]
+    fn fast_cos(self) -> Self {
+        self.cos()
+    }
+    #[inline(always)]
+    fn beyond_fast_trig(self) -> bool {
+        false
     }
     #[inline]
     fn erfc(self) -> Self {

@@ -28,6 +28,7 @@ pub mod special;
 mod spin;
 pub mod stats;
 pub mod threads;
+mod vecmath;
 
 pub use cpu::ScatterMode;
 pub use cpu::linalg::{Decomposition, Triangular};

@@ -7,7 +7,7 @@ use crate::threads::{PARALLEL_GRAIN, num_threads, par_chunks_mut, parallel, simd
 use std::mem::MaybeUninit;
 
 /// Elements per task when a dense loop is split across threads (32 KiB of f32).
-const CHUNK: usize = PARALLEL_GRAIN / 4;
+pub(super) const CHUNK: usize = PARALLEL_GRAIN / 4;
 
 /// Copies a strided view into a fresh row-major buffer: unit-stride rows
 /// as block copies, written once into the buffer (no zero-fill first). As

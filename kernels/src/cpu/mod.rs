@@ -8,6 +8,7 @@ mod elementwise;
 mod foreach;
 mod index;
 pub mod linalg;
+mod map_split;
 mod matmul;
 mod matmul_bf16;
 mod norm;
@@ -38,6 +39,7 @@ pub use index::{
     IndexValue, Indices, ScatterMode, ScatterValue, gather, index_add_rows, index_select,
     indices_below, scatter_add, scatter_assign, scatter_reduce,
 };
+pub use map_split::map_split_with;
 pub use matmul::{matmul, matmul_accumulate, matmul_bias};
 pub use matmul_bf16::{bf16_matmul_available, matmul_bf16};
 pub use norm::{LayerNormForward, add_layer_norm_rows, layer_norm_backward_rows, layer_norm_rows};

@@ -199,32 +199,50 @@ impl CpuBuffer {
     }
 
     pub fn unary<F: UnaryFn>(&self, l: &Layout, op: &F) -> CpuBuffer {
+        // Through the row's fast form, then its exact form on the rare
+        // elements (`UnaryFn::fast`); for most rows both are `f`.
         match self {
-            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::map_with(
+            CpuBuffer::F32(v) => CpuBuffer::F32(cpu::map_split_with(
                 v,
                 l,
                 *op,
                 #[inline(always)]
+                |x, op| op.fast(x),
+                #[inline(always)]
+                |x, op| op.rare(x),
+                #[inline(always)]
                 |x, op| op.f(x),
             )),
-            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::map_with(
+            CpuBuffer::F64(v) => CpuBuffer::F64(cpu::map_split_with(
                 v,
                 l,
                 *op,
                 #[inline(always)]
+                |x, op| op.fast(x),
+                #[inline(always)]
+                |x, op| op.rare(x),
+                #[inline(always)]
                 |x, op| op.f(x),
             )),
-            CpuBuffer::F16(v) => CpuBuffer::F16(cpu::map_with(
+            CpuBuffer::F16(v) => CpuBuffer::F16(cpu::map_split_with(
                 v,
                 l,
                 *op,
+                #[inline(always)]
+                |x, op| f16::from_f32(op.fast(x.to_f32())),
+                #[inline(always)]
+                |x, op| op.rare(x.to_f32()),
                 #[inline(always)]
                 |x, op| f16::from_f32(op.f(x.to_f32())),
             )),
-            CpuBuffer::BF16(v) => CpuBuffer::BF16(cpu::map_with(
+            CpuBuffer::BF16(v) => CpuBuffer::BF16(cpu::map_split_with(
                 v,
                 l,
                 *op,
+                #[inline(always)]
+                |x, op| cpu::bf16_from_f32(op.fast(cpu::f32_from_bf16(x))),
+                #[inline(always)]
+                |x, op| op.rare(cpu::f32_from_bf16(x)),
                 #[inline(always)]
                 |x, op| cpu::bf16_from_f32(op.f(cpu::f32_from_bf16(x))),
             )),

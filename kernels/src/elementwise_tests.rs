@@ -1,0 +1,70 @@
+//! The elementwise rows' own tests (PyTorch's values at the edges).
+
+use super::*;
+
+#[test]
+fn rows_have_unique_names_and_their_structs_agree() {
+    let mut names: Vec<&str> = UNARY_ROWS.iter().map(|r| r.name).collect();
+    names.extend(BINARY_ROWS.iter().map(|r| r.name));
+    let n = names.len();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), n, "kernel names are unique");
+    let clamp = Clamp { lo: -1.0, hi: 2.0 };
+    assert_eq!(clamp.params(), [-1.0, 2.0]);
+    assert_eq!(clamp.f(5.0f64), 2.0);
+    assert_eq!(clamp.i(-7), -1);
+    let row = UNARY_ROWS.iter().find(|r| r.name == "clamp").unwrap();
+    assert_eq!((row.reference)(5.0, [-1.0, 2.0]), 2.0);
+    assert_eq!(AddScaled { alpha: 2.0 }.f(1.0f32, 3.0), 7.0);
+    assert_eq!(AddScaled { alpha: 2.0 }.param(), 2.0);
+    const { assert!(Neg::INT && !Exp::INT && Second::INT && !Div::INT) };
+}
+
+#[test]
+fn hardswish_and_its_gradient_follow_pytorch() {
+    // torch.nn.functional.hardswish at -4, -3, -1, 0, 1.5, 3, 4.
+    let xs = [-4.0f64, -3.0, -1.0, 0.0, 1.5, 3.0, 4.0];
+    let want = [0.0, 0.0, -1.0 / 3.0, 0.0, 1.125, 3.0, 4.0];
+    for (x, w) in xs.iter().zip(want) {
+        assert!((Hardswish.f(*x) - w).abs() < 1e-15, "hardswish({x})");
+    }
+    // torch 2.15's hardswish backward: 0 up to -3, x/3 + 0.5 on (-3, 3),
+    // 1 from 3 (before 2.15 the kinks took the inner side: -0.5, 1.5).
+    let dwant = [0.0, 0.0, 1.0 / 6.0, 0.5, 1.0, 1.0, 1.0];
+    for (x, w) in xs.iter().zip(dwant) {
+        assert!((HardswishGrad.f(*x) - w).abs() < 1e-15, "hardswish'({x})");
+    }
+}
+
+#[test]
+fn rounding_follows_pytorch() {
+    // torch.round / floor / ceil / trunc at these points (torch 2.15).
+    let xs = [
+        -2.5f64,
+        -1.5,
+        -0.5,
+        0.5,
+        1.5,
+        2.5,
+        2.6,
+        -2.6,
+        0.49999999999999994,
+    ];
+    let round = [-2.0, -2.0, -0.0, 0.0, 2.0, 2.0, 3.0, -3.0, 0.0];
+    let floor = [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 2.0, -3.0, 0.0];
+    let ceil = [-2.0, -1.0, -0.0, 1.0, 2.0, 3.0, 3.0, -2.0, 1.0];
+    let trunc = [-2.0, -1.0, -0.0, 0.0, 1.0, 2.0, 2.0, -2.0, 0.0];
+    for (k, x) in xs.iter().enumerate() {
+        assert_eq!(Round.f(*x), round[k], "round({x})");
+        assert_eq!(Round.f(*x as f32), round[k] as f32, "round({x}) in f32");
+        assert_eq!(Floor.f(*x), floor[k], "floor({x})");
+        assert_eq!(Ceil.f(*x), ceil[k], "ceil({x})");
+        assert_eq!(Trunc.f(*x), trunc[k], "trunc({x})");
+    }
+    for v in [f64::INFINITY, f64::NEG_INFINITY] {
+        assert_eq!(Round.f(v), v);
+    }
+    assert!(Round.f(f64::NAN).is_nan());
+    assert_eq!(Round.i(7), 7);
+}
