@@ -454,7 +454,7 @@ unary_rows! {
     /// `x` with its fraction dropped, toward zero (integers pass through).
     Trunc = "trunc", |x| x.trunc(), cuda "truncf(v)", int |x| x, domain Wide;
     /// The tangent.
-    Tan = "tan", |x| x.tan(), cuda "tanf(v)", domain Unit;
+    Tan = "tan", |x| x.vec_tan(), cuda "tanf(v)", domain Unit, fast |x| x.fast_tan(), rare |x| x.beyond_fast_trig();
     /// The arcsine (NaN outside `[-1, 1]`).
     Asin = "asin", |x| x.asin(), cuda "asinf(v)", domain Unit;
     /// The arccosine (NaN outside `[-1, 1]`).

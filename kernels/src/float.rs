@@ -56,7 +56,11 @@ pub trait Float:
     fn fast_sin(self) -> Self;
     /// [`Float::vec_cos`] as [`Float::fast_sin`] computes the sine.
     fn fast_cos(self) -> Self;
-    /// Whether `fast_sin` and `fast_cos` are not exact at `self`: for f32
+    /// The tangent as [`Float::vec_sin`] computes the sine.
+    fn vec_tan(self) -> Self;
+    /// [`Float::vec_tan`] as [`Float::fast_sin`] computes the sine.
+    fn fast_tan(self) -> Self;
+    /// Whether `fast_sin`, `fast_cos` and `fast_tan` are not exact at `self`: for f32
     /// |x| >= 2^23, ±∞ and NaN; for f64 never (libm's functions).
     fn beyond_fast_trig(self) -> bool;
     /// Conversion from f64 (rounds for f32).
@@ -151,6 +155,14 @@ impl Float for f32 {
     #[inline(always)]
     fn fast_cos(self) -> Self {
         crate::vecmath::cos_fast(self)
+    }
+    #[inline(always)]
+    fn vec_tan(self) -> Self {
+        crate::vecmath::tan(self)
+    }
+    #[inline(always)]
+    fn fast_tan(self) -> Self {
+        crate::vecmath::tan_fast(self)
     }
     #[inline(always)]
     fn beyond_fast_trig(self) -> bool {
@@ -263,6 +275,14 @@ impl Float for f64 {
     #[inline(always)]
     fn fast_cos(self) -> Self {
         self.cos()
+    }
+    #[inline(always)]
+    fn vec_tan(self) -> Self {
+        self.tan()
+    }
+    #[inline(always)]
+    fn fast_tan(self) -> Self {
+        self.tan()
     }
     #[inline(always)]
     fn beyond_fast_trig(self) -> bool {

@@ -1,5 +1,5 @@
 //! Elementary functions of f32 written so that a loop of them vectorises:
-//! `ln`, `log2`, `log10`, `ln_1p`, `sin` and `cos`. libm's are scalar calls
+//! `ln`, `log2`, `log10`, `ln_1p`, `sin`, `cos` and `tan`. libm's are scalar calls
 //! (2.5 to 10 ns an element here, against 0.3 to 0.8 for PyTorch's
 //! vectorised Sleef), and a call in a loop keeps the loop scalar.
 //!
@@ -8,8 +8,8 @@
 //! leaves the result within 0.51 ulp of the exact value, within 1 ulp of
 //! the correctly rounded f32 (PyTorch's bound for these, Sleef's `u10`).
 //! The tests sweep every 61st f32, every one with `TAPIR_FULL_SWEEP=1`.
-//! No branches or calls, but one: the sine and cosine of |x| >= 2^23 call
-//! libm's f64 functions ([`sin_fast`] and [`cos_fast`] are the vectorising
+//! No branches or calls, but one: sin, cos and tan of |x| >= 2^23 call
+//! libm's f64 functions ([`sin_fast`], [`cos_fast`], [`tan_fast`] are the vectorising
 //! part, which the CPU kernels run over a whole slice first, see
 //! `UnaryFn::fast`).
 //!
@@ -193,6 +193,33 @@ pub(crate) fn cos_fast(x: f32) -> f32 {
     (if q & 2 == 0 { y } else { -y }) as f32
 }
 
+/// The tangent for |x| < [`TRIG_FAST_BELOW`] (vectorises): `sin r / cos r`
+/// in even quadrants, `-cos r / sin r` in odd ones, divided in f64 (near a
+/// pole `r` is near 0 and `sin r` keeps its relative precision).
+#[inline(always)]
+pub(crate) fn tan_fast(x: f32) -> f32 {
+    let (r, q) = reduce_quadrant(x);
+    let (s, c) = sin_cos_reduced(r);
+    let y = if q & 1 == 0 { s / c } else { -c / s };
+    (if x.is_sign_negative() { -y } else { y }) as f32
+}
+
+/// The tangent of any f32.
+#[inline(always)]
+pub(crate) fn tan(x: f32) -> f32 {
+    if x.abs() < TRIG_FAST_BELOW {
+        tan_fast(x)
+    } else {
+        tan_large(x)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn tan_large(x: f32) -> f32 {
+    (x as f64).tan() as f32
+}
+
 /// The sine of any f32.
 #[inline(always)]
 pub(crate) fn sin(x: f32) -> f32 {
@@ -292,7 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn sine_and_cosine_are_within_one_ulp_for_every_f32() {
+    fn sine_cosine_and_tangent_are_within_one_ulp_for_every_f32() {
         for (name, f, exact) in [
             (
                 "sin",
@@ -300,6 +327,7 @@ mod tests {
                 f64::sin as fn(f64) -> f64,
             ),
             ("cos", super::cos, f64::cos),
+            ("tan", super::tan, f64::tan),
             (
                 "sin_fast",
                 |x| {

@@ -78,9 +78,23 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elementwise::{Cos, Sin, UnaryFn};
+    use crate::elementwise::{Cos, Sin, Tan, UnaryFn};
 
-    /// Sine and cosine through the split map equal the exact function
+    /// `row` through the split map equals its exact form, bit for bit.
+    fn same_as_exact<R: UnaryFn>(x: &[f32], l: &Layout, row: R) {
+        let got = map_split_with(x, l, row, |x, r| r.fast(x), |x, r| r.rare(x), |x, r| r.f(x));
+        let want = map_with(x, l, row, |x, r| r.f(x));
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g.to_bits() == w.to_bits(),
+                "{} at {i}: {g} against {w}",
+                R::NAME
+            );
+        }
+    }
+
+    /// Sine, cosine and tangent through the split map equal the exact function
     /// element by element, with huge arguments scattered through a dense
     /// slice long enough to be split across threads, and on a strided view.
     #[test]
@@ -102,34 +116,9 @@ mod tests {
             offset: 1,
         };
         for l in [&dense, &strided] {
-            let got = map_split_with(
-                &x,
-                l,
-                Sin,
-                |x, r| r.fast(x),
-                |x, r| r.rare(x),
-                |x, r| r.f(x),
-            );
-            let want = map_with(&x, l, Sin, |x, r| r.f(x));
-            assert_eq!(got.len(), want.len());
-            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-                assert!(g.to_bits() == w.to_bits(), "sin at {i}: {g} against {w}");
-            }
-            let got = map_split_with(
-                &x,
-                l,
-                Cos,
-                |x, r| r.fast(x),
-                |x, r| r.rare(x),
-                |x, r| r.f(x),
-            );
-            let want = map_with(&x, l, Cos, |x, r| r.f(x));
-            assert!(
-                got.iter()
-                    .zip(&want)
-                    .all(|(g, w)| g.to_bits() == w.to_bits()),
-                "cos"
-            );
+            same_as_exact(&x, l, Sin);
+            same_as_exact(&x, l, Cos);
+            same_as_exact(&x, l, Tan);
         }
         // The huge ones are right, not merely equal to a wrong exact form.
         let big = [1e10f32, -3e38, 123_456_789.0];
