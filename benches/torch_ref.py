@@ -27,6 +27,8 @@ Workloads (see README.md for the exact definitions):
                F.linear_cross_entropy, reference or chunked, forward and backward
   pinn         a physics-informed MLP's step: u'' from two nested create_graph
                grads, the residual's backward and an Adam step (64 points)
+  unary        one elementwise function over 4M float32 (exp, log, log1p,
+               log2, sin, cos, tan, tanh, sigmoid, sqrt), forward only
   linalg       torch.linalg in float64: a Gaussian-process likelihood over 64
                SPD 64 x 64 matrices (cholesky, solve_triangular, forward and
                backward), eigh of 128 symmetric 32 x 32, svd of one 512 x 512,
@@ -66,6 +68,7 @@ DEFAULT_STEPS = {
     "cnn": (5, 40),
     "conv": (3, 20),
     "scatter": (3, 20),
+    "unary": (3, 30),
     "lm_head": (2, 8),
     "pinn": (20, 500),
     "linalg": (2, 10),
@@ -525,6 +528,25 @@ def bench_scatter(args, variant):
                        edges=edges, nodes=nodes, features=features)
 
 
+def bench_unary(args, variant):
+    """One elementwise function over 4M float32, forward only: a standard
+    normal x, and |x| + 0.1 for the logarithms and sqrt. Samples are
+    elements."""
+    n = 1 << 22
+    g = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(n, generator=g).to(DEVICE)
+    positive = x.abs() + 0.1
+    source = positive if variant in ("log", "log1p", "log2", "sqrt") else x
+    fn = getattr(torch, variant)
+
+    def step():
+        fn(source)
+
+    warm, steps = steps_for("unary", args.steps_scale)
+    t = time_loop(step, warm, steps)
+    return make_record("unary", variant, warm, steps, t, n, elements=n)
+
+
 def bench_lm_head(args, variant):
     """A language model's output layer and its loss: 1024 tokens of 256
     features against a 32000-word vocabulary, F.linear_cross_entropy's mean
@@ -672,6 +694,8 @@ BENCHES = {
     "lm_head": (bench_lm_head, ["reference_v32k", "chunked_v32k"]),
     "pinn": (bench_pinn, ["train_n64"]),
     "linalg": (bench_linalg, ["gp_b64_n64", "eigh_b128_n32", "svd_n512", "solve_n1024"]),
+    "unary": (bench_unary, ["exp", "log", "log1p", "log2", "sin", "cos", "tan", "tanh",
+                            "sigmoid", "sqrt"]),
 }
 WORKLOADS = list(BENCHES)
 

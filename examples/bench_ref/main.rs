@@ -37,6 +37,7 @@ mod lm_head;
 mod measure;
 mod pinn;
 mod scatter;
+mod unary;
 mod workloads;
 
 use measure::{PROFILE, baseline_rss_mib};
@@ -54,7 +55,7 @@ struct Cli {
     /// CPU threads for every kernel.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
-    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, scatter, lm_head, linalg, pinn, macro.
+    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, scatter, lm_head, linalg, pinn, unary, macro.
     #[arg(long, default_value = "matmul", value_delimiter = ',')]
     workloads: Vec<String>,
     /// Multiplies every step count (0.3 for a quick run).
@@ -159,6 +160,7 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
         "cnn" => Some(&["train_b128", "compiled", "infer_b128"]),
         "conv" => Some(&CONV_VARIANTS),
         "scatter" => Some(&scatter::SCATTER_VARIANTS),
+        "unary" => Some(&unary::UNARY_VARIANTS),
         "lm_head" => Some(&lm_head::LM_HEAD_VARIANTS),
         "pinn" => Some(&pinn::PINN_VARIANTS),
         "linalg" => Some(&linalg::LINALG_VARIANTS),
@@ -197,6 +199,7 @@ fn default_steps(key: &str) -> (usize, usize) {
         "cnn" => (5, 40),
         "conv" => (3, 20),
         "scatter" => (3, 20),
+        "unary" => (3, 30),
         "lm_head" => (2, 8),
         "pinn" => (20, 500),
         "linalg" => (2, 10),
@@ -227,6 +230,7 @@ fn main() {
             "cnn" => bench_cnn(&args, v),
             "conv" => bench_conv(&args, v),
             "scatter" => scatter::bench_scatter(&args, v),
+            "unary" => unary::bench_unary(&args, v),
             "lm_head" => lm_head::bench_lm_head(&args, v),
             "pinn" => pinn::bench_pinn(&args, v),
             "linalg" => linalg::bench_linalg(&args, v),

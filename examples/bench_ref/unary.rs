@@ -1,0 +1,47 @@
+//! The `unary` workload: one elementwise function over 4M f32 (forward
+//! only), as `benches/torch_ref.py`'s `bench_unary` builds it. Inputs: a
+//! standard normal `x`, and `|x| + 0.1` for the logarithms. Samples are
+//! elements, so samples/s is elements per second.
+
+use crate::Args;
+use crate::measure::{record, time_loop};
+use crate::workloads::scaled;
+use tapir::prelude::*;
+
+/// The workload's variants: the function's PyTorch name.
+pub(crate) const UNARY_VARIANTS: [&str; 10] = [
+    "exp", "log", "log1p", "log2", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt",
+];
+
+pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
+    let n = 1usize << 22;
+    let g = Generator::new(args.seed);
+    let x = Tensor::randn_with(&[n], &g).to(args.device).unwrap();
+    let positive = &x.abs() + 0.1;
+    let f = |t: &Tensor| match variant {
+        "exp" => t.exp(),
+        "log" => positive.log(),
+        "log1p" => positive.log1p(),
+        "log2" => positive.log2(),
+        "sin" => t.sin(),
+        "cos" => t.cos(),
+        "tan" => t.tan(),
+        "tanh" => t.tanh(),
+        "sigmoid" => t.sigmoid(),
+        "sqrt" => positive.sqrt(),
+        _ => unreachable!("unary variant {variant}"),
+    };
+    let step = || {
+        std::hint::black_box(f(&x));
+    };
+    let (warm, steps) = scaled(args, "unary");
+    let t = time_loop(args.device, step, warm, steps);
+    record(
+        "unary",
+        variant,
+        warm,
+        &t,
+        n as f64,
+        &[("elements", n.to_string())],
+    )
+}
