@@ -1,5 +1,6 @@
 //! Elementwise kernels over strided, broadcast operands.
 
+use super::map_split::map_dense_split;
 use super::strided::{coalesce, for_rows, row_count};
 use crate::Layout;
 use crate::alloc;
@@ -142,31 +143,8 @@ where
     C: Copy + Send + Sync,
     U: Copy + Send + Sync + 'static,
 {
-    let n = s.len();
-    let mut out = alloc::with_capacity(n);
-    let spare = &mut out.spare_capacity_mut()[..n];
-    let run = |o: &mut [MaybeUninit<U>], x: &[T]| {
-        simd(
-            #[inline(always)]
-            || {
-                let shared = c; // a local copy, not the capture's pointer
-                for (o, &x) in o.iter_mut().zip(x) {
-                    o.write(f(x, shared));
-                }
-            },
-        )
-    };
-    if parallel(n) {
-        par_chunks_mut(spare, CHUNK, |i, o| {
-            run(o, &s[i * CHUNK..i * CHUNK + o.len()])
-        });
-    } else {
-        run(spare, s);
-    }
-    // SAFETY: `spare` is the first `n` slots of `out`'s spare capacity (`out`
-    // was empty), and the loops above wrote every one of them.
-    unsafe { out.set_len(n) };
-    out
+    // No element is rare, so the fix-up pass compiles away.
+    map_dense_split(s, c, &f, |_, _| false, &f)
 }
 
 /// `f(a, b)` over two views already broadcast to one shape; output row-major.

@@ -38,7 +38,25 @@ where
     let Some(off) = l.contiguous_offset() else {
         return map_with(src, l, c, exact);
     };
-    let s = &src[off..off + n];
+    map_dense_split(&src[off..off + n], c, fast, rare, exact)
+}
+
+/// [`map_split_with`] over a dense slice (also `map_dense_with`'s body,
+/// with nothing rare): each chunk in one vectorised loop of `fast` that
+/// notes whether any element is rare, then `exact` on those.
+pub(super) fn map_dense_split<T, C, U>(
+    s: &[T],
+    c: C,
+    fast: impl Fn(T, C) -> U + Sync,
+    rare: impl Fn(T, C) -> bool + Sync,
+    exact: impl Fn(T, C) -> U + Sync,
+) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    C: Copy + Send + Sync,
+    U: Copy + Send + Sync + 'static,
+{
+    let n = s.len();
     let mut out = alloc::with_capacity(n);
     let spare = &mut out.spare_capacity_mut()[..n];
     let run = |o: &mut [MaybeUninit<U>], x: &[T]| {
