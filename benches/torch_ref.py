@@ -27,7 +27,7 @@ Workloads (see README.md for the exact definitions):
                F.linear_cross_entropy, reference or chunked, forward and backward
   pinn         a physics-informed MLP's step: u'' from two nested create_graph
                grads, the residual's backward and an Adam step (64 points)
-  unary        one elementwise function over 4M float32 (exp, log, log1p,
+  unary        one elementwise function over 4M float32 (exp, expm1, log, log1p,
                log2, sin, cos, tan, tanh, sigmoid, sqrt), forward only
   linalg       torch.linalg in float64: a Gaussian-process likelihood over 64
                SPD 64 x 64 matrices (cholesky, solve_triangular, forward and
@@ -694,8 +694,8 @@ BENCHES = {
     "lm_head": (bench_lm_head, ["reference_v32k", "chunked_v32k"]),
     "pinn": (bench_pinn, ["train_n64"]),
     "linalg": (bench_linalg, ["gp_b64_n64", "eigh_b128_n32", "svd_n512", "solve_n1024"]),
-    "unary": (bench_unary, ["exp", "log", "log1p", "log2", "sin", "cos", "tan", "tanh",
-                            "sigmoid", "sqrt"]),
+    "unary": (bench_unary, ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan",
+                            "tanh", "sigmoid", "sqrt"]),
 }
 WORKLOADS = list(BENCHES)
 

@@ -1076,6 +1076,11 @@ case("entr_edges", "entr", [T([0.0, -1.0, 0.5, float("inf")])], grad=[False])
 case("xlog1py", "xlog1py", [T([0.0, 1.5, 2.0, 0.0, -0.5]), T([0.5, 0.5, 3.0, 2.0, -0.25])])
 case("xlog1py_broadcast", "xlog1py", [randn(3, 1), pos(1, 4)])
 case("xlog1py_edges", "xlog1py", [T([0.0, 0.0, 1.0]), T([-1.0, float("nan"), -1.0])], grad=[False, False])
+# ELU's family near 0 from below: e^x - 1 would keep only exp's rounding there.
+tiny = [-1e-6, -3e-9, -1e-12, 0.0, 2e-7, -0.5]
+case("elu_tiny", "elu", [T(tiny)], {"alpha": 1.0})
+case("celu_tiny", "celu", [T(tiny)], {"alpha": 2.0})
+case("selu_tiny", "selu", [T(tiny)])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

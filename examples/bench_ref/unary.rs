@@ -20,6 +20,7 @@ pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
     let positive = &x.abs() + 0.1;
     let f = |t: &Tensor| match variant {
         "exp" => t.exp(),
+        "expm1" => t.expm1(),
         "log" => positive.log(),
         "log1p" => positive.log1p(),
         "log2" => positive.log2(),

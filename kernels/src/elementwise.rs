@@ -472,7 +472,7 @@ unary_rows! {
     /// The inverse hyperbolic tangent (NaN outside `[-1, 1]`).
     Atanh = "atanh", |x| x.atanh(), cuda "atanhf(v)", domain Unit;
     /// `e^x - 1`, exact near zero.
-    Expm1 = "expm1", |x| x.exp_m1(), cuda "expm1f(v)";
+    Expm1 = "expm1", |x| x.vec_expm1(), cuda "expm1f(v)";
     /// The base-2 logarithm.
     Log2 = "log2", |x| x.vec_log2(), cuda "log2f(v)", domain Positive;
     /// The base-10 logarithm.

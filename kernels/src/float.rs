@@ -45,6 +45,9 @@ pub trait Float:
     fn vec_log10(self) -> Self;
     /// `ln(1 + x)` as [`Float::vec_ln`] computes it, precise near 0.
     fn vec_ln_1p(self) -> Self;
+    /// `e^x - 1` as [`Float::vec_ln`] computes the logarithm, precise
+    /// near 0.
+    fn vec_expm1(self) -> Self;
     /// The sine, written so that a loop of it vectorises: for f32 within
     /// 1 ulp of the correctly rounded `sin` for every f32 (an exact
     /// reduction at any magnitude); for f64 libm's.
@@ -139,6 +142,10 @@ impl Float for f32 {
     #[inline(always)]
     fn vec_ln_1p(self) -> Self {
         crate::vecmath::ln_1p(self)
+    }
+    #[inline(always)]
+    fn vec_expm1(self) -> Self {
+        crate::vecmath::expm1(self)
     }
     #[inline(always)]
     fn vec_sin(self) -> Self {
@@ -259,6 +266,10 @@ impl Float for f64 {
     #[inline(always)]
     fn vec_ln_1p(self) -> Self {
         self.ln_1p()
+    }
+    #[inline(always)]
+    fn vec_expm1(self) -> Self {
+        self.exp_m1()
     }
     #[inline(always)]
     fn vec_sin(self) -> Self {

@@ -110,6 +110,8 @@ instructions!(
         Log,
         /// `ln(1 + x)`.
         Log1p,
+        /// `e^x - 1`.
+        Expm1,
         /// `√x`.
         Sqrt,
         /// `1 / √x`.
@@ -445,6 +447,11 @@ fn unary_grad(e: &mut Emit, op: Unary, x: usize, y: usize, a: usize) -> Option<u
     Some(match op {
         Unary::Neg => e.un(Unary::Neg, a),
         Unary::Exp => e.bin(Mul, a, y),
+        Unary::Expm1 => {
+            let one = e.konst(1.0);
+            let d = e.bin(Add, y, one);
+            e.bin(Mul, a, d)
+        }
         Unary::Log => e.bin(Div, a, x),
         Unary::Log1p => {
             let one = e.konst(1.0);

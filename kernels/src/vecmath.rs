@@ -1,5 +1,5 @@
 //! Elementary functions of f32 written so that a loop of them vectorises:
-//! `ln`, `log2`, `log10`, `ln_1p`, `sin`, `cos` and `tan`. libm's are scalar calls
+//! `ln`, `log2`, `log10`, `ln_1p`, `exp_m1`, `sin`, `cos` and `tan`. libm's are scalar calls
 //! (2.5 to 10 ns an element here, against 0.3 to 0.8 for PyTorch's
 //! vectorised Sleef), and a call in a loop keeps the loop scalar.
 //!
@@ -132,6 +132,41 @@ pub(crate) fn ln_1p(x: f32) -> f32 {
     } else {
         y as f32
     }
+}
+
+/// `e^x - 1`, precise near 0: x = k ln 2 + r (k ln 2 subtracted by a
+/// fused multiply-add, exact: |x| - k ln2 is a multiple of 2^-53 below 1),
+/// `e^r - 1` by Taylor to r¹¹ (|r| <= ln2 / 2: truncation below 1e-12
+/// relative), then `2^k (e^r - 1) + (2^k - 1)`, which does not cancel.
+#[inline(always)]
+pub(crate) fn expm1(x: f32) -> f32 {
+    const LN2_HI: f64 = std::f64::consts::LN_2;
+    const LN2_LO: f64 = 2.319_046_813_846_299_6e-17; // ln 2 - LN2_HI
+    const MAGIC: f64 = 6_755_399_441_055_744.0;
+    // Beyond [-110, 100] the f32 result is -1 or +inf anyway.
+    let d = (x as f64).clamp(-110.0, 100.0);
+    let (k, k_bits) = round_magic(d * std::f64::consts::LOG2_E);
+    let r = (-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, d));
+    let mut p: f64 = 1.0 / 39_916_800.0;
+    for c in [
+        1.0 / 3_628_800.0,
+        1.0 / 362_880.0,
+        1.0 / 40_320.0,
+        1.0 / 5_040.0,
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+    ] {
+        p = p.mul_add(r, c);
+    }
+    let em1_r = (r * r).mul_add(p, r);
+    // 2^k from k's bits in the rounding sum (k in -160..=145).
+    let k_int = k_bits.wrapping_sub(MAGIC.to_bits()) as i64;
+    let two_k = f64::from_bits(((k_int + 1023) as u64) << 52);
+    let y = two_k.mul_add(em1_r, two_k - 1.0);
+    if x.is_nan() || x == 0.0 { x } else { y as f32 }
 }
 
 /// Below this magnitude [`sin_fast`] and [`cos_fast`] are exact (within
@@ -296,12 +331,13 @@ mod tests {
     }
 
     #[test]
-    fn logarithms_are_within_one_ulp_for_every_f32() {
+    fn logarithms_and_expm1_are_within_one_ulp_for_every_f32() {
         for (name, f, exact) in [
             ("ln", super::ln as fn(f32) -> f32, f64::ln as fn(f64) -> f64),
             ("log2", super::log2, f64::log2),
             ("log10", super::log10, f64::log10),
             ("ln_1p", super::ln_1p, f64::ln_1p),
+            ("expm1", super::expm1, f64::exp_m1),
         ] {
             let (d, x) = sweep(f, exact);
             println!("{name}: at worst {d} ulp (x = {x:e})");
@@ -312,6 +348,11 @@ mod tests {
         assert_eq!(super::ln(1.0), 0.0);
         assert_eq!(super::ln_1p(-0.0).to_bits(), (-0.0f32).to_bits());
         assert_eq!(super::ln_1p(1e-30), 1e-30);
+        assert_eq!(super::expm1(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(super::expm1(1e-30), 1e-30);
+        assert_eq!(super::expm1(-200.0), -1.0);
+        assert_eq!(super::expm1(89.0), f32::INFINITY);
+        assert_eq!(super::expm1(f32::NEG_INFINITY), -1.0);
         assert_eq!(
             super::ln(f32::from_bits(1)),
             (f32::from_bits(1) as f64).ln() as f32

@@ -640,8 +640,10 @@ impl Forward for Mathy {
     }
 }
 
+/// Unfused bit for bit; fused (`expm1` and its neighbours join a fused
+/// group, whose backward sums its paths' gradients to `h` in its own
+/// order), the forward still bit for bit and the gradients within 1e-5.
 #[test]
 fn elementwise_math_replays_without_a_graph_break() {
-    let _serial = serial();
-    replays_as_eager_without_a_break(|| Mathy(Linear::new(3, 4, true)), &[5, 3], "math");
+    assert_replays_as_eager(|| Mathy(Linear::new(3, 4, true)), 0.0, "math");
 }

@@ -23,6 +23,11 @@ fn rnd(shape: &[usize], seed: u64) -> Tensor {
 /// PyTorch's by the golden replay.
 const AT_A_KINK: &[(&str, &str)] = &[
     (
+        "selu_tiny",
+        "inputs within the difference step (1e-6) of 0, where SELU's slope jumps from scale * alpha to \
+         scale (elu_tiny and celu_tiny, whose slopes meet at 0, are checked)",
+    ),
+    (
         "ndtri_deep",
         "p = 1e-30 and 1e-10 lie closer to 0 than the difference step (1e-6); ndtri is NaN below 0",
     ),

@@ -152,20 +152,32 @@ fn full_input<'a>(p: &Program, inputs: &[Operand<'a>], x: usize) -> Option<&'a [
     }
 }
 
-/// `dst = op(src)`, the match outside the loop so each row's loop vectorises.
+/// `dst = op(src)`, the match outside the loop so each row's loop
+/// vectorises: the row's fast form, then its exact form on the rare
+/// elements if any (`UnaryFn::fast`), as the eager kernel.
 fn unary_loop(op: Unary, src: &[f32], dst: &mut [f32]) {
     struct Loop<'a>(&'a [f32], &'a mut [f32]);
     impl UnaryVisit for Loop<'_> {
         fn visit<R: UnaryFn>(self, row: R) {
             let Loop(src, dst) = self;
-            threads::simd(
+            let any_rare = threads::simd(
                 #[inline(always)]
                 || {
+                    let mut any = false;
                     for (d, &s) in dst.iter_mut().zip(src) {
+                        *d = row.fast(s);
+                        any |= row.rare(s);
+                    }
+                    any
+                },
+            );
+            if any_rare {
+                for (d, &s) in dst.iter_mut().zip(src) {
+                    if row.rare(s) {
                         *d = row.f(s);
                     }
-                },
-            )
+                }
+            }
         }
     }
     op.visit(Loop(src, dst))

@@ -33,6 +33,7 @@ fn kind(name: &str) -> Option<Kind> {
         "exp" => Kind::Unary(Unary::Exp),
         "log" => Kind::Unary(Unary::Log),
         "log1p" => Kind::Unary(Unary::Log1p),
+        "expm1" => Kind::Unary(Unary::Expm1),
         "sqrt" => Kind::Unary(Unary::Sqrt),
         "rsqrt" => Kind::Unary(Unary::Rsqrt),
         "abs" => Kind::Unary(Unary::Abs),
