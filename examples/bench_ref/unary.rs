@@ -9,8 +9,8 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the function's PyTorch name.
-pub(crate) const UNARY_VARIANTS: [&str; 10] = [
-    "exp", "log", "log1p", "log2", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt",
+pub(crate) const UNARY_VARIANTS: [&str; 11] = [
+    "exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt",
 ];
 
 pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
