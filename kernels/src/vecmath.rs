@@ -239,52 +239,39 @@ pub(crate) fn tan_fast(x: f32) -> f32 {
     (if x.is_sign_negative() { -y } else { y }) as f32
 }
 
-/// The tangent of any f32.
+/// `fast(x)` below [`TRIG_FAST_BELOW`], else libm's f64 `large`, rounded
+/// once (glibc's reduction is exact at any magnitude).
 #[inline(always)]
-pub(crate) fn tan(x: f32) -> f32 {
+fn fast_or_libm(x: f32, fast: impl Fn(f32) -> f32, large: fn(f64) -> f64) -> f32 {
     if x.abs() < TRIG_FAST_BELOW {
-        tan_fast(x)
+        fast(x)
     } else {
-        tan_large(x)
+        by_libm(x, large)
     }
 }
 
 #[cold]
 #[inline(never)]
-fn tan_large(x: f32) -> f32 {
-    (x as f64).tan() as f32
+fn by_libm(x: f32, large: fn(f64) -> f64) -> f32 {
+    large(x as f64) as f32
+}
+
+/// The tangent of any f32.
+#[inline(always)]
+pub(crate) fn tan(x: f32) -> f32 {
+    fast_or_libm(x, tan_fast, f64::tan)
 }
 
 /// The sine of any f32.
 #[inline(always)]
 pub(crate) fn sin(x: f32) -> f32 {
-    if x.abs() < TRIG_FAST_BELOW {
-        sin_fast(x)
-    } else {
-        sin_large(x)
-    }
+    fast_or_libm(x, sin_fast, f64::sin)
 }
 
 /// The cosine of any f32.
 #[inline(always)]
 pub(crate) fn cos(x: f32) -> f32 {
-    if x.abs() < TRIG_FAST_BELOW {
-        cos_fast(x)
-    } else {
-        cos_large(x)
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn sin_large(x: f32) -> f32 {
-    (x as f64).sin() as f32
-}
-
-#[cold]
-#[inline(never)]
-fn cos_large(x: f32) -> f32 {
-    (x as f64).cos() as f32
+    fast_or_libm(x, cos_fast, f64::cos)
 }
 
 #[cfg(test)]
