@@ -456,11 +456,11 @@ unary_rows! {
     /// The tangent.
     Tan = "tan", |x| x.vec_tan(), cuda "tanf(v)", domain Unit, fast |x| x.fast_tan(), rare |x| x.beyond_fast_trig();
     /// The arcsine (NaN outside `[-1, 1]`).
-    Asin = "asin", |x| x.asin(), cuda "asinf(v)", domain Unit;
+    Asin = "asin", |x| x.vec_asin(), cuda "asinf(v)", domain Unit;
     /// The arccosine (NaN outside `[-1, 1]`).
-    Acos = "acos", |x| x.acos(), cuda "acosf(v)", domain Unit;
+    Acos = "acos", |x| x.vec_acos(), cuda "acosf(v)", domain Unit;
     /// The arctangent.
-    Atan = "atan", |x| x.atan(), cuda "atanf(v)";
+    Atan = "atan", |x| x.vec_atan(), cuda "atanf(v)";
     /// The hyperbolic sine.
     Sinh = "sinh", |x| x.sinh(), cuda "sinhf(v)";
     /// The hyperbolic cosine.

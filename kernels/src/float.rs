@@ -48,6 +48,14 @@ pub trait Float:
     /// `e^x - 1` as [`Float::vec_ln`] computes the logarithm, precise
     /// near 0.
     fn vec_expm1(self) -> Self;
+    /// The arctangent as [`Float::vec_ln`] computes the logarithm.
+    fn vec_atan(self) -> Self;
+    /// The arcsine (NaN outside [-1, 1]) as [`Float::vec_ln`] computes
+    /// the logarithm.
+    fn vec_asin(self) -> Self;
+    /// The arccosine (NaN outside [-1, 1]) as [`Float::vec_ln`] computes
+    /// the logarithm.
+    fn vec_acos(self) -> Self;
     /// The sine, written so that a loop of it vectorises: for f32 within
     /// 1 ulp of the correctly rounded `sin` for every f32 (an exact
     /// reduction at any magnitude); for f64 libm's.
@@ -146,6 +154,18 @@ impl Float for f32 {
     #[inline(always)]
     fn vec_expm1(self) -> Self {
         crate::vecmath::expm1(self)
+    }
+    #[inline(always)]
+    fn vec_atan(self) -> Self {
+        crate::vecmath::atan(self)
+    }
+    #[inline(always)]
+    fn vec_asin(self) -> Self {
+        crate::vecmath::asin(self)
+    }
+    #[inline(always)]
+    fn vec_acos(self) -> Self {
+        crate::vecmath::acos(self)
     }
     #[inline(always)]
     fn vec_sin(self) -> Self {
@@ -270,6 +290,18 @@ impl Float for f64 {
     #[inline(always)]
     fn vec_expm1(self) -> Self {
         self.exp_m1()
+    }
+    #[inline(always)]
+    fn vec_atan(self) -> Self {
+        self.atan()
+    }
+    #[inline(always)]
+    fn vec_asin(self) -> Self {
+        self.asin()
+    }
+    #[inline(always)]
+    fn vec_acos(self) -> Self {
+        self.acos()
     }
     #[inline(always)]
     fn vec_sin(self) -> Self {
