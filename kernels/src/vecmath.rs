@@ -21,13 +21,16 @@
 //! assert_eq!(1e30f32.vec_cos(), (1e30f32 as f64).cos() as f32);
 //! ```
 
+/// 1.5 * 2^52: added to |v| < 2^51, it leaves `v` rounded to an integer
+/// in the low bits.
+const MAGIC: f64 = 6_755_399_441_055_744.0;
+
 /// Rounds `v` to the nearest integer, ties to even, for |v| < 2^51, by
 /// adding and subtracting 1.5 * 2^52 (`round` is a libm call before SSE4.1
 /// and would stop the loop vectorising). Returns the integer and the sum,
 /// whose low bits hold the integer (mod 2^32).
 #[inline(always)]
 fn round_magic(v: f64) -> (f64, u64) {
-    const MAGIC: f64 = 6_755_399_441_055_744.0;
     let shifted = v + MAGIC;
     (shifted - MAGIC, shifted.to_bits())
 }
@@ -143,7 +146,6 @@ pub(crate) fn ln_1p(x: f32) -> f32 {
 pub(crate) fn expm1(x: f32) -> f32 {
     const LN2_HI: f64 = std::f64::consts::LN_2;
     const LN2_LO: f64 = 2.319_046_813_846_299_6e-17; // ln 2 - LN2_HI
-    const MAGIC: f64 = 6_755_399_441_055_744.0;
     // Beyond [-110, 100] the f32 result is -1 or +inf anyway.
     let d = (x as f64).clamp(-110.0, 100.0);
     let (k, k_bits) = round_magic(d * std::f64::consts::LOG2_E);
@@ -429,40 +431,6 @@ mod tests {
             ),
             ("cos", super::cos, f64::cos),
             ("tan", super::tan, f64::tan),
-            (
-                "sin_fast",
-                |x| {
-                    if x.abs() < super::TRIG_FAST_BELOW {
-                        super::sin_fast(x)
-                    } else {
-                        f32::NAN
-                    }
-                },
-                |x| {
-                    if x.abs() < super::TRIG_FAST_BELOW as f64 {
-                        x.sin()
-                    } else {
-                        f64::NAN
-                    }
-                },
-            ),
-            (
-                "cos_fast",
-                |x| {
-                    if x.abs() < super::TRIG_FAST_BELOW {
-                        super::cos_fast(x)
-                    } else {
-                        f32::NAN
-                    }
-                },
-                |x| {
-                    if x.abs() < super::TRIG_FAST_BELOW as f64 {
-                        x.cos()
-                    } else {
-                        f64::NAN
-                    }
-                },
-            ),
         ] {
             let (d, x) = sweep(f, exact);
             println!("{name}: at worst {d} ulp (x = {x:e})");
