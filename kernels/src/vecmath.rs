@@ -1,6 +1,6 @@
 //! Elementary functions of f32 written so that a loop of them vectorises:
 //! `ln`, `log2`, `log10`, `ln_1p`, `exp_m1`, `sin`, `cos`, `tan`, `atan`,
-//! `asin` and `acos`. libm's are scalar calls
+//! `asin`, `acos` and `tanh`. libm's are scalar calls
 //! (2.5 to 10 ns an element here, against 0.3 to 0.8 for PyTorch's
 //! vectorised Sleef), and a call in a loop keeps the loop scalar.
 //!
@@ -8,7 +8,9 @@
 //! f64 polynomial is good to 1e-10 relative, so the one rounding to f32
 //! leaves the result within 0.51 ulp of the exact value, within 1 ulp of
 //! the correctly rounded f32 (PyTorch's bound for these, Sleef's `u10`).
-//! The tests sweep every 61st f32, every one with `TAPIR_FULL_SWEEP=1`.
+//! `tanh` needs no exact reduction and works in f32 (16 lanes, not 8):
+//! within 1 ulp too. The tests sweep every 61st f32, every one with
+//! `TAPIR_FULL_SWEEP=1`.
 //! No branches or calls, but one: sin, cos and tan of |x| >= 2^23 call
 //! libm's f64 functions ([`sin_fast`], [`cos_fast`], [`tan_fast`] are the vectorising
 //! part, which the CPU kernels run over a whole slice first, see
@@ -170,6 +172,62 @@ pub(crate) fn expm1(x: f32) -> f32 {
     let two_k = f64::from_bits(((k_int + 1023) as u64) << 52);
     let y = two_k.mul_add(em1_r, two_k - 1.0);
     if x.is_nan() || x == 0.0 { x } else { y as f32 }
+}
+
+/// `tanh`, in f32 with fused multiply-adds (no f64: it needs no exact
+/// reduction). Below |x| = 0.625 an odd polynomial `a + a³ p(a²)`, `p` of
+/// degree 4 fitted by `scripts/fit_tanh.py` (1e-8 relative with its
+/// coefficients rounded to f32; the `a³ p` term is at most 13% of the
+/// result, so its rounding costs a fraction of an ulp, and no division).
+/// From there `1 - 2 / (e^2|x| + 1)`, whose subtraction lands in [0.55, 1)
+/// and cannot cancel; `e^2|x|` for |x| in [0.625, 10] needs none of exp's
+/// range checks. ±1 from |x| = 10 on (tanh(9.01) already rounds to 1).
+#[inline(always)]
+pub(crate) fn tanh(x: f32) -> f32 {
+    const P: [f32; 5] = [
+        -0.005_691_985_6,
+        0.020_626_292,
+        -0.053_735_32,
+        0.133_313_82,
+        -0.333_332_8,
+    ];
+    let a = x.abs().min(10.0); // min(NaN, 10) is 10: NaN is kept below
+    let a2 = a * a;
+    let mut p = P[0];
+    for c in &P[1..] {
+        p = p.mul_add(a2, *c);
+    }
+    let small = (a * a2).mul_add(p, a);
+    let large = 1.0 - 2.0 / (exp_1_to_20(2.0 * a) + 1.0);
+    let y = if a < 0.625 { small } else { large };
+    if x.is_nan() { x } else { y.copysign(x) }
+}
+
+/// `e^x` for x in [0, 20] (anything else in [-87, 88] is fine too, less
+/// its subnormal and overflowing ends): Cody-Waite reduction to |r| <=
+/// ln2 / 2 with ln 2 in two parts, Cephes' polynomial, one scaling by 2^n.
+#[inline(always)]
+fn exp_1_to_20(x: f32) -> f32 {
+    const P: [f32; 6] = [
+        1.987_569_1e-4,
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        0.5,
+    ];
+    // n = round(x / ln 2) by adding and subtracting 1.5 * 2^23.
+    let shifted = x.mul_add(std::f32::consts::LOG2_E, 12_582_912.0);
+    let n = shifted - 12_582_912.0;
+    let r = n.mul_add(2.121_944_4e-4, n.mul_add(-0.693_359_4, x));
+    let mut p = P[0];
+    for c in &P[1..] {
+        p = p.mul_add(r, *c);
+    }
+    let e_r = (p * r).mul_add(r, r) + 1.0;
+    // 2^n from the low bits of `shifted` (1.5 * 2^23 + n).
+    let n_int = shifted.to_bits() as i32 - 0x4B40_0000;
+    e_r * f32::from_bits(((n_int + 127) as u32) << 23)
 }
 
 /// `atan(a)` in f64 for `a >= 0` (∞ included): reduced to |u| <= tan(π/8)
@@ -384,7 +442,7 @@ mod tests {
     }
 
     #[test]
-    fn logarithms_expm1_and_inverse_trig_are_within_one_ulp_for_every_f32() {
+    fn logarithms_expm1_inverse_trig_and_tanh_are_within_one_ulp_for_every_f32() {
         for (name, f, exact) in [
             ("ln", super::ln as fn(f32) -> f32, f64::ln as fn(f64) -> f64),
             ("log2", super::log2, f64::log2),
@@ -394,6 +452,7 @@ mod tests {
             ("atan", super::atan, f64::atan),
             ("asin", super::asin, f64::asin),
             ("acos", super::acos, f64::acos),
+            ("tanh", super::tanh, f64::tanh),
         ] {
             let (d, x) = sweep(f, exact);
             println!("{name}: at worst {d} ulp (x = {x:e})");
@@ -415,6 +474,9 @@ mod tests {
         assert_eq!(super::acos(-1.0), std::f32::consts::PI);
         assert_eq!(super::acos(1.0), 0.0);
         assert!(super::asin(1.0000001).is_nan() && super::acos(-2.0).is_nan());
+        assert_eq!(super::tanh(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(super::tanh(f32::NEG_INFINITY), -1.0);
+        assert_eq!(super::tanh(9.1), 1.0);
         assert_eq!(
             super::ln(f32::from_bits(1)),
             (f32::from_bits(1) as f64).ln() as f32

@@ -102,9 +102,17 @@ where
             start,
             start + chunk.len() / len.max(1),
             |[b], len, [s]| {
-                for (i, d) in chunk[pos..pos + len].iter_mut().enumerate() {
-                    d.write(f(src[b + i * s], c));
-                }
+                let row = &mut chunk[pos..pos + len];
+                // Inside `simd` so the row's fused multiply-adds (the
+                // vectorised math's) are instructions, not libm calls.
+                simd(
+                    #[inline(always)]
+                    || {
+                        for (i, d) in row.iter_mut().enumerate() {
+                            d.write(f(src[b + i * s], c));
+                        }
+                    },
+                );
                 pos += len;
             },
         );
@@ -293,7 +301,10 @@ pub fn map_inplace<T: Copy + Send + Sync>(dst: &mut [T], l: &Layout, f: impl Fn(
         }
         return;
     }
-    l.for_each_offset(|o| dst[o] = f(dst[o]));
+    simd(
+        #[inline(always)]
+        || l.for_each_offset(|o| dst[o] = f(dst[o])),
+    );
 }
 
 /// `dst[l] = src[ls]`: the elements of one view copied into another of the
