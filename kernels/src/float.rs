@@ -193,6 +193,26 @@ impl Float for f32 {
 /// `exp(x)` for `x >= min` (0 below), branch-free so loops vectorise: a
 /// Cephes polynomial, within 1 ulp for normal results; `min` down to
 /// -103.97 gives subnormal ones, rounded once.
+/// 1.5 * 2^23: added to |v| < 2^22 and subtracted, it rounds `v` to an
+/// integer, which the sum's low bits hold.
+pub(crate) const EXP_ROUND: f32 = 12_582_912.0;
+/// ln 2 in two parts (Cody-Waite): `EXP_LN2_HI` has few enough bits that
+/// `n * EXP_LN2_HI` is exact for the `n` of any f32 `exp`; the second is
+/// `EXP_LN2_HI - ln 2`, so `x - n * HI + n * LO_NEG` is `x - n ln 2`.
+pub(crate) const EXP_LN2_HI: f32 = 0.693_359_4;
+/// See [`EXP_LN2_HI`].
+pub(crate) const EXP_LN2_LO_NEG: f32 = 2.121_944_4e-4;
+/// Cephes' polynomial `p` (highest degree first) of
+/// `e^r = 1 + r + r² p(r)` for |r| <= ln2 / 2.
+pub(crate) const EXP_P: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    0.5,
+];
+
 #[inline(always)]
 fn exp_above(this: f32, min: f32) -> f32 {
     // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2
@@ -201,15 +221,13 @@ fn exp_above(this: f32, min: f32) -> f32 {
     // SSE4.1 is a libm call and would stop the loop vectorising.
     const MAX: f32 = 88.722_83; // ln(f32::MAX)
     let x = this.clamp(min, MAX);
-    let shifted = x * std::f32::consts::LOG2_E + 12_582_912.0;
-    let n = shifted - 12_582_912.0;
-    let r = x - n * 0.693_359_4 + n * 2.121_944_4e-4;
-    let mut p = 1.987_569_1e-4f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 0.5;
+    let shifted = x * std::f32::consts::LOG2_E + EXP_ROUND;
+    let n = shifted - EXP_ROUND;
+    let r = x - n * EXP_LN2_HI + n * EXP_LN2_LO_NEG;
+    let mut p = EXP_P[0];
+    for c in &EXP_P[1..] {
+        p = p * r + *c;
+    }
     let y = p * r * r + r + 1.0;
     // 2^n in two halves, so n = 128 (x near MAX) and n down to -150 (a
     // subnormal result) stay representable: 2^(n - h) * 2^h with h = n / 2,

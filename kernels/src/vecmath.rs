@@ -208,20 +208,14 @@ pub(crate) fn tanh(x: f32) -> f32 {
 /// ln2 / 2 with ln 2 in two parts, Cephes' polynomial, one scaling by 2^n.
 #[inline(always)]
 fn exp_1_to_20(x: f32) -> f32 {
-    const P: [f32; 6] = [
-        1.987_569_1e-4,
-        1.398_199_9e-3,
-        8.333_452e-3,
-        4.166_579_6e-2,
-        1.666_666_5e-1,
-        0.5,
-    ];
-    // n = round(x / ln 2) by adding and subtracting 1.5 * 2^23.
-    let shifted = x.mul_add(std::f32::consts::LOG2_E, 12_582_912.0);
-    let n = shifted - 12_582_912.0;
-    let r = n.mul_add(2.121_944_4e-4, n.mul_add(-0.693_359_4, x));
-    let mut p = P[0];
-    for c in &P[1..] {
+    use crate::float::{EXP_LN2_HI, EXP_LN2_LO_NEG, EXP_P, EXP_ROUND};
+    // `Float::fast_exp`'s reduction and polynomial, with fused
+    // multiply-adds.
+    let shifted = x.mul_add(std::f32::consts::LOG2_E, EXP_ROUND);
+    let n = shifted - EXP_ROUND;
+    let r = n.mul_add(EXP_LN2_LO_NEG, n.mul_add(-EXP_LN2_HI, x));
+    let mut p = EXP_P[0];
+    for c in &EXP_P[1..] {
         p = p.mul_add(r, *c);
     }
     let e_r = (p * r).mul_add(r, r) + 1.0;
