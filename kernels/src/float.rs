@@ -213,6 +213,23 @@ pub(crate) const EXP_P: [f32; 6] = [
     0.5,
 ];
 
+/// `(e^r, shifted)` for `x` in [-104, 89]: `e^x = e^r * 2^n`, with the
+/// integer `n` in the low bits of `shifted` (1.5 * 2^23 + n). Fused
+/// multiply-adds throughout: one rounding each, and one instruction each
+/// inside [`crate::threads::simd`] (outside it, a libm call: every caller
+/// runs its loop there).
+#[inline(always)]
+pub(crate) fn exp_reduced(x: f32) -> (f32, f32) {
+    let shifted = x.mul_add(std::f32::consts::LOG2_E, EXP_ROUND);
+    let n = shifted - EXP_ROUND;
+    let r = n.mul_add(EXP_LN2_LO_NEG, n.mul_add(-EXP_LN2_HI, x));
+    let mut p = EXP_P[0];
+    for c in &EXP_P[1..] {
+        p = p.mul_add(r, *c);
+    }
+    ((p * r).mul_add(r, r) + 1.0, shifted)
+}
+
 #[inline(always)]
 fn exp_above(this: f32, min: f32) -> f32 {
     // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2
@@ -221,14 +238,7 @@ fn exp_above(this: f32, min: f32) -> f32 {
     // SSE4.1 is a libm call and would stop the loop vectorising.
     const MAX: f32 = 88.722_83; // ln(f32::MAX)
     let x = this.clamp(min, MAX);
-    let shifted = x * std::f32::consts::LOG2_E + EXP_ROUND;
-    let n = shifted - EXP_ROUND;
-    let r = x - n * EXP_LN2_HI + n * EXP_LN2_LO_NEG;
-    let mut p = EXP_P[0];
-    for c in &EXP_P[1..] {
-        p = p * r + *c;
-    }
-    let y = p * r * r + r + 1.0;
+    let (y, shifted) = exp_reduced(x);
     // 2^n in two halves, so n = 128 (x near MAX) and n down to -150 (a
     // subnormal result) stay representable: 2^(n - h) * 2^h with h = n / 2,
     // the last product rounding once. The integer n is read from the low

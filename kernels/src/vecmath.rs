@@ -208,17 +208,7 @@ pub(crate) fn tanh(x: f32) -> f32 {
 /// ln2 / 2 with ln 2 in two parts, Cephes' polynomial, one scaling by 2^n.
 #[inline(always)]
 fn exp_1_to_20(x: f32) -> f32 {
-    use crate::float::{EXP_LN2_HI, EXP_LN2_LO_NEG, EXP_P, EXP_ROUND};
-    // `Float::fast_exp`'s reduction and polynomial, with fused
-    // multiply-adds.
-    let shifted = x.mul_add(std::f32::consts::LOG2_E, EXP_ROUND);
-    let n = shifted - EXP_ROUND;
-    let r = n.mul_add(EXP_LN2_LO_NEG, n.mul_add(-EXP_LN2_HI, x));
-    let mut p = EXP_P[0];
-    for c in &EXP_P[1..] {
-        p = p.mul_add(r, *c);
-    }
-    let e_r = (p * r).mul_add(r, r) + 1.0;
+    let (e_r, shifted) = crate::float::exp_reduced(x);
     // 2^n from the low bits of `shifted` (1.5 * 2^23 + n).
     let n_int = shifted.to_bits() as i32 - 0x4B40_0000;
     e_r * f32::from_bits(((n_int + 127) as u32) << 23)
