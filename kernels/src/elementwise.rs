@@ -385,7 +385,7 @@ unary_rows! {
     /// -1, 0 or 1 (NaN stays NaN).
     Sign = "sign", |x| sign(x), cuda "sign_f(v)", int |x| x.signum();
     /// `e^x`.
-    Exp = "exp", |x| x.vec_exp(), cuda "expf(v)";
+    Exp = "exp", |x| x.vec_exp(), cuda "expf(v)", fast |x| x.exp_mid(), rare |x| x.beyond_exp_mid();
     /// The natural logarithm.
     Log = "log", |x| x.vec_ln(), cuda "logf(v)", domain Positive;
     /// `ln(1 + x)`.

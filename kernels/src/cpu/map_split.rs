@@ -96,7 +96,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elementwise::{Cos, Sin, Tan, UnaryFn};
+    use crate::elementwise::{Cos, Exp, Sin, Tan, UnaryFn};
 
     /// `row` through the split map equals its exact form, bit for bit.
     fn same_as_exact<R: UnaryFn>(x: &[f32], l: &Layout, row: R) {
@@ -112,7 +112,7 @@ mod tests {
         }
     }
 
-    /// Sine, cosine and tangent through the split map equal the exact function
+    /// Sine, cosine, tangent and exp through the split map equal the exact function
     /// element by element, with huge arguments scattered through a dense
     /// slice long enough to be split across threads, and on a strided view.
     #[test]
@@ -124,6 +124,8 @@ mod tests {
                 1 => -3e38,
                 2 => f32::NAN,
                 3 => f32::INFINITY,
+                4 => -100.0 + (i % 7) as f32, // subnormal e^x
+                5 => 88.5,                    // e^x near f32::MAX
                 _ => (i as f32 * 0.37).sin() * 50.0,
             })
             .collect();
@@ -137,6 +139,7 @@ mod tests {
             same_as_exact(&x, l, Sin);
             same_as_exact(&x, l, Cos);
             same_as_exact(&x, l, Tan);
+            same_as_exact(&x, l, Exp);
         }
         // The huge ones are right, not merely equal to a wrong exact form.
         let big = [1e10f32, -3e38, 123_456_789.0];
@@ -150,6 +153,22 @@ mod tests {
         );
         for (g, x) in got.iter().zip(big) {
             assert_eq!(*g, (x as f64).sin() as f32, "sin({x:e})");
+        }
+        let beyond = [-100.0f32, 88.5, -87.3, f32::NEG_INFINITY, 1.0];
+        let got = map_split_with(
+            &beyond,
+            &Layout::contiguous(&[5]),
+            Exp,
+            |x, r| r.fast(x),
+            |x, r| r.rare(x),
+            |x, r| r.f(x),
+        );
+        for (g, x) in got.iter().zip(beyond) {
+            let want = (x as f64).exp() as f32;
+            assert!(
+                g.to_bits().abs_diff(want.to_bits()) <= 1,
+                "exp({x}) = {g:e}, not {want:e}"
+            );
         }
     }
 }
