@@ -387,7 +387,7 @@ unary_rows! {
     /// `e^x`.
     Exp = "exp", |x| x.vec_exp(), cuda "expf(v)", fast |x| x.exp_mid(), rare |x| x.beyond_exp_mid();
     /// The natural logarithm.
-    Log = "log", |x| x.vec_ln(), cuda "logf(v)", domain Positive;
+    Log = "log", |x| x.vec_ln(), cuda "logf(v)", domain Positive, fast |x| x.ln_mid(), rare |x| x.beyond_ln_mid();
     /// `ln(1 + x)`.
     Log1p = "log1p", |x| x.vec_ln_1p(), cuda "log1pf(v)", domain Positive;
     /// The square root.

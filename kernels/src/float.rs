@@ -49,6 +49,14 @@ pub trait Float:
     /// f32 within 1 ulp of the correctly rounded `ln` (the `vecmath`
     /// module says how); for f64 libm's.
     fn vec_ln(self) -> Self;
+    /// [`Float::vec_ln`], bit for bit, where [`Float::beyond_ln_mid`] is
+    /// false (for f32 a normal positive finite `x`), without the tests for
+    /// the rest: what the `log` op runs over a dense slice, with `vec_ln`
+    /// on the rare elements beyond. For f64 libm's `ln`.
+    fn ln_mid(self) -> Self;
+    /// Whether [`Float::ln_mid`] is not `ln` at `self`: for f32 zero,
+    /// subnormal, negative, infinite or NaN; for f64 never.
+    fn beyond_ln_mid(self) -> bool;
     /// The base-2 logarithm as [`Float::vec_ln`] computes it (exact at
     /// powers of two).
     fn vec_log2(self) -> Self;
@@ -142,6 +150,16 @@ impl Float for f32 {
     #[inline(always)]
     fn vec_ln(self) -> Self {
         crate::vecmath::ln(self)
+    }
+    #[inline(always)]
+    fn ln_mid(self) -> Self {
+        crate::vecmath::ln_mid(self)
+    }
+    #[inline(always)]
+    fn beyond_ln_mid(self) -> bool {
+        // One unsigned comparison: below MIN_POSITIVE's bits (zero,
+        // subnormal) wraps to huge, as do negatives' sign bit and NaN.
+        self.to_bits().wrapping_sub(0x0080_0000) >= 0x7F80_0000 - 0x0080_0000
     }
     #[inline(always)]
     fn vec_log2(self) -> Self {
@@ -333,6 +351,14 @@ impl Float for f64 {
     #[inline(always)]
     fn vec_ln(self) -> Self {
         self.ln()
+    }
+    #[inline(always)]
+    fn ln_mid(self) -> Self {
+        self.ln()
+    }
+    #[inline(always)]
+    fn beyond_ln_mid(self) -> bool {
+        false
     }
     #[inline(always)]
     fn vec_log2(self) -> Self {

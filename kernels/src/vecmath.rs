@@ -8,8 +8,9 @@
 //! f64 polynomial is good to 1e-10 relative, so the one rounding to f32
 //! leaves the result within 0.51 ulp of the exact value, within 1 ulp of
 //! the correctly rounded f32 (PyTorch's bound for these, Sleef's `u10`).
-//! `tanh` needs no exact reduction and works in f32 (16 lanes, not 8):
-//! within 1 ulp too. The tests sweep every 61st f32, every one with
+//! `tanh` and `ln` work in f32 (16 lanes, not 8): `tanh` needs no exact
+//! reduction, and `ln` sums its large parts exactly (Fast2Sum) so that the
+//! result rounds about once: within 1 ulp too. The tests sweep every 61st f32, every one with
 //! `TAPIR_FULL_SWEEP=1`.
 //! No branches or calls, but one: sin, cos and tan of |x| >= 2^23 call
 //! libm's f64 functions ([`sin_fast`], [`cos_fast`], [`tan_fast`] are the vectorising
@@ -80,7 +81,7 @@ fn ln_1p_reduced(f: f64) -> f64 {
 /// The special values every logarithm shares: NaN below 0 and for NaN,
 /// -∞ at ±0, +∞ at +∞; else `y`.
 #[inline(always)]
-fn log_specials(x: f32, y: f64) -> f32 {
+fn log_specials(x: f32, y: f32) -> f32 {
     if x.is_nan() || x < 0.0 {
         f32::NAN
     } else if x == 0.0 {
@@ -88,22 +89,72 @@ fn log_specials(x: f32, y: f64) -> f32 {
     } else if x == f32::INFINITY {
         f32::INFINITY
     } else {
-        y as f32
+        y
     }
 }
 
-/// The natural logarithm.
+/// The natural logarithm, in f32 (16 lanes): a subnormal `x` is scaled
+/// by 2^23 into the normal range first, then [`ln_scaled`].
 #[inline(always)]
 pub(crate) fn ln(x: f32) -> f32 {
-    let (e, l) = log_parts(x as f64);
-    log_specials(x, e * std::f64::consts::LN_2 + l)
+    let subnormal = x < f32::MIN_POSITIVE;
+    let (scaled, e_offset) = if subnormal {
+        (x * 8_388_608.0, -23.0)
+    } else {
+        (x, 0.0)
+    };
+    log_specials(x, ln_scaled(scaled, e_offset))
+}
+
+/// [`ln`] for a normal positive finite `x`, without its tests.
+#[inline(always)]
+pub(crate) fn ln_mid(x: f32) -> f32 {
+    ln_scaled(x, 0.0)
+}
+
+/// `ln(x) + e_offset ln 2` for a normal positive finite `x`: `x = 2^e m`
+/// with `m` in [√½, √2) read from the bits, `f = m - 1` (exact), `ln(1 +
+/// f) = f - f²/2 + f³ r(f)` (`r` from `scripts/fit_ln.py`, 7e-9 relative),
+/// and `e ln 2 + f` summed exactly (Fast2Sum: `|e ln 2| >= |f|` unless
+/// `e = 0`) before the small terms join them, so the result rounds about
+/// once: within 1 ulp of the correctly rounded `ln` over every f32.
+#[inline(always)]
+fn ln_scaled(x: f32, e_offset: f32) -> f32 {
+    use crate::float::{EXP_LN2_HI, EXP_LN2_LO_NEG};
+    const R: [f32; 8] = [
+        -0.073_628_68,
+        0.126_203_27,
+        -0.132_021_04,
+        0.142_271_15,
+        -0.166_213_7,
+        0.199_998_26,
+        -0.250_008_5,
+        0.333_333_55,
+    ];
+    // Bits relative to √½'s: the exponent of x / √½, so m = x / 2^e lands
+    // in [√½, √2).
+    let bits = x.to_bits() as i32;
+    let e_int = bits.wrapping_sub(0x3F35_04F3) >> 23;
+    let m = f32::from_bits(bits.wrapping_sub(e_int << 23) as u32);
+    let e = e_int as f32 + e_offset;
+    let f = m - 1.0;
+    let mut r = R[0];
+    for c in &R[1..] {
+        r = r.mul_add(f, *c);
+    }
+    // ln 2 = EXP_LN2_HI - EXP_LN2_LO_NEG; e * EXP_LN2_HI is exact.
+    let small = (f * f).mul_add(r.mul_add(f, -0.5), -(e * EXP_LN2_LO_NEG));
+    let a = e * EXP_LN2_HI;
+    let s = a + f;
+    let s_err = (a - s) + f;
+    s + (s_err + small)
 }
 
 /// The base-2 logarithm (exact at powers of two).
 #[inline(always)]
 pub(crate) fn log2(x: f32) -> f32 {
     let (e, l) = log_parts(x as f64);
-    log_specials(x, e + l * std::f64::consts::LOG2_E)
+    log_specials(x, (e + l * std::f64::consts::LOG2_E) as f32)
 }
 
 /// The base-10 logarithm.
@@ -112,7 +163,7 @@ pub(crate) fn log10(x: f32) -> f32 {
     let (e, l) = log_parts(x as f64);
     log_specials(
         x,
-        e * std::f64::consts::LOG10_2 + l * std::f64::consts::LOG10_E,
+        (e * std::f64::consts::LOG10_2 + l * std::f64::consts::LOG10_E) as f32,
     )
 }
 

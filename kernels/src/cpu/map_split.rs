@@ -96,7 +96,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elementwise::{Cos, Exp, Sin, Tan, UnaryFn};
+    use crate::elementwise::{Cos, Exp, Log, Sin, Tan, UnaryFn};
 
     /// `row` through the split map equals its exact form, bit for bit.
     fn same_as_exact<R: UnaryFn>(x: &[f32], l: &Layout, row: R) {
@@ -112,7 +112,7 @@ mod tests {
         }
     }
 
-    /// Sine, cosine, tangent and exp through the split map equal the exact function
+    /// Sine, cosine, tangent, exp and log through the split map equal the exact function
     /// element by element, with huge arguments scattered through a dense
     /// slice long enough to be split across threads, and on a strided view.
     #[test]
@@ -124,8 +124,10 @@ mod tests {
                 1 => -3e38,
                 2 => f32::NAN,
                 3 => f32::INFINITY,
-                4 => -100.0 + (i % 7) as f32, // subnormal e^x
-                5 => 88.5,                    // e^x near f32::MAX
+                4 => -100.0 + (i % 7) as f32,  // subnormal e^x
+                5 => 88.5,                     // e^x near f32::MAX
+                6 => f32::from_bits(i as u32), // subnormal
+                7 => 0.0,
                 _ => (i as f32 * 0.37).sin() * 50.0,
             })
             .collect();
@@ -140,6 +142,7 @@ mod tests {
             same_as_exact(&x, l, Cos);
             same_as_exact(&x, l, Tan);
             same_as_exact(&x, l, Exp);
+            same_as_exact(&x, l, Log);
         }
         // The huge ones are right, not merely equal to a wrong exact form.
         let big = [1e10f32, -3e38, 123_456_789.0];
@@ -154,6 +157,19 @@ mod tests {
         for (g, x) in got.iter().zip(big) {
             assert_eq!(*g, (x as f64).sin() as f32, "sin({x:e})");
         }
+        let tiny = f32::from_bits(3);
+        let got = map_split_with(
+            &[tiny, 0.0, 2.0],
+            &Layout::contiguous(&[3]),
+            Log,
+            |x, r| r.fast(x),
+            |x, r| r.rare(x),
+            |x, r| r.f(x),
+        );
+        assert_eq!(
+            got,
+            [(tiny as f64).ln() as f32, f32::NEG_INFINITY, 2f32.ln()]
+        );
         let beyond = [-100.0f32, 88.5, -87.3, f32::NEG_INFINITY, 1.0];
         let got = map_split_with(
             &beyond,
