@@ -387,7 +387,7 @@ unary_rows! {
     /// `e^x`.
     Exp = "exp", |x| x.vec_exp(), cuda "expf(v)", fast |x| x.exp_mid(), rare |x| x.beyond_exp_mid();
     /// The natural logarithm.
-    Log = "log", |x| x.vec_ln(), cuda "logf(v)", domain Positive, fast |x| x.ln_mid(), rare |x| x.beyond_ln_mid();
+    Log = "log", |x| x.vec_ln(), cuda "logf(v)", domain Positive, fast |x| x.ln_mid(), rare |x| x.beyond_log_mid();
     /// `ln(1 + x)`.
     Log1p = "log1p", |x| x.vec_ln_1p(), cuda "log1pf(v)", domain Positive;
     /// The square root.
@@ -474,9 +474,9 @@ unary_rows! {
     /// `e^x - 1`, exact near zero.
     Expm1 = "expm1", |x| x.vec_expm1(), cuda "expm1f(v)";
     /// The base-2 logarithm.
-    Log2 = "log2", |x| x.vec_log2(), cuda "log2f(v)", domain Positive;
+    Log2 = "log2", |x| x.vec_log2(), cuda "log2f(v)", domain Positive, fast |x| x.log2_mid(), rare |x| x.beyond_log_mid();
     /// The base-10 logarithm.
-    Log10 = "log10", |x| x.vec_log10(), cuda "log10f(v)", domain Positive;
+    Log10 = "log10", |x| x.vec_log10(), cuda "log10f(v)", domain Positive, fast |x| x.log10_mid(), rare |x| x.beyond_log_mid();
     /// `2^x`.
     Exp2 = "exp2", |x| x.exp2(), cuda "exp2f(v)";
     /// `ln |Γ(x)|` (∞ at the non-positive integers).

@@ -49,14 +49,19 @@ pub trait Float:
     /// f32 within 1 ulp of the correctly rounded `ln` (the `vecmath`
     /// module says how); for f64 libm's.
     fn vec_ln(self) -> Self;
-    /// [`Float::vec_ln`], bit for bit, where [`Float::beyond_ln_mid`] is
+    /// [`Float::vec_ln`], bit for bit, where [`Float::beyond_log_mid`] is
     /// false (for f32 a normal positive finite `x`), without the tests for
     /// the rest: what the `log` op runs over a dense slice, with `vec_ln`
     /// on the rare elements beyond. For f64 libm's `ln`.
     fn ln_mid(self) -> Self;
-    /// Whether [`Float::ln_mid`] is not `ln` at `self`: for f32 zero,
-    /// subnormal, negative, infinite or NaN; for f64 never.
-    fn beyond_ln_mid(self) -> bool;
+    /// [`Float::vec_log2`] as [`Float::ln_mid`] is `vec_ln`.
+    fn log2_mid(self) -> Self;
+    /// [`Float::vec_log10`] as [`Float::ln_mid`] is `vec_ln`.
+    fn log10_mid(self) -> Self;
+    /// Whether [`Float::ln_mid`], [`Float::log2_mid`] and
+    /// [`Float::log10_mid`] are not their logarithms at `self`: for f32
+    /// zero, subnormal, negative, infinite or NaN; for f64 never.
+    fn beyond_log_mid(self) -> bool;
     /// The base-2 logarithm as [`Float::vec_ln`] computes it (exact at
     /// powers of two).
     fn vec_log2(self) -> Self;
@@ -153,10 +158,18 @@ impl Float for f32 {
     }
     #[inline(always)]
     fn ln_mid(self) -> Self {
-        crate::vecmath::ln_mid(self)
+        crate::vecmath::log_mid(self, crate::vecmath::Base::E)
     }
     #[inline(always)]
-    fn beyond_ln_mid(self) -> bool {
+    fn log2_mid(self) -> Self {
+        crate::vecmath::log_mid(self, crate::vecmath::Base::Two)
+    }
+    #[inline(always)]
+    fn log10_mid(self) -> Self {
+        crate::vecmath::log_mid(self, crate::vecmath::Base::Ten)
+    }
+    #[inline(always)]
+    fn beyond_log_mid(self) -> bool {
         // One unsigned comparison: below MIN_POSITIVE's bits (zero,
         // subnormal) wraps to huge, as do negatives' sign bit and NaN.
         self.to_bits().wrapping_sub(0x0080_0000) >= 0x7F80_0000 - 0x0080_0000
@@ -357,7 +370,15 @@ impl Float for f64 {
         self.ln()
     }
     #[inline(always)]
-    fn beyond_ln_mid(self) -> bool {
+    fn log2_mid(self) -> Self {
+        self.log2()
+    }
+    #[inline(always)]
+    fn log10_mid(self) -> Self {
+        self.log10()
+    }
+    #[inline(always)]
+    fn beyond_log_mid(self) -> bool {
         false
     }
     #[inline(always)]

@@ -8,9 +8,10 @@
 //! f64 polynomial is good to 1e-10 relative, so the one rounding to f32
 //! leaves the result within 0.51 ulp of the exact value, within 1 ulp of
 //! the correctly rounded f32 (PyTorch's bound for these, Sleef's `u10`).
-//! `tanh` and `ln` work in f32 (16 lanes, not 8): `tanh` needs no exact
-//! reduction, and `ln` sums its large parts exactly (Fast2Sum) so that the
-//! result rounds about once: within 1 ulp too. The tests sweep every 61st f32, every one with
+//! `tanh`, `ln`, `log2` and `log10` work in f32 (16 lanes, not 8): `tanh`
+//! needs no exact reduction, and the logarithms sum their two large parts
+//! exactly (Fast2Sum) so that the result rounds about once: within 1 ulp
+//! too. The tests sweep every 61st f32, every one with
 //! `TAPIR_FULL_SWEEP=1`.
 //! No branches or calls, but one: sin, cos and tan of |x| >= 2^23 call
 //! libm's f64 functions ([`sin_fast`], [`cos_fast`], [`tan_fast`] are the vectorising
@@ -93,33 +94,66 @@ fn log_specials(x: f32, y: f32) -> f32 {
     }
 }
 
-/// The natural logarithm, in f32 (16 lanes): a subnormal `x` is scaled
-/// by 2^23 into the normal range first, then [`ln_scaled`].
+/// Which logarithm [`log_any`] and [`log_mid`] compute.
+#[derive(Clone, Copy)]
+pub(crate) enum Base {
+    /// `ln`.
+    E,
+    /// `log2` (exact at powers of two).
+    Two,
+    /// `log10`.
+    Ten,
+}
+
+/// The natural logarithm.
 #[inline(always)]
 pub(crate) fn ln(x: f32) -> f32 {
+    log_any(x, Base::E)
+}
+
+/// The base-2 logarithm (exact at powers of two).
+#[inline(always)]
+pub(crate) fn log2(x: f32) -> f32 {
+    log_any(x, Base::Two)
+}
+
+/// The base-10 logarithm.
+#[inline(always)]
+pub(crate) fn log10(x: f32) -> f32 {
+    log_any(x, Base::Ten)
+}
+
+/// A logarithm of any f32, in f32 (16 lanes): a subnormal `x` is scaled
+/// by 2^23 into the normal range first, then [`log_scaled`]; the specials.
+#[inline(always)]
+fn log_any(x: f32, base: Base) -> f32 {
     let subnormal = x < f32::MIN_POSITIVE;
     let (scaled, e_offset) = if subnormal {
         (x * 8_388_608.0, -23.0)
     } else {
         (x, 0.0)
     };
-    log_specials(x, ln_scaled(scaled, e_offset))
+    log_specials(x, log_scaled(scaled, e_offset, base))
 }
 
-/// [`ln`] for a normal positive finite `x`, without its tests.
+/// A logarithm of a normal positive finite `x`, as [`ln`], [`log2`] and
+/// [`log10`] compute it there, without their tests.
 #[inline(always)]
-pub(crate) fn ln_mid(x: f32) -> f32 {
-    ln_scaled(x, 0.0)
+pub(crate) fn log_mid(x: f32, base: Base) -> f32 {
+    log_scaled(x, 0.0, base)
 }
 
-/// `ln(x) + e_offset ln 2` for a normal positive finite `x`: `x = 2^e m`
-/// with `m` in [√½, √2) read from the bits, `f = m - 1` (exact), `ln(1 +
-/// f) = f - f²/2 + f³ r(f)` (`r` from `scripts/fit_ln.py`, 7e-9 relative),
-/// and `e ln 2 + f` summed exactly (Fast2Sum: `|e ln 2| >= |f|` unless
-/// `e = 0`) before the small terms join them, so the result rounds about
-/// once: within 1 ulp of the correctly rounded `ln` over every f32.
+/// The logarithm of `x 2^e_offset` for a normal positive finite `x`: `x =
+/// 2^e m` with `m` in [√½, √2) read from the bits, `f = m - 1` (exact),
+/// `ln(1 + f) = f + f² q` with `q = -1/2 + f r(f)` (`r` from
+/// `scripts/fit_ln.py`, 7e-9 relative). The two large terms (`e ln 2` and
+/// `f`; `e` and `f log2 e`; `e log10 2` and `f log10 e`, each product
+/// exact or with its error kept by a fused multiply-add) are summed
+/// exactly (Fast2Sum: the first is the larger unless it is 0) before the
+/// small ones join them, so the result rounds about once: within 1 ulp
+/// of the correctly rounded logarithm over every f32.
 #[inline(always)]
-fn ln_scaled(x: f32, e_offset: f32) -> f32 {
+fn log_scaled(x: f32, e_offset: f32, base: Base) -> f32 {
     use crate::float::{EXP_LN2_HI, EXP_LN2_LO_NEG};
     const R: [f32; 8] = [
         -0.073_628_68,
@@ -142,30 +176,39 @@ fn ln_scaled(x: f32, e_offset: f32) -> f32 {
     for c in &R[1..] {
         r = r.mul_add(f, *c);
     }
-    // ln 2 = EXP_LN2_HI - EXP_LN2_LO_NEG; e * EXP_LN2_HI is exact.
-    let small = (f * f).mul_add(r.mul_add(f, -0.5), -(e * EXP_LN2_LO_NEG));
-    let a = e * EXP_LN2_HI;
-    let s = a + f;
-    let s_err = (a - s) + f;
+    let q = r.mul_add(f, -0.5);
+    let (big, other, small) = match base {
+        // ln 2 = EXP_LN2_HI - EXP_LN2_LO_NEG; e * EXP_LN2_HI is exact.
+        Base::E => (e * EXP_LN2_HI, f, (f * f).mul_add(q, -(e * EXP_LN2_LO_NEG))),
+        // f log2 e rounded, its error (exact, by a fused multiply-add) and
+        // f times the rest of log2 e join the small terms.
+        Base::Two => {
+            let p = f * LOG2_E_HI;
+            let p_err = f.mul_add(LOG2_E_HI, -p);
+            let tail = f.mul_add(LOG2_E_LO, p_err);
+            (e, p, (f * f * q).mul_add(LOG2_E_HI, tail))
+        }
+        // As for log2; LOG10_2_HI = 1233 / 4096, so e * LOG10_2_HI is exact.
+        Base::Ten => {
+            let p = f * LOG10_E_HI;
+            let p_err = f.mul_add(LOG10_E_HI, -p);
+            let tail = f.mul_add(LOG10_E_LO, e.mul_add(LOG10_2_LO, p_err));
+            (e * LOG10_2_HI, p, (f * f * q).mul_add(LOG10_E_HI, tail))
+        }
+    };
+    let s = big + other;
+    let s_err = (big - s) + other;
     s + (s_err + small)
 }
 
-/// The base-2 logarithm (exact at powers of two).
-#[inline(always)]
-pub(crate) fn log2(x: f32) -> f32 {
-    let (e, l) = log_parts(x as f64);
-    log_specials(x, (e + l * std::f64::consts::LOG2_E) as f32)
-}
-
-/// The base-10 logarithm.
-#[inline(always)]
-pub(crate) fn log10(x: f32) -> f32 {
-    let (e, l) = log_parts(x as f64);
-    log_specials(
-        x,
-        (e * std::f64::consts::LOG10_2 + l * std::f64::consts::LOG10_E) as f32,
-    )
-}
+/// `log2 e` and `log10 e` in two parts (the f32 and the rest), `log10 2`
+/// in a 11-bit part and the rest.
+const LOG2_E_HI: f32 = std::f32::consts::LOG2_E;
+const LOG2_E_LO: f32 = 1.925_963e-8;
+const LOG10_E_HI: f32 = std::f32::consts::LOG10_E;
+const LOG10_E_LO: f32 = -1.010_305e-8;
+const LOG10_2_HI: f32 = 0.301_025_4;
+const LOG10_2_LO: f32 = 4.605_039e-6;
 
 /// `ln(1 + x)`, precise near 0.
 #[inline(always)]

@@ -96,7 +96,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elementwise::{Cos, Exp, Log, Sin, Tan, UnaryFn};
+    use crate::elementwise::{Cos, Exp, Log, Log2, Log10, Sin, Tan, UnaryFn};
 
     /// `row` through the split map equals its exact form, bit for bit.
     fn same_as_exact<R: UnaryFn>(x: &[f32], l: &Layout, row: R) {
@@ -112,7 +112,7 @@ mod tests {
         }
     }
 
-    /// Sine, cosine, tangent, exp and log through the split map equal the exact function
+    /// Sine, cosine, tangent, exp and the logarithms through the split map equal the exact function
     /// element by element, with huge arguments scattered through a dense
     /// slice long enough to be split across threads, and on a strided view.
     #[test]
@@ -143,6 +143,8 @@ mod tests {
             same_as_exact(&x, l, Tan);
             same_as_exact(&x, l, Exp);
             same_as_exact(&x, l, Log);
+            same_as_exact(&x, l, Log2);
+            same_as_exact(&x, l, Log10);
         }
         // The huge ones are right, not merely equal to a wrong exact form.
         let big = [1e10f32, -3e38, 123_456_789.0];
