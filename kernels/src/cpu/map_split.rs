@@ -98,9 +98,14 @@ mod tests {
     use super::*;
     use crate::elementwise::{Cos, Exp, Log, Log2, Log10, Sin, Tan, UnaryFn};
 
+    /// `row` of `x` (laid out as `l`) through the split map.
+    fn split<R: UnaryFn>(x: &[f32], l: &Layout, row: R) -> Vec<f32> {
+        map_split_with(x, l, row, |x, r| r.fast(x), |x, r| r.rare(x), |x, r| r.f(x))
+    }
+
     /// `row` through the split map equals its exact form, bit for bit.
     fn same_as_exact<R: UnaryFn>(x: &[f32], l: &Layout, row: R) {
-        let got = map_split_with(x, l, row, |x, r| r.fast(x), |x, r| r.rare(x), |x, r| r.f(x));
+        let got = split(x, l, row);
         let want = map_with(x, l, row, |x, r| r.f(x));
         assert_eq!(got.len(), want.len());
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
@@ -148,39 +153,18 @@ mod tests {
         }
         // The huge ones are right, not merely equal to a wrong exact form.
         let big = [1e10f32, -3e38, 123_456_789.0];
-        let got = map_split_with(
-            &big,
-            &Layout::contiguous(&[3]),
-            Sin,
-            |x, r| r.fast(x),
-            |x, r| r.rare(x),
-            |x, r| r.f(x),
-        );
+        let got = split(&big, &Layout::contiguous(&[3]), Sin);
         for (g, x) in got.iter().zip(big) {
             assert_eq!(*g, (x as f64).sin() as f32, "sin({x:e})");
         }
         let tiny = f32::from_bits(3);
-        let got = map_split_with(
-            &[tiny, 0.0, 2.0],
-            &Layout::contiguous(&[3]),
-            Log,
-            |x, r| r.fast(x),
-            |x, r| r.rare(x),
-            |x, r| r.f(x),
-        );
+        let got = split(&[tiny, 0.0, 2.0], &Layout::contiguous(&[3]), Log);
         assert_eq!(
             got,
             [(tiny as f64).ln() as f32, f32::NEG_INFINITY, 2f32.ln()]
         );
         let beyond = [-100.0f32, 88.5, -87.3, f32::NEG_INFINITY, 1.0];
-        let got = map_split_with(
-            &beyond,
-            &Layout::contiguous(&[5]),
-            Exp,
-            |x, r| r.fast(x),
-            |x, r| r.rare(x),
-            |x, r| r.f(x),
-        );
+        let got = split(&beyond, &Layout::contiguous(&[5]), Exp);
         for (g, x) in got.iter().zip(beyond) {
             let want = (x as f64).exp() as f32;
             assert!(
