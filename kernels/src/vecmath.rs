@@ -8,7 +8,7 @@
 //! f64 polynomial is good to 1e-10 relative, so the one rounding to f32
 //! leaves the result within 0.51 ulp of the exact value, within 1 ulp of
 //! the correctly rounded f32 (PyTorch's bound for these, Sleef's `u10`).
-//! `tanh`, `ln`, `log2` and `log10` work in f32 (16 lanes, not 8): `tanh`
+//! `tanh`, `ln`, `log2`, `log10` and `ln_1p` work in f32 (16 lanes, not 8): `tanh`
 //! needs no exact reduction, and the logarithms sum their two large parts
 //! exactly (Fast2Sum) so that the result rounds about once: within 1 ulp
 //! too. The tests sweep every 61st f32, every one with
@@ -37,46 +37,6 @@ const MAGIC: f64 = 6_755_399_441_055_744.0;
 fn round_magic(v: f64) -> (f64, u64) {
     let shifted = v + MAGIC;
     (shifted - MAGIC, shifted.to_bits())
-}
-
-/// `(e, ln(1 + f))` with `x = 2^e (1 + f)`, `1 + f` in [√½, √2), for a
-/// positive finite `x` (f64, so a subnormal f32 is normal here).
-#[inline(always)]
-fn log_parts(x: f64) -> (f64, f64) {
-    let bits = x.to_bits();
-    // The biased exponent as a float without an int-to-float conversion
-    // (AVX-512F has none for 64-bit lanes): 2^52 + e_biased, minus 2^52.
-    let biased = f64::from_bits((bits >> 52) | 0x4330_0000_0000_0000) - 4_503_599_627_370_496.0;
-    let m = f64::from_bits((bits & 0x000F_FFFF_FFFF_FFFF) | 0x3FF0_0000_0000_0000);
-    let high = m > std::f64::consts::SQRT_2;
-    let m = if high { m * 0.5 } else { m };
-    let e = biased - 1023.0 + if high { 1.0 } else { 0.0 };
-    (e, ln_1p_reduced(m - 1.0))
-}
-
-/// `ln(1 + f)` for f in [√½ - 1, √2 - 1]: `f - f²/2 + f³ q(f)`, `q` of
-/// degree 10 fitted by `scripts/fit_log1p.py` (9.6e-11 relative at worst).
-#[inline(always)]
-fn ln_1p_reduced(f: f64) -> f64 {
-    const Q: [f64; 11] = [
-        0.057_005_574_223_233_206,
-        -0.098_200_338_782_179_83,
-        0.097_855_699_963_795_26,
-        -0.099_128_351_143_661_14,
-        0.110_485_201_297_973_41,
-        -0.125_012_157_105_303_86,
-        0.142_879_219_996_124_24,
-        -0.166_666_862_489_567_9,
-        0.199_999_727_724_805_37,
-        -0.249_999_997_401_452_46,
-        0.333_333_333_875_301_1,
-    ];
-    let mut q = Q[0];
-    for c in &Q[1..] {
-        q = q.mul_add(f, *c);
-    }
-    let f2 = f * f;
-    (f2 * f).mul_add(q, (-0.5f64).mul_add(f2, f))
 }
 
 /// The special values every logarithm shares: NaN below 0 and for NaN,
@@ -154,6 +114,27 @@ pub(crate) fn log_mid(x: f32, base: Base) -> f32 {
 /// of the correctly rounded logarithm over every f32.
 #[inline(always)]
 fn log_scaled(x: f32, e_offset: f32, base: Base) -> f32 {
+    let (e, f) = log_reduce(x);
+    log_combine(e + e_offset, f, 0.0, base)
+}
+
+/// `(e, f)` with `x = 2^e (1 + f)`, `1 + f` in [√½, √2), for a normal
+/// positive finite `x`; `f` is exact.
+#[inline(always)]
+fn log_reduce(x: f32) -> (f32, f32) {
+    // Bits relative to √½'s: the exponent of x / √½, so m = x / 2^e lands
+    // in [√½, √2).
+    let bits = x.to_bits() as i32;
+    let e_int = bits.wrapping_sub(0x3F35_04F3) >> 23;
+    let m = f32::from_bits(bits.wrapping_sub(e_int << 23) as u32);
+    (e_int as f32, m - 1.0)
+}
+
+/// The logarithm of `2^e (1 + f)` for `f` in [√½ - 1, √2 - 1], plus `corr`
+/// (a tiny correction to the natural logarithm, [`ln_1p`]'s; `Base::E`
+/// only): see [`log_scaled`].
+#[inline(always)]
+fn log_combine(e: f32, f: f32, corr: f32, base: Base) -> f32 {
     use crate::float::{EXP_LN2_HI, EXP_LN2_LO_NEG};
     const R: [f32; 8] = [
         -0.073_628_68,
@@ -165,13 +146,6 @@ fn log_scaled(x: f32, e_offset: f32, base: Base) -> f32 {
         -0.250_008_5,
         0.333_333_55,
     ];
-    // Bits relative to √½'s: the exponent of x / √½, so m = x / 2^e lands
-    // in [√½, √2).
-    let bits = x.to_bits() as i32;
-    let e_int = bits.wrapping_sub(0x3F35_04F3) >> 23;
-    let m = f32::from_bits(bits.wrapping_sub(e_int << 23) as u32);
-    let e = e_int as f32 + e_offset;
-    let f = m - 1.0;
     let mut r = R[0];
     for c in &R[1..] {
         r = r.mul_add(f, *c);
@@ -179,7 +153,11 @@ fn log_scaled(x: f32, e_offset: f32, base: Base) -> f32 {
     let q = r.mul_add(f, -0.5);
     let (big, other, small) = match base {
         // ln 2 = EXP_LN2_HI - EXP_LN2_LO_NEG; e * EXP_LN2_HI is exact.
-        Base::E => (e * EXP_LN2_HI, f, (f * f).mul_add(q, -(e * EXP_LN2_LO_NEG))),
+        Base::E => (
+            e * EXP_LN2_HI,
+            f,
+            (f * f).mul_add(q, corr - e * EXP_LN2_LO_NEG),
+        ),
         // f log2 e rounded, its error (exact, by a fused multiply-add) and
         // f times the rest of log2 e join the small terms.
         Base::Two => {
@@ -210,27 +188,28 @@ const LOG10_E_LO: f32 = -1.010_305e-8;
 const LOG10_2_HI: f32 = 0.301_025_4;
 const LOG10_2_LO: f32 = 4.605_039e-6;
 
-/// `ln(1 + x)`, precise near 0.
+/// `ln(1 + x)`, precise near 0, in f32: where `1 + x` is in [√½, √2)
+/// its `f` is `x` itself (exact); elsewhere the logarithm of `u = 1 + x`
+/// rounded, plus the rounding's correction `(x - (u - 1)) / u`.
 #[inline(always)]
 pub(crate) fn ln_1p(x: f32) -> f32 {
-    let d = x as f64;
-    // 1 + x is exact in f64 for 2^-29 <= |x| < 2^30 and its rounding is
-    // harmless above; below 2^-29 the series' third term is past f32.
-    let (e, l) = log_parts(1.0 + d);
-    let series = d - 0.5 * d * d;
-    let y = if d.abs() < 1.0 / 536_870_912.0 {
-        series
+    let u = 1.0 + x;
+    let (e_u, f_u) = log_reduce(u);
+    let inside = (-0.292_893_2..0.414_213_56).contains(&x);
+    let (e, f, corr) = if inside {
+        (0.0, x, 0.0)
     } else {
-        e * std::f64::consts::LN_2 + l
+        (e_u, f_u, (x - (u - 1.0)) / u)
     };
+    let y = log_combine(e, f, corr, Base::E);
     if x.is_nan() || x < -1.0 {
         f32::NAN
     } else if x == -1.0 {
         f32::NEG_INFINITY
-    } else if x == f32::INFINITY {
-        f32::INFINITY
+    } else if x == f32::INFINITY || x == 0.0 {
+        x // ±0 keeps its sign
     } else {
-        y as f32
+        y
     }
 }
 
