@@ -248,9 +248,6 @@ impl Float for f32 {
     }
 }
 
-/// `exp(x)` for `x >= min` (0 below), branch-free so loops vectorise: a
-/// Cephes polynomial, within 1 ulp for normal results; `min` down to
-/// -103.97 gives subnormal ones, rounded once.
 /// 1.5 * 2^23: added to |v| < 2^22 and subtracted, it rounds `v` to an
 /// integer, which the sum's low bits hold.
 pub(crate) const EXP_ROUND: f32 = 12_582_912.0;
@@ -277,7 +274,7 @@ pub(crate) const EXP_P: [f32; 6] = [
 /// inside [`crate::threads::simd`] (outside it, a libm call: every caller
 /// runs its loop there).
 #[inline(always)]
-pub(crate) fn exp_reduced(x: f32) -> (f32, f32) {
+fn exp_reduced(x: f32) -> (f32, f32) {
     let shifted = x.mul_add(std::f32::consts::LOG2_E, EXP_ROUND);
     let n = shifted - EXP_ROUND;
     let r = n.mul_add(EXP_LN2_LO_NEG, n.mul_add(-EXP_LN2_HI, x));
@@ -298,7 +295,7 @@ const EXP_MID_MAX: f32 = 88.376_27;
 /// where `e^x` is subnormal (n = -126), so this equals [`exp_above`] in
 /// range, bit for bit.
 #[inline(always)]
-fn exp_mid(x: f32) -> f32 {
+pub(crate) fn exp_mid(x: f32) -> f32 {
     let (y, shifted) = exp_reduced(x);
     // The low 9 bits of `shifted` (1.5 * 2^23 + n) are n mod 512; shifted
     // into the exponent field with the bias they are 2^n. A NaN `x` makes
@@ -307,6 +304,9 @@ fn exp_mid(x: f32) -> f32 {
     y * f32::from_bits(scale)
 }
 
+/// `exp(x)` for `x >= min` (0 below), branch-free so loops vectorise: a
+/// Cephes polynomial, within 1 ulp for normal results; `min` down to
+/// -103.97 gives subnormal ones, rounded once.
 #[inline(always)]
 fn exp_above(this: f32, min: f32) -> f32 {
     // exp(x) = 2^n exp(r), n = round(x / ln 2), r = x - n ln 2 with ln 2

@@ -253,8 +253,8 @@ pub(crate) fn expm1(x: f32) -> f32 {
 /// coefficients rounded to f32; the `a³ p` term is at most 13% of the
 /// result, so its rounding costs a fraction of an ulp, and no division).
 /// From there `1 - 2 / (e^2|x| + 1)`, whose subtraction lands in [0.55, 1)
-/// and cannot cancel; `e^2|x|` for |x| in [0.625, 10] needs none of exp's
-/// range checks. ±1 from |x| = 10 on (tanh(9.01) already rounds to 1).
+/// and cannot cancel; `e^2|x|` for |x| in [0.625, 10] is `exp_mid`, with
+/// none of exp's range checks. ±1 from |x| = 10 on (tanh(9.01) already rounds to 1).
 #[inline(always)]
 pub(crate) fn tanh(x: f32) -> f32 {
     const P: [f32; 5] = [
@@ -271,20 +271,9 @@ pub(crate) fn tanh(x: f32) -> f32 {
         p = p.mul_add(a2, *c);
     }
     let small = (a * a2).mul_add(p, a);
-    let large = 1.0 - 2.0 / (exp_1_to_20(2.0 * a) + 1.0);
+    let large = 1.0 - 2.0 / (crate::float::exp_mid(2.0 * a) + 1.0);
     let y = if a < 0.625 { small } else { large };
     if x.is_nan() { x } else { y.copysign(x) }
-}
-
-/// `e^x` for x in [0, 20] (anything else in [-87, 88] is fine too, less
-/// its subnormal and overflowing ends): Cody-Waite reduction to |r| <=
-/// ln2 / 2 with ln 2 in two parts, Cephes' polynomial, one scaling by 2^n.
-#[inline(always)]
-fn exp_1_to_20(x: f32) -> f32 {
-    let (e_r, shifted) = crate::float::exp_reduced(x);
-    // 2^n from the low bits of `shifted` (1.5 * 2^23 + n).
-    let n_int = shifted.to_bits() as i32 - 0x4B40_0000;
-    e_r * f32::from_bits(((n_int + 127) as u32) << 23)
 }
 
 /// `atan(a)` in f64 for `a >= 0` (∞ included): reduced to |u| <= tan(π/8)
