@@ -39,7 +39,7 @@ pub trait UnaryFn: Sync + Send + Copy {
     /// `f` in a form whose loop vectorises, equal to `f` wherever
     /// [`UnaryFn::rare`] is false: the CPU kernel over a dense slice runs it,
     /// then `f` on the rare elements, if any (sin and cos: an exact
-    /// reduction of |x| >= 2^23 is a scalar call, which would keep the
+    /// reduction of |x| >= 2^22 is a scalar call, which would keep the
     /// whole loop scalar). Default: `f`.
     #[inline(always)]
     fn fast<T: Float>(&self, x: T) -> T {

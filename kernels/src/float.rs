@@ -96,7 +96,7 @@ pub trait Float:
     /// [`Float::vec_tan`] as [`Float::fast_sin`] computes the sine.
     fn fast_tan(self) -> Self;
     /// Whether `fast_sin`, `fast_cos` and `fast_tan` are not exact at `self`: for f32
-    /// |x| >= 2^23, ±∞ and NaN; for f64 never (libm's functions).
+    /// |x| >= 2^22, ±∞ and NaN; for f64 never (libm's functions).
     fn beyond_fast_trig(self) -> bool;
     /// Conversion from f64 (rounds for f32).
     fn from_f64(v: f64) -> Self;
@@ -250,7 +250,7 @@ impl Float for f32 {
 
 /// 1.5 * 2^23: added to |v| < 2^22 and subtracted, it rounds `v` to an
 /// integer, which the sum's low bits hold.
-pub(crate) const EXP_ROUND: f32 = 12_582_912.0;
+pub(crate) const ROUND_SHIFT: f32 = 12_582_912.0;
 /// ln 2 in two parts (Cody-Waite): `EXP_LN2_HI` has few enough bits that
 /// `n * EXP_LN2_HI` is exact for the `n` of any f32 `exp`; the second is
 /// `EXP_LN2_HI - ln 2`, so `x - n * HI + n * LO_NEG` is `x - n ln 2`.
@@ -275,8 +275,8 @@ pub(crate) const EXP_P: [f32; 6] = [
 /// runs its loop there).
 #[inline(always)]
 fn exp_reduced(x: f32) -> (f32, f32) {
-    let shifted = x.mul_add(std::f32::consts::LOG2_E, EXP_ROUND);
-    let n = shifted - EXP_ROUND;
+    let shifted = x.mul_add(std::f32::consts::LOG2_E, ROUND_SHIFT);
+    let n = shifted - ROUND_SHIFT;
     let r = n.mul_add(EXP_LN2_LO_NEG, n.mul_add(-EXP_LN2_HI, x));
     let mut p = EXP_P[0];
     for c in &EXP_P[1..] {

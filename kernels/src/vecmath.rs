@@ -4,16 +4,18 @@
 //! (2.5 to 10 ns an element here, against 0.3 to 0.8 for PyTorch's
 //! vectorised Sleef), and a call in a loop keeps the loop scalar.
 //!
-//! Each works in f64 internally: the argument is reduced exactly and the
-//! f64 polynomial is good to 1e-10 relative, so the one rounding to f32
-//! leaves the result within 0.51 ulp of the exact value, within 1 ulp of
-//! the correctly rounded f32 (PyTorch's bound for these, Sleef's `u10`).
-//! `tanh`, `ln`, `log2`, `log10` and `ln_1p` work in f32 (16 lanes, not 8): `tanh`
-//! needs no exact reduction, and the logarithms sum their two large parts
-//! exactly (Fast2Sum) so that the result rounds about once: within 1 ulp
-//! too. The tests sweep every 61st f32, every one with
+//! `expm1` works in f64 internally: the argument is reduced exactly and
+//! the f64 polynomial is good to 1e-10 relative, so the one rounding to
+//! f32 leaves the result within 0.51 ulp of the exact value, within 1 ulp
+//! of the correctly rounded f32 (PyTorch's bound for these, Sleef's
+//! `u10`). The others work in f32 (16 lanes, not 8), with their large
+//! parts summed exactly so that the result rounds about once: `tanh`
+//! needs no exact reduction, the logarithms sum `e ln 2 + f` exactly
+//! (Fast2Sum), `sin`, `cos` and `tan` carry the reduced argument and
+//! their results as unrounded pairs, and `atan`, `asin` and `acos` add
+//! their polynomial to π/2 or π held as pairs. Within 1 ulp too. The tests sweep every 61st f32, every one with
 //! `TAPIR_FULL_SWEEP=1`.
-//! No branches or calls, but one: sin, cos and tan of |x| >= 2^23 call
+//! No branches or calls, but one: sin, cos and tan of |x| >= 2^22 call
 //! libm's f64 functions ([`sin_fast`], [`cos_fast`], [`tan_fast`] are the vectorising
 //! part, which the CPU kernels run over a whole slice first, see
 //! `UnaryFn::fast`).
@@ -276,137 +278,251 @@ pub(crate) fn tanh(x: f32) -> f32 {
     if x.is_nan() { x } else { y.copysign(x) }
 }
 
-/// `atan(a)` in f64 for `a >= 0` (∞ included): reduced to |u| <= tan(π/8)
-/// by one division, `u = a`, `(a - 1) / (a + 1)` (plus π/4) or `-1 / a`
-/// (plus π/2), then Taylor to u²⁷ (truncation below 1e-11 relative).
+/// π/2 and π as unevaluated f32 pairs (high part, then the rest rounded).
+const HALF_PI_PAIR: (f32, f32) = (std::f32::consts::FRAC_PI_2, -4.371_139e-8);
+const PI_PAIR: (f32, f32) = (std::f32::consts::PI, -8.742_278e-8);
+
+/// `p` of `atan(u) = u + u³ p(u²)` on [0, 1], highest degree first
+/// (`scripts/fit_atan_asin.py`: 6e-9 relative).
+const ATAN_P: [f32; 9] = [
+    -0.001_789_061_2,
+    0.010_897_884,
+    -0.031_155_033,
+    0.057_945_047,
+    -0.084_034_8,
+    0.109_525_33,
+    -0.142_643_93,
+    0.199_985_74,
+    -0.333_333_02,
+];
+
+/// `q` of `asin(x) = x + x³ q(x²)` on [0, 1/2], highest degree first
+/// (`scripts/fit_atan_asin.py`: 7e-10 relative).
+const ASIN_Q: [f32; 6] = [
+    0.037_158_85,
+    0.014_706_604,
+    0.031_732_63,
+    0.044_526_58,
+    0.075_004_496,
+    0.166_666_61,
+];
+
+/// `c[0] t^(n-1) + ... + c[n-1]` by Horner's rule with fused multiply-adds.
 #[inline(always)]
-fn atan_nonneg(a: f64) -> f64 {
-    const TAN_PI_8: f64 = 0.414_213_562_373_095_03;
-    const TAN_3PI_8: f64 = 2.414_213_562_373_095;
-    let (num, den, offset) = if a <= TAN_PI_8 {
-        (a, 1.0, 0.0)
-    } else if a <= TAN_3PI_8 {
-        (a - 1.0, a + 1.0, std::f64::consts::FRAC_PI_4)
-    } else {
-        (-1.0, a, std::f64::consts::FRAC_PI_2)
-    };
-    let u = num / den;
-    let u2 = u * u;
-    // Σ (-1)^k u^(2k+1) / (2k+1), k = 1..=13, by Horner in u².
-    let mut p: f64 = -1.0 / 27.0;
-    for k in (1..13).rev() {
-        let c = 1.0 / (2 * k + 1) as f64;
-        p = p.mul_add(u2, if k % 2 == 0 { c } else { -c });
+fn horner<const N: usize>(c: [f32; N], t: f32) -> f32 {
+    let mut p = c[0];
+    for k in &c[1..] {
+        p = p.mul_add(t, *k);
     }
-    offset + (u * u2).mul_add(p, u)
+    p
 }
 
-/// The arctangent.
+/// `offset + w + tail`, rounded about once: `offset` is an unevaluated
+/// pair, `w` the large term, `tail` the small one; `offset.0 + w` is
+/// summed exactly (Fast2Sum: |offset.0| >= |w| or offset.0 = 0).
+#[inline(always)]
+fn offset_sum(offset: (f32, f32), w: f32, tail: f32) -> f32 {
+    let s = offset.0 + w;
+    let err = (offset.0 - s) + w;
+    s + ((err + offset.1) + tail)
+}
+
+/// The arctangent, in f32 (16 lanes): for |x| <= 1 `u + u³ p(u²)` with
+/// `u = |x|`; beyond, `π/2 - atan(1/|x|)`, where `1/|x|` keeps its
+/// rounding error (by a fused multiply-add) and π/2 is a pair, so that
+/// only the last addition rounds much. Within 1 ulp without that error
+/// term too, but with it 0.11% of results are not the correctly rounded
+/// f32 instead of 0.18% (at no measurable cost).
 #[inline(always)]
 pub(crate) fn atan(x: f32) -> f32 {
-    let y = atan_nonneg((x as f64).abs());
-    let y = if x.is_sign_negative() { -y } else { y };
-    if x.is_nan() { x } else { y as f32 }
+    let a = x.abs();
+    let big = a > 1.0;
+    let a_finite = a.min(f32::MAX); // ∞ as f32::MAX: no ∞ * 0 below
+    let inv = 1.0 / a_finite;
+    let inv_err = (-inv).mul_add(a_finite, 1.0) * inv;
+    let u = if big { inv } else { a };
+    let t = u * u;
+    let v = (u * t) * horner(ATAN_P, t);
+    // atan(u + e) = atan(u) + e / (1 + u²); 1 - u²/2 is within 1/12 of
+    // that factor on [0, 1], and |e| is below 2^-24 u.
+    let corr = inv_err * (-0.5f32).mul_add(t, 1.0);
+    let (offset, w, tail) = if big {
+        (HALF_PI_PAIR, -u, -(corr + v))
+    } else {
+        ((0.0, 0.0), u, v)
+    };
+    let y = offset_sum(offset, w, tail);
+    // π/4 lies within 1e-8 relative of the midpoint between two f32, so
+    // the form's ulp-level error would round atan(1) the wrong way.
+    let y = if a == 1.0 {
+        std::f32::consts::FRAC_PI_4
+    } else {
+        y
+    };
+    let y = if x.is_nan() { x } else { y };
+    f32::from_bits(y.to_bits() ^ (x.to_bits() & 0x8000_0000))
 }
 
-/// The arcsine: `atan(x / √(1 - x²))`, where `1 - x²` is exact in f64
-/// (x² has 48 bits; near |x| = 1 the difference is Sterbenz-exact).
+/// For |x| in (1/2, 1], `(s, s_err)` with `s + s_err = √((1 - |x|) / 2)`
+/// to twice f32's precision (`(1 - |x|) / 2` is exact there; the square
+/// root's error by a fused multiply-add; 0 at |x| = 1). Without `s_err`
+/// asin and acos stay within 1 ulp, but 0.09% and 0.06% of f32 inputs
+/// give a result other than the correctly rounded one, against 0.02% and
+/// 0.008% with it; the division costs nothing measurable beside the root.
+#[inline(always)]
+fn half_versine_root(a: f32) -> (f32, f32) {
+    let z = 0.5 * (1.0 - a);
+    let s = z.sqrt();
+    let s_err = (-s).mul_add(s, z) / (2.0 * s).max(f32::MIN_POSITIVE);
+    (s, s_err)
+}
+
+/// The arcsine, in f32: for |x| <= 1/2 `x + x³ q(x²)`; beyond,
+/// `π/2 - 2 asin(s)` with `s = √((1 - |x|) / 2)` <= 1/2 as a pair and π/2
+/// as a pair (the subtraction cancels up to a bit, so the terms keep
+/// twice f32's precision until the last addition). NaN beyond [-1, 1].
 #[inline(always)]
 pub(crate) fn asin(x: f32) -> f32 {
-    let a = (x as f64).abs();
-    let s = (1.0 - a * a).sqrt();
-    let y = atan_nonneg(a / s);
-    let y = if x.is_sign_negative() { -y } else { y };
-    if x.is_nan() || x.abs() > 1.0 {
-        f32::NAN
+    let a = x.abs();
+    let big = a > 0.5;
+    let (s, s_err) = half_versine_root(a);
+    let u = if big { s } else { a };
+    let t = u * u;
+    let v = (u * t) * horner(ASIN_Q, t);
+    let (offset, w, tail) = if big {
+        (HALF_PI_PAIR, -2.0 * u, -2.0 * (s_err + v))
     } else {
-        y as f32
-    }
+        ((0.0, 0.0), u, v)
+    };
+    let y = offset_sum(offset, w, tail);
+    let y = if a > 1.0 || x.is_nan() { f32::NAN } else { y };
+    f32::from_bits(y.to_bits() ^ (x.to_bits() & 0x8000_0000))
 }
 
-/// The arccosine: `atan(√(1 - x²) / |x|)`, from π for negative `x` (no
-/// cancellation: the result is then at least π/2).
+/// The arccosine, in f32, from the arcsine's pieces: `π/2 - asin(x)` for
+/// |x| <= 1/2, `2 asin(s)` for x > 1/2 and `π - 2 asin(s)` for x < -1/2
+/// (`s` as in [`asin`]). NaN beyond [-1, 1].
 #[inline(always)]
 pub(crate) fn acos(x: f32) -> f32 {
-    let d = x as f64;
-    let s = (1.0 - d * d).sqrt();
-    let t = atan_nonneg(s / d.abs());
-    let y = if d < 0.0 { std::f64::consts::PI - t } else { t };
-    if x.is_nan() || x.abs() > 1.0 {
-        f32::NAN
+    let a = x.abs();
+    let big = a > 0.5;
+    let (s, s_err) = half_versine_root(a);
+    let u = if big { s } else { x };
+    let t = u * u;
+    let v = (u * t) * horner(ASIN_Q, t);
+    let (offset, w, tail) = if !big {
+        (HALF_PI_PAIR, -u, -v)
+    } else if x < 0.0 {
+        (PI_PAIR, -2.0 * u, -2.0 * (s_err + v))
     } else {
-        y as f32
-    }
+        ((0.0, 0.0), 2.0 * u, 2.0 * (s_err + v))
+    };
+    let y = offset_sum(offset, w, tail);
+    if a > 1.0 || x.is_nan() { f32::NAN } else { y }
 }
 
-/// Below this magnitude [`sin_fast`] and [`cos_fast`] are exact (within
-/// 1 ulp); at and above it (and for ±∞, NaN) [`sin`] and [`cos`] take
-/// libm's f64 functions, whose reduction (Payne and Hanek's) vectorises
-/// only through table gathers, which stopped LLVM vectorising the loop.
-pub(crate) const TRIG_FAST_BELOW: f32 = 8_388_608.0; // 2^23
+/// Below this magnitude [`sin_fast`], [`cos_fast`] and [`tan_fast`] are
+/// within 1 ulp (every such f32 swept); at and above it (and for ±∞, NaN)
+/// [`sin`], [`cos`] and [`tan`] call libm's f64 functions, whose exact
+/// reduction (Payne and Hanek's) vectorises only through table gathers.
+pub(crate) const TRIG_FAST_BELOW: f32 = 4_194_304.0; // 2^22
 
-/// `(r, q)` with `|x| = q π/2 + r`: `r` in about [-π/4, π/4] (f64,
-/// relative error near 2^-52) and the quadrant `q` mod 4, for
-/// |x| < [`TRIG_FAST_BELOW`]. Cody and Waite: k < 2^23 and π/2's first
-/// two parts have 30 bits, so k p1 and k p2 are exact, and so is
-/// |x| - k p1 (a multiple of 2^-29 below 1); the later roundings are
-/// relative to the result, however small.
+/// π/2 in three f32 parts, each the f32 nearest what the earlier ones
+/// leave (the first two are [`HALF_PI_PAIR`]): their sum is within
+/// 1.1e-23 of π/2.
+const HALF_PI_PARTS: [f32; 3] = [HALF_PI_PAIR.0, HALF_PI_PAIR.1, -1.715_124_5e-15];
+
+/// `(r, r_lo, q)` with `a = q π/2 + r + r_lo` for `a` in [0,
+/// [`TRIG_FAST_BELOW`]): `r` in about [-π/4, π/4], `r_lo` its tail (not
+/// normalised: |r_lo| can reach |r| where `a` nearly is a multiple of
+/// π/2, and then the polynomials' terms beyond `r` are negligible), and
+/// `q`'s low bits (the quadrant mod 4). Cody and Waite in f32 with fused
+/// multiply-adds: `a - q p1` is exact (both are multiples of 2^-24 when
+/// q > 0 and the difference is below 1), `q p2` is split exactly into
+/// `h + l`, the subtraction of `h` keeps its rounding error (Fast2Sum's
+/// term), and only the tiny `q p3` and the tail's sum round. That this
+/// keeps every result within 1 ulp rests on the sweep of every f32 below
+/// the bound (`tests`), not on a proof.
 #[inline(always)]
-fn reduce_quadrant(x: f32) -> (f64, u64) {
-    const P1: f64 = 1.570_796_325_802_803;
-    const P2: f64 = 9.920_935_791_635_221e-10;
-    const P3: f64 = 5.170_182_981_794_105e-19;
-    let d = x.abs() as f64;
-    let (k, k_bits) = round_magic(d * std::f64::consts::FRAC_2_PI);
-    (((d - k * P1) - k * P2) - k * P3, k_bits & 3)
+fn reduce_quadrant(a: f32) -> (f32, f32, u32) {
+    let [p1, p2, p3] = HALF_PI_PARTS;
+    let shifted = a.mul_add(std::f32::consts::FRAC_2_PI, crate::float::ROUND_SHIFT);
+    let q = shifted - crate::float::ROUND_SHIFT;
+    let r1 = (-q).mul_add(p1, a);
+    let h = q * p2;
+    let l = q.mul_add(p2, -h);
+    let r = r1 - h;
+    let r_err = (r1 - r) - h;
+    let r_lo = (-q).mul_add(p3, r_err - l);
+    (r, r_lo, shifted.to_bits())
 }
 
-/// `(sin r, cos r)` for r in about [-π/4, π/4]: Taylor to r¹¹ and r¹²
-/// (truncation below 1e-11 relative there).
+/// `sin(r + r_lo)` and `cos(r + r_lo)` for `r` in about [-π/4, π/4], each
+/// as an unrounded pair `(hi, lo)`: the sine `r + (r_lo + r³ s(r²))`, the
+/// cosine `w + (w_err + r⁴ c(r²) - r r_lo)` with `w = 1 - r²/2` and its
+/// rounding error `w_err` (Fast2Sum). Taylor to r⁹ and r¹⁰ (truncation
+/// below 4e-9 relative); the one rounding that matters is the caller's
+/// `hi + lo`.
 #[inline(always)]
-fn sin_cos_reduced(r: f64) -> (f64, f64) {
+fn sin_cos_pairs(r: f32, r_lo: f32) -> ((f32, f32), (f32, f32)) {
+    const S: [f32; 4] = [1.0 / 362_880.0, -1.0 / 5_040.0, 1.0 / 120.0, -1.0 / 6.0];
+    const C: [f32; 4] = [-1.0 / 3_628_800.0, 1.0 / 40_320.0, -1.0 / 720.0, 1.0 / 24.0];
     let r2 = r * r;
-    let s = r2.mul_add(-1.0 / 39_916_800.0, 1.0 / 362_880.0);
-    let s = s.mul_add(r2, -1.0 / 5_040.0);
-    let s = s.mul_add(r2, 1.0 / 120.0);
-    let s = s.mul_add(r2, -1.0 / 6.0);
-    let sin = (r * r2).mul_add(s, r);
-    let c = r2.mul_add(1.0 / 479_001_600.0, -1.0 / 3_628_800.0);
-    let c = c.mul_add(r2, 1.0 / 40_320.0);
-    let c = c.mul_add(r2, -1.0 / 720.0);
-    let c = c.mul_add(r2, 1.0 / 24.0);
-    let cos = (r2 * r2).mul_add(c, (-0.5f64).mul_add(r2, 1.0));
-    (sin, cos)
+    let mut s = S[0];
+    let mut c = C[0];
+    for k in 1..4 {
+        s = s.mul_add(r2, S[k]);
+        c = c.mul_add(r2, C[k]);
+    }
+    let sin_lo = (r * r2).mul_add(s, r_lo);
+    let half = 0.5 * r2;
+    let w = 1.0 - half;
+    let w_err = (1.0 - w) - half;
+    let cos_lo = (r2 * r2).mul_add(c, (-r).mul_add(r_lo, w_err));
+    ((r, sin_lo), (w, cos_lo))
 }
 
-/// The sine for |x| < [`TRIG_FAST_BELOW`] (vectorises).
+/// Flips `y`'s sign where bit 31 of `flip` is set.
+#[inline(always)]
+fn flip_sign(y: f32, flip: u32) -> f32 {
+    f32::from_bits(y.to_bits() ^ (flip & 0x8000_0000))
+}
+
+/// The sine for |x| < [`TRIG_FAST_BELOW`], in f32 (vectorises, 16 lanes):
+/// `±sin r` or `±cos r` by the quadrant, odd in `x`.
 #[inline(always)]
 pub(crate) fn sin_fast(x: f32) -> f32 {
-    let (r, q) = reduce_quadrant(x);
-    let (s, c) = sin_cos_reduced(r);
-    let y = if q & 1 == 0 { s } else { c };
-    let y = if q & 2 == 0 { y } else { -y };
-    (if x.is_sign_negative() { -y } else { y }) as f32
+    let (r, r_lo, q) = reduce_quadrant(x.abs());
+    let ((sh, sl), (ch, cl)) = sin_cos_pairs(r, r_lo);
+    let y = if q & 1 == 0 { sh + sl } else { ch + cl };
+    flip_sign(y, (q << 30) ^ x.to_bits())
 }
 
-/// The cosine for |x| < [`TRIG_FAST_BELOW`] (vectorises).
+/// The cosine for |x| < [`TRIG_FAST_BELOW`], as [`sin_fast`].
 #[inline(always)]
 pub(crate) fn cos_fast(x: f32) -> f32 {
-    let (r, q) = reduce_quadrant(x);
-    let (s, c) = sin_cos_reduced(r);
-    let y = if q & 1 == 0 { c } else { -s };
-    (if q & 2 == 0 { y } else { -y }) as f32
+    let (r, r_lo, q) = reduce_quadrant(x.abs());
+    let ((sh, sl), (ch, cl)) = sin_cos_pairs(r, r_lo);
+    let y = if q & 1 == 0 { ch + cl } else { sh + sl };
+    flip_sign(y, (q ^ (q << 1)) << 30)
 }
 
-/// The tangent for |x| < [`TRIG_FAST_BELOW`] (vectorises): `sin r / cos r`
-/// in even quadrants, `-cos r / sin r` in odd ones, divided in f64 (near a
-/// pole `r` is near 0 and `sin r` keeps its relative precision).
+/// The tangent for |x| < [`TRIG_FAST_BELOW`], as [`sin_fast`]: `sin r /
+/// cos r` in even quadrants, `-cos r / sin r` in odd ones, a pair over a
+/// pair: the quotient `t0` of the rounded pairs, then one Newton
+/// correction by the remainder `n - t0 d`, computed from the unrounded
+/// pairs with fused multiply-adds (one division, for `1 / d`).
 #[inline(always)]
 pub(crate) fn tan_fast(x: f32) -> f32 {
-    let (r, q) = reduce_quadrant(x);
-    let (s, c) = sin_cos_reduced(r);
-    let y = if q & 1 == 0 { s / c } else { -c / s };
-    (if x.is_sign_negative() { -y } else { y }) as f32
+    let (r, r_lo, q) = reduce_quadrant(x.abs());
+    let (sin, cos) = sin_cos_pairs(r, r_lo);
+    let odd = q & 1 != 0;
+    let ((nh, nl), (dh, dl)) = if odd { (cos, sin) } else { (sin, cos) };
+    let inv = 1.0 / (dh + dl);
+    let t0 = (nh + nl) * inv;
+    let rem = (-t0).mul_add(dh, nh) + (-t0).mul_add(dl, nl);
+    let t = rem.mul_add(inv, t0);
+    flip_sign(t, ((odd as u32) << 31) ^ x.to_bits())
 }
 
 /// `fast(x)` below [`TRIG_FAST_BELOW`], else libm's f64 `large`, rounded
@@ -463,8 +579,10 @@ mod tests {
     }
 
     /// Every `stride`th f32 of both signs (specials included) through `f`
-    /// against `exact` (f64 libm, rounded once to f32): the worst ulp.
-    fn sweep(f: fn(f32) -> f32, exact: fn(f64) -> f64) -> (u32, f32) {
+    /// against `exact` (f64 libm, rounded once to f32): the worst ulp, an
+    /// input where it happens, and the fraction of inputs whose result is
+    /// not `exact`'s.
+    fn sweep(f: fn(f32) -> f32, exact: fn(f64) -> f64) -> (u32, f32, f64) {
         let full = std::env::var("TAPIR_FULL_SWEEP").is_ok_and(|v| v == "1");
         let stride = if full { 1 } else { 61 };
         let mut worst = (0, 0.0f32);
@@ -477,30 +595,30 @@ mod tests {
             f32::MIN_POSITIVE,
         ];
         let all = (0..=0xFFFF_FFFFu32).step_by(stride).map(f32::from_bits);
+        let (mut count, mut off) = (0u64, 0u64);
         for x in all.chain(specials) {
             let want = exact(x as f64) as f32;
             let d = ulps(f(x), want);
             if d > worst.0 {
                 worst = (d, x);
             }
+            count += 1;
+            off += u64::from(d > 0);
         }
-        worst
+        (worst.0, worst.1, off as f64 / count as f64)
     }
 
     #[test]
-    fn logarithms_expm1_inverse_trig_and_tanh_are_within_one_ulp_for_every_f32() {
+    fn logarithms_expm1_and_tanh_are_within_one_ulp_for_every_f32() {
         for (name, f, exact) in [
             ("ln", super::ln as fn(f32) -> f32, f64::ln as fn(f64) -> f64),
             ("log2", super::log2, f64::log2),
             ("log10", super::log10, f64::log10),
             ("ln_1p", super::ln_1p, f64::ln_1p),
             ("expm1", super::expm1, f64::exp_m1),
-            ("atan", super::atan, f64::atan),
-            ("asin", super::asin, f64::asin),
-            ("acos", super::acos, f64::acos),
             ("tanh", super::tanh, f64::tanh),
         ] {
-            let (d, x) = sweep(f, exact);
+            let (d, x, _) = sweep(f, exact);
             println!("{name}: at worst {d} ulp (x = {x:e})");
             assert!(d <= 1, "{name}: {d} ulp at x = {x:e}");
         }
@@ -514,12 +632,6 @@ mod tests {
         assert_eq!(super::expm1(-200.0), -1.0);
         assert_eq!(super::expm1(89.0), f32::INFINITY);
         assert_eq!(super::expm1(f32::NEG_INFINITY), -1.0);
-        assert_eq!(super::atan(f32::INFINITY), std::f32::consts::FRAC_PI_2);
-        assert_eq!(super::atan(-0.0).to_bits(), (-0.0f32).to_bits());
-        assert_eq!(super::asin(1.0), std::f32::consts::FRAC_PI_2);
-        assert_eq!(super::acos(-1.0), std::f32::consts::PI);
-        assert_eq!(super::acos(1.0), 0.0);
-        assert!(super::asin(1.0000001).is_nan() && super::acos(-2.0).is_nan());
         assert_eq!(super::tanh(-0.0).to_bits(), (-0.0f32).to_bits());
         assert_eq!(super::tanh(f32::NEG_INFINITY), -1.0);
         assert_eq!(super::tanh(9.1), 1.0);
@@ -527,6 +639,40 @@ mod tests {
             super::ln(f32::from_bits(1)),
             (f32::from_bits(1) as f64).ln() as f32
         );
+    }
+
+    #[test]
+    fn inverse_trigonometric_functions_are_within_one_ulp_for_every_f32() {
+        // The largest fraction of inputs (of all f32) allowed a result
+        // other than the correctly rounded one: the full sweeps measured
+        // 0.11%, 0.02% and 0.008%, and 0.18%, 0.09% and 0.06% with the
+        // rounding errors of `1/|x|` and of the square root dropped.
+        type Row = (&'static str, fn(f32) -> f32, fn(f64) -> f64, f64);
+        let rows: [Row; 3] = [
+            ("atan", super::atan, f64::atan, 0.0014),
+            ("asin", super::asin, f64::asin, 0.0004),
+            ("acos", super::acos, f64::acos, 0.0003),
+        ];
+        for (name, f, exact, most_off) in rows {
+            let (d, x, off) = sweep(f, exact);
+            println!("{name}: at worst {d} ulp (x = {x:e}), {off:.2e} of results off");
+            assert!(d <= 1, "{name}: {d} ulp at x = {x:e}");
+            assert!(off <= most_off, "{name}: {off:.2e} of results off");
+        }
+        use std::f32::consts::{FRAC_PI_2, FRAC_PI_4, PI};
+        assert_eq!(super::atan(f32::INFINITY), FRAC_PI_2);
+        assert_eq!(super::atan(f32::NEG_INFINITY), -FRAC_PI_2);
+        assert_eq!(super::atan(f32::MAX), FRAC_PI_2);
+        assert_eq!(super::atan(-1.0), -FRAC_PI_4);
+        assert_eq!(super::atan(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(super::asin(1.0), FRAC_PI_2);
+        assert_eq!(super::asin(-1.0), -FRAC_PI_2);
+        assert_eq!(super::asin(-0.0).to_bits(), (-0.0f32).to_bits());
+        assert_eq!(super::acos(-1.0), PI);
+        assert_eq!(super::acos(1.0), 0.0);
+        assert_eq!(super::acos(0.0), FRAC_PI_2);
+        assert!(super::asin(1.0000001).is_nan() && super::acos(-2.0).is_nan());
+        assert!(super::atan(f32::NAN).is_nan() && super::acos(f32::NAN).is_nan());
     }
 
     #[test]
@@ -540,15 +686,15 @@ mod tests {
             ("cos", super::cos, f64::cos),
             ("tan", super::tan, f64::tan),
         ] {
-            let (d, x) = sweep(f, exact);
+            let (d, x, _) = sweep(f, exact);
             println!("{name}: at worst {d} ulp (x = {x:e})");
             assert!(d <= 1, "{name}: {d} ulp at x = {x:e}");
         }
         // Both sides of the fast path's bound, and far out.
         for x in [
-            8_388_607.5f32,
-            8_388_608.0,
-            8_388_609.0,
+            4_194_303.5f32,
+            4_194_304.0,
+            4_194_305.0,
             1e10,
             3e38,
             -2.5e22,
