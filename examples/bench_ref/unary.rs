@@ -1,7 +1,7 @@
 //! The `unary` workload: one elementwise function over 4M f32 (forward
 //! only), as `benches/torch_ref.py`'s `bench_unary` builds it. Inputs: a
-//! standard normal `x`, and `|x| + 0.1` for the logarithms. Samples are
-//! elements, so samples/s is elements per second.
+//! standard normal `x`, `|x| + 0.1` for the logarithms and `tanh(x)` for
+//! asin. Samples are elements, so samples/s is elements per second.
 
 use crate::Args;
 use crate::measure::{record, time_loop};
@@ -9,8 +9,9 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the function's PyTorch name.
-pub(crate) const UNARY_VARIANTS: [&str; 11] = [
-    "exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "tanh", "sigmoid", "sqrt",
+pub(crate) const UNARY_VARIANTS: [&str; 13] = [
+    "exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "atan", "asin", "tanh", "sigmoid",
+    "sqrt",
 ];
 
 pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
@@ -18,6 +19,7 @@ pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
     let g = Generator::new(args.seed);
     let x = Tensor::randn_with(&[n], &g).to(args.device).unwrap();
     let positive = &x.abs() + 0.1;
+    let unit = x.tanh();
     let f = |t: &Tensor| match variant {
         "exp" => t.exp(),
         "expm1" => t.expm1(),
@@ -27,6 +29,8 @@ pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
         "sin" => t.sin(),
         "cos" => t.cos(),
         "tan" => t.tan(),
+        "atan" => t.atan(),
+        "asin" => unit.asin(),
         "tanh" => t.tanh(),
         "sigmoid" => t.sigmoid(),
         "sqrt" => positive.sqrt(),
