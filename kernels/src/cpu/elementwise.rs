@@ -1,6 +1,6 @@
 //! Elementwise kernels over strided, broadcast operands.
 
-use super::map_split::map_dense_split;
+use super::map_split::{map_dense_split, map_strided_split};
 use super::strided::{coalesce, for_rows, row_count};
 use crate::Layout;
 use crate::alloc;
@@ -89,39 +89,8 @@ where
     if let Some(off) = l.contiguous_offset() {
         return map_dense_with(&src[off..off + n], c, f);
     }
-    let (shape, strides) = coalesce(&l.shape, &[&l.strides]);
-    let mut out = alloc::with_capacity(n);
-    let rows = row_count(&shape);
-    let len = n / rows.max(1);
-    let fill = |start: usize, chunk: &mut [MaybeUninit<U>]| {
-        let mut pos = 0;
-        for_rows(
-            &shape,
-            [&strides[0]],
-            [l.offset],
-            start,
-            start + chunk.len() / len.max(1),
-            |[b], len, [s]| {
-                let row = &mut chunk[pos..pos + len];
-                // Inside `simd` so the row's fused multiply-adds (the
-                // vectorised math's) are instructions, not libm calls.
-                simd(
-                    #[inline(always)]
-                    || {
-                        for (i, d) in row.iter_mut().enumerate() {
-                            d.write(f(src[b + i * s], c));
-                        }
-                    },
-                );
-                pos += len;
-            },
-        );
-    };
-    run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
-    // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
-    // every row of the `n` slots once, and `fill` writes its whole row.
-    unsafe { out.set_len(n) };
-    out
+    // The strided walk of a split map with nothing rare.
+    map_strided_split(src, l, c, &f, |_, _| false, &f)
 }
 
 /// `f` over a dense slice into a fresh buffer: vectorised (inside `simd`),
@@ -267,7 +236,7 @@ where
 }
 
 /// Splits `out` (rows of `len`) across threads when it is large enough.
-fn run_rows<O: Send>(
+pub(super) fn run_rows<O: Send>(
     out: &mut [O],
     rows: usize,
     len: usize,

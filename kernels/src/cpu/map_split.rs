@@ -2,7 +2,8 @@
 //! elements (the sine of |x| >= 2^22): one vectorised pass, then the exact
 //! form on the rare ones.
 
-use super::elementwise::{CHUNK, map_with};
+use super::elementwise::{CHUNK, run_rows};
+use super::strided::{coalesce, for_rows, row_count};
 use crate::Layout;
 use crate::alloc;
 use crate::threads::{par_chunks_mut, parallel, simd};
@@ -36,9 +37,99 @@ where
 {
     let n = l.numel();
     let Some(off) = l.contiguous_offset() else {
-        return map_with(src, l, c, exact);
+        return map_strided_split(src, l, c, fast, rare, exact);
     };
     map_dense_split(&src[off..off + n], c, fast, rare, exact)
+}
+
+/// [`map_split_with`] over a view that is not dense: the view's elements
+/// are gathered in order (rows of the coalesced view) into a stack block of
+/// 256, and each full block runs as a dense chunk does, inside `simd`: one
+/// vectorised loop of `fast`, then `exact` on its rare elements. Mapping
+/// in place of the strided loads kept the loop scalar (`tanh` of a
+/// transposed [16, 2048] view took 6.9 ns an element, 0.4 dense), and a
+/// block that spans rows keeps short rows from paying a dispatch each.
+pub(super) fn map_strided_split<T, C, U>(
+    src: &[T],
+    l: &Layout,
+    c: C,
+    fast: impl Fn(T, C) -> U + Sync,
+    rare: impl Fn(T, C) -> bool + Sync,
+    exact: impl Fn(T, C) -> U + Sync,
+) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    C: Copy + Send + Sync,
+    U: Copy + Send + Sync + 'static,
+{
+    const BLOCK: usize = 256;
+    let n = l.numel();
+    let (shape, strides) = coalesce(&l.shape, &[&l.strides]);
+    let mut out = alloc::with_capacity(n);
+    let rows = row_count(&shape);
+    let len = n / rows.max(1);
+    // One block through `fast`, then `exact` on its rare elements.
+    let map_block = |xs: &[T], out: &mut [MaybeUninit<U>]| {
+        simd(
+            #[inline(always)]
+            || {
+                let shared = c; // a local copy, not the capture's pointer
+                let mut any = false;
+                for (o, &x) in out.iter_mut().zip(xs) {
+                    o.write(fast(x, shared));
+                    any |= rare(x, shared);
+                }
+                if any {
+                    for (o, &x) in out.iter_mut().zip(xs) {
+                        if rare(x, shared) {
+                            o.write(exact(x, shared));
+                        }
+                    }
+                }
+            },
+        )
+    };
+    let fill = |start: usize, chunk: &mut [MaybeUninit<U>]| {
+        if chunk.is_empty() {
+            return; // no element: `src[l.offset]` below may not exist
+        }
+        let end = start + chunk.len() / len.max(1);
+        let mut block = [src[l.offset]; BLOCK];
+        let (mut held, mut done) = (0, 0);
+        for_rows(
+            &shape,
+            [&strides[0]],
+            [l.offset],
+            start,
+            end,
+            |[b], len, [s]| {
+                let mut i = 0;
+                while i < len {
+                    let take = (BLOCK - held).min(len - i);
+                    let dst = &mut block[held..held + take];
+                    if s == 1 {
+                        dst.copy_from_slice(&src[b + i..b + i + take]);
+                    } else {
+                        for (k, d) in dst.iter_mut().enumerate() {
+                            *d = src[b + (i + k) * s];
+                        }
+                    }
+                    (held, i) = (held + take, i + take);
+                    if held == BLOCK {
+                        map_block(&block, &mut chunk[done..done + BLOCK]);
+                        (held, done) = (0, done + BLOCK);
+                    }
+                }
+            },
+        );
+        map_block(&block[..held], &mut chunk[done..done + held]);
+    };
+    run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
+    // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
+    // every row of the `n` slots once, and `fill` writes each whole row
+    // (every block of it through `fast`).
+    unsafe { out.set_len(n) };
+    out
 }
 
 /// [`map_split_with`] over a dense slice (also `map_dense_with`'s body,
@@ -106,7 +197,8 @@ mod tests {
     /// `row` through the split map equals its exact form, bit for bit.
     fn same_as_exact<R: UnaryFn>(x: &[f32], l: &Layout, row: R) {
         let got = split(x, l, row);
-        let want = map_with(x, l, row, |x, r| r.f(x));
+        let mut want = Vec::new();
+        l.for_each_offset(|o| want.push(row.f(x[o])));
         assert_eq!(got.len(), want.len());
         for (i, (g, w)) in got.iter().zip(&want).enumerate() {
             assert!(
@@ -143,7 +235,9 @@ mod tests {
             strides: vec![2],
             offset: 1,
         };
-        for l in [&dense, &strided] {
+        // Rows of 7 that blocks of 256 straddle, 7 * (n / 7) apart.
+        let transposed = Layout::contiguous(&[7, n / 7]).transpose(0, 1);
+        for l in [&dense, &strided, &transposed] {
             same_as_exact(&x, l, Sin);
             same_as_exact(&x, l, Cos);
             same_as_exact(&x, l, Tan);
