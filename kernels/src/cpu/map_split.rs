@@ -9,11 +9,12 @@ use crate::alloc;
 use crate::threads::{par_chunks_mut, parallel, simd};
 use std::mem::MaybeUninit;
 
-/// [`map_with`] of `exact`, computed as `fast` wherever `rare` is false. A
-/// dense view runs `fast` over each chunk in one vectorised loop that also
-/// notes whether any element is rare, then `exact` on those; a strided
-/// view runs `exact` per element. `fast` must equal `exact` where `rare`
-/// is false: the result is then the same as [`map_with`] of `exact`.
+/// [`map_with`](super::map_with) of `exact`, computed as `fast` wherever
+/// `rare` is false. A dense view runs `fast` over each chunk in one
+/// vectorised loop that also notes whether any element is rare, then
+/// `exact` on those; a strided view does the same over blocks gathered
+/// from it. `fast` must equal `exact` where `rare` is false: the result is
+/// then the same as `map_with` of `exact`.
 ///
 /// ```
 /// use tapir_kernels::{cpu, Layout};
