@@ -71,24 +71,7 @@ where
     let len = n / rows.max(1);
     // One block through `fast`, then `exact` on its rare elements.
     let map_block = |xs: &[T], out: &mut [MaybeUninit<U>]| {
-        simd(
-            #[inline(always)]
-            || {
-                let shared = c; // a local copy, not the capture's pointer
-                let mut any = false;
-                for (o, &x) in out.iter_mut().zip(xs) {
-                    o.write(fast(x, shared));
-                    any |= rare(x, shared);
-                }
-                if any {
-                    for (o, &x) in out.iter_mut().zip(xs) {
-                        if rare(x, shared) {
-                            o.write(exact(x, shared));
-                        }
-                    }
-                }
-            },
-        )
+        split_chunk(xs, out, c, &fast, &rare, &exact);
     };
     let fill = |start: usize, chunk: &mut [MaybeUninit<U>]| {
         if chunk.is_empty() {
@@ -151,27 +134,7 @@ where
     let n = s.len();
     let mut out = alloc::with_capacity(n);
     let spare = &mut out.spare_capacity_mut()[..n];
-    let run = |o: &mut [MaybeUninit<U>], x: &[T]| {
-        let any_rare = simd(
-            #[inline(always)]
-            || {
-                let shared = c; // a local copy, not the capture's pointer
-                let mut any = false;
-                for (o, &x) in o.iter_mut().zip(x) {
-                    o.write(fast(x, shared));
-                    any |= rare(x, shared);
-                }
-                any
-            },
-        );
-        if any_rare {
-            for (o, &x) in o.iter_mut().zip(x) {
-                if rare(x, c) {
-                    o.write(exact(x, c));
-                }
-            }
-        }
-    };
+    let run = |o: &mut [MaybeUninit<U>], x: &[T]| split_chunk(x, o, c, &fast, &rare, &exact);
     if parallel(n) {
         par_chunks_mut(spare, CHUNK, |i, o| {
             run(o, &s[i * CHUNK..i * CHUNK + o.len()])
@@ -183,6 +146,39 @@ where
     // was empty), and the first loop above wrote every one of them.
     unsafe { out.set_len(n) };
     out
+}
+
+/// `out[i] = fast(xs[i])` in one vectorised loop (inside `simd`) that also
+/// notes whether any element is rare, then `exact` on those: a dense
+/// chunk's work, and a gathered block's.
+#[inline(always)]
+fn split_chunk<T: Copy, C: Copy, U>(
+    xs: &[T],
+    out: &mut [MaybeUninit<U>],
+    c: C,
+    fast: &impl Fn(T, C) -> U,
+    rare: &impl Fn(T, C) -> bool,
+    exact: &impl Fn(T, C) -> U,
+) {
+    let any_rare = simd(
+        #[inline(always)]
+        || {
+            let shared = c; // a local copy, not the capture's pointer
+            let mut any = false;
+            for (o, &x) in out.iter_mut().zip(xs) {
+                o.write(fast(x, shared));
+                any |= rare(x, shared);
+            }
+            any
+        },
+    );
+    if any_rare {
+        for (o, &x) in out.iter_mut().zip(xs) {
+            if rare(x, c) {
+                o.write(exact(x, c));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
