@@ -1,5 +1,5 @@
 """The polynomials of tapir's vectorised f32 arctangent and arcsine
-(kernels/src/vecmath.rs, `atan`, `asin` and `acos`):
+(kernels/src/vecmath/trig.rs, `atan`, `asin` and `acos`):
 atan(u) = u + u^3 p(u^2) for u in [0, 1] and asin(x) = x + x^3 q(x^2) for x
 in [0, 1/2], p of degree 8 and q of degree 5, fitted by weighted least
 squares (weights make the error relative to the function) on 400

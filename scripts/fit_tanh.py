@@ -1,4 +1,4 @@
-"""The polynomial of tapir's vectorised f32 tanh (kernels/src/vecmath.rs,
+"""The polynomial of tapir's vectorised f32 tanh (kernels/src/vecmath/mod.rs,
 `tanh`): tanh(a) = a + a^3 p(a^2) for a in [0, 0.625], p of degree 4 in
 s = a^2 fitted by weighted least squares (weights make the error relative
 to tanh(a)) on 400 Chebyshev nodes in 40-digit arithmetic. Prints the
