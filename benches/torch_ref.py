@@ -697,7 +697,7 @@ BENCHES = {
     "pinn": (bench_pinn, ["train_n64"]),
     "linalg": (bench_linalg, ["gp_b64_n64", "eigh_b128_n32", "svd_n512", "solve_n1024"]),
     "unary": (bench_unary, ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan",
-                            "atan", "asin", "tanh", "sigmoid", "sqrt"]),
+                            "atan", "asin", "sinh", "cosh", "tanh", "sigmoid", "sqrt"]),
 }
 WORKLOADS = list(BENCHES)
 

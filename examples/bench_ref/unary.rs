@@ -9,9 +9,9 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the function's PyTorch name.
-pub(crate) const UNARY_VARIANTS: [&str; 13] = [
-    "exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "atan", "asin", "tanh", "sigmoid",
-    "sqrt",
+pub(crate) const UNARY_VARIANTS: [&str; 15] = [
+    "exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "atan", "asin", "sinh", "cosh",
+    "tanh", "sigmoid", "sqrt",
 ];
 
 pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
@@ -31,6 +31,8 @@ pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
         "tan" => t.tan(),
         "atan" => t.atan(),
         "asin" => unit.asin(),
+        "sinh" => t.sinh(),
+        "cosh" => t.cosh(),
         "tanh" => t.tanh(),
         "sigmoid" => t.sigmoid(),
         "sqrt" => positive.sqrt(),

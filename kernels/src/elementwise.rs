@@ -462,9 +462,9 @@ unary_rows! {
     /// The arctangent.
     Atan = "atan", |x| x.vec_atan(), cuda "atanf(v)";
     /// The hyperbolic sine.
-    Sinh = "sinh", |x| x.sinh(), cuda "sinhf(v)";
+    Sinh = "sinh", |x| x.vec_sinh(), cuda "sinhf(v)";
     /// The hyperbolic cosine.
-    Cosh = "cosh", |x| x.cosh(), cuda "coshf(v)";
+    Cosh = "cosh", |x| x.vec_cosh(), cuda "coshf(v)";
     /// The inverse hyperbolic sine.
     Asinh = "asinh", |x| x.asinh(), cuda "asinhf(v)";
     /// The inverse hyperbolic cosine (NaN below 1).

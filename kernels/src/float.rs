@@ -72,6 +72,10 @@ pub trait Float:
     /// `e^x - 1` as [`Float::vec_ln`] computes the logarithm, precise
     /// near 0.
     fn vec_expm1(self) -> Self;
+    /// The hyperbolic sine as [`Float::vec_ln`] computes the logarithm.
+    fn vec_sinh(self) -> Self;
+    /// The hyperbolic cosine as [`Float::vec_ln`] computes the logarithm.
+    fn vec_cosh(self) -> Self;
     /// The arctangent as [`Float::vec_ln`] computes the logarithm.
     fn vec_atan(self) -> Self;
     /// The arcsine (NaN outside [-1, 1]) as [`Float::vec_ln`] computes
@@ -189,6 +193,14 @@ impl Float for f32 {
     #[inline(always)]
     fn vec_expm1(self) -> Self {
         crate::vecmath::expm1(self)
+    }
+    #[inline(always)]
+    fn vec_sinh(self) -> Self {
+        crate::vecmath::sinh(self)
+    }
+    #[inline(always)]
+    fn vec_cosh(self) -> Self {
+        crate::vecmath::cosh(self)
     }
     #[inline(always)]
     fn vec_atan(self) -> Self {
@@ -396,6 +408,14 @@ impl Float for f64 {
     #[inline(always)]
     fn vec_expm1(self) -> Self {
         self.exp_m1()
+    }
+    #[inline(always)]
+    fn vec_sinh(self) -> Self {
+        self.sinh()
+    }
+    #[inline(always)]
+    fn vec_cosh(self) -> Self {
+        self.cosh()
     }
     #[inline(always)]
     fn vec_atan(self) -> Self {
