@@ -334,18 +334,31 @@ fn round_half_even<T: Float>(x: T) -> T {
     }
 }
 
+#[inline(always)]
 fn pow_scalar<T: Float>(x: T, e: T) -> T {
+    // PyTorch's forms (`pow_tensor_scalar_optimized_kernel`): products,
+    // roots and reciprocals for these exponents, `pow` for the others.
+    // `e` is the same for every element, so each branch becomes its own
+    // vectorised loop.
     let e64 = e.to_f64();
     if e64 == 2.0 {
         x * x
+    } else if e64 == 3.0 {
+        x * x * x
     } else if e64 == 1.0 {
         x
     } else if e64 == 0.5 {
         x.sqrt()
-    } else if e64.fract() == 0.0 && e64.abs() < 64.0 {
-        x.powi(e64 as i32)
-    } else {
+    } else if e64 == -0.5 {
+        T::one() / x.sqrt()
+    } else if e64 == -1.0 {
+        T::one() / x
+    } else if e64 == -2.0 {
+        T::one() / (x * x)
+    } else if e64 == 0.0 || !e64.is_finite() {
         x.powf(e)
+    } else {
+        x.vec_powf(e)
     }
 }
 
@@ -620,8 +633,12 @@ pub(crate) const CUDA_HELPERS: &str = r#"
 __device__ __forceinline__ float sign_f(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); }
 __device__ __forceinline__ float pow_scalar_f(float v, float e) {
     if (e == 2.0f) return v * v;
+    if (e == 3.0f) return v * v * v;
     if (e == 1.0f) return v;
     if (e == 0.5f) return sqrtf(v);
+    if (e == -0.5f) return 1.0f / sqrtf(v);
+    if (e == -1.0f) return 1.0f / v;
+    if (e == -2.0f) return 1.0f / (v * v);
     return powf(v, e);
 }
 __device__ __forceinline__ float gelu_grad_f(float v) {

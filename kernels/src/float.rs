@@ -74,6 +74,11 @@ pub trait Float:
     fn vec_expm1(self) -> Self;
     /// The hyperbolic sine as [`Float::vec_ln`] computes the logarithm.
     fn vec_sinh(self) -> Self;
+    /// `self^e` for a finite nonzero `e`, written so that a loop of it
+    /// vectorises: for f32 within 1 ulp of the correctly rounded power
+    /// (computed in f64, as `vec_expm1`), with C99's special values; for
+    /// f64 libm's `powf`.
+    fn vec_powf(self, e: Self) -> Self;
     /// The hyperbolic cosine as [`Float::vec_ln`] computes the logarithm.
     fn vec_cosh(self) -> Self;
     /// The arctangent as [`Float::vec_ln`] computes the logarithm.
@@ -197,6 +202,10 @@ impl Float for f32 {
     #[inline(always)]
     fn vec_sinh(self) -> Self {
         crate::vecmath::sinh(self)
+    }
+    #[inline(always)]
+    fn vec_powf(self, e: Self) -> Self {
+        crate::vecmath::powf(self, e)
     }
     #[inline(always)]
     fn vec_cosh(self) -> Self {
@@ -412,6 +421,10 @@ impl Float for f64 {
     #[inline(always)]
     fn vec_sinh(self) -> Self {
         self.sinh()
+    }
+    #[inline(always)]
+    fn vec_powf(self, e: Self) -> Self {
+        self.powf(e)
     }
     #[inline(always)]
     fn vec_cosh(self) -> Self {

@@ -252,14 +252,30 @@ pub(crate) fn cosh(x: f32) -> f32 {
     if x.is_nan() { x } else { y as f32 }
 }
 
-/// `e^d - 1` in f64 for `d` in [-110, 100], to about 1e-15 relative: `d
-/// = k ln 2 + r` (k ln 2 subtracted by a fused multiply-add, exact: |d| -
-/// k ln2 is a multiple of 2^-53 below 1 for `d` from an f32), `e^r - 1`
-/// by Taylor to r¹¹ (|r| <= ln2 / 2: truncation below 1e-12 relative),
-/// then `2^k (e^r - 1) + (2^k - 1)`, which does not cancel. One rounding
-/// to f32 then leaves a result within 1 ulp of the correctly rounded one.
+/// `e^d - 1` in f64 for `d` in [-110, 100], to about 1e-15 relative, from
+/// [`exp_parts`]: `2^k (e^r - 1) + (2^k - 1)`, which does not cancel. One
+/// rounding to f32 then leaves a result within 1 ulp of the correctly
+/// rounded one.
 #[inline(always)]
 fn expm1_wide(d: f64) -> f64 {
+    let (two_k, em1_r) = exp_parts(d);
+    two_k.mul_add(em1_r, two_k - 1.0)
+}
+
+/// `e^d` in f64 for `d` in [-200, 200], to about 1e-15 relative, from
+/// [`exp_parts`]: `2^k (e^r - 1) + 2^k`.
+#[inline(always)]
+fn exp_wide(d: f64) -> f64 {
+    let (two_k, em1_r) = exp_parts(d);
+    two_k.mul_add(em1_r, two_k)
+}
+
+/// `e^d = 2^k e^r` for `d` in [-200, 200]: `(2^k, e^r - 1)`. `d = k ln 2 +
+/// r` (k ln 2 subtracted by two fused multiply-adds, with ln 2 as a pair),
+/// `e^r - 1` by Taylor to r¹¹ (|r| <= ln2 / 2: truncation below 1e-12
+/// relative).
+#[inline(always)]
+fn exp_parts(d: f64) -> (f64, f64) {
     const LN2_HI: f64 = std::f64::consts::LN_2;
     const LN2_LO: f64 = 2.319_046_813_846_299_6e-17; // ln 2 - LN2_HI
     let (k, k_bits) = round_magic(d * std::f64::consts::LOG2_E);
@@ -279,10 +295,77 @@ fn expm1_wide(d: f64) -> f64 {
         p = p.mul_add(r, c);
     }
     let em1_r = (r * r).mul_add(p, r);
-    // 2^k from k's bits in the rounding sum (k in -160..=145).
+    // 2^k from k's bits in the rounding sum (k in -289..=289).
     let k_int = k_bits.wrapping_sub(MAGIC.to_bits()) as i64;
     let two_k = f64::from_bits(((k_int + 1023) as u64) << 52);
-    two_k.mul_add(em1_r, two_k - 1.0)
+    (two_k, em1_r)
+}
+
+/// `ln a` in f64 for a positive normal `a` with at most 24 significant
+/// bits (any nonzero finite f32), to about 1e-15 relative: `a = 2^k m`
+/// with `m` in [√½, √2) read from the bits, `f = m - 1` and `s = f / (2 +
+/// f)` (both exact but the division's rounding), `ln m = 2 atanh s` by
+/// its series to s¹⁷ (|s| <= 0.172: truncation below 1e-14 relative).
+#[inline(always)]
+fn ln_wide(a: f64) -> f64 {
+    const SQRT_HALF_BITS: u64 = 0x3fe6_a09e_667f_3bcd;
+    // Shifting the bits by 1 - √½ makes the exponent field read k for
+    // m in [√½, √2) (musl's reduction).
+    let shifted = a.to_bits().wrapping_add(1.0f64.to_bits() - SQRT_HALF_BITS);
+    let k = ((shifted >> 52) as i64 - 1023) as f64;
+    let m = f64::from_bits((shifted & ((1 << 52) - 1)) + SQRT_HALF_BITS);
+    let f = m - 1.0;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let mut p: f64 = 2.0 / 17.0;
+    for c in [
+        2.0 / 15.0,
+        2.0 / 13.0,
+        2.0 / 11.0,
+        2.0 / 9.0,
+        2.0 / 7.0,
+        2.0 / 5.0,
+        2.0 / 3.0,
+    ] {
+        p = p.mul_add(z, c);
+    }
+    let ln_m = (s * z).mul_add(p, 2.0 * s);
+    k.mul_add(std::f64::consts::LN_2, ln_m)
+}
+
+/// `x^e` for any f32 `x` and a finite nonzero `e` (the CPU kernel takes
+/// `e = 0`, infinite or NaN `e` and the exponents PyTorch computes by
+/// multiplication to other forms first): `e^(e ln|x|)` in f64 from
+/// [`ln_wide`] and [`exp_wide`], rounded once (the product's absolute
+/// error stays near 1e-14 wherever the f32 result is finite and nonzero,
+/// so within 1 ulp of the correctly rounded result), then C99's special
+/// values: a negative `x` keeps the sign for an odd integer `e` and is
+/// NaN for a non-integer one (but -0 and -∞ are +0 and +∞ there), ±0 and
+/// ±∞ go to 0 or ∞ by the sign of `e`.
+#[inline(always)]
+pub(crate) fn powf(x: f32, e: f32) -> f32 {
+    let a = x.abs();
+    let e64 = e as f64;
+    let t = (e64 * ln_wide(a as f64)).clamp(-200.0, 200.0);
+    let magnitude = exp_wide(t) as f32;
+    let integer = e.fract() == 0.0;
+    let odd = integer && (e * 0.5).fract() != 0.0;
+    let magnitude = if a == 0.0 || a == f32::INFINITY {
+        if (e > 0.0) == (a == 0.0) {
+            0.0
+        } else {
+            f32::INFINITY
+        }
+    } else {
+        magnitude
+    };
+    if x.is_nan() || (x < 0.0 && !integer && a != f32::INFINITY) {
+        f32::NAN
+    } else if odd {
+        magnitude.copysign(x)
+    } else {
+        magnitude
+    }
 }
 
 /// `tanh`, in f32 with fused multiply-adds (no f64: it needs no exact
@@ -403,6 +486,56 @@ mod tests {
             super::ln(f32::from_bits(1)),
             (f32::from_bits(1) as f64).ln() as f32
         );
+    }
+
+    #[test]
+    fn powers_are_within_one_ulp_and_keep_c99s_special_values() {
+        let full = std::env::var("TAPIR_FULL_SWEEP").is_ok_and(|v| v == "1");
+        let stride = if full { 1 } else { 61 };
+        for e in [2.5f32, -1.5, 0.75, 1.0 / 3.0, 7.0, -3.0, 100.5, -1e-3] {
+            let mut worst = (0, 0.0f32);
+            for x in (0..=0xFFFF_FFFFu32).step_by(stride).map(f32::from_bits) {
+                let want = (x as f64).powf(e as f64) as f32;
+                let d = ulps(super::powf(x, e), want);
+                if d > worst.0 {
+                    worst = (d, x);
+                }
+            }
+            println!("pow(x, {e}): at worst {} ulp (x = {:e})", worst.0, worst.1);
+            assert!(
+                worst.0 <= 1,
+                "pow(x, {e}): {} ulp at x = {:e}",
+                worst.0,
+                worst.1
+            );
+        }
+        // Every special pair as libm's powf has it, bit for bit.
+        let xs = [
+            0.0f32,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            1.0,
+            -1.0,
+            -2.0,
+            0.5,
+            -0.5,
+            f32::from_bits(1),
+            f32::MAX,
+        ];
+        let es = [
+            2.5f32, -2.5, 3.0, -3.0, 4.0, -4.0, 0.3, -0.3, 1e10, 5.0e-3, 65.0,
+        ];
+        for x in xs {
+            for e in es {
+                let (got, want) = (super::powf(x, e), x.powf(e));
+                assert!(
+                    got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                    "pow({x:e}, {e}) = {got:e}, libm {want:e}"
+                );
+            }
+        }
     }
 
     #[test]
