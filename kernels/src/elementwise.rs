@@ -355,8 +355,6 @@ fn pow_scalar<T: Float>(x: T, e: T) -> T {
         T::one() / x
     } else if e64 == -2.0 {
         T::one() / (x * x)
-    } else if e64 == 0.0 || !e64.is_finite() {
-        x.powf(e)
     } else {
         x.vec_powf(e)
     }
@@ -535,7 +533,7 @@ binary_rows! {
     /// `a / b` (true division).
     Div = "div", |a, b| a / b, cuda "u / v";
     /// `a ^ b`.
-    Pow = "pow", |a, b| a.powf(b), cuda "powf(u, v)", domain Positive;
+    Pow = "pow", |a, b| a.vec_powf(b), cuda "powf(u, v)", domain Positive;
     /// The larger operand, NaN propagating (`torch.maximum`).
     Maximum = "maximum", |a, b| if a.is_nan() || a > b { a } else { b },
         cuda "(u != u || u > v) ? u : v", int |a, b| a.max(b);

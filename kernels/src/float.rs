@@ -74,10 +74,9 @@ pub trait Float:
     fn vec_expm1(self) -> Self;
     /// The hyperbolic sine as [`Float::vec_ln`] computes the logarithm.
     fn vec_sinh(self) -> Self;
-    /// `self^e` for a finite nonzero `e`, written so that a loop of it
-    /// vectorises: for f32 within 1 ulp of the correctly rounded power
-    /// (computed in f64, as `vec_expm1`), with C99's special values; for
-    /// f64 libm's `powf`.
+    /// `self^e`, written so that a loop of it vectorises: for f32 within
+    /// 1 ulp of the correctly rounded power (computed in f64, as
+    /// `vec_expm1`), with C99's special values; for f64 libm's `powf`.
     fn vec_powf(self, e: Self) -> Self;
     /// The hyperbolic cosine as [`Float::vec_ln`] computes the logarithm.
     fn vec_cosh(self) -> Self;
