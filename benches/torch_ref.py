@@ -530,16 +530,16 @@ def bench_scatter(args, variant):
 
 def bench_unary(args, variant):
     """One elementwise function over 4M float32, forward only: a standard
-    normal x, |x| + 0.1 for the logarithms and sqrt, tanh(x) for asin.
-    Samples are elements."""
+    normal x, |x| + 0.1 for the logarithms, sqrt and pow (to the 1.5),
+    tanh(x) for asin. Samples are elements."""
     n = 1 << 22
     g = torch.Generator().manual_seed(args.seed)
     x = torch.randn(n, generator=g).to(DEVICE)
     positive = x.abs() + 0.1
     unit = torch.tanh(x)
-    source = positive if variant in ("log", "log1p", "log2", "sqrt") else x
+    source = positive if variant in ("log", "log1p", "log2", "sqrt", "pow") else x
     source = unit if variant == "asin" else source
-    fn = getattr(torch, variant)
+    fn = (lambda t: torch.pow(t, 1.5)) if variant == "pow" else getattr(torch, variant)
 
     def step():
         fn(source)
@@ -697,7 +697,7 @@ BENCHES = {
     "pinn": (bench_pinn, ["train_n64"]),
     "linalg": (bench_linalg, ["gp_b64_n64", "eigh_b128_n32", "svd_n512", "solve_n1024"]),
     "unary": (bench_unary, ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan",
-                            "atan", "asin", "sinh", "cosh", "tanh", "sigmoid", "sqrt"]),
+                            "atan", "asin", "sinh", "cosh", "tanh", "sigmoid", "sqrt", "pow"]),
 }
 WORKLOADS = list(BENCHES)
 

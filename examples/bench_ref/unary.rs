@@ -1,7 +1,7 @@
 //! The `unary` workload: one elementwise function over 4M f32 (forward
 //! only), as `benches/torch_ref.py`'s `bench_unary` builds it. Inputs: a
-//! standard normal `x`, `|x| + 0.1` for the logarithms and `tanh(x)` for
-//! asin. Samples are elements, so samples/s is elements per second.
+//! standard normal `x`, `|x| + 0.1` for the logarithms, sqrt and pow (to
+//! the 1.5) and `tanh(x)` for asin. Samples are elements, so samples/s is elements per second.
 
 use crate::Args;
 use crate::measure::{record, time_loop};
@@ -9,9 +9,9 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the function's PyTorch name.
-pub(crate) const UNARY_VARIANTS: [&str; 15] = [
+pub(crate) const UNARY_VARIANTS: [&str; 16] = [
     "exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan", "atan", "asin", "sinh", "cosh",
-    "tanh", "sigmoid", "sqrt",
+    "tanh", "sigmoid", "sqrt", "pow",
 ];
 
 pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
@@ -36,6 +36,7 @@ pub(crate) fn bench_unary(args: &Args, variant: &str) -> String {
         "tanh" => t.tanh(),
         "sigmoid" => t.sigmoid(),
         "sqrt" => positive.sqrt(),
+        "pow" => positive.powf(1.5),
         _ => unreachable!("unary variant {variant}"),
     };
     let step = || {

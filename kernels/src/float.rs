@@ -78,6 +78,13 @@ pub trait Float:
     /// 1 ulp of the correctly rounded power (computed in f64, as
     /// `vec_expm1`), with C99's special values; for f64 libm's `powf`.
     fn vec_powf(self, e: Self) -> Self;
+    /// [`Float::vec_powf`] where [`Float::beyond_fast_powf`] is false,
+    /// with no branch or call, so a loop of it vectorises.
+    fn fast_powf(self, e: Self) -> Self;
+    /// Whether `fast_powf` is not `vec_powf` at `(self, e)`: for f32 a
+    /// zero, infinite or NaN `self`, a negative one to a non-integer power,
+    /// an infinite or NaN `e`; for f64 never (libm's `powf`).
+    fn beyond_fast_powf(self, e: Self) -> bool;
     /// The hyperbolic cosine as [`Float::vec_ln`] computes the logarithm.
     fn vec_cosh(self) -> Self;
     /// The arctangent as [`Float::vec_ln`] computes the logarithm.
@@ -205,6 +212,14 @@ impl Float for f32 {
     #[inline(always)]
     fn vec_powf(self, e: Self) -> Self {
         crate::vecmath::powf(self, e)
+    }
+    #[inline(always)]
+    fn fast_powf(self, e: Self) -> Self {
+        crate::vecmath::pow_fast(self, e)
+    }
+    #[inline(always)]
+    fn beyond_fast_powf(self, e: Self) -> bool {
+        crate::vecmath::pow_rare(self, e)
     }
     #[inline(always)]
     fn vec_cosh(self) -> Self {
@@ -424,6 +439,14 @@ impl Float for f64 {
     #[inline(always)]
     fn vec_powf(self, e: Self) -> Self {
         self.powf(e)
+    }
+    #[inline(always)]
+    fn fast_powf(self, e: Self) -> Self {
+        self.powf(e)
+    }
+    #[inline(always)]
+    fn beyond_fast_powf(self, _e: Self) -> bool {
+        false
     }
     #[inline(always)]
     fn vec_cosh(self) -> Self {

@@ -184,7 +184,7 @@ fn split_chunk<T: Copy, C: Copy, U>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elementwise::{Cos, Exp, Log, Log2, Log10, Sin, Tan, UnaryFn};
+    use crate::elementwise::{Cos, Exp, Log, Log2, Log10, PowAny, Sin, Tan, UnaryFn};
 
     /// `row` of `x` (laid out as `l`) through the split map.
     fn split<R: UnaryFn>(x: &[f32], l: &Layout, row: R) -> Vec<f32> {
@@ -206,7 +206,7 @@ mod tests {
         }
     }
 
-    /// Sine, cosine, tangent, exp and the logarithms through the split map equal the exact function
+    /// Sine, cosine, tangent, exp, the logarithms and powers through the split map equal the exact function
     /// element by element, with huge arguments scattered through a dense
     /// slice long enough to be split across threads, and on a strided view.
     #[test]
@@ -242,6 +242,8 @@ mod tests {
             same_as_exact(&x, l, Log);
             same_as_exact(&x, l, Log2);
             same_as_exact(&x, l, Log10);
+            same_as_exact(&x, l, PowAny { e: 2.5 });
+            same_as_exact(&x, l, PowAny { e: -3.0 });
         }
         // The huge ones are right, not merely equal to a wrong exact form.
         let big = [1e10f32, -3e38, 123_456_789.0];

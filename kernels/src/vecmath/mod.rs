@@ -35,7 +35,7 @@ mod wide;
 pub(crate) use trig::{
     TRIG_FAST_BELOW, acos, asin, atan, cos, cos_fast, sin, sin_fast, tan, tan_fast,
 };
-pub(crate) use wide::{cosh, expm1, powf, sinh};
+pub(crate) use wide::{cosh, expm1, pow_fast, pow_rare, powf, sinh};
 
 /// The special values every logarithm shares: NaN below 0 and for NaN,
 /// -∞ at ±0, +∞ at +∞; else `y`.

@@ -174,8 +174,39 @@ pub(crate) fn powf(x: f32, e: f32) -> f32 {
     }
 }
 
+/// [`powf`] where [`pow_rare`] is false, with no special values but the
+/// sign for an odd integer `e`: the loop the CPU kernel vectorises (the
+/// special values' selects took it from 1.7 to 2.9 ns an element).
+#[inline(always)]
+pub(crate) fn pow_fast(x: f32, e: f32) -> f32 {
+    let t = (e as f64 * ln_wide(x.abs() as f64)).clamp(-200.0, 200.0);
+    let magnitude = exp_wide(t) as f32;
+    let odd = e.fract() == 0.0 && (e * 0.5).fract() != 0.0;
+    if odd {
+        magnitude.copysign(x)
+    } else {
+        magnitude
+    }
+}
+
+/// Whether [`pow_fast`] is not [`powf`] at `(x, e)`: `x` zero, infinite
+/// or NaN, negative to a non-integer power, or `e` infinite or NaN.
+#[inline(always)]
+pub(crate) fn pow_rare(x: f32, e: f32) -> bool {
+    let a = x.abs();
+    !(a > 0.0 && a < f32::INFINITY) || (x < 0.0 && e.fract() != 0.0) || !e.is_finite()
+}
+
 #[cfg(test)]
 mod tests {
+    /// `pow_fast` is `powf`, bit for bit, wherever `pow_rare` is false.
+    fn fast_agrees(x: f32, e: f32, exact: f32) {
+        if !super::pow_rare(x, e) {
+            let fast = super::pow_fast(x, e);
+            assert_eq!(fast.to_bits(), exact.to_bits(), "pow_fast({x:e}, {e})");
+        }
+    }
+
     #[test]
     fn powers_are_within_one_ulp_and_keep_c99s_special_values() {
         let full = std::env::var("TAPIR_FULL_SWEEP").is_ok_and(|v| v == "1");
@@ -184,7 +215,9 @@ mod tests {
             let mut worst = (0, 0.0f32);
             for x in (0..=0xFFFF_FFFFu32).step_by(stride).map(f32::from_bits) {
                 let want = (x as f64).powf(e as f64) as f32;
-                let d = super::super::tests::ulps(super::powf(x, e), want);
+                let got = super::powf(x, e);
+                let d = super::super::tests::ulps(got, want);
+                fast_agrees(x, e, got);
                 if d > worst.0 {
                     worst = (d, x);
                 }
@@ -214,7 +247,9 @@ mod tests {
                 u * 80.0 - 40.0
             };
             let want = (x as f64).powf(e as f64) as f32;
-            let d = super::super::tests::ulps(super::powf(x, e), want);
+            let got = super::powf(x, e);
+            let d = super::super::tests::ulps(got, want);
+            fast_agrees(x, e, got);
             assert!(d <= 1, "pow({x:e}, {e}): {d} ulp");
         }
         // Every special pair as libm's powf has it, bit for bit.

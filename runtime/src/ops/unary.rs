@@ -7,8 +7,8 @@ use crate::Tensor;
 use crate::trace::{self, Attr};
 use tapir_kernels::elementwise::{
     Abs, Ceil, Clamp, ClampMask, Cos, Erf, Exp, Floor, Gelu, GeluBackward, Hardswish,
-    HardswishGrad, LeakyRelu, LeakyStep, Log, Log1p, Neg, PowScalar, Relu, ReluBackward, Round,
-    Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt, Tanh, Trunc, UnaryFn,
+    HardswishGrad, LeakyRelu, LeakyStep, Log, Log1p, Neg, PowAny, PowScalar, Relu, ReluBackward,
+    Round, Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt, Tanh, Trunc, UnaryFn,
 };
 
 /// What a unary backward needs kept from forward.
@@ -367,7 +367,9 @@ impl Tensor {
         })
     }
 
-    /// `x ^ e` for a scalar exponent.
+    /// `x ^ e` for a scalar exponent (`torch.pow(x, e)`): `x * x` for 2,
+    /// `x * x * x` for 3, `sqrt`, `rsqrt` and reciprocals for 0.5, -0.5, -1
+    /// and -2 (PyTorch's forms), `e^(e ln x)` for the others.
     pub fn powf(&self, e: f64) -> Tensor {
         trace::op(
             "powf",
@@ -377,19 +379,18 @@ impl Tensor {
                 if let Some(x) = crate::amp::cast1(crate::amp::Policy::Fp32OnCuda, self) {
                     return x.powf(e);
                 }
-                unary(
-                    self,
-                    PowScalar { e },
-                    "PowBackward0",
-                    Save::Input,
-                    move |x, g| {
-                        if e == 0.0 {
-                            Tensor::zeros_like(g)
-                        } else {
-                            g * &(&x.powf(e - 1.0) * e)
-                        }
-                    },
-                )
+                let backward = move |x: &Tensor, g: &Tensor| {
+                    if e == 0.0 {
+                        Tensor::zeros_like(g)
+                    } else {
+                        g * &(&x.powf(e - 1.0) * e)
+                    }
+                };
+                if [2.0, 3.0, 1.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
+                    unary(self, PowScalar { e }, "PowBackward0", Save::Input, backward)
+                } else {
+                    unary(self, PowAny { e }, "PowBackward0", Save::Input, backward)
+                }
             },
         )
     }
