@@ -79,25 +79,45 @@ fn exp_parts(d: f64) -> (f64, f64) {
     const LN2_LO: f64 = 2.319_046_813_846_299_6e-17; // ln 2 - LN2_HI
     let (k, k_bits) = round_magic(d * std::f64::consts::LOG2_E);
     let r = (-k).mul_add(LN2_LO, (-k).mul_add(LN2_HI, d));
-    let mut p: f64 = 1.0 / 39_916_800.0;
-    for c in [
-        1.0 / 3_628_800.0,
-        1.0 / 362_880.0,
-        1.0 / 40_320.0,
-        1.0 / 5_040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-    ] {
-        p = p.mul_add(r, c);
-    }
+    let p = horner(r, &EXP_TAYLOR);
     let em1_r = (r * r).mul_add(p, r);
     // 2^k from k's bits in the rounding sum (k in -289..=289).
     let k_int = k_bits.wrapping_sub(MAGIC.to_bits()) as i64;
     let two_k = f64::from_bits(((k_int + 1023) as u64) << 52);
     (two_k, em1_r)
+}
+
+/// `1/k!` for k = 11 down to 2: `e^r - 1 = r + r² p(r)`.
+const EXP_TAYLOR: [f64; 10] = [
+    1.0 / 39_916_800.0,
+    1.0 / 3_628_800.0,
+    1.0 / 362_880.0,
+    1.0 / 40_320.0,
+    1.0 / 5_040.0,
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    0.5,
+];
+
+/// `2/(2j + 1)` for j = 8 down to 1: `2 atanh s = 2s + s³ p(s²)`.
+const ATANH_SERIES: [f64; 8] = [
+    2.0 / 17.0,
+    2.0 / 15.0,
+    2.0 / 13.0,
+    2.0 / 11.0,
+    2.0 / 9.0,
+    2.0 / 7.0,
+    2.0 / 5.0,
+    2.0 / 3.0,
+];
+
+/// `c[0] z^(n-1) + ... + c[n-1]` by Horner's rule with fused
+/// multiply-adds.
+#[inline(always)]
+fn horner(z: f64, c: &[f64]) -> f64 {
+    c[1..].iter().fold(c[0], |p, &k| p.mul_add(z, k))
 }
 
 /// `ln a` in f64 for a positive normal `a` with at most 24 significant
@@ -116,18 +136,7 @@ fn ln_wide(a: f64) -> f64 {
     let f = m - 1.0;
     let s = f / (2.0 + f);
     let z = s * s;
-    let mut p: f64 = 2.0 / 17.0;
-    for c in [
-        2.0 / 15.0,
-        2.0 / 13.0,
-        2.0 / 11.0,
-        2.0 / 9.0,
-        2.0 / 7.0,
-        2.0 / 5.0,
-        2.0 / 3.0,
-    ] {
-        p = p.mul_add(z, c);
-    }
+    let p = horner(z, &ATANH_SERIES);
     let ln_m = (s * z).mul_add(p, 2.0 * s);
     k.mul_add(std::f64::consts::LN_2, ln_m)
 }
