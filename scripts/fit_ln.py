@@ -1,5 +1,5 @@
 """The polynomial of tapir's vectorised f32 natural logarithm
-(kernels/src/vecmath/mod.rs, `ln_scaled`): ln(1 + f) = f - f^2/2 + f^3 r(f)
+(kernels/src/vecmath/mod.rs, `log_scaled`): ln(1 + f) = f - f^2/2 + f^3 r(f)
 for f in [sqrt(1/2) - 1, sqrt(2) - 1], r of degree 7 fitted by weighted
 least squares (weights make the error relative to ln(1 + f)) on 400
 Chebyshev nodes in 40-digit arithmetic. Prints the coefficients rounded to

@@ -334,13 +334,21 @@ fn round_half_even<T: Float>(x: T) -> T {
     }
 }
 
+/// The exponents [`PowScalar`] computes by a product, a root or a
+/// reciprocal, as PyTorch's `pow_tensor_scalar_optimized_kernel` does; the
+/// runtime sends every other exponent to [`PowAny`].
+///
+/// ```
+/// use tapir_kernels::elementwise::POW_SPECIAL_EXPONENTS;
+/// assert!(POW_SPECIAL_EXPONENTS.contains(&-0.5) && !POW_SPECIAL_EXPONENTS.contains(&1.5));
+/// ```
+pub const POW_SPECIAL_EXPONENTS: [f64; 7] = [2.0, 3.0, 1.0, 0.5, -0.5, -1.0, -2.0];
+
 #[inline(always)]
 fn pow_scalar<T: Float>(x: T, e: T) -> T {
-    // PyTorch's forms (`pow_tensor_scalar_optimized_kernel`): products,
-    // roots and reciprocals for these exponents. `e` is the same for every
-    // element, so each branch becomes its own vectorised loop; the
-    // runtime sends the other exponents to `PowAny`, whose one vectorised
-    // form would make this loop too large to split that way.
+    // `POW_SPECIAL_EXPONENTS`' forms. `e` is the same for every element,
+    // so each branch becomes its own vectorised loop; `PowAny`'s one
+    // vectorised form in here would make the loop too large to split so.
     let e64 = e.to_f64();
     if e64 == 2.0 {
         x * x

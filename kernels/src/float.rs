@@ -74,6 +74,8 @@ pub trait Float:
     fn vec_expm1(self) -> Self;
     /// The hyperbolic sine as [`Float::vec_ln`] computes the logarithm.
     fn vec_sinh(self) -> Self;
+    /// The hyperbolic cosine as [`Float::vec_ln`] computes the logarithm.
+    fn vec_cosh(self) -> Self;
     /// `self^e`, written so that a loop of it vectorises: for f32 within
     /// 1 ulp of the correctly rounded power (computed in f64, as
     /// `vec_expm1`), with C99's special values; for f64 libm's `powf`.
@@ -85,8 +87,6 @@ pub trait Float:
     /// zero, infinite or NaN `self`, a negative one to a non-integer power,
     /// an infinite or NaN `e`; for f64 never (libm's `powf`).
     fn beyond_fast_powf(self, e: Self) -> bool;
-    /// The hyperbolic cosine as [`Float::vec_ln`] computes the logarithm.
-    fn vec_cosh(self) -> Self;
     /// The arctangent as [`Float::vec_ln`] computes the logarithm.
     fn vec_atan(self) -> Self;
     /// The arcsine (NaN outside [-1, 1]) as [`Float::vec_ln`] computes
@@ -210,6 +210,10 @@ impl Float for f32 {
         crate::vecmath::sinh(self)
     }
     #[inline(always)]
+    fn vec_cosh(self) -> Self {
+        crate::vecmath::cosh(self)
+    }
+    #[inline(always)]
     fn vec_powf(self, e: Self) -> Self {
         crate::vecmath::powf(self, e)
     }
@@ -220,10 +224,6 @@ impl Float for f32 {
     #[inline(always)]
     fn beyond_fast_powf(self, e: Self) -> bool {
         crate::vecmath::pow_rare(self, e)
-    }
-    #[inline(always)]
-    fn vec_cosh(self) -> Self {
-        crate::vecmath::cosh(self)
     }
     #[inline(always)]
     fn vec_atan(self) -> Self {
@@ -437,6 +437,10 @@ impl Float for f64 {
         self.sinh()
     }
     #[inline(always)]
+    fn vec_cosh(self) -> Self {
+        self.cosh()
+    }
+    #[inline(always)]
     fn vec_powf(self, e: Self) -> Self {
         self.powf(e)
     }
@@ -447,10 +451,6 @@ impl Float for f64 {
     #[inline(always)]
     fn beyond_fast_powf(self, _e: Self) -> bool {
         false
-    }
-    #[inline(always)]
-    fn vec_cosh(self) -> Self {
-        self.cosh()
     }
     #[inline(always)]
     fn vec_atan(self) -> Self {

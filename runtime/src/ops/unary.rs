@@ -7,8 +7,9 @@ use crate::Tensor;
 use crate::trace::{self, Attr};
 use tapir_kernels::elementwise::{
     Abs, Ceil, Clamp, ClampMask, Cos, Erf, Exp, Floor, Gelu, GeluBackward, Hardswish,
-    HardswishGrad, LeakyRelu, LeakyStep, Log, Log1p, Neg, PowAny, PowScalar, Relu, ReluBackward,
-    Round, Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt, Tanh, Trunc, UnaryFn,
+    HardswishGrad, LeakyRelu, LeakyStep, Log, Log1p, Neg, POW_SPECIAL_EXPONENTS, PowAny, PowScalar,
+    Relu, ReluBackward, Round, Rsqrt, Sigmoid, Sign, Silu, SiluGrad, Sin, Sqrt, Tanh, Trunc,
+    UnaryFn,
 };
 
 /// What a unary backward needs kept from forward.
@@ -386,7 +387,7 @@ impl Tensor {
                         g * &(&x.powf(e - 1.0) * e)
                     }
                 };
-                if [2.0, 3.0, 1.0, 0.5, -0.5, -1.0, -2.0].contains(&e) {
+                if POW_SPECIAL_EXPONENTS.contains(&e) {
                     unary(self, PowScalar { e }, "PowBackward0", Save::Input, backward)
                 } else {
                     unary(self, PowAny { e }, "PowBackward0", Save::Input, backward)
