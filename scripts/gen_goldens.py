@@ -1081,6 +1081,12 @@ tiny = [-1e-6, -3e-9, -1e-12, 0.0, 2e-7, -0.5]
 case("elu_tiny", "elu", [T(tiny)], {"alpha": 1.0})
 case("celu_tiny", "celu", [T(tiny)], {"alpha": 2.0})
 case("selu_tiny", "selu", [T(tiny)])
+# Rows long enough for the row kernels' 16 lanes and their tails; ties
+# (rounded values) pick the first index.
+case("logsumexp_rows", "logsumexp", [randn(3, 37) * 30], {"dims": [-1], "keepdim": True})
+case("logsumexp_rows_t", "logsumexp", [randn(37, 3)], {"dims": [1], "keepdim": False}, views=["t"])
+case("max_dim_rows_ties", "max_dim", [randn(4, 37).round()], {"dim": 1, "keepdim": False})
+case("min_dim_rows_ties", "min_dim", [randn(4, 37).round()], {"dim": -1, "keepdim": True})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -60,6 +60,14 @@ const AT_A_KINK: &[(&str, &str)] = &[
         "a norm below eps: a step of the difference changes the norm past eps",
     ),
     (
+        "max_dim_rows_ties",
+        "equal maxima in a row: a step makes one of them the max",
+    ),
+    (
+        "min_dim_rows_ties",
+        "equal minima in a row: a step makes one of them the min",
+    ),
+    (
         "sort_ties_nan",
         "a NaN input and equal elements: a step moves ties past each other",
     ),

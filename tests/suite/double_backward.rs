@@ -112,6 +112,16 @@ fn cases() -> Vec<Case> {
             vec![t(&[3, 4], 14, -2.0, 2.0), t(&[3, 4], 15, 0.0, 1.0)],
         ),
         (
+            "logsumexp_rows",
+            Box::new(|x: &[Tensor]| {
+                // The last dim: the fused row kernel; dim 0: the composition.
+                let rows = x[0].logsumexp(&[-1], true);
+                let cols = x[0].logsumexp(&[0], false);
+                &(&rows * &x[0]) + &(&cols * &x[0].sin())
+            }),
+            vec![t(&[3, 20], 17, -3.0, 3.0)],
+        ),
+        (
             "norms",
             Box::new(|x: &[Tensor]| {
                 let n2 = x[0].norm_dims(2.0, &[1], true);

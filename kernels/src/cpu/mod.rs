@@ -52,9 +52,9 @@ pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_
 pub use pool::{max_pool2d, max_pool2d_backward};
 pub use program::{Operand, run_program};
 pub use range::{arange_f32, arange_i64};
-pub use reduce::reduce;
+pub use reduce::{extreme_rows, reduce};
 pub use softmax::{
-    log_softmax_backward_rows, log_softmax_rows, scaled_softmax_backward_rows,
+    log_softmax_backward_rows, log_softmax_rows, logsumexp_rows, scaled_softmax_backward_rows,
     scaled_softmax_backward_rows_bf16, scaled_softmax_rows, softmax_rows, softmax_rows_bf16,
 };
 pub use strided::coalesce;

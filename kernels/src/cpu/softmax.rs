@@ -143,6 +143,56 @@ pub fn log_softmax_backward_rows<T: Float>(y: &[T], g: &[T], len: usize) -> Vec<
     )
 }
 
+/// `ln(sum(exp(x)))` of each row of length `len` of a contiguous buffer, in
+/// one read per row: `max + ln(sum(exp(x - max)))`, shifting by 0 where a
+/// row has no finite max (so an all `-inf` row gives `-inf`, a row with
+/// `+inf` gives `+inf`, and a NaN gives NaN). Composed, `logsumexp` was a
+/// max, a difference, an `exp` and a sum, four passes and two buffers.
+///
+/// ```
+/// let y = tapir_kernels::cpu::logsumexp_rows(&[1000.0f32, 1000.0, 0.0, f32::NEG_INFINITY], 2);
+/// assert!((y[0] - (1000.0 + 2f32.ln())).abs() < 1e-3 && y[1] == 0.0);
+/// ```
+pub fn logsumexp_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
+    assert!(
+        len > 0 && x.len().is_multiple_of(len),
+        "logsumexp_rows kernel: {} elements are not rows of {len}",
+        x.len()
+    );
+    let rows = x.len() / len;
+    let mut out = vec![T::zero(); rows];
+    let per = if x.len() < crate::threads::PARALLEL_GRAIN {
+        rows
+    } else {
+        rows.div_ceil(crate::threads::num_threads())
+    };
+    par_chunks_mut(&mut out, per, |t, out| {
+        simd(
+            #[inline(always)]
+            || {
+                for (k, o) in out.iter_mut().enumerate() {
+                    let row = &x[(t * per + k) * len..][..len];
+                    let max = lanes_max(row);
+                    let max = if max.is_finite() { max } else { T::zero() };
+                    let mut acc = [T::zero(); LANES];
+                    let chunks = row.chunks_exact(LANES);
+                    let tail = chunks
+                        .remainder()
+                        .iter()
+                        .fold(T::zero(), |s, &v| s + (v - max).fast_exp());
+                    for c in chunks {
+                        for l in 0..LANES {
+                            acc[l] = acc[l] + (c[l] - max).fast_exp();
+                        }
+                    }
+                    *o = max + acc.iter().fold(tail, |s, &v| s + v).ln();
+                }
+            },
+        )
+    });
+    out
+}
+
 /// Softmax (`log`: log-softmax) of each bf16 row of length `len`,
 /// computed in f32 per row exactly as [`softmax_rows`] and
 /// [`log_softmax_rows`] compute it, then rounded to bf16 once: the same
@@ -362,6 +412,54 @@ pub(crate) fn exp_shifted_sum<T: Float>(x: &mut [T], shift: T) -> T {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logsumexp_rows_match_f64_with_infinities_and_nan() {
+        for len in [1, 15, 16, 17, 100] {
+            let rows = 700;
+            let mut x: Vec<f32> = (0..rows * len)
+                .map(|i| ((i * 7919) % 2003) as f32 / 20.0 - 50.0)
+                .collect();
+            // Rows 0..5: all -inf, one +inf, one NaN, +inf with -inf, huge.
+            x[..len].fill(f32::NEG_INFINITY);
+            x[len] = f32::INFINITY;
+            x[2 * len + len / 2] = f32::NAN;
+            x[3 * len..4 * len].fill(f32::NEG_INFINITY);
+            x[3 * len] = f32::INFINITY;
+            x[4 * len..5 * len].iter_mut().for_each(|v| *v *= 1e36);
+            let mut runs = vec![];
+            for threads in [1, 2] {
+                crate::threads::set_num_threads(threads);
+                runs.push(logsumexp_rows(&x, len));
+            }
+            let y = &runs[0];
+            assert!(
+                y.iter()
+                    .zip(&runs[1])
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+            );
+            assert!(y[0] == f32::NEG_INFINITY && y[1] == f32::INFINITY && y[2].is_nan());
+            assert!(
+                y[3] == f32::INFINITY,
+                "len {len}: [inf, -inf..] gave {}",
+                y[3]
+            );
+            for r in 4..rows {
+                let row = &x[r * len..(r + 1) * len];
+                let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+                let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+                let want = max + sum.ln();
+                assert!(
+                    (y[r] as f64 - want).abs() <= 2e-7 * want.abs().max(1.0),
+                    "len {len}, row {r}: {} against {want}",
+                    y[r]
+                );
+            }
+        }
+        let y = logsumexp_rows(&[0.5f64, -2.0, 3.0], 3);
+        let want = (0.5f64.exp() + (-2f64).exp() + 3f64.exp()).ln();
+        assert!((y[0] - want).abs() < 1e-15);
+    }
 
     #[test]
     fn every_row_kernel_matches_the_definition_at_any_thread_count() {

@@ -79,6 +79,7 @@ pub const TWICE_DIFFERENTIABLE: &[&str] = &[
     "Log2Backward0",
     "LogBackward0",
     "LogSoftmaxBackward0",
+    "LogsumexpBackward0",
     "MaxBackward0",
     "MaxPool2DWithIndicesBackward0",
     "MaximumBackward0",

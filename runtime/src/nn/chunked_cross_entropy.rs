@@ -19,6 +19,11 @@ use crate::{DType, Tensor, autograd};
 
 const OP: &str = "linear_cross_entropy";
 
+/// Most rows a block of the pass holds (see [`Chunks::block`]).
+const MAX_ROWS: usize = 1024;
+/// Fewest classes a block of the pass holds, where the vocabulary has them.
+const MIN_COLS: usize = 256;
+
 /// One chunked loss: the op's inputs and settings (what compile replays).
 pub(crate) struct ChunkedLoss<'a> {
     /// `[N, in_features]`.
@@ -221,9 +226,26 @@ impl Chunks {
         })
     }
 
-    /// One pass over the chunks: each row's loss `[N]` (its weight applied),
+    /// Rows and classes of one block: `chunk * C` logits (what one of
+    /// PyTorch's chunks holds) in at most `MAX_ROWS` rows and at least
+    /// `MIN_COLS` classes, so that each block's products are large enough to
+    /// run at the GEMM's speed rather than the memory's.
+    fn block(&self, n: usize, c: usize) -> (usize, usize) {
+        let rows = n.clamp(1, MAX_ROWS);
+        let cols = (self.chunk * c / rows).max(MIN_COLS).min(c.max(1));
+        (rows, cols)
+    }
+
+    /// One pass over the blocks: each row's loss `[N]` (its weight applied),
     /// and, where `need` asks, the gradients of `sum_n scale_n * loss_n`
     /// for the input, the weight and the bias (`scale`: `[N]`, or 1).
+    ///
+    /// PyTorch's chunks of 16 rows each stream the whole weight three times
+    /// (logits, input gradient, weight gradient), so their products run at
+    /// the memory's speed. Here a block of up to `MAX_ROWS` rows sweeps the
+    /// classes twice, a few hundred at a time: first for each row's
+    /// log-sum-exp, then recomputing each block's logits for its softmax
+    /// and gradients. A third more multiplications, all of them large.
     fn pass(&self, scale: Option<&Tensor>, need: [bool; 3]) -> (Tensor, [Option<Tensor>; 3]) {
         let _no_autocast = [
             AutocastGuard::new(DeviceType::Cpu, None, false),
@@ -240,53 +262,57 @@ impl Chunks {
             (None, Some(s)) => s.clone(),
             (None, None) => Tensor::full_on(&[n], 1.0, self.dtype, dev),
         });
-        let mut losses = Vec::new();
-        let mut gx = Vec::new();
+        // Each target's weight row: its logit, and the one-hot part of the
+        // gradients (a gather, so a target outside [0, C) names the op).
+        let target_rows = self
+            .rows
+            .as_ref()
+            .map(|(safe, _)| self.w.gather_as(0, &safe.unsqueeze(1).expand(&[n, f]), OP));
+        let gx = need[0].then(|| Tensor::zeros_on(&[n, f], self.dtype, dev));
         let gw = need[1].then(|| Tensor::zeros_on(&[c, f], self.dtype, dev));
-        let gb = (need[2]).then(|| Tensor::zeros_on(&[c], self.dtype, dev));
-        for start in (0..n).step_by(self.chunk) {
-            let len = self.chunk.min(n - start);
-            let xc = self.x.narrow(0, start, len);
-            let logits = self.logits(&xc);
-            // The fused row kernels (one pass each, vectorised) rather than
-            // logsumexp and exp: half the time of a chunk's elementwise work.
-            let logp = logits.log_softmax(1);
-            let prob_weights = self.prob.then(|| self.prob_weights(start, len));
-            let loss = match (&self.rows, &prob_weights) {
-                (Some((safe, weight)), _) => {
-                    let t = safe.narrow(0, start, len).unsqueeze(1);
-                    let picked = logp.gather_as(1, &t, OP).squeeze_dim(1);
-                    &picked.neg() * &weight.narrow(0, start, len)
-                }
-                (None, Some((wt, _))) => (wt * &logp).sum_dim(1, false).neg(),
-                (None, None) => unreachable!("a chunk has class indices or probabilities"),
-            };
-            drop(logp);
+        let gb = need[2].then(|| Tensor::zeros_on(&[c], self.dtype, dev));
+        let (rows, cols) = self.block(n, c);
+        let mut losses = Vec::new();
+        for start in (0..n).step_by(rows) {
+            let len = rows.min(n - start);
+            let xr = self.x.narrow(0, start, len);
+            let (lse, loss, reuse) = self.row_loss(&xr, start, cols, target_rows.as_ref());
             losses.push(loss);
             let Some(row_scale) = &row_scale else {
                 continue;
             };
-            // The logits' gradient: softmax times each row's factor, less
-            // (probabilities) the weighted target; class indices subtract
-            // theirs after the loop, from the whole batch at once.
             let s = row_scale.narrow(0, start, len).unsqueeze(1);
-            let g = logits.softmax(1);
-            drop(logits);
-            let g = match &prob_weights {
-                Some((wt, mass)) => &(&(&g * mass) - wt) * &s,
-                None => {
-                    g.mul_(&s);
-                    g
+            let lse = lse.unsqueeze(1);
+            let mass = self.prob.then(|| self.mass(start, len).unsqueeze(1));
+            let mut reuse = reuse;
+            for c0 in (0..c).step_by(cols) {
+                let width = cols.min(c - c0);
+                let logits = reuse.take().unwrap_or_else(|| self.logits(&xr, c0, width));
+                // The logits' gradient: softmax times each row's factor,
+                // less (probabilities) the weighted target; class indices
+                // subtract theirs after the loop, from the whole batch.
+                let g = (&logits - &lse).exp();
+                drop(logits);
+                let g = match &mass {
+                    Some(mass) => {
+                        let wt = self.weighted_target(start, len, c0, width);
+                        &(&(&g * mass) - &wt) * &s
+                    }
+                    None => {
+                        g.mul_(&s);
+                        g
+                    }
+                };
+                if let Some(gx) = &gx {
+                    gx.narrow(0, start, len)
+                        .addmm_(&g, &self.w.narrow(0, c0, width), 1.0, 1.0);
                 }
-            };
-            if need[0] {
-                gx.push(g.mm(&self.w));
-            }
-            if let Some(gw) = &gw {
-                gw.addmm_(&g.t(), &xc, 1.0, 1.0);
-            }
-            if let Some(gb) = &gb {
-                gb.add_(&g.sum_dim(0, false));
+                if let Some(gw) = &gw {
+                    gw.narrow(0, c0, width).addmm_(&g.t(), &xr, 1.0, 1.0);
+                }
+                if let Some(gb) = &gb {
+                    gb.narrow(0, c0, width).add_(&g.sum_dim(0, false));
+                }
             }
         }
         let losses = if losses.is_empty() {
@@ -294,42 +320,93 @@ impl Chunks {
         } else {
             Tensor::cat(&losses.iter().collect::<Vec<_>>(), 0)
         };
-        let mut gx = need[0].then(|| match gx.len() {
-            0 => Tensor::zeros_on(&[0, f], self.dtype, dev),
-            _ => Tensor::cat(&gx.iter().collect::<Vec<_>>(), 0),
-        });
-        let (mut gw, mut gb) = (gw, gb);
-        if let (Some((safe, _)), Some(row_scale)) = (&self.rows, &row_scale) {
+        let (mut gx, mut gw, mut gb) = (gx, gw, gb);
+        if let (Some((safe, _)), Some(row_scale), Some(target_rows)) =
+            (&self.rows, &row_scale, &target_rows)
+        {
             // The one-hot part of softmax - one_hot(target), for every row.
             let s = row_scale.unsqueeze(1);
-            gx = gx.map(|gx| &gx - &(&self.w.index_select(0, safe) * &s));
+            gx = gx.map(|gx| &gx - &(target_rows * &s));
             gw = gw.map(|gw| gw.index_add(0, safe, &(&self.x * &s), -1.0));
             gb = gb.map(|gb| gb.index_add(0, safe, row_scale, -1.0));
         }
         (losses, [gx, gw, gb])
     }
 
-    /// A chunk's logits `[len, C]`, computed as `(W xᵀ)ᵀ`: with the few
-    /// rows of a chunk, `W` as the product's many-rowed left operand ran
-    /// 1.4x faster than `x Wᵀ`, whose column-major `Wᵀ` gemm packs slowly
-    /// (`bench_ref --one lm_head.chunked_v32k --profile`).
-    fn logits(&self, xc: &Tensor) -> Tensor {
-        let logits = self.w.mm(&xc.t()).t().contiguous();
+    /// Rows `start..start + len` (`xr`): each row's log-sum-exp over the
+    /// classes and its loss, both `[len]`, from one sweep over the classes
+    /// `cols` at a time; and the logits, when that sweep was one block.
+    fn row_loss(
+        &self,
+        xr: &Tensor,
+        start: usize,
+        cols: usize,
+        target_rows: Option<&Tensor>,
+    ) -> (Tensor, Tensor, Option<Tensor>) {
+        let (len, c) = (xr.shape()[0], self.w.shape()[0]);
+        let mut parts = Vec::new();
+        // Probabilities: each row's sum over the classes of its weighted
+        // target times its logit.
+        let mut dot: Option<Tensor> = None;
+        let mut last = None;
+        for c0 in (0..c).step_by(cols) {
+            let width = cols.min(c - c0);
+            let logits = self.logits(xr, c0, width);
+            parts.push(logits.logsumexp(&[1], true));
+            if self.prob {
+                let wt = self.weighted_target(start, len, c0, width);
+                let d = (&wt * &logits).sum_dim(1, false);
+                dot = Some(dot.map_or(d.clone(), |acc| &acc + &d));
+            }
+            last = Some(logits);
+        }
+        let lse = match parts.len() {
+            0 => Tensor::full_on(&[len], f64::NEG_INFINITY, self.dtype, xr.device()),
+            1 => parts.pop().unwrap().squeeze_dim(1),
+            _ => Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1).logsumexp(&[1], false),
+        };
+        let reuse = if c <= cols { last } else { None };
+        let loss = match (&self.rows, target_rows) {
+            (Some((safe, weight)), Some(target_rows)) => {
+                let mut picked = (xr * &target_rows.narrow(0, start, len)).sum_dim(1, false);
+                if let Some(b) = &self.bias {
+                    picked = &picked + &b.index_select(0, &safe.narrow(0, start, len));
+                }
+                &(&lse - &picked) * &weight.narrow(0, start, len)
+            }
+            _ => {
+                let dot = dot.unwrap_or_else(|| Tensor::zeros_on(&[len], self.dtype, xr.device()));
+                &(&self.mass(start, len) * &lse) - &dot
+            }
+        };
+        (lse, loss, reuse)
+    }
+
+    /// The logits of rows `xr` for classes `c0..c0 + width`: `[len, width]`.
+    fn logits(&self, xr: &Tensor, c0: usize, width: usize) -> Tensor {
+        let logits = xr.mm(&self.w.narrow(0, c0, width).t());
         if let Some(b) = &self.bias {
-            logits.add_(b);
+            logits.add_(&b.narrow(0, c0, width));
         }
         logits
     }
 
-    /// Probability targets of rows `start..start + len`: the weighted
-    /// targets `[len, C]` and each row's mass `[len, 1]`.
-    fn prob_weights(&self, start: usize, len: usize) -> (Tensor, Tensor) {
-        let t = self.target.narrow(0, start, len);
-        let wt = match &self.class_weight {
-            Some(cw) => &t * &cw.unsqueeze(0),
+    /// Probability targets of rows `start..start + len`, classes `c0..c0 +
+    /// width`, times their class weights.
+    fn weighted_target(&self, start: usize, len: usize, c0: usize, width: usize) -> Tensor {
+        let t = self.target.narrow(0, start, len).narrow(1, c0, width);
+        match &self.class_weight {
+            Some(cw) => &t * &cw.narrow(0, c0, width).unsqueeze(0),
             None => t,
-        };
-        let mass = wt.sum_dim(1, true);
-        (wt, mass)
+        }
+    }
+
+    /// Each probability row's weighted mass, `[len]`.
+    fn mass(&self, start: usize, len: usize) -> Tensor {
+        let t = self.target.narrow(0, start, len);
+        match &self.class_weight {
+            Some(cw) => t.mm(&cw.unsqueeze(1)).squeeze_dim(1),
+            None => t.sum_dim(1, false),
+        }
     }
 }

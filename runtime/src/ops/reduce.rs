@@ -222,6 +222,15 @@ impl Tensor {
             || dims_attrs(dims, keepdim),
             || {
                 let d = self.reduce_dims(dims, "logsumexp");
+                let last = self.ndim().checked_sub(1);
+                if d.len() == 1
+                    && Some(d[0]) == last
+                    && self.shape()[d[0]] > 0
+                    && self.dtype().is_float()
+                    && self.read().fuses_scaled_softmax()
+                {
+                    return self.logsumexp_last(keepdim);
+                }
                 let mut m = self.detach();
                 for &dim in d.iter().rev() {
                     m = m.max_dim(dim as isize, true).0;
@@ -241,6 +250,23 @@ impl Tensor {
                 }
             },
         )
+    }
+
+    /// [`Tensor::logsumexp`] over the last dim (not empty) by the fused row
+    /// kernel, one read of `self`; the gradient is the rows' softmax, `g *
+    /// exp(x - out)` (under `create_graph` the saved `out` is this node's
+    /// output again, so the second derivative is whole).
+    fn logsumexp_last(&self, keepdim: bool) -> Tensor {
+        let last = self.ndim() - 1;
+        let out = Tensor::from_storage(
+            self.read().logsumexp_rows(self.layout()),
+            &self.reduced_shape(&[last], true),
+        );
+        let out = Tensor::record(out.detach(), "LogsumexpBackward0", &[self], || {
+            let (x, y) = (self.saved(), out.saved());
+            move |g: &Tensor, _: &[bool]| vec![Some(g * &(&x - &y).exp())]
+        });
+        if keepdim { out } else { out.squeeze_dim(-1) }
     }
 
     /// The p-norm of all elements (`p` = 2.0, 1.0, f64::INFINITY, ...).

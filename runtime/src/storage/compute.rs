@@ -311,6 +311,13 @@ impl Storage {
         self.map_host(|y| y.scaled_softmax_backward(&g, lg, scale))
     }
 
+    /// `ln(sum(exp(x)))` over the last dim of the view `l` (not empty), one
+    /// value per row, in one pass. Callers ask `fuses_scaled_softmax` first;
+    /// elsewhere it runs on a host copy.
+    pub fn logsumexp_rows(&self, l: &Layout) -> Storage {
+        self.map_host(|b| b.logsumexp_rows(l))
+    }
+
     /// The input gradient of log-softmax over the last dim from its dense
     /// output (this storage) and the upstream gradient `g` (view `lg`), in
     /// one pass per row. Callers ask `fuses_scaled_softmax` first.

@@ -378,6 +378,21 @@ impl CpuBuffer {
     /// Max (or min) over one dim: values (same dtype) and the index of the
     /// first extreme element. NaN wins, as in PyTorch.
     pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (CpuBuffer, Vec<i64>) {
+        let len = l.shape.get(dim).copied().unwrap_or(0);
+        if dim + 1 == l.shape.len() && len > 0 && l.is_contiguous() {
+            let span = l.offset..l.offset + l.numel();
+            match self {
+                CpuBuffer::F32(v) => {
+                    let (vals, idx) = cpu::extreme_rows(&v[span], len, max);
+                    return (CpuBuffer::F32(vals), idx);
+                }
+                CpuBuffer::F64(v) => {
+                    let (vals, idx) = cpu::extreme_rows(&v[span], len, max);
+                    return (CpuBuffer::F64(vals), idx);
+                }
+                _ => {}
+            }
+        }
         with_vec!(self, v => {
             let better = |cand: f64, cur: f64| cand.is_nan() && !cur.is_nan() || if max { cand > cur } else { cand < cur };
             let init = (None::<(f64, usize)>, v.first().copied().unwrap_or_default());

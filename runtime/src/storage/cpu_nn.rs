@@ -102,6 +102,16 @@ impl CpuBuffer {
         }
     }
 
+    /// `ln(sum(exp(x)))` over the last dim of the view, one value per row.
+    pub fn logsumexp_rows(&self, l: &Layout) -> CpuBuffer {
+        let n = l.shape.last().copied().unwrap_or(1);
+        self.float_kernel(
+            l,
+            |x| cpu::logsumexp_rows(x, n),
+            |x| cpu::logsumexp_rows(x, n),
+        )
+    }
+
     /// Softmax (or log-softmax) over the last dim of the view.
     pub fn softmax(&self, l: &Layout, log: bool) -> CpuBuffer {
         let n = l.shape.last().copied().unwrap_or(1);
