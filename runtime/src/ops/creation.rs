@@ -364,7 +364,7 @@ impl Tensor {
     /// As `rand`, drawing from `g`.
     pub fn rand_with(shape: &[usize], g: &Generator) -> Tensor {
         trace::op("rand_with", trace::NO_INPUTS, Vec::new, || {
-            from_f64s(g.uniform(shape.iter().product()), shape, DType::F32)
+            Tensor::from_vec(g.uniform_f32(shape.iter().product()), shape)
         })
     }
 
@@ -378,7 +378,7 @@ impl Tensor {
     /// As `randn`, drawing from `g`.
     pub fn randn_with(shape: &[usize], g: &Generator) -> Tensor {
         trace::op("randn_with", trace::NO_INPUTS, Vec::new, || {
-            from_f64s(g.normal(shape.iter().product()), shape, DType::F32)
+            Tensor::from_vec(g.normal_f32(shape.iter().product()), shape)
         })
     }
 

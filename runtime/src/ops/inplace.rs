@@ -3,9 +3,9 @@
 //! (as PyTorch's "a leaf Variable that requires grad is being used in an
 //! in-place operation").
 
-use crate::Tensor;
 use crate::random::{Generator, default_generator};
 use crate::trace::{self, Attr};
+use crate::{DType, Tensor};
 use tapir_kernels::elementwise::{self as ew, BinaryFn, UnaryFn};
 
 impl Tensor {
@@ -297,9 +297,13 @@ impl Tensor {
     pub fn normal_with_(&self, mean: f64, std: f64, g: &Generator) -> &Tensor {
         trace::op("normal_with_", [self], Vec::new, || {
             self.check_writable("normal_");
-            let z = Tensor::from_vec(g.normal(self.numel()), self.shape())
-                .to(self.device())
-                .expect("the tensor's device is in use");
+            // f32 draws unless the tensor holds f64 (PyTorch draws in the
+            // tensor's own dtype).
+            let z = match self.dtype() {
+                DType::F64 => Tensor::from_vec(g.normal(self.numel()), self.shape()),
+                _ => Tensor::from_vec(g.normal_f32(self.numel()), self.shape()),
+            };
+            let z = z.to(self.device()).expect("the tensor's device is in use");
             crate::no_grad(|| self.copy_(&(&(&z * std) + mean)));
             self
         })
