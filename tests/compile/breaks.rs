@@ -50,6 +50,41 @@ fn a_data_dependent_branch_is_a_graph_break_and_runs_eagerly() {
     assert_eq!(e.eager_calls, 4);
 }
 
+/// A forward whose output size depends on the values: `masked_select`.
+struct Positives(Linear);
+
+module_of_linear!(Positives);
+
+impl Forward for Positives {
+    fn forward(&self, x: &Tensor) -> Tensor {
+        let h = self.0.forward(x);
+        h.masked_select(&h.gt_scalar(0.0))
+    }
+}
+
+#[test]
+fn nonzero_positions_are_a_host_read_even_for_one_element_or_none() {
+    // One output, picked or not: tensors small enough to pass for
+    // constants, so only the host read says the graph cannot hold them.
+    let _serial = serial();
+    manual_seed(4);
+    let model = compile(Positives(Linear::new(2, 1, false)));
+    let w = model.model().0.weight.detach();
+    for sign in [1.0, -1.0, 1.0] {
+        let x = &Tensor::ones(&[1, 2]) * sign;
+        let h = x.matmul(&w.t());
+        let want = h.masked_select(&h.gt_scalar(0.0));
+        assert_eq!(model.forward(&x).to_vec::<f32>(), want.to_vec::<f32>());
+    }
+    let e = model.explain();
+    assert_eq!(e.graphs, 0, "{e:?}");
+    assert!(
+        e.graph_breaks[0].contains("host read (`nonzero`)"),
+        "the reason names nonzero: {}",
+        e.graph_breaks[0]
+    );
+}
+
 #[test]
 fn fullgraph_makes_a_graph_break_an_error() {
     let _serial = serial();

@@ -20,6 +20,7 @@ mod pool;
 mod program;
 mod range;
 mod reduce;
+mod select;
 mod softmax;
 mod strided;
 mod sum;
@@ -49,12 +50,13 @@ pub use optim::{
     adadelta_update, adagrad_update, adam_update, adamax_update, asgd_update, nadam_update,
     radam_update, rmsprop_update, rprop_update, sgd_update,
 };
-pub use order::{cumsum_rows, sort_rows};
+pub use order::{cumsum_rows, sort_rows, topk_rows};
 pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};
 pub use pool::{max_pool2d, max_pool2d_backward};
 pub use program::{Operand, run_program};
 pub use range::{arange_f32, arange_i64};
 pub use reduce::{extreme_rows, reduce};
+pub use select::nonzero_coords;
 pub use softmax::{
     log_softmax_backward_rows, log_softmax_rows, logsumexp_rows, scaled_softmax_backward_rows,
     scaled_softmax_backward_rows_bf16, scaled_softmax_rows, softmax_rows, softmax_rows_bf16,

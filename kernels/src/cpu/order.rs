@@ -2,7 +2,7 @@
 //! and stable sorts. The CUDA twins are `cu/order.cu` (a thread per row,
 //! the same accumulation and the same comparison).
 
-use rayon::prelude::*;
+use crate::threads::{par_chunks_mut, par_chunks_mut2};
 
 /// Running sums along each row of a dense `[rows, n]` buffer: `add` folds
 /// an element into the accumulator (which may be wider than `T`: PyTorch
@@ -28,15 +28,13 @@ where
     if n == 0 {
         return y;
     }
-    y.par_chunks_mut(n)
-        .zip(x.par_chunks(n))
-        .for_each(|(yr, xr)| {
-            let mut acc = zero;
-            for (o, &v) in yr.iter_mut().zip(xr) {
-                acc = add(acc, v);
-                *o = out(acc);
-            }
-        });
+    par_chunks_mut(&mut y, n, |r, yr| {
+        let mut acc = zero;
+        for (o, &v) in yr.iter_mut().zip(&x[r * n..]) {
+            acc = add(acc, v);
+            *o = out(acc);
+        }
+    });
     y
 }
 
@@ -73,29 +71,136 @@ where
     if n == 0 {
         return (vals, idx);
     }
-    idx.par_chunks_mut(n)
-        .zip(vals.par_chunks_mut(n))
-        .zip(x.par_chunks(n))
-        .for_each(|((ir, vr), xr)| {
-            for (k, i) in ir.iter_mut().enumerate() {
-                *i = k as i64;
-            }
-            // A stable sort by "comes before": ties keep their order.
-            ir.sort_by(|&a, &b| {
-                let (a, b) = (&xr[a as usize], &xr[b as usize]);
-                if before(a, b, descending) {
-                    std::cmp::Ordering::Less
-                } else if before(b, a, descending) {
-                    std::cmp::Ordering::Greater
-                } else {
-                    std::cmp::Ordering::Equal
-                }
-            });
-            for (v, &i) in vr.iter_mut().zip(ir.iter()) {
-                *v = xr[i as usize];
+    par_chunks_mut2((&mut idx, n), (&mut vals, n), |r, ir, vr| {
+        let xr = &x[r * n..(r + 1) * n];
+        for (k, i) in ir.iter_mut().enumerate() {
+            *i = k as i64;
+        }
+        // A stable sort by "comes before": ties keep their order.
+        ir.sort_by(|&a, &b| {
+            let (a, b) = (&xr[a as usize], &xr[b as usize]);
+            if before(a, b, descending) {
+                std::cmp::Ordering::Less
+            } else if before(b, a, descending) {
+                std::cmp::Ordering::Greater
+            } else {
+                std::cmp::Ordering::Equal
             }
         });
+        for (v, &i) in vr.iter_mut().zip(ir.iter()) {
+            *v = xr[i as usize];
+        }
+    });
     (vals, idx)
+}
+
+/// Largest `k` that [`topk_rows`] keeps in an ordered buffer while it scans
+/// a row (above it, a selection and a sort of the selected).
+const SMALL_K: usize = 64;
+
+/// The first `k` of each row of a dense `[rows, n]` buffer in the order
+/// [`sort_rows`] puts them (largest first when `largest`, NaN counted above
+/// everything, ties by index): `[rows, k]` values and their i64 indices.
+/// A selection, then a sort of the `k` selected: `topk` of 10 from rows of
+/// 2048 sorted whole rows before (18x PyTorch's time).
+///
+/// ```
+/// use tapir_kernels::cpu::topk_rows;
+/// let (v, i) = topk_rows(&[3.0f32, 9.0, 1.0, 9.0, 5.0], 5, 2, true);
+/// assert_eq!((v, i), (vec![9.0, 9.0], vec![1, 3]));
+/// ```
+pub fn topk_rows<T>(x: &[T], n: usize, k: usize, largest: bool) -> (Vec<T>, Vec<i64>)
+where
+    T: Copy + Default + PartialOrd + Send + Sync + 'static,
+{
+    assert!(
+        k <= n && (n == 0 || x.len().is_multiple_of(n)),
+        "topk_rows kernel: k {k} of rows of {n} in {} elements",
+        x.len()
+    );
+    let rows = x.len().checked_div(n).unwrap_or(0);
+    let mut idx = crate::alloc::filled(rows * k, 0i64);
+    let mut vals = crate::alloc::filled(rows * k, T::default());
+    if k == 0 {
+        return (vals, idx);
+    }
+    par_chunks_mut2((&mut idx, k), (&mut vals, k), |r, ir, vr| {
+        let xr = &x[r * n..(r + 1) * n];
+        let first = if k <= SMALL_K {
+            best_k_by_scan(xr, k, largest)
+        } else {
+            best_k_by_selection(xr, k, largest)
+        };
+        for ((i, v), &(value, j)) in ir.iter_mut().zip(vr.iter_mut()).zip(first.iter()) {
+            (*i, *v) = (j as i64, value);
+        }
+    });
+    (vals, idx)
+}
+
+/// Elements [`best_k_by_scan`] checks against the k-th best at once.
+const SCAN_BLOCK: usize = 16;
+
+/// The first `k` of a row, in order, by one pass that keeps them sorted:
+/// a block of elements none of which beats the k-th is skipped after one
+/// compare each, and on random rows almost every block is.
+fn best_k_by_scan<T: Copy + PartialOrd>(xr: &[T], k: usize, largest: bool) -> Vec<(T, usize)> {
+    let mut best: Vec<(T, usize)> = Vec::with_capacity(k + 1);
+    for (b, block) in xr.chunks(SCAN_BLOCK).enumerate() {
+        if best.len() == k {
+            let kth = best[k - 1].0;
+            if !block
+                .iter()
+                .fold(false, |any, v| any | before(v, &kth, largest))
+            {
+                continue;
+            }
+        }
+        for (o, &v) in block.iter().enumerate() {
+            // Later elements lose ties: only a strict "comes before" enters.
+            if best.len() == k && !before(&v, &best[k - 1].0, largest) {
+                continue;
+            }
+            let at = best.partition_point(|(u, _)| !before(&v, u, largest));
+            best.insert(at, (v, b * SCAN_BLOCK + o));
+            best.truncate(k);
+        }
+    }
+    best
+}
+
+/// The first `k` of a row, in order, by a selection: the k-th value found
+/// among a copy of the values, then one pass taking everything before it
+/// and, in index order, as many of its ties as fill `k`, then a stable
+/// sort of those (`0 < k <= xr.len()`).
+fn best_k_by_selection<T: Copy + PartialOrd>(xr: &[T], k: usize, largest: bool) -> Vec<(T, usize)> {
+    let order = |a: &T, b: &T| {
+        if before(a, b, largest) {
+            std::cmp::Ordering::Less
+        } else if before(b, a, largest) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    };
+    let mut values = xr.to_vec();
+    let (_, &mut kth, _) = values.select_nth_unstable_by(k - 1, order);
+    let ahead = values[..k - 1]
+        .iter()
+        .filter(|&v| before(v, &kth, largest))
+        .count();
+    let mut ties = k - ahead;
+    let mut best: Vec<(T, usize)> = Vec::with_capacity(k);
+    for (j, &v) in xr.iter().enumerate() {
+        if before(&v, &kth, largest) {
+            best.push((v, j));
+        } else if ties > 0 && !before(&kth, &v, largest) {
+            best.push((v, j));
+            ties -= 1;
+        }
+    }
+    best.sort_by(|(a, _), (b, _)| order(a, b)); // stable: ties stay in index order
+    best
 }
 
 #[cfg(test)]
@@ -116,6 +221,39 @@ mod tests {
         assert_eq!(i, vec![0, 2, 1, 0, 2, 1], "two rows of three");
         let (_, i) = sort_rows(&[7i64, 7, 7], 3, true);
         assert_eq!(i, vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn topk_is_the_stable_sorts_first_k() {
+        // Rows with many ties and NaNs, both directions, every k.
+        let pool = [2.0f64, f64::NAN, -1.0, 2.0, 0.5, -1.0, 7.0];
+        // k up to 64 by the scan, above by selection; long rows give the
+        // selection's sort runs of ties of a hundred.
+        for (rows, n, ks) in [
+            (30, 90, (0..=90).collect()),
+            (3, 700, vec![65, 300, 699, 700]),
+        ] {
+            let x: Vec<f64> = (0..rows * n)
+                .map(|i| pool[(i * 3 + i * i / 7) % 7])
+                .collect();
+            for largest in [true, false] {
+                let (sv, si) = sort_rows(&x, n, largest);
+                for &k in &ks {
+                    let (v, i) = topk_rows(&x, n, k, largest);
+                    for r in 0..rows {
+                        assert_eq!(
+                            &i[r * k..(r + 1) * k],
+                            &si[r * n..r * n + k],
+                            "k {k}, row {r}"
+                        );
+                        let same = (v[r * k..(r + 1) * k].iter().zip(&sv[r * n..r * n + k]))
+                            .all(|(a, b)| a.to_bits() == b.to_bits());
+                        assert!(same, "values, k {k}, row {r}");
+                    }
+                }
+            }
+        }
+        assert_eq!(topk_rows(&[] as &[f32], 0, 0, true).0.len(), 0);
     }
 
     #[test]

@@ -127,6 +127,7 @@ pub const TWICE_DIFFERENTIABLE: &[&str] = &[
     "SumBackward1",
     "TanBackward0",
     "TanhBackward0",
+    "TopkBackward0",
     "ToCopyBackward0",
     "TransposeBackward0",
     "TruncBackward0",

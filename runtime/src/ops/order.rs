@@ -148,6 +148,11 @@ impl Tensor {
                     "topk: k ({k}) is larger than dim {dim} of shape {:?}",
                     self.shape()
                 );
+                if self.ndim() > 0
+                    && let Some(out) = self.topk_selected(d, k, largest)
+                {
+                    return out;
+                }
                 let (v, i) = self.sort(dim, largest);
                 if self.ndim() == 0 {
                     return (v, i);
@@ -160,6 +165,31 @@ impl Tensor {
 }
 
 impl Tensor {
+    /// `topk` along dim `d` by the device's selection kernel, where it has
+    /// one (the CPU): the same values and indices as sorting and narrowing
+    /// (`TopkBackward0` scatters the gradient back to the indices).
+    fn topk_selected(&self, d: usize, k: usize, largest: bool) -> Option<(Tensor, Tensor)> {
+        let l = moved_last(self, d);
+        let (v, i) = self.read().topk_last(&l, k, largest)?;
+        let mut last_k = l.shape.clone();
+        *last_k.last_mut()? = k;
+        let mut shape = self.shape().to_vec();
+        shape[d] = k;
+        let values = moved_back(Tensor::from_storage(v, &last_k), d, &shape);
+        let indices = moved_back(Tensor::from_storage(i, &last_k), d, &shape);
+        if !self.dtype().is_float() {
+            return Some((values, indices));
+        }
+        let (idx_saved, in_shape) = (indices.saved(), self.shape().to_vec());
+        let values = Tensor::record(values, "TopkBackward0", &[self], move || {
+            move |g: &Tensor, _: &[bool]| {
+                let zeros = super::creation::filled_on(&in_shape, 0.0, g.dtype(), g.device());
+                vec![Some(zeros.scatter_add(d as isize, &idx_saved, g))]
+            }
+        });
+        Some((values, indices))
+    }
+
     /// Draws `num_samples` category indices from each row of
     /// non-negative weights `[C]` or `[N, C]` (`torch.multinomial`; rows
     /// need not sum to 1), from the default generators.

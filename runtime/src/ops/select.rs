@@ -1,7 +1,9 @@
 //! Ops whose output size depends on the values: `nonzero` and
-//! `masked_select`. Both read one count back to the host (as PyTorch's do,
-//! a synchronisation on a GPU) and are built from a stable sort, so their
-//! kernels, gradients and devices come from existing ops.
+//! `masked_select`. On the CPU the positions come from one kernel (a count
+//! and a write); elsewhere they read one count back to the host (as
+//! PyTorch's do, a synchronisation on a GPU) and are built from a stable
+//! sort, so their kernels and devices come from existing ops. Gradients
+//! flow through `index_select` either way.
 
 use crate::{DType, Tensor};
 
@@ -9,6 +11,11 @@ impl Tensor {
     /// The flat positions of the nonzero elements, in order, as a 1-D
     /// int64 tensor (the indices `nonzero` turns into coordinates).
     pub(super) fn nonzero_flat(&self) -> Tensor {
+        if let Some(s) = self.read().nonzero(self.layout(), &[self.numel()]) {
+            crate::trace::host_read("nonzero"); // the count, as the sort path's `item`
+            let count = s.len();
+            return Tensor::from_storage(s, &[count]);
+        }
         let mask = self.flatten_all().ne_scalar(0.0).to_dtype(DType::I64);
         let count = mask.sum().item::<i64>() as usize;
         // A stable descending sort puts the ones first, in their order.
@@ -25,6 +32,13 @@ impl Tensor {
     /// assert_eq!(x.nonzero().shape(), &[2, 2]);
     /// ```
     pub fn nonzero(&self) -> Tensor {
+        if self.ndim() > 0
+            && let Some(s) = self.read().nonzero(self.layout(), self.shape())
+        {
+            crate::trace::host_read("nonzero");
+            let count = s.len() / self.ndim();
+            return Tensor::from_storage(s, &[count, self.ndim()]);
+        }
         let flat = self.nonzero_flat();
         let count = flat.numel();
         if self.ndim() == 0 {

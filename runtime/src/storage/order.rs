@@ -1,15 +1,17 @@
 //! Ordering through the device seam: running sums and stable sorts along
 //! the last dim of a view, by the CPU kernels of `tapir_kernels::cpu`
 //! (`cumsum_rows`, `sort_rows`) or on a GPU their twins in `cu/order.cu`
-//! (f32, f16, bf16; other dtypes on a host copy).
+//! (f32, f16, bf16; other dtypes on a host copy). `topk` and `nonzero` have
+//! CPU kernels of their own (a selection, a count and a write); elsewhere
+//! the runtime builds them from the sort.
 
-use super::cpu::{Wrap, with_vec};
+use super::cpu::{Wrap, contiguous, with_vec};
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use super::cuda::{CudaStorage, fail, kernel_dtype};
 use super::{CpuBuffer, Storage};
 use crate::dtype::{DType, Element};
 use tapir_kernels::Layout;
-use tapir_kernels::cpu::{copy_strided, cumsum_rows, sort_rows};
+use tapir_kernels::cpu::{copy_strided, cumsum_rows, nonzero_coords, sort_rows, topk_rows};
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use tapir_kernels::cuda::launch;
 
@@ -41,6 +43,24 @@ impl CpuBuffer {
         })
     }
 
+    /// The first `k` along the last dim of the view in `sort_last`'s
+    /// order: values and i64 indices.
+    fn topk_last(&self, l: &Layout, k: usize, largest: bool) -> (CpuBuffer, CpuBuffer) {
+        let (_, n) = rows_of(l);
+        with_vec!(self, v => {
+            let rows = copy_strided(v, l);
+            let (vals, idx) = topk_rows(&rows, n, k, largest);
+            tapir_kernels::alloc::recycle(rows);
+            (Wrap::wrap(vals), CpuBuffer::I64(idx))
+        })
+    }
+
+    /// The coordinates in `shape` (as many elements as the view) of the
+    /// view's nonzero elements in row-major order, `[count, shape.len()]`.
+    fn nonzero(&self, l: &Layout, shape: &[usize]) -> CpuBuffer {
+        with_vec!(self, v => CpuBuffer::I64(nonzero_coords(&contiguous(v, l), shape)))
+    }
+
     /// A stable sort along the last dim of the view: values and indices.
     fn sort_last(&self, l: &Layout, descending: bool) -> (CpuBuffer, CpuBuffer) {
         let (_, n) = rows_of(l);
@@ -70,6 +90,33 @@ impl Storage {
                 }
                 None => self.map_host(|b| b.cumsum_last(l)),
             },
+        }
+    }
+
+    /// The first `k` along the last dim of the view `l` in `sort_last`'s
+    /// order (`[.., k]` values and i64 indices), by a selection on the CPU;
+    /// `None` elsewhere, and the caller sorts and narrows.
+    pub fn topk_last(&self, l: &Layout, k: usize, largest: bool) -> Option<(Storage, Storage)> {
+        match self {
+            Storage::Cpu(b) => {
+                let (v, i) = b.topk_last(l, k, largest);
+                Some((Storage::cpu(v), Storage::cpu(i)))
+            }
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
+    /// The coordinates of the nonzero elements of the view `l`, read in
+    /// row-major order, within `shape` (the view's own, or `[numel]` for
+    /// flat positions): `[count, shape.len()]` i64, dense, by the CPU's
+    /// count and write; `None` elsewhere, and the caller builds them from
+    /// a sort.
+    pub fn nonzero(&self, l: &Layout, shape: &[usize]) -> Option<Storage> {
+        match self {
+            Storage::Cpu(b) => Some(Storage::cpu(b.nonzero(l, shape))),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 
