@@ -55,7 +55,7 @@ pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_
 pub use pool::{max_pool2d, max_pool2d_backward};
 pub use program::{Operand, run_program};
 pub use range::{arange_f32, arange_i64};
-pub use reduce::{extreme_rows, reduce};
+pub use reduce::{extreme_columns, extreme_rows, reduce};
 pub use select::nonzero_coords;
 pub use softmax::{
     log_softmax_backward_rows, log_softmax_rows, logsumexp_rows, scaled_softmax_backward_rows,

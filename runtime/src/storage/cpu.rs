@@ -379,15 +379,16 @@ impl CpuBuffer {
     /// first extreme element. NaN wins, as in PyTorch.
     pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (CpuBuffer, Vec<i64>) {
         let len = l.shape.get(dim).copied().unwrap_or(0);
-        if dim + 1 == l.shape.len() && len > 0 && l.is_contiguous() {
+        let inner: usize = l.shape.iter().skip(dim + 1).product();
+        if len > 0 && inner > 0 && len <= u32::MAX as usize && l.is_contiguous() {
             let span = l.offset..l.offset + l.numel();
             match self {
                 CpuBuffer::F32(v) => {
-                    let (vals, idx) = cpu::extreme_rows(&v[span], len, max);
+                    let (vals, idx) = extreme_dense(&v[span], len, inner, max);
                     return (CpuBuffer::F32(vals), idx);
                 }
                 CpuBuffer::F64(v) => {
-                    let (vals, idx) = cpu::extreme_rows(&v[span], len, max);
+                    let (vals, idx) = extreme_dense(&v[span], len, inner, max);
                     return (CpuBuffer::F64(vals), idx);
                 }
                 _ => {}
@@ -509,6 +510,22 @@ impl CpuBuffer {
                 F32(r).cast(&Layout::contiguous(&[n]), a.dtype())
             }
         }
+    }
+}
+
+/// Max (or min) over the middle dim of a dense `[outer, len, inner]`
+/// buffer with first indices: the rows kernel when the dim is the last, the
+/// columns kernel otherwise.
+fn extreme_dense<T: tapir_kernels::Float>(
+    v: &[T],
+    len: usize,
+    inner: usize,
+    max: bool,
+) -> (Vec<T>, Vec<i64>) {
+    if inner == 1 {
+        cpu::extreme_rows(v, len, max)
+    } else {
+        cpu::extreme_columns(v, len, inner, max)
     }
 }
 
