@@ -331,7 +331,15 @@ impl Tensor {
                         self.clone()
                     };
                     let n = match p {
-                        2.0 => (&x * &x).sum_dims(dims, keepdim).sqrt(),
+                        2.0 => {
+                            let d = x.reduce_dims(dims, "norm");
+                            let squares = x.read().sum_squares(x.layout(), &d);
+                            match squares {
+                                Some(s) => Tensor::from_storage(s, &x.reduced_shape(&d, keepdim)),
+                                None => (&x * &x).sum_dims(dims, keepdim),
+                            }
+                            .sqrt()
+                        }
                         _ => x.abs().powf(p).sum_dims(dims, keepdim).powf(1.0 / p),
                     };
                     n.to_dtype(self.dtype())

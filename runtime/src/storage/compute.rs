@@ -135,6 +135,16 @@ impl Storage {
         }
     }
 
+    /// Sum of squares over `dims` in one pass where the device has it (the
+    /// CPU, f32 and f64): `None` elsewhere, and the caller squares and sums.
+    pub fn sum_squares(&self, l: &Layout, dims: &[usize]) -> Option<Storage> {
+        match self {
+            Storage::Cpu(b) => b.sum_squares(l, dims).map(Storage::cpu),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
     /// Max (or min) over one dim: values (same dtype) and i64 indices of the
     /// first extreme element; NaN wins, as in PyTorch.
     pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (Storage, Storage) {

@@ -352,6 +352,16 @@ impl CpuBuffer {
         })
     }
 
+    /// Sum of squares over `dims` for f32 and f64, squared as read (the
+    /// same sums as squaring first); `None` for other dtypes.
+    pub fn sum_squares(&self, l: &Layout, dims: &[usize]) -> Option<CpuBuffer> {
+        match self {
+            CpuBuffer::F32(v) => Some(CpuBuffer::F32(cpu::sum(v, l, dims, |x| x * x))),
+            CpuBuffer::F64(v) => Some(CpuBuffer::F64(cpu::sum(v, l, dims, |x| x * x))),
+            _ => None,
+        }
+    }
+
     /// Sum over `dims` (floats keep their dtype, integers and bool sum to i64).
     pub fn sum(&self, l: &Layout, dims: &[usize]) -> CpuBuffer {
         match self {
