@@ -64,7 +64,8 @@ where
 /// the index of its first occurrence, as [`reduce`] with `torch.max(x,
 /// -1)`'s fold would give them: a NaN wins (the first one), and of equal
 /// values (`0.0` and `-0.0` too) the first. Sixteen lanes find the extreme
-/// and a second scan its index, where the fold was one scalar pass (2 ns an
+/// and where each found it in one pass (a second scan, to find a NaN, only
+/// in rows that hold one), where the fold was one scalar pass (2 ns an
 /// element in f32).
 ///
 /// ```
@@ -217,29 +218,58 @@ fn extreme_column_block<T: Float>(
 
 /// The index of the first NaN of `row`, else of the first element that no
 /// other beats (`beats(a, b)`: `a` is strictly more extreme than `b`).
+/// Sixteen lanes each keep their best and the block it came from (the
+/// first of equals, as `beats` is strict); of the lanes that hold the
+/// extreme, the lowest position wins. A NaN, rare, takes a second scan.
 #[inline(always)]
 fn row_extreme<T: Float>(row: &[T], beats: impl Fn(T, T) -> bool) -> usize {
     const LANES: usize = 16;
-    let mut best = [row[0]; LANES];
-    let mut nan = false;
+    if row.len() < LANES {
+        let mut at = 0;
+        for (i, &v) in row.iter().enumerate() {
+            if v.is_nan() {
+                return i;
+            }
+            at = if beats(v, row[at]) { i } else { at };
+        }
+        return at;
+    }
+    let mut best: [T; LANES] = std::array::from_fn(|l| row[l]);
+    let mut block = [0u32; LANES]; // rows up to 2^36 elements
+    // A NaN flag per lane: one flag for all would be a horizontal
+    // reduction in every step, which keeps the loop scalar.
+    let mut nans = [false; LANES];
     let chunks = row.chunks_exact(LANES);
     let tail = chunks.remainder();
-    for c in chunks {
+    for (k, c) in chunks.enumerate() {
         for l in 0..LANES {
-            best[l] = if beats(c[l], best[l]) { c[l] } else { best[l] };
-            nan |= c[l].is_nan();
+            let take = beats(c[l], best[l]);
+            best[l] = if take { c[l] } else { best[l] };
+            block[l] = if take { k as u32 } else { block[l] };
+            #[allow(clippy::eq_op)]
+            let is_nan = c[l] != c[l];
+            nans[l] |= is_nan;
         }
     }
-    let mut m = row[0];
-    for &v in best.iter().chain(tail) {
+    if nans.iter().any(|&n| n) || tail.iter().any(|v| v.is_nan()) {
+        return first_where(row, |v| v.is_nan());
+    }
+    let mut m = best[0];
+    for &v in &best[1..] {
         m = if beats(v, m) { v } else { m };
-        nan |= v.is_nan();
     }
-    if nan {
-        first_where(row, |v| v.is_nan())
-    } else {
-        first_where(row, |v| v == m)
+    let mut at = (0..LANES)
+        .filter(|&l| best[l] == m)
+        .map(|l| block[l] as usize * LANES + l)
+        .min()
+        .unwrap_or(0);
+    let done = row.len() - tail.len();
+    for (i, &v) in tail.iter().enumerate() {
+        if beats(v, m) {
+            (m, at) = (v, done + i);
+        }
     }
+    at
 }
 
 /// The index of the first element of `row` where `hit` holds (0 if none):
