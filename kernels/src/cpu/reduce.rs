@@ -481,6 +481,23 @@ pub(crate) fn by_columns<A: Send>(
 mod tests {
     use super::*;
 
+    /// `n` values, mostly ties of a few (signed zeros and infinities among
+    /// them), varying with `i / group` too, and NaN at some `i` where
+    /// `nan_at(i)`.
+    fn tie_heavy(n: usize, group: usize, nan_at: impl Fn(usize) -> bool) -> Vec<f64> {
+        let pool = [0.0, -0.0, 1.5, -1.5, 3.0, f64::INFINITY, f64::NEG_INFINITY];
+        (0..n)
+            .map(|i| {
+                let k = (i * 7919 + i / group * 31) % 97;
+                if k == 0 && nan_at(i) {
+                    f64::NAN
+                } else {
+                    pool[k % 7]
+                }
+            })
+            .collect()
+    }
+
     /// `torch.max(x, -1)`'s fold, one element at a time.
     fn by_fold(row: &[f64], max: bool) -> (f64, usize) {
         let mut best = (row[0], 0);
@@ -495,29 +512,10 @@ mod tests {
 
     #[test]
     fn extreme_rows_keep_the_folds_first_index_with_ties_zeros_and_nan() {
-        let pool = [
-            0.0,
-            -0.0,
-            1.5,
-            -1.5,
-            3.0,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NAN,
-        ];
         for len in [1, 2, 15, 16, 17, 40] {
             let rows = 900;
-            // Mostly ties drawn from a few values; a NaN in one row in 10.
-            let x: Vec<f64> = (0..rows * len)
-                .map(|i| {
-                    let k = (i * 7919 + i / len * 31) % 97;
-                    if k == 0 && (i / len) % 10 == 0 {
-                        f64::NAN
-                    } else {
-                        pool[k % 7]
-                    }
-                })
-                .collect();
+            // A NaN in one row in 10.
+            let x = tie_heavy(rows * len, len, |i| (i / len) % 10 == 0);
             let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
             for max in [true, false] {
                 for threads in [1, 2] {
@@ -545,7 +543,6 @@ mod tests {
 
     #[test]
     fn extreme_columns_match_the_fold_down_each_column() {
-        let pool = [0.0, -0.0, 1.5, -1.5, 3.0, f64::INFINITY, f64::NEG_INFINITY];
         // Blocks of 256 columns whole, short, and split across threads.
         let shapes = [
             (1, 1, 5),
@@ -556,16 +553,7 @@ mod tests {
             (1, 40, 1000),
         ];
         for (outer, len, inner) in shapes {
-            let x: Vec<f64> = (0..outer * len * inner)
-                .map(|i| {
-                    let k = (i * 7919 + i / inner * 31) % 97;
-                    if k == 0 && (i % inner) % 10 == 0 {
-                        f64::NAN
-                    } else {
-                        pool[k % 7]
-                    }
-                })
-                .collect();
+            let x = tie_heavy(outer * len * inner, inner, |i| (i % inner) % 10 == 0);
             let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
             for max in [true, false] {
                 for threads in [1, 2] {
