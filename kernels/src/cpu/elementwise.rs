@@ -2,6 +2,7 @@
 
 use super::map_split::{map_dense_split, map_strided_split};
 use super::strided::{coalesce, for_rows, row_count};
+use super::transpose::{copy_transposed, transposed_last_two};
 use crate::Layout;
 use crate::alloc;
 use crate::threads::{PARALLEL_GRAIN, num_threads, par_chunks_mut, parallel, simd};
@@ -66,61 +67,6 @@ pub fn copy_strided<T: Copy + Send + Sync + Default + 'static>(src: &[T], l: &La
     // each row it is given.
     unsafe { out.set_len(n) };
     out
-}
-
-/// Whether a coalesced view's last two dims are a transposed matrix: the
-/// second-to-last unit-stride and the last striding over whole columns
-/// (`x.t()`, `x.transpose(-2, -1)` of a contiguous `x`), with at least 8 x
-/// 8 elements. Element by element, each read of such a view touched a new
-/// cache line (a 2048 x 2048 `x.t().contiguous()` took 29 ms).
-fn transposed_last_two(shape: &[usize], strides: &[usize]) -> bool {
-    let nd = shape.len();
-    nd >= 2
-        && strides[nd - 2] == 1
-        && strides[nd - 1] >= shape[nd - 2]
-        && shape[nd - 2] >= 8
-        && shape[nd - 1] >= 8
-}
-
-/// [`copy_strided`] of a view that [`transposed_last_two`] accepts: each
-/// `[a, b]` matrix of the batch (strides `1, rs`) through the tiled
-/// [`transpose_into`](super::transpose_into), the output's rows split
-/// across threads in blocks of whole rows.
-fn copy_transposed<T: Copy + Send + Sync + 'static>(
-    src: &[T],
-    offset: usize,
-    shape: &[usize],
-    strides: &[usize],
-    out: &mut [MaybeUninit<T>],
-) {
-    let nd = shape.len();
-    let (a, b, rs) = (shape[nd - 2], shape[nd - 1], strides[nd - 1]);
-    let batch_offset = |batch: usize| {
-        let mut rest = batch;
-        let mut off = offset;
-        for (&d, &st) in shape[..nd - 2].iter().zip(&strides[..nd - 2]).rev() {
-            off += rest % d * st;
-            rest /= d;
-        }
-        off
-    };
-    let rows = out.len() / b;
-    let fill = |start: usize, chunk: &mut [MaybeUninit<T>]| {
-        let (mut row, mut done) = (start, 0);
-        while done < chunk.len() {
-            let (batch, a0) = (row / a, row % a);
-            let take = (a - a0).min((chunk.len() - done) / b);
-            super::transpose_into(
-                src,
-                batch_offset(batch) + a0,
-                rs,
-                (b, take),
-                &mut chunk[done..done + take * b],
-            );
-            (row, done) = (row + take, done + take * b);
-        }
-    };
-    run_rows(out, rows, b, fill);
 }
 
 /// `f` applied to every element of a view; output is row-major.

@@ -11,6 +11,7 @@
 //! compute primitives (`attention.rs` the fused attention's, `optim.rs` the
 //! optimizer updates'); `cpu.rs` / `cpu_nn.rs` and `cuda.rs` their two arms.
 
+mod assign;
 mod attention;
 mod compute;
 mod cpu;
