@@ -52,6 +52,18 @@ fn before<T: PartialOrd>(a: &T, b: &T, descending: bool) -> bool {
     }
 }
 
+/// [`before`] as an ordering: `Equal` for ties (NaN with NaN among them).
+#[inline]
+fn order<T: PartialOrd>(a: &T, b: &T, descending: bool) -> std::cmp::Ordering {
+    if before(a, b, descending) {
+        std::cmp::Ordering::Less
+    } else if before(b, a, descending) {
+        std::cmp::Ordering::Greater
+    } else {
+        std::cmp::Ordering::Equal
+    }
+}
+
 /// Each row of a dense `[rows, n]` buffer sorted, stably (equal elements
 /// keep their order), with the i64 index each value came from.
 ///
@@ -77,16 +89,7 @@ where
             *i = k as i64;
         }
         // A stable sort by "comes before": ties keep their order.
-        ir.sort_by(|&a, &b| {
-            let (a, b) = (&xr[a as usize], &xr[b as usize]);
-            if before(a, b, descending) {
-                std::cmp::Ordering::Less
-            } else if before(b, a, descending) {
-                std::cmp::Ordering::Greater
-            } else {
-                std::cmp::Ordering::Equal
-            }
-        });
+        ir.sort_by(|&a, &b| order(&xr[a as usize], &xr[b as usize], descending));
         for (v, &i) in vr.iter_mut().zip(ir.iter()) {
             *v = xr[i as usize];
         }
@@ -101,8 +104,9 @@ const SMALL_K: usize = 64;
 /// The first `k` of each row of a dense `[rows, n]` buffer in the order
 /// [`sort_rows`] puts them (largest first when `largest`, NaN counted above
 /// everything, ties by index): `[rows, k]` values and their i64 indices.
-/// A selection, then a sort of the `k` selected: `topk` of 10 from rows of
-/// 2048 sorted whole rows before (18x PyTorch's time).
+/// For `k` up to 64 one pass keeping the best `k`, else a
+/// selection and a sort of the `k` selected; `topk` of 10 from rows of 2048
+/// had sorted whole rows (18x PyTorch's time).
 ///
 /// ```
 /// use tapir_kernels::cpu::topk_rows;
@@ -174,17 +178,8 @@ fn best_k_by_scan<T: Copy + PartialOrd>(xr: &[T], k: usize, largest: bool) -> Ve
 /// and, in index order, as many of its ties as fill `k`, then a stable
 /// sort of those (`0 < k <= xr.len()`).
 fn best_k_by_selection<T: Copy + PartialOrd>(xr: &[T], k: usize, largest: bool) -> Vec<(T, usize)> {
-    let order = |a: &T, b: &T| {
-        if before(a, b, largest) {
-            std::cmp::Ordering::Less
-        } else if before(b, a, largest) {
-            std::cmp::Ordering::Greater
-        } else {
-            std::cmp::Ordering::Equal
-        }
-    };
     let mut values = xr.to_vec();
-    let (_, &mut kth, _) = values.select_nth_unstable_by(k - 1, order);
+    let (_, &mut kth, _) = values.select_nth_unstable_by(k - 1, |a, b| order(a, b, largest));
     let ahead = values[..k - 1]
         .iter()
         .filter(|&v| before(v, &kth, largest))
@@ -199,7 +194,7 @@ fn best_k_by_selection<T: Copy + PartialOrd>(xr: &[T], k: usize, largest: bool) 
             ties -= 1;
         }
     }
-    best.sort_by(|(a, _), (b, _)| order(a, b)); // stable: ties stay in index order
+    best.sort_by(|(a, _), (b, _)| order(a, b, largest)); // stable: ties stay in index order
     best
 }
 
