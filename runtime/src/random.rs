@@ -34,6 +34,20 @@ fn seeded(seed: u64) -> [u64; 4] {
     ]
 }
 
+/// One step of xoshiro256++: the next word, the state advanced.
+#[inline(always)]
+fn xoshiro_next(s: &mut [u64; 4]) -> u64 {
+    let r = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
+    let t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = s[3].rotate_left(45);
+    r
+}
+
 impl Generator {
     /// A generator seeded with `seed` (the same seed gives the same draws).
     pub fn new(seed: u64) -> Generator {
@@ -64,17 +78,7 @@ impl Generator {
         mut f: impl FnMut(&mut dyn FnMut() -> u64) -> T,
     ) -> Vec<T> {
         let mut s = self.state.lock().unwrap();
-        let mut next = || {
-            let r = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
-            let t = s[1] << 17;
-            s[2] ^= s[0];
-            s[3] ^= s[1];
-            s[1] ^= s[2];
-            s[0] ^= s[3];
-            s[2] ^= t;
-            s[3] = s[3].rotate_left(45);
-            r
-        };
+        let mut next = || xoshiro_next(&mut s);
         (0..n).map(|_| f(&mut next)).collect()
     }
 
@@ -82,23 +86,8 @@ impl Generator {
     /// one inlined loop: through `fill`'s `dyn` callback each cost ~4 ns.
     fn words(&self, n: usize) -> Vec<u64> {
         let mut s = self.state.lock().unwrap();
-        let mut st = *s;
-        let out = (0..n)
-            .map(|_| {
-                let r = st[0]
-                    .wrapping_add(st[3])
-                    .rotate_left(23)
-                    .wrapping_add(st[0]);
-                let t = st[1] << 17;
-                st[2] ^= st[0];
-                st[3] ^= st[1];
-                st[1] ^= st[2];
-                st[0] ^= st[3];
-                st[2] ^= t;
-                st[3] = st[3].rotate_left(45);
-                r
-            })
-            .collect();
+        let mut st = *s; // a local copy stays in registers
+        let out = (0..n).map(|_| xoshiro_next(&mut st)).collect();
         *s = st;
         out
     }
