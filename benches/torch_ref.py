@@ -29,6 +29,8 @@ Workloads (see README.md for the exact definitions):
                grads, the residual's backward and an Adam step (64 points)
   unary        one elementwise function over 4M float32 (exp, expm1, log, log1p,
                log2, sin, cos, tan, tanh, sigmoid, sqrt), forward only
+  ops          one tensor op over a 2048 x 2048 float32 matrix, forward only:
+               view copies, draws, sort, topk, nonzero, reductions along a dim
   linalg       torch.linalg in float64: a Gaussian-process likelihood over 64
                SPD 64 x 64 matrices (cholesky, solve_triangular, forward and
                backward), eigh of 128 symmetric 32 x 32, svd of one 512 x 512,
@@ -69,6 +71,7 @@ DEFAULT_STEPS = {
     "conv": (3, 20),
     "scatter": (3, 20),
     "unary": (3, 30),
+    "ops": (3, 20),
     "lm_head": (2, 8),
     "pinn": (20, 500),
     "linalg": (2, 10),
@@ -549,6 +552,48 @@ def bench_unary(args, variant):
     return make_record("unary", variant, warm, steps, t, n, elements=n)
 
 
+OPS_VARIANTS = {
+    "t_contiguous": lambda x, cube, pos: x.t().contiguous(),
+    "permute_201": lambda x, cube, pos: cube.permute(2, 0, 1).contiguous(),
+    "randn": lambda x, cube, pos: torch.randn(x.numel(), device=x.device),
+    "rand": lambda x, cube, pos: torch.rand(x.numel(), device=x.device),
+    "sort_dim1": lambda x, cube, pos: x.sort(1, descending=True),
+    "topk10_dim1": lambda x, cube, pos: x.topk(10, 1),
+    "topk100_dim1": lambda x, cube, pos: x.topk(100, 1),
+    "topk10_dim0": lambda x, cube, pos: x.topk(10, 0),
+    "nonzero": lambda x, cube, pos: pos.nonzero(),
+    "masked_select": lambda x, cube, pos: x.masked_select(pos),
+    "amax_dim0": lambda x, cube, pos: x.amax(0),
+    "amax_dim1": lambda x, cube, pos: x.amax(1),
+    "max_dim1": lambda x, cube, pos: x.max(1),
+    "softmax_dim0": lambda x, cube, pos: x.softmax(0),
+    "softmax_dim1": lambda x, cube, pos: x.softmax(1),
+    "logsumexp_dim0": lambda x, cube, pos: x.logsumexp(0),
+    "norm_dim1": lambda x, cube, pos: torch.linalg.vector_norm(x, 2, dim=1),
+    "cumsum_dim0": lambda x, cube, pos: x.cumsum(0),
+    "cumsum_dim1": lambda x, cube, pos: x.cumsum(1),
+}
+
+
+def bench_ops(args, variant):
+    """One tensor op over a standard normal 2048 x 2048 float32 matrix,
+    forward only; permute copies a [128, 128, 256] view of it and the draws
+    make as many values. Samples are input elements."""
+    n = 2048
+    g = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(n, n, generator=g).to(DEVICE)
+    cube = x.reshape(128, 128, 256)
+    pos = x > 0
+    fn = OPS_VARIANTS[variant]
+
+    def step():
+        fn(x, cube, pos)
+
+    warm, steps = steps_for("ops", args.steps_scale)
+    t = time_loop(step, warm, steps)
+    return make_record("ops", variant, warm, steps, t, n * n, elements=n * n)
+
+
 def bench_lm_head(args, variant):
     """A language model's output layer and its loss: 1024 tokens of 256
     features against a 32000-word vocabulary, F.linear_cross_entropy's mean
@@ -698,6 +743,7 @@ BENCHES = {
     "linalg": (bench_linalg, ["gp_b64_n64", "eigh_b128_n32", "svd_n512", "solve_n1024"]),
     "unary": (bench_unary, ["exp", "expm1", "log", "log1p", "log2", "sin", "cos", "tan",
                             "atan", "asin", "sinh", "cosh", "tanh", "sigmoid", "sqrt", "pow"]),
+    "ops": (bench_ops, list(OPS_VARIANTS)),
 }
 WORKLOADS = list(BENCHES)
 

@@ -19,6 +19,8 @@
 //! `torch.compile(mode="reduce-overhead")`);
 //! `fusion` (tapir only) times a linear layer with a five-op elementwise
 //! tail, eager and compiled (the tail fused into one kernel each way).
+//! `ops` times one op over a 2048 x 2048 matrix (copies of views, draws,
+//! sort, topk, nonzero, reductions along a dim; `ops.rs` lists them).
 //!
 //! `--device cuda` runs them on GPU 0 against `benches/torch_ref.py --device
 //! cuda` (same workloads; matmul becomes f32/tf32/bf16 at n4096), waiting for
@@ -35,6 +37,7 @@ mod seed;
 mod linalg;
 mod lm_head;
 mod measure;
+mod ops;
 mod pinn;
 mod scatter;
 mod unary;
@@ -55,7 +58,7 @@ struct Cli {
     /// CPU threads for every kernel.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     threads: u64,
-    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, scatter, lm_head, linalg, pinn, unary, macro.
+    /// Comma-separated: matmul, mlp, transformer, inference, cnn, conv, scatter, lm_head, linalg, pinn, unary, ops, macro.
     #[arg(long, default_value = "matmul", value_delimiter = ',')]
     workloads: Vec<String>,
     /// Multiplies every step count (0.3 for a quick run).
@@ -161,6 +164,7 @@ fn variants(workload: &str, device: Device) -> Option<&'static [&'static str]> {
         "conv" => Some(&CONV_VARIANTS),
         "scatter" => Some(&scatter::SCATTER_VARIANTS),
         "unary" => Some(&unary::UNARY_VARIANTS),
+        "ops" => Some(&ops::OPS_VARIANTS),
         "lm_head" => Some(&lm_head::LM_HEAD_VARIANTS),
         "pinn" => Some(&pinn::PINN_VARIANTS),
         "linalg" => Some(&linalg::LINALG_VARIANTS),
@@ -200,6 +204,7 @@ fn default_steps(key: &str) -> (usize, usize) {
         "conv" => (3, 20),
         "scatter" => (3, 20),
         "unary" => (3, 30),
+        "ops" => (3, 20),
         "lm_head" => (2, 8),
         "pinn" => (20, 500),
         "linalg" => (2, 10),
@@ -231,6 +236,7 @@ fn main() {
             "conv" => bench_conv(&args, v),
             "scatter" => scatter::bench_scatter(&args, v),
             "unary" => unary::bench_unary(&args, v),
+            "ops" => ops::bench_ops(&args, v),
             "lm_head" => lm_head::bench_lm_head(&args, v),
             "pinn" => pinn::bench_pinn(&args, v),
             "linalg" => linalg::bench_linalg(&args, v),

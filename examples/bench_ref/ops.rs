@@ -1,0 +1,77 @@
+//! The `ops` workload: one tensor op over a 2048 x 2048 f32 matrix
+//! (forward only), as `benches/torch_ref.py`'s `bench_ops` builds it:
+//! copies of transposed and permuted views, draws, sorts and selections,
+//! and reductions along the first or last dim. `x` is standard normal; the
+//! permute variant copies a `[128, 128, 256]` view and the draws make 4M
+//! values, the same element count. Samples are input elements.
+
+use crate::Args;
+use crate::measure::{record, time_loop};
+use crate::workloads::scaled;
+use tapir::prelude::*;
+
+/// The workload's variants: the op and the dim it runs along.
+pub(crate) const OPS_VARIANTS: [&str; 19] = [
+    "t_contiguous",
+    "permute_201",
+    "randn",
+    "rand",
+    "sort_dim1",
+    "topk10_dim1",
+    "topk100_dim1",
+    "topk10_dim0",
+    "nonzero",
+    "masked_select",
+    "amax_dim0",
+    "amax_dim1",
+    "max_dim1",
+    "softmax_dim0",
+    "softmax_dim1",
+    "logsumexp_dim0",
+    "norm_dim1",
+    "cumsum_dim0",
+    "cumsum_dim1",
+];
+
+pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
+    let n = 2048usize;
+    let g = Generator::new(args.seed);
+    let x = Tensor::randn_with(&[n, n], &g).to(args.device).unwrap();
+    let cube = x.reshape(&[128, 128, 256]);
+    let positive = x.gt_scalar(0.0);
+    let f = || match variant {
+        "t_contiguous" => x.t().contiguous(),
+        "permute_201" => cube.permute(&[2, 0, 1]).contiguous(),
+        "randn" => Tensor::randn_on(&[n * n], args.device),
+        "rand" => Tensor::rand_on(&[n * n], args.device),
+        "sort_dim1" => x.sort(1, true).0,
+        "topk10_dim1" => x.topk(10, 1, true).0,
+        "topk100_dim1" => x.topk(100, 1, true).0,
+        "topk10_dim0" => x.topk(10, 0, true).0,
+        "nonzero" => positive.nonzero(),
+        "masked_select" => x.masked_select(&positive),
+        "amax_dim0" => x.amax_dim(0, false),
+        "amax_dim1" => x.amax_dim(1, false),
+        "max_dim1" => x.max_dim(1, false).0,
+        "softmax_dim0" => x.softmax(0),
+        "softmax_dim1" => x.softmax(1),
+        "logsumexp_dim0" => x.logsumexp(&[0], false),
+        "norm_dim1" => x.norm_dims(2.0, &[1], false),
+        "cumsum_dim0" => x.cumsum(0),
+        "cumsum_dim1" => x.cumsum(1),
+        _ => unreachable!("ops variant {variant}"),
+    };
+    let step = || {
+        std::hint::black_box(f());
+    };
+    let (warm, steps) = scaled(args, "ops");
+    let t = time_loop(args.device, step, warm, steps);
+    record(
+        "ops",
+        variant,
+        warm,
+        &t,
+        (n * n) as f64,
+        &[("elements", (n * n).to_string())],
+    )
+}
