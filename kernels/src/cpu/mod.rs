@@ -6,6 +6,7 @@ mod conv_forward;
 mod convert;
 mod draws;
 mod elementwise;
+mod extreme;
 mod foreach;
 mod index;
 pub mod linalg;
@@ -37,6 +38,7 @@ pub use draws::{NORMAL_BLOCK_WORDS, normal_from_bits, uniform_from_bits};
 pub use elementwise::{
     copy_into, copy_strided, map, map_inplace, map_with, select, zip_inplace, zip_map,
 };
+pub use extreme::{extreme_columns, extreme_rows, extreme_values};
 pub use foreach::{scale_many, sum_squares_many};
 pub use index::{
     IndexValue, Indices, ScatterMode, ScatterValue, gather, index_add_rows, index_select,
@@ -55,11 +57,12 @@ pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_
 pub use pool::{max_pool2d, max_pool2d_backward};
 pub use program::{Operand, run_program};
 pub use range::{arange_f32, arange_i64};
-pub use reduce::{extreme_columns, extreme_rows, reduce};
+pub use reduce::reduce;
 pub use select::nonzero_coords;
 pub use softmax::{
     log_softmax_backward_rows, log_softmax_rows, logsumexp_rows, scaled_softmax_backward_rows,
-    scaled_softmax_backward_rows_bf16, scaled_softmax_rows, softmax_rows, softmax_rows_bf16,
+    scaled_softmax_backward_rows_bf16, scaled_softmax_rows, softmax_columns, softmax_rows,
+    softmax_rows_bf16,
 };
 pub use strided::coalesce;
 pub(crate) use strided::for_rows;

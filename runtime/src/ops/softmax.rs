@@ -17,6 +17,11 @@ impl Tensor {
             return (self.rowwise(0, op, log).0.reshape(&[]), 0);
         }
         let last = self.ndim() - 1;
+        if d != last
+            && let Some(s) = self.read().softmax_columns(self.layout(), d, log)
+        {
+            return (Tensor::from_storage(s, self.shape()), d);
+        }
         let moved = if d == last {
             self.detach()
         } else {

@@ -145,6 +145,17 @@ impl Storage {
         }
     }
 
+    /// Max (or min) values over one dim without indices (`amax`), where
+    /// the device has a kernel for the view; `None` elsewhere (the caller
+    /// takes [`Storage::extreme`]'s values).
+    pub fn extreme_values(&self, l: &Layout, dim: usize, max: bool) -> Option<Storage> {
+        match self {
+            Storage::Cpu(b) => b.extreme_values(l, dim, max).map(Storage::cpu),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
     /// Max (or min) over one dim: values (same dtype) and i64 indices of the
     /// first extreme element; NaN wins, as in PyTorch.
     pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (Storage, Storage) {
@@ -236,6 +247,17 @@ impl Storage {
                 Some(r) => Storage::Cuda(r.unwrap_or_else(|e| fail("softmax", e))),
                 None => self.map_host(|b| b.softmax(l, log)),
             },
+        }
+    }
+
+    /// Softmax (or log-softmax) over a dim that is not the last, where the
+    /// device has a kernel for the view; `None` elsewhere (the caller moves
+    /// the dim last for [`Storage::softmax`]).
+    pub fn softmax_columns(&self, l: &Layout, dim: usize, log: bool) -> Option<Storage> {
+        match self {
+            Storage::Cpu(b) => b.softmax_columns(l, dim, log).map(Storage::cpu),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 

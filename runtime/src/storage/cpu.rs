@@ -416,6 +416,26 @@ impl CpuBuffer {
         })
     }
 
+    /// Max (or min) values over one dim of a contiguous f32 or f64 view,
+    /// without indices (`amax`); `None` for other views and dtypes.
+    pub fn extreme_values(&self, l: &Layout, dim: usize, max: bool) -> Option<CpuBuffer> {
+        let len = l.shape.get(dim).copied().unwrap_or(0);
+        let inner: usize = l.shape.iter().skip(dim + 1).product();
+        if len == 0 || inner == 0 || !l.is_contiguous() {
+            return None;
+        }
+        let span = l.offset..l.offset + l.numel();
+        match self {
+            CpuBuffer::F32(v) => Some(CpuBuffer::F32(cpu::extreme_values(
+                &v[span], len, inner, max,
+            ))),
+            CpuBuffer::F64(v) => Some(CpuBuffer::F64(cpu::extreme_values(
+                &v[span], len, inner, max,
+            ))),
+            _ => None,
+        }
+    }
+
     /// A GEMM operand in f32 with the layout to read it by: a view that
     /// covers its whole buffer (a transposed weight) is converted densely
     /// and keeps its strides; a smaller view is gathered.

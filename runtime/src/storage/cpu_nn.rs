@@ -129,6 +129,26 @@ impl CpuBuffer {
         }
     }
 
+    /// Softmax (or log-softmax) over `dim` of a contiguous f32 or f64 view
+    /// by columns, where the dim is not the last; `None` otherwise.
+    pub fn softmax_columns(&self, l: &Layout, dim: usize, log: bool) -> Option<CpuBuffer> {
+        let len = l.shape.get(dim).copied().unwrap_or(0);
+        let inner: usize = l.shape.iter().skip(dim + 1).product();
+        if len == 0 || inner <= 1 || !l.is_contiguous() {
+            return None;
+        }
+        let span = l.offset..l.offset + l.numel();
+        match self {
+            CpuBuffer::F32(v) => Some(CpuBuffer::F32(cpu::softmax_columns(
+                &v[span], len, inner, log,
+            ))),
+            CpuBuffer::F64(v) => Some(CpuBuffer::F64(cpu::softmax_columns(
+                &v[span], len, inner, log,
+            ))),
+            _ => None,
+        }
+    }
+
     /// Softmax over the last dim of `scale * x` for the view, causal-masked
     /// when asked (rows are queries `r % queries`).
     pub fn scaled_softmax(
