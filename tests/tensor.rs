@@ -454,3 +454,69 @@ fn nonzero_and_masked_select_match_pytorch() {
         vec![0.0, 0.0, -2.0, 3.0]
     );
 }
+
+/// Along a dim that is not the last, cumsum, softmax, log-softmax and amax
+/// of a contiguous tensor run column kernels; through a transposed view the
+/// same op runs the row kernels. Both must agree (cumsum and amax bit for
+/// bit: the same sums in the same order), and f32 sort must order as f64's.
+#[test]
+fn column_kernels_agree_with_row_kernels_and_f32_sort_with_f64() {
+    let x = Tensor::randn(&[3, 40, 70]);
+    let bits = |t: &Tensor| -> Vec<u32> { t.to_vec::<f32>().iter().map(|v| v.to_bits()).collect() };
+    for d in [0isize, 1] {
+        let rows =
+            |f: &dyn Fn(&Tensor) -> Tensor| f(&x.transpose(d, 2)).transpose(d, 2).contiguous();
+        assert_eq!(
+            bits(&x.cumsum(d)),
+            bits(&rows(&|t| t.cumsum(2))),
+            "cumsum({d})"
+        );
+        assert_eq!(
+            bits(&x.amax_dim(d, true)),
+            bits(&x.max_dim(d, true).0),
+            "amax_dim({d}) against max_dim's values"
+        );
+        for (name, cols, by_rows) in [
+            ("softmax", x.softmax(d), rows(&|t| t.softmax(2))),
+            ("log_softmax", x.log_softmax(d), rows(&|t| t.log_softmax(2))),
+        ] {
+            let (a, b) = (cols.to_vec::<f32>(), by_rows.to_vec::<f32>());
+            let worst = a
+                .iter()
+                .zip(&b)
+                .map(|(p, q)| (p - q).abs() / q.abs().max(1.0))
+                .fold(0.0, f32::max);
+            assert!(
+                worst <= 1e-6,
+                "{name}({d}): columns and rows differ by {worst}"
+            );
+        }
+    }
+    let ints = Tensor::from_vec((0..24i64).map(|i| i * 7 % 5 - 2).collect(), &[4, 6]);
+    let running: Vec<i64> = (0..24)
+        .map(|k| {
+            (0..=k / 6)
+                .map(|r| (r * 6 + k % 6) as i64 * 7 % 5 - 2)
+                .sum()
+        })
+        .collect();
+    assert_eq!(ints.cumsum(0).to_vec::<i64>(), running, "integer cumsum(0)");
+    let mut v = Tensor::randn(&[5, 33]).to_vec::<f32>();
+    v[3] = f32::NAN;
+    (v[7], v[8], v[40]) = (0.0, -0.0, f32::NAN);
+    let y = Tensor::from_vec(v, &[5, 33]);
+    for descending in [false, true] {
+        let (vals, idx) = y.sort(1, descending);
+        let (vals64, idx64) = y.to_dtype(DType::F64).sort(1, descending);
+        assert_eq!(
+            idx.to_vec::<i64>(),
+            idx64.to_vec::<i64>(),
+            "sort(descending {descending})"
+        );
+        assert_eq!(
+            bits(&vals),
+            bits(&vals64.to_dtype(DType::F32)),
+            "sort values"
+        );
+    }
+}

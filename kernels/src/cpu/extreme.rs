@@ -2,6 +2,7 @@
 //! of their first occurrence (`torch.max(x, dim)`), or values alone
 //! (`torch.amax`), vectorised across a row's lanes or across columns.
 
+use super::columns::COLUMN_BLOCK;
 use crate::Float;
 use crate::threads::{
     PARALLEL_GRAIN, num_threads, par_chunks_mut, par_chunks_mut2, parallel, simd,
@@ -53,11 +54,6 @@ pub fn extreme_rows<T: Float>(x: &[T], len: usize, max: bool) -> (Vec<T>, Vec<i6
     (vals, idx)
 }
 
-/// Columns compared row by row at once (their running best stays in L1):
-/// rows up to this wide are read whole, one stream; blocks of 256 of a
-/// 2048-wide row read 1 KB pieces 8 KB apart and ran 2-3x slower.
-const EXTREME_COLUMN_BLOCK: usize = 2048;
-
 /// The max (or min) over the middle dim of a contiguous `[outer, len,
 /// inner]` buffer and the index of its first occurrence (`[outer, inner]`
 /// each), as [`extreme_rows`] gives them for rows: a NaN wins (the first),
@@ -85,13 +81,10 @@ pub fn extreme_columns<T: Float>(
     );
     let outer = x.len() / (len * inner);
     let (mut vals, mut idx) = (vec![T::zero(); outer * inner], vec![0i64; outer * inner]);
-    let blocks_per_row = inner.div_ceil(EXTREME_COLUMN_BLOCK);
+    let blocks_per_row = inner.div_ceil(COLUMN_BLOCK);
     let tasks = outer * blocks_per_row;
     let fill = |t: usize, vals: &mut [T], idx: &mut [i64]| {
-        let (o, c0) = (
-            t / blocks_per_row,
-            t % blocks_per_row * EXTREME_COLUMN_BLOCK,
-        );
+        let (o, c0) = (t / blocks_per_row, t % blocks_per_row * COLUMN_BLOCK);
         let plane = &x[o * len * inner..(o + 1) * len * inner];
         simd(
             #[inline(always)]
@@ -104,9 +97,9 @@ pub fn extreme_columns<T: Float>(
             },
         )
     };
-    if inner.is_multiple_of(EXTREME_COLUMN_BLOCK) || blocks_per_row == 1 {
+    if inner.is_multiple_of(COLUMN_BLOCK) || blocks_per_row == 1 {
         // Each task's output is one contiguous block.
-        let w = inner.min(EXTREME_COLUMN_BLOCK);
+        let w = inner.min(COLUMN_BLOCK);
         let run = |vals: &mut [T], idx: &mut [i64], t0: usize| {
             for (k, (v, i)) in vals.chunks_mut(w).zip(idx.chunks_mut(w)).enumerate() {
                 fill(t0 + k, v, i);
@@ -123,9 +116,7 @@ pub fn extreme_columns<T: Float>(
     } else {
         // A short last block in each row: a task a plane.
         par_chunks_mut2((&mut vals, inner), (&mut idx, inner), |o, v, i| {
-            let blocks = v
-                .chunks_mut(EXTREME_COLUMN_BLOCK)
-                .zip(i.chunks_mut(EXTREME_COLUMN_BLOCK));
+            let blocks = v.chunks_mut(COLUMN_BLOCK).zip(i.chunks_mut(COLUMN_BLOCK));
             for (b, (v, i)) in blocks.enumerate() {
                 fill(o * blocks_per_row + b, v, i);
             }
@@ -147,8 +138,8 @@ fn extreme_column_block<T: Float>(
     beats: impl Fn(T, T) -> bool,
 ) {
     let w = vals.len();
-    let mut best = [T::zero(); EXTREME_COLUMN_BLOCK];
-    let mut at = [0u32; EXTREME_COLUMN_BLOCK];
+    let mut best = [T::zero(); COLUMN_BLOCK];
+    let mut at = [0u32; COLUMN_BLOCK];
     let (best, at) = (&mut best[..w], &mut at[..w]);
     best.copy_from_slice(&plane[c0..c0 + w]);
     for (r, row) in plane.chunks_exact(inner).enumerate().skip(1) {
@@ -297,7 +288,7 @@ fn values_from<T: Float>(
 ) {
     while !out.is_empty() {
         let (o, c) = (at / inner, at % inner);
-        let w = (inner - c).min(EXTREME_COLUMN_BLOCK).min(out.len());
+        let w = (inner - c).min(COLUMN_BLOCK).min(out.len());
         let (block, rest) = out.split_at_mut(w);
         let plane = &x[o * len * inner..(o + 1) * len * inner];
         if inner == 1 {

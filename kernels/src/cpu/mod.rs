@@ -1,6 +1,7 @@
 //! CPU kernels. Contiguous fast paths, rayon above [`crate::threads::PARALLEL_GRAIN`].
 
 mod attention;
+mod columns;
 mod conv;
 mod conv_forward;
 mod convert;
@@ -52,7 +53,7 @@ pub use optim::{
     adadelta_update, adagrad_update, adam_update, adamax_update, asgd_update, nadam_update,
     radam_update, rmsprop_update, rprop_update, sgd_update,
 };
-pub use order::{cumsum_rows, sort_rows, topk_rows};
+pub use order::{cumsum_columns, cumsum_rows, sort_rows, sort_rows_f32, topk_rows};
 pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};
 pub use pool::{max_pool2d, max_pool2d_backward};
 pub use program::{Operand, run_program};

@@ -2,7 +2,8 @@
 //! and stable sorts. The CUDA twins are `cu/order.cu` (a thread per row,
 //! the same accumulation and the same comparison).
 
-use crate::threads::{par_chunks_mut, par_chunks_mut2};
+use super::columns::{COLUMN_BLOCK, par_column_runs};
+use crate::threads::{SharedSlice, par_chunks_mut, par_chunks_mut2};
 
 /// Running sums along each row of a dense `[rows, n]` buffer: `add` folds
 /// an element into the accumulator (which may be wider than `T`: PyTorch
@@ -53,6 +54,51 @@ where
     });
     // SAFETY: the groups cover every row, and each wrote all `n` of its
     // slots just above.
+    unsafe { y.set_len(x.len()) };
+    y
+}
+
+/// Running sums down the middle dim of a contiguous `[outer, len, inner]`
+/// buffer, as [`cumsum_rows`] sums each row (the same `add` and `out`, in
+/// row order): a running sum per column, vectorised across the columns and
+/// reading rows whole. Along a dim that is not the last this was two
+/// transposed copies around the rows kernel.
+///
+/// ```
+/// use tapir_kernels::cpu::cumsum_columns;
+/// let y = cumsum_columns(&[1.0f32, 2.0, 3.0, 4.0], 2, 2, 0.0f64, |a, x| a + x as f64, |a| a as f32);
+/// assert_eq!(y, vec![1.0, 2.0, 4.0, 6.0]);
+/// ```
+pub fn cumsum_columns<T, A>(
+    x: &[T],
+    len: usize,
+    inner: usize,
+    zero: A,
+    add: impl Fn(A, T) -> A + Sync,
+    out: impl Fn(A) -> T + Sync,
+) -> Vec<T>
+where
+    T: Copy + Send + Sync + 'static,
+    A: Copy + Sync,
+{
+    let mut y = crate::alloc::with_capacity(x.len());
+    let shared = SharedSlice::new(&mut y.spare_capacity_mut()[..x.len()]);
+    par_column_runs(x.len(), len, inner, |base, cols| {
+        let mut acc = [zero; COLUMN_BLOCK];
+        let acc = &mut acc[..cols.len()];
+        for r in 0..len {
+            let at = base + r * inner + cols.start;
+            // SAFETY: these columns of this plane belong to this run alone,
+            // and one row's piece lives at a time.
+            let dst = unsafe { shared.piece(at, cols.len()) };
+            for ((a, d), &v) in acc.iter_mut().zip(dst).zip(&x[at..at + cols.len()]) {
+                *a = add(*a, v);
+                d.write(out(*a));
+            }
+        }
+    });
+    // SAFETY: the runs covered every column of every plane, each writing
+    // all `len` rows of its columns.
     unsafe { y.set_len(x.len()) };
     y
 }
@@ -114,6 +160,59 @@ where
         }
     });
     (vals, idx)
+}
+
+/// [`sort_rows`] for f32 rows of up to 2^32: each element packed as its
+/// order key (NaN last ascending, first descending; `-0.0` as `0.0`) above
+/// its index, so an unstable sort of the packed words is the stable sort
+/// (ties fall back to the index). Sorting indices by comparing the values
+/// they point to, NaN-aware, was 0.75x PyTorch's time.
+///
+/// ```
+/// use tapir_kernels::cpu::sort_rows_f32;
+/// let (v, i) = sort_rows_f32(&[3.0, f32::NAN, -0.0, 0.0], 4, true);
+/// assert!(v[0].is_nan());
+/// assert_eq!((&v[1..], i), (&[3.0, -0.0, 0.0][..], vec![1, 0, 2, 3]));
+/// ```
+pub fn sort_rows_f32(x: &[f32], n: usize, descending: bool) -> (Vec<f32>, Vec<i64>) {
+    assert!(
+        n <= u32::MAX as usize && (n == 0 || x.len().is_multiple_of(n)),
+        "sort_rows_f32 kernel: {} elements are not rows of {n} (up to 2^32)",
+        x.len()
+    );
+    let mut idx = crate::alloc::filled(x.len(), 0i64);
+    let mut vals = crate::alloc::filled(x.len(), 0.0f32);
+    if n == 0 {
+        return (vals, idx);
+    }
+    par_chunks_mut2((&mut idx, n), (&mut vals, n), |r, ir, vr| {
+        let xr = &x[r * n..(r + 1) * n];
+        let mut packed: Vec<u64> = xr
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (order_key(v, descending) as u64) << 32 | i as u64)
+            .collect();
+        packed.sort_unstable();
+        for ((i, v), &p) in ir.iter_mut().zip(vr.iter_mut()).zip(&packed) {
+            let at = (p & u32::MAX as u64) as usize;
+            (*i, *v) = (at as i64, xr[at]);
+        }
+    });
+    (vals, idx)
+}
+
+/// A u32 whose unsigned order is [`before`]'s order of f32 values: the
+/// sign-flipped bits for numbers (`-0.0` counted as `0.0`), NaN above all
+/// ascending, below all descending.
+#[inline(always)]
+fn order_key(v: f32, descending: bool) -> u32 {
+    let key = if v.is_nan() {
+        u32::MAX
+    } else {
+        let b = (v + 0.0).to_bits(); // -0.0 + 0.0 is 0.0
+        if b >> 31 == 1 { !b } else { b | 1 << 31 }
+    };
+    if descending { !key } else { key }
 }
 
 /// Largest `k` that [`topk_rows`] keeps in an ordered buffer while it scans
@@ -300,6 +399,69 @@ mod tests {
                             y[r * n + i]
                         );
                     }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn running_sums_down_columns_are_each_columns_own_fold() {
+        // One plane split across threads, blocks whole and short, planes
+        // of narrow columns.
+        for (outer, len, inner) in [(1, 1, 3), (5, 4, 3), (3, 7, 1), (2, 33, 1000), (1, 3, 4500)] {
+            let x: Vec<f32> = (0..outer * len * inner)
+                .map(|i| ((i * 7919) % 2003) as f32 * 1.37e-3 - (i % 5) as f32 * 1e4)
+                .collect();
+            for threads in [1, 2] {
+                crate::threads::set_num_threads(threads);
+                let y = cumsum_columns(&x, len, inner, 0.0f32, |a, v| a + v, |a| a);
+                for o in 0..outer {
+                    for c in 0..inner {
+                        let mut acc = 0.0f32;
+                        for r in 0..len {
+                            let k = (o * len + r) * inner + c;
+                            acc += x[k];
+                            assert!(
+                                y[k].to_bits() == acc.to_bits(),
+                                "[{outer}, {len}, {inner}], threads {threads}, ({o}, {r}, {c}): {} against {acc}",
+                                y[k]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_key_sort_is_the_stable_sort_of_f32() {
+        // Ties, signed zeros, infinities and NaN; rows short and long.
+        for n in [1, 2, 17, 300] {
+            let pool = [
+                0.0f32,
+                -0.0,
+                1.5,
+                -1.5,
+                3.0,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::NAN,
+            ];
+            let x: Vec<f32> = (0..n * 9)
+                .map(|i| pool[(i * 7919 + i / 5) % 8] * (1 + i % 3) as f32)
+                .collect();
+            for descending in [false, true] {
+                for threads in [1, 2] {
+                    crate::threads::set_num_threads(threads);
+                    let (v, i) = sort_rows_f32(&x, n, descending);
+                    let (want_v, want_i) = sort_rows(&x, n, descending);
+                    assert_eq!(i, want_i, "rows of {n}, descending {descending}");
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(
+                        bits(&v),
+                        bits(&want_v),
+                        "rows of {n}, descending {descending}"
+                    );
                 }
             }
         }

@@ -1,9 +1,8 @@
 //! Numerically stable softmax and log-softmax over contiguous rows.
 
+use super::columns::{COLUMN_BLOCK, par_column_runs};
 use crate::Float;
-use crate::threads::{
-    PARALLEL_GRAIN, SharedSlice, num_threads, par_chunks_mut, parallel, parallel_for, simd,
-};
+use crate::threads::{SharedSlice, par_chunks_mut, parallel, simd};
 use half::bf16;
 use std::mem::MaybeUninit;
 
@@ -54,10 +53,6 @@ pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
     )
 }
 
-/// Columns [`softmax_columns`] works on at once: their max and sum stay in
-/// L1 while rows up to this wide are read whole, one stream each pass.
-const SOFTMAX_COLUMN_BLOCK: usize = 2048;
-
 /// Softmax (`log`: log-softmax) over the middle dim of a contiguous
 /// `[outer, len, inner]` buffer, the formulas of [`softmax_rows`] and
 /// [`log_softmax_rows`] per column (sums in row order): a max pass, an
@@ -69,40 +64,21 @@ const SOFTMAX_COLUMN_BLOCK: usize = 2048;
 /// assert_eq!(y, vec![0.5; 4]);
 /// ```
 pub fn softmax_columns<T: Float>(x: &[T], len: usize, inner: usize, log: bool) -> Vec<T> {
-    assert!(
-        len > 0 && inner > 0 && x.len().is_multiple_of(len * inner),
-        "softmax_columns kernel: {} elements are not [outer, {len}, {inner}]",
-        x.len()
-    );
     let mut out = crate::alloc::with_capacity(x.len());
-    let columns = x.len() / len;
-    // Threads split the columns evenly, whatever planes they fall in.
-    let per = if x.len() < PARALLEL_GRAIN {
-        columns
-    } else {
-        columns.div_ceil(num_threads()).next_multiple_of(16)
-    }
-    .max(1);
     let shared = SharedSlice::new(&mut out.spare_capacity_mut()[..x.len()]);
-    parallel_for(columns.div_ceil(per), |t| {
-        let (mut at, end) = (t * per, ((t + 1) * per).min(columns));
-        while at < end {
-            let (o, c) = (at / inner, at % inner);
-            let w = (inner - c).min(SOFTMAX_COLUMN_BLOCK).min(end - at);
-            let base = o * len * inner;
-            let plane = &x[base..base + len * inner];
-            simd(
-                #[inline(always)]
-                || {
-                    softmax_column_block(plane, inner, c..c + w, log, |r| {
-                        // SAFETY: columns `c..c + w` of plane `o` belong to
-                        // task `t` alone, and one row's piece lives at a time.
-                        unsafe { shared.piece(base + r * inner + c, w) }
-                    })
-                },
-            );
-            at += w;
-        }
+    par_column_runs(x.len(), len, inner, |base, cols| {
+        let plane = &x[base..base + len * inner];
+        let w = cols.len();
+        simd(
+            #[inline(always)]
+            || {
+                softmax_column_block(plane, inner, cols.clone(), log, |r| {
+                    // SAFETY: these columns of this plane belong to this
+                    // run alone, and one row's piece lives at a time.
+                    unsafe { shared.piece(base + r * inner + cols.start, w) }
+                })
+            },
+        );
     });
     // SAFETY: the tasks covered every column of every plane, and
     // `softmax_column_block` writes each row of its columns.
@@ -122,10 +98,7 @@ fn softmax_column_block<'a, T: Float>(
     row_out: impl Fn(usize) -> &'a mut [MaybeUninit<T>],
 ) {
     let w = cols.len();
-    let (mut max, mut sum) = (
-        [T::neg_infinity(); SOFTMAX_COLUMN_BLOCK],
-        [T::zero(); SOFTMAX_COLUMN_BLOCK],
-    );
+    let (mut max, mut sum) = ([T::neg_infinity(); COLUMN_BLOCK], [T::zero(); COLUMN_BLOCK]);
     let (max, sum) = (&mut max[..w], &mut sum[..w]);
     let rows = || plane.chunks_exact(inner).map(|row| &row[cols.clone()]);
     for row in rows() {

@@ -45,9 +45,15 @@ impl Tensor {
                     return x.cumsum(dim);
                 }
                 let d = self.dim(dim, "cumsum");
-                let l = moved_last(self, d);
-                let sums = Tensor::from_storage(self.read().cumsum_last(&l), &l.shape);
-                let out = moved_back(sums, d, self.shape());
+                let by_columns = self.read().cumsum_columns(self.layout(), d);
+                let out = match by_columns {
+                    Some(s) => Tensor::from_storage(s, self.shape()),
+                    None => {
+                        let l = moved_last(self, d);
+                        let sums = Tensor::from_storage(self.read().cumsum_last(&l), &l.shape);
+                        moved_back(sums, d, self.shape())
+                    }
+                };
                 if !self.dtype().is_float() {
                     return out;
                 }

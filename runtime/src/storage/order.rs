@@ -11,7 +11,9 @@ use super::cuda::{CudaStorage, fail, kernel_dtype};
 use super::{CpuBuffer, Storage};
 use crate::dtype::{DType, Element};
 use tapir_kernels::Layout;
-use tapir_kernels::cpu::{copy_strided, cumsum_rows, nonzero_coords, sort_rows, topk_rows};
+use tapir_kernels::cpu::{
+    copy_strided, cumsum_columns, cumsum_rows, nonzero_coords, sort_rows, sort_rows_f32, topk_rows,
+};
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use tapir_kernels::cuda::launch;
 
@@ -46,6 +48,30 @@ impl CpuBuffer {
         })
     }
 
+    /// Running sums over `dim` of a contiguous view, a dim that is not the
+    /// last, by columns (the sums and rounding of [`Self::cumsum_last`]);
+    /// `None` for other views.
+    fn cumsum_columns(&self, l: &Layout, dim: usize) -> Option<CpuBuffer> {
+        let len = l.shape.get(dim).copied().unwrap_or(0);
+        let inner: usize = l.shape.iter().skip(dim + 1).product();
+        let span = l.contiguous_offset().map(|o| o..o + l.numel())?;
+        if len == 0 || inner <= 1 {
+            return None;
+        }
+        if !self.dtype().is_float() {
+            let CpuBuffer::I64(v) = self.cast(l, DType::I64) else {
+                unreachable!("a cast to i64 gives i64")
+            };
+            let sums = cumsum_columns(&v, len, inner, 0i64, |a, x| a.wrapping_add(x), |a| a);
+            return Some(CpuBuffer::I64(sums));
+        }
+        let wide = self.dtype() == DType::F64;
+        Some(with_vec!(self, v => {
+            let round = move |a: f64| Element::from_f64(if wide { a } else { a as f32 as f64 });
+            Wrap::wrap(cumsum_columns(&v[span], len, inner, 0.0f64, |a, x| a + x.to_f64(), round))
+        }))
+    }
+
     /// The first `k` along the last dim of the view in `sort_last`'s
     /// order: values and i64 indices.
     fn topk_last(&self, l: &Layout, k: usize, largest: bool) -> (CpuBuffer, CpuBuffer) {
@@ -66,6 +92,12 @@ impl CpuBuffer {
     /// A stable sort along the last dim of the view: values and indices.
     fn sort_last(&self, l: &Layout, descending: bool) -> (CpuBuffer, CpuBuffer) {
         let (_, n) = rows_of(l);
+        if let CpuBuffer::F32(v) = self
+            && n <= u32::MAX as usize
+        {
+            let (vals, idx) = sort_rows_f32(&contiguous(v, l), n, descending);
+            return (CpuBuffer::F32(vals), CpuBuffer::I64(idx));
+        }
         with_vec!(self, v => {
             let rows = copy_strided(v, l);
             let (vals, idx) = sort_rows(&rows, n, descending);
@@ -92,6 +124,17 @@ impl Storage {
                 }
                 None => self.map_host(|b| b.cumsum_last(l)),
             },
+        }
+    }
+
+    /// Running sums over `dim` of the view `l`, not its last dim, by
+    /// columns where the device has a kernel for the view; `None` elsewhere
+    /// (the caller moves the dim last for [`Storage::cumsum_last`]).
+    pub fn cumsum_columns(&self, l: &Layout, dim: usize) -> Option<Storage> {
+        match self {
+            Storage::Cpu(b) => b.cumsum_columns(l, dim).map(Storage::cpu),
+            #[allow(unreachable_patterns)]
+            _ => None,
         }
     }
 
