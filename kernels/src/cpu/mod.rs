@@ -24,6 +24,7 @@ mod range;
 mod reduce;
 mod select;
 mod softmax;
+mod softmax_columns;
 mod strided;
 mod sum;
 mod transpose;
@@ -62,9 +63,9 @@ pub use reduce::reduce;
 pub use select::nonzero_coords;
 pub use softmax::{
     log_softmax_backward_rows, log_softmax_rows, logsumexp_rows, scaled_softmax_backward_rows,
-    scaled_softmax_backward_rows_bf16, scaled_softmax_rows, softmax_columns, softmax_rows,
-    softmax_rows_bf16,
+    scaled_softmax_backward_rows_bf16, scaled_softmax_rows, softmax_rows, softmax_rows_bf16,
 };
+pub use softmax_columns::softmax_columns;
 pub use strided::coalesce;
 pub(crate) use strided::for_rows;
 pub use sum::sum;

@@ -419,21 +419,14 @@ impl CpuBuffer {
     /// Max (or min) values over one dim of a contiguous f32 or f64 view,
     /// without indices (`amax`); `None` for other views and dtypes.
     pub fn extreme_values(&self, l: &Layout, dim: usize, max: bool) -> Option<CpuBuffer> {
-        let len = l.shape.get(dim).copied().unwrap_or(0);
-        let inner: usize = l.shape.iter().skip(dim + 1).product();
-        if len == 0 || inner == 0 || !l.is_contiguous() {
-            return None;
-        }
-        let span = l.offset..l.offset + l.numel();
-        match self {
-            CpuBuffer::F32(v) => Some(CpuBuffer::F32(cpu::extreme_values(
-                &v[span], len, inner, max,
-            ))),
-            CpuBuffer::F64(v) => Some(CpuBuffer::F64(cpu::extreme_values(
-                &v[span], len, inner, max,
-            ))),
-            _ => None,
-        }
+        let (_, len, inner) = planes(l, dim)?;
+        matches!(self, CpuBuffer::F32(_) | CpuBuffer::F64(_)).then(|| {
+            self.float_kernel(
+                l,
+                |x| cpu::extreme_values(x, len, inner, max),
+                |x| cpu::extreme_values(x, len, inner, max),
+            )
+        })
     }
 
     /// A GEMM operand in f32 with the layout to read it by: a view that
@@ -557,6 +550,16 @@ fn extreme_dense<T: tapir_kernels::Float>(
     } else {
         cpu::extreme_columns(v, len, inner, max)
     }
+}
+
+/// A dense view as planes around `dim`: `(span, len, inner)` for a walk
+/// of `span` in the buffer as `[outer, len, inner]`; `None` for a view that
+/// is not dense or has no elements along `dim` or after it.
+pub(crate) fn planes(l: &Layout, dim: usize) -> Option<(std::ops::Range<usize>, usize, usize)> {
+    let len = l.shape.get(dim).copied().unwrap_or(0);
+    let inner: usize = l.shape.iter().skip(dim + 1).product();
+    let o = l.contiguous_offset()?;
+    (len > 0 && inner > 0).then(|| (o..o + l.numel(), len, inner))
 }
 
 pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default + 'static>(

@@ -4,7 +4,7 @@
 //! Float kernels compute in f64 for f64 and in f32 otherwise (f16/bf16 are
 //! widened, and each result rounded once), as PyTorch's CPU kernels do.
 
-use super::cpu::{CpuBuffer, contiguous, with_vec};
+use super::cpu::{CpuBuffer, contiguous, planes, with_vec};
 use crate::dtype::{DType, Element};
 use half::f16;
 use std::borrow::Cow;
@@ -84,7 +84,7 @@ impl CpuBuffer {
 
     /// A float kernel over a contiguous copy of the view (borrowed when
     /// dense): in f64 for f64, in f32 otherwise; the result in this dtype.
-    fn float_kernel(
+    pub(super) fn float_kernel(
         &self,
         l: &Layout,
         k32: impl Fn(&[f32]) -> Vec<f32>,
@@ -132,21 +132,14 @@ impl CpuBuffer {
     /// Softmax (or log-softmax) over `dim` of a contiguous f32 or f64 view
     /// by columns, where the dim is not the last; `None` otherwise.
     pub fn softmax_columns(&self, l: &Layout, dim: usize, log: bool) -> Option<CpuBuffer> {
-        let len = l.shape.get(dim).copied().unwrap_or(0);
-        let inner: usize = l.shape.iter().skip(dim + 1).product();
-        if len == 0 || inner <= 1 || !l.is_contiguous() {
-            return None;
-        }
-        let span = l.offset..l.offset + l.numel();
-        match self {
-            CpuBuffer::F32(v) => Some(CpuBuffer::F32(cpu::softmax_columns(
-                &v[span], len, inner, log,
-            ))),
-            CpuBuffer::F64(v) => Some(CpuBuffer::F64(cpu::softmax_columns(
-                &v[span], len, inner, log,
-            ))),
-            _ => None,
-        }
+        let (_, len, inner) = planes(l, dim).filter(|&(_, _, inner)| inner > 1)?;
+        matches!(self, CpuBuffer::F32(_) | CpuBuffer::F64(_)).then(|| {
+            self.float_kernel(
+                l,
+                |x| cpu::softmax_columns(x, len, inner, log),
+                |x| cpu::softmax_columns(x, len, inner, log),
+            )
+        })
     }
 
     /// Softmax over the last dim of `scale * x` for the view, causal-masked

@@ -5,7 +5,7 @@
 //! CPU kernels of their own (a selection, a count and a write); elsewhere
 //! the runtime builds them from the sort.
 
-use super::cpu::{Wrap, contiguous, with_vec};
+use super::cpu::{Wrap, contiguous, planes, with_vec};
 #[cfg(any(feature = "cuda", feature = "cuda12"))]
 use super::cuda::{CudaStorage, fail, kernel_dtype};
 use super::{CpuBuffer, Storage};
@@ -52,12 +52,7 @@ impl CpuBuffer {
     /// last, by columns (the sums and rounding of [`Self::cumsum_last`]);
     /// `None` for other views.
     fn cumsum_columns(&self, l: &Layout, dim: usize) -> Option<CpuBuffer> {
-        let len = l.shape.get(dim).copied().unwrap_or(0);
-        let inner: usize = l.shape.iter().skip(dim + 1).product();
-        let span = l.contiguous_offset().map(|o| o..o + l.numel())?;
-        if len == 0 || inner <= 1 {
-            return None;
-        }
+        let (span, len, inner) = planes(l, dim).filter(|&(_, _, inner)| inner > 1)?;
         if !self.dtype().is_float() {
             let CpuBuffer::I64(v) = self.cast(l, DType::I64) else {
                 unreachable!("a cast to i64 gives i64")
