@@ -2,10 +2,10 @@
 //! of their first occurrence (`torch.max(x, dim)`), or values alone
 //! (`torch.amax`), vectorised across a row's lanes or across columns.
 
-use super::columns::COLUMN_BLOCK;
+use super::columns::{COLUMN_BLOCK, par_column_runs};
 use crate::Float;
 use crate::threads::{
-    PARALLEL_GRAIN, num_threads, par_chunks_mut, par_chunks_mut2, parallel, simd,
+    PARALLEL_GRAIN, SharedSlice, num_threads, par_chunks_mut, par_chunks_mut2, simd,
 };
 
 /// The max (or min) of each row of length `len` of a contiguous buffer and
@@ -75,53 +75,31 @@ pub fn extreme_columns<T: Float>(
     max: bool,
 ) -> (Vec<T>, Vec<i64>) {
     assert!(
-        len > 0 && len <= u32::MAX as usize && inner > 0 && x.len().is_multiple_of(len * inner),
-        "extreme_columns kernel: {} elements are not [outer, {len}, {inner}] (len up to 2^32)",
-        x.len()
+        len <= u32::MAX as usize,
+        "extreme_columns kernel: rows of {len} (up to 2^32)"
     );
-    let outer = x.len() / (len * inner);
-    let (mut vals, mut idx) = (vec![T::zero(); outer * inner], vec![0i64; outer * inner]);
-    let blocks_per_row = inner.div_ceil(COLUMN_BLOCK);
-    let tasks = outer * blocks_per_row;
-    let fill = |t: usize, vals: &mut [T], idx: &mut [i64]| {
-        let (o, c0) = (t / blocks_per_row, t % blocks_per_row * COLUMN_BLOCK);
-        let plane = &x[o * len * inner..(o + 1) * len * inner];
+    let (mut vals, mut idx) = (
+        vec![T::zero(); x.len() / len.max(1)],
+        vec![0i64; x.len() / len.max(1)],
+    );
+    let (vals_out, idx_out) = (SharedSlice::new(&mut vals), SharedSlice::new(&mut idx));
+    par_column_runs(x.len(), len, inner, |base, cols| {
+        let plane = &x[base..base + len * inner];
+        let (at, w) = (base / len + cols.start, cols.len());
+        // SAFETY: these columns of this plane, hence these outputs, belong
+        // to this run alone.
+        let (v, i) = unsafe { (vals_out.piece(at, w), idx_out.piece(at, w)) };
         simd(
             #[inline(always)]
             || {
                 if max {
-                    extreme_column_block(plane, inner, c0, vals, idx, |a, b| a > b)
+                    extreme_column_block(plane, inner, cols.start, v, i, |a, b| a > b)
                 } else {
-                    extreme_column_block(plane, inner, c0, vals, idx, |a, b| a < b)
+                    extreme_column_block(plane, inner, cols.start, v, i, |a, b| a < b)
                 }
             },
         )
-    };
-    if inner.is_multiple_of(COLUMN_BLOCK) || blocks_per_row == 1 {
-        // Each task's output is one contiguous block.
-        let w = inner.min(COLUMN_BLOCK);
-        let run = |vals: &mut [T], idx: &mut [i64], t0: usize| {
-            for (k, (v, i)) in vals.chunks_mut(w).zip(idx.chunks_mut(w)).enumerate() {
-                fill(t0 + k, v, i);
-            }
-        };
-        if parallel(x.len()) {
-            let per = tasks.div_ceil(num_threads()) * w;
-            par_chunks_mut2((&mut vals, per), (&mut idx, per), |c, v, i| {
-                run(v, i, c * per / w)
-            });
-        } else {
-            run(&mut vals, &mut idx, 0);
-        }
-    } else {
-        // A short last block in each row: a task a plane.
-        par_chunks_mut2((&mut vals, inner), (&mut idx, inner), |o, v, i| {
-            let blocks = v.chunks_mut(COLUMN_BLOCK).zip(i.chunks_mut(COLUMN_BLOCK));
-            for (b, (v, i)) in blocks.enumerate() {
-                fill(o * blocks_per_row + b, v, i);
-            }
-        });
-    }
+    });
     (vals, idx)
 }
 
