@@ -572,6 +572,11 @@ OPS_VARIANTS = {
     "norm_dim1": lambda x, cube, pos: torch.linalg.vector_norm(x, 2, dim=1),
     "cumsum_dim0": lambda x, cube, pos: x.cumsum(0),
     "cumsum_dim1": lambda x, cube, pos: x.cumsum(1),
+    "exp_t": lambda x, cube, pos: x.t().exp(),
+    "mul_scalar_t": lambda x, cube, pos: x.t() * 2.0,
+    "mul_t_t": lambda x, cube, pos: x.t() * x.t(),
+    "add_t_x": lambda x, cube, pos: x.t() + x,
+    "relu_permute_201": lambda x, cube, pos: cube.permute(2, 0, 1).relu(),
 }
 
 

@@ -1,7 +1,8 @@
 //! The `ops` workload: one tensor op over a 2048 x 2048 f32 matrix
 //! (forward only), as `benches/torch_ref.py`'s `bench_ops` builds it:
 //! copies of transposed and permuted views, draws, sorts and selections,
-//! and reductions along the first or last dim. `x` is standard normal; the
+//! reductions along the first or last dim, and elementwise ops over
+//! transposed and permuted views. `x` is standard normal; the
 //! permute variant copies a `[128, 128, 256]` view and the draws make 4M
 //! values, the same element count. Samples are input elements.
 
@@ -11,7 +12,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 19] = [
+pub(crate) const OPS_VARIANTS: [&str; 24] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -31,6 +32,11 @@ pub(crate) const OPS_VARIANTS: [&str; 19] = [
     "norm_dim1",
     "cumsum_dim0",
     "cumsum_dim1",
+    "exp_t",
+    "mul_scalar_t",
+    "mul_t_t",
+    "add_t_x",
+    "relu_permute_201",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -59,6 +65,11 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "norm_dim1" => x.norm_dims(2.0, &[1], false),
         "cumsum_dim0" => x.cumsum(0),
         "cumsum_dim1" => x.cumsum(1),
+        "exp_t" => x.t().exp(),
+        "mul_scalar_t" => x.t() * 2.0,
+        "mul_t_t" => x.t() * x.t(),
+        "add_t_x" => x.t() + &x,
+        "relu_permute_201" => cube.permute(&[2, 0, 1]).relu(),
         _ => unreachable!("ops variant {variant}"),
     };
     let step = || {

@@ -31,6 +31,25 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     strides
 }
 
+/// PyTorch's channels-last order of dims, outermost first (`NHWC`), for
+/// 4-D shapes: the one memory format its elementwise ops check for
+/// (5-D volumes go by their strides).
+fn channels_last_order(ndim: usize) -> Option<Vec<usize>> {
+    (ndim == 4).then(|| vec![0, 2, 3, 1])
+}
+
+/// Strides that lay `shape` out densely with its dims in `order`
+/// (outermost first).
+fn strides_in_order(shape: &[usize], order: &[usize]) -> Vec<usize> {
+    let mut strides = vec![0; shape.len()];
+    let mut acc = 1;
+    for &d in order.iter().rev() {
+        strides[d] = acc;
+        acc *= shape[d].max(1);
+    }
+    strides
+}
+
 impl Layout {
     /// A row-major layout starting at offset 0.
     pub fn contiguous(shape: &[usize]) -> Self {
@@ -89,6 +108,110 @@ impl Layout {
         order.sort_by_key(|&d| std::cmp::Reverse((self.shape[d] != 1, self.strides[d])));
         let permuted = self.permute(&order);
         permuted.is_contiguous().then_some(order)
+    }
+
+    /// How PyTorch lays out the result of an elementwise op over
+    /// `operands` (each broadcastable to `shape`; TensorIterator's rules),
+    /// at offset 0. When every operand has the full shape: row-major if
+    /// they all are, channels-last (4-D) if they all are, and
+    /// their strides if they are dense with equal strides. Otherwise the
+    /// dims are sorted: two dims are ordered by the first operand whose
+    /// strides for them are both non-zero and differ (the larger stride
+    /// outside) or, where they are equal, by size (the larger dim inside);
+    /// broadcast strides and ties defer to the next operand, and dims no
+    /// operand orders keep their order. So a transposed view's `exp` keeps
+    /// its strides, and `a + b` follows `a` where `a` and `b` disagree.
+    ///
+    /// ```
+    /// use tapir_kernels::Layout;
+    /// let t = Layout::contiguous(&[3, 4]).transpose(0, 1);
+    /// let row = Layout::contiguous(&[4, 3]);
+    /// assert_eq!(Layout::elementwise_result(&[&t, &row], &[4, 3]).strides, vec![1, 4]);
+    /// assert_eq!(Layout::elementwise_result(&[&row, &t], &[4, 3]).strides, vec![3, 1]);
+    /// let scalar = Layout::contiguous(&[]);
+    /// assert_eq!(Layout::elementwise_result(&[&scalar, &t], &[4, 3]).strides, vec![1, 4]);
+    /// ```
+    pub fn elementwise_result(operands: &[&Layout], shape: &[usize]) -> Layout {
+        let laid_out = |strides: Vec<usize>| Layout {
+            shape: shape.to_vec(),
+            strides,
+            offset: 0,
+        };
+        if operands.iter().all(|l| l.shape == shape) {
+            if operands.iter().all(|l| l.is_contiguous()) {
+                return Layout::contiguous(shape);
+            }
+            if let Some(order) = channels_last_order(shape.len())
+                && operands.iter().all(|l| l.is_dense_in(&order))
+            {
+                return laid_out(strides_in_order(shape, &order));
+            }
+            let first = &operands[0].strides;
+            if operands.iter().all(|l| &l.strides == first) && operands[0].dense_order().is_some() {
+                return laid_out(first.clone());
+            }
+        }
+        let broadcast: Vec<Layout> = operands.iter().map(|l| l.broadcast_to(shape)).collect();
+        laid_out(strides_in_order(
+            shape,
+            &Self::elementwise_order(&broadcast),
+        ))
+    }
+
+    /// Whether the view is dense and row-major once its dims are put in
+    /// `order` (outermost first), size-1 dims skipped (PyTorch's
+    /// `is_contiguous(memory_format)`).
+    fn is_dense_in(&self, order: &[usize]) -> bool {
+        let mut expected = 1;
+        for &d in order.iter().rev() {
+            if self.shape[d] != 1 {
+                if self.strides[d] != expected {
+                    return false;
+                }
+                expected *= self.shape[d];
+            }
+        }
+        true
+    }
+
+    /// The order of [`Layout::elementwise_result`]'s general case, over
+    /// operands broadcast to one shape.
+    fn elementwise_order(operands: &[Layout]) -> Vec<usize> {
+        let ndim = operands.first().map_or(0, |l| l.ndim());
+        // > 0: `inner` belongs outside `outer`; < 0: inside; 0: no opinion.
+        let swap = |inner: usize, outer: usize| -> i32 {
+            for l in operands {
+                let (si, so) = (l.strides[inner], l.strides[outer]);
+                if si == 0 || so == 0 {
+                    continue;
+                }
+                if si != so {
+                    return if si < so { -1 } else { 1 };
+                }
+                if l.shape[inner] > l.shape[outer] {
+                    return 1;
+                }
+            }
+            0
+        };
+        // Innermost first, as PyTorch sorts: an insertion sort that stops
+        // at the first dim with an opinion against moving further.
+        let mut perm: Vec<usize> = (0..ndim).rev().collect();
+        for i in 1..ndim {
+            let mut moving = i;
+            for j in (0..i).rev() {
+                match swap(perm[j], perm[moving]) {
+                    c if c > 0 => {
+                        perm.swap(j, moving);
+                        moving = j;
+                    }
+                    c if c < 0 => break,
+                    _ => {}
+                }
+            }
+        }
+        perm.reverse();
+        perm
     }
 
     /// Swaps two dimensions (no data moves).

@@ -74,6 +74,14 @@ impl Tensor {
         )
     }
 
+    /// A tensor over all of a new, dense `storage` in `layout` (offset 0,
+    /// strides some order of `layout.shape`'s dims).
+    pub(crate) fn from_storage_laid_out(storage: Storage, layout: Layout) -> Tensor {
+        let dtype = storage.dtype();
+        let device = storage.device();
+        Tensor::from_parts(SharedStorage::new(storage), layout, dtype, device)
+    }
+
     /// A tensor of `shape` over all of `storage`, held in an attention
     /// result's `order` (dense, or heads inside rows).
     pub(crate) fn from_storage_in(

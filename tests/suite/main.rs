@@ -30,6 +30,7 @@ mod goldens;
 mod init;
 mod layer_grads;
 mod layer_table;
+mod layouts;
 mod lbfgs;
 mod linalg;
 mod linear_cross_entropy;

@@ -34,17 +34,14 @@ pub(crate) fn apply<F: BinaryFn>(
     float_only: bool,
 ) -> Tensor {
     let (a, b, shape) = prepare(a, b, name, float_only);
-    let (la, lb) = (
-        a.layout().broadcast_to(&shape),
-        b.layout().broadcast_to(&shape),
-    );
-    let storage = if a.same_storage(&b) {
-        let s = a.read();
-        s.binary(&la, &s, &lb, op)
-    } else {
-        a.read().binary(&la, &b.read(), &lb, op)
-    };
-    Tensor::from_storage(storage, &shape)
+    super::elementwise([a, b], &shape, |[a, b], l| {
+        if a.same_storage(b) {
+            let s = a.read();
+            s.binary(&l[0], &s, &l[1], op)
+        } else {
+            a.read().binary(&l[0], &b.read(), &l[1], op)
+        }
+    })
 }
 
 /// Reduces a gradient to an input's shape and dtype.
@@ -322,14 +319,14 @@ macro_rules! comparisons {
                 pub fn $name(&self, other: &Tensor) -> Tensor {
                     trace::op(stringify!($name), [self, other], Vec::new, || {
                         let (a, b, shape) = prepare(self, other, stringify!($name), false);
-                        let (la, lb) = (a.layout().broadcast_to(&shape), b.layout().broadcast_to(&shape));
-                        let storage = if a.same_storage(&b) {
-                            let s = a.read();
-                            s.compare(&la, &s, &lb, Compare::$cmp)
-                        } else {
-                            a.read().compare(&la, &b.read(), &lb, Compare::$cmp)
-                        };
-                        Tensor::from_storage(storage, &shape)
+                        super::elementwise([a, b], &shape, |[a, b], l| {
+                            if a.same_storage(b) {
+                                let s = a.read();
+                                s.compare(&l[0], &s, &l[1], Compare::$cmp)
+                            } else {
+                                a.read().compare(&l[0], &b.read(), &l[1], Compare::$cmp)
+                            }
+                        })
                     })
                 }
 

@@ -483,8 +483,16 @@ impl Tensor {
                 if dtype == self.dtype() {
                     return self.clone();
                 }
-                let storage = self.read().cast(self.layout(), dtype);
-                let out = Tensor::from_storage(storage, self.shape());
+                // PyTorch's `preserve_format`: a dense view keeps its
+                // strides (and is read in memory order); others come out
+                // row-major.
+                let out = if self.layout().dense_order().is_some() {
+                    super::elementwise([self.clone()], self.shape(), |[x], l| {
+                        x.read().cast(&l[0], dtype)
+                    })
+                } else {
+                    Tensor::from_storage(self.read().cast(self.layout(), dtype), self.shape())
+                };
                 let src = self.dtype();
                 if !dtype.is_float() {
                     return out;

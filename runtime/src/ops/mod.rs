@@ -31,6 +31,8 @@ pub(crate) mod unary;
 pub(crate) mod view;
 
 use crate::Tensor;
+use crate::storage::Storage;
+use tapir_kernels::Layout;
 
 /// The shape two shapes broadcast to, or a panic naming the op.
 pub(crate) fn broadcast_shapes(a: &[usize], b: &[usize], op: &str) -> Vec<usize> {
@@ -67,6 +69,58 @@ pub(crate) fn dense0(t: &Tensor) -> Tensor {
     } else {
         t.contiguous_copy()
     }
+}
+
+/// An elementwise result from `kernel(operands, layouts)`, laid out as
+/// PyTorch lays it out ([`Layout::elementwise_order`]: a transposed or
+/// permuted view's `exp` keeps its strides). The kernel gets the
+/// operands' views broadcast to `shape` with their dims in that order, so
+/// it writes a row-major buffer and reads operands laid out alike as
+/// runs in memory. An operand whose rows in that order are not runs in
+/// memory (a transposed view beside a row-major one) is copied into the
+/// order first: the tiled copy and a dense pass cost a third of a walk
+/// across its memory.
+pub(crate) fn elementwise<const N: usize>(
+    operands: [Tensor; N],
+    shape: &[usize],
+    kernel: impl FnOnce(&[Tensor; N], &[Layout]) -> Storage,
+) -> Tensor {
+    let mut result = Layout::elementwise_result(&operands.each_ref().map(|t| t.layout()), shape);
+    // Always dense; an empty shape's strides may not read as such.
+    let order = match result.is_contiguous() {
+        true => (0..shape.len()).collect(),
+        false => result.dense_order().unwrap_or_else(|| {
+            result = Layout::contiguous(shape);
+            (0..shape.len()).collect()
+        }),
+    };
+    let ordered = operands
+        .each_ref()
+        .map(|t| t.layout().broadcast_to(shape).permute(&order));
+    let ordered_shape: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
+    let (operands, ordered) = if ordered.iter().any(rows_cross_memory) {
+        let mut ordered = ordered;
+        let operands = std::array::from_fn(|i| {
+            if rows_cross_memory(&ordered[i]) {
+                let copy = operands[i].read().copy(&ordered[i]);
+                ordered[i] = Layout::contiguous(&ordered_shape);
+                Tensor::from_storage(copy, &ordered_shape)
+            } else {
+                operands[i].clone()
+            }
+        });
+        (operands, ordered)
+    } else {
+        (operands, ordered)
+    };
+    Tensor::from_storage_laid_out(kernel(&operands, &ordered), result)
+}
+
+/// Whether a view is dense but its innermost stepped dim is not a run in
+/// memory (a transposed view read in the order of a row-major one).
+fn rows_cross_memory(l: &Layout) -> bool {
+    let inner = (l.shape.iter().zip(&l.strides)).rfind(|&(&n, _)| n != 1);
+    matches!(inner, Some((_, &stride)) if stride != 1) && l.dense_order().is_some()
 }
 
 /// Panics unless both tensors are on one device.

@@ -22,8 +22,7 @@ pub(crate) enum Save {
 
 /// Applies `op` elementwise (no recording).
 pub(crate) fn map<F: UnaryFn>(x: &Tensor, op: &F) -> Tensor {
-    let storage = x.read().unary(x.layout(), op);
-    Tensor::from_storage(storage, x.shape())
+    super::elementwise([x.clone()], x.shape(), |[x], l| x.read().unary(&l[0], op))
 }
 
 /// A recorded unary op: `bw(saved, g)` is the input gradient, where `saved`

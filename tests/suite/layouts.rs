@@ -1,0 +1,183 @@
+//! Elementwise results laid out as PyTorch lays them out: in the order of
+//! the operands' memory (`tests/goldens/elementwise_layouts.json`, from
+//! `scripts/gen_layout_goldens.py`), with the values of the same op on
+//! row-major copies, and gradients that flow back unchanged.
+
+use serde_json::Value;
+use tapir::Tensor;
+
+/// Replays a view recipe of the goldens' script on a row-major base
+/// holding 0, 1, 2, ... (shifted so no value is 0 and comparisons mix).
+fn build(recipe: &Value) -> Tensor {
+    let base: Vec<usize> = serde_json::from_value(recipe["base"].clone()).unwrap();
+    let n: usize = base.iter().product();
+    let data: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() + 0.1).collect();
+    let mut t = Tensor::from_vec(data, &base);
+    for step in recipe["steps"].as_array().unwrap() {
+        let arg = |i: usize| step[i].as_i64().unwrap();
+        let dims = |i: usize| -> Vec<i64> { serde_json::from_value(step[i].clone()).unwrap() };
+        t = match step[0].as_str().unwrap() {
+            "permute" => t.permute(&dims(1).iter().map(|&d| d as isize).collect::<Vec<_>>()),
+            "narrow" => t.narrow(arg(1) as isize, arg(2) as usize, arg(3) as usize),
+            "unsqueeze" => t.unsqueeze(arg(1) as isize),
+            "expand" => t.expand(&dims(1).iter().map(|&d| d as usize).collect::<Vec<_>>()),
+            "select" => t.select(arg(1) as isize, arg(2) as isize),
+            other => panic!("unknown view step {other}"),
+        };
+    }
+    t
+}
+
+/// Strides of the dims that are stepped: a size-1 dim's stride is never
+/// used, and PyTorch's views pick it by rules of their own.
+fn stepped(shape: &[usize], strides: &[usize]) -> Vec<usize> {
+    (shape.iter().zip(strides))
+        .map(|(&n, &s)| if n == 1 { 0 } else { s })
+        .collect()
+}
+
+/// Whether the elements fill one run of memory in some order of the dims.
+fn dense(shape: &[usize], strides: &[usize]) -> bool {
+    let mut dims: Vec<(usize, usize)> = (shape.iter().copied().zip(strides.iter().copied()))
+        .filter(|&(n, _)| n != 1)
+        .collect();
+    dims.sort_by_key(|&(_, s)| s);
+    let mut expected = 1;
+    for (n, s) in dims {
+        if s != expected {
+            return false;
+        }
+        expected *= n;
+    }
+    true
+}
+
+fn row_major(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    for d in (0..shape.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * shape[d + 1];
+    }
+    strides
+}
+
+fn golden_strides(case: &Value, key: &str) -> Vec<usize> {
+    serde_json::from_value(case[key].clone()).unwrap()
+}
+
+#[test]
+fn elementwise_results_take_pytorchs_strides_and_the_row_major_values() {
+    let path = format!("{}/elementwise_layouts.json", crate::common::goldens_dir());
+    let text = std::fs::read_to_string(&path).expect("the goldens are checked in");
+    let all: Value = serde_json::from_str(&text).unwrap();
+    let cases = all["cases"].as_array().unwrap();
+    assert!(cases.len() > 200);
+    let mut reordered = 0;
+    for (i, case) in cases.iter().enumerate() {
+        let (a, b) = (build(&case["a"]), build(&case["b"]));
+        let shape: Vec<usize> = serde_json::from_value(case["shape"].clone()).unwrap();
+        // The recipes rebuild PyTorch's operands exactly.
+        let a_strides = golden_strides(case, "a_strides");
+        assert_eq!(
+            stepped(a.shape(), a.strides()),
+            stepped(a.shape(), &a_strides)
+        );
+        let (ac, bc) = (a.contiguous(), b.contiguous());
+        let results = [
+            ("exp", a.exp(), ac.exp()),
+            ("add", &a + &b, &ac + &bc),
+            ("mul_ba", &b * &a, &bc * &ac),
+            ("gt", a.gt(&b), ac.gt(&bc)),
+        ];
+        for (key, got, want) in results {
+            let wanted = golden_strides(case, key);
+            assert_eq!(
+                stepped(got.shape(), got.strides()),
+                stepped(got.shape(), &wanted),
+                "case {i} ({key}): shape {:?}, operands' strides {:?} and {:?}",
+                got.shape(),
+                a.strides(),
+                b.strides()
+            );
+            if key != "exp" {
+                assert_eq!(got.shape(), &shape[..], "case {i} ({key})");
+            }
+            // The same kernel on row-major copies: equal bit for bit.
+            assert_eq!(
+                got.to_vec::<f64>(),
+                want.to_vec::<f64>(),
+                "case {i} ({key})"
+            );
+        }
+        // A cast keeps a dense view's strides (`preserve_format`), as the
+        // unary op does; other views come out row-major.
+        let cast = a.to_dtype(tapir::DType::F64);
+        let expected = if dense(a.shape(), a.strides()) {
+            stepped(a.shape(), a.strides())
+        } else {
+            stepped(a.shape(), &row_major(a.shape()))
+        };
+        assert_eq!(
+            stepped(cast.shape(), cast.strides()),
+            expected,
+            "case {i} (cast)"
+        );
+        assert_eq!(cast.to_vec::<f64>(), ac.to_vec::<f64>(), "case {i} (cast)");
+        reordered += usize::from(!(&a + &b).is_contiguous());
+    }
+    // Enough cases where the result is not row-major to mean something.
+    assert!(reordered > 50, "only {reordered} reordered results");
+}
+
+#[test]
+fn a_transposed_result_flows_gradients_back_as_a_row_major_one() {
+    let x = Tensor::from_vec((0..12).map(|i| i as f64 * 0.1 - 0.5).collect(), &[4, 3]);
+    let w = Tensor::from_vec((0..12).map(|i| (i as f64).cos()).collect(), &[3, 4]);
+    let grads = |transposed: bool| {
+        let leaf = x.detach().requires_grad_(true);
+        let view = if transposed {
+            leaf.t()
+        } else {
+            leaf.t().contiguous()
+        };
+        let y = (&view.exp() * 2.0).sigmoid() * &w;
+        assert_eq!(y.is_contiguous(), !transposed);
+        y.sum().backward();
+        leaf.grad().unwrap().to_vec::<f64>()
+    };
+    let (got, want) = (grads(true), grads(false));
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-15 * w.abs().max(1.0), "{g} vs {w}");
+    }
+}
+
+/// The layout rule itself, from PyTorch's exact operand strides (size-1
+/// dims included, which the views above may set otherwise): every
+/// result's strides, size-1 dims' too, are PyTorch's.
+#[test]
+fn the_elementwise_layout_rule_gives_pytorchs_strides_exactly() {
+    use tapir_kernels::Layout;
+    let path = format!("{}/elementwise_layouts.json", crate::common::goldens_dir());
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for (i, case) in all["cases"].as_array().unwrap().iter().enumerate() {
+        let shape: Vec<usize> = serde_json::from_value(case["shape"].clone()).unwrap();
+        let operand = |side: &str| Layout {
+            shape: build(&case[side]).shape().to_vec(),
+            strides: golden_strides(case, &format!("{side}_strides")),
+            offset: 0,
+        };
+        let (a, b) = (operand("a"), operand("b"));
+        for (key, operands, shape) in [
+            ("exp", vec![&a], &a.shape),
+            ("add", vec![&a, &b], &shape),
+            ("mul_ba", vec![&b, &a], &shape),
+            ("gt", vec![&a, &b], &shape),
+        ] {
+            let result = Layout::elementwise_result(&operands, shape);
+            assert_eq!(
+                result.strides,
+                golden_strides(case, key),
+                "case {i} ({key})"
+            );
+        }
+    }
+}
