@@ -8,8 +8,8 @@ operands' memory (TensorIterator's reorder_dimensions): `x.t().exp()` keeps
 the transposed strides, `x.t() + y` takes the first operand's. Each case is
 two operands built from row-major bases by a recipe of view ops (permute,
 narrow, unsqueeze, expand, select) that tests/suite/layouts.rs replays with
-tapir's ops, and the strides PyTorch gives `exp(a)`, `a + b`, `b * a` and
-`a > b`.
+tapir's ops, and the strides PyTorch gives `exp(a)`, `a + b`, `b * a`,
+`a > b` and `where(a > b, a, b)`.
 """
 import json
 import os
@@ -117,6 +117,7 @@ def main():
         case["add"] = list((a + b).stride())
         case["mul_ba"] = list((b * a).stride())
         case["gt"] = list((a > b).stride())
+        case["where"] = list(torch.where(a > b, a, b).stride())
     with open(os.path.join(OUT, "elementwise_layouts.json"), "w") as f:
         json.dump({"torch": torch.__version__, "cases": cases}, f, indent=0)
     print(f"{len(cases)} cases")

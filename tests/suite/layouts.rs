@@ -1,6 +1,7 @@
 //! Elementwise results laid out as PyTorch lays them out: in the order of
 //! the operands' memory (`tests/goldens/elementwise_layouts.json`, from
-//! `scripts/gen_layout_goldens.py`), with the values of the same op on
+//! `scripts/gen_layout_goldens.py`; unary, binary, comparison and
+//! `where`), with the values of the same op on
 //! row-major copies, and gradients that flow back unchanged.
 
 use serde_json::Value;
@@ -87,6 +88,11 @@ fn elementwise_results_take_pytorchs_strides_and_the_row_major_values() {
             ("add", &a + &b, &ac + &bc),
             ("mul_ba", &b * &a, &bc * &ac),
             ("gt", a.gt(&b), ac.gt(&bc)),
+            (
+                "where",
+                Tensor::where_(&a.gt(&b), &a, &b),
+                Tensor::where_(&ac.gt(&bc), &ac, &bc),
+            ),
         ];
         for (key, got, want) in results {
             let wanted = golden_strides(case, key);
@@ -166,11 +172,13 @@ fn the_elementwise_layout_rule_gives_pytorchs_strides_exactly() {
             offset: 0,
         };
         let (a, b) = (operand("a"), operand("b"));
+        let condition = Layout::elementwise_result(&[&a, &b], &shape);
         for (key, operands, shape) in [
             ("exp", vec![&a], &a.shape),
             ("add", vec![&a, &b], &shape),
             ("mul_ba", vec![&b, &a], &shape),
             ("gt", vec![&a, &b], &shape),
+            ("where", vec![&condition, &a, &b], &shape),
         ] {
             let result = Layout::elementwise_result(&operands, shape);
             assert_eq!(

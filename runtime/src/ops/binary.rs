@@ -237,20 +237,14 @@ impl Tensor {
             let shape = broadcast_shapes(cond.shape(), &xy, "where");
             let dtype = DType::result_type(x, y);
             let (xc, yc) = (x.to_dtype(dtype).detach(), y.to_dtype(dtype).detach());
-            let storage = {
+            // Laid out as PyTorch's, the condition first.
+            let operands = [cond_b.clone(), xc, yc];
+            let out = super::elementwise(operands, &shape, |[c, x, y], l| {
                 // x and y may share a buffer (where_(c, t, t)): take its lock once.
-                let (cs, xs) = (cond_b.read(), xc.read());
-                let ys = (!yc.same_storage(&xc)).then(|| yc.read());
-                Storage::select_where(
-                    &cs,
-                    &cond_b.layout().broadcast_to(&shape),
-                    &xs,
-                    &xc.layout().broadcast_to(&shape),
-                    ys.as_deref().unwrap_or(&xs),
-                    &yc.layout().broadcast_to(&shape),
-                )
-            };
-            let out = Tensor::from_storage(storage, &shape);
+                let (cs, xs) = (c.read(), x.read());
+                let ys = (!y.same_storage(x)).then(|| y.read());
+                Storage::select_where(&cs, &l[0], &xs, &l[1], ys.as_deref().unwrap_or(&xs), &l[2])
+            });
             let metas = [
                 (x.shape().to_vec(), x.dtype()),
                 (y.shape().to_vec(), y.dtype()),
