@@ -10,10 +10,15 @@ use tapir::Tensor;
 /// Replays a view recipe of the goldens' script on a row-major base
 /// holding 0, 1, 2, ... (shifted so no value is 0 and comparisons mix).
 fn build(recipe: &Value) -> Tensor {
+    build_over(recipe, |i| (i as f32 * 0.37).sin() + 0.1).1
+}
+
+/// The recipe's base holding `value(i)` at position `i`, and the view.
+fn build_over(recipe: &Value, value: impl Fn(usize) -> f32) -> (Tensor, Tensor) {
     let base: Vec<usize> = serde_json::from_value(recipe["base"].clone()).unwrap();
     let n: usize = base.iter().product();
-    let data: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() + 0.1).collect();
-    let mut t = Tensor::from_vec(data, &base);
+    let base = Tensor::from_vec((0..n).map(value).collect(), &base);
+    let mut t = base.clone();
     for step in recipe["steps"].as_array().unwrap() {
         let arg = |i: usize| step[i].as_i64().unwrap();
         let dims = |i: usize| -> Vec<i64> { serde_json::from_value(step[i].clone()).unwrap() };
@@ -26,7 +31,7 @@ fn build(recipe: &Value) -> Tensor {
             other => panic!("unknown view step {other}"),
         };
     }
-    t
+    (base, t)
 }
 
 /// Strides of the dims that are stepped: a size-1 dim's stride is never
@@ -188,4 +193,49 @@ fn the_elementwise_layout_rule_gives_pytorchs_strides_exactly() {
             );
         }
     }
+}
+
+/// In-place ops write through any view in the order of its memory (a
+/// transposed target as one run, a source read across its memory copied
+/// first): every element of the view gets the op's value and nothing else
+/// in its buffer changes.
+#[test]
+fn in_place_ops_write_each_element_of_the_view_and_nothing_else() {
+    let path = format!("{}/elementwise_layouts.json", crate::common::goldens_dir());
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut written = 0;
+    for (i, case) in all["cases"].as_array().unwrap().iter().enumerate() {
+        let value = |i: usize| (i as f32 * 0.37).sin() + 0.1;
+        let (base, a) = build_over(&case["a"], value);
+        // Where each element of the view lives in its base.
+        let (_, position) = build_over(&case["a"], |i| i as f32);
+        let b = build(&case["b"]);
+        let shape: Vec<usize> = serde_json::from_value(case["shape"].clone()).unwrap();
+        let expanded = a
+            .strides()
+            .iter()
+            .zip(a.shape())
+            .any(|(&s, &n)| s == 0 && n > 1);
+        if expanded || shape != a.shape() {
+            continue;
+        }
+        for op in ["add_", "mul_scalar_"] {
+            let before = base.to_vec::<f32>();
+            let want = match op {
+                "add_" => &a.contiguous() + &b,
+                _ => a.contiguous() * 3.0,
+            };
+            match op {
+                "add_" => a.add_(&b),
+                _ => a.mul_scalar_(3.0),
+            };
+            let mut expected = before;
+            for (p, v) in position.to_vec::<f32>().iter().zip(want.to_vec::<f32>()) {
+                expected[*p as usize] = v;
+            }
+            assert_eq!(base.to_vec::<f32>(), expected, "case {i} ({op})");
+            written += 1;
+        }
+    }
+    assert!(written > 300, "only {written} in-place ops checked");
 }

@@ -40,9 +40,10 @@ impl Tensor {
 
     /// `self = f(self, src)` with `src` broadcast to this tensor's shape.
     fn zip_assign_<F: BinaryFn>(&self, src: &Tensor, op: &str, f: F) {
-        let (src, ls) = self.inplace_source(src, op);
+        let (src, _) = self.inplace_source(src, op);
+        let (target, [src], [ls]) = super::in_place_order(self, [src]);
         let s = src.read();
-        self.write().zip_assign(self.layout(), &s, &ls, &f);
+        self.write().zip_assign(&target, &s, &ls, &f);
     }
 
     /// Checks an in-place op's source and returns it (copied if it shares
@@ -70,7 +71,8 @@ impl Tensor {
     /// `self = f(self)`.
     fn map_assign_<F: UnaryFn>(&self, op: &str, f: F) {
         self.check_writable(op);
-        self.write().map_assign(self.layout(), &f);
+        let (target, [], []) = super::in_place_order(self, []);
+        self.write().map_assign(&target, &f);
     }
 
     /// `self += other` (broadcast to self's shape).

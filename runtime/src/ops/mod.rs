@@ -94,26 +94,58 @@ pub(crate) fn elementwise<const N: usize>(
             (0..shape.len()).collect()
         }),
     };
-    let ordered = operands
-        .each_ref()
-        .map(|t| t.layout().broadcast_to(shape).permute(&order));
-    let ordered_shape: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
-    let (operands, ordered) = if ordered.iter().any(rows_cross_memory) {
-        let mut ordered = ordered;
-        let operands = std::array::from_fn(|i| {
-            if rows_cross_memory(&ordered[i]) {
-                let copy = operands[i].read().copy(&ordered[i]);
-                ordered[i] = Layout::contiguous(&ordered_shape);
-                Tensor::from_storage(copy, &ordered_shape)
-            } else {
-                operands[i].clone()
-            }
-        });
-        (operands, ordered)
-    } else {
-        (operands, ordered)
-    };
+    let (operands, ordered) = in_order(operands, shape, &order);
     Tensor::from_storage_laid_out(kernel(&operands, &ordered), result)
+}
+
+/// The operands' views broadcast to `shape` with their dims in `order`
+/// (outermost first), each operand whose rows in that order are not runs
+/// in memory replaced by a copy laid out in the order.
+fn in_order<const N: usize>(
+    operands: [Tensor; N],
+    shape: &[usize],
+    order: &[usize],
+) -> ([Tensor; N], [Layout; N]) {
+    let mut ordered = operands
+        .each_ref()
+        .map(|t| t.layout().broadcast_to(shape).permute(order));
+    if !ordered.iter().any(rows_cross_memory) {
+        return (operands, ordered);
+    }
+    let ordered_shape: Vec<usize> = order.iter().map(|&d| shape[d]).collect();
+    let operands = std::array::from_fn(|i| {
+        if rows_cross_memory(&ordered[i]) {
+            let copy = operands[i].read().copy(&ordered[i]);
+            ordered[i] = Layout::contiguous(&ordered_shape);
+            Tensor::from_storage(copy, &ordered_shape)
+        } else {
+            operands[i].clone()
+        }
+    });
+    (operands, ordered)
+}
+
+/// An in-place op's target and sources (broadcast to the target's shape)
+/// with their dims in the order PyTorch walks them: the target's memory
+/// order first, then the sources' (TensorIterator with the output
+/// given). A transposed target is then written as one run, and a source
+/// read across its memory is copied into the order first.
+pub(crate) fn in_place_order<const N: usize>(
+    target: &Tensor,
+    sources: [Tensor; N],
+) -> (Layout, [Tensor; N], [Layout; N]) {
+    let shape = target.shape();
+    let mut all = vec![target.layout()];
+    all.extend(sources.iter().map(|t| t.layout()));
+    let walk = Layout::elementwise_result(&all, shape);
+    let order = match walk.is_contiguous() {
+        true => (0..shape.len()).collect(),
+        false => walk
+            .dense_order()
+            .unwrap_or_else(|| (0..shape.len()).collect()),
+    };
+    let (sources, ordered) = in_order(sources, shape, &order);
+    (target.layout().permute(&order), sources, ordered)
 }
 
 /// Whether a view is dense but its innermost stepped dim is not a run in
