@@ -577,7 +577,13 @@ OPS_VARIANTS = {
     "mul_t_t": lambda x, cube, pos: x.t() * x.t(),
     "add_t_x": lambda x, cube, pos: x.t() + x,
     "relu_permute_201": lambda x, cube, pos: cube.permute(2, 0, 1).relu(),
+    "add_inplace_t_t": lambda x, cube, pos: INPLACE[0].t().add_(INPLACE[1].t()),
+    "add_inplace_x_t": lambda x, cube, pos: INPLACE[0].add_(INPLACE[1].t()),
+    "mul_scalar_inplace_t": lambda x, cube, pos: INPLACE[0].t().mul_(1.0),
 }
+# Targets of the in-place variants, made by bench_ops (their values drift;
+# the time does not depend on them).
+INPLACE = []
 
 
 def bench_ops(args, variant):
@@ -589,6 +595,7 @@ def bench_ops(args, variant):
     x = torch.randn(n, n, generator=g).to(DEVICE)
     cube = x.reshape(128, 128, 256)
     pos = x > 0
+    INPLACE[:] = [torch.randn(n, n, generator=g).to(DEVICE), torch.randn(n, n, generator=g).to(DEVICE)]
     fn = OPS_VARIANTS[variant]
 
     def step():

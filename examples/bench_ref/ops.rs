@@ -12,7 +12,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 24] = [
+pub(crate) const OPS_VARIANTS: [&str; 27] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -37,6 +37,9 @@ pub(crate) const OPS_VARIANTS: [&str; 24] = [
     "mul_t_t",
     "add_t_x",
     "relu_permute_201",
+    "add_inplace_t_t",
+    "add_inplace_x_t",
+    "mul_scalar_inplace_t",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -45,6 +48,12 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
     let x = Tensor::randn_with(&[n, n], &g).to(args.device).unwrap();
     let cube = x.reshape(&[128, 128, 256]);
     let positive = x.gt_scalar(0.0);
+    // Targets of the in-place variants (their values drift; the time
+    // does not depend on them).
+    let (target, addend) = (
+        Tensor::randn_with(&[n, n], &g).to(args.device).unwrap(),
+        Tensor::randn_with(&[n, n], &g).to(args.device).unwrap(),
+    );
     let f = || match variant {
         "t_contiguous" => x.t().contiguous(),
         "permute_201" => cube.permute(&[2, 0, 1]).contiguous(),
@@ -70,6 +79,9 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "mul_t_t" => x.t() * x.t(),
         "add_t_x" => x.t() + &x,
         "relu_permute_201" => cube.permute(&[2, 0, 1]).relu(),
+        "add_inplace_t_t" => target.t().add_(&addend.t()).clone(),
+        "add_inplace_x_t" => target.add_(&addend.t()).clone(),
+        "mul_scalar_inplace_t" => target.t().mul_scalar_(1.0).clone(),
         _ => unreachable!("ops variant {variant}"),
     };
     let step = || {
