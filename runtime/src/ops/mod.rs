@@ -72,7 +72,7 @@ pub(crate) fn dense0(t: &Tensor) -> Tensor {
 }
 
 /// An elementwise result from `kernel(operands, layouts)`, laid out as
-/// PyTorch lays it out ([`Layout::elementwise_order`]: a transposed or
+/// PyTorch lays it out ([`Layout::elementwise_result`]: a transposed or
 /// permuted view's `exp` keeps its strides). The kernel gets the
 /// operands' views broadcast to `shape` with their dims in that order, so
 /// it writes a row-major buffer and reads operands laid out alike as
@@ -86,16 +86,22 @@ pub(crate) fn elementwise<const N: usize>(
     kernel: impl FnOnce(&[Tensor; N], &[Layout]) -> Storage,
 ) -> Tensor {
     let mut result = Layout::elementwise_result(&operands.each_ref().map(|t| t.layout()), shape);
-    // Always dense; an empty shape's strides may not read as such.
-    let order = match result.is_contiguous() {
-        true => (0..shape.len()).collect(),
-        false => result.dense_order().unwrap_or_else(|| {
-            result = Layout::contiguous(shape);
-            (0..shape.len()).collect()
-        }),
-    };
+    let order = walk_order(&result).unwrap_or_else(|| {
+        result = Layout::contiguous(shape);
+        (0..shape.len()).collect()
+    });
     let (operands, ordered) = in_order(operands, shape, &order);
     Tensor::from_storage_laid_out(kernel(&operands, &ordered), result)
+}
+
+/// The dims of a result layout from outermost to innermost in memory
+/// (`0..ndim` when row-major, without sorting); `None` if it does not read
+/// as dense (an empty shape's strides may not).
+fn walk_order(result: &Layout) -> Option<Vec<usize>> {
+    match result.is_contiguous() {
+        true => Some((0..result.ndim()).collect()),
+        false => result.dense_order(),
+    }
 }
 
 /// The operands' views broadcast to `shape` with their dims in `order`
@@ -138,12 +144,7 @@ pub(crate) fn in_place_order<const N: usize>(
     let mut all = vec![target.layout()];
     all.extend(sources.iter().map(|t| t.layout()));
     let walk = Layout::elementwise_result(&all, shape);
-    let order = match walk.is_contiguous() {
-        true => (0..shape.len()).collect(),
-        false => walk
-            .dense_order()
-            .unwrap_or_else(|| (0..shape.len()).collect()),
-    };
+    let order = walk_order(&walk).unwrap_or_else(|| (0..shape.len()).collect());
     let (sources, ordered) = in_order(sources, shape, &order);
     (target.layout().permute(&order), sources, ordered)
 }
