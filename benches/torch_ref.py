@@ -30,7 +30,9 @@ Workloads (see README.md for the exact definitions):
   unary        one elementwise function over 4M float32 (exp, expm1, log, log1p,
                log2, sin, cos, tan, tanh, sigmoid, sqrt), forward only
   ops          one tensor op over a 2048 x 2048 float32 matrix, forward only:
-               view copies, draws, sort, topk, nonzero, reductions along a dim
+               view copies, draws, sort, topk, nonzero, reductions along a dim,
+               elementwise ops and reductions over transposed, permuted and
+               sliced views
   linalg       torch.linalg in float64: a Gaussian-process likelihood over 64
                SPD 64 x 64 matrices (cholesky, solve_triangular, forward and
                backward), eigh of 128 symmetric 32 x 32, svd of one 512 x 512,
@@ -580,6 +582,13 @@ OPS_VARIANTS = {
     "add_inplace_t_t": lambda x, cube, pos: INPLACE[0].t().add_(INPLACE[1].t()),
     "add_inplace_x_t": lambda x, cube, pos: INPLACE[0].add_(INPLACE[1].t()),
     "mul_scalar_inplace_t": lambda x, cube, pos: INPLACE[0].t().mul_(1.0),
+    "sum_t_dim1": lambda x, cube, pos: x.t().sum(1),
+    "sum_t_dim0": lambda x, cube, pos: x.t().sum(0),
+    "amax_t_dim1": lambda x, cube, pos: x.t().amax(1),
+    "max_t_dim1": lambda x, cube, pos: x.t().max(1),
+    "var_t_dim1": lambda x, cube, pos: x.t().var(1),
+    "sum_permute_201_dim12": lambda x, cube, pos: cube.permute(2, 0, 1).sum((1, 2)),
+    "sum_narrow_dim0": lambda x, cube, pos: x[:, :1000].sum(0),
 }
 # Targets of the in-place variants, made by bench_ops (their values drift;
 # the time does not depend on them).

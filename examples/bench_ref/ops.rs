@@ -1,10 +1,11 @@
 //! The `ops` workload: one tensor op over a 2048 x 2048 f32 matrix
 //! (forward only), as `benches/torch_ref.py`'s `bench_ops` builds it:
 //! copies of transposed and permuted views, draws, sorts and selections,
-//! reductions along the first or last dim, and elementwise ops over
-//! transposed and permuted views. `x` is standard normal; the
-//! permute variant copies a `[128, 128, 256]` view and the draws make 4M
-//! values, the same element count. Samples are input elements.
+//! reductions along the first or last dim, and elementwise ops and
+//! reductions over transposed, permuted and sliced views. `x` is standard
+//! normal; the permute variants view it as `[128, 128, 256]` and the
+//! draws make 4M values, the same element count. Samples are input
+//! elements.
 
 use crate::Args;
 use crate::measure::{record, time_loop};
@@ -12,7 +13,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 27] = [
+pub(crate) const OPS_VARIANTS: [&str; 34] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -40,6 +41,13 @@ pub(crate) const OPS_VARIANTS: [&str; 27] = [
     "add_inplace_t_t",
     "add_inplace_x_t",
     "mul_scalar_inplace_t",
+    "sum_t_dim1",
+    "sum_t_dim0",
+    "amax_t_dim1",
+    "max_t_dim1",
+    "var_t_dim1",
+    "sum_permute_201_dim12",
+    "sum_narrow_dim0",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -82,6 +90,13 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "add_inplace_t_t" => target.t().add_(&addend.t()).clone(),
         "add_inplace_x_t" => target.add_(&addend.t()).clone(),
         "mul_scalar_inplace_t" => target.t().mul_scalar_(1.0).clone(),
+        "sum_t_dim1" => x.t().sum_dim(1, false),
+        "sum_t_dim0" => x.t().sum_dim(0, false),
+        "amax_t_dim1" => x.t().amax_dim(1, false),
+        "max_t_dim1" => x.t().max_dim(1, false).0,
+        "var_t_dim1" => x.t().var_dims(&[1], 1, false),
+        "sum_permute_201_dim12" => cube.permute(&[2, 0, 1]).sum_dims(&[1, 2], false),
+        "sum_narrow_dim0" => x.narrow(1, 0, 1000).sum_dim(0, false),
         _ => unreachable!("ops variant {variant}"),
     };
     let step = || {

@@ -50,6 +50,22 @@ fn strides_in_order(shape: &[usize], order: &[usize]) -> Vec<usize> {
     strides
 }
 
+/// A reduction's walk in memory order ([`Layout::reduction_order`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReductionOrder {
+    /// The view with its dims of size > 1 in memory order.
+    pub layout: Layout,
+    /// The reduced dims, numbered in `layout`, increasing.
+    pub dims: Vec<usize>,
+    /// Dim `i` of `layout` is dim `perm[i]` of the view.
+    pub perm: Vec<usize>,
+    /// Where the walk's outputs (row-major over `layout`'s kept dims) sit
+    /// for the caller's row-major order over its kept dims (size-1 dims
+    /// left out, as they do not move an element): `None` when the two
+    /// orders are one.
+    pub output: Option<Layout>,
+}
+
 impl Layout {
     /// A row-major layout starting at offset 0.
     pub fn contiguous(shape: &[usize]) -> Self {
@@ -108,6 +124,58 @@ impl Layout {
         order.sort_by_key(|&d| std::cmp::Reverse((self.shape[d] != 1, self.strides[d])));
         let permuted = self.permute(&order);
         permuted.is_contiguous().then_some(order)
+    }
+
+    /// The walk a reduction over `dims` should take: this view's dims of
+    /// size > 1 put in the order of its memory (largest stride first, ties
+    /// in their own order), as PyTorch's TensorIterator reorders a
+    /// reduction's dims, so a transposed or permuted view is read in runs
+    /// instead of across its memory. `None` when the dims already are in
+    /// that order, and for empty and broadcast views (a stride of 0 says
+    /// nothing about where a dim sits).
+    ///
+    /// ```
+    /// use tapir_kernels::Layout;
+    /// // The sum over dim 1 of a transposed [3, 4] is the sum over dim 0
+    /// // of the [4, 3] it views.
+    /// let t = Layout::contiguous(&[4, 3]).transpose(0, 1);
+    /// let walk = t.reduction_order(&[1]).unwrap();
+    /// assert_eq!((walk.layout, walk.dims), (Layout::contiguous(&[4, 3]), vec![0]));
+    /// assert_eq!(walk.output, None); // one kept dim: already in its order
+    /// assert_eq!(Layout::contiguous(&[4, 3]).reduction_order(&[0]), None);
+    /// ```
+    pub fn reduction_order(&self, dims: &[usize]) -> Option<ReductionOrder> {
+        let live: Vec<usize> = (0..self.ndim()).filter(|&d| self.shape[d] > 1).collect();
+        if self.numel() == 0 || live.iter().any(|&d| self.strides[d] == 0) {
+            return None;
+        }
+        let mut order = live.clone();
+        order.sort_by_key(|&d| std::cmp::Reverse(self.strides[d]));
+        if order == live {
+            return None;
+        }
+        let reduced = |d: &usize| dims.contains(d);
+        let kept_walked: Vec<usize> = order.iter().copied().filter(|d| !reduced(d)).collect();
+        let kept: Vec<usize> = live.iter().copied().filter(|d| !reduced(d)).collect();
+        // The walk writes its outputs row-major over the kept dims in its
+        // order; each kept dim's stride in that buffer views it in the
+        // caller's order.
+        let sizes: Vec<usize> = kept_walked.iter().map(|&d| self.shape[d]).collect();
+        let walked_strides = contiguous_strides(&sizes);
+        let output = (kept_walked != kept).then(|| Layout {
+            shape: kept.iter().map(|&d| self.shape[d]).collect(),
+            strides: kept
+                .iter()
+                .map(|d| walked_strides[kept_walked.iter().position(|w| w == d).unwrap_or(0)])
+                .collect(),
+            offset: 0,
+        });
+        Some(ReductionOrder {
+            layout: self.permute(&order),
+            dims: (0..order.len()).filter(|&i| reduced(&order[i])).collect(),
+            perm: order,
+            output,
+        })
     }
 
     /// How PyTorch lays out the result of an elementwise op over

@@ -34,4 +34,4 @@ pub use cpu::ScatterMode;
 pub use cpu::linalg::{Decomposition, Triangular};
 pub use float::Float;
 pub use geometry::{Conv2dGeometry, ConvPass, ConvSpec};
-pub use layout::{Layout, contiguous_strides};
+pub use layout::{Layout, ReductionOrder, contiguous_strides};

@@ -239,3 +239,91 @@ fn in_place_ops_write_each_element_of_the_view_and_nothing_else() {
     }
     assert!(written > 300, "only {written} in-place ops checked");
 }
+
+/// Whether a view's dims of size > 1 step through memory outermost first
+/// (what a reduction walks without reordering them).
+fn in_memory_order(shape: &[usize], strides: &[usize]) -> bool {
+    let live: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] > 1).collect();
+    live.windows(2).all(|w| strides[w[0]] >= strides[w[1]])
+}
+
+/// Reductions over the recipes' views (transposed, permuted, sliced,
+/// broadcast) walk them in memory order where that differs from their
+/// dims' order, and give the results of the same reduction over row-major
+/// copies, row-major and in the dims' order. The values are small
+/// integers, so every order of summation gives the same sums and they
+/// are compared bit for bit; ties make `max_dim` pick the first index.
+#[test]
+fn reductions_over_views_give_the_row_major_results() {
+    let path = format!("{}/elementwise_layouts.json", crate::common::goldens_dir());
+    let all: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let (mut walked, mut kept_reordered) = (0, 0);
+    for (i, case) in all["cases"].as_array().unwrap().iter().enumerate() {
+        for side in ["a", "b"] {
+            let (_, v) = build_over(&case[side], |i| ((i * 7) % 11) as f32 - 5.0);
+            let c = v.contiguous();
+            let (shape, strides) = (v.shape().to_vec(), v.strides().to_vec());
+            let nd = v.ndim();
+            let mut dim_sets: Vec<Vec<usize>> = (0..nd).map(|d| vec![d]).collect();
+            for a in 0..nd {
+                dim_sets.extend((a + 1..nd).map(|b| vec![a, b]));
+            }
+            dim_sets.push(vec![]);
+            walked += usize::from(!in_memory_order(&shape, &strides));
+            for dims in &dim_sets {
+                let ctx =
+                    format!("case {i}{side}: shape {shape:?}, strides {strides:?}, dims {dims:?}");
+                let kept: Vec<usize> = (0..nd)
+                    .filter(|d| !dims.contains(d) && !dims.is_empty())
+                    .collect();
+                let pick = |of: &[usize]| kept.iter().map(|&d| of[d]).collect::<Vec<_>>();
+                kept_reordered += usize::from(!in_memory_order(&pick(&shape), &pick(&strides)));
+                let dims: Vec<isize> = dims.iter().map(|&d| d as isize).collect();
+                let same = |got: Tensor, want: Tensor, op: &str| {
+                    assert!(got.is_contiguous(), "{ctx}: {op} came out strided");
+                    assert_eq!(got.shape(), want.shape(), "{ctx}: {op}");
+                    assert_eq!(got.to_vec::<f64>(), want.to_vec::<f64>(), "{ctx}: {op}");
+                };
+                same(v.sum_dims(&dims, false), c.sum_dims(&dims, false), "sum");
+                same(v.mean_dims(&dims, true), c.mean_dims(&dims, true), "mean");
+                same(
+                    v.norm_dims(2.0, &dims, false),
+                    c.norm_dims(2.0, &dims, false),
+                    "norm",
+                );
+                let ints = v.to_dtype(tapir::DType::I64);
+                same(
+                    ints.sum_dims(&dims, false),
+                    c.to_dtype(tapir::DType::I64).sum_dims(&dims, false),
+                    "int sum",
+                );
+            }
+            for d in 0..nd as isize {
+                let ctx = format!("case {i}{side}: shape {shape:?}, strides {strides:?}, dim {d}");
+                let (got, want) = (v.max_dim(d, false), c.max_dim(d, false));
+                assert_eq!(got.0.to_vec::<f32>(), want.0.to_vec::<f32>(), "{ctx}: max");
+                assert_eq!(
+                    got.1.to_vec::<i64>(),
+                    want.1.to_vec::<i64>(),
+                    "{ctx}: max's indices"
+                );
+                let (got, want) = (v.min_dim(d, true), c.min_dim(d, true));
+                assert_eq!(
+                    got.1.to_vec::<i64>(),
+                    want.1.to_vec::<i64>(),
+                    "{ctx}: min's indices"
+                );
+                assert_eq!(
+                    v.amax_dim(d, false).to_vec::<f32>(),
+                    c.amax_dim(d, false).to_vec::<f32>(),
+                    "{ctx}: amax"
+                );
+            }
+        }
+    }
+    // Enough views and kept dims out of memory order to mean something.
+    assert!(
+        walked > 100 && kept_reordered > 100,
+        "only {walked} views and {kept_reordered} kept dims walked out of order"
+    );
+}

@@ -1,8 +1,8 @@
 //! Reductions over any set of dims.
 
 use super::strided::{coalesce, for_rows, row_count};
-use crate::Layout;
 use crate::threads::{PARALLEL_GRAIN, num_threads, par_chunks_mut, parallel, simd};
+use crate::{Layout, ReductionOrder};
 
 /// Folds `src` (view `l`) over `dims`. The output holds one accumulator per
 /// combination of kept dims, row-major. `fold(acc, x, i)` gets the element's
@@ -26,12 +26,24 @@ where
     T: Copy + Send + Sync,
     A: Copy + Send + Sync + 'static,
 {
+    // A transposed or permuted view is walked in its memory's order, when
+    // that keeps the reduced dims' own order (`fold`'s positions count in it).
+    if let Some(walk) = l.reduction_order(dims)
+        && walk.perm.iter().filter(|d| dims.contains(d)).is_sorted()
+    {
+        let out = reduce(src, &walk.layout, &walk.dims, init, fold);
+        return in_callers_order(out, &walk);
+    }
     let plan = Plan::new(l, dims);
     if let Some(c) = plan.columns {
         return c.per_batch(plan.inner, init, |b, out| {
-            let block = c.cols * plan.inner;
-            let src = &src[c.offset + b * block..c.offset + (b + 1) * block];
-            reduce_columns(src, plan.inner, &fold, out);
+            reduce_columns(
+                c.batch(src, b, plan.inner),
+                plan.inner,
+                c.row_stride,
+                &fold,
+                out,
+            );
         });
     }
     plan.map_groups(|base| {
@@ -58,6 +70,18 @@ where
     })
 }
 
+/// A reduction's outputs, made row-major over the kept dims in `walk`'s
+/// order, put row-major in the caller's order (a small gather: there is
+/// one output per group).
+pub(crate) fn in_callers_order<A: Copy>(out: Vec<A>, walk: &ReductionOrder) -> Vec<A> {
+    let Some(output) = &walk.output else {
+        return out;
+    };
+    let mut ordered = Vec::with_capacity(out.len());
+    output.for_each_offset(|o| ordered.push(out[o]));
+    ordered
+}
+
 /// How a reduction over some dims walks a view; shared by [`reduce`] and
 /// `cpu::sum`.
 pub(crate) struct Plan {
@@ -65,10 +89,10 @@ pub(crate) struct Plan {
     pub outer: usize,
     /// Elements folded into each.
     pub inner: usize,
-    /// Set when the view is contiguous and the reduced dims are one run of
-    /// dims followed by kept ones: each batch is then `[inner, cols]` rows
+    /// Set when the reduced dims are one run of dims followed by kept ones
+    /// that are one dense row: each batch is then `inner` rows of `cols`
     /// folded column-wise, vectorised over the columns (a bias gradient;
-    /// a sum over channels).
+    /// a sum over channels; a column sum of a slice).
     pub columns: Option<Columns>,
     /// Where each group starts (empty with `columns`).
     bases: Vec<usize>,
@@ -77,16 +101,58 @@ pub(crate) struct Plan {
     irows: usize,
 }
 
-/// A [`Plan`]'s column-wise walk: `batches` blocks of `[inner, cols]`
-/// from `offset`, one after another.
+/// A [`Plan`]'s column-wise walk: `batches` blocks, `batch_stride` apart
+/// from `offset`, each of `inner` rows of `cols` dense elements,
+/// `row_stride` apart.
 #[derive(Clone, Copy)]
 pub(crate) struct Columns {
     pub offset: usize,
     pub batches: usize,
+    pub batch_stride: usize,
     pub cols: usize,
+    pub row_stride: usize,
 }
 
 impl Columns {
+    /// The walk of `l` reduced over its dims `first..=last` when the dims
+    /// after them are one dense row and the reduced and the leading dims
+    /// each step by one stride (after merging); `None` otherwise.
+    fn new(l: &Layout, first: usize, last: usize) -> Option<Columns> {
+        let row = Layout {
+            shape: l.shape[last + 1..].to_vec(),
+            strides: l.strides[last + 1..].to_vec(),
+            offset: 0,
+        };
+        row.contiguous_offset()?;
+        let cols = row.numel();
+        // One stride (or none, for size-1 dims) once merged.
+        let single = |dims: std::ops::Range<usize>| -> Option<usize> {
+            let (shape, strides) = coalesce(&l.shape[dims.clone()], &[&l.strides[dims]]);
+            match shape.len() {
+                0 => Some(0),
+                1 => Some(strides[0][0]),
+                _ => None,
+            }
+        };
+        Some(Columns {
+            offset: l.offset,
+            batches: l.shape[..first].iter().product(),
+            batch_stride: single(0..first)?,
+            cols,
+            row_stride: single(first..last + 1)?,
+        })
+    }
+
+    /// Batch `b`'s elements: `rows` rows from its start.
+    pub fn batch<'a, T>(&self, src: &'a [T], b: usize, rows: usize) -> &'a [T] {
+        let start = self.offset + b * self.batch_stride;
+        let span = match rows {
+            0 => 0,
+            r => (r - 1) * self.row_stride + self.cols,
+        };
+        &src[start..start + span]
+    }
+
     /// One `cols`-wide result per batch, `fill(batch, out)` writing each
     /// into `out` (which starts as `init`):
     /// batches split across the threads when each is too narrow for
@@ -128,12 +194,8 @@ impl Plan {
         let one_run = reduced
             .first()
             .is_some_and(|&first| reduced.iter().enumerate().all(|(i, &d)| d == first + i));
-        let columns = match (l.contiguous_offset(), reduced.last()) {
-            (Some(offset), Some(&last)) if one_run && last + 1 < nd => Some(Columns {
-                offset,
-                batches: l.shape[..reduced[0]].iter().product(),
-                cols: l.shape[last + 1..].iter().product(),
-            }),
+        let columns = match reduced.last() {
+            Some(&last) if one_run && last + 1 < nd => Columns::new(l, reduced[0], last),
             _ => None,
         };
         let mut plan = Plan {
@@ -200,24 +262,24 @@ impl Plan {
     }
 }
 
-/// Folds each of `out.len()` columns over `rows` rows of a contiguous
-/// buffer into `out` (which holds the initial accumulators).
+/// Folds each of `out.len()` columns over `rows` rows, `row_stride`
+/// apart, into `out` (which holds the initial accumulators).
 fn reduce_columns<T, A>(
     src: &[T],
     rows: usize,
+    row_stride: usize,
     fold: &(impl Fn(A, T, usize) -> A + Sync),
     out: &mut [A],
 ) where
     T: Copy + Send + Sync,
     A: Copy + Send + Sync,
 {
-    let cols = out.len();
     let fill = |c0: usize, acc: &mut [A]| {
         simd(
             #[inline(always)]
             || {
                 for r in 0..rows {
-                    let row = &src[r * cols + c0..r * cols + c0 + acc.len()];
+                    let row = &src[r * row_stride + c0..r * row_stride + c0 + acc.len()];
                     for (a, &v) in acc.iter_mut().zip(row) {
                         *a = fold(*a, v, r);
                     }

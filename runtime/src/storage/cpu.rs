@@ -388,6 +388,9 @@ impl CpuBuffer {
     /// Max (or min) over one dim: values (same dtype) and the index of the
     /// first extreme element. NaN wins, as in PyTorch.
     pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (CpuBuffer, Vec<i64>) {
+        if let Some((walked, d)) = walked_in_memory_order(l, dim) {
+            return self.extreme(&walked, d, max);
+        }
         let len = l.shape.get(dim).copied().unwrap_or(0);
         let inner: usize = l.shape.iter().skip(dim + 1).product();
         if len > 0 && inner > 0 && len <= u32::MAX as usize && l.is_contiguous() {
@@ -419,6 +422,9 @@ impl CpuBuffer {
     /// Max (or min) values over one dim of a contiguous f32 or f64 view,
     /// without indices (`amax`); `None` for other views and dtypes.
     pub fn extreme_values(&self, l: &Layout, dim: usize, max: bool) -> Option<CpuBuffer> {
+        if let Some((walked, d)) = walked_in_memory_order(l, dim) {
+            return self.extreme_values(&walked, d, max);
+        }
         let (_, len, inner) = planes(l, dim)?;
         matches!(self, CpuBuffer::F32(_) | CpuBuffer::F64(_)).then(|| {
             self.float_kernel(
@@ -569,5 +575,17 @@ pub(crate) fn contiguous<'a, T: Copy + Send + Sync + Default + 'static>(
     match l.contiguous_offset() {
         Some(o) => std::borrow::Cow::Borrowed(&v[o..o + l.numel()]),
         None => std::borrow::Cow::Owned(cpu::copy_strided(v, l)),
+    }
+}
+
+/// A transposed or permuted dense view reduced over one `dim` as the
+/// view of its memory in order (`x.t().amax(1)` is `x.amax(0)`): the
+/// walked layout and the dim in it; `None` where the view already is in
+/// order, is not dense, or its outputs would come out in another order.
+fn walked_in_memory_order(l: &Layout, dim: usize) -> Option<(Layout, usize)> {
+    let walk = l.reduction_order(&[dim])?;
+    match walk.dims[..] {
+        [d] if walk.output.is_none() && walk.layout.is_contiguous() => Some((walk.layout, d)),
+        _ => None,
     }
 }
