@@ -589,6 +589,8 @@ OPS_VARIANTS = {
     "var_t_dim1": lambda x, cube, pos: x.t().var(1),
     "sum_permute_201_dim12": lambda x, cube, pos: cube.permute(2, 0, 1).sum((1, 2)),
     "sum_narrow_dim0": lambda x, cube, pos: x[:, :1000].sum(0),
+    "copy_inplace_t_t": lambda x, cube, pos: INPLACE[0].t().copy_(INPLACE[1].t()),
+    "copy_inplace_x_t": lambda x, cube, pos: INPLACE[0].copy_(INPLACE[1].t()),
 }
 # Targets of the in-place variants, made by bench_ops (their values drift;
 # the time does not depend on them).

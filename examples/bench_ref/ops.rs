@@ -13,7 +13,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 34] = [
+pub(crate) const OPS_VARIANTS: [&str; 36] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -48,6 +48,8 @@ pub(crate) const OPS_VARIANTS: [&str; 34] = [
     "var_t_dim1",
     "sum_permute_201_dim12",
     "sum_narrow_dim0",
+    "copy_inplace_t_t",
+    "copy_inplace_x_t",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -97,6 +99,8 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "var_t_dim1" => x.t().var_dims(&[1], 1, false),
         "sum_permute_201_dim12" => cube.permute(&[2, 0, 1]).sum_dims(&[1, 2], false),
         "sum_narrow_dim0" => x.narrow(1, 0, 1000).sum_dim(0, false),
+        "copy_inplace_t_t" => target.t().copy_(&addend.t()).clone(),
+        "copy_inplace_x_t" => target.copy_(&addend.t()).clone(),
         _ => unreachable!("ops variant {variant}"),
     };
     let step = || {

@@ -219,14 +219,16 @@ fn in_place_ops_write_each_element_of_the_view_and_nothing_else() {
         if expanded || shape != a.shape() {
             continue;
         }
-        for op in ["add_", "mul_scalar_"] {
+        for op in ["add_", "mul_scalar_", "copy_"] {
             let before = base.to_vec::<f32>();
             let want = match op {
                 "add_" => &a.contiguous() + &b,
+                "copy_" => b.expand(&shape).contiguous(),
                 _ => a.contiguous() * 3.0,
             };
             match op {
                 "add_" => a.add_(&b),
+                "copy_" => a.copy_(&b),
                 _ => a.mul_scalar_(3.0),
             };
             let mut expected = before;
@@ -237,7 +239,7 @@ fn in_place_ops_write_each_element_of_the_view_and_nothing_else() {
             written += 1;
         }
     }
-    assert!(written > 300, "only {written} in-place ops checked");
+    assert!(written > 450, "only {written} in-place ops checked");
 }
 
 /// Whether a view's dims of size > 1 step through memory outermost first

@@ -40,16 +40,15 @@ impl Tensor {
 
     /// `self = f(self, src)` with `src` broadcast to this tensor's shape.
     fn zip_assign_<F: BinaryFn>(&self, src: &Tensor, op: &str, f: F) {
-        let (src, _) = self.inplace_source(src, op);
+        let src = self.inplace_source(src, op);
         let (target, [src], [ls]) = super::in_place_order(self, [src]);
         let s = src.read();
         self.write().zip_assign(&target, &s, &ls, &f);
     }
 
     /// Checks an in-place op's source and returns it (copied if it shares
-    /// this buffer: reading and writing one buffer would deadlock) with its
-    /// layout broadcast to this tensor's shape.
-    fn inplace_source(&self, src: &Tensor, op: &str) -> (Tensor, tapir_kernels::Layout) {
+    /// this buffer: reading and writing one buffer would deadlock).
+    fn inplace_source(&self, src: &Tensor, op: &str) -> Tensor {
         self.check_writable(op);
         super::same_device(self, src, op);
         let shape = super::broadcast_shapes(self.shape(), src.shape(), op);
@@ -59,13 +58,11 @@ impl Tensor {
             src.shape(),
             self.shape()
         );
-        let src = if src.same_storage(self) {
+        if src.same_storage(self) {
             src.contiguous_copy()
         } else {
             src.detach()
-        };
-        let ls = src.layout().broadcast_to(self.shape());
-        (src, ls)
+        }
     }
 
     /// `self = f(self)`.
@@ -228,9 +225,11 @@ impl Tensor {
                     .unwrap_or_else(|e| panic!("copy_: {e}"));
                 &moved
             };
-            let (src, ls) = self.inplace_source(src, "copy_");
+            // Walked in the target's memory order, as the other in-place ops.
+            let src = self.inplace_source(src, "copy_");
+            let (target, [src], [ls]) = super::in_place_order(self, [src]);
             let s = src.read();
-            self.write().assign(self.layout(), &s, &ls);
+            self.write().assign(&target, &s, &ls);
             self
         })
     }
