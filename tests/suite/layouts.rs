@@ -329,3 +329,39 @@ fn reductions_over_views_give_the_row_major_results() {
         "only {walked} views and {kept_reordered} kept dims walked out of order"
     );
 }
+
+/// `copy_` of a source read across its memory into a target whose rows
+/// are runs (the copy kernel's tiled transpose), and the other way round,
+/// from views at an offset and into other dtypes: every element lands
+/// where the index arithmetic says.
+#[test]
+fn copy_of_a_transposed_source_lands_every_element() {
+    let (b, r, c) = (3, 20, 17);
+    // A [3, 20, 17] view at an offset into a [3, 24, 17] buffer.
+    let big = Tensor::from_vec((0..b * 24 * c).map(|i| i as f32).collect(), &[b, 24, c]);
+    let x = big.narrow(1, 2, r);
+    let at = |bi: usize, i: usize, j: usize| ((bi * 24 + i + 2) * c + j) as f32;
+    // x transposed, [3, 17, 20], by index arithmetic.
+    let transposed: Vec<f32> = (0..b)
+        .flat_map(|bi| (0..c).flat_map(move |j| (0..r).map(move |i| at(bi, i, j))))
+        .collect();
+    let y = Tensor::zeros(&[b, c, r]);
+    y.copy_(&x.transpose(1, 2));
+    assert_eq!(
+        y.to_vec::<f32>(),
+        transposed,
+        "row-major target, transposed source"
+    );
+    let y64 = Tensor::zeros_on(&[b, c, r], tapir::DType::F64, tapir::Device::Cpu);
+    y64.copy_(&x.transpose(1, 2));
+    assert_eq!(y64.to_vec::<f32>(), transposed, "into f64");
+    // The other way: a transposed target from a row-major source.
+    let z = Tensor::zeros(&[b, r, c]);
+    z.transpose(1, 2)
+        .copy_(&Tensor::from_vec(transposed.clone(), &[b, c, r]));
+    assert_eq!(
+        z.to_vec::<f32>(),
+        x.contiguous().to_vec::<f32>(),
+        "transposed target"
+    );
+}

@@ -5,6 +5,7 @@ mod columns;
 mod conv;
 mod conv_forward;
 mod convert;
+mod copy;
 mod draws;
 mod elementwise;
 mod extreme;
@@ -36,10 +37,9 @@ pub use attention::{
 pub use conv::{col2im, im2col};
 pub use conv_forward::conv2d_forward;
 pub use convert::{bf16_from_f32, bf16_to_f32, f16_to_f32, f32_from_bf16, f32_to_bf16, f32_to_f16};
+pub use copy::{copy_into, copy_strided};
 pub use draws::{NORMAL_BLOCK_WORDS, normal_from_bits, uniform_from_bits};
-pub use elementwise::{
-    copy_into, copy_strided, map, map_inplace, map_with, select, zip_inplace, zip_map,
-};
+pub use elementwise::{map, map_inplace, map_with, select, zip_inplace, zip_map};
 pub use extreme::{extreme_columns, extreme_rows, extreme_values};
 pub use foreach::{scale_many, sum_squares_many};
 pub use index::{

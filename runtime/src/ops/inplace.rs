@@ -225,11 +225,14 @@ impl Tensor {
                     .unwrap_or_else(|e| panic!("copy_: {e}"));
                 &moved
             };
-            // Walked in the target's memory order, as the other in-place ops.
+            // Walked in the target's memory order, as the other in-place
+            // ops; a source read across its memory is left to the copy
+            // kernel's tiled transpose (one pass, not a copy and a copy).
             let src = self.inplace_source(src, "copy_");
-            let (target, [src], [ls]) = super::in_place_order(self, [src]);
+            let order = super::in_place_walk(self, std::slice::from_ref(&src));
+            let ls = src.layout().broadcast_to(self.shape()).permute(&order);
             let s = src.read();
-            self.write().assign(&target, &s, &ls);
+            self.write().assign(&self.layout().permute(&order), &s, &ls);
             self
         })
     }

@@ -140,13 +140,19 @@ pub(crate) fn in_place_order<const N: usize>(
     target: &Tensor,
     sources: [Tensor; N],
 ) -> (Layout, [Tensor; N], [Layout; N]) {
+    let order = in_place_walk(target, &sources);
+    let (sources, ordered) = in_order(sources, target.shape(), &order);
+    (target.layout().permute(&order), sources, ordered)
+}
+
+/// The order of dims [`in_place_order`] walks an in-place op's target and
+/// sources in (outermost first).
+pub(crate) fn in_place_walk(target: &Tensor, sources: &[Tensor]) -> Vec<usize> {
     let shape = target.shape();
     let mut all = vec![target.layout()];
     all.extend(sources.iter().map(|t| t.layout()));
     let walk = Layout::elementwise_result(&all, shape);
-    let order = walk_order(&walk).unwrap_or_else(|| (0..shape.len()).collect());
-    let (sources, ordered) = in_order(sources, shape, &order);
-    (target.layout().permute(&order), sources, ordered)
+    walk_order(&walk).unwrap_or_else(|| (0..shape.len()).collect())
 }
 
 /// Whether a view is dense but its innermost stepped dim is not a run in
