@@ -41,9 +41,27 @@ impl<A: Float> Cascade<A> {
             let take = (BLOCK - self.in_block).min(xs.len());
             let (part, rest) = xs.split_at(take);
             // The lanes in a local, so they stay in a register: through
-            // `self` they were stored back after every element.
+            // `self` they were stored back after every element. A second
+            // set takes every other run of lanes, so two chains of adds
+            // run at once (`x.sum(1)` over 2048 x 2048: 0.32 -> 0.31 ms
+            // at one thread, 0.16 -> 0.145 at two); 16 lanes in one array
+            // left the registers and ran 2x slower.
             let mut lanes = self.lanes;
-            let mut chunks = part.chunks_exact(LANES);
+            let mut second = [A::zero(); LANES];
+            let mut pairs = part.chunks_exact(2 * LANES);
+            for c in &mut pairs {
+                let (x, y) = c.split_at(LANES);
+                for (a, &v) in lanes.iter_mut().zip(x) {
+                    *a = *a + to(v);
+                }
+                for (a, &v) in second.iter_mut().zip(y) {
+                    *a = *a + to(v);
+                }
+            }
+            for (a, &b) in lanes.iter_mut().zip(&second) {
+                *a = *a + b;
+            }
+            let mut chunks = pairs.remainder().chunks_exact(LANES);
             for c in &mut chunks {
                 for (a, &v) in lanes.iter_mut().zip(c) {
                     *a = *a + to(v);
