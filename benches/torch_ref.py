@@ -30,9 +30,9 @@ Workloads (see README.md for the exact definitions):
   unary        one elementwise function over 4M float32 (exp, expm1, log, log1p,
                log2, sin, cos, tan, tanh, sigmoid, sqrt), forward only
   ops          one tensor op over a 2048 x 2048 float32 matrix, forward only:
-               view copies, draws, sort, topk, nonzero, reductions along a dim,
-               elementwise ops and reductions over transposed, permuted and
-               sliced views
+               view copies, draws, sort, topk, nonzero, reductions, softmax
+               and layer norm along a dim, elementwise ops and reductions
+               over transposed, permuted and sliced views
   linalg       torch.linalg in float64: a Gaussian-process likelihood over 64
                SPD 64 x 64 matrices (cholesky, solve_triangular, forward and
                backward), eigh of 128 symmetric 32 x 32, svd of one 512 x 512,
@@ -591,6 +591,16 @@ OPS_VARIANTS = {
     "sum_narrow_dim0": lambda x, cube, pos: x[:, :1000].sum(0),
     "copy_inplace_t_t": lambda x, cube, pos: INPLACE[0].t().copy_(INPLACE[1].t()),
     "copy_inplace_x_t": lambda x, cube, pos: INPLACE[0].copy_(INPLACE[1].t()),
+    "log_softmax_dim1": lambda x, cube, pos: x.log_softmax(1),
+    "layer_norm": lambda x, cube, pos: torch.nn.functional.layer_norm(x, (2048,)),
+    "softmax_t_dim1": lambda x, cube, pos: x.t().softmax(1),
+    "log_softmax_t_dim1": lambda x, cube, pos: x.t().log_softmax(1),
+    "softmax_t_dim0": lambda x, cube, pos: x.t().softmax(0),
+    "cumsum_t_dim1": lambda x, cube, pos: x.t().cumsum(1),
+    "logsumexp_t_dim1": lambda x, cube, pos: x.t().logsumexp(1),
+    "argmax_t_dim1": lambda x, cube, pos: x.t().argmax(1),
+    "norm_t_dim1": lambda x, cube, pos: torch.linalg.vector_norm(x.t(), 2, dim=1),
+    "layer_norm_t": lambda x, cube, pos: torch.nn.functional.layer_norm(x.t(), (2048,)),
 }
 # Targets of the in-place variants, made by bench_ops (their values drift;
 # the time does not depend on them).

@@ -1,8 +1,9 @@
 //! The `ops` workload: one tensor op over a 2048 x 2048 f32 matrix
 //! (forward only), as `benches/torch_ref.py`'s `bench_ops` builds it:
 //! copies of transposed and permuted views, draws, sorts and selections,
-//! reductions along the first or last dim, and elementwise ops and
-//! reductions over transposed, permuted and sliced views. `x` is standard
+//! reductions, softmax and layer norm along the first or last dim, and
+//! elementwise ops, reductions and softmax over transposed, permuted and
+//! sliced views. `x` is standard
 //! normal; the permute variants view it as `[128, 128, 256]` and the
 //! draws make 4M values, the same element count. Samples are input
 //! elements.
@@ -13,7 +14,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 36] = [
+pub(crate) const OPS_VARIANTS: [&str; 46] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -50,6 +51,16 @@ pub(crate) const OPS_VARIANTS: [&str; 36] = [
     "sum_narrow_dim0",
     "copy_inplace_t_t",
     "copy_inplace_x_t",
+    "log_softmax_dim1",
+    "layer_norm",
+    "softmax_t_dim1",
+    "log_softmax_t_dim1",
+    "softmax_t_dim0",
+    "cumsum_t_dim1",
+    "logsumexp_t_dim1",
+    "argmax_t_dim1",
+    "norm_t_dim1",
+    "layer_norm_t",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -101,6 +112,16 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "sum_narrow_dim0" => x.narrow(1, 0, 1000).sum_dim(0, false),
         "copy_inplace_t_t" => target.t().copy_(&addend.t()).clone(),
         "copy_inplace_x_t" => target.copy_(&addend.t()).clone(),
+        "log_softmax_dim1" => x.log_softmax(1),
+        "layer_norm" => x.layer_norm(&[n], None, None, 1e-5),
+        "softmax_t_dim1" => x.t().softmax(1),
+        "log_softmax_t_dim1" => x.t().log_softmax(1),
+        "softmax_t_dim0" => x.t().softmax(0),
+        "cumsum_t_dim1" => x.t().cumsum(1),
+        "logsumexp_t_dim1" => x.t().logsumexp(&[1], false),
+        "argmax_t_dim1" => x.t().argmax(1, false),
+        "norm_t_dim1" => x.t().norm_dims(2.0, &[1], false),
+        "layer_norm_t" => x.t().layer_norm(&[n], None, None, 1e-5),
         _ => unreachable!("ops variant {variant}"),
     };
     let step = || {
