@@ -24,6 +24,7 @@ mod decoder_layers;
 mod double_backward;
 mod embeddings;
 mod errors;
+mod functional_grad;
 mod fused;
 mod golden_layers;
 mod goldens;
