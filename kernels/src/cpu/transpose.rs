@@ -12,6 +12,10 @@ use std::mem::MaybeUninit;
 /// Tile edge: an 8 x 8 tile of f32 is eight AVX registers.
 const TILE: usize = 8;
 
+/// Edge of the squares the tiles are walked in (a multiple of `2 *
+/// TILE`): 256 x 256 f32 is 256 KiB read and as much written, inside L2.
+const SQUARE: usize = 256;
+
 /// Writes the transpose of a `rows x cols` matrix into `dst`, row-major
 /// `[cols, rows]`: `dst[c * rows + r] = src[off + r * rs + c]`. Every slot of
 /// `dst` is written.
@@ -71,11 +75,21 @@ pub fn transpose_into<T: Copy + 'static>(
             }
         }
     };
-    for c0 in (0..ct).step_by(2 * TILE) {
-        for r0 in (0..rt).step_by(2 * TILE) {
-            for (dr, dc) in [(0, 0), (0, TILE), (TILE, 0), (TILE, TILE)] {
-                if r0 + dr < rt && c0 + dc < ct {
-                    block(r0 + dr, c0 + dc);
+    // The blocks go in squares of `SQUARE` rows and columns, down each
+    // 16-column band of a square before the next band. Down whole
+    // columns, each band read a line from every source row, 8 KB apart
+    // at 2048 columns: 4096 pages a band, too many for the TLB, and no
+    // line stayed in cache until the next band read its neighbour (a
+    // 2048 x 2048 f32 transpose: 3.8-4.3 ms, now 2.5-2.9).
+    for rs0 in (0..rt).step_by(SQUARE) {
+        for cs0 in (0..ct).step_by(SQUARE) {
+            for c0 in (cs0..ct.min(cs0 + SQUARE)).step_by(2 * TILE) {
+                for r0 in (rs0..rt.min(rs0 + SQUARE)).step_by(2 * TILE) {
+                    for (dr, dc) in [(0, 0), (0, TILE), (TILE, 0), (TILE, TILE)] {
+                        if r0 + dr < rt && c0 + dc < ct {
+                            block(r0 + dr, c0 + dc);
+                        }
+                    }
                 }
             }
         }
@@ -271,7 +285,19 @@ mod tests {
     fn every_shape_and_stride_matches_the_definition() {
         // Tiled and edge parts, a padded row stride and an offset, in f32
         // (the AVX path), f64 and u16 (the scalar tiles).
-        for (rows, cols) in [(1, 1), (3, 5), (8, 8), (9, 17), (16, 8), (23, 40), (64, 33)] {
+        // The last two span several squares (`SQUARE`), with partial ones.
+        let shapes = [
+            (1, 1),
+            (3, 5),
+            (8, 8),
+            (9, 17),
+            (16, 8),
+            (23, 40),
+            (64, 33),
+            (300, 517),
+            (520, 270),
+        ];
+        for (rows, cols) in shapes {
             for (off, pad) in [(0, 0), (5, 3)] {
                 let rs = cols + pad;
                 let len = off + rows * rs;
