@@ -198,8 +198,7 @@ pub fn softmax_rows_bf16(x: &[bf16], len: usize, log: bool) -> Vec<bf16> {
                     row.iter_mut()
                         .zip(src)
                         .for_each(|(r, &v)| *r = super::f32_from_bf16(v));
-                    let max = lanes_max(&row);
-                    let max = if max.is_finite() { max } else { 0.0 };
+                    let max = finite_or_zero(lanes_max(&row));
                     let sum = exp_shifted_sum(&mut row, max);
                     if log {
                         let shift = max + sum.ln();
