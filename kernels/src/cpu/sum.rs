@@ -7,8 +7,9 @@
 //! with log(n / BLOCK).
 
 use super::reduce::{Plan, by_columns, in_callers_order};
-use crate::threads::{par_chunks_mut, parallel, simd};
+use crate::threads::{num_threads, par_chunks_mut, parallel, simd};
 use crate::{Float, Layout};
+use std::mem::MaybeUninit;
 
 /// Values per block.
 const BLOCK: usize = 128;
@@ -17,11 +18,20 @@ const LANES: usize = 8;
 /// Levels of partial sums: 2^40 blocks is beyond any tensor.
 const LEVELS: usize = 40;
 
-/// A running sum of a stream of values (see the module docs).
+/// A running sum of a stream of values (see the module docs). The block
+/// sums and the partial sums stay [`LANES`] wide (one vector register):
+/// the lanes are added together once, in [`Cascade::finish`]. Adding them
+/// at every block (eight shuffles and adds per 128 values) and keeping the
+/// counter scalar took a third of a row sum's time (`x.sum(1)` over
+/// 2048 x 2048 f32).
 struct Cascade<A> {
+    /// The open block's lane sums.
     lanes: [A; LANES],
     in_block: usize,
-    partial: [A; LEVELS],
+    /// `partial[k]` holds 2^k blocks' sum, lane by lane, while bit `k` of
+    /// `blocks` is set; it is written before that bit is first set and
+    /// read only while it is.
+    partial: [MaybeUninit<[A; LANES]>; LEVELS],
     blocks: u64,
 }
 
@@ -30,53 +40,35 @@ impl<A: Float> Cascade<A> {
         Cascade {
             lanes: [A::zero(); LANES],
             in_block: 0,
-            partial: [A::zero(); LEVELS],
+            partial: [const { MaybeUninit::uninit() }; LEVELS],
             blocks: 0,
         }
     }
 
     #[inline(always)]
     fn push_slice<T: Copy>(&mut self, mut xs: &[T], to: &impl Fn(T) -> A) {
-        while !xs.is_empty() {
+        if self.in_block > 0 {
+            // Top up the open block.
             let take = (BLOCK - self.in_block).min(xs.len());
             let (part, rest) = xs.split_at(take);
-            // The lanes in a local, so they stay in a register: through
-            // `self` they were stored back after every element. A second
-            // set takes every other run of lanes, so two chains of adds
-            // run at once (`x.sum(1)` over 2048 x 2048: 0.32 -> 0.31 ms
-            // at one thread, 0.16 -> 0.145 at two); 16 lanes in one array
-            // left the registers and ran 2x slower.
-            let mut lanes = self.lanes;
-            let mut second = [A::zero(); LANES];
-            let mut pairs = part.chunks_exact(2 * LANES);
-            for c in &mut pairs {
-                let (x, y) = c.split_at(LANES);
-                for (a, &v) in lanes.iter_mut().zip(x) {
-                    *a = *a + to(v);
-                }
-                for (a, &v) in second.iter_mut().zip(y) {
-                    *a = *a + to(v);
-                }
-            }
-            for (a, &b) in lanes.iter_mut().zip(&second) {
-                *a = *a + b;
-            }
-            let mut chunks = pairs.remainder().chunks_exact(LANES);
-            for c in &mut chunks {
-                for (a, &v) in lanes.iter_mut().zip(c) {
-                    *a = *a + to(v);
-                }
-            }
-            for (a, &v) in lanes.iter_mut().zip(chunks.remainder()) {
-                *a = *a + to(v);
-            }
-            self.lanes = lanes;
+            add_lanes(&mut self.lanes, part, to);
             self.in_block += take;
             if self.in_block == BLOCK {
-                self.close_block();
+                let full = std::mem::replace(&mut self.lanes, [A::zero(); LANES]);
+                self.in_block = 0;
+                self.close_block(full);
             }
             xs = rest;
         }
+        let mut blocks = xs.chunks_exact(BLOCK);
+        for block in &mut blocks {
+            let mut lanes = [A::zero(); LANES];
+            add_lanes(&mut lanes, block, to);
+            self.close_block(lanes);
+        }
+        let rest = blocks.remainder();
+        add_lanes(&mut self.lanes, rest, to);
+        self.in_block += rest.len();
     }
 
     #[inline(always)]
@@ -84,43 +76,78 @@ impl<A: Float> Cascade<A> {
         self.lanes[self.in_block % LANES] = self.lanes[self.in_block % LANES] + v;
         self.in_block += 1;
         if self.in_block == BLOCK {
-            self.close_block();
+            let full = std::mem::replace(&mut self.lanes, [A::zero(); LANES]);
+            self.in_block = 0;
+            self.close_block(full);
         }
     }
 
-    /// The lanes summed pairwise.
-    fn lanes_sum(&self) -> A {
-        let l = &self.lanes;
-        ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
-    }
-
-    /// Adds the finished block to the counter: equal-sized partial sums merge.
+    /// Adds a finished block to the counter: equal-sized partial sums merge.
     #[inline(always)]
-    fn close_block(&mut self) {
-        let mut v = self.lanes_sum();
-        self.lanes = [A::zero(); LANES];
-        self.in_block = 0;
+    fn close_block(&mut self, mut v: [A; LANES]) {
         let mut k = 0;
         while self.blocks & (1 << k) != 0 {
-            v = self.partial[k] + v;
+            // SAFETY: bit `k` of `blocks` is set, so `partial[k]` was
+            // written (see the field's docs).
+            let p = unsafe { self.partial[k].assume_init_read() };
+            v = lanes_add(p, v);
             k += 1;
         }
-        self.partial[k] = v;
+        self.partial[k].write(v);
         self.blocks += 1;
     }
 
     fn finish(&self) -> A {
-        let mut s = self.lanes_sum();
-        if self.blocks == 0 {
-            return s; // a short group: no partial sums to add (tiny windows)
+        let mut s = self.lanes;
+        let mut bits = self.blocks;
+        while bits != 0 {
+            let k = bits.trailing_zeros() as usize;
+            // SAFETY: bit `k` of `blocks` is set, so `partial[k]` was
+            // written (see the field's docs).
+            s = lanes_add(unsafe { self.partial[k].assume_init_read() }, s);
+            bits &= bits - 1;
         }
-        for k in 0..LEVELS {
-            if self.blocks & (1 << k) != 0 {
-                s = self.partial[k] + s;
+        ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+    }
+}
+
+/// `a + b`, lane by lane.
+#[inline(always)]
+fn lanes_add<A: Float>(a: [A; LANES], b: [A; LANES]) -> [A; LANES] {
+    std::array::from_fn(|i| a[i] + b[i])
+}
+
+/// Adds `xs` into `lanes`, element `i` into lane `i % LANES`: four sets
+/// of lanes in registers take runs of [`LANES`] values in turn, so four
+/// chains of adds run at once (with two, a block waited on the adds'
+/// latency; 16 lanes in one array left the registers and ran 2x slower).
+#[inline(always)]
+fn add_lanes<T: Copy, A: Float>(lanes: &mut [A; LANES], xs: &[T], to: &impl Fn(T) -> A) {
+    let mut acc = [
+        *lanes,
+        [A::zero(); LANES],
+        [A::zero(); LANES],
+        [A::zero(); LANES],
+    ];
+    let mut runs = xs.chunks_exact(4 * LANES);
+    for c in &mut runs {
+        for (set, run) in acc.iter_mut().zip(c.chunks_exact(LANES)) {
+            for (a, &v) in set.iter_mut().zip(run) {
+                *a = *a + to(v);
             }
         }
-        s
     }
+    let [mut first, second, third, fourth] = acc;
+    let mut chunks = runs.remainder().chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &v) in first.iter_mut().zip(c) {
+            *a = *a + to(v);
+        }
+    }
+    for (a, &v) in first.iter_mut().zip(chunks.remainder()) {
+        *a = *a + to(v);
+    }
+    *lanes = lanes_add(lanes_add(first, second), lanes_add(third, fourth));
 }
 
 /// Sums `src` (view `l`) over `dims` in the float type `A` (`to` converts
@@ -280,6 +307,11 @@ fn pairwise<A: Float>(v: &[A]) -> A {
 /// Sums each of `out.len()` columns over `rows` rows, `row_stride` apart,
 /// into `out`: blocks of rows added row by row (vectorising over columns),
 /// the block sums combined pairwise.
+///
+/// Threads take runs of whole rows when the rows are short (each reading
+/// memory in order; split by columns, two threads reading alternate halves
+/// of rows of 256 f32 ran slower than one), else runs of columns. Either
+/// way the result is the serial cascade's, bit for bit.
 fn sum_columns<T, A>(
     src: &[T],
     rows: usize,
@@ -290,48 +322,164 @@ fn sum_columns<T, A>(
     T: Copy + Send + Sync,
     A: Float,
 {
+    let cols = out.len();
+    if cols <= ROW_SPLIT_COLS
+        && parallel(cols * rows)
+        && sum_columns_by_rows(src, rows, row_stride, to, out)
+    {
+        return;
+    }
     let fill = |c0: usize, out: &mut [A]| {
         simd(
             #[inline(always)]
-            || {
-                let w = out.len();
-                let mut levels: Vec<Vec<A>> = Vec::new();
-                let mut blocks = 0u64;
-                let mut block = vec![A::zero(); w];
-                for r0 in (0..rows).step_by(BLOCK) {
-                    block.iter_mut().for_each(|b| *b = A::zero());
-                    for r in r0..(r0 + BLOCK).min(rows) {
-                        let row = &src[r * row_stride + c0..r * row_stride + c0 + w];
-                        for (b, &v) in block.iter_mut().zip(row) {
-                            *b = *b + to(v);
-                        }
-                    }
-                    let mut k = 0;
-                    while blocks & (1 << k) != 0 {
-                        for (b, &p) in block.iter_mut().zip(&levels[k]) {
-                            *b = p + *b;
-                        }
-                        k += 1;
-                    }
-                    if levels.len() <= k {
-                        levels.push(block.clone());
-                    } else {
-                        levels[k].copy_from_slice(&block);
-                    }
-                    blocks += 1;
-                }
-                out.iter_mut().for_each(|o| *o = A::zero());
-                for (k, level) in levels.iter().enumerate() {
-                    if blocks & (1 << k) != 0 {
-                        for (o, &p) in out.iter_mut().zip(level) {
-                            *o = p + *o;
-                        }
-                    }
-                }
-            },
+            || ColumnCascade::over(src, rows, row_stride, c0, out.len(), to).finish_into(out),
         )
     };
     by_columns(out, rows, fill);
+}
+
+/// Widest rows (in elements) that threads split by rows.
+const ROW_SPLIT_COLS: usize = 4096;
+
+/// [`sum_columns`] with the threads taking runs of 2^j blocks of rows;
+/// false (doing nothing) when there are too few blocks for two runs.
+///
+/// Each full run's cascade ends as one tree of 2^j blocks, the very sum
+/// the serial cascade holds at level `j` after those blocks; counting the
+/// runs' trees in a second cascade rebuilds the serial levels from `j` up,
+/// below which only the last, partial run has blocks. So the result is the
+/// serial one on any number of threads.
+fn sum_columns_by_rows<T, A>(
+    src: &[T],
+    rows: usize,
+    row_stride: usize,
+    to: &(impl Fn(T) -> A + Sync),
+    out: &mut [A],
+) -> bool
+where
+    T: Copy + Send + Sync,
+    A: Float,
+{
+    let cols = out.len();
+    let blocks = rows.div_ceil(BLOCK);
+    let per = blocks.div_ceil(num_threads()).next_power_of_two();
+    let runs = blocks.div_ceil(per);
+    if runs < 2 {
+        return false;
+    }
+    let level = per.trailing_zeros() as usize;
+    let mut parts = crate::alloc::filled(runs * cols, A::zero());
+    par_chunks_mut(&mut parts, cols, |i, part| {
+        simd(
+            #[inline(always)]
+            || {
+                let r0 = i * per * BLOCK;
+                let n = (rows - r0).min(per * BLOCK);
+                let run = ColumnCascade::over(&src[r0 * row_stride..], n, row_stride, 0, cols, to);
+                if n == per * BLOCK {
+                    part.copy_from_slice(&run.levels[level]);
+                } else {
+                    run.finish_into(part);
+                }
+            },
+        )
+    });
+    let full = if rows.is_multiple_of(per * BLOCK) {
+        runs
+    } else {
+        runs - 1
+    };
+    let mut trees = ColumnCascade::default();
+    for tree in parts.chunks_exact(cols).take(full) {
+        trees.push(&mut tree.to_vec());
+    }
+    match full < runs {
+        true => out.copy_from_slice(&parts[full * cols..]),
+        false => out.fill(A::zero()),
+    }
+    trees.add_levels_into(out);
+    true
+}
+
+/// Column sums of blocks of rows, combined pairwise: `levels[k]` holds
+/// 2^k blocks' sums while bit `k` of `blocks` is set.
+struct ColumnCascade<A> {
+    levels: Vec<Vec<A>>,
+    blocks: u64,
+}
+
+impl<A> Default for ColumnCascade<A> {
+    fn default() -> Self {
+        ColumnCascade {
+            levels: Vec::new(),
+            blocks: 0,
+        }
+    }
+}
+
+impl<A: Float> ColumnCascade<A> {
+    /// The cascade of columns `c0..c0 + w` over `rows` rows of `src`.
+    #[inline(always)]
+    fn over<T: Copy>(
+        src: &[T],
+        rows: usize,
+        row_stride: usize,
+        c0: usize,
+        w: usize,
+        to: &impl Fn(T) -> A,
+    ) -> Self {
+        let mut cascade = ColumnCascade::default();
+        let mut block = vec![A::zero(); w];
+        for r0 in (0..rows).step_by(BLOCK) {
+            block.fill(A::zero());
+            for r in r0..(r0 + BLOCK).min(rows) {
+                let row = &src[r * row_stride + c0..r * row_stride + c0 + w];
+                for (b, &v) in block.iter_mut().zip(row) {
+                    *b = *b + to(v);
+                }
+            }
+            cascade.push(&mut block);
+        }
+        cascade
+    }
+
+    /// Adds a block's sums to the counter (equal-sized partial sums
+    /// merge), leaving in `block` a spare buffer of the same length.
+    #[inline(always)]
+    fn push(&mut self, block: &mut Vec<A>) {
+        let mut k = 0;
+        while self.blocks & (1 << k) != 0 {
+            for (b, &p) in block.iter_mut().zip(&self.levels[k]) {
+                *b = p + *b;
+            }
+            k += 1;
+        }
+        if self.levels.len() <= k {
+            self.levels.push(block.clone());
+        } else {
+            std::mem::swap(&mut self.levels[k], block);
+        }
+        self.blocks += 1;
+    }
+
+    /// `out` set to the sum of the partial sums, smallest first.
+    #[inline(always)]
+    fn finish_into(&self, out: &mut [A]) {
+        out.fill(A::zero());
+        self.add_levels_into(out);
+    }
+
+    /// The partial sums added to `out`, smallest first.
+    #[inline(always)]
+    fn add_levels_into(&self, out: &mut [A]) {
+        for (k, level) in self.levels.iter().enumerate() {
+            if self.blocks & (1 << k) != 0 {
+                for (o, &p) in out.iter_mut().zip(level) {
+                    *o = p + *o;
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -416,6 +564,27 @@ mod tests {
         }
     }
 
+    /// Groups made of several contiguous runs (a narrowed view): each run
+    /// after the first tops up the block the last one left open.
+    #[test]
+    fn groups_of_several_runs_sum_like_f64() {
+        let (b, r, w, stride) = (3, 5, 150, 200);
+        let v = values(b * r * stride);
+        let l = Layout {
+            shape: vec![b, r, w],
+            strides: vec![r * stride, stride, 1],
+            offset: 0,
+        };
+        let got = sum(&v, &l, &[1, 2], |x| x);
+        for (i, &g) in got.iter().enumerate() {
+            let want: f64 = (0..r)
+                .map(|j| exact(&v[i * r * stride + j * stride..][..w]))
+                .sum();
+            let g = g as f64;
+            assert!((g - want).abs() <= 1e-6 * want, "group {i}: {g} vs {want}");
+        }
+    }
+
     /// Narrow batches (the windows of a pooling: 4 rows x 49 columns each)
     /// split across the threads give the serial result bit for bit.
     #[test]
@@ -433,6 +602,35 @@ mod tests {
         let k = 1234 * 49 + 17; // batch 1234, column 17
         let want: f64 = (0..4).map(|r| v[(1234 * 4 + r) * 49 + 17] as f64).sum();
         assert!((two[k] as f64 - want).abs() <= 1e-6 * want.abs());
+    }
+
+    /// Column sums split by runs of rows across threads give the serial
+    /// cascade's bits, with and without a partial last run.
+    #[test]
+    fn column_sums_by_runs_of_rows_give_the_serial_bits() {
+        for rows in [300, 512, 1000, 4097] {
+            let cols = 130;
+            let v = values(rows * cols);
+            let l = Layout::contiguous(&[rows, cols]);
+            crate::threads::set_num_threads(1);
+            let one = sum(&v, &l, &[0], |x| x);
+            for threads in [2, 3, 8] {
+                crate::threads::set_num_threads(threads);
+                assert_eq!(
+                    one,
+                    sum(&v, &l, &[0], |x| x),
+                    "{rows} rows, {threads} threads"
+                );
+            }
+            for (j, &got) in one.iter().enumerate() {
+                let want: f64 = (0..rows).map(|i| v[i * cols + j] as f64).sum();
+                assert!(
+                    (got as f64 - want).abs() <= 1e-6 * want,
+                    "{rows} rows, col {j}"
+                );
+            }
+        }
+        crate::threads::set_num_threads(2);
     }
 
     /// A run of reduced dims between kept ones (channels of [N, C, H, W])
