@@ -14,7 +14,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 46] = [
+pub(crate) const OPS_VARIANTS: [&str; 49] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -61,6 +61,9 @@ pub(crate) const OPS_VARIANTS: [&str; 46] = [
     "argmax_t_dim1",
     "norm_t_dim1",
     "layer_norm_t",
+    "max_dim0",
+    "amax_rows256_dim0",
+    "sum_rows256_dim0",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -89,6 +92,9 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "amax_dim0" => x.amax_dim(0, false),
         "amax_dim1" => x.amax_dim(1, false),
         "max_dim1" => x.max_dim(1, false).0,
+        "max_dim0" => x.max_dim(0, false).0,
+        "amax_rows256_dim0" => cube.reshape(&[16384, 256]).amax_dim(0, false),
+        "sum_rows256_dim0" => cube.reshape(&[16384, 256]).sum_dim(0, false),
         "softmax_dim0" => x.softmax(0),
         "softmax_dim1" => x.softmax(1),
         "logsumexp_dim0" => x.logsumexp(&[0], false),

@@ -2,7 +2,7 @@
 //! of their first occurrence (`torch.max(x, dim)`), or values alone
 //! (`torch.amax`), vectorised across a row's lanes or across columns.
 
-use super::columns::{COLUMN_BLOCK, par_column_runs};
+use super::columns::{COLUMN_BLOCK, par_column_runs, plane_row_runs};
 use crate::Float;
 use crate::threads::{
     PARALLEL_GRAIN, SharedSlice, num_threads, par_chunks_mut, par_chunks_mut2, simd,
@@ -78,6 +78,9 @@ pub fn extreme_columns<T: Float>(
         len <= u32::MAX as usize,
         "extreme_columns kernel: rows of {len} (up to 2^32)"
     );
+    if let Some(per) = plane_row_runs(x.len(), len, inner) {
+        return columns_by_row_runs(x, len, inner, per, max);
+    }
     let (mut vals, mut idx) = (
         vec![T::zero(); x.len() / len.max(1)],
         vec![0i64; x.len() / len.max(1)],
@@ -100,6 +103,53 @@ pub fn extreme_columns<T: Float>(
             },
         )
     });
+    (vals, idx)
+}
+
+/// [`extreme_columns`] of one `[len, inner]` plane with the threads taking
+/// runs of `per` rows each, every run's result (its indices made the
+/// plane's) then folded into the first in order: the first NaN, else the
+/// first of the extremes, as the fold down the whole plane.
+fn columns_by_row_runs<T: Float>(
+    x: &[T],
+    len: usize,
+    inner: usize,
+    per: usize,
+    max: bool,
+) -> (Vec<T>, Vec<i64>) {
+    let runs = len.div_ceil(per);
+    let (mut vals, mut idx) = (vec![T::zero(); runs * inner], vec![0i64; runs * inner]);
+    par_chunks_mut2((&mut vals, inner), (&mut idx, inner), |i, v, at| {
+        let rows = &x[i * per * inner..((i + 1) * per).min(len) * inner];
+        simd(
+            #[inline(always)]
+            || {
+                for c0 in (0..inner).step_by(COLUMN_BLOCK) {
+                    let w = COLUMN_BLOCK.min(inner - c0);
+                    let (v, at) = (&mut v[c0..c0 + w], &mut at[c0..c0 + w]);
+                    if max {
+                        extreme_column_block(rows, inner, c0, v, at, |a, b| a > b)
+                    } else {
+                        extreme_column_block(rows, inner, c0, v, at, |a, b| a < b)
+                    }
+                }
+                at.iter_mut().for_each(|a| *a += (i * per) as i64);
+            },
+        )
+    });
+    let beats = |a: T, b: T| if max { a > b } else { a < b };
+    let (best, later) = vals.split_at_mut(inner);
+    let (best_at, later_at) = idx.split_at_mut(inner);
+    for (v, at) in later.chunks_exact(inner).zip(later_at.chunks_exact(inner)) {
+        for (((b, ba), &v), &a) in best.iter_mut().zip(best_at.iter_mut()).zip(v).zip(at) {
+            #[allow(clippy::eq_op)]
+            if beats(v, *b) | ((v != v) & (*b == *b)) {
+                (*b, *ba) = (v, a);
+            }
+        }
+    }
+    vals.truncate(inner);
+    idx.truncate(inner);
     (vals, idx)
 }
 
@@ -228,6 +278,9 @@ pub fn extreme_values<T: Float>(x: &[T], len: usize, inner: usize, max: bool) ->
         "extreme_values kernel: {} elements are not [outer, {len}, {inner}]",
         x.len()
     );
+    if let Some(per) = plane_row_runs(x.len(), len, inner) {
+        return values_by_row_runs(x, len, inner, per, max);
+    }
     let mut vals = vec![T::zero(); x.len() / len];
     // Threads split the outputs evenly, whatever planes and blocks of
     // columns they fall in (a single plane's columns are split too).
@@ -250,6 +303,43 @@ pub fn extreme_values<T: Float>(x: &[T], len: usize, inner: usize, max: bool) ->
             },
         )
     });
+    vals
+}
+
+/// [`extreme_values`] of one `[len, inner]` plane with the threads taking
+/// runs of `per` rows each, every run's values then folded into the first
+/// in order (a NaN, once in, stays).
+fn values_by_row_runs<T: Float>(
+    x: &[T],
+    len: usize,
+    inner: usize,
+    per: usize,
+    max: bool,
+) -> Vec<T> {
+    let runs = len.div_ceil(per);
+    let mut vals = vec![T::zero(); runs * inner];
+    par_chunks_mut(&mut vals, inner, |i, out| {
+        let rows = &x[i * per * inner..((i + 1) * per).min(len) * inner];
+        let n = rows.len() / inner;
+        simd(
+            #[inline(always)]
+            || {
+                if max {
+                    values_from(rows, n, inner, 0, out, |a, b| a > b)
+                } else {
+                    values_from(rows, n, inner, 0, out, |a, b| a < b)
+                }
+            },
+        )
+    });
+    let beats = |a: T, b: T| if max { a > b } else { a < b };
+    let (best, later) = vals.split_at_mut(inner);
+    for run in later.chunks_exact(inner) {
+        for (b, &v) in best.iter_mut().zip(run) {
+            *b = keep_extreme(*b, v, beats);
+        }
+    }
+    vals.truncate(inner);
     vals
 }
 
@@ -413,12 +503,14 @@ mod tests {
             (1, 40, 1000),
             (2, 5, 2048),
             (1, 3, 4500),
+            (1, 201, 256),
+            (1, 15, 4500),
         ];
         for (outer, len, inner) in shapes {
             let x = tie_heavy(outer * len * inner, inner, |i| (i % inner) % 10 == 0);
             let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
             for max in [true, false] {
-                for threads in [1, 2] {
+                for threads in [1, 3, 2] {
                     crate::threads::set_num_threads(threads);
                     let (v, i) = extreme_columns(&x, len, inner, max);
                     let (v32, i32) = extreme_columns(&x32, len, inner, max);
@@ -458,12 +550,14 @@ mod tests {
             (3, 33, 256),
             (2, 17, 3),
             (2, 3, 4500),
+            (1, 201, 256),
+            (1, 15, 4500),
         ];
         for (outer, len, inner) in shapes {
             let x = tie_heavy(outer * len * inner, len * inner, |i| i % 3 == 0);
             let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
             for max in [true, false] {
-                for threads in [1, 2] {
+                for threads in [1, 3, 2] {
                     crate::threads::set_num_threads(threads);
                     let v = extreme_values(&x, len, inner, max);
                     let v32 = extreme_values(&x32, len, inner, max);
