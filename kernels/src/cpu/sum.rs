@@ -61,6 +61,20 @@ impl<A: Float> Cascade<A> {
             xs = rest;
         }
         let mut blocks = xs.chunks_exact(BLOCK);
+        if size_of::<T>() < size_of::<A>() {
+            // Half types: each block converted in one loop first, then
+            // summed. Converted inside the lanes' loop, the conversion
+            // kept it scalar (the sum of 4 M f16 took 2.7 ms, PyTorch 0.2).
+            let mut wide = [A::zero(); BLOCK];
+            for block in &mut blocks {
+                for (w, &v) in wide.iter_mut().zip(block) {
+                    *w = to(v);
+                }
+                let mut lanes = [A::zero(); LANES];
+                add_lanes(&mut lanes, &wide, &|v| v);
+                self.close_block(lanes);
+            }
+        }
         for block in &mut blocks {
             let mut lanes = [A::zero(); LANES];
             add_lanes(&mut lanes, block, to);
@@ -561,6 +575,36 @@ mod tests {
                 (strided[j] as f64 - want).abs() <= 1e-6 * want,
                 "strided {j}"
             );
+        }
+    }
+
+    /// Half-type sums (each block widened first, then summed) against f64
+    /// sums of the same values: one long sum and rows with partial blocks.
+    #[test]
+    fn half_type_sums_widen_each_block_and_sum_like_f64() {
+        use half::{bf16, f16};
+        let v = values(70_001);
+        let h: Vec<f16> = v.iter().map(|&x| f16::from_f32(x)).collect();
+        let b: Vec<bf16> = v.iter().map(|&x| bf16::from_f32(x)).collect();
+        let hf: Vec<f32> = h.iter().map(|x| x.to_f32()).collect();
+        let bf: Vec<f32> = b.iter().map(|x| x.to_f32()).collect();
+        for (l, dims) in [
+            (Layout::contiguous(&[70_001]), vec![0]),
+            (Layout::contiguous(&[7, 10_000]), vec![1]),
+        ] {
+            let n = l.numel();
+            let rows = n / l.shape[dims[0]];
+            let got_h = sum(&h[..n], &l, &dims, super::super::f32_from_f16);
+            let got_b = sum(&b[..n], &l, &dims, super::super::f32_from_bf16);
+            for r in 0..rows {
+                let len = n / rows;
+                let (wh, wb) = (
+                    exact(&hf[r * len..(r + 1) * len]),
+                    exact(&bf[r * len..(r + 1) * len]),
+                );
+                assert!((got_h[r] as f64 - wh).abs() <= 1e-6 * wh, "f16 {n}/{r}");
+                assert!((got_b[r] as f64 - wb).abs() <= 1e-6 * wb, "bf16 {n}/{r}");
+            }
         }
     }
 

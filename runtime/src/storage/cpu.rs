@@ -229,11 +229,11 @@ impl CpuBuffer {
                 l,
                 *op,
                 #[inline(always)]
-                |x, op| f16::from_f32(op.fast(x.to_f32())),
+                |x, op| cpu::f16_from_f32(op.fast(cpu::f32_from_f16(x))),
                 #[inline(always)]
-                |x, op| op.rare(x.to_f32()),
+                |x, op| op.rare(cpu::f32_from_f16(x)),
                 #[inline(always)]
-                |x, op| f16::from_f32(op.f(x.to_f32())),
+                |x, op| cpu::f16_from_f32(op.f(cpu::f32_from_f16(x))),
             )),
             CpuBuffer::BF16(v) => CpuBuffer::BF16(cpu::map_split_with(
                 v,
@@ -291,7 +291,7 @@ impl CpuBuffer {
                 b,
                 lb,
                 #[inline(always)]
-                |x, y| f16::from_f32(op.f(x.to_f32(), y.to_f32())),
+                |x, y| cpu::f16_from_f32(op.f(cpu::f32_from_f16(x), cpu::f32_from_f16(y))),
             )),
             (BF16(a), BF16(b)) => BF16(cpu::zip_map(
                 a,
@@ -368,9 +368,9 @@ impl CpuBuffer {
             CpuBuffer::F32(v) => CpuBuffer::F32(cpu::sum(v, l, dims, |x| x)),
             CpuBuffer::F64(v) => CpuBuffer::F64(cpu::sum(v, l, dims, |x| x)),
             CpuBuffer::F16(v) => CpuBuffer::F16(
-                cpu::sum(v, l, dims, |x| x.to_f32())
+                cpu::sum(v, l, dims, cpu::f32_from_f16)
                     .into_iter()
-                    .map(f16::from_f32)
+                    .map(cpu::f16_from_f32)
                     .collect(),
             ),
             CpuBuffer::BF16(v) => CpuBuffer::BF16(

@@ -6,7 +6,6 @@
 
 use super::cpu::{CpuBuffer, contiguous, planes, with_vec};
 use crate::dtype::{DType, Element};
-use half::f16;
 use std::borrow::Cow;
 use tapir_kernels::elementwise::{BinaryFn, UnaryFn};
 use tapir_kernels::optim::OptimStep;
@@ -387,7 +386,7 @@ impl CpuBuffer {
                 d,
                 l,
                 #[inline(always)]
-                |x| f16::from_f32(op.f(x.to_f32())),
+                |x| cpu::f16_from_f32(op.f(cpu::f32_from_f16(x))),
             ),
             CpuBuffer::BF16(d) => cpu::map_inplace(
                 d,
@@ -454,7 +453,7 @@ impl CpuBuffer {
                 s,
                 ls,
                 #[inline(always)]
-                |x, y| f16::from_f32(op.f(x.to_f32(), y.to_f32())),
+                |x, y| cpu::f16_from_f32(op.f(cpu::f32_from_f16(x), cpu::f32_from_f16(y))),
             ),
             (BF16(d), BF16(s)) => cpu::zip_inplace(
                 d,
