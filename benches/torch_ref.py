@@ -571,6 +571,12 @@ OPS_VARIANTS = {
     "max_dim0": lambda x, cube, pos: x.max(0),
     "amax_rows256_dim0": lambda x, cube, pos: cube.reshape(16384, 256).amax(0),
     "sum_rows256_dim0": lambda x, cube, pos: cube.reshape(16384, 256).sum(0),
+    "exp_f16": lambda x, cube, pos: HALF[0].exp(),
+    "add_f16": lambda x, cube, pos: HALF[0] + HALF[1],
+    "gelu_f16": lambda x, cube, pos: torch.nn.functional.gelu(HALF[0]),
+    "sum_f16": lambda x, cube, pos: HALF[0].sum(),
+    "to_f16": lambda x, cube, pos: x.half(),
+    "to_f32_from_f16": lambda x, cube, pos: HALF[0].float(),
     "softmax_dim0": lambda x, cube, pos: x.softmax(0),
     "softmax_dim1": lambda x, cube, pos: x.softmax(1),
     "logsumexp_dim0": lambda x, cube, pos: x.logsumexp(0),
@@ -608,6 +614,8 @@ OPS_VARIANTS = {
 # Targets of the in-place variants, made by bench_ops (their values drift;
 # the time does not depend on them).
 INPLACE = []
+# f16 copies of x and of the second in-place target, for the f16 variants.
+HALF = []
 
 
 def bench_ops(args, variant):
@@ -620,6 +628,7 @@ def bench_ops(args, variant):
     cube = x.reshape(128, 128, 256)
     pos = x > 0
     INPLACE[:] = [torch.randn(n, n, generator=g).to(DEVICE), torch.randn(n, n, generator=g).to(DEVICE)]
+    HALF[:] = [x.half(), INPLACE[1].half()]
     fn = OPS_VARIANTS[variant]
 
     def step():

@@ -14,7 +14,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 49] = [
+pub(crate) const OPS_VARIANTS: [&str; 55] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -64,6 +64,12 @@ pub(crate) const OPS_VARIANTS: [&str; 49] = [
     "max_dim0",
     "amax_rows256_dim0",
     "sum_rows256_dim0",
+    "exp_f16",
+    "add_f16",
+    "gelu_f16",
+    "sum_f16",
+    "to_f16",
+    "to_f32_from_f16",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -78,6 +84,8 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         Tensor::randn_with(&[n, n], &g).to(args.device).unwrap(),
         Tensor::randn_with(&[n, n], &g).to(args.device).unwrap(),
     );
+    // f16 copies of `x` and `addend` for the f16 variants.
+    let (x16, addend16) = (x.to_dtype(DType::F16), addend.to_dtype(DType::F16));
     let f = || match variant {
         "t_contiguous" => x.t().contiguous(),
         "permute_201" => cube.permute(&[2, 0, 1]).contiguous(),
@@ -95,6 +103,12 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "max_dim0" => x.max_dim(0, false).0,
         "amax_rows256_dim0" => cube.reshape(&[16384, 256]).amax_dim(0, false),
         "sum_rows256_dim0" => cube.reshape(&[16384, 256]).sum_dim(0, false),
+        "exp_f16" => x16.exp(),
+        "add_f16" => &x16 + &addend16,
+        "gelu_f16" => x16.gelu(),
+        "sum_f16" => x16.sum(),
+        "to_f16" => x.to_dtype(DType::F16),
+        "to_f32_from_f16" => x16.to_dtype(DType::F32),
         "softmax_dim0" => x.softmax(0),
         "softmax_dim1" => x.softmax(1),
         "logsumexp_dim0" => x.logsumexp(&[0], false),
