@@ -28,6 +28,7 @@ mod softmax;
 mod softmax_columns;
 mod strided;
 mod sum;
+mod sum_columns;
 mod transpose;
 
 pub use attention::{
