@@ -142,8 +142,7 @@ fn columns_by_row_runs<T: Float>(
     let (best_at, later_at) = idx.split_at_mut(inner);
     for (v, at) in later.chunks_exact(inner).zip(later_at.chunks_exact(inner)) {
         for (((b, ba), &v), &a) in best.iter_mut().zip(best_at.iter_mut()).zip(v).zip(at) {
-            #[allow(clippy::eq_op)]
-            if beats(v, *b) | ((v != v) & (*b == *b)) {
+            if takes_over(v, *b, beats) {
                 (*b, *ba) = (v, a);
             }
         }
@@ -172,8 +171,7 @@ fn extreme_column_block<T: Float>(
     best.copy_from_slice(&plane[c0..c0 + w]);
     for (r, row) in plane.chunks_exact(inner).enumerate().skip(1) {
         for ((b, a), &v) in best.iter_mut().zip(at.iter_mut()).zip(&row[c0..c0 + w]) {
-            #[allow(clippy::eq_op)]
-            let take = beats(v, *b) | ((v != v) & (*b == *b));
+            let take = takes_over(v, *b, &beats);
             *b = if take { v } else { *b };
             *a = if take { r as u32 } else { *a };
         }
@@ -366,6 +364,15 @@ fn values_from<T: Float>(
         }
         (at, out) = (at + w, rest);
     }
+}
+
+/// Whether `v`, later in a fold with indices, replaces the best `b`: it
+/// beats it, or it is the first NaN (a NaN in `b` stays, with its index).
+#[inline(always)]
+fn takes_over<T: Float>(v: T, b: T, beats: impl Fn(T, T) -> bool) -> bool {
+    #[allow(clippy::eq_op)]
+    let first_nan = (v != v) & (b == b);
+    beats(v, b) | first_nan
 }
 
 /// `b` replaced by `v` where `v` beats it or is NaN: a NaN, once in, stays.
