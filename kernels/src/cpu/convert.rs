@@ -1,6 +1,7 @@
 //! Dense conversions between f32 and the half types, written as plain
-//! loops the compiler vectorises (bf16 is the top half of an f32; f16 goes
-//! through `half`'s F16C path). The casts of mixed precision run here.
+//! loops the compiler vectorises (bf16 is the top half of an f32; f16 is
+//! rebiased in integer and float arithmetic). The casts of mixed precision
+//! run here.
 
 use half::{bf16, f16};
 
