@@ -66,10 +66,11 @@ pub fn bf16_from_f32(x: f32) -> bf16 {
 /// assert_eq!(tapir_kernels::cpu::f16_to_f32(&v), vec![1.5, -65504.0]);
 /// ```
 pub fn f16_to_f32(v: &[f16]) -> Vec<f32> {
-    // Vectorised, split across threads and written once (`map_dense`):
-    // `half`'s slice conversion needed a zero-filled output and ran on
-    // the calling thread, 1.25 ms for 4 M values on 1 and 2 threads.
-    super::elementwise::map_dense(v, f32_from_f16)
+    // In blocks through F16C where the CPU has it, split across threads
+    // and written once: `half`'s slice conversion needed a zero-filled
+    // output and ran on the calling thread, 1.25 ms for 4 M values on 1
+    // and 2 threads.
+    super::f16_blocks::widen_dense(v)
 }
 
 /// f32 to f16, rounding to nearest even (NaN stays NaN), as `f16::from_f32`.
@@ -80,7 +81,7 @@ pub fn f16_to_f32(v: &[f16]) -> Vec<f32> {
 /// assert_eq!(h, vec![f16::ONE, f16::INFINITY, f16::from_f32(1.0e-7)]);
 /// ```
 pub fn f32_to_f16(v: &[f32]) -> Vec<f16> {
-    super::elementwise::map_dense(v, f16_from_f32)
+    super::f16_blocks::narrow_dense(v)
 }
 
 /// One f16 as f32, without a branch, so loops of it vectorise. Normal
@@ -164,22 +165,30 @@ mod tests {
                 "{x:e}: {b} vs {want}"
             );
         }
-        for (x, h) in xs.iter().zip(f32_to_f16(&xs)) {
-            let want = f16::from_f32(*x);
-            assert!(
-                want.to_bits() == h.to_bits() || want.is_nan() && h.is_nan(),
-                "{x:e}: {h} vs {want}"
-            );
+        // The slice conversion (F16C where the CPU has it) and the scalar
+        // form (the fallback, and every f16 op's tail).
+        let scalar = |xs: &[f32]| xs.iter().map(|&x| f16_from_f32(x)).collect::<Vec<_>>();
+        for got in [f32_to_f16(&xs), scalar(&xs)] {
+            for (x, h) in xs.iter().zip(got) {
+                let want = f16::from_f32(*x);
+                assert!(
+                    want.to_bits() == h.to_bits() || want.is_nan() && h.is_nan(),
+                    "{x:e}: {h} vs {want}"
+                );
+            }
         }
         // Every f16, and the f32 halfway between each pair of neighbours
         // (ties round to even) and just either side of it.
         let halves: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
-        for (h, f) in halves.iter().zip(f16_to_f32(&halves)) {
-            let want = h.to_f32();
-            assert!(
-                want.to_bits() == f.to_bits() || h.is_nan() && f.is_nan(),
-                "{h}: {f} vs {want}"
-            );
+        let widened: Vec<f32> = halves.iter().map(|&h| f32_from_f16(h)).collect();
+        for got in [f16_to_f32(&halves), widened] {
+            for (h, f) in halves.iter().zip(got) {
+                let want = h.to_f32();
+                assert!(
+                    want.to_bits() == f.to_bits() || h.is_nan() && f.is_nan(),
+                    "{h}: {f} vs {want}"
+                );
+            }
         }
         let between: Vec<f32> = (0..0x7bffu16)
             .flat_map(|b| {
@@ -202,12 +211,14 @@ mod tests {
                 2.9e-8,
             ])
             .collect();
-        for (x, h) in between.iter().zip(f32_to_f16(&between)) {
-            let want = f16::from_f32(*x);
-            assert!(
-                want.to_bits() == h.to_bits() || want.is_nan() && h.is_nan(),
-                "{x:e}: {h} vs {want}"
-            );
+        for got in [f32_to_f16(&between), scalar(&between)] {
+            for (x, h) in between.iter().zip(got) {
+                let want = f16::from_f32(*x);
+                assert!(
+                    want.to_bits() == h.to_bits() || want.is_nan() && h.is_nan(),
+                    "{x:e}: {h} vs {want}"
+                );
+            }
         }
     }
 }

@@ -43,6 +43,9 @@ where
     map_dense_split(&src[off..off + n], c, fast, rare, exact)
 }
 
+/// Elements per gathered block of a strided map (on the stack).
+pub(super) const STRIDED_BLOCK: usize = 256;
+
 /// [`map_split_with`] over a view that is not dense: the view's elements
 /// are gathered in order (rows of the coalesced view) into a stack block of
 /// 256, and each full block runs as a dense chunk does, inside `simd`: one
@@ -63,16 +66,30 @@ where
     C: Copy + Send + Sync,
     U: Copy + Send + Sync + 'static,
 {
-    const BLOCK: usize = 256;
+    map_strided_blocks(src, l, |xs, out| {
+        split_chunk(xs, out, c, &fast, &rare, &exact)
+    })
+}
+
+/// `map_block(xs, out)` over a view that is not dense, `xs` its elements
+/// in order, gathered into blocks of [`STRIDED_BLOCK`]; `map_block` writes
+/// every element of `out`. The walk under [`map_strided_split`], and the
+/// f16 maps' (which widen each block first).
+pub(super) fn map_strided_blocks<T, U>(
+    src: &[T],
+    l: &Layout,
+    map_block: impl Fn(&[T], &mut [MaybeUninit<U>]) + Sync,
+) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync + 'static,
+{
+    const BLOCK: usize = STRIDED_BLOCK;
     let n = l.numel();
     let (shape, strides) = coalesce(&l.shape, &[&l.strides]);
     let mut out = alloc::with_capacity(n);
     let rows = row_count(&shape);
     let len = n / rows.max(1);
-    // One block through `fast`, then `exact` on its rare elements.
-    let map_block = |xs: &[T], out: &mut [MaybeUninit<U>]| {
-        split_chunk(xs, out, c, &fast, &rare, &exact);
-    };
     let fill = |start: usize, chunk: &mut [MaybeUninit<U>]| {
         if chunk.is_empty() {
             return; // no element: `src[l.offset]` below may not exist
@@ -111,7 +128,7 @@ where
     run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
     // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
     // every row of the `n` slots once, and `fill` writes each whole row
-    // (every block of it through `fast`).
+    // (every block of it through `map_block`, which writes all of it).
     unsafe { out.set_len(n) };
     out
 }
@@ -131,19 +148,31 @@ where
     C: Copy + Send + Sync,
     U: Copy + Send + Sync + 'static,
 {
+    map_dense_blocks(s, |xs, out| split_chunk(xs, out, c, &fast, &rare, &exact))
+}
+
+/// `map_chunk(xs, out)` over a dense slice, in chunks of [`CHUNK`] split
+/// across threads when large; `map_chunk` writes every element of `out`.
+pub(super) fn map_dense_blocks<T, U>(
+    s: &[T],
+    map_chunk: impl Fn(&[T], &mut [MaybeUninit<U>]) + Sync,
+) -> Vec<U>
+where
+    T: Copy + Send + Sync,
+    U: Copy + Send + Sync + 'static,
+{
     let n = s.len();
     let mut out = alloc::with_capacity(n);
     let spare = &mut out.spare_capacity_mut()[..n];
-    let run = |o: &mut [MaybeUninit<U>], x: &[T]| split_chunk(x, o, c, &fast, &rare, &exact);
     if parallel(n) {
         par_chunks_mut(spare, CHUNK, |i, o| {
-            run(o, &s[i * CHUNK..i * CHUNK + o.len()])
+            map_chunk(&s[i * CHUNK..i * CHUNK + o.len()], o)
         });
     } else {
-        run(spare, s);
+        map_chunk(s, spare);
     }
     // SAFETY: `spare` is the first `n` slots of `out`'s spare capacity (`out`
-    // was empty), and the first loop above wrote every one of them.
+    // was empty), and `map_chunk` wrote every one of them.
     unsafe { out.set_len(n) };
     out
 }
@@ -152,7 +181,7 @@ where
 /// notes whether any element is rare, then `exact` on those: a dense
 /// chunk's work, and a gathered block's.
 #[inline(always)]
-fn split_chunk<T: Copy, C: Copy, U>(
+pub(super) fn split_chunk<T: Copy, C: Copy, U>(
     xs: &[T],
     out: &mut [MaybeUninit<U>],
     c: C,

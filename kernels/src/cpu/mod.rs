@@ -9,6 +9,7 @@ mod copy;
 mod draws;
 mod elementwise;
 mod extreme;
+mod f16_blocks;
 mod foreach;
 mod index;
 pub mod linalg;
@@ -45,6 +46,7 @@ pub use copy::{copy_into, copy_strided};
 pub use draws::{NORMAL_BLOCK_WORDS, normal_from_bits, uniform_from_bits};
 pub use elementwise::{map, map_inplace, map_with, select, zip_inplace, zip_map};
 pub use extreme::{extreme_columns, extreme_rows, extreme_values};
+pub use f16_blocks::{F16ToF32, map_f16_split_with, zip_map_f16};
 pub use foreach::{scale_many, sum_squares_many};
 pub use index::{
     IndexValue, Indices, ScatterMode, ScatterValue, gather, index_add_rows, index_select,
@@ -72,5 +74,5 @@ pub use softmax::{
 pub use softmax_columns::softmax_columns;
 pub use strided::coalesce;
 pub(crate) use strided::for_rows;
-pub use sum::sum;
+pub use sum::{Widen, sum};
 pub use transpose::transpose_into;

@@ -4,7 +4,7 @@
 //! counter as the row sums' cascade.
 
 use super::reduce::by_columns;
-use super::sum::BLOCK;
+use super::sum::{BLOCK, Widen};
 use crate::Float;
 use crate::threads::{num_threads, par_chunks_mut, parallel, simd};
 
@@ -20,7 +20,7 @@ pub(super) fn sum_columns<T, A>(
     src: &[T],
     rows: usize,
     row_stride: usize,
-    to: &(impl Fn(T) -> A + Sync),
+    to: &impl Widen<T, A>,
     out: &mut [A],
 ) where
     T: Copy + Send + Sync,
@@ -57,7 +57,7 @@ fn sum_columns_by_rows<T, A>(
     src: &[T],
     rows: usize,
     row_stride: usize,
-    to: &(impl Fn(T) -> A + Sync),
+    to: &impl Widen<T, A>,
     out: &mut [A],
 ) -> bool
 where
@@ -130,7 +130,7 @@ impl<A: Float> ColumnCascade<A> {
         row_stride: usize,
         c0: usize,
         w: usize,
-        to: &impl Fn(T) -> A,
+        to: &impl Widen<T, A>,
     ) -> Self {
         let mut cascade = ColumnCascade::default();
         let mut block = vec![A::zero(); w];
@@ -139,7 +139,7 @@ impl<A: Float> ColumnCascade<A> {
             for r in r0..(r0 + BLOCK).min(rows) {
                 let row = &src[r * row_stride + c0..r * row_stride + c0 + w];
                 for (b, &v) in block.iter_mut().zip(row) {
-                    *b = *b + to(v);
+                    *b = *b + to.one(v);
                 }
             }
             cascade.push(&mut block);

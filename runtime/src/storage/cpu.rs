@@ -224,16 +224,16 @@ impl CpuBuffer {
                 #[inline(always)]
                 |x, op| op.f(x),
             )),
-            CpuBuffer::F16(v) => CpuBuffer::F16(cpu::map_split_with(
+            CpuBuffer::F16(v) => CpuBuffer::F16(cpu::map_f16_split_with(
                 v,
                 l,
                 *op,
                 #[inline(always)]
-                |x, op| cpu::f16_from_f32(op.fast(cpu::f32_from_f16(x))),
+                |x, op| op.fast(x),
                 #[inline(always)]
-                |x, op| op.rare(cpu::f32_from_f16(x)),
+                |x, op| op.rare(x),
                 #[inline(always)]
-                |x, op| cpu::f16_from_f32(op.f(cpu::f32_from_f16(x))),
+                |x, op| op.f(x),
             )),
             CpuBuffer::BF16(v) => CpuBuffer::BF16(cpu::map_split_with(
                 v,
@@ -285,13 +285,13 @@ impl CpuBuffer {
                 #[inline(always)]
                 |x, y| op.f(x, y),
             )),
-            (F16(a), F16(b)) => F16(cpu::zip_map(
+            (F16(a), F16(b)) => F16(cpu::zip_map_f16(
                 a,
                 la,
                 b,
                 lb,
                 #[inline(always)]
-                |x, y| cpu::f16_from_f32(op.f(cpu::f32_from_f16(x), cpu::f32_from_f16(y))),
+                |x, y| op.f(x, y),
             )),
             (BF16(a), BF16(b)) => BF16(cpu::zip_map(
                 a,
@@ -368,7 +368,7 @@ impl CpuBuffer {
             CpuBuffer::F32(v) => CpuBuffer::F32(cpu::sum(v, l, dims, |x| x)),
             CpuBuffer::F64(v) => CpuBuffer::F64(cpu::sum(v, l, dims, |x| x)),
             CpuBuffer::F16(v) => CpuBuffer::F16(
-                cpu::sum(v, l, dims, cpu::f32_from_f16)
+                cpu::sum(v, l, dims, cpu::F16ToF32)
                     .into_iter()
                     .map(cpu::f16_from_f32)
                     .collect(),
