@@ -8,7 +8,7 @@
 //! ran 2.3x and `exp` 1.6x behind PyTorch, which converts with F16C.
 
 use super::convert::{f16_from_f32, f32_from_f16};
-use super::elementwise::{CHUNK, zip_map};
+use super::elementwise::{CHUNK, map_inplace, zip_inplace, zip_map};
 use super::map_split::{map_dense_blocks, map_strided_blocks, split_chunk};
 use super::sum::Widen;
 use crate::Layout;
@@ -218,12 +218,8 @@ impl Widen<f16, f32> for F16ToF32 {
 
     #[inline(always)]
     fn block(&self, xs: &[f16], out: &mut [f32]) {
-        let out = &mut out[..xs.len()];
-        // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and `widen_f16`
-        // only writes initialised values (all of them), so `out` stays
-        // initialised.
-        let slots = unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) };
-        widen_f16(xs, slots);
+        // SAFETY: `widen_f16` writes only initialised values.
+        widen_f16(xs, unsafe { as_slots(out) });
     }
 }
 
@@ -361,10 +357,163 @@ fn zip_dense(a: &[f16], b: &[f16], f: &(impl Fn(f32, f32) -> f32 + Sync)) -> Vec
     out
 }
 
+/// `dst[i] = f(dst[i], c)` on a view of an f16 buffer, in place, with `f`
+/// written on f32 and `c` a value every element shares (an op's
+/// parameters, copied into the loop so it stays in a register): a dense
+/// view a block at a time, others value by value.
+///
+/// ```
+/// use half::f16;
+/// use tapir_kernels::{cpu, Layout};
+/// let mut x = [f16::from_f32(1.5), f16::from_f32(-2.0)];
+/// cpu::map_inplace_f16_with(&mut x, &Layout::contiguous(&[2]), 2.0, |v, k| v * k);
+/// assert_eq!(x, [f16::from_f32(3.0), f16::from_f32(-4.0)]);
+/// ```
+pub fn map_inplace_f16_with<C: Copy + Send + Sync>(
+    dst: &mut [f16],
+    l: &Layout,
+    c: C,
+    f: impl Fn(f32, C) -> f32 + Sync,
+) {
+    match l.contiguous_offset() {
+        Some(off) => update_dense(
+            &mut dst[off..off + l.numel()],
+            Other::Single(0.0),
+            c,
+            &|x, _, c| f(x, c),
+        ),
+        None => map_inplace(
+            dst,
+            l,
+            #[inline(always)]
+            |x| f16_from_f32(f(f32_from_f16(x), c)),
+        ),
+    }
+}
+
+/// `dst[i] = f(dst[i], src[i])` on a view of an f16 buffer, in place, `src`
+/// broadcast to its shape, with `f` written on f32: a block at a time
+/// where `dst` is dense and `src` dense or a single value broadcast, value
+/// by value otherwise.
+///
+/// ```
+/// use half::f16;
+/// use tapir_kernels::{cpu, Layout};
+/// let mut x = [f16::from_f32(1.5), f16::ONE];
+/// let one = Layout::contiguous(&[1]).broadcast_to(&[2]);
+/// cpu::zip_inplace_f16(&mut x, &Layout::contiguous(&[2]), &[f16::from_f32(0.5)], &one, |a, b| a - b);
+/// assert_eq!(x, [f16::ONE, f16::from_f32(0.5)]);
+/// ```
+pub fn zip_inplace_f16(
+    dst: &mut [f16],
+    l: &Layout,
+    src: &[f16],
+    ls: &Layout,
+    f: impl Fn(f32, f32) -> f32 + Sync,
+) {
+    let n = l.numel();
+    let single = n > 0 && ls.strides.iter().all(|&s| s == 0);
+    match (l.contiguous_offset(), ls.contiguous_offset()) {
+        (Some(od), Some(os)) => {
+            let other = Other::Dense(&src[os..os + n]);
+            update_dense(&mut dst[od..od + n], other, (), &|x, y, ()| f(x, y))
+        }
+        (Some(od), None) if single => {
+            let other = Other::Single(f32_from_f16(src[ls.offset]));
+            update_dense(&mut dst[od..od + n], other, (), &|x, y, ()| f(x, y))
+        }
+        _ => zip_inplace(
+            dst,
+            l,
+            src,
+            ls,
+            #[inline(always)]
+            |x, y| f16_from_f32(f(f32_from_f16(x), f32_from_f16(y))),
+        ),
+    }
+}
+
+/// The second operand of [`update_dense`].
+#[derive(Clone, Copy)]
+enum Other<'a> {
+    /// As long as the destination.
+    Dense(&'a [f16]),
+    /// One value for every element.
+    Single(f32),
+}
+
+/// `d[i] = f(d[i], other[i], c)` over a dense slice, a block at a time:
+/// `d`'s block (and `other`'s) widened, `f` in one vectorised loop (`c`
+/// copied into it), the results narrowed back into `d`; in chunks across
+/// threads when large.
+fn update_dense<C: Copy + Send + Sync>(
+    d: &mut [f16],
+    other: Other<'_>,
+    c: C,
+    f: &(impl Fn(f32, f32, C) -> f32 + Sync),
+) {
+    let run = |d: &mut [f16], start: usize| {
+        let mut wd = [MaybeUninit::<f32>::uninit(); SUB];
+        let mut wo = [MaybeUninit::<f32>::uninit(); SUB];
+        let mut r = [0f32; SUB];
+        for (k, d) in d.chunks_mut(SUB).enumerate() {
+            let n = d.len();
+            widen_f16(d, &mut wd);
+            // SAFETY: `widen_f16` wrote the first `n` slots.
+            let x = unsafe { wd[..n].assume_init_ref() };
+            match other {
+                Other::Dense(s) => {
+                    let at = start + k * SUB;
+                    widen_f16(&s[at..at + n], &mut wo);
+                    // SAFETY: as above.
+                    let y = unsafe { wo[..n].assume_init_ref() };
+                    simd(
+                        #[inline(always)]
+                        || {
+                            let shared = c; // a local copy, not the capture's pointer
+                            for ((r, &x), &y) in r.iter_mut().zip(x).zip(y) {
+                                *r = f(x, y, shared);
+                            }
+                        },
+                    )
+                }
+                Other::Single(y) => simd(
+                    #[inline(always)]
+                    || {
+                        let shared = c;
+                        for (r, &x) in r.iter_mut().zip(x) {
+                            *r = f(x, y, shared);
+                        }
+                    },
+                ),
+            }
+            // SAFETY: `narrow_f16` writes only initialised values (all `n`).
+            narrow_f16(&r[..n], unsafe { as_slots(d) });
+        }
+    };
+    if parallel(d.len()) {
+        par_chunks_mut(d, CHUNK, |i, c| run(c, i * CHUNK));
+    } else {
+        run(d, 0);
+    }
+}
+
+/// `s` as slots to write.
+///
+/// # Safety
+/// Only initialised values may be written through the result (`s` must
+/// stay initialised).
+unsafe fn as_slots<T>(s: &mut [T]) -> &mut [MaybeUninit<T>] {
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout; the caller keeps every
+    // element initialised.
+    unsafe { &mut *(s as *mut [T] as *mut [MaybeUninit<T>]) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::elementwise::{Exp, Sin, UnaryFn};
+    use crate::threads::PARALLEL_GRAIN;
 
     /// f16 values of every kind: normal, subnormal, zeros, infinities, NaN,
     /// and huge arguments that are rare for the sine.
@@ -476,7 +625,7 @@ mod tests {
             l.for_each_offset(|o| want.push(f16_from_f32(row.f(f32_from_f16(x[o])))));
             same_bits(&got, &want, R::NAME);
         }
-        let n = 3 * CHUNK + 17;
+        let n = PARALLEL_GRAIN + 3 * CHUNK + 17; // split across threads
         let x = halves(n);
         let dense = Layout::contiguous(&[n]);
         let strided = Layout {
@@ -499,7 +648,8 @@ mod tests {
     /// broadcast row (element by element).
     #[test]
     fn block_zips_equal_the_op_element_by_element() {
-        let n = 2 * CHUNK + 9;
+        crate::threads::set_num_threads(2);
+        let n = PARALLEL_GRAIN + 2 * CHUNK + 9;
         let (a, b) = (halves(n), halves(n + 5)[5..].to_vec());
         let f = |x: f32, y: f32| x * 1.5 - y;
         let check = |la: &Layout, lb: &Layout, what: &str| {
@@ -526,5 +676,59 @@ mod tests {
         let rows = Layout::contiguous(&[n / 9, 9]);
         let row = Layout::contiguous(&[9]).broadcast_to(&[n / 9, 9]);
         check(&rows, &row, "rows, broadcast row");
+    }
+
+    /// In-place maps and zips equal the op on each element widened and
+    /// rounded back: dense (on two threads, long enough to split), against
+    /// a dense operand, a single broadcast value and a broadcast row, and a
+    /// strided destination; elements outside the view stay as they were.
+    #[test]
+    fn in_place_blocks_equal_the_op_element_by_element() {
+        crate::threads::set_num_threads(2);
+        let n = PARALLEL_GRAIN + 2 * CHUNK + 9;
+        let (a, b) = (halves(n), halves(n + 5)[5..].to_vec());
+        let f = |x: f32, y: f32| x * 1.5 - y;
+        let g = |x: f32, k: f32| x.exp() - k;
+        let check = |l: &Layout, lb: Option<&Layout>, what: &str| {
+            let mut want = a.clone();
+            let (mut dst, mut offs, mut ys) = (a.clone(), Vec::new(), Vec::new());
+            l.for_each_offset(|o| offs.push(o));
+            match lb {
+                Some(lb) => {
+                    lb.for_each_offset(|o| ys.push(b[o]));
+                    for (&o, &y) in offs.iter().zip(&ys) {
+                        want[o] = f16_from_f32(f(f32_from_f16(a[o]), f32_from_f16(y)));
+                    }
+                    zip_inplace_f16(&mut dst, l, &b, lb, f);
+                }
+                None => {
+                    for &o in &offs {
+                        want[o] = f16_from_f32(g(f32_from_f16(a[o]), 0.5));
+                    }
+                    map_inplace_f16_with(&mut dst, l, 0.5, g);
+                }
+            }
+            same_bits(&dst, &want, what);
+        };
+        let dense = Layout::contiguous(&[n]);
+        let one = Layout {
+            offset: 3,
+            ..Layout::contiguous(&[1])
+        }
+        .broadcast_to(&[n]);
+        let strided = Layout {
+            shape: vec![n / 2],
+            strides: vec![2],
+            offset: 1,
+        };
+        check(&dense, None, "map, dense");
+        check(&strided, None, "map, strided");
+        check(&dense, Some(&dense), "zip, dense");
+        check(&dense, Some(&one), "zip, single");
+        let rows = Layout::contiguous(&[n / 9, 9]);
+        let row = Layout::contiguous(&[9]).broadcast_to(&[n / 9, 9]);
+        check(&rows, Some(&row), "zip, broadcast row");
+        let half = Layout::contiguous(&[n / 2]);
+        check(&strided, Some(&half), "zip, strided");
     }
 }

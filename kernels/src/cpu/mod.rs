@@ -46,7 +46,9 @@ pub use copy::{copy_into, copy_strided};
 pub use draws::{NORMAL_BLOCK_WORDS, normal_from_bits, uniform_from_bits};
 pub use elementwise::{map, map_inplace, map_with, select, zip_inplace, zip_map};
 pub use extreme::{extreme_columns, extreme_rows, extreme_values};
-pub use f16_blocks::{F16ToF32, map_f16_split_with, zip_map_f16};
+pub use f16_blocks::{
+    F16ToF32, map_f16_split_with, map_inplace_f16_with, zip_inplace_f16, zip_map_f16,
+};
 pub use foreach::{scale_many, sum_squares_many};
 pub use index::{
     IndexValue, Indices, ScatterMode, ScatterValue, gather, index_add_rows, index_select,

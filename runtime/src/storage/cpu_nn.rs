@@ -382,11 +382,12 @@ impl CpuBuffer {
                 #[inline(always)]
                 |x| op.f(x),
             ),
-            CpuBuffer::F16(d) => cpu::map_inplace(
+            CpuBuffer::F16(d) => cpu::map_inplace_f16_with(
                 d,
                 l,
+                *op,
                 #[inline(always)]
-                |x| cpu::f16_from_f32(op.f(cpu::f32_from_f16(x))),
+                |x, op| op.f(x),
             ),
             CpuBuffer::BF16(d) => cpu::map_inplace(
                 d,
@@ -447,13 +448,13 @@ impl CpuBuffer {
                 #[inline(always)]
                 |x, y| op.f(x, y),
             ),
-            (F16(d), F16(s)) => cpu::zip_inplace(
+            (F16(d), F16(s)) => cpu::zip_inplace_f16(
                 d,
                 l,
                 s,
                 ls,
                 #[inline(always)]
-                |x, y| cpu::f16_from_f32(op.f(cpu::f32_from_f16(x), cpu::f32_from_f16(y))),
+                |x, y| op.f(x, y),
             ),
             (BF16(d), BF16(s)) => cpu::zip_inplace(
                 d,
