@@ -240,7 +240,10 @@ mod tests {
     /// slice long enough to be split across threads, and on a strided view.
     #[test]
     fn the_split_map_fixes_every_rare_element() {
-        let n = 3 * CHUNK + 17;
+        // Above the grain, so two threads split it (3 * CHUNK + 17 alone
+        // stayed on one thread).
+        crate::threads::set_num_threads(2);
+        let n = crate::threads::PARALLEL_GRAIN + 3 * CHUNK + 17;
         let x: Vec<f32> = (0..n)
             .map(|i| match i % 997 {
                 0 => 1e10 + i as f32,
