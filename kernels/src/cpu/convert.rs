@@ -145,6 +145,36 @@ pub fn f16_from_f32(x: f32) -> f16 {
     f16::from_bits((magnitude | sign >> 16) as u16)
 }
 
+/// f32 values that test a rounding to f16: halfway between each pair of
+/// neighbouring finite f16 values and one f32 step either side, both
+/// signs, and the edges (the largest finite, overflow, infinity, NaN, the
+/// smallest subnormal's neighbourhood, far beyond the range).
+#[cfg(test)]
+pub(super) fn rounding_cases() -> Vec<f32> {
+    (0..0x7bffu16)
+        .flat_map(|b| {
+            let (lo, hi) = (f16::from_bits(b).to_f32(), f16::from_bits(b + 1).to_f32());
+            let mid = ((lo as f64 + hi as f64) / 2.0) as f32;
+            [
+                mid,
+                f32::from_bits(mid.to_bits() - 1),
+                f32::from_bits(mid.to_bits() + 1),
+            ]
+        })
+        .flat_map(|v| [v, -v])
+        .chain([
+            65519.0,
+            65520.0,
+            f32::INFINITY,
+            f32::NAN,
+            5.0e-8,
+            3.0e-8,
+            2.9e-8,
+            1e30,
+        ])
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,27 +220,7 @@ mod tests {
                 );
             }
         }
-        let between: Vec<f32> = (0..0x7bffu16)
-            .flat_map(|b| {
-                let (lo, hi) = (f16::from_bits(b).to_f32(), f16::from_bits(b + 1).to_f32());
-                let mid = ((lo as f64 + hi as f64) / 2.0) as f32;
-                [
-                    mid,
-                    f32::from_bits(mid.to_bits() - 1),
-                    f32::from_bits(mid.to_bits() + 1),
-                ]
-            })
-            .flat_map(|v| [v, -v])
-            .chain([
-                65519.0,
-                65520.0,
-                f32::INFINITY,
-                f32::NAN,
-                5.0e-8,
-                3.0e-8,
-                2.9e-8,
-            ])
-            .collect();
+        let between = rounding_cases();
         for got in [f32_to_f16(&between), scalar(&between)] {
             for (x, h) in between.iter().zip(got) {
                 let want = f16::from_f32(*x);

@@ -515,27 +515,8 @@ mod tests {
                 assert!(same, "{hw:?}: {h} widened to {w}, not {want}");
             }
         }
-        let xs: Vec<f32> = (0..0x7bffu16)
-            .flat_map(|b| {
-                let lo = f32_from_f16(f16::from_bits(b));
-                let hi = f32_from_f16(f16::from_bits(b + 1));
-                let mid = ((lo as f64 + hi as f64) / 2.0) as f32;
-                [
-                    mid,
-                    f32::from_bits(mid.to_bits() - 1),
-                    f32::from_bits(mid.to_bits() + 1),
-                ]
-            })
-            .flat_map(|v| [v, -v])
-            .chain([
-                65519.0,
-                65520.0,
-                f32::INFINITY,
-                f32::NAN,
-                3e-8,
-                2.9e-8,
-                1e30,
-            ])
+        let xs: Vec<f32> = super::super::convert::rounding_cases()
+            .into_iter()
             .chain((0..100_000u32).map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761))))
             .collect();
         for len in [xs.len(), 13, 7] {
@@ -564,16 +545,9 @@ mod tests {
         }
         let n = PARALLEL_GRAIN + 3 * CHUNK + 17; // split across threads
         let x = halves(n);
-        let dense = Layout::contiguous(&[n]);
-        let strided = Layout {
-            shape: vec![n / 2],
-            strides: vec![2],
-            offset: 1,
-        };
-        let transposed = Layout::contiguous(&[7, n / 7]).transpose(0, 1);
         for threads in [1, 2] {
             crate::threads::set_num_threads(threads);
-            for l in [&dense, &strided, &transposed] {
+            for l in &super::super::map_split::test_views(n) {
                 check(&x, l, Sin);
                 check(&x, l, Exp);
             }

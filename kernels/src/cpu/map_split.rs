@@ -210,6 +210,20 @@ pub(super) fn split_chunk<T: Copy, C: Copy, U>(
     }
 }
 
+/// Views of a buffer of `n` for the maps' tests: dense; every other
+/// element; and a transposed [7, n / 7], whose rows of 7 (7 * (n / 7)
+/// apart) the gathered blocks of 256 straddle.
+#[cfg(test)]
+pub(super) fn test_views(n: usize) -> [Layout; 3] {
+    let strided = Layout {
+        shape: vec![n / 2],
+        strides: vec![2],
+        offset: 1,
+    };
+    let transposed = Layout::contiguous(&[7, n / 7]).transpose(0, 1);
+    [Layout::contiguous(&[n]), strided, transposed]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,15 +272,7 @@ mod tests {
                 _ => (i as f32 * 0.37).sin() * 50.0,
             })
             .collect();
-        let dense = Layout::contiguous(&[n]);
-        let strided = Layout {
-            shape: vec![n / 2],
-            strides: vec![2],
-            offset: 1,
-        };
-        // Rows of 7 that blocks of 256 straddle, 7 * (n / 7) apart.
-        let transposed = Layout::contiguous(&[7, n / 7]).transpose(0, 1);
-        for l in [&dense, &strided, &transposed] {
+        for l in &test_views(n) {
             same_as_exact(&x, l, Sin);
             same_as_exact(&x, l, Cos);
             same_as_exact(&x, l, Tan);
