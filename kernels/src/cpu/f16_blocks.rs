@@ -8,8 +8,9 @@
 //! ran 2.3x and `exp` 1.6x behind PyTorch, which converts with F16C.
 
 use super::convert::{f16_from_f32, f32_from_f16};
-use super::elementwise::{CHUNK, map_inplace, zip_inplace, zip_map};
+use super::elementwise::{CHUNK, map_inplace, run_rows, zip_inplace};
 use super::map_split::{map_dense_blocks, map_strided_blocks, split_chunk};
+use super::strided::{coalesce, for_rows, row_count};
 use super::sum::Widen;
 use crate::Layout;
 use crate::alloc;
@@ -211,9 +212,9 @@ pub fn map_f16_split_with<C: Copy + Send + Sync>(
 }
 
 /// `f(a, b)` on f16 views already broadcast to one shape, with `f` written
-/// on f32: the operands widened a block at a time where both are dense or
-/// one is a single value broadcast, element by element otherwise; the
-/// result rounded to f16, row-major.
+/// on f32: the operands widened a block at a time where both are dense,
+/// one is a single value broadcast, or rows of them are (a bias row), value
+/// by value otherwise; the result rounded to f16, row-major.
 ///
 /// ```
 /// use half::f16;
@@ -243,14 +244,7 @@ pub fn zip_map_f16(
             let flipped = |y: f32, x: f32| f(x, y);
             map_f16_split_with(b, lb, x, flipped, |_, _| false, flipped)
         }
-        _ => zip_map(
-            a,
-            la,
-            b,
-            lb,
-            #[inline(always)]
-            |x, y| f16_from_f32(f(f32_from_f16(x), f32_from_f16(y))),
-        ),
+        _ => zip_rows(a, la, b, lb, &f),
     }
 }
 
@@ -260,25 +254,7 @@ fn zip_dense(a: &[f16], b: &[f16], f: &(impl Fn(f32, f32) -> f32 + Sync)) -> Vec
     let mut out = alloc::with_capacity(n);
     let spare = &mut out.spare_capacity_mut()[..n];
     let run = |o: &mut [MaybeUninit<f16>], a: &[f16], b: &[f16]| {
-        let mut wa = [MaybeUninit::<f32>::uninit(); SUB];
-        let mut wb = [MaybeUninit::<f32>::uninit(); SUB];
-        let mut r = [0f32; SUB];
-        for ((o, a), b) in o.chunks_mut(SUB).zip(a.chunks(SUB)).zip(b.chunks(SUB)) {
-            let k = a.len();
-            widen_f16(a, &mut wa);
-            widen_f16(b, &mut wb);
-            // SAFETY: `widen_f16` wrote the first `k` slots of each.
-            let (x, y) = unsafe { (wa[..k].assume_init_ref(), wb[..k].assume_init_ref()) };
-            simd(
-                #[inline(always)]
-                || {
-                    for ((r, &x), &y) in r.iter_mut().zip(x).zip(y) {
-                        *r = f(x, y);
-                    }
-                },
-            );
-            narrow_f16(&r[..k], o);
-        }
+        zip_row(Other::Dense(a), Other::Dense(b), o, f)
     };
     if parallel(n) {
         par_chunks_mut(spare, CHUNK, |i, o| {
@@ -289,9 +265,94 @@ fn zip_dense(a: &[f16], b: &[f16], f: &(impl Fn(f32, f32) -> f32 + Sync)) -> Vec
         run(spare, a, b);
     }
     // SAFETY: `spare` is the first `n` slots of `out`'s spare capacity
-    // (`out` was empty), and `run` narrowed into every one of them.
+    // (`out` was empty), and `zip_row` narrowed into every one of them.
     unsafe { out.set_len(n) };
     out
+}
+
+/// [`zip_map_f16`] over views that are neither dense nor a single value
+/// (a bias row broadcast down a matrix): row by row of the coalesced
+/// views, each row with unit strides or one side broadcast a block at a
+/// time, other rows value by value.
+fn zip_rows(
+    a: &[f16],
+    la: &Layout,
+    b: &[f16],
+    lb: &Layout,
+    f: &(impl Fn(f32, f32) -> f32 + Sync),
+) -> Vec<f16> {
+    /// Rows shorter than this go value by value: a block's fixed costs
+    /// (two calls, a fill) outweigh the conversions saved.
+    const MIN_ROW: usize = 64;
+    let n = la.numel();
+    let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
+    let mut out = alloc::with_capacity(n);
+    let rows = row_count(&shape);
+    let len = n / rows.max(1);
+    let fill = |start: usize, chunk: &mut [MaybeUninit<f16>]| {
+        let mut pos = 0;
+        let end = start + chunk.len() / len.max(1);
+        for_rows(
+            &shape,
+            [&strides[0], &strides[1]],
+            [la.offset, lb.offset],
+            start,
+            end,
+            |[ba, bb], len, [sa, sb]| {
+                let dst = &mut chunk[pos..pos + len];
+                match (Other::row(a, ba, sa, len), Other::row(b, bb, sb, len)) {
+                    (Some(x), Some(y)) if len >= MIN_ROW => zip_row(x, y, dst, f),
+                    _ => {
+                        for (i, d) in dst.iter_mut().enumerate() {
+                            let (x, y) = (a[ba + i * sa], b[bb + i * sb]);
+                            d.write(f16_from_f32(f(f32_from_f16(x), f32_from_f16(y))));
+                        }
+                    }
+                }
+                pos += len;
+            },
+        );
+    };
+    run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
+    // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
+    // every row of the `n` slots once, and both arms write the whole row.
+    unsafe { out.set_len(n) };
+    out
+}
+
+/// `out[i] = f(x[i], y[i])` for one row, a block of [`SUB`] at a time:
+/// dense sides widened per block, a single value spread over its buffer
+/// once; the results narrowed into `out`. Dense sides are `out`'s length.
+#[inline(always)]
+fn zip_row(x: Other<'_>, y: Other<'_>, out: &mut [MaybeUninit<f16>], f: &impl Fn(f32, f32) -> f32) {
+    let mut wx = [MaybeUninit::<f32>::uninit(); SUB];
+    let mut wy = [MaybeUninit::<f32>::uninit(); SUB];
+    let mut r = [0f32; SUB];
+    for (side, w) in [(x, &mut wx), (y, &mut wy)] {
+        if let Other::Single(v) = side {
+            w.fill(MaybeUninit::new(v));
+        }
+    }
+    for (k, out) in out.chunks_mut(SUB).enumerate() {
+        let (at, n) = (k * SUB, out.len());
+        for (side, w) in [(x, &mut wx), (y, &mut wy)] {
+            if let Other::Dense(s) = side {
+                widen_f16(&s[at..at + n], w);
+            }
+        }
+        // SAFETY: the first `n` slots of each were written: filled with
+        // the single value above, or widened just now.
+        let (xs, ys) = unsafe { (wx[..n].assume_init_ref(), wy[..n].assume_init_ref()) };
+        simd(
+            #[inline(always)]
+            || {
+                for ((r, &x), &y) in r.iter_mut().zip(xs).zip(ys) {
+                    *r = f(x, y);
+                }
+            },
+        );
+        narrow_f16(&r[..n], out);
+    }
 }
 
 /// `dst[i] = f(dst[i], c)` on a view of an f16 buffer, in place, with `f`
@@ -370,13 +431,25 @@ pub fn zip_inplace_f16(
     }
 }
 
-/// The second operand of [`update_dense`].
+/// An operand of [`zip_row`] or [`update_dense`].
 #[derive(Clone, Copy)]
 enum Other<'a> {
-    /// As long as the destination.
+    /// As long as the output.
     Dense(&'a [f16]),
     /// One value for every element.
     Single(f32),
+}
+
+impl<'a> Other<'a> {
+    /// The row of `len` values of `v` from `base`, `stride` apart, when it
+    /// is dense or one value.
+    fn row(v: &'a [f16], base: usize, stride: usize, len: usize) -> Option<Self> {
+        match stride {
+            0 => Some(Other::Single(f32_from_f16(v[base]))),
+            1 => Some(Other::Dense(&v[base..base + len])),
+            _ => None,
+        }
+    }
 }
 
 /// `d[i] = f(d[i], other[i], c)` over a dense slice, a block at a time:
@@ -447,220 +520,4 @@ unsafe fn as_slots<T>(s: &mut [T]) -> &mut [MaybeUninit<T>] {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::elementwise::{Exp, Sin, UnaryFn};
-    use crate::threads::PARALLEL_GRAIN;
-
-    /// f16 values of every kind: normal, subnormal, zeros, infinities, NaN,
-    /// and huge arguments that are rare for the sine.
-    fn halves(n: usize) -> Vec<f16> {
-        (0..n)
-            .map(|i| match i % 101 {
-                0 => f16::NAN,
-                1 => f16::INFINITY,
-                2 => f16::NEG_ZERO,
-                3 => f16::from_bits(i as u16 % 1024), // subnormal
-                4 => f16::from_f32(60000.0),
-                5 => f16::from_f32(11.5), // e^x beyond f16: infinity
-                _ => f16::from_f32((i as f32 * 0.37).sin() * 8.0),
-            })
-            .collect()
-    }
-
-    fn same_bits(got: &[f16], want: &[f16], what: &str) {
-        assert_eq!(got.len(), want.len(), "{what}: length");
-        for (i, (g, w)) in got.iter().zip(want).enumerate() {
-            assert!(
-                g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan(),
-                "{what} at {i}: {g} against {w}"
-            );
-        }
-    }
-
-    /// Block widening and narrowing (F16C here, with scalar tails) equal
-    /// the scalar forms on every f16, on odd lengths, and on f32 values
-    /// halfway between neighbouring f16 and either side.
-    #[test]
-    fn block_conversions_equal_the_scalar_forms() {
-        // Every path this CPU can run, the one `hardware` picks among them.
-        let mut paths = vec![Hardware::None];
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("f16c") && has!("avx") {
-                paths.push(Hardware::F16c);
-            }
-            if has!("f16c") && has!("avx512f") {
-                paths.push(Hardware::Avx512);
-            }
-        }
-        assert!(paths.contains(&hardware()));
-        for hw in paths {
-            conversions_through(hw);
-        }
-    }
-
-    fn conversions_through(hw: Hardware) {
-        let every: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
-        for len in [every.len(), 13, 7, 1] {
-            let mut wide = vec![MaybeUninit::uninit(); len];
-            // SAFETY: the test passes only paths this CPU has.
-            unsafe { widen_on(hw, &every[..len], &mut wide) };
-            for (h, w) in every.iter().zip(&wide) {
-                // SAFETY: `widen_f16` wrote every slot.
-                let w = unsafe { w.assume_init() };
-                let want = f32_from_f16(*h);
-                let same = w.to_bits() == want.to_bits() || h.is_nan() && w.is_nan();
-                assert!(same, "{hw:?}: {h} widened to {w}, not {want}");
-            }
-        }
-        let xs: Vec<f32> = super::super::convert::rounding_cases()
-            .into_iter()
-            .chain((0..100_000u32).map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761))))
-            .collect();
-        for len in [xs.len(), 13, 7] {
-            let mut narrow = vec![MaybeUninit::uninit(); len];
-            // SAFETY: as above.
-            unsafe { narrow_on(hw, &xs[..len], &mut narrow) };
-            // SAFETY: `narrow_f16` wrote every slot.
-            let got: Vec<f16> = narrow.iter().map(|h| unsafe { h.assume_init() }).collect();
-            let want: Vec<f16> = xs[..len].iter().map(|&x| f16_from_f32(x)).collect();
-            same_bits(&got, &want, &format!("{hw:?}: narrow"));
-        }
-    }
-
-    /// Unary maps through blocks equal the op on each element widened and
-    /// rounded back, bit for bit: dense on one and two threads (long enough
-    /// to split), a strided view, and a transposed one whose rows blocks
-    /// straddle; the sine's rare huge arguments are fixed by its exact form.
-    #[test]
-    fn block_maps_equal_the_op_element_by_element() {
-        fn check<R: UnaryFn>(x: &[f16], l: &Layout, row: R) {
-            let got =
-                map_f16_split_with(x, l, row, |x, r| r.fast(x), |x, r| r.rare(x), |x, r| r.f(x));
-            let mut want = Vec::new();
-            l.for_each_offset(|o| want.push(f16_from_f32(row.f(f32_from_f16(x[o])))));
-            same_bits(&got, &want, R::NAME);
-        }
-        let n = PARALLEL_GRAIN + 3 * CHUNK + 17; // split across threads
-        let x = halves(n);
-        for threads in [1, 2] {
-            crate::threads::set_num_threads(threads);
-            for l in &super::super::map_split::test_views(n) {
-                check(&x, l, Sin);
-                check(&x, l, Exp);
-            }
-        }
-    }
-
-    /// Binary maps equal `f` on each pair widened and rounded back: both
-    /// dense, one side a broadcast single value (either side), and a
-    /// broadcast row (element by element).
-    #[test]
-    fn block_zips_equal_the_op_element_by_element() {
-        crate::threads::set_num_threads(2);
-        let n = PARALLEL_GRAIN + 2 * CHUNK + 9;
-        let (a, b) = (halves(n), halves(n + 5)[5..].to_vec());
-        let f = |x: f32, y: f32| x * 1.5 - y;
-        let check = |la: &Layout, lb: &Layout, what: &str| {
-            let got = zip_map_f16(&a, la, &b, lb, f);
-            let (mut xs, mut ys) = (Vec::new(), Vec::new());
-            la.for_each_offset(|o| xs.push(a[o]));
-            lb.for_each_offset(|o| ys.push(b[o]));
-            let want: Vec<f16> = xs
-                .iter()
-                .zip(&ys)
-                .map(|(&x, &y)| f16_from_f32(f(f32_from_f16(x), f32_from_f16(y))))
-                .collect();
-            same_bits(&got, &want, what);
-        };
-        let dense = Layout::contiguous(&[n]);
-        let one = Layout {
-            offset: 7,
-            ..Layout::contiguous(&[1])
-        }
-        .broadcast_to(&[n]);
-        check(&dense, &dense, "dense");
-        check(&dense, &one, "dense, single");
-        check(&one, &dense, "single, dense");
-        let rows = Layout::contiguous(&[n / 9, 9]);
-        let row = Layout::contiguous(&[9]).broadcast_to(&[n / 9, 9]);
-        check(&rows, &row, "rows, broadcast row");
-    }
-
-    /// In-place maps and zips equal the op on each element widened and
-    /// rounded back: dense (on two threads, long enough to split), against
-    /// a dense operand, a single broadcast value and a broadcast row, and a
-    /// strided destination; elements outside the view stay as they were.
-    #[test]
-    fn in_place_blocks_equal_the_op_element_by_element() {
-        crate::threads::set_num_threads(2);
-        let n = PARALLEL_GRAIN + 2 * CHUNK + 9;
-        let (a, b) = (halves(n), halves(n + 5)[5..].to_vec());
-        let f = |x: f32, y: f32| x * 1.5 - y;
-        let g = |x: f32, k: f32| x.exp() - k;
-        let check = |l: &Layout, lb: Option<&Layout>, what: &str| {
-            let mut want = a.clone();
-            let (mut dst, mut offs, mut ys) = (a.clone(), Vec::new(), Vec::new());
-            l.for_each_offset(|o| offs.push(o));
-            match lb {
-                Some(lb) => {
-                    lb.for_each_offset(|o| ys.push(b[o]));
-                    for (&o, &y) in offs.iter().zip(&ys) {
-                        want[o] = f16_from_f32(f(f32_from_f16(a[o]), f32_from_f16(y)));
-                    }
-                    zip_inplace_f16(&mut dst, l, &b, lb, f);
-                }
-                None => {
-                    for &o in &offs {
-                        want[o] = f16_from_f32(g(f32_from_f16(a[o]), 0.5));
-                    }
-                    map_inplace_f16_with(&mut dst, l, 0.5, g);
-                }
-            }
-            same_bits(&dst, &want, what);
-        };
-        let dense = Layout::contiguous(&[n]);
-        let one = Layout {
-            offset: 3,
-            ..Layout::contiguous(&[1])
-        }
-        .broadcast_to(&[n]);
-        let strided = Layout {
-            shape: vec![n / 2],
-            strides: vec![2],
-            offset: 1,
-        };
-        check(&dense, None, "map, dense");
-        check(&strided, None, "map, strided");
-        check(&dense, Some(&dense), "zip, dense");
-        check(&dense, Some(&one), "zip, single");
-        let rows = Layout::contiguous(&[n / 9, 9]);
-        let row = Layout::contiguous(&[9]).broadcast_to(&[n / 9, 9]);
-        check(&rows, Some(&row), "zip, broadcast row");
-        let half = Layout::contiguous(&[n / 2]);
-        check(&strided, Some(&half), "zip, strided");
-    }
-
-    /// Sums read through F16C add in the sum's own order: over f16 of
-    /// every magnitude (so f32 rounds the partial sums and another order
-    /// would change the bits) they equal the sums that widen value by
-    /// value, bit for bit, over one long row and over rows with a tail.
-    #[test]
-    fn f16c_sums_add_in_the_sums_own_order() {
-        let x: Vec<f16> = (0..20_000u32)
-            .map(|i| {
-                let h = i.wrapping_mul(2_654_435_761) >> 8;
-                f16::from_bits((h as u16 & 0x7bff) | (h >> 8) as u16 & 0x8000)
-            })
-            .collect();
-        for (shape, dims) in [(vec![20_000], vec![0]), (vec![16, 1250], vec![1])] {
-            let l = Layout::contiguous(&shape);
-            let got = crate::cpu::sum(&x, &l, &dims, F16ToF32);
-            let want = crate::cpu::sum(&x, &l, &dims, f32_from_f16);
-            let bits = |v: &[f32]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "{shape:?} over {dims:?}");
-        }
-    }
-}
+mod tests;
