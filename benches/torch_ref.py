@@ -577,6 +577,13 @@ OPS_VARIANTS = {
     "sum_f16": lambda x, cube, pos: HALF[0].sum(),
     "to_f16": lambda x, cube, pos: x.half(),
     "to_f32_from_f16": lambda x, cube, pos: HALF[0].float(),
+    "add_row_f16": lambda x, cube, pos: HALF[0] + HALF[1][0],
+    "exp_bf16": lambda x, cube, pos: BF16[0].exp(),
+    "add_bf16": lambda x, cube, pos: BF16[0] + BF16[1],
+    "gelu_bf16": lambda x, cube, pos: torch.nn.functional.gelu(BF16[0]),
+    "sum_bf16": lambda x, cube, pos: BF16[0].sum(),
+    "to_bf16": lambda x, cube, pos: x.bfloat16(),
+    "to_f32_from_bf16": lambda x, cube, pos: BF16[0].float(),
     "softmax_dim0": lambda x, cube, pos: x.softmax(0),
     "softmax_dim1": lambda x, cube, pos: x.softmax(1),
     "logsumexp_dim0": lambda x, cube, pos: x.logsumexp(0),
@@ -616,6 +623,8 @@ OPS_VARIANTS = {
 INPLACE = []
 # f16 copies of x and of the second in-place target, for the f16 variants.
 HALF = []
+# bf16 copies of the same, for the bf16 variants.
+BF16 = []
 
 
 def bench_ops(args, variant):
@@ -629,6 +638,7 @@ def bench_ops(args, variant):
     pos = x > 0
     INPLACE[:] = [torch.randn(n, n, generator=g).to(DEVICE), torch.randn(n, n, generator=g).to(DEVICE)]
     HALF[:] = [x.half(), INPLACE[1].half()]
+    BF16[:] = [x.bfloat16(), INPLACE[1].bfloat16()]
     fn = OPS_VARIANTS[variant]
 
     def step():

@@ -128,6 +128,16 @@ fn bad_values_are_refused_before_any_work() {
             "expected a positive number",
         ),
         ("train_pinn", &["--points", "1"][..], "not in 2..=100000"),
+        (
+            "bench_ref",
+            &["--one", "ops.no_such_variant"][..],
+            "--one ops.no_such_variant is not a workload.variant",
+        ),
+        (
+            "bench_ref",
+            &["--one", "ops"][..],
+            "--one ops is not a workload.variant",
+        ),
     ] {
         let err = refused(name, args);
         assert!(err.contains(says), "{name} {args:?}: {err}");

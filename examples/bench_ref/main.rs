@@ -121,16 +121,31 @@ fn parse() -> Result<Args, String> {
             c.steps_scale
         ));
     }
+    let device = match c.device.as_str() {
+        "cpu" => Device::Cpu,
+        _ => Device::cuda(0).map_err(|e| format!("--device: {e}"))?,
+    };
+    if let Some(one) = &c.one {
+        // Checked here, so a mistyped variant is one line and exit status
+        // 2, not a panic in the workload's dispatch.
+        let known = one
+            .split_once('.')
+            .and_then(|(w, v)| variants(w, device).map(|vs| vs.contains(&v)));
+        if known != Some(true) {
+            return Err(format!(
+                "--one {one} is not a workload.variant this build runs on {} (the workloads \
+                 and their variants: --help, and `variants` in examples/bench_ref/main.rs)",
+                c.device
+            ));
+        }
+    }
     Ok(Args {
         threads: c.threads as usize,
         workloads: c.workloads,
         steps_scale: c.steps_scale,
         seed: c.seed,
         one: c.one,
-        device: match c.device.as_str() {
-            "cpu" => Device::Cpu,
-            _ => Device::cuda(0).map_err(|e| format!("--device: {e}"))?,
-        },
+        device,
         amp: c.amp.as_deref().map(|a| match a {
             "f16" => DType::F16,
             _ => DType::BF16,
@@ -227,7 +242,9 @@ fn main() {
     baseline_rss_mib();
     set_num_threads(args.threads);
     if let Some(one) = &args.one {
-        let (w, v) = one.split_once('.').expect("--one takes workload.variant");
+        let Some((w, v)) = one.split_once('.') else {
+            unreachable!("`parse` checked --one")
+        };
         let line = match w {
             "matmul" => bench_matmul(&args, v),
             "mlp" => bench_mlp(&args, v),

@@ -14,7 +14,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 55] = [
+pub(crate) const OPS_VARIANTS: [&str; 62] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -70,6 +70,13 @@ pub(crate) const OPS_VARIANTS: [&str; 55] = [
     "sum_f16",
     "to_f16",
     "to_f32_from_f16",
+    "add_row_f16",
+    "exp_bf16",
+    "add_bf16",
+    "gelu_bf16",
+    "sum_bf16",
+    "to_bf16",
+    "to_f32_from_bf16",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -86,6 +93,9 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
     );
     // f16 copies of `x` and `addend` for the f16 variants.
     let (x16, addend16) = (x.to_dtype(DType::F16), addend.to_dtype(DType::F16));
+    let row16 = addend16.select(0, 0);
+    // bf16 copies, for the bf16 variants (PyTorch's CPU autocast type).
+    let (xb, addendb) = (x.to_dtype(DType::BF16), addend.to_dtype(DType::BF16));
     let f = || match variant {
         "t_contiguous" => x.t().contiguous(),
         "permute_201" => cube.permute(&[2, 0, 1]).contiguous(),
@@ -109,6 +119,13 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "sum_f16" => x16.sum(),
         "to_f16" => x.to_dtype(DType::F16),
         "to_f32_from_f16" => x16.to_dtype(DType::F32),
+        "add_row_f16" => &x16 + &row16,
+        "exp_bf16" => xb.exp(),
+        "add_bf16" => &xb + &addendb,
+        "gelu_bf16" => xb.gelu(),
+        "sum_bf16" => xb.sum(),
+        "to_bf16" => x.to_dtype(DType::BF16),
+        "to_f32_from_bf16" => xb.to_dtype(DType::F32),
         "softmax_dim0" => x.softmax(0),
         "softmax_dim1" => x.softmax(1),
         "logsumexp_dim0" => x.logsumexp(&[0], false),
