@@ -39,8 +39,8 @@ pub use attention::{
 pub use conv::{col2im, im2col};
 pub use conv_forward::conv2d_forward;
 pub use convert::{
-    bf16_from_f32, bf16_to_f32, f16_from_f32, f16_to_f32, f32_from_bf16, f32_from_f16, f32_to_bf16,
-    f32_to_f16,
+    Bf16ToF32, bf16_from_f32, bf16_to_f32, f16_from_f32, f16_to_f32, f32_from_bf16, f32_from_f16,
+    f32_to_bf16, f32_to_f16,
 };
 pub use copy::{copy_into, copy_strided};
 pub use draws::{NORMAL_BLOCK_WORDS, normal_from_bits, uniform_from_bits};

@@ -15,7 +15,7 @@ use std::mem::MaybeUninit;
 /// Values per block.
 pub(super) const BLOCK: usize = 128;
 /// Independent accumulators within a block.
-const LANES: usize = 8;
+pub(super) const LANES: usize = 8;
 /// Levels of partial sums: 2^40 blocks is beyond any tensor.
 const LEVELS: usize = 40;
 
@@ -212,6 +212,16 @@ fn add_lanes<T: Copy, A: Float>(lanes: &mut [A; LANES], xs: &[T], to: &impl Wide
         *a = *a + to.one(v);
     }
     *lanes = lanes_add(lanes_add(first, second), lanes_add(third, fourth));
+}
+
+/// One whole block's lane sums as the sum adds them, `to` converting each
+/// value inside the loop (for [`Widen::block_lanes`] of types whose
+/// conversion vectorises there).
+#[inline(always)]
+pub(super) fn lanes_of<T: Copy, A: Float>(block: &[T], to: &impl Widen<T, A>) -> [A; LANES] {
+    let mut lanes = [A::zero(); LANES];
+    add_lanes(&mut lanes, block, to);
+    lanes
 }
 
 /// Sums `src` (view `l`) over `dims` in the float type `A` (`to` converts
@@ -472,6 +482,9 @@ mod tests {
             // Blocks widened by F16C: the same values in the same order.
             let blocks = sum(&h[..n], &l, &dims, super::super::F16ToF32);
             assert_eq!(bits(&blocks), bits(&got_h), "F16ToF32 {n}");
+            // bf16 converted inside the lanes' loop: the same again.
+            let inside = sum(&b[..n], &l, &dims, super::super::Bf16ToF32);
+            assert_eq!(bits(&inside), bits(&got_b), "Bf16ToF32 {n}");
             for r in 0..rows {
                 let len = n / rows;
                 let (wh, wb) = (

@@ -374,7 +374,7 @@ impl CpuBuffer {
                     .collect(),
             ),
             CpuBuffer::BF16(v) => CpuBuffer::BF16(
-                cpu::sum(v, l, dims, cpu::f32_from_bf16)
+                cpu::sum(v, l, dims, cpu::Bf16ToF32)
                     .into_iter()
                     .map(bf16::from_f32)
                     .collect(),
