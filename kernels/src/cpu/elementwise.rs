@@ -138,6 +138,45 @@ where
     }
     // Written once into spare capacity: a zero-fill first was an extra pass
     // (a conv's bias add, `[N, C, H, W] + [1, C, 1, 1]`, runs here).
+    zip_rows_into(la, lb, |[ba, bb], [sa, sb], dst| {
+        let len = dst.len();
+        match (sa, sb) {
+            (1, 1) => {
+                for ((d, &x), &y) in dst.iter_mut().zip(&a[ba..ba + len]).zip(&b[bb..bb + len]) {
+                    d.write(f(x, y));
+                }
+            }
+            (1, 0) => {
+                let y = b[bb];
+                for (d, &x) in dst.iter_mut().zip(&a[ba..ba + len]) {
+                    d.write(f(x, y));
+                }
+            }
+            (0, 1) => {
+                let x = a[ba];
+                for (d, &y) in dst.iter_mut().zip(&b[bb..bb + len]) {
+                    d.write(f(x, y));
+                }
+            }
+            _ => {
+                for (i, d) in dst.iter_mut().enumerate() {
+                    d.write(f(a[ba + i * sa], b[bb + i * sb]));
+                }
+            }
+        }
+    })
+}
+
+/// A fresh row-major output of two views broadcast to one shape, filled
+/// row by row of the coalesced views (split across threads when large):
+/// `row(bases, strides, dst)` gets each row's offsets and inner strides in
+/// `a` and `b` and must write all of `dst`, the row's slots.
+pub(super) fn zip_rows_into<O: Copy + Send + 'static>(
+    la: &Layout,
+    lb: &Layout,
+    row: impl Fn([usize; 2], [usize; 2], &mut [MaybeUninit<O>]) + Sync,
+) -> Vec<O> {
+    let n = la.numel();
     let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
     let mut out = alloc::with_capacity(n);
     let rows = row_count(&shape);
@@ -151,41 +190,15 @@ where
             [la.offset, lb.offset],
             start,
             end,
-            |[ba, bb], len, [sa, sb]| {
-                let dst = &mut chunk[pos..pos + len];
-                match (sa, sb) {
-                    (1, 1) => {
-                        for ((d, &x), &y) in
-                            dst.iter_mut().zip(&a[ba..ba + len]).zip(&b[bb..bb + len])
-                        {
-                            d.write(f(x, y));
-                        }
-                    }
-                    (1, 0) => {
-                        let y = b[bb];
-                        for (d, &x) in dst.iter_mut().zip(&a[ba..ba + len]) {
-                            d.write(f(x, y));
-                        }
-                    }
-                    (0, 1) => {
-                        let x = a[ba];
-                        for (d, &y) in dst.iter_mut().zip(&b[bb..bb + len]) {
-                            d.write(f(x, y));
-                        }
-                    }
-                    _ => {
-                        for (i, d) in dst.iter_mut().enumerate() {
-                            d.write(f(a[ba + i * sa], b[bb + i * sb]));
-                        }
-                    }
-                }
+            |bases, len, inner| {
+                row(bases, inner, &mut chunk[pos..pos + len]);
                 pos += len;
             },
         );
     };
     run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
     // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
-    // every row of the `n` slots once, and every arm writes its whole row.
+    // every row of the `n` slots once, and `row` writes each whole row.
     unsafe { out.set_len(n) };
     out
 }

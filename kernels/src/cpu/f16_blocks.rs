@@ -8,9 +8,8 @@
 //! ran 2.3x and `exp` 1.6x behind PyTorch, which converts with F16C.
 
 use super::convert::{f16_from_f32, f32_from_f16};
-use super::elementwise::{CHUNK, map_inplace, run_rows, zip_inplace};
+use super::elementwise::{CHUNK, map_inplace, zip_inplace, zip_rows_into};
 use super::map_split::{map_dense_blocks, map_strided_blocks, split_chunk};
-use super::strided::{coalesce, for_rows, row_count};
 use super::sum::Widen;
 use crate::Layout;
 use crate::alloc;
@@ -284,40 +283,18 @@ fn zip_rows(
     /// Rows shorter than this go value by value: a block's fixed costs
     /// (two calls, a fill) outweigh the conversions saved.
     const MIN_ROW: usize = 64;
-    let n = la.numel();
-    let (shape, strides) = coalesce(&la.shape, &[&la.strides, &lb.strides]);
-    let mut out = alloc::with_capacity(n);
-    let rows = row_count(&shape);
-    let len = n / rows.max(1);
-    let fill = |start: usize, chunk: &mut [MaybeUninit<f16>]| {
-        let mut pos = 0;
-        let end = start + chunk.len() / len.max(1);
-        for_rows(
-            &shape,
-            [&strides[0], &strides[1]],
-            [la.offset, lb.offset],
-            start,
-            end,
-            |[ba, bb], len, [sa, sb]| {
-                let dst = &mut chunk[pos..pos + len];
-                match (Other::row(a, ba, sa, len), Other::row(b, bb, sb, len)) {
-                    (Some(x), Some(y)) if len >= MIN_ROW => zip_row(x, y, dst, f),
-                    _ => {
-                        for (i, d) in dst.iter_mut().enumerate() {
-                            let (x, y) = (a[ba + i * sa], b[bb + i * sb]);
-                            d.write(f16_from_f32(f(f32_from_f16(x), f32_from_f16(y))));
-                        }
-                    }
+    zip_rows_into(la, lb, |[ba, bb], [sa, sb], dst| {
+        let len = dst.len();
+        match (Other::row(a, ba, sa, len), Other::row(b, bb, sb, len)) {
+            (Some(x), Some(y)) if len >= MIN_ROW => zip_row(x, y, dst, f),
+            _ => {
+                for (i, d) in dst.iter_mut().enumerate() {
+                    let (x, y) = (a[ba + i * sa], b[bb + i * sb]);
+                    d.write(f16_from_f32(f(f32_from_f16(x), f32_from_f16(y))));
                 }
-                pos += len;
-            },
-        );
-    };
-    run_rows(&mut out.spare_capacity_mut()[..n], rows, len, fill);
-    // SAFETY: `out` was empty with capacity `n`; `run_rows` hands `fill`
-    // every row of the `n` slots once, and both arms write the whole row.
-    unsafe { out.set_len(n) };
-    out
+            }
+        }
+    })
 }
 
 /// `out[i] = f(x[i], y[i])` for one row, a block of [`SUB`] at a time:
