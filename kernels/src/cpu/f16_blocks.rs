@@ -297,39 +297,69 @@ fn zip_rows(
     })
 }
 
-/// `out[i] = f(x[i], y[i])` for one row, a block of [`SUB`] at a time:
-/// dense sides widened per block, a single value spread over its buffer
-/// once; the results narrowed into `out`. Dense sides are `out`'s length.
+/// `out[i] = f(x[i], y[i])` for one row, a block of [`SUB`] at a time
+/// (see [`Widened`]); the results narrowed into `out`. Dense sides are
+/// `out`'s length.
 #[inline(always)]
 fn zip_row(x: Other<'_>, y: Other<'_>, out: &mut [MaybeUninit<f16>], f: &impl Fn(f32, f32) -> f32) {
-    let mut wx = [MaybeUninit::<f32>::uninit(); SUB];
-    let mut wy = [MaybeUninit::<f32>::uninit(); SUB];
+    let (mut wx, mut wy) = (Widened::new(x), Widened::new(y));
     let mut r = [0f32; SUB];
-    for (side, w) in [(x, &mut wx), (y, &mut wy)] {
-        if let Other::Single(v) = side {
-            w.fill(MaybeUninit::new(v));
-        }
-    }
     for (k, out) in out.chunks_mut(SUB).enumerate() {
         let (at, n) = (k * SUB, out.len());
-        for (side, w) in [(x, &mut wx), (y, &mut wy)] {
-            if let Other::Dense(s) = side {
-                widen_f16(&s[at..at + n], w);
-            }
-        }
-        // SAFETY: the first `n` slots of each were written: filled with
-        // the single value above, or widened just now.
-        let (xs, ys) = unsafe { (wx[..n].assume_init_ref(), wy[..n].assume_init_ref()) };
-        simd(
-            #[inline(always)]
-            || {
-                for ((r, &x), &y) in r.iter_mut().zip(xs).zip(ys) {
-                    *r = f(x, y);
-                }
-            },
+        apply(
+            wx.block(at, n),
+            wy.block(at, n),
+            &mut r[..n],
+            (),
+            &|x, y, ()| f(x, y),
         );
         narrow_f16(&r[..n], out);
     }
+}
+
+/// One operand of a zip as f32, a block at a time: a single value spread
+/// over the buffer once, a dense side widened block by block.
+struct Widened<'a> {
+    side: Other<'a>,
+    buf: [MaybeUninit<f32>; SUB],
+}
+
+impl<'a> Widened<'a> {
+    #[inline(always)]
+    fn new(side: Other<'a>) -> Self {
+        let mut buf = [MaybeUninit::uninit(); SUB];
+        if let Other::Single(v) = side {
+            buf.fill(MaybeUninit::new(v));
+        }
+        Widened { side, buf }
+    }
+
+    /// The values `at..at + n` (`n` at most [`SUB`]).
+    #[inline(always)]
+    fn block(&mut self, at: usize, n: usize) -> &[f32] {
+        if let Other::Dense(s) = self.side {
+            widen_f16(&s[at..at + n], &mut self.buf);
+        }
+        // SAFETY: the first `n` slots were written: all of them filled with
+        // the single value in `new`, or the first `n` widened just now.
+        unsafe { self.buf[..n].assume_init_ref() }
+    }
+}
+
+/// `r[i] = f(x[i], y[i], c)` in one vectorised loop, `c` copied into it
+/// (read through the closure's reference, an op's parameter was reloaded
+/// per element and the loop stayed scalar).
+#[inline(always)]
+fn apply<C: Copy>(x: &[f32], y: &[f32], r: &mut [f32], c: C, f: &impl Fn(f32, f32, C) -> f32) {
+    simd(
+        #[inline(always)]
+        || {
+            let shared = c; // a local copy, not the capture's pointer
+            for ((r, &x), &y) in r.iter_mut().zip(x).zip(y) {
+                *r = f(x, y, shared);
+            }
+        },
+    )
 }
 
 /// `dst[i] = f(dst[i], c)` on a view of an f16 buffer, in place, with `f`
@@ -430,8 +460,8 @@ impl<'a> Other<'a> {
 }
 
 /// `d[i] = f(d[i], other[i], c)` over a dense slice, a block at a time:
-/// `d`'s block (and `other`'s) widened, `f` in one vectorised loop (`c`
-/// copied into it), the results narrowed back into `d`; in chunks across
+/// `d`'s block (and `other`'s) widened, `f` in one vectorised loop
+/// ([`apply`]), the results narrowed back into `d`; in chunks across
 /// threads when large.
 fn update_dense<C: Copy + Send + Sync>(
     d: &mut [f16],
@@ -441,39 +471,14 @@ fn update_dense<C: Copy + Send + Sync>(
 ) {
     let run = |d: &mut [f16], start: usize| {
         let mut wd = [MaybeUninit::<f32>::uninit(); SUB];
-        let mut wo = [MaybeUninit::<f32>::uninit(); SUB];
+        let mut wo = Widened::new(other);
         let mut r = [0f32; SUB];
         for (k, d) in d.chunks_mut(SUB).enumerate() {
             let n = d.len();
             widen_f16(d, &mut wd);
             // SAFETY: `widen_f16` wrote the first `n` slots.
             let x = unsafe { wd[..n].assume_init_ref() };
-            match other {
-                Other::Dense(s) => {
-                    let at = start + k * SUB;
-                    widen_f16(&s[at..at + n], &mut wo);
-                    // SAFETY: as above.
-                    let y = unsafe { wo[..n].assume_init_ref() };
-                    simd(
-                        #[inline(always)]
-                        || {
-                            let shared = c; // a local copy, not the capture's pointer
-                            for ((r, &x), &y) in r.iter_mut().zip(x).zip(y) {
-                                *r = f(x, y, shared);
-                            }
-                        },
-                    )
-                }
-                Other::Single(y) => simd(
-                    #[inline(always)]
-                    || {
-                        let shared = c;
-                        for (r, &x) in r.iter_mut().zip(x) {
-                            *r = f(x, y, shared);
-                        }
-                    },
-                ),
-            }
+            apply(x, wo.block(start + k * SUB, n), &mut r[..n], c, f);
             // SAFETY: `narrow_f16` writes only initialised values (all `n`).
             narrow_f16(&r[..n], unsafe { as_slots(d) });
         }
