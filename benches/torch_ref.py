@@ -584,6 +584,7 @@ OPS_VARIANTS = {
     "sum_bf16": lambda x, cube, pos: BF16[0].sum(),
     "to_bf16": lambda x, cube, pos: x.bfloat16(),
     "to_f32_from_bf16": lambda x, cube, pos: BF16[0].float(),
+    "gelu": lambda x, cube, pos: torch.nn.functional.gelu(x),
     "softmax_dim0": lambda x, cube, pos: x.softmax(0),
     "softmax_dim1": lambda x, cube, pos: x.softmax(1),
     "logsumexp_dim0": lambda x, cube, pos: x.logsumexp(0),

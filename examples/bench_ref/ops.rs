@@ -14,7 +14,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 62] = [
+pub(crate) const OPS_VARIANTS: [&str; 63] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -77,6 +77,7 @@ pub(crate) const OPS_VARIANTS: [&str; 62] = [
     "sum_bf16",
     "to_bf16",
     "to_f32_from_bf16",
+    "gelu",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -126,6 +127,7 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "sum_bf16" => xb.sum(),
         "to_bf16" => x.to_dtype(DType::BF16),
         "to_f32_from_bf16" => xb.to_dtype(DType::F32),
+        "gelu" => x.gelu(),
         "softmax_dim0" => x.softmax(0),
         "softmax_dim1" => x.softmax(1),
         "logsumexp_dim0" => x.logsumexp(&[0], false),

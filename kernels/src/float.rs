@@ -122,20 +122,27 @@ pub trait Float:
 impl Float for f32 {
     /// Eigen's rational approximation (a few ulp), branch-free so loops
     /// vectorise; libm's `erff` is scalar and was 18% of a GELU MLP step.
+    /// Its polynomials step by fused multiply-adds, as Eigen's do on FMA
+    /// hardware: `mul_add` rounds once on every path, so the bits do not
+    /// depend on the CPU, and a GELU runs 18% faster than by separate
+    /// products and sums (0.36 against 0.44 ns an element on one Zen 5
+    /// core). Outside `threads::simd` on an x86 build without FMA each
+    /// step is a libm call (31 against 4 ns a value); the maps call it
+    /// inside.
     #[inline]
     fn erf(self) -> Self {
         let x = self.clamp(-4.0, 4.0);
         let x2 = x * x;
-        let mut a = x2 * -2.726_142_3e-10 + 2.770_681_4e-8;
-        a = a * x2 - 2.101_024e-6;
-        a = a * x2 - 5.692_506_4e-5;
-        a = a * x2 - 7.349_906_3e-4;
-        a = a * x2 - 2.954_600_2e-3;
-        a = a * x2 - 1.609_603_3e-2;
-        let mut b = x2 * -1.456_607_2e-5 - 2.133_740_6e-4;
-        b = b * x2 - 1.682_827e-3;
-        b = b * x2 - 7.373_329_3e-3;
-        b = b * x2 - 1.426_474e-2;
+        let mut a = x2.mul_add(-2.726_142_3e-10, 2.770_681_4e-8);
+        a = a.mul_add(x2, -2.101_024e-6);
+        a = a.mul_add(x2, -5.692_506_4e-5);
+        a = a.mul_add(x2, -7.349_906_3e-4);
+        a = a.mul_add(x2, -2.954_600_2e-3);
+        a = a.mul_add(x2, -1.609_603_3e-2);
+        let mut b = x2.mul_add(-1.456_607_2e-5, -2.133_740_6e-4);
+        b = b.mul_add(x2, -1.682_827e-3);
+        b = b.mul_add(x2, -7.373_329_3e-3);
+        b = b.mul_add(x2, -1.426_474e-2);
         if self.is_nan() { self } else { x * a / b }
     }
     #[inline(always)]
@@ -521,6 +528,40 @@ mod tests {
             if b < 0 { i32::MIN - b } else { b }
         };
         key(a).abs_diff(key(b))
+    }
+
+    /// f32 `erf` within 8 ulp (and 5e-7) of f64 libm's over [-6, 6], odd,
+    /// near ±1 at the infinities, NaN to NaN; and the same bits from a
+    /// vectorised map as from scalar calls (`mul_add` fuses on both).
+    #[test]
+    fn erf_is_within_eight_ulp_of_libm_and_the_same_bits_vectorised() {
+        let steps = 1_200_000;
+        let xs: Vec<f32> = (0..=steps)
+            .map(|i| (-6.0 + 12.0 * i as f64 / steps as f64) as f32)
+            .collect();
+        let (mut worst, mut worst_abs) = ((0, 0.0f32), 0.0f64);
+        for &x in &xs {
+            let want = Float::erf(x as f64);
+            let got = Float::erf(x);
+            let d = ulps(got, want as f32);
+            if d > worst.0 {
+                worst = (d, x);
+            }
+            worst_abs = worst_abs.max((got as f64 - want).abs());
+            assert_eq!(Float::erf(-x).to_bits(), (-got).to_bits(), "erf(-{x})");
+        }
+        assert!(worst.0 <= 8, "{} ulp at x = {}", worst.0, worst.1);
+        assert!(worst_abs <= 5e-7, "{worst_abs:e} absolute");
+        // Clamped to ±4 first: erf(4) is 1 to within 2 ulp.
+        assert!(ulps(Float::erf(f32::INFINITY), 1.0) <= 2);
+        assert!(ulps(Float::erf(f32::NEG_INFINITY), -1.0) <= 2);
+        assert!(Float::erf(f32::NAN).is_nan());
+        let layout = crate::Layout::contiguous(&[xs.len()]);
+        let mapped = crate::cpu::map(&xs, &layout, |x: f32| Float::erf(x));
+        for (&x, y) in xs.iter().zip(mapped) {
+            let scalar = std::hint::black_box(x);
+            assert_eq!(y.to_bits(), Float::erf(scalar).to_bits(), "erf({x})");
+        }
     }
 
     #[test]
