@@ -109,6 +109,25 @@ fn gelu_backward_matches_its_composition() {
     assert!(d < 1e-14, "gelu backward differs by {d:e}");
 }
 
+/// f32 `erf` and GELU saturate as PyTorch 2.15's do on the CPU
+/// (`torch.erf`, `F.gelu` of these values): erf is ±1 from 3.919206 on, so
+/// GELU passes large positives through unchanged and large negatives to
+/// -0, where the approximation's 2-ulp shortfall gave 9.999999 and -6e-7.
+#[test]
+fn f32_gelu_and_erf_saturate_as_pytorch() {
+    let x = Tensor::from_vec(vec![4.0f32, 5.0, 10.0, 100.0, -10.0, -100.0], &[6]);
+    let erf: Vec<f32> = x.erf().to_vec();
+    assert_eq!(erf, [1.0, 1.0, 1.0, 1.0, -1.0, -1.0]);
+    let gelu: Vec<f32> = x.gelu().to_vec();
+    assert_eq!(&gelu[2..4], [10.0, 100.0]);
+    for v in &gelu[4..] {
+        assert!(
+            *v == 0.0 && v.is_sign_negative(),
+            "gelu of a large negative is {v}, not -0"
+        );
+    }
+}
+
 /// Dropout on the CPU: one parallel Philox mask, `1 / keep` or 0 per
 /// element; its gradient is the same mask; each call draws anew.
 #[test]
