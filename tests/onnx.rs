@@ -456,7 +456,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Resize"), 2, "{:?}", op_types(&m));
 
     // Elementwise math: ONNX's trigonometric and hyperbolic operators, and
-    // expm1, log2, log10, exp2, logit, fmod and remainder as compositions.
+    // expm1, log2, log10, exp2, logit, hypot, fmod and remainder as
+    // compositions.
     let math = Custom(
         |h: &Tensor| {
             let unit = &h.tanh() * 0.9;
@@ -480,6 +481,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
                 h.sigmoid().logit(Some(1e-3)),
                 five.fmod(&div),
                 five.remainder(&div),
+                h.hypot(&div),
             ];
             Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
         },

@@ -317,13 +317,13 @@ pub(crate) fn sign<T: Float>(x: T) -> T {
 }
 
 /// Rounds to the nearest integer, halves to the even one (PyTorch's
-/// `round`, C's `rint` in the default rounding mode); infinities and NaN
-/// pass through.
+/// `round`, C's `rint` in the default rounding mode), keeping `x`'s sign
+/// (`round(-0.4)` is -0); infinities and NaN pass through.
 fn round_half_even<T: Float>(x: T) -> T {
     let lower = x.floor();
     let diff = x - lower;
     let half = c::<T>(0.5);
-    if diff < half {
+    let rounded = if diff < half {
         lower
     } else if diff > half {
         lower + T::one()
@@ -331,7 +331,8 @@ fn round_half_even<T: Float>(x: T) -> T {
         lower
     } else {
         lower + T::one()
-    }
+    };
+    rounded.copysign(x)
 }
 
 /// The exponents [`PowScalar`] computes by a product, a root or a
@@ -491,9 +492,9 @@ unary_rows! {
     /// The hyperbolic cosine.
     Cosh = "cosh", |x| x.vec_cosh(), cuda "coshf(v)";
     /// The inverse hyperbolic sine.
-    Asinh = "asinh", |x| x.asinh(), cuda "asinhf(v)";
+    Asinh = "asinh", |x| special::asinh(x), cuda "asinhf(v)";
     /// The inverse hyperbolic cosine (NaN below 1).
-    Acosh = "acosh", |x| x.acosh(), cuda "acoshf(v)", domain AboveOne;
+    Acosh = "acosh", |x| special::acosh(x), cuda "acoshf(v)", domain AboveOne;
     /// The inverse hyperbolic tangent (NaN outside `[-1, 1]`).
     Atanh = "atanh", |x| x.atanh(), cuda "atanhf(v)", domain Unit;
     /// `e^x - 1`, exact near zero.
@@ -557,6 +558,9 @@ binary_rows! {
     /// The angle of the point `(b, a)`: `atan(a / b)` in the right
     /// quadrant (`torch.atan2(input=a, other=b)`).
     Atan2 = "atan2", |a, b| a.atan2(b), cuda "atan2f(u, v)";
+    /// `sqrt(a² + b²)` without overflow or underflow on the way (libm's
+    /// `hypot`; `torch.hypot`).
+    Hypot = "hypot", |a, b| a.hypot(b), cuda "hypotf(u, v)";
     /// The Hurwitz zeta function ζ(a, b) = Σₖ (k + b)^-a (∞ at a = 1, NaN
     /// below; `torch.special.zeta`).
     Zeta = "zeta", |a, b| special::zeta(a, b), cuda "zeta_f(u, v)", domain AboveOne;

@@ -65,6 +65,15 @@ fn rounding_follows_pytorch() {
     for v in [f64::INFINITY, f64::NEG_INFINITY] {
         assert_eq!(Round.f(v), v);
     }
+    // `==` does not see a zero's sign: PyTorch's round keeps it.
+    for x in [-0.5f64, -0.4, -1e-7, -0.0] {
+        assert!(
+            Round.f(x) == 0.0 && Round.f(x).is_sign_negative(),
+            "round({x})"
+        );
+        assert!(Round.f(x as f32).is_sign_negative(), "round({x}) in f32");
+    }
+    assert!(Round.f(0.4f64).is_sign_positive());
     assert!(Round.f(f64::NAN).is_nan());
     assert_eq!(Round.i(7), 7);
 }

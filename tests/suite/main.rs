@@ -22,6 +22,7 @@ mod checkpoint;
 mod ctc;
 mod decoder_layers;
 mod double_backward;
+mod edge_values;
 mod embeddings;
 mod errors;
 mod functional_grad;

@@ -16,7 +16,7 @@ pub fn softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
     let row = row_fn(
         #[inline(always)]
         |_, src: &[T], dst: &mut [MaybeUninit<T>]| {
-            let max = finite_or_zero(lanes_max(src));
+            let max = softmax_shift(lanes_max(src));
             let (dst, sum) = exp_shifted_into(src, dst, max);
             let inv = T::one() / sum;
             dst.iter_mut().for_each(|d| *d = *d * inv);
@@ -26,15 +26,23 @@ pub fn softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
     unsafe { rows(x, len, row) }
 }
 
-/// Log-softmax of each row: `x - max - log(sum(exp(x - max)))`.
+/// Log-softmax of each row: `(x - max) - log(sum(exp(x - max)))`, in
+/// PyTorch's order: subtracting `max + log(sum)` at once lost the log
+/// where it is below half an ulp of the max (log-softmax of `[1e30, 1e30]`
+/// was 0, not `-ln 2`; of logits near 1e4, off by up to 5e-4).
+///
+/// ```
+/// let y = tapir_kernels::cpu::log_softmax_rows(&[1e30f32, 1e30], 2);
+/// assert_eq!(y, [-std::f32::consts::LN_2; 2]);
+/// ```
 pub fn log_softmax_rows<T: Float>(x: &[T], len: usize) -> Vec<T> {
     let row = row_fn(
         #[inline(always)]
         |_, src: &[T], dst: &mut [MaybeUninit<T>]| {
-            let max = finite_or_zero(lanes_max(src));
-            let shift = max + exp_shifted_sum_of(src, max).ln();
+            let max = softmax_shift(lanes_max(src));
+            let log_sum = exp_shifted_sum_of(src, max).ln();
             for (d, &v) in dst.iter_mut().zip(src) {
-                d.write(v - shift);
+                d.write((v - max) - log_sum);
             }
         },
     );
@@ -76,7 +84,7 @@ pub fn scaled_softmax_rows<T: Float>(
             });
             // SAFETY: the two loops above wrote `..seen` and `seen..`.
             let dst = unsafe { crate::alloc::written(dst) };
-            let max = finite_or_zero(lanes_max(dst));
+            let max = softmax_shift(lanes_max(dst));
             let sum = exp_shifted_sum(dst, max);
             let inv = T::one() / sum;
             dst.iter_mut().for_each(|d| *d = *d * inv);
@@ -198,12 +206,13 @@ pub fn softmax_rows_bf16(x: &[bf16], len: usize, log: bool) -> Vec<bf16> {
                     row.iter_mut()
                         .zip(src)
                         .for_each(|(r, &v)| *r = super::f32_from_bf16(v));
-                    let max = finite_or_zero(lanes_max(&row));
+                    let max = softmax_shift(lanes_max(&row));
                     let sum = exp_shifted_sum(&mut row, max);
                     if log {
-                        let shift = max + sum.ln();
+                        let log_sum = sum.ln();
                         for (d, &v) in d.iter_mut().zip(src) {
-                            d.write(super::bf16_from_f32(super::f32_from_bf16(v) - shift));
+                            let shifted = super::f32_from_bf16(v) - max;
+                            d.write(super::bf16_from_f32(shifted - log_sum));
                         }
                     } else {
                         let inv = 1.0 / sum;
@@ -395,10 +404,25 @@ pub(crate) fn exp_shifted_sum<T: Float>(x: &mut [T], shift: T) -> T {
 }
 
 /// `max`, or 0 where it is not finite (a row of `-inf` or with `+inf` or
-/// NaN): the shift that keeps `exp` from overflowing.
+/// NaN): the shift that keeps `exp` from overflowing, and what PyTorch's
+/// `logsumexp` shifts by (so a row with `+inf` gives `+inf`).
 #[inline(always)]
 fn finite_or_zero<T: Float>(max: T) -> T {
     if max.is_finite() { max } else { T::zero() }
+}
+
+/// The shift of softmax and log-softmax: the row's max, or 0 for a row of
+/// `-inf` (its softmax is then `0 / 0`, NaN, as PyTorch's). A row with
+/// `+inf` is shifted by `+inf`, so `inf - inf` makes the whole row NaN, as
+/// PyTorch's (and the CUDA kernel's); shifted by 0 it was NaN at the
+/// infinity and 0 elsewhere.
+#[inline(always)]
+fn softmax_shift<T: Float>(max: T) -> T {
+    if max == T::neg_infinity() {
+        T::zero()
+    } else {
+        max
+    }
 }
 
 /// The sum of `exp(x - shift)` over `x`, in [`exp_shifted_sum`]'s order.

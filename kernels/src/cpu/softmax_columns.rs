@@ -58,7 +58,13 @@ fn softmax_column_block<'a, T: Float>(
         max.iter_mut().zip(row).for_each(|(m, &v)| *m = m.max(v));
     }
     for m in max.iter_mut() {
-        *m = if m.is_finite() { *m } else { T::zero() };
+        // The rows kernel's `softmax_shift` (`f32::max` skips a NaN, whose
+        // `exp` still makes its column's sum NaN).
+        *m = if *m == T::neg_infinity() {
+            T::zero()
+        } else {
+            *m
+        };
     }
     if log {
         for row in rows() {
@@ -66,13 +72,18 @@ fn softmax_column_block<'a, T: Float>(
                 *s = *s + (v - m).fast_exp();
             }
         }
-        // The shift `max + ln(sum)`, kept in `max`.
-        for (m, &s) in max.iter_mut().zip(sum.iter()) {
-            *m = *m + s.ln();
+        // `(v - max) - ln(sum)`, as the rows kernel; `ln(sum)` kept in `sum`.
+        for s in sum.iter_mut() {
+            *s = s.ln();
         }
         for (r, row) in rows().enumerate() {
-            for ((o, &v), &shift) in row_out(r).iter_mut().zip(row).zip(max.iter()) {
-                o.write(v - shift);
+            for (((o, &v), &m), &log_sum) in row_out(r)
+                .iter_mut()
+                .zip(row)
+                .zip(max.iter())
+                .zip(sum.iter())
+            {
+                o.write((v - m) - log_sum);
             }
         }
         return;

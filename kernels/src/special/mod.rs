@@ -20,6 +20,45 @@ fn c<T: Float>(v: f64) -> T {
     T::from_f64(v)
 }
 
+/// The inverse hyperbolic sine (`torch.asinh`): libm's below 2^28 in
+/// magnitude, `±(ln|x| + ln 2)` from there, where `x² + 1` is `x²` in any
+/// float and libm's form (Rust's `asinh`) overflows near the type's
+/// largest values (its `asinh(3.4e38f32)` is `inf`, PyTorch's 89.415).
+///
+/// ```
+/// use tapir_kernels::special::asinh;
+/// assert_eq!(asinh(0.5f64), 0.5f64.asinh());
+/// assert!((asinh(f32::MAX) - 89.415_985).abs() < 1e-4);
+/// assert_eq!(asinh(-f32::INFINITY), -f32::INFINITY);
+/// ```
+pub fn asinh<T: Float>(x: T) -> T {
+    let big = c::<T>(268_435_456.0); // 2^28
+    if x.abs() < big || x.is_nan() {
+        x.asinh()
+    } else {
+        (x.abs().ln() + c(std::f64::consts::LN_2)).copysign(x)
+    }
+}
+
+/// The inverse hyperbolic cosine (`torch.acosh`; NaN below 1): libm's
+/// below 2^28, `ln x + ln 2` from there (see [`asinh`]; Rust's `acosh`
+/// overflows near the largest floats).
+///
+/// ```
+/// use tapir_kernels::special::acosh;
+/// assert_eq!(acosh(2.0f64), 2.0f64.acosh());
+/// assert!((acosh(f32::MAX) - 89.415_985).abs() < 1e-4);
+/// assert!(acosh(0.5f32).is_nan());
+/// ```
+pub fn acosh<T: Float>(x: T) -> T {
+    let big = c::<T>(268_435_456.0);
+    if x < big || x.is_nan() {
+        x.acosh()
+    } else {
+        x.ln() + c(std::f64::consts::LN_2)
+    }
+}
+
 /// The digamma function ψ(x) = Γ'(x) / Γ(x) (`torch.digamma`).
 ///
 /// Negative arguments reflect (ψ(x) = ψ(1 - x) - π / tan(π x), with the

@@ -97,7 +97,9 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         "asinh" => unary(b, "Asinh"),
         "acosh" => unary(b, "Acosh"),
         "atanh" => unary(b, "Atanh"),
-        "expm1" | "log2" | "log10" | "exp2" | "logit" | "fmod" | "remainder" => math::lower(b, op),
+        "expm1" | "log2" | "log10" | "exp2" | "logit" | "hypot" | "fmod" | "remainder" => {
+            math::lower(b, op)
+        }
         "sign" => unary(b, "Sign"),
         "reciprocal" => unary(b, "Reciprocal"),
         "logical_not" => unary(b, "Not"),

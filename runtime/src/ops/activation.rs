@@ -110,16 +110,18 @@ impl Tensor {
         &(self + 3.0).relu6() / 6.0
     }
 
-    /// `log(sigmoid(x))`, as `-softplus(-x)` so large inputs stay finite
-    /// (`F.logsigmoid`).
+    /// `log(sigmoid(x))`, as `0 - softplus(-x)` so large inputs stay finite
+    /// (`F.logsigmoid`); large positives give +0 as PyTorch's (negating
+    /// the softplus gave -0).
     ///
     /// ```
     /// use tapir_runtime::Tensor;
-    /// let y = Tensor::from_vec(vec![-100.0f32, 0.0], &[2]).logsigmoid();
+    /// let y = Tensor::from_vec(vec![-100.0f32, 0.0, 1e4], &[3]).logsigmoid();
     /// assert_eq!(y.to_vec::<f32>()[0], -100.0);
+    /// assert!(y.to_vec::<f32>()[2].is_sign_positive());
     /// ```
     pub fn logsigmoid(&self) -> Tensor {
-        self.neg().softplus().neg()
+        0.0 - &self.neg().softplus()
     }
 
     /// `x / (1 + |x|)` (`F.softsign`).

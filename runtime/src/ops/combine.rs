@@ -7,15 +7,25 @@ use crate::{DType, Tensor};
 
 impl Tensor {
     /// `self + weight * (end - self)`, broadcast (`torch.lerp` with a
-    /// tensor weight; a scalar weight is a 0-d tensor).
+    /// tensor weight; a scalar weight is a 0-d tensor). As PyTorch's, a
+    /// weight of magnitude 0.5 or more steps back from the end instead,
+    /// `end + (weight - 1) * (end - self)`, so a weight of 1 gives `end`
+    /// exactly.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
     /// let (a, b) = (Tensor::zeros(&[2]), Tensor::full(&[2], 10.0));
     /// assert_eq!(a.lerp(&b, &Tensor::scalar(0.25f32)).to_vec::<f32>(), vec![2.5, 2.5]);
+    /// let far = Tensor::full(&[1], 1e20);
+    /// assert_eq!(far.lerp(&Tensor::ones(&[1]), &Tensor::scalar(1.0f32)).item::<f32>(), 1.0);
     /// ```
     pub fn lerp(&self, end: &Tensor, weight: &Tensor) -> Tensor {
-        self + &(weight * &(end - self))
+        // PyTorch's `base + coeff * (end - self)`, which also keeps the
+        // sign of a zero `end` at weight 1 (less its fused multiply-add).
+        let small = weight.abs().lt_scalar(0.5);
+        let coeff = Tensor::where_(&small, weight, &(weight - 1.0));
+        let base = Tensor::where_(&small, self, end);
+        &base + &(&coeff * &(end - self))
     }
 
     /// `self + value * t1 * t2`, broadcast (`torch.addcmul`).

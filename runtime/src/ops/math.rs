@@ -1,8 +1,8 @@
 //! Elementwise math beyond the activations: the trigonometric and
 //! hyperbolic functions and their inverses, `expm1`, `log2`, `log10`,
-//! `exp2`, `atan2`, `fmod` and `remainder` (kernel rows of
+//! `exp2`, `atan2`, `hypot`, `fmod` and `remainder` (kernel rows of
 //! `tapir_kernels::elementwise`, each with its backward here), and the
-//! compositions `logit`, `nan_to_num`, `hypot` and `frac`.
+//! compositions `logit`, `nan_to_num` and `frac`.
 
 use super::binary::binary;
 use super::unary::{Save, unary};
@@ -297,9 +297,36 @@ impl Tensor {
         })
     }
 
-    /// `sqrt(self² + other²)`, broadcast (`torch.hypot`).
+    /// `sqrt(self² + other²)` without overflow or underflow on the way,
+    /// broadcast, integers promoted to float (`torch.hypot`); the gradient
+    /// is `self / hypot` and `other / hypot`, as PyTorch's.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![3.0f32, 1e30, 1e-30], &[3]);
+    /// let b = Tensor::from_vec(vec![4.0f32, 1e30, 0.0], &[3]);
+    /// // Squared first, 1e30 overflowed to inf and 1e-30 underflowed to 0.
+    /// assert_eq!(a.hypot(&b).to_vec::<f32>(), vec![5.0, 1.4142135e30, 1e-30]);
+    /// ```
     pub fn hypot(&self, other: &Tensor) -> Tensor {
-        (&self.square() + &other.square()).sqrt()
+        trace::op("hypot", [self, other], Vec::new, || {
+            binary(
+                &floating(self),
+                &floating(other),
+                ew::Hypot,
+                "HypotBackward0",
+                true,
+                true,
+                |s, g, n| {
+                    let (a, b) = s.expect("hypot saves its inputs");
+                    // PyTorch's order, `grad * a / result`: `grad / result`
+                    // first overflowed where the result is tiny.
+                    let r = &a.hypot(b);
+                    let part = |x: &Tensor| (&(g * x) / r).to_dtype(g.dtype());
+                    [n[0].then(|| part(a)), n[1].then(|| part(b))]
+                },
+            )
+        })
     }
 
     /// The fractional part, `x - trunc(x)`, with `x`'s sign (`torch.frac`);

@@ -39,19 +39,44 @@ impl Tensor {
     }
 
     /// The lower median along `dim` and its index (`torch.median(x, dim)`):
-    /// of an even count, the smaller of the middle two.
+    /// of an even count, the smaller of the middle two. A slice holding NaN
+    /// has NaN as its median, at the first NaN's index, as PyTorch's
+    /// ([`Tensor::nanmedian_dim`] skips them).
     ///
     /// ```
     /// use tapir_runtime::Tensor;
-    /// let x = Tensor::from_vec(vec![4.0f32, 1.0, 3.0, 2.0], &[1, 4]);
-    /// assert_eq!(x.median_dim(1, false).0.to_vec::<f32>(), vec![2.0]);
-    /// assert_eq!(x.median().item::<f32>(), 2.0);
+    /// let x = Tensor::from_vec(vec![4.0f32, 1.0, 3.0, 2.0, 5.0, f32::NAN, 1.0, f32::NAN], &[2, 4]);
+    /// let (values, indices) = x.median_dim(1, false);
+    /// assert_eq!(values.to_vec::<f32>()[0], 2.0);
+    /// assert!(values.to_vec::<f32>()[1].is_nan());
+    /// assert_eq!(indices.to_vec::<i64>(), vec![3, 1]);
+    /// assert!(x.median().item::<f32>().is_nan());
     /// ```
     #[track_caller]
     pub fn median_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
         let d = self.dim(dim, "median");
         let n = self.shape().get(d).copied().unwrap_or(1);
-        self.kthvalue(n.saturating_sub(1) / 2 + 1, dim, keepdim)
+        let (values, indices) = self.kthvalue(n.saturating_sub(1) / 2 + 1, dim, keepdim);
+        if !self.dtype().is_float() || self.ndim() == 0 {
+            return (values, indices);
+        }
+        // kthvalue sorts NaN last; PyTorch's median takes the first NaN.
+        // Selected on the device (no host read), so compile sees no break.
+        let nan = self.isnan();
+        let first_nan = nan.to_dtype(DType::U8).argmax(d as isize, true);
+        let at_nan = self.gather(d as isize, &first_nan);
+        let (at_nan, first_nan) = match keepdim {
+            true => (at_nan, first_nan),
+            false => (
+                at_nan.squeeze_dim(d as isize),
+                first_nan.squeeze_dim(d as isize),
+            ),
+        };
+        let has_nan = nan.any_dim(d as isize, keepdim);
+        (
+            Tensor::where_(&has_nan, &at_nan, &values),
+            Tensor::where_(&has_nan, &first_nan, &indices),
+        )
     }
 
     /// The lower median of every element (`torch.median(x)`).
@@ -312,13 +337,15 @@ impl Tensor {
     /// ```
     pub fn logaddexp(&self, other: &Tensor) -> Tensor {
         let m = self.maximum(other);
-        let empty = m.eq_scalar(f64::NEG_INFINITY);
-        // Where both are -inf the difference is NaN: use 0 there, so the
-        // unused branch has a finite gradient.
+        // Where the larger is infinite it is the result (`-inf` and `-inf`
+        // give `-inf`, `+inf` and anything `+inf`), but the difference may
+        // be `inf - inf`, NaN: use 0 there, so the unused branch has a
+        // finite gradient.
+        let infinite = m.isinf();
         let zero = super::binary::scalar_for(&m, 0.0);
-        let gap = Tensor::where_(&empty, &zero, &(self - other));
+        let gap = Tensor::where_(&infinite, &zero, &(self - other));
         let y = &m + &(&gap.abs() * -1.0).exp().log1p();
-        Tensor::where_(&empty, &m, &y)
+        Tensor::where_(&infinite, &m, &y)
     }
 
     /// The running `log(Σ exp)` along `dim` (`torch.logcumsumexp`), each

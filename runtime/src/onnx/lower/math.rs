@@ -1,6 +1,7 @@
 //! The elementwise math without an ONNX operator of its own, as the
 //! operators that compute it: `expm1`, `log2`, `log10`, `exp2`, `logit`,
-//! and `fmod` / `remainder` (ONNX's `Mod` with `fmod=1`, moved into the
+//! `hypot` (the root of the squares: ONNX has no form that cannot
+//! overflow), and `fmod` / `remainder` (ONNX's `Mod` with `fmod=1`, moved into the
 //! divisor's sign for `remainder`).
 
 use super::{Lowered, OpView};
@@ -37,6 +38,12 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             let rest = b.tmp("Sub", &[&one, &p], vec![]);
             let odds = b.tmp("Div", &[&p, &rest], vec![]);
             b.node("Log", &[&odds], &[out], vec![]);
+        }
+        "hypot" => {
+            let aa = b.tmp("Mul", &[x, x], vec![]);
+            let bb = b.tmp("Mul", &[op.x(1), op.x(1)], vec![]);
+            let sum = b.tmp("Add", &[&aa, &bb], vec![]);
+            b.node("Sqrt", &[&sum], &[out], vec![]);
         }
         "fmod" => b.node("Mod", &[x, op.x(1)], &[out], vec![int("fmod", 1)]),
         _ => {

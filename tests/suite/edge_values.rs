@@ -1,0 +1,176 @@
+//! Values at the edges of each function's range (infinities, zeros' signs,
+//! the largest floats, logits far from 0, NaN) as PyTorch 2.15 gives them
+//! on the CPU: each expected value below was printed by `torch` for the
+//! same input. A sweep of every elementwise function and reduction over
+//! such inputs against PyTorch found the differences these pin.
+
+use tapir::{DType, Tensor};
+
+fn f32s(t: &Tensor) -> Vec<f32> {
+    t.to_dtype(DType::F32).to_vec()
+}
+
+/// `got` equals `want` bit for bit but for NaN's payload (`==` would
+/// pass -0 for +0, and fail NaN for NaN).
+fn assert_same(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let same = g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan();
+        assert!(same, "{what}[{i}]: got {g:?}, PyTorch gives {w:?}");
+    }
+}
+
+/// `asinh` and `acosh` of the largest floats are finite: `ln 2x`, where
+/// libm's form (Rust's) overflowed to `inf`.
+#[test]
+fn inverse_hyperbolics_of_the_largest_floats_are_finite() {
+    let x = Tensor::from_vec(vec![f32::MAX, -f32::MAX, 1e30], &[3]);
+    assert_same(
+        "asinh",
+        &f32s(&x.asinh()),
+        &[89.415985, -89.415985, 69.7707],
+    );
+    let acosh = f32s(&Tensor::from_vec(vec![f32::MAX], &[1]).acosh());
+    assert_same("acosh", &acosh, &[89.415985]);
+    let wide = Tensor::from_vec(vec![f64::MAX, 1e300], &[2]);
+    let want = [f64::MAX.ln() + std::f64::consts::LN_2, 1e300f64.asinh()];
+    let got: Vec<f64> = wide.asinh().to_vec();
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() < 1e-12,
+            "asinh in f64: {got:?}, want {want:?}"
+        );
+    }
+}
+
+/// Zeros keep PyTorch's signs: `round` keeps the input's, `logsigmoid` of
+/// a large positive is +0, and `lerp` at weight 1 is `end`, -0 included.
+#[test]
+fn zeros_keep_pytorchs_signs() {
+    let x = Tensor::from_vec(vec![-0.4f32, -0.5, -1e-7, 0.4, -2.5], &[5]);
+    assert_same("round", &f32s(&x.round()), &[-0.0, -0.0, -0.0, 0.0, -2.0]);
+    let big = Tensor::from_vec(vec![1e4f32, f32::INFINITY, -100.0], &[3]);
+    assert_same("logsigmoid", &f32s(&big.logsigmoid()), &[0.0, 0.0, -100.0]);
+    let start = Tensor::from_vec(vec![0.0f32, 1e20, -1.0, 7.0], &[4]);
+    let end = Tensor::from_vec(vec![-0.0f32, 1.0, 2.5, -3.0], &[4]);
+    let one = Tensor::scalar(1.0f32);
+    assert_same(
+        "lerp(w = 1)",
+        &f32s(&start.lerp(&end, &one)),
+        &[-0.0, 1.0, 2.5, -3.0],
+    );
+    // Weights below 0.5 step from the start (no fused multiply-add here,
+    // so within an ulp of PyTorch's).
+    let quarter = f32s(&start.lerp(&end, &Tensor::scalar(0.25f32)));
+    assert_eq!(&quarter[2..], [-0.125, 4.5]);
+}
+
+/// `hypot` neither overflows nor underflows on the way, and its gradient
+/// is each input over the result.
+#[test]
+fn hypot_neither_overflows_nor_underflows() {
+    let a = Tensor::from_vec(vec![3.0f32, 1e20, 1e-40, 1e30], &[4]).requires_grad_(true);
+    let b = Tensor::from_vec(vec![4.0f32, 0.0, 1e-40, -1e30], &[4]).requires_grad_(true);
+    let h = a.hypot(&b);
+    assert_same(
+        "hypot",
+        &f32s(&h),
+        &[5.0, 1e20, 1.4142e-40, 1.4142135e30],
+    );
+    h.sum().backward();
+    let (ga, gb) = (f32s(&a.grad().unwrap()), f32s(&b.grad().unwrap()));
+    assert_same("d hypot / da", &ga[..2], &[0.6, 1.0]);
+    assert_same("d hypot / db", &gb[..2], &[0.8, 0.0]);
+    for (g, w) in ga[2..].iter().zip([0.70710754f32, 0.70710677]) {
+        assert!((g - w).abs() < 1e-6, "d hypot / da at tiny or huge: {g}");
+    }
+    // Integers promote to the default float.
+    let ints = Tensor::from_vec(vec![5i64], &[1]).hypot(&Tensor::from_vec(vec![12i64], &[1]));
+    assert_eq!((ints.dtype(), f32s(&ints)), (DType::F32, vec![13.0]));
+}
+
+/// Where the larger operand of `logaddexp` is infinite, it is the result
+/// (`inf - inf` made `logaddexp(inf, inf)` NaN, and through it
+/// `logcumsumexp` after a second `+inf`).
+#[test]
+fn logaddexp_of_infinities_is_the_infinity() {
+    let inf = f32::INFINITY;
+    let a = Tensor::from_vec(vec![inf, -inf, inf, 1.0, f32::NAN], &[5]);
+    let b = Tensor::from_vec(vec![inf, -inf, -inf, inf, 1.0], &[5]);
+    assert_same(
+        "logaddexp",
+        &f32s(&a.logaddexp(&b)),
+        &[inf, -inf, inf, inf, f32::NAN],
+    );
+    let row = Tensor::from_vec(vec![inf, inf, 0.0, -inf], &[4]);
+    assert_same("logcumsumexp", &f32s(&row.logcumsumexp(0)), &[inf; 4]);
+}
+
+/// Log-softmax subtracts the max first and the log of the sum after, as
+/// PyTorch: subtracted together, the log was lost beside a large max
+/// (`[1e30, 1e30]` gave 0, not `-ln 2`) and logits near 1e4 were off by
+/// up to half an ulp of 1e4. A `+inf` logit makes its whole row NaN, as
+/// PyTorch's (it was NaN at the infinity and 0 elsewhere).
+#[test]
+fn log_softmax_keeps_the_log_beside_large_logits() {
+    let huge = Tensor::from_vec(vec![1e30f32, 1e30, -1e30, 5.0], &[1, 4]);
+    let ln2 = std::f32::consts::LN_2;
+    let want = [-ln2, -ln2, -2e30, -1e30];
+    assert_same("log_softmax", &f32s(&huge.log_softmax(1)), &want);
+    assert_same("down dim 0", &f32s(&huge.t().log_softmax(0).t()), &want);
+    let narrow = Tensor::from_vec(vec![10000.0f32, 10000.25, 9999.5, 10001.0], &[4]);
+    let want = [-1.7243435f32, -1.4743435, -2.2243435, -0.7243435];
+    for (g, w) in f32s(&narrow.log_softmax(0)).iter().zip(want) {
+        assert!(
+            (g - w).abs() < 1e-6,
+            "log_softmax near 1e4: {g}, PyTorch {w}"
+        );
+    }
+    let bf16 = f32s(&huge.to_dtype(DType::BF16).log_softmax(1));
+    assert_same("bf16 log_softmax", &bf16[..2], &[-0.69140625; 2]);
+    let inf = f32::INFINITY;
+    let rows = Tensor::from_vec(vec![inf, 1.0, 2.0, 3.0, -inf, -inf, -inf, -inf], &[2, 4]);
+    for (name, y) in [
+        ("softmax", rows.softmax(1)),
+        ("log_softmax", rows.log_softmax(1)),
+    ] {
+        assert!(
+            f32s(&y).iter().all(|v| v.is_nan()),
+            "{name}: {:?}",
+            f32s(&y)
+        );
+    }
+    let columns = rows.t().contiguous();
+    assert!(f32s(&columns.softmax(0)).iter().all(|v| v.is_nan()));
+    // logsumexp keeps PyTorch's own rule: a `+inf` gives `+inf`.
+    assert_same(
+        "logsumexp",
+        &f32s(&rows.logsumexp(&[1], false)),
+        &[inf, -inf],
+    );
+}
+
+/// `median` of a slice holding NaN is NaN, at the first NaN's index, and
+/// its gradient goes there (`nanmedian` skips NaN).
+#[test]
+fn median_of_a_slice_with_nan_is_nan() {
+    let nan = f32::NAN;
+    let x = Tensor::from_vec(
+        vec![nan, 1.0, nan, 3.0, 1.0, 2.0, 3.0, nan, 4.0, 1.0, 2.0, 3.0],
+        &[3, 4],
+    )
+    .requires_grad_(true);
+    let (values, indices) = x.median_dim(1, false);
+    assert_same("median", &f32s(&values), &[nan, nan, 2.0]);
+    assert_eq!(indices.to_vec::<i64>(), [0, 3, 2]);
+    let (kept, kept_at) = x.median_dim(1, true);
+    assert_eq!((kept.shape(), kept_at.shape()), (&[3, 1][..], &[3, 1][..]));
+    values.sum().backward();
+    let grad = f32s(&x.grad().unwrap());
+    let mut want = [0.0f32; 12];
+    (want[0], want[7], want[10]) = (1.0, 1.0, 1.0);
+    assert_eq!(grad, want);
+    assert!(x.median().item::<f32>().is_nan());
+    let nanmedian = f32s(&x.nanmedian_dim(1, false).0);
+    assert_eq!(nanmedian, [1.0, 2.0, 2.0]);
+}
