@@ -456,7 +456,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Resize"), 2, "{:?}", op_types(&m));
 
     // Elementwise math: ONNX's trigonometric and hyperbolic operators, and
-    // expm1, log2, log10, exp2, logit, hypot, fmod and remainder as
+    // expm1, log2, log10, exp2, logit, hypot, sinc, fmod and remainder as
     // compositions.
     let math = Custom(
         |h: &Tensor| {
@@ -482,6 +482,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
                 five.fmod(&div),
                 five.remainder(&div),
                 h.hypot(&div),
+                h.sinc(),
             ];
             Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
         },

@@ -239,7 +239,8 @@ fn cases() -> Vec<Case> {
                 let d = &special::entr(&p) + &special::xlog1py(&x[0], &p);
                 let z = special::zeta(&Tensor::from_vec(vec![2.5f64], &[1]), &(&p + 1.0));
                 let r = x[0].remainder(&Tensor::from_vec(vec![2.5f64], &[1]));
-                &(&(&a + &b) * &(&c + &d)) + &(&z * &r)
+                let e = &(&x[0].hypot(&p) * &x[0].sinc()) + &u.logit(None);
+                &(&(&(&a + &b) * &(&c + &d)) + &(&z * &r)) + &e
             }),
             vec![t(&[6], 36, -1.5, 1.5)],
         ),

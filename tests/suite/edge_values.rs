@@ -4,6 +4,7 @@
 //! same input. A sweep of every elementwise function and reduction over
 //! such inputs against PyTorch found the differences these pin.
 
+use tapir::autograd::{GradOptions, grad_with};
 use tapir::{DType, Tensor};
 
 fn f32s(t: &Tensor) -> Vec<f32> {
@@ -72,11 +73,7 @@ fn hypot_neither_overflows_nor_underflows() {
     let a = Tensor::from_vec(vec![3.0f32, 1e20, 1e-40, 1e30], &[4]).requires_grad_(true);
     let b = Tensor::from_vec(vec![4.0f32, 0.0, 1e-40, -1e30], &[4]).requires_grad_(true);
     let h = a.hypot(&b);
-    assert_same(
-        "hypot",
-        &f32s(&h),
-        &[5.0, 1e20, 1.4142e-40, 1.4142135e30],
-    );
+    assert_same("hypot", &f32s(&h), &[5.0, 1e20, 1.4142e-40, 1.4142135e30]);
     h.sum().backward();
     let (ga, gb) = (f32s(&a.grad().unwrap()), f32s(&b.grad().unwrap()));
     assert_same("d hypot / da", &ga[..2], &[0.6, 1.0]);
@@ -173,4 +170,64 @@ fn median_of_a_slice_with_nan_is_nan() {
     assert!(x.median().item::<f32>().is_nan());
     let nanmedian = f32s(&x.nanmedian_dim(1, false).0);
     assert_eq!(nanmedian, [1.0, 2.0, 2.0]);
+}
+
+/// `sinc`'s gradient is PyTorch's `(πx cos πx - sin πx) / (πx²)`, 0 where
+/// `πx²` underflows: the quotient's own derivative, two large terms that
+/// cancel, gave ∓inf at ±1e-30.
+#[test]
+fn sinc_gradient_is_finite_near_zero() {
+    let x =
+        Tensor::from_vec(vec![1e-30f32, -1e-30, 1e-20, 0.5, 0.0, 2.0], &[6]).requires_grad_(true);
+    x.sinc().sum().backward();
+    let want = [0.0f32, 0.0, 0.0, -1.2732396, 0.0, 0.5];
+    for (g, w) in f32s(&x.grad().unwrap()).iter().zip(want) {
+        assert!((g - w).abs() < 1e-6, "sinc' : {g}, PyTorch {w}");
+    }
+    let x = Tensor::from_vec(vec![1e-3f64], &[1]).requires_grad_(true);
+    x.sinc().sum().backward();
+    let g = x.grad().unwrap().item::<f64>();
+    assert!(
+        (g + 0.0032898648867414845).abs() < 1e-12,
+        "sinc'(1e-3) in f64: {g}"
+    );
+    // Its double backward still runs through the recorded formula.
+    let x = Tensor::from_vec(vec![0.5f64], &[1]).requires_grad_(true);
+    let opts = GradOptions {
+        create_graph: true,
+        ..Default::default()
+    };
+    let d = grad_with(&[&x.sinc().sum()], &[&x], opts)
+        .remove(0)
+        .unwrap();
+    let dd = tapir::autograd::grad(&[&d.sum()], &[&x]).remove(0);
+    // sinc''(x) = ((2 - π²x²) sin πx - 2πx cos πx) / (π x³); at 0.5: (2 - π²/4) · 8 / π.
+    let pi = std::f64::consts::PI;
+    let want = (2.0 - pi * pi / 4.0) * 8.0 / pi;
+    assert!(
+        (dd.item::<f64>() - want).abs() < 1e-9,
+        "sinc''(0.5): {}",
+        dd.item::<f64>()
+    );
+}
+
+/// `logit`'s gradient is PyTorch's `g / (p (1 - p))`: ∞ at 0 and 1 and
+/// NaN outside `[0, 1]`; with `eps`, 0 outside `[eps, 1 - eps]` and the
+/// bounds inside. The quotient's derivative gave NaN at 0 and 1.
+#[test]
+fn logit_gradient_as_pytorch_at_the_bounds() {
+    let x = Tensor::from_vec(vec![0.0f32, 1.0, -0.5, 0.25, 1.5], &[5]).requires_grad_(true);
+    x.logit(None).sum().backward();
+    let inf = f32::INFINITY;
+    assert_same(
+        "logit'",
+        &f32s(&x.grad().unwrap()),
+        &[inf, inf, f32::NAN, 5.3333335, f32::NAN],
+    );
+    let x = Tensor::from_vec(vec![0.05f32, 0.1, 0.5, 0.9, 0.95], &[5]).requires_grad_(true);
+    x.logit(Some(0.1)).sum().backward();
+    let want = [0.0f32, 11.111112, 4.0, 11.111109, 0.0];
+    for (g, w) in f32s(&x.grad().unwrap()).iter().zip(want) {
+        assert!((g - w).abs() < 1e-5, "logit' with eps: {g}, PyTorch {w}");
+    }
 }

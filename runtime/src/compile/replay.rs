@@ -629,6 +629,7 @@ fn elementwise(name: &str) -> Option<Replay> {
         },
         "atan2" => |a| vec![a.x(0).atan2(a.x(1))],
         "hypot" => |a| vec![a.x(0).hypot(a.x(1))],
+        "sinc" => |a| vec![a.x(0).sinc()],
         "fmod" => |a| vec![a.x(0).fmod(a.x(1))],
         "remainder" => |a| vec![a.x(0).remainder(a.x(1))],
         "sigmoid" => |a| vec![a.x(0).sigmoid()],

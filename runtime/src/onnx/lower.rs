@@ -97,7 +97,7 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         "asinh" => unary(b, "Asinh"),
         "acosh" => unary(b, "Acosh"),
         "atanh" => unary(b, "Atanh"),
-        "expm1" | "log2" | "log10" | "exp2" | "logit" | "hypot" | "fmod" | "remainder" => {
+        "expm1" | "log2" | "log10" | "exp2" | "logit" | "hypot" | "sinc" | "fmod" | "remainder" => {
             math::lower(b, op)
         }
         "sign" => unary(b, "Sign"),

@@ -336,8 +336,11 @@ impl Tensor {
     }
 
     /// The log-odds `ln(p / (1 - p))` (`torch.logit`), with `p` first
-    /// clamped to `[eps, 1 - eps]` when `eps` is given (its gradient then
-    /// zero outside, as PyTorch's).
+    /// clamped to `[eps, 1 - eps]` when `eps` is given. The gradient is
+    /// PyTorch's `g / (p (1 - p))`: ∞ at 0 and 1 and NaN outside `[0, 1]`
+    /// without `eps`; with it, zero outside `[eps, 1 - eps]` (the bounds
+    /// included in the inside). The quotient's own derivative gave NaN at
+    /// 0 and 1.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
@@ -348,11 +351,27 @@ impl Tensor {
     pub fn logit(&self, eps: Option<f64>) -> Tensor {
         let attrs = || vec![("eps", Attr::Float(eps.unwrap_or(-1.0)))];
         trace::op("logit", [self], attrs, || {
+            let x = floating(&self.detach());
             let p = match eps {
-                Some(e) => self.clamp(e, 1.0 - e),
-                None => self.clone(),
+                Some(e) => x.clamp(e, 1.0 - e),
+                None => x,
             };
-            (&p / &(&(&p * -1.0) + 1.0)).log()
+            let out = (&p / &(&(&p * -1.0) + 1.0)).log();
+            Tensor::record(out, "LogitBackward0", &[self], || {
+                let x = floating(&self.saved());
+                move |g: &Tensor, _: &[bool]| {
+                    let slope = g / &(&x * &(1.0 - &x));
+                    let (lo, hi, outside) = match eps {
+                        Some(e) => (e, 1.0 - e, 0.0),
+                        None => (0.0, 1.0, f64::NAN),
+                    };
+                    let out = &x.lt_scalar(lo).logical_or(&x.gt_scalar(hi));
+                    let outside = super::binary::scalar_for(&slope, outside);
+                    vec![Some(
+                        Tensor::where_(out, &outside, &slope).to_dtype(g.dtype()),
+                    )]
+                }
+            })
         })
     }
 

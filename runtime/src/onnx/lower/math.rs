@@ -1,7 +1,7 @@
 //! The elementwise math without an ONNX operator of its own, as the
 //! operators that compute it: `expm1`, `log2`, `log10`, `exp2`, `logit`,
 //! `hypot` (the root of the squares: ONNX has no form that cannot
-//! overflow), and `fmod` / `remainder` (ONNX's `Mod` with `fmod=1`, moved into the
+//! overflow), `sinc`, and `fmod` / `remainder` (ONNX's `Mod` with `fmod=1`, moved into the
 //! divisor's sign for `remainder`).
 
 use super::{Lowered, OpView};
@@ -44,6 +44,17 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             let bb = b.tmp("Mul", &[op.x(1), op.x(1)], vec![]);
             let sum = b.tmp("Add", &[&aa, &bb], vec![]);
             b.node("Sqrt", &[&sum], &[out], vec![]);
+        }
+        "sinc" => {
+            // sin(πx) / (πx), 1 where x is 0.
+            let (zero, one) = (b.scalar(0.0, t), b.scalar(1.0, t));
+            let at_zero = b.tmp("Equal", &[x, &zero], vec![]);
+            let safe = b.tmp("Where", &[&at_zero, &one, x], vec![]);
+            let pi = b.scalar(std::f64::consts::PI, t);
+            let px = b.tmp("Mul", &[&safe, &pi], vec![]);
+            let sin = b.tmp("Sin", &[&px], vec![]);
+            let ratio = b.tmp("Div", &[&sin, &px], vec![]);
+            b.node("Where", &[&at_zero, &one, &ratio], &[out], vec![]);
         }
         "fmod" => b.node("Mod", &[x, op.x(1)], &[out], vec![int("fmod", 1)]),
         _ => {
