@@ -231,3 +231,26 @@ fn logit_gradient_as_pytorch_at_the_bounds() {
         assert!((g - w).abs() < 1e-5, "logit' with eps: {g}, PyTorch {w}");
     }
 }
+
+/// Integer tensors: a clamp bound with a fraction promotes to f32 as
+/// PyTorch's float bound does (the bound was truncated: `clamp(-1.5, 5.5)`
+/// of `[7, -7]` gave `[5, -1]`), whole bounds keep int64, and `square`
+/// stays int64 (`torch.square` of int64).
+#[test]
+fn integer_clamp_and_square_keep_pytorchs_dtypes() {
+    let i = Tensor::from_vec(vec![7i64, -7, 3], &[3]);
+    let f = i.clamp(-1.5, 5.5);
+    assert_eq!((f.dtype(), f32s(&f)), (DType::F32, vec![5.5, -1.5, 3.0]));
+    let lo = i.clamp_min(-1.5);
+    assert_eq!((lo.dtype(), f32s(&lo)), (DType::F32, vec![7.0, -1.5, 3.0]));
+    let whole = i.clamp(-1.0, 5.0);
+    assert_eq!(
+        (whole.dtype(), whole.to_vec::<i64>()),
+        (DType::I64, vec![5, -1, 3])
+    );
+    let sq = i.square();
+    assert_eq!(
+        (sq.dtype(), sq.to_vec::<i64>()),
+        (DType::I64, vec![49, 49, 9])
+    );
+}

@@ -395,7 +395,19 @@ impl Tensor {
         )
     }
 
-    /// Limits values to `[min, max]` (either may be infinite).
+    /// Limits values to `[min, max]` (either may be infinite). An integer
+    /// tensor with a bound that has a fraction is first promoted to f32, as
+    /// PyTorch promotes it for a float bound (the bound was truncated, and
+    /// `clamp(-1.5, 5.5)` of 7 gave 5); whole bounds keep its dtype, the
+    /// rule of scalar operands everywhere here.
+    ///
+    /// ```
+    /// use tapir_runtime::{DType, Tensor};
+    /// let i = Tensor::from_vec(vec![7i64, -7, 3], &[3]);
+    /// assert_eq!(i.clamp(-1.0, 5.0).to_vec::<i64>(), vec![5, -1, 3]);
+    /// let f = i.clamp(-1.5, 5.5);
+    /// assert_eq!((f.dtype(), f.to_vec::<f32>()), (DType::F32, vec![5.5, -1.5, 3.0]));
+    /// ```
     pub fn clamp(&self, min: f64, max: f64) -> Tensor {
         trace::op(
             "clamp",
@@ -403,6 +415,10 @@ impl Tensor {
             || vec![("min", Attr::Float(min)), ("max", Attr::Float(max))],
             || {
                 assert!(min <= max, "clamp: min ({min}) must not exceed max ({max})");
+                let fraction = |b: f64| b.is_finite() && b.fract() != 0.0;
+                if !self.dtype().is_float() && (fraction(min) || fraction(max)) {
+                    return self.to_dtype(crate::DType::F32).clamp(min, max);
+                }
                 unary(
                     self,
                     Clamp { lo: min, hi: max },
@@ -434,9 +450,20 @@ impl Tensor {
         )
     }
 
-    /// `x * x`.
+    /// `x * x`; integers stay integers (wrapping), as PyTorch's.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// assert_eq!(Tensor::from_vec(vec![-7i64, 3], &[2]).square().to_vec::<i64>(), vec![49, 9]);
+    /// ```
     pub fn square(&self) -> Tensor {
-        trace::op("square", [self], Vec::new, || self.powf(2.0))
+        trace::op("square", [self], Vec::new, || {
+            if self.dtype().is_float() || self.dtype() == crate::DType::Bool {
+                self.powf(2.0)
+            } else {
+                self * self
+            }
+        })
     }
 
     /// `1 / x`.
