@@ -565,11 +565,12 @@ binary_rows! {
     /// below; `torch.special.zeta`).
     Zeta = "zeta", |a, b| special::zeta(a, b), cuda "zeta_f(u, v)", domain AboveOne;
     /// C's `fmod`: the remainder of `a / b` truncated, with `a`'s sign.
-    Fmod = "fmod", |a, b| a % b, cuda "fmodf(u, v)";
+    Fmod = "fmod", |a, b| a % b, cuda "fmodf(u, v)", int |a, b| a.wrapping_rem(b);
     /// Python's modulus: the remainder with `b`'s sign (PyTorch's
     /// `remainder`: `fmod`, plus `b` when the signs differ).
     Remainder = "remainder", |a, b| remainder(a, b),
-        cuda "(fmodf(u, v) != 0.0f && ((v < 0.0f) != (fmodf(u, v) < 0.0f))) ? fmodf(u, v) + v : fmodf(u, v)";
+        cuda "(fmodf(u, v) != 0.0f && ((v < 0.0f) != (fmodf(u, v) < 0.0f))) ? fmodf(u, v) + v : fmodf(u, v)",
+        int |a, b| { let m = a.wrapping_rem(b); if m != 0 && ((b < 0) != (m < 0)) { m + b } else { m } };
     /// `a + alpha * b` (PyTorch's `add(.., alpha=)`).
     AddScaled { alpha } = "add_scaled", |a, b| a + alpha * b, cuda "u + p0 * v", sample -0.5;
     /// `b`: the second operand (an assignment, as `copy_`).

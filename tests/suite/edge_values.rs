@@ -254,3 +254,47 @@ fn integer_clamp_and_square_keep_pytorchs_dtypes() {
         (DType::I64, vec![49, 49, 9])
     );
 }
+
+/// `fmod` and `remainder` of two integer tensors are integers, as
+/// PyTorch's (they were promoted to f32), so wrapped positions index
+/// directly; a zero divisor panics naming the op, PyTorch's
+/// `ZeroDivisionError`.
+#[test]
+fn integer_fmod_and_remainder_stay_integers() {
+    let i = Tensor::from_vec(vec![7i64, -7, 3, -8], &[4]);
+    let j = Tensor::from_vec(vec![2i64, 2, -2, 3], &[4]);
+    let (rem, fmod) = (i.remainder(&j), i.fmod(&j));
+    assert_eq!(
+        (rem.dtype(), rem.to_vec::<i64>()),
+        (DType::I64, vec![1, 1, -1, 1])
+    );
+    assert_eq!(
+        (fmod.dtype(), fmod.to_vec::<i64>()),
+        (DType::I64, vec![1, -1, 1, -2])
+    );
+    let table = Tensor::from_vec(vec![10.0f32, 20.0, 30.0], &[3]);
+    let at = Tensor::from_vec(vec![-1i64, 3, 4], &[3]).remainder(&Tensor::scalar(3i64));
+    assert_eq!(f32s(&table.index_select(0, &at)), [30.0, 10.0, 20.0]);
+    // An integer tensor with a float one is float, as before.
+    let half = i.remainder(&Tensor::scalar(2.5f32));
+    assert_eq!(
+        (half.dtype(), f32s(&half)),
+        (DType::F32, vec![2.0, 0.5, 0.5, 2.0])
+    );
+    let zero = Tensor::from_vec(vec![1i64, 0], &[2]);
+    for (op, msg) in [
+        (
+            "fmod",
+            crate::common::panic_message(|| drop(i.narrow(0, 0, 2).fmod(&zero))),
+        ),
+        (
+            "remainder",
+            crate::common::panic_message(|| drop(i.narrow(0, 0, 2).remainder(&zero))),
+        ),
+    ] {
+        assert!(
+            msg.starts_with(&format!("{op}: integer division by zero")),
+            "{msg}"
+        );
+    }
+}

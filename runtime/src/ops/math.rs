@@ -17,6 +17,19 @@ fn arc_slope(x: &Tensor) -> Tensor {
     (&(&x.square() * -1.0) + 1.0).rsqrt()
 }
 
+/// Panics, naming `op`, where two integer tensors would divide by zero
+/// (PyTorch's `ZeroDivisionError`); one read of `divisor` on the host.
+#[track_caller]
+fn no_integer_zero(op: &str, x: &Tensor, divisor: &Tensor) {
+    let integers = |t: &Tensor| !t.dtype().is_float();
+    if integers(x) && integers(divisor) && divisor.eq_scalar(0.0).any().item::<bool>() {
+        panic!(
+            "{op}: integer division by zero (a {:?} divisor holds 0)",
+            divisor.dtype()
+        );
+    }
+}
+
 /// Float dtypes only: these have no integer kernels (PyTorch promotes
 /// integers to the default float; so does `to_float` here).
 pub(super) fn floating(x: &Tensor) -> Tensor {
@@ -238,23 +251,28 @@ impl Tensor {
     }
 
     /// C's `fmod`: the remainder of `self / other` rounded toward zero,
-    /// with `self`'s sign (`torch.fmod`); broadcast, integers promoted to
-    /// float. The gradient is 1 for `self` and `-trunc(self / other)` for
-    /// `other`, as PyTorch's.
+    /// with `self`'s sign (`torch.fmod`); broadcast. Two integer tensors
+    /// give integers, as PyTorch's (a zero divisor panics, PyTorch's
+    /// `ZeroDivisionError`). The gradient is 1 for `self` and
+    /// `-trunc(self / other)` for `other`, as PyTorch's.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
     /// let x = Tensor::from_vec(vec![-3.0f32, 3.0], &[2]);
     /// assert_eq!(x.fmod(&Tensor::from_vec(vec![2.0f32], &[1])).to_vec::<f32>(), vec![-1.0, 1.0]);
+    /// let i = Tensor::from_vec(vec![-7i64, 7], &[2]);
+    /// assert_eq!(i.fmod(&Tensor::scalar(2i64)).to_vec::<i64>(), vec![-1, 1]);
     /// ```
+    #[track_caller]
     pub fn fmod(&self, other: &Tensor) -> Tensor {
+        no_integer_zero("fmod", self, other);
         trace::op("fmod", [self, other], Vec::new, || {
             binary(
                 self,
                 other,
                 ew::Fmod,
                 "FmodBackward0",
-                true,
+                false,
                 true,
                 |s, g, n| {
                     let (a, b) = s.expect("fmod saves its inputs");
@@ -268,23 +286,29 @@ impl Tensor {
     }
 
     /// Python's modulus: the remainder with `other`'s sign
-    /// (`torch.remainder`, `%` on tensors in PyTorch); broadcast, integers
-    /// promoted to float. The gradient is 1 for `self` and
+    /// (`torch.remainder`, `%` on tensors in PyTorch); broadcast. Two
+    /// integer tensors give integers, as PyTorch's, so wrapped positions
+    /// index directly (a zero divisor panics, PyTorch's
+    /// `ZeroDivisionError`). The gradient is 1 for `self` and
     /// `-floor(self / other)` for `other`, as PyTorch's.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
     /// let x = Tensor::from_vec(vec![-3.0f32, 3.0], &[2]);
     /// assert_eq!(x.remainder(&Tensor::from_vec(vec![2.0f32], &[1])).to_vec::<f32>(), vec![1.0, 1.0]);
+    /// let at = Tensor::from_vec(vec![-1i64, 5], &[2]).remainder(&Tensor::scalar(4i64));
+    /// assert_eq!(at.to_vec::<i64>(), vec![3, 1]);
     /// ```
+    #[track_caller]
     pub fn remainder(&self, other: &Tensor) -> Tensor {
+        no_integer_zero("remainder", self, other);
         trace::op("remainder", [self, other], Vec::new, || {
             binary(
                 self,
                 other,
                 ew::Remainder,
                 "RemainderBackward0",
-                true,
+                false,
                 true,
                 |s, g, n| {
                     let (a, b) = s.expect("remainder saves its inputs");
