@@ -298,3 +298,35 @@ fn integer_fmod_and_remainder_stay_integers() {
         );
     }
 }
+
+/// Empty reductions as PyTorch's: `logsumexp` over an empty dim is -inf
+/// (it panicked, naming `max`), and those with nothing to pick from panic
+/// naming the op the user called.
+#[test]
+fn empty_reductions_as_pytorch() {
+    let e = Tensor::zeros(&[2, 0]);
+    let lse = e.logsumexp(&[1], false);
+    assert_eq!(
+        (lse.shape(), f32s(&lse)),
+        (&[2][..], vec![f32::NEG_INFINITY; 2])
+    );
+    assert_eq!(e.logsumexp(&[1], true).shape(), &[2, 1]);
+    let picks = [
+        ("amax:", 0),
+        ("median:", 1),
+        ("max:", 2),
+        ("min:", 3),
+        ("max:", 4),
+    ];
+    let call = |k: usize| match k {
+        0 => drop(e.amax_dim(1, false)),
+        1 => drop(e.median_dim(1, false)),
+        2 => drop(e.max_dim(-1, true)),
+        3 => drop(e.min()),
+        _ => drop(e.max()),
+    };
+    for (op, k) in picks {
+        let msg = crate::common::panic_message(|| call(k));
+        assert!(msg.starts_with(op) && msg.contains("[2, 0]"), "{msg}");
+    }
+}

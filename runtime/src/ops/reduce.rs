@@ -25,6 +25,19 @@ impl Tensor {
         out
     }
 
+    /// Panics, naming `op`, where `dim` has no elements to pick one from
+    /// (max, min, amax, median: PyTorch's "Expected reduction dim ... to
+    /// have non-zero size").
+    #[track_caller]
+    pub(super) fn nonempty_dim(&self, dim: isize, op: &str) {
+        let d = self.dim(dim, op);
+        assert!(
+            self.ndim() == 0 || self.shape()[d] > 0,
+            "{op}: cannot reduce over a zero-size dim {dim} of shape {:?}",
+            self.shape()
+        );
+    }
+
     fn reduced_shape(&self, dims: &[usize], keepdim: bool) -> Vec<usize> {
         let mut shape = vec![];
         for (d, &s) in self.shape().iter().enumerate() {
@@ -222,6 +235,11 @@ impl Tensor {
             || dims_attrs(dims, keepdim),
             || {
                 let d = self.reduce_dims(dims, "logsumexp");
+                if d.iter().any(|&k| self.shape()[k] == 0) {
+                    // An empty group: the log of an empty sum, -inf, as
+                    // PyTorch's (its max below would have nothing to take).
+                    return self.exp().sum_dims(dims, keepdim).log();
+                }
                 let last = self.ndim().checked_sub(1);
                 if d.len() == 1
                     && Some(d[0]) == last
@@ -362,13 +380,9 @@ impl Tensor {
 
     fn extreme_dim(&self, dim: isize, keepdim: bool, max: bool) -> (Tensor, Tensor) {
         let op = if max { "max" } else { "min" };
+        self.nonempty_dim(dim, op);
         let d = self.dim(dim, op);
         let d = if self.ndim() == 0 { 0 } else { d };
-        assert!(
-            self.ndim() == 0 || self.shape()[d] > 0,
-            "{op}: cannot reduce over a zero-size dim {dim} of shape {:?}",
-            self.shape()
-        );
         let src = if self.ndim() == 0 {
             self.reshape(&[1])
         } else {
@@ -449,6 +463,7 @@ impl Tensor {
                 ]
             },
             || {
+                self.nonempty_dim(dim, "amax");
                 let m = self.max_values_keepdim(dim);
                 let out = if keepdim {
                     m.detach()
@@ -475,7 +490,13 @@ impl Tensor {
     }
 
     /// Max of all elements; the gradient is shared evenly between ties.
+    #[track_caller]
     pub fn max(&self) -> Tensor {
+        assert!(
+            self.numel() > 0,
+            "max: the tensor of shape {:?} is empty, so it has no largest element",
+            self.shape()
+        );
         trace::op("max", [self], Vec::new, || {
             if !self.dtype().is_float() {
                 // No gradient to share: the element itself, in its own dtype.
@@ -492,7 +513,13 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![9u8, 0, 200], &[3]);
     /// assert_eq!((x.min().item::<u8>(), x.max().item::<u8>()), (0, 200));
     /// ```
+    #[track_caller]
     pub fn min(&self) -> Tensor {
+        assert!(
+            self.numel() > 0,
+            "min: the tensor of shape {:?} is empty, so it has no smallest element",
+            self.shape()
+        );
         trace::op("min", [self], Vec::new, || {
             if !self.dtype().is_float() {
                 // Negating would wrap unsigned values around.

@@ -54,6 +54,7 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn median_dim(&self, dim: isize, keepdim: bool) -> (Tensor, Tensor) {
+        self.nonempty_dim(dim, "median");
         let d = self.dim(dim, "median");
         let n = self.shape().get(d).copied().unwrap_or(1);
         let (values, indices) = self.kthvalue(n.saturating_sub(1) / 2 + 1, dim, keepdim);
