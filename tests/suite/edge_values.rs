@@ -1,8 +1,9 @@
 //! Values at the edges of each function's range (infinities, zeros' signs,
 //! the largest floats, logits far from 0, NaN) as PyTorch 2.15 gives them
-//! on the CPU: each expected value below was printed by `torch` for the
-//! same input. A sweep of every elementwise function and reduction over
-//! such inputs against PyTorch found the differences these pin.
+//! on the CPU: `scripts/edge_values_torch.py` prints PyTorch's value for
+//! each input here (the one exception is said where it is). A sweep of
+//! every elementwise function and reduction over such inputs against
+//! PyTorch found the differences these pin.
 
 use tapir::autograd::{GradOptions, grad_with};
 use tapir::{DType, Tensor};
@@ -45,7 +46,10 @@ fn inverse_hyperbolics_of_the_largest_floats_are_finite() {
 }
 
 /// Zeros keep PyTorch's signs: `round` keeps the input's, `logsigmoid` of
-/// a large positive is +0, and `lerp` at weight 1 is `end`, -0 included.
+/// a large positive is +0, and `lerp` at weight 1 is `end`, -0 included
+/// as in PyTorch's vectorised loop, `end + (w - 1) (end - start)` (its
+/// scalar tail, `end - (end - start) (1 - w)`, gives +0 for this short
+/// tensor; tapir takes the vectorised formula at every length).
 #[test]
 fn zeros_keep_pytorchs_signs() {
     let x = Tensor::from_vec(vec![-0.4f32, -0.5, -1e-7, 0.4, -2.5], &[5]);
