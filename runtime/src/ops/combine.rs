@@ -107,8 +107,7 @@ impl Tensor {
     /// `sin(πx) / (πx)`, 1 at 0 (`torch.sinc`). The gradient is PyTorch's
     /// `(πx cos πx - sin πx) / (πx²)`, 0 where `πx²` is 0: the derivative of
     /// the quotient, `π (cos πx / πx - sin πx / (πx)²)`, is two large terms
-    /// that cancel near 0 (it gave ∓inf at ±1e-30 and was off by 6% at
-    /// 1e-3 in f32).
+    /// that cancel near 0 (it gave ∓inf at ±1e-30 in f32).
     ///
     /// ```
     /// use tapir_runtime::Tensor;

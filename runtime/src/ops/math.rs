@@ -329,7 +329,7 @@ impl Tensor {
     /// use tapir_runtime::Tensor;
     /// let a = Tensor::from_vec(vec![3.0f32, 1e30, 1e-30], &[3]);
     /// let b = Tensor::from_vec(vec![4.0f32, 1e30, 0.0], &[3]);
-    /// // Squared first, 1e30 overflowed to inf and 1e-30 underflowed to 0.
+    /// // The sum of squares would overflow (1e60) and underflow (1e-60) in f32.
     /// assert_eq!(a.hypot(&b).to_vec::<f32>(), vec![5.0, 1.4142135e30, 1e-30]);
     /// ```
     pub fn hypot(&self, other: &Tensor) -> Tensor {
