@@ -63,8 +63,7 @@ impl Tensor {
         }
         // kthvalue sorts NaN last; PyTorch's median takes the first NaN.
         // Selected on the device (no host read), so compile sees no break.
-        let nan = self.isnan();
-        let first_nan = nan.to_dtype(DType::U8).argmax(d as isize, true);
+        let first_nan = self.isnan().to_dtype(DType::U8).argmax(d as isize, true);
         let at_nan = self.gather(d as isize, &first_nan);
         let (at_nan, first_nan) = match keepdim {
             true => (at_nan, first_nan),
@@ -73,7 +72,9 @@ impl Tensor {
                 first_nan.squeeze_dim(d as isize),
             ),
         };
-        let has_nan = nan.any_dim(d as isize, keepdim);
+        // The first NaN's place holds NaN exactly where a slice has one
+        // (argmax gives 0 for a slice without).
+        let has_nan = at_nan.isnan();
         (
             Tensor::where_(&has_nan, &at_nan, &values),
             Tensor::where_(&has_nan, &first_nan, &indices),
