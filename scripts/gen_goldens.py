@@ -205,6 +205,36 @@ def run(op, a, x):
         return [v, i.double()]
     if op == "amax":
         return [torch.amax(x[0], dim=a["dim"], keepdim=a["keepdim"])]
+    if op == "amin":
+        return [torch.amin(x[0], dim=a["dim"], keepdim=a["keepdim"])]
+    if op == "prod":
+        return [torch.prod(x[0])]
+    if op == "prod_dim":
+        return [torch.prod(x[0], a["dim"], keepdim=a["keepdim"])]
+    if op == "fmax":
+        return [torch.fmax(x[0], x[1])]
+    if op == "fmin":
+        return [torch.fmin(x[0], x[1])]
+    if op == "logaddexp2":
+        return [torch.logaddexp2(x[0], x[1])]
+    if op == "div_rounding":
+        return [torch.div(x[0], x[1], rounding_mode=a["mode"])]
+    if op == "diag":
+        return [torch.diag(x[0], a["offset"])]
+    if op == "mv":
+        return [torch.mv(x[0], x[1])]
+    if op == "dist":
+        return [torch.dist(x[0], x[1], float(a["p"]))]
+    if op in ("hstack", "vstack", "dstack", "column_stack"):
+        return [getattr(torch, op)(x)]
+    if op == "tensor_split":
+        return list(torch.tensor_split(x[0], a["at"], a["dim"]))
+    if op == "isclose":
+        return [torch.isclose(x[0], x[1], a["rtol"], a["atol"], a["equal_nan"]).double()]
+    if op == "isposinf":
+        return [torch.isposinf(x[0]).double()]
+    if op == "isneginf":
+        return [torch.isneginf(x[0]).double()]
     if op == "argmax":
         return [torch.argmax(x[0], dim=a["dim"], keepdim=a["keepdim"]).double()]
     if op == "softmax":
@@ -1087,6 +1117,57 @@ case("logsumexp_rows", "logsumexp", [randn(3, 37) * 30], {"dims": [-1], "keepdim
 case("logsumexp_rows_t", "logsumexp", [randn(37, 3)], {"dims": [1], "keepdim": False}, views=["t"])
 case("max_dim_rows_ties", "max_dim", [randn(4, 37).round()], {"dim": 1, "keepdim": False})
 case("min_dim_rows_ties", "min_dim", [randn(4, 37).round()], {"dim": -1, "keepdim": True})
+# Products: odd lengths carry an element to the next halving level; one
+# zero in a row gets the product of the others, two get nothing.
+case("prod_dim", "prod_dim", [randn(3, 7)], {"dim": 1, "keepdim": False})
+case("prod_dim_keep_t", "prod_dim", [randn(5, 4)], {"dim": 0, "keepdim": True}, views=["t"])
+case("prod_dim_zeros", "prod_dim",
+     [T([[2.0, 0.0, 3.0, -1.5, 0.5], [0.0, 1.0, 0.0, 2.0, 4.0], [1.0, -2.0, 0.5, 3.0, 0.0]])],
+     {"dim": -1, "keepdim": False})
+case("prod_all", "prod", [randn(2, 3, 5) * 0.5 + 1.0])
+case("prod_int", "prod_dim", [torch.tensor([[3, -2, 5], [7, 0, 1]])], {"dim": 1, "keepdim": False})
+case("amin", "amin", [T([[1.0, -3.0, -3.0], [2.0, 0.0, -1.0]])], {"dim": 1, "keepdim": False})
+case("amin_keep_t", "amin", [randn(4, 3)], {"dim": 0, "keepdim": True}, views=["t"])
+# PyTorch names a tapir session found missing (2026-12-07).
+nan, inf = float("nan"), float("inf")
+case("fmax", "fmax", [randn(3, 4), randn(1, 4)])
+case("fmin", "fmin", [randn(3, 4), randn(3, 1)])
+case("fmax_nan", "fmax", [T([1.0, nan, 3.0, -2.0]), T([2.0, 5.0, nan, -3.0])])
+case("fmin_nan", "fmin", [T([1.0, nan, 3.0, -2.0]), T([2.0, 5.0, nan, -3.0])])
+case("fmax_ties", "fmax", [T([1.0, 2.0, -1.0]), T([1.0, 0.5, -1.0])])
+case("fmax_both_nan", "fmax", [T([nan, 1.0]), T([nan, 2.0])], grad=[False, False])
+case("logaddexp2", "logaddexp2", [randn(3, 4) * 4, randn(1, 4) * 4])
+case("logaddexp2_edges", "logaddexp2", [T([inf, -inf, -inf, 1000.0, 2.0]), T([inf, -inf, 3.0, 1000.0, inf])],
+     grad=[False, False])
+quotients = [T([7.0, -7.0, 7.0, -7.0, 0.5, -0.5, 5.0, -5.0, 1.0, -1.0, 0.0, 3.0, inf, 6.0]),
+             T([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, inf, inf, 0.0, 0.0, -4.0, 0.1, 2.0, 1.5])]
+for mode in ("floor", "trunc"):
+    case(f"div_{mode}", "div_rounding", [q.clone() for q in quotients], {"mode": mode}, grad=[False, False])
+    case(f"div_{mode}_random", "div_rounding", [randn(4, 5) * 10, randn(1, 5) * 3], {"mode": mode},
+         grad=[False, False])
+    case(f"div_{mode}_int", "div_rounding", [torch.tensor([7, -7, 7, -7, 0, 9, -9]),
+                                           torch.tensor([2, 2, -2, -2, 3, -4, 4])], {"mode": mode})
+case("diag_vector", "diag", [randn(3)], {"offset": 0})
+case("diag_vector_above", "diag", [randn(3)], {"offset": 1})
+case("diag_vector_below", "diag", [randn(2)], {"offset": -2})
+case("diag_matrix", "diag", [randn(4, 3)], {"offset": 1}, views=["t"])
+case("mv", "mv", [randn(3, 4), randn(4)])
+for p in (2.0, 1.0, 3.0, "inf"):  # JSON has no infinity: the string
+    case(f"dist_p{p}", "dist", [randn(3, 4), randn(1, 4)], {"p": p})
+case("hstack", "hstack", [randn(2, 3), randn(2, 1)])
+case("hstack_vectors", "hstack", [randn(3), randn(2)])
+case("vstack", "vstack", [randn(3), randn(2, 3)])
+case("dstack", "dstack", [randn(2, 3), randn(2, 3, 2)])
+case("column_stack", "column_stack", [randn(3), randn(3, 2)])
+case("tensor_split_sections", "tensor_split", [randn(7, 2)], {"at": 3, "dim": 0})
+case("tensor_split_indices", "tensor_split", [randn(2, 6)], {"at": [1, 4, 9], "dim": 1})
+case("isclose", "isclose", [T([1.0, 1.0, inf, inf, nan, 0.0, 1e-9, 100.0]),
+                            T([1.0 + 1e-6, 1.1, inf, -inf, nan, 1e-8, 0.0, 100.001])],
+     {"rtol": 1e-5, "atol": 1e-8, "equal_nan": False}, grad=[False, False])
+case("isclose_equal_nan", "isclose", [T([nan, 1.0, nan]), T([nan, nan, 1.0])],
+     {"rtol": 0.0, "atol": 0.0, "equal_nan": True}, grad=[False, False])
+case("isposinf", "isposinf", [T([inf, -inf, nan, 1.0])], grad=[False])
+case("isneginf", "isneginf", [T([inf, -inf, nan, 1.0])], grad=[False])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

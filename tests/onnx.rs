@@ -456,8 +456,8 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
     assert_eq!(count(&m, "Resize"), 2, "{:?}", op_types(&m));
 
     // Elementwise math: ONNX's trigonometric and hyperbolic operators, and
-    // expm1, log2, log10, exp2, logit, hypot, sinc, fmod and remainder as
-    // compositions.
+    // expm1, log2, log10, exp2, logit, hypot, sinc, fmod, remainder, fmax
+    // and logaddexp2 as compositions; amin, prod and tensor_split.
     let math = Custom(
         |h: &Tensor| {
             let unit = &h.tanh() * 0.9;
@@ -483,6 +483,11 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
                 five.remainder(&div),
                 h.hypot(&div),
                 h.sinc(),
+                h.fmax(&div),
+                h.logaddexp2(&div),
+                h.amin_dim(1, true),
+                (&(h * 0.2) + 1.0).prod_dim(1, true),
+                h.tensor_split(3, 1)[2].clone(),
             ];
             Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
         },

@@ -48,6 +48,7 @@ pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use ops::conv::Conv2dOptions;
 pub use ops::creation::ArangeArgs;
+pub use ops::division::RoundingMode;
 pub use ops::scatter::ScatterReduce;
 pub use ops::structured::Indexing;
 pub use random::{DeviceGenerator, Generator, default_generator, device_generator, manual_seed};

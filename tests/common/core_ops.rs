@@ -4,8 +4,8 @@
 //! gets both checks from one golden case.
 
 use serde_json::Value;
-use tapir::ScatterReduce;
 use tapir::prelude::*;
+use tapir::{RoundingMode, ScatterReduce};
 
 /// The core goldens: the safetensors bytes (deserialise them with
 /// `SafeTensors::deserialize`) and the JSON manifest of cases.
@@ -428,6 +428,47 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             vec![v, f64s(&ix)]
         }
         "amax" => one(x[0].amax_dim(i(a, "dim"), b(a, "keepdim"))),
+        "amin" => one(x[0].amin_dim(i(a, "dim"), b(a, "keepdim"))),
+        "fmax" => one(x[0].fmax(&x[1])),
+        "fmin" => one(x[0].fmin(&x[1])),
+        "logaddexp2" => one(x[0].logaddexp2(&x[1])),
+        "div_rounding" => {
+            let mode = match a["mode"].as_str().unwrap() {
+                "floor" => RoundingMode::Floor,
+                _ => RoundingMode::Trunc,
+            };
+            one(x[0].div_rounding(&x[1], mode))
+        }
+        "diag" => one(x[0].diag(i(a, "offset"))),
+        "mv" => one(x[0].mv(&x[1])),
+        "dist" => {
+            // JSON has no infinity: the golden writes "inf".
+            let p = a["p"].as_f64().unwrap_or(f64::INFINITY);
+            one(x[0].dist(&x[1], p))
+        }
+        "hstack" => one(Tensor::hstack(&x.iter().collect::<Vec<_>>())),
+        "vstack" => one(Tensor::vstack(&x.iter().collect::<Vec<_>>())),
+        "dstack" => one(Tensor::dstack(&x.iter().collect::<Vec<_>>())),
+        "column_stack" => one(Tensor::column_stack(&x.iter().collect::<Vec<_>>())),
+        "tensor_split" => match a["at"].as_u64() {
+            Some(n) => x[0].tensor_split(n as usize, i(a, "dim")),
+            None => {
+                let at: Vec<usize> = a["at"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap() as usize)
+                    .collect();
+                x[0].tensor_split_at(&at, i(a, "dim"))
+            }
+        },
+        "isclose" => one(x[0]
+            .isclose(&x[1], f(a, "rtol"), f(a, "atol"), b(a, "equal_nan"))
+            .to_dtype(x[0].dtype())),
+        "isposinf" => one(x[0].isposinf().to_dtype(x[0].dtype())),
+        "isneginf" => one(x[0].isneginf().to_dtype(x[0].dtype())),
+        "prod" => one(x[0].prod()),
+        "prod_dim" => one(x[0].prod_dim(i(a, "dim"), b(a, "keepdim"))),
         "argmax" => one(f64s(&x[0].argmax(i(a, "dim"), b(a, "keepdim")))),
         "softmax" => one(x[0].softmax(i(a, "dim"))),
         "log_softmax" => one(x[0].log_softmax(i(a, "dim"))),

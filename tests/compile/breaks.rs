@@ -272,7 +272,8 @@ fn ordering_ops_replay_without_a_graph_break() {
 
 /// A forward of reductions and constants that each were a graph break:
 /// variance, log-sum-exp, norms, max with its index, argmax, an MSE loss, a
-/// scatter-add and tensors made inside the forward.
+/// scatter-add, products, `amin`, `tensor_split` and tensors made inside
+/// the forward.
 struct Reductions(Linear);
 
 module_of_linear!(Reductions);
@@ -289,7 +290,11 @@ impl Forward for Reductions {
         let target = Tensor::full_on(&[batch, 4], 0.5, tapir::DType::F32, tapir::Device::Cpu);
         let mse = tapir::nn::mse_loss(&h, &target, Reduction::Sum);
         let spread_out = Tensor::zeros(&[batch, 4]).scatter_add(1, &at, &top);
-        &(&(&(&spread + &lse) + &(&norms + &picks)) + &mse) + &(&spread_out + &h.var())
+        let pieces = h.tensor_split(3, 1);
+        let products = &(&(&h * 0.1) + 1.0).prod_dim(1, true) + &h.prod();
+        let extremes = &(&h.amin_dim(1, true) + &pieces[2]) + &(&products * &pieces[0].sum());
+        let all = &(&(&(&spread + &lse) + &(&norms + &picks)) + &mse) + &(&spread_out + &h.var());
+        &all + &extremes
     }
 }
 

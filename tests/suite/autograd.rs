@@ -44,6 +44,10 @@ const AT_A_KINK: &[(&str, &str)] = &[
         "two equal maxima: the gradient is split by convention",
     ),
     (
+        "amin",
+        "two equal minima: the gradient is split by convention",
+    ),
+    (
         "clamp_at_bounds",
         "inputs at the bounds: the subgradient of minimum norm, 0, by convention",
     ),

@@ -67,7 +67,8 @@ fn cases() -> Vec<Case> {
             Box::new(|x: &[Tensor]| {
                 let m = &x[0].maximum(&x[1]) * &x[0].minimum(&x[1]);
                 let w = Tensor::where_(&x[0].gt_scalar(0.0), &(&x[0] * &x[0]), &x[1]);
-                &(&m * &w) + &(&x[0] * &x[0].amax_dim(0, true))
+                let extremes = &(&x[0] * &x[0].amax_dim(0, true)) + &x[1].amin_dim(1, true);
+                &(&(&m * &w) + &extremes) + &x[1].prod_dim(0, true)
             }),
             vec![t(&[4, 3], 8, -2.0, 2.0), t(&[4, 3], 9, -2.0, 2.0)],
         ),

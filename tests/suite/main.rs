@@ -25,6 +25,7 @@ mod double_backward;
 mod edge_values;
 mod embeddings;
 mod errors;
+mod familiar_ops;
 mod functional_grad;
 mod fused;
 mod golden_layers;

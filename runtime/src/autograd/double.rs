@@ -28,6 +28,7 @@ pub const TWICE_DIFFERENTIABLE: &[&str] = &[
     "AddBackward0",
     "AddmmBackward0",
     "AmaxBackward0",
+    "AminBackward0",
     "AsinBackward0",
     "AsinhBackward0",
     "Atan2Backward0",

@@ -153,7 +153,7 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
                     .select(a.int("dim") as isize, a.int("index") as isize),
             ]
         },
-        "chunk" | "split" => |a| {
+        "chunk" | "split" | "tensor_split" => |a| {
             // The pieces the capture saw, as narrow views along `dim`.
             let x = a.x(0);
             let d = a.int("dim");
@@ -448,6 +448,19 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             vec![
                 a.x(0)
                     .amax_dim(a.int("dim") as isize, a.int("keepdim") != 0),
+            ]
+        },
+        "amin_dim" => |a| {
+            vec![
+                a.x(0)
+                    .amin_dim(a.int("dim") as isize, a.int("keepdim") != 0),
+            ]
+        },
+        "prod" => |a| vec![a.x(0).prod()],
+        "prod_dim" => |a| {
+            vec![
+                a.x(0)
+                    .prod_dim(a.int("dim") as isize, a.int("keepdim") != 0),
             ]
         },
         "sum" => |a| vec![a.x(0).sum()],

@@ -5,7 +5,7 @@ mod dataset;
 mod formats;
 mod loader;
 mod pin;
-mod sampler;
+pub(crate) mod sampler;
 mod stream;
 mod transforms;
 

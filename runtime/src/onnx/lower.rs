@@ -97,9 +97,8 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
         "asinh" => unary(b, "Asinh"),
         "acosh" => unary(b, "Acosh"),
         "atanh" => unary(b, "Atanh"),
-        "expm1" | "log2" | "log10" | "exp2" | "logit" | "hypot" | "sinc" | "fmod" | "remainder" => {
-            math::lower(b, op)
-        }
+        "expm1" | "log1p" | "log2" | "log10" | "exp2" | "logit" | "hypot" | "sinc" | "fmod"
+        | "remainder" => math::lower(b, op),
         "sign" => unary(b, "Sign"),
         "reciprocal" => unary(b, "Reciprocal"),
         "logical_not" => unary(b, "Not"),
@@ -278,9 +277,8 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             b.node("Cast", &[op.x(0)], &[out], vec![int("to", to)]);
             Ok(())
         }
-        "sum" | "mean" | "sum_dims" | "sum_dim" | "mean_dims" | "mean_dim" | "amax_dim" => {
-            reduce(b, op)
-        }
+        "sum" | "mean" | "sum_dims" | "sum_dim" | "mean_dims" | "mean_dim" | "amax_dim"
+        | "amin_dim" | "prod" | "prod_dim" => reduce(b, op),
         "triu" | "tril" => {
             let k = b.const_i64(&[op.int("k")], vec![]);
             let upper = (op.name == "triu") as i64;
@@ -501,9 +499,9 @@ fn layer_norm_node(
 }
 
 fn reduce(b: &mut Builder, op: &OpView) -> Lowered {
-    let all = matches!(op.name, "sum" | "mean");
+    let all = matches!(op.name, "sum" | "mean" | "prod");
     let axes: Vec<i64> = match op.name {
-        "amax_dim" => vec![op.axis(op.int("dim"), 0)],
+        "amax_dim" | "amin_dim" | "prod_dim" => vec![op.axis(op.int("dim"), 0)],
         _ => op.ints("dims").iter().map(|&d| op.axis(d, 0)).collect(),
     };
     let keep = int("keepdims", if all { 0 } else { op.int("keepdim") });
@@ -518,18 +516,25 @@ fn reduce(b: &mut Builder, op: &OpView) -> Lowered {
             let ins: Vec<&str> = ins.iter().map(|s| s.as_str()).collect();
             b.node("ReduceSum", &ins, &[out], vec![keep]);
         }
-        // ReduceMean and ReduceMax still take an attribute in opset 17.
+        // The others still take an attribute in opset 17.
         _ => {
-            let onnx = if op.name == "amax_dim" {
-                "ReduceMax"
-            } else {
-                "ReduceMean"
+            // `prod` multiplies bools and bytes as int64, as it returns them.
+            let mut x = op.x(0).to_string();
+            if op.in_dtypes[0] != Some(op.out_dtypes[0]) {
+                let to = onnx_type(op.out_dtypes[0]) as i64;
+                x = b.tmp("Cast", &[&x], vec![int("to", to)]);
+            }
+            let onnx = match op.name {
+                "amax_dim" => "ReduceMax",
+                "amin_dim" => "ReduceMin",
+                "prod" | "prod_dim" => "ReduceProd",
+                _ => "ReduceMean",
             };
             let mut attrs = vec![keep];
             if !all {
                 attrs.push(ints("axes", &axes));
             }
-            b.node(onnx, &[op.x(0)], &[out], attrs);
+            b.node(onnx, &[&x], &[out], attrs);
         }
     }
     Ok(())

@@ -216,6 +216,34 @@ impl Tensor {
         })
     }
 
+    /// Elementwise maximum ignoring NaN (`torch.fmax`, C's `fmax`): where
+    /// one input is NaN the other is taken, NaN only where both are.
+    /// Elsewhere it is [`Tensor::maximum`], gradient split on ties, as
+    /// PyTorch's.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, f32::NAN, 3.0], &[3]);
+    /// let b = Tensor::from_vec(vec![2.0f32, 5.0, f32::NAN], &[3]);
+    /// assert_eq!(a.fmax(&b).to_vec::<f32>(), vec![2.0, 5.0, 3.0]);
+    /// ```
+    pub fn fmax(&self, other: &Tensor) -> Tensor {
+        ignoring_nan(self, other, self.maximum(other))
+    }
+
+    /// Elementwise minimum ignoring NaN (`torch.fmin`), as
+    /// [`Tensor::fmax`] with [`Tensor::minimum`].
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, f32::NAN, 3.0], &[3]);
+    /// let b = Tensor::from_vec(vec![2.0f32, 5.0, f32::NAN], &[3]);
+    /// assert_eq!(a.fmin(&b).to_vec::<f32>(), vec![1.0, 5.0, 3.0]);
+    /// ```
+    pub fn fmin(&self, other: &Tensor) -> Tensor {
+        ignoring_nan(self, other, self.minimum(other))
+    }
+
     /// `cond ? x : y` with broadcasting (`torch.where`).
     ///
     /// ```
@@ -303,6 +331,13 @@ fn extreme_grads(
     let ka = &wins_a.to_dtype(g.dtype()) + &half;
     let kb = &wins_b.to_dtype(g.dtype()) + &half;
     [n[0].then(|| g * &ka), n[1].then(|| g * &kb)]
+}
+
+/// `extreme` (of `a` and `b`) where neither is NaN, else the one that is
+/// not (`b`, NaN, where both are): fmax's and fmin's rule.
+fn ignoring_nan(a: &Tensor, b: &Tensor, extreme: Tensor) -> Tensor {
+    let not_a = Tensor::where_(&a.isnan(), b, &extreme);
+    Tensor::where_(&b.isnan(), a, &not_a)
 }
 
 macro_rules! comparisons {

@@ -407,6 +407,54 @@ impl Tensor {
         })
     }
 
+    /// A random permutation of `0..n`, int64 (`torch.randperm`), drawn
+    /// from the default generator (so `manual_seed` repeats it).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let mut p = Tensor::randperm(5).to_vec::<i64>();
+    /// p.sort();
+    /// assert_eq!(p, vec![0, 1, 2, 3, 4]);
+    /// ```
+    pub fn randperm(n: usize) -> Tensor {
+        Tensor::randperm_with(n, default_generator())
+    }
+
+    /// As `randperm`, drawing from `g`.
+    pub fn randperm_with(n: usize, g: &Generator) -> Tensor {
+        let p = crate::data::sampler::permutation(n, g);
+        Tensor::from_vec(p.into_iter().map(|i| i as i64).collect(), &[n])
+    }
+
+    /// Zeros of `shape` with `self`'s dtype and device (`x.new_zeros`).
+    ///
+    /// ```
+    /// use tapir_runtime::{DType, Tensor};
+    /// let x = Tensor::ones(&[2]).to_dtype(DType::F64);
+    /// let z = x.new_zeros(&[3, 4]);
+    /// assert_eq!((z.shape(), z.dtype()), (&[3usize, 4][..], DType::F64));
+    /// ```
+    pub fn new_zeros(&self, shape: &[usize]) -> Tensor {
+        Tensor::zeros_on(shape, self.dtype(), self.device())
+    }
+
+    /// Ones of `shape` with `self`'s dtype and device (`x.new_ones`).
+    pub fn new_ones(&self, shape: &[usize]) -> Tensor {
+        Tensor::ones_on(shape, self.dtype(), self.device())
+    }
+
+    /// `value` everywhere in `shape`, with `self`'s dtype and device
+    /// (`x.new_full`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1i64, 2], &[2]);
+    /// assert_eq!(x.new_full(&[2], 7.0).to_vec::<i64>(), vec![7, 7]);
+    /// ```
+    pub fn new_full(&self, shape: &[usize], value: f64) -> Tensor {
+        Tensor::full_on(shape, value, self.dtype(), self.device())
+    }
+
     /// Integers uniform in `[low, high)`, int64.
     ///
     /// ```

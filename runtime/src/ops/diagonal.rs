@@ -1,7 +1,8 @@
-//! `torch.diagonal` and `torch.trace`: the two dims moved last and merged,
-//! then every `(c + 1)`-th element picked by `index_select` (indices from a
-//! recorded `arange`, so compile replays it). The gradient is
-//! `index_select`'s; unlike PyTorch's view, the result is a copy.
+//! `torch.diagonal`, `torch.trace` and `torch.diag`: the two dims moved
+//! last and merged, then every `(c + 1)`-th element picked by
+//! `index_select` (indices from a recorded `arange`, so compile replays
+//! it); `diag` of a vector places it the same way with `index_copy`. The
+//! gradients are those ops'; unlike PyTorch's view, `diagonal` is a copy.
 
 use crate::Tensor;
 
@@ -40,6 +41,43 @@ impl Tensor {
         let step = c as i64 + 1;
         let at = Tensor::arange_on((start..start + n as i64 * step, step), self.device());
         flat.index_select(-1, &at)
+    }
+
+    /// `torch.diag`: a vector becomes a square matrix with it on diagonal
+    /// `offset` (above the main one when positive) and zeros elsewhere; a
+    /// matrix gives its diagonal `offset` as a vector.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let v = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
+    /// assert_eq!(v.diag(0).to_vec::<f32>(), vec![1.0, 0.0, 0.0, 2.0]);
+    /// assert_eq!(v.diag(1).to_vec::<f32>(), vec![0.0, 1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0]);
+    /// assert_eq!(v.diag(1).diag(1).to_vec::<f32>(), vec![1.0, 2.0]);
+    /// ```
+    #[track_caller]
+    pub fn diag(&self, offset: isize) -> Tensor {
+        match self.ndim() {
+            1 => {
+                let n = self.shape()[0];
+                let m = n + offset.unsigned_abs();
+                let step = m as i64 + 1;
+                let start = if offset >= 0 {
+                    offset as i64
+                } else {
+                    offset.unsigned_abs() as i64 * m as i64
+                };
+                let at = Tensor::arange_on((start..start + n as i64 * step, step), self.device());
+                let zeros = super::creation::filled_on(&[m * m], 0.0, self.dtype(), self.device());
+                zeros
+                    .index_copy(0, &at, self)
+                    .reshape(&[m as isize, m as isize])
+            }
+            2 => self.diagonal(offset, 0, 1),
+            _ => panic!(
+                "diag: expects a vector or a matrix, got shape {:?}",
+                self.shape()
+            ),
+        }
     }
 
     /// The sum of a matrix's main diagonal (`torch.trace`).

@@ -88,13 +88,15 @@ impl Tensor {
         })
     }
 
-    /// The inner product of two 1-D tensors of one length (`torch.dot`), 0-d.
+    /// The inner product of two 1-D tensors of one length (`torch.dot`; for
+    /// real tensors also `torch.vdot` and `torch.inner`'s 1-D case), 0-d.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
     /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
     /// assert_eq!(a.dot(&a).item::<f32>(), 5.0);
     /// ```
+    #[doc(alias = "vdot")]
     pub fn dot(&self, other: &Tensor) -> Tensor {
         assert!(
             self.ndim() == 1 && other.ndim() == 1 && self.shape() == other.shape(),
@@ -103,6 +105,39 @@ impl Tensor {
             other.shape()
         );
         self.matmul(other)
+    }
+
+    /// A matrix times a vector (`torch.mv`): `[n, m]` by `[m]` gives `[n]`.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// let v = Tensor::from_vec(vec![1.0f32, -1.0], &[2]);
+    /// assert_eq!(a.mv(&v).to_vec::<f32>(), vec![-1.0, -1.0]);
+    /// ```
+    #[track_caller]
+    pub fn mv(&self, vec: &Tensor) -> Tensor {
+        assert!(
+            self.ndim() == 2 && vec.ndim() == 1 && self.shape()[1] == vec.shape()[0],
+            "mv: expects a matrix [n, m] and a vector [m], got {:?} and {:?}",
+            self.shape(),
+            vec.shape()
+        );
+        self.matmul(vec)
+    }
+
+    /// The `p`-norm of `self - other` (`torch.dist`; `p` = 2 is PyTorch's
+    /// default), broadcast.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let a = Tensor::from_vec(vec![0.0f32, 0.0], &[2]);
+    /// let b = Tensor::from_vec(vec![3.0f32, 4.0], &[2]);
+    /// assert_eq!(a.dist(&b, 2.0).item::<f32>(), 5.0);
+    /// assert_eq!(a.dist(&b, f64::INFINITY).item::<f32>(), 4.0);
+    /// ```
+    pub fn dist(&self, other: &Tensor, p: f64) -> Tensor {
+        (self - other).norm(p)
     }
 
     /// The outer product `a_i b_j` of two 1-D tensors (`torch.outer`).

@@ -20,7 +20,7 @@ fn arc_slope(x: &Tensor) -> Tensor {
 /// Panics, naming `op`, where two integer tensors would divide by zero
 /// (PyTorch's `ZeroDivisionError`); one read of `divisor` on the host.
 #[track_caller]
-fn no_integer_zero(op: &str, x: &Tensor, divisor: &Tensor) {
+pub(super) fn no_integer_zero(op: &str, x: &Tensor, divisor: &Tensor) {
     let integers = |t: &Tensor| !t.dtype().is_float();
     if integers(x) && integers(divisor) && divisor.eq_scalar(0.0).any().item::<bool>() {
         panic!(

@@ -313,6 +313,7 @@ impl Tensor {
     /// let y = Tensor::from_vec(vec![0.0f32, 2.0, -3.0], &[3]);
     /// assert_eq!(y.norm(0.0).item::<f32>(), 2.0);
     /// ```
+    #[doc(alias = "vector_norm")]
     pub fn norm_dims(&self, p: f64, dims: &[isize], keepdim: bool) -> Tensor {
         trace::op(
             "norm_dims",
@@ -410,17 +411,23 @@ impl Tensor {
         (out, indices)
     }
 
-    /// `max_dim(dim, true)`'s values, by the device's values-only kernel
-    /// where it has one (no index to track: about half the work).
-    fn max_values_keepdim(&self, dim: isize) -> Tensor {
-        let d = self.dim(dim, "amax");
+    /// `max_dim(dim, true)`'s values (`min_dim`'s unless `max`), by the
+    /// device's values-only kernel where it has one (no index to track:
+    /// about half the work).
+    fn extreme_values_keepdim(&self, dim: isize, max: bool) -> Tensor {
+        let d = self.dim(dim, if max { "amax" } else { "amin" });
         if self.ndim() > 0
             && self.shape()[d] > 0
-            && let Some(v) = self.read().extreme_values(self.layout(), d, true)
+            && let Some(v) = self.read().extreme_values(self.layout(), d, max)
         {
             return Tensor::from_storage(v, &self.reduced_shape(&[d], true));
         }
-        self.max_dim(dim, true).0.detach()
+        let (v, _) = if max {
+            self.max_dim(dim, true)
+        } else {
+            self.min_dim(dim, true)
+        };
+        v.detach()
     }
 
     /// Max over `dim`: values and the index of the first maximum (`torch.max(x, dim)`).
@@ -451,42 +458,69 @@ impl Tensor {
         )
     }
 
-    /// Max over `dim`, gradient shared evenly between ties (`torch.amax`).
+    /// Max over `dim` (`torch.amax`), the gradient shared evenly between
+    /// ties (where `max_dim` gives it all to the first).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 2.0], &[2, 2]);
+    /// assert_eq!(x.amax_dim(1, false).to_vec::<f32>(), vec![5.0, 3.0]);
+    /// ```
     pub fn amax_dim(&self, dim: isize, keepdim: bool) -> Tensor {
         trace::op(
             "amax_dim",
             [self],
-            || {
-                vec![
-                    ("dim", Attr::Int(dim as i64)),
-                    ("keepdim", Attr::Int(keepdim as i64)),
-                ]
-            },
-            || {
-                self.nonempty_dim(dim, "amax");
-                let m = self.max_values_keepdim(dim);
-                let out = if keepdim {
-                    m.detach()
-                } else {
-                    m.squeeze_dim(dim)
-                };
-                // The backward is its own node, not the gradient of a weighted
-                // sum: `x * 0` at an infinite element would be NaN.
-                let d = if dim < 0 {
-                    dim + self.ndim() as isize
-                } else {
-                    dim
-                };
-                Tensor::record(out, "AmaxBackward0", &[self], || {
-                    let mask = self.eq(&m).to_dtype(self.dtype().to_float());
-                    let share = (&mask / &mask.sum_dim(d, true)).detach();
-                    move |g: &Tensor, n: &[bool]| {
-                        let g = if keepdim { g.clone() } else { g.unsqueeze(d) };
-                        vec![n[0].then(|| &g * &share)]
-                    }
-                })
-            },
+            || dim_attrs(dim, keepdim),
+            || self.extreme_dim_shared(dim, keepdim, true),
         )
+    }
+
+    /// Min over `dim` (`torch.amin`), the gradient shared evenly between
+    /// ties; NaN wins, as in [`Tensor::amax_dim`].
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 3.0, 2.0], &[2, 2]);
+    /// assert_eq!(x.amin_dim(0, true).to_vec::<f32>(), vec![1.0, 2.0]);
+    /// ```
+    pub fn amin_dim(&self, dim: isize, keepdim: bool) -> Tensor {
+        trace::op(
+            "amin_dim",
+            [self],
+            || dim_attrs(dim, keepdim),
+            || self.extreme_dim_shared(dim, keepdim, false),
+        )
+    }
+
+    /// [`Tensor::amax_dim`] (`max`) or [`Tensor::amin_dim`].
+    fn extreme_dim_shared(&self, dim: isize, keepdim: bool, max: bool) -> Tensor {
+        self.nonempty_dim(dim, if max { "amax" } else { "amin" });
+        let m = self.extreme_values_keepdim(dim, max);
+        let out = if keepdim {
+            m.detach()
+        } else {
+            m.squeeze_dim(dim)
+        };
+        // The backward is its own node, not the gradient of a weighted
+        // sum: `x * 0` at an infinite element would be NaN.
+        let d = if dim < 0 {
+            dim + self.ndim().max(1) as isize
+        } else {
+            dim
+        };
+        let name = if max {
+            "AmaxBackward0"
+        } else {
+            "AminBackward0"
+        };
+        Tensor::record(out, name, &[self], || {
+            let mask = self.eq(&m).to_dtype(self.dtype().to_float());
+            let share = (&mask / &mask.sum_dim(d, true)).detach();
+            move |g: &Tensor, n: &[bool]| {
+                let g = if keepdim { g.clone() } else { g.unsqueeze(d) };
+                vec![n[0].then(|| &g * &share)]
+            }
+        })
     }
 
     /// Max of all elements; the gradient is shared evenly between ties.
@@ -562,12 +596,14 @@ impl Tensor {
         v.iter().all(|x| x.is_finite())
     }
 
-    /// `torch.allclose`: same shape and `|self - other| <= atol + rtol * |other|`
-    /// everywhere (NaNs never equal). A test's question, answered on the host.
+    /// `torch.allclose`: same shape and, everywhere, equal values or
+    /// `|self - other| <= atol + rtol * |other|` (NaNs never equal;
+    /// infinities equal themselves). A test's question, answered on the
+    /// host; [`Tensor::isclose`] answers it elementwise.
     ///
     /// ```
     /// use tapir_runtime::Tensor;
-    /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
+    /// let a = Tensor::from_vec(vec![1.0f32, 2.0, f32::INFINITY], &[3]);
     /// assert!(a.allclose(&(&a + 1e-6), 1e-5, 1e-8));
     /// assert!(!a.allclose(&(&a + 1.0), 1e-5, 1e-8));
     /// ```
@@ -578,7 +614,7 @@ impl Tensor {
         let (a, b): (Vec<f64>, Vec<f64>) = (self.to_vec(), other.to_vec());
         a.iter()
             .zip(&b)
-            .all(|(x, y)| (x - y).abs() <= atol + rtol * y.abs())
+            .all(|(x, y)| x == y || (x - y).abs() <= atol + rtol * y.abs())
     }
 
     /// `torch.equal`: same shape and the same values.

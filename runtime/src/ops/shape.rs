@@ -226,6 +226,7 @@ impl Tensor {
     /// let x = Tensor::zeros(&[2, 3, 4]);
     /// assert_eq!(x.movedim(0, -1).shape(), &[3, 4, 2]);
     /// ```
+    #[doc(alias = "moveaxis")]
     pub fn movedim(&self, source: isize, destination: isize) -> Tensor {
         let s = self.dim(source, "movedim");
         let d = self.dim(destination, "movedim");

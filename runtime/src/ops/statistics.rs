@@ -338,16 +338,19 @@ impl Tensor {
     /// assert_eq!(y.to_vec::<f32>(), vec![1000.0 + 2f32.ln(), f32::NEG_INFINITY]);
     /// ```
     pub fn logaddexp(&self, other: &Tensor) -> Tensor {
-        let m = self.maximum(other);
-        // Where the larger is infinite it is the result (`-inf` and `-inf`
-        // give `-inf`, `+inf` and anything `+inf`), but the difference may
-        // be `inf - inf`, NaN: use 0 there, so the unused branch has a
-        // finite gradient.
-        let infinite = m.isinf();
-        let zero = super::binary::scalar_for(&m, 0.0);
-        let gap = Tensor::where_(&infinite, &zero, &(self - other));
-        let y = &m + &(&gap.abs() * -1.0).exp().log1p();
-        Tensor::where_(&infinite, &m, &y)
+        log_add_exp(self, other, false)
+    }
+
+    /// `log2(2^self + 2^other)` without overflow, broadcast
+    /// (`torch.logaddexp2`): [`Tensor::logaddexp`] in base 2.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1000.0f32, 3.0], &[2]);
+    /// assert_eq!(x.logaddexp2(&x).to_vec::<f32>(), vec![1001.0, 4.0]);
+    /// ```
+    pub fn logaddexp2(&self, other: &Tensor) -> Tensor {
+        log_add_exp(self, other, true)
     }
 
     /// The running `log(Σ exp)` along `dim` (`torch.logcumsumexp`), each
@@ -606,4 +609,22 @@ impl Tensor {
         let (hi, lo) = (self.narrow(d, 1, n - 1), self.narrow(d, 0, n - 1));
         &(&hi + &lo).sum_dim(d, false) * (dx / 2.0)
     }
+}
+
+/// `log(e^a + e^b)`, or in base 2: the larger plus `log1p` of the smaller's
+/// share, PyTorch's formula. Where the larger is infinite it is the result
+/// (`-inf` and `-inf` give `-inf`, `+inf` and anything `+inf`), but the
+/// difference may be `inf - inf`, NaN: 0 is used there, so the unused
+/// branch has a finite gradient.
+fn log_add_exp(a: &Tensor, b: &Tensor, base2: bool) -> Tensor {
+    let m = a.maximum(b);
+    let infinite = m.isinf();
+    let zero = super::binary::scalar_for(&m, 0.0);
+    let gap = &Tensor::where_(&infinite, &zero, &(a - b)).abs() * -1.0;
+    let y = if base2 {
+        &m + &(&gap.exp2().log1p() / std::f64::consts::LN_2)
+    } else {
+        &m + &gap.exp().log1p()
+    };
+    Tensor::where_(&infinite, &m, &y)
 }

@@ -408,6 +408,7 @@ impl Tensor {
     /// let f = i.clamp(-1.5, 5.5);
     /// assert_eq!((f.dtype(), f.to_vec::<f32>()), (DType::F32, vec![5.5, -1.5, 3.0]));
     /// ```
+    #[doc(alias = "clip")]
     pub fn clamp(&self, min: f64, max: f64) -> Tensor {
         trace::op(
             "clamp",

@@ -154,6 +154,8 @@ impl Tensor {
     }
 
     /// Swaps dims `a` and `b` (a view).
+    #[doc(alias = "swapaxes")]
+    #[doc(alias = "swapdims")]
     pub fn transpose(&self, a: isize, b: isize) -> Tensor {
         trace::op(
             "transpose",
@@ -435,6 +437,7 @@ impl Tensor {
     }
 
     /// All dims merged into one.
+    #[doc(alias = "ravel")]
     pub fn flatten_all(&self) -> Tensor {
         trace::op("flatten_all", [self], Vec::new, || self.reshape(&[-1]))
     }
@@ -474,6 +477,8 @@ impl Tensor {
     /// let b = Tensor::zeros(&[2, 2]);
     /// assert_eq!(Tensor::cat(&[&a, &b], 1).shape(), &[2, 3]);
     /// ```
+    #[doc(alias = "concat")]
+    #[doc(alias = "concatenate")]
     pub fn cat(tensors: &[&Tensor], dim: isize) -> Tensor {
         trace::op(
             "cat",
@@ -604,7 +609,7 @@ impl Tensor {
     /// and UnbindBackward0). One node per piece would make a zero-filled
     /// full-size gradient for each and sum them: quadratic in the pieces
     /// for an RNN's time steps.
-    fn pieces(
+    pub(super) fn pieces(
         &self,
         d: usize,
         ranges: Vec<(usize, usize)>,

@@ -52,6 +52,7 @@ pub(super) fn layout_op(b: &mut Builder, op: &OpView) -> Option<Lowered> {
         "select",
         "chunk",
         "split",
+        "tensor_split",
         "unbind",
         "cat",
         "stack",
@@ -100,7 +101,7 @@ fn layout(b: &mut Builder, op: &OpView) -> Lowered {
             b.node("Gather", &[op.x(0), &idx], &[out], vec![int("axis", axis)]);
             Ok(())
         }
-        "chunk" | "split" => {
+        "chunk" | "split" | "tensor_split" => {
             let axis = op.axis(op.int("dim"), 0) as usize;
             let sizes: Vec<i64> = op.out_dims.iter().map(|d| d.0[axis] as i64).collect();
             if op.out_dims.iter().any(|d| d.0[axis] != d.1[axis]) {

@@ -1,5 +1,5 @@
 //! The elementwise math without an ONNX operator of its own, as the
-//! operators that compute it: `expm1`, `log2`, `log10`, `exp2`, `logit`,
+//! operators that compute it: `expm1`, `log1p`, `log2`, `log10`, `exp2`, `logit`,
 //! `hypot` (the root of the squares: ONNX has no form that cannot
 //! overflow), `sinc`, and `fmod` / `remainder` (ONNX's `Mod` with `fmod=1`, moved into the
 //! divisor's sign for `remainder`).
@@ -15,6 +15,12 @@ pub(super) fn lower(b: &mut Builder, op: &OpView) -> Lowered {
             let e = b.tmp("Exp", &[x], vec![]);
             let one = b.scalar(1.0, t);
             b.node("Sub", &[&e, &one], &[out], vec![]);
+        }
+        "log1p" => {
+            // ONNX has no log1p: `ln(1 + x)` loses the digits of a tiny x.
+            let one = b.scalar(1.0, t);
+            let sum = b.tmp("Add", &[x, &one], vec![]);
+            b.node("Log", &[&sum], &[out], vec![]);
         }
         "log2" | "log10" => {
             let base: f64 = if op.name == "log2" { 2.0 } else { 10.0 };
