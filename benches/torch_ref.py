@@ -618,6 +618,9 @@ OPS_VARIANTS = {
     "argmax_t_dim1": lambda x, cube, pos: x.t().argmax(1),
     "norm_t_dim1": lambda x, cube, pos: torch.linalg.vector_norm(x.t(), 2, dim=1),
     "layer_norm_t": lambda x, cube, pos: torch.nn.functional.layer_norm(x.t(), (2048,)),
+    "prod_dim1": lambda x, cube, pos: x.prod(1),
+    "prod_dim0": lambda x, cube, pos: x.prod(0),
+    "amin_dim1": lambda x, cube, pos: x.amin(1),
 }
 # Targets of the in-place variants, made by bench_ops (their values drift;
 # the time does not depend on them).

@@ -14,7 +14,7 @@ use crate::workloads::scaled;
 use tapir::prelude::*;
 
 /// The workload's variants: the op and the dim it runs along.
-pub(crate) const OPS_VARIANTS: [&str; 63] = [
+pub(crate) const OPS_VARIANTS: [&str; 66] = [
     "t_contiguous",
     "permute_201",
     "randn",
@@ -78,6 +78,9 @@ pub(crate) const OPS_VARIANTS: [&str; 63] = [
     "to_bf16",
     "to_f32_from_bf16",
     "gelu",
+    "prod_dim1",
+    "prod_dim0",
+    "amin_dim1",
 ];
 
 pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
@@ -128,6 +131,9 @@ pub(crate) fn bench_ops(args: &Args, variant: &str) -> String {
         "to_bf16" => x.to_dtype(DType::BF16),
         "to_f32_from_bf16" => xb.to_dtype(DType::F32),
         "gelu" => x.gelu(),
+        "prod_dim1" => x.prod_dim(1, false),
+        "prod_dim0" => x.prod_dim(0, false),
+        "amin_dim1" => x.amin_dim(1, false),
         "softmax_dim0" => x.softmax(0),
         "softmax_dim1" => x.softmax(1),
         "logsumexp_dim0" => x.logsumexp(&[0], false),
