@@ -185,3 +185,25 @@ fn new_tensors_take_the_dtype_and_device() {
     assert_eq!(z.to_vec::<u8>(), vec![1, 1, 1, 1]);
     assert_eq!(x.new_zeros(&[1]).to_vec::<u8>(), vec![0]);
 }
+
+/// Without a gradient the CPU's product kernel runs (rows, columns, a
+/// transposed view walked in memory order); with one, the halving tree.
+/// They agree to rounding.
+#[test]
+fn prod_kernel_and_tree_agree_on_every_layout() {
+    manual_seed(3);
+    let x = &(&Tensor::randn(&[37, 70]).to_dtype(DType::F64) * 0.05) + 1.0;
+    for (view, dim) in [(x.clone(), 0), (x.clone(), 1), (x.t(), 0), (x.t(), 1)] {
+        let fast = tapir::no_grad(|| view.prod_dim(dim, false));
+        let leaf = view.detach().requires_grad_(true);
+        let tree = leaf.prod_dim(dim, false);
+        assert!(tree.requires_grad() && !fast.requires_grad());
+        assert!(
+            fast.allclose(&tree.detach(), 1e-13, 0.0),
+            "dim {dim} of {:?}: {:?} vs {:?}",
+            view.shape(),
+            fast.to_vec::<f64>(),
+            tree.to_vec::<f64>()
+        );
+    }
+}

@@ -21,6 +21,7 @@ mod optim;
 mod order;
 mod philox;
 mod pool;
+mod product;
 mod program;
 mod range;
 mod reduce;
@@ -65,6 +66,7 @@ pub use optim::{
 pub use order::{cumsum_columns, cumsum_rows, sort_rows, sort_rows_f32, topk_rows};
 pub use philox::{philox_dropout_mask, philox_normal, philox_uniform, philox4x32_10};
 pub use pool::{max_pool2d, max_pool2d_backward};
+pub use product::product;
 pub use program::{Operand, run_program};
 pub use range::{arange_f32, arange_i64};
 pub use reduce::reduce;

@@ -38,7 +38,7 @@ impl Tensor {
         );
     }
 
-    fn reduced_shape(&self, dims: &[usize], keepdim: bool) -> Vec<usize> {
+    pub(super) fn reduced_shape(&self, dims: &[usize], keepdim: bool) -> Vec<usize> {
         let mut shape = vec![];
         for (d, &s) in self.shape().iter().enumerate() {
             if !dims.contains(&d) {

@@ -156,6 +156,17 @@ impl Storage {
         }
     }
 
+    /// The product over one dim, where the device has a kernel for the
+    /// view (the CPU, f32 and f64); `None` elsewhere (the caller multiplies
+    /// halves with `mul`).
+    pub fn product(&self, l: &Layout, dim: usize) -> Option<Storage> {
+        match self {
+            Storage::Cpu(b) => b.product(l, dim).map(Storage::cpu),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        }
+    }
+
     /// Max (or min) over one dim: values (same dtype) and i64 indices of the
     /// first extreme element; NaN wins, as in PyTorch.
     pub fn extreme(&self, l: &Layout, dim: usize, max: bool) -> (Storage, Storage) {

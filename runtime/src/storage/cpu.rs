@@ -435,6 +435,22 @@ impl CpuBuffer {
         })
     }
 
+    /// The product over `dim` (f32 and f64, views in or walked in memory
+    /// order); `None` for other dtypes and layouts.
+    pub fn product(&self, l: &Layout, dim: usize) -> Option<CpuBuffer> {
+        if let Some((walked, d)) = walked_in_memory_order(l, dim) {
+            return self.product(&walked, d);
+        }
+        let (_, len, inner) = planes(l, dim)?;
+        matches!(self, CpuBuffer::F32(_) | CpuBuffer::F64(_)).then(|| {
+            self.float_kernel(
+                l,
+                |x| cpu::product(x, len, inner),
+                |x| cpu::product(x, len, inner),
+            )
+        })
+    }
+
     /// A GEMM operand in f32 with the layout to read it by: a view that
     /// covers its whole buffer (a transposed weight) is converted densely
     /// and keeps its strides; a smaller view is gathered.
