@@ -207,3 +207,33 @@ fn prod_kernel_and_tree_agree_on_every_layout() {
         );
     }
 }
+
+/// `&`, `|`, `^` and `!` combine bool masks, as PyTorch's operators;
+/// integers panic naming the op (no bitwise kernel yet).
+#[test]
+fn masks_combine_with_operators() {
+    let x = Tensor::from_vec(vec![-2.0f32, -0.5, 0.5, 2.0], &[4]);
+    let (pos, small) = (x.gt_scalar(0.0), x.abs().lt_scalar(1.0));
+    assert_eq!(
+        (&pos & &small).to_vec::<bool>(),
+        vec![false, false, true, false]
+    );
+    assert_eq!(
+        (&pos | &small).to_vec::<bool>(),
+        vec![false, true, true, true]
+    );
+    assert_eq!(
+        (&pos ^ &small).to_vec::<bool>(),
+        vec![false, true, false, true]
+    );
+    assert_eq!((!pos).to_vec::<bool>(), vec![true, true, false, false]);
+    let column = Tensor::from_vec(vec![true, false], &[2, 1]);
+    assert_eq!((&column & &small).shape(), &[2, 4]);
+    let msg = panic_message(|| {
+        let _ = &Tensor::from_vec(vec![3i64], &[1]) & &small;
+    });
+    assert_eq!(
+        msg,
+        "bitwise_and: takes bool masks, got int64 and bool (integer bitwise ops have no kernel yet)"
+    );
+}
