@@ -31,6 +31,9 @@ pub fn product<T: Float>(x: &[T], len: usize, inner: usize) -> Vec<T> {
         "product kernel: {} elements are not [outer, {len}, {inner}]",
         x.len()
     );
+    if x.len() == len && x.len() >= PARALLEL_GRAIN && num_threads() > 1 {
+        return vec![split_row_product(x)];
+    }
     let mut out = vec![T::one(); x.len() / len];
     let per = if x.len() < PARALLEL_GRAIN {
         out.len()
@@ -69,6 +72,21 @@ fn products_from<T: Float>(x: &[T], len: usize, inner: usize, mut at: usize, mut
     }
 }
 
+/// One long row's product (`prod()` of a whole tensor) with the threads
+/// taking a stretch each, then the stretches' products multiplied.
+fn split_row_product<T: Float>(x: &[T]) -> T {
+    let per = x.len().div_ceil(num_threads());
+    let mut parts = vec![T::one(); x.len().div_ceil(per)];
+    par_chunks_mut(&mut parts, 1, |i, p| {
+        let stretch = &x[i * per..((i + 1) * per).min(x.len())];
+        p[0] = simd(
+            #[inline(always)]
+            || row_product(stretch),
+        );
+    });
+    parts.iter().fold(T::one(), |a, &b| a * b)
+}
+
 /// The product of a row: four vectors of sixteen running products, so four
 /// multiplications are in flight at once rather than one chain waiting
 /// out each multiply's latency, then the lanes and the tail.
@@ -105,6 +123,7 @@ mod tests {
             (2, 5, 70),
             (1, 300, 130),
             (40, 33, 17),
+            (1, 70_001, 1),
         ] {
             let x: Vec<f64> = (0..outer * len * inner)
                 .map(|i| 1.0 + ((i * 7919) % 101) as f64 / 1000.0 - 0.05)
