@@ -347,6 +347,24 @@ pub fn parallel(n: usize) -> bool {
 /// cost of waking a second core (~5-10 µs) outweighs the work.
 pub const PARALLEL_GRAIN: usize = 1 << 15;
 
+/// How many of a reduction's `outputs` each task takes when `inputs`
+/// elements feed them: all on the calling thread below [`PARALLEL_GRAIN`],
+/// else an even share per thread in multiples of 16.
+///
+/// ```
+/// use tapir_kernels::threads::outputs_per_task;
+/// assert_eq!(outputs_per_task(100, 10), 10);
+/// assert!(outputs_per_task(1 << 22, 2048) >= 2048 / tapir_kernels::threads::num_threads());
+/// ```
+pub fn outputs_per_task(inputs: usize, outputs: usize) -> usize {
+    if inputs < PARALLEL_GRAIN {
+        outputs
+    } else {
+        outputs.div_ceil(num_threads()).next_multiple_of(16)
+    }
+    .max(1)
+}
+
 /// Runs `f` compiled for the best instruction set this CPU has (AVX-512,
 /// AVX2+FMA, or baseline), chosen at run time: the default x86-64 target
 /// only allows SSE2, which leaves elementwise loops 2-4x slower. `f` is

@@ -5,7 +5,8 @@
 use super::columns::{COLUMN_BLOCK, par_column_runs, plane_row_runs};
 use crate::Float;
 use crate::threads::{
-    PARALLEL_GRAIN, SharedSlice, num_threads, par_chunks_mut, par_chunks_mut2, simd,
+    PARALLEL_GRAIN, SharedSlice, num_threads, outputs_per_task, par_chunks_mut, par_chunks_mut2,
+    simd,
 };
 
 /// The max (or min) of each row of length `len` of a contiguous buffer and
@@ -282,12 +283,7 @@ pub fn extreme_values<T: Float>(x: &[T], len: usize, inner: usize, max: bool) ->
     let mut vals = vec![T::zero(); x.len() / len];
     // Threads split the outputs evenly, whatever planes and blocks of
     // columns they fall in (a single plane's columns are split too).
-    let per = if x.len() < PARALLEL_GRAIN {
-        vals.len()
-    } else {
-        vals.len().div_ceil(num_threads()).next_multiple_of(16)
-    }
-    .max(1);
+    let per = outputs_per_task(x.len(), vals.len());
     par_chunks_mut(&mut vals, per, |t, out| {
         simd(
             #[inline(always)]

@@ -3,7 +3,7 @@
 //! multiplies halves so that the gradient of a zero factor is exact).
 
 use crate::float::Float;
-use crate::threads::{PARALLEL_GRAIN, num_threads, par_chunks_mut, simd};
+use crate::threads::{PARALLEL_GRAIN, num_threads, outputs_per_task, par_chunks_mut, simd};
 
 /// Columns multiplied together in one pass over a plane's rows: each row's
 /// stretch is read whole and in order, and the running products (8 KiB of
@@ -35,12 +35,7 @@ pub fn product<T: Float>(x: &[T], len: usize, inner: usize) -> Vec<T> {
         return vec![split_row_product(x)];
     }
     let mut out = vec![T::one(); x.len() / len];
-    let per = if x.len() < PARALLEL_GRAIN {
-        out.len()
-    } else {
-        out.len().div_ceil(num_threads()).next_multiple_of(16)
-    }
-    .max(1);
+    let per = outputs_per_task(x.len(), out.len());
     par_chunks_mut(&mut out, per, |t, chunk| {
         simd(
             #[inline(always)]

@@ -7,7 +7,8 @@
 //! special case for zeros for the same result). Without one, the device's
 //! product kernel reads the input once (the CPU's, for f32 and f64).
 
-use crate::trace::{self, Attr};
+use super::reduce::dim_attrs;
+use crate::trace;
 use crate::{DType, Tensor};
 
 impl Tensor {
@@ -47,12 +48,7 @@ impl Tensor {
         trace::op(
             "prod_dim",
             [self],
-            || {
-                vec![
-                    ("dim", Attr::Int(dim as i64)),
-                    ("keepdim", Attr::Int(keepdim as i64)),
-                ]
-            },
+            || dim_attrs(dim, keepdim),
             || {
                 let d = self.dim(dim, "prod");
                 let dtype = self.dtype();

@@ -660,7 +660,7 @@ fn norm_backward(x: &Tensor, norm: &Tensor, g: &Tensor, p: f64) -> Tensor {
 }
 
 /// A one-dim reduction's attributes: `dim` and `keepdim`.
-fn dim_attrs(dim: isize, keepdim: bool) -> trace::Attrs {
+pub(super) fn dim_attrs(dim: isize, keepdim: bool) -> trace::Attrs {
     vec![
         ("dim", Attr::Int(dim as i64)),
         ("keepdim", Attr::Int(keepdim as i64)),
