@@ -483,7 +483,8 @@ impl Tensor {
         self.0.grad_fn.is_none()
     }
 
-    /// The accumulated gradient: `None` until a backward reaches this leaf.
+    /// The accumulated gradient: `None` until a backward reaches this leaf
+    /// (or this non-leaf, after [`Tensor::retain_grad`]).
     /// Later backwards add into this same tensor in place (as PyTorch's),
     /// so a handle taken now sees their sum.
     ///

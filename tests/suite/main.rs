@@ -46,6 +46,7 @@ mod nn_goldens;
 mod optim_goldens;
 mod packed;
 mod parametrize;
+mod retain_grad;
 mod scatter;
 mod sched_goldens;
 mod structured;

@@ -3,10 +3,11 @@
 
 use super::{GradHook, MultiBackwardFn};
 use crate::Tensor;
+use crate::tensor::Inner;
 use std::cell::RefCell;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 static NEXT_SEQ: AtomicU64 = AtomicU64::new(0);
 
@@ -32,6 +33,9 @@ pub(crate) struct Node {
     backward: Mutex<Option<MultiBackwardFn>>,
     /// Hooks on the gradient of output `.0` (`register_hook` on a non-leaf).
     pub hooks: Mutex<Vec<(usize, GradHook)>>,
+    /// Outputs whose tensors called `retain_grad`: after the hooks, a
+    /// backward stores their gradient in the tensor's `.grad`.
+    pub retained: Mutex<Vec<(usize, Weak<Inner>)>>,
 }
 
 impl Node {
@@ -65,6 +69,7 @@ impl Node {
             edges,
             backward: Mutex::new(Some(backward)),
             hooks: Mutex::new(Vec::new()),
+            retained: Mutex::new(Vec::new()),
         }
     }
 }
@@ -191,6 +196,18 @@ pub(crate) fn accumulate_leaf(leaf: &Tensor, grad: Tensor, create_graph: bool) {
 pub(crate) fn accumulate_hooked(leaf: &Tensor, grad: Tensor, create_graph: bool) {
     store_grad(leaf, grad, create_graph);
     run_post_accumulate_hooks(leaf);
+}
+
+/// Stores the gradients of `node`'s outputs whose tensors called
+/// `retain_grad` into their `.grad`, as a leaf's: after every other hook
+/// (PyTorch runs its retains-grad hooks last), summed over backwards, and
+/// copied, since the same gradient flows on through the graph.
+fn store_retained(node: &Node, grads: &[Option<Tensor>], create_graph: bool) {
+    for (output, tensor) in node.retained.lock().unwrap().iter() {
+        if let (Some(g), Some(inner)) = (&grads[*output], tensor.upgrade()) {
+            store_grad(&Tensor(inner), g.clone(), create_graph);
+        }
+    }
 }
 
 /// Adds a gradient that has been through the hooks into `.grad`.
@@ -491,8 +508,9 @@ fn walk(
                         gs[*output] = Some(g);
                     }
                 }
-                if let Sink::Capture(c) = sink {
-                    c.take_outputs(&n, &gs);
+                match sink {
+                    Sink::Capture(c) => c.take_outputs(&n, &gs),
+                    Sink::Accumulate => store_retained(&n, &gs, create_graph),
                 }
                 if needs.iter().any(|&x| x) {
                     run_node(&n, &gs, &needs, retain_graph, create_graph)

@@ -358,4 +358,44 @@ impl Tensor {
         );
         super::engine::run_backward(self, grad.detach(), retain_graph, false);
     }
+
+    /// Keeps this non-leaf's gradient in its `.grad` at every backward, as
+    /// a leaf's is kept (PyTorch's `retain_grad`): summed over backwards,
+    /// stored after every hook on the tensor has run. A no-op on leaves,
+    /// which keep theirs anyway; `autograd::grad` stores none.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[2]).requires_grad_(true);
+    /// let y = &x * 3.0;
+    /// y.retain_grad();
+    /// (&y * &y).sum().backward();
+    /// assert_eq!(y.grad().unwrap().to_vec::<f32>(), vec![6.0, 12.0]);
+    /// assert!(y.retains_grad() && !x.retains_grad());
+    /// ```
+    #[track_caller]
+    pub fn retain_grad(&self) {
+        assert!(
+            self.requires_grad(),
+            "retain_grad: the tensor of shape {:?} does not require grad, so no gradient reaches it",
+            self.shape()
+        );
+        let Some(node) = &self.0.grad_fn else {
+            return;
+        };
+        if !self.retains_grad() {
+            let me = (self.0.output_nr, Arc::downgrade(&self.0));
+            node.retained.lock().unwrap().push(me);
+        }
+    }
+
+    /// Whether [`Tensor::retain_grad`] was called on this non-leaf (false
+    /// for leaves, as PyTorch's `retains_grad`).
+    pub fn retains_grad(&self) -> bool {
+        self.0.grad_fn.as_ref().is_some_and(|node| {
+            (node.retained.lock().unwrap().iter()).any(|(o, t)| {
+                *o == self.0.output_nr && std::ptr::eq(t.as_ptr(), Arc::as_ptr(&self.0))
+            })
+        })
+    }
 }
