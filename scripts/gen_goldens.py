@@ -229,6 +229,38 @@ def run(op, a, x):
         return [getattr(torch, op)(x)]
     if op == "tensor_split":
         return list(torch.tensor_split(x[0], a["at"], a["dim"]))
+    if op == "tensor_unfold":
+        return [x[0].unfold(a["dim"], a["size"], a["step"])]
+    if op == "copysign":
+        return [torch.copysign(x[0], x[1])]
+    if op == "signbit":
+        return [torch.signbit(x[0]).double()]
+    if op == "heaviside":
+        return [torch.heaviside(x[0], x[1])]
+    if op == "float_power":
+        return [torch.float_power(x[0], x[1])]
+    if op == "aminmax":
+        if "dim" in a:
+            return list(torch.aminmax(x[0], dim=a["dim"], keepdim=a["keepdim"]))
+        return list(torch.aminmax(x[0]))
+    if op == "diag_embed":
+        return [torch.diag_embed(x[0], a["offset"], a["dim1"], a["dim2"])]
+    if op == "diagflat":
+        return [torch.diagflat(x[0], a["offset"])]
+    if op == "diagonal_scatter":
+        return [torch.diagonal_scatter(x[0], x[1], a["offset"], a["dim1"], a["dim2"])]
+    if op == "slice_scatter":
+        return [torch.slice_scatter(x[0], x[1], a["dim"], a["start"], a["end"], a["step"])]
+    if op == "select_scatter":
+        return [torch.select_scatter(x[0], x[1], a["dim"], a["index"])]
+    if op in ("addmv", "addr", "addbmm"):
+        return [getattr(torch, op)(x[0], x[1], x[2], beta=a["beta"], alpha=a["alpha"])]
+    if op in ("fliplr", "flipud", "msort"):
+        return [getattr(torch, op)(x[0])]
+    if op == "split_with_sizes":
+        return list(torch.split(x[0], a["sizes"], a["dim"]))
+    if op in ("hsplit", "vsplit", "dsplit"):
+        return list(getattr(torch, op)(x[0], a["at"]))
     if op == "isclose":
         return [torch.isclose(x[0], x[1], a["rtol"], a["atol"], a["equal_nan"]).double()]
     if op == "isposinf":
@@ -1168,6 +1200,38 @@ case("isclose_equal_nan", "isclose", [T([nan, 1.0, nan]), T([nan, nan, 1.0])],
      {"rtol": 0.0, "atol": 0.0, "equal_nan": True}, grad=[False, False])
 case("isposinf", "isposinf", [T([inf, -inf, nan, 1.0])], grad=[False])
 case("isneginf", "isneginf", [T([inf, -inf, nan, 1.0])], grad=[False])
+# PyTorch names a tapir session found missing (2026-12-07, second round).
+case("tensor_unfold", "tensor_unfold", [randn(3, 10)], {"dim": 1, "size": 4, "step": 3})
+case("tensor_unfold_gap_t", "tensor_unfold", [randn(9, 2)], {"dim": 0, "size": 2, "step": 3}, views=["t"])
+case("tensor_unfold_dense", "tensor_unfold", [randn(2, 5, 3)], {"dim": -2, "size": 5, "step": 1})
+case("copysign", "copysign", [randn(3, 4), randn(1, 4)])
+case("copysign_zeros", "copysign", [T([0.0, 2.0, -3.0, 0.0, 1.5]), T([-1.0, -0.0, 0.0, 0.0, nan])])
+case("signbit", "signbit", [T([-1.0, 0.0, -0.0, 2.0, -inf, nan])], grad=[False])
+case("heaviside", "heaviside", [T([-1.5, 0.0, -0.0, 2.0, nan]), T([0.25])], grad=[False, False])
+case("float_power", "float_power", [pos(3, 4), randn(1, 4)])
+case("aminmax", "aminmax", [randn(3, 5)])
+case("aminmax_dim", "aminmax", [randn(4, 3)], {"dim": 0, "keepdim": True}, views=["t"])
+case("aminmax_ties", "aminmax", [T([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])], {"dim": 1, "keepdim": False})
+case("diag_embed", "diag_embed", [randn(2, 3)], {"offset": 0, "dim1": -2, "dim2": -1})
+case("diag_embed_swapped", "diag_embed", [randn(2, 3)], {"offset": -1, "dim1": 2, "dim2": 0})
+case("diagflat", "diagflat", [randn(2, 2)], {"offset": 1})
+case("diagonal_scatter", "diagonal_scatter", [randn(3, 4), randn(3)], {"offset": 0, "dim1": 0, "dim2": 1})
+case("diagonal_scatter_batched", "diagonal_scatter", [randn(2, 3, 4), randn(3, 2)],
+     {"offset": -1, "dim1": 2, "dim2": 0})
+case("slice_scatter", "slice_scatter", [randn(5, 3), randn(2, 3)], {"dim": 0, "start": 1, "end": 5, "step": 2})
+case("slice_scatter_negative", "slice_scatter", [randn(2, 6), randn(2, 3)],
+     {"dim": -1, "start": -4, "end": -1, "step": 1})
+case("select_scatter", "select_scatter", [randn(3, 4), randn(3)], {"dim": 1, "index": -2})
+case("addmv", "addmv", [randn(3), randn(3, 4), randn(4)], {"beta": 0.5, "alpha": -2.0})
+case("addr", "addr", [randn(3, 1), randn(3), randn(2)], {"beta": 2.0, "alpha": 0.5})
+case("addbmm", "addbmm", [randn(2, 2), randn(3, 2, 4), randn(3, 4, 2)], {"beta": 1.0, "alpha": 1.5})
+case("fliplr", "fliplr", [randn(2, 3, 2)])
+case("flipud", "flipud", [randn(3, 2)])
+case("msort", "msort", [randn(4, 3)])
+case("split_with_sizes", "split_with_sizes", [randn(6, 2)], {"sizes": [1, 0, 3, 2], "dim": 0})
+case("hsplit", "hsplit", [randn(2, 6)], {"at": 3})
+case("vsplit_indices", "vsplit", [randn(5, 2)], {"at": [2, 3]})
+case("dsplit", "dsplit", [randn(2, 1, 4)], {"at": 2})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

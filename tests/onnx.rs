@@ -457,7 +457,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
 
     // Elementwise math: ONNX's trigonometric and hyperbolic operators, and
     // expm1, log2, log10, exp2, logit, hypot, sinc, fmod, remainder, fmax
-    // and logaddexp2 as compositions; amin, prod and tensor_split.
+    // and logaddexp2 as compositions; amin, prod, tensor_split and unfold.
     let math = Custom(
         |h: &Tensor| {
             let unit = &h.tanh() * 0.9;
@@ -488,6 +488,7 @@ fn example_models_export_and_match_onnxruntime_at_two_batch_sizes() {
                 h.amin_dim(1, true),
                 (&(h * 0.2) + 1.0).prod_dim(1, true),
                 h.tensor_split(3, 1)[2].clone(),
+                h.unfold(1, 3, 1).flatten(1, 2),
             ];
             Tensor::cat(&parts.iter().collect::<Vec<_>>(), 1)
         },

@@ -571,6 +571,9 @@ binary_rows! {
     Remainder = "remainder", |a, b| remainder(a, b),
         cuda "(fmodf(u, v) != 0.0f && ((v < 0.0f) != (fmodf(u, v) < 0.0f))) ? fmodf(u, v) + v : fmodf(u, v)",
         int |a, b| { let m = a.wrapping_rem(b); if m != 0 && ((b < 0) != (m < 0)) { m + b } else { m } };
+    /// `a`'s magnitude with `b`'s sign bit (C's `copysign`, `torch.copysign`):
+    /// -0.0 and a negative NaN count as negative.
+    Copysign = "copysign", |a, b| a.copysign(b), cuda "copysignf(u, v)";
     /// `a + alpha * b` (PyTorch's `add(.., alpha=)`).
     AddScaled { alpha } = "add_scaled", |a, b| a + alpha * b, cuda "u + p0 * v", sample -0.5;
     /// `b`: the second operand (an assignment, as `copy_`).

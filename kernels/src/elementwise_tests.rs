@@ -77,3 +77,13 @@ fn rounding_follows_pytorch() {
     assert!(Round.f(f64::NAN).is_nan());
     assert_eq!(Round.i(7), 7);
 }
+
+#[test]
+fn copysign_takes_the_sign_bit() {
+    // C's copysign: -0.0 and a negative NaN are negative, +NaN positive.
+    assert_eq!(Copysign.f(2.0f32, -0.0), -2.0);
+    assert_eq!(Copysign.f(-2.0f64, 0.0), 2.0);
+    assert_eq!(Copysign.f(3.0f32, -f32::NAN), -3.0);
+    assert_eq!(Copysign.f(-3.0f32, f32::NAN), 3.0);
+    assert!(Copysign.f(f64::NAN, -1.0).is_sign_negative());
+}

@@ -408,11 +408,14 @@ impl Tensor {
     }
 
     /// Number of dims.
+    #[doc(alias = "dim")]
+    #[doc(alias = "ndimension")]
     pub fn ndim(&self) -> usize {
         self.0.layout.ndim()
     }
 
     /// Number of elements.
+    #[doc(alias = "nelement")]
     pub fn numel(&self) -> usize {
         self.0.layout.numel()
     }

@@ -467,6 +467,52 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             .to_dtype(x[0].dtype())),
         "isposinf" => one(x[0].isposinf().to_dtype(x[0].dtype())),
         "isneginf" => one(x[0].isneginf().to_dtype(x[0].dtype())),
+        "tensor_unfold" => one(x[0].unfold(i(a, "dim"), u(a, "size"), u(a, "step"))),
+        "copysign" => one(x[0].copysign(&x[1])),
+        "signbit" => one(x[0].signbit().to_dtype(x[0].dtype())),
+        "heaviside" => one(x[0].heaviside(&x[1])),
+        "float_power" => one(x[0].float_power(&x[1])),
+        "aminmax" => {
+            let (lo, hi) = match a.get("dim") {
+                Some(_) => x[0].aminmax_dim(i(a, "dim"), b(a, "keepdim")),
+                None => x[0].aminmax(),
+            };
+            vec![lo, hi]
+        }
+        "diag_embed" => one(x[0].diag_embed(i(a, "offset"), i(a, "dim1"), i(a, "dim2"))),
+        "diagflat" => one(x[0].diagflat(i(a, "offset"))),
+        "diagonal_scatter" => {
+            one(x[0].diagonal_scatter(&x[1], i(a, "offset"), i(a, "dim1"), i(a, "dim2")))
+        }
+        "slice_scatter" => {
+            let (start, end) = (i(a, "start"), i(a, "end"));
+            one(x[0].slice_scatter(&x[1], i(a, "dim"), start, end, u(a, "step")))
+        }
+        "select_scatter" => one(x[0].select_scatter(&x[1], i(a, "dim"), i(a, "index"))),
+        "addmv" => one(x[0].addmv(&x[1], &x[2], f(a, "beta"), f(a, "alpha"))),
+        "addr" => one(x[0].addr(&x[1], &x[2], f(a, "beta"), f(a, "alpha"))),
+        "addbmm" => one(x[0].addbmm(&x[1], &x[2], f(a, "beta"), f(a, "alpha"))),
+        "fliplr" => one(x[0].fliplr()),
+        "flipud" => one(x[0].flipud()),
+        "msort" => one(x[0].msort()),
+        "split_with_sizes" => {
+            let sizes: Vec<usize> = list(a, "sizes").iter().map(|&s| s as usize).collect();
+            x[0].split_with_sizes(&sizes, i(a, "dim"))
+        }
+        "hsplit" | "vsplit" | "dsplit" => match (op, a["at"].as_u64()) {
+            ("hsplit", Some(n)) => x[0].hsplit(n as usize),
+            ("vsplit", Some(n)) => x[0].vsplit(n as usize),
+            ("dsplit", Some(n)) => x[0].dsplit(n as usize),
+            (_, None) => {
+                let at: Vec<usize> = list(a, "at").iter().map(|&s| s as usize).collect();
+                match op {
+                    "hsplit" => x[0].hsplit_at(&at),
+                    "vsplit" => x[0].vsplit_at(&at),
+                    _ => x[0].dsplit_at(&at),
+                }
+            }
+            _ => unreachable!(),
+        },
         "prod" => one(x[0].prod()),
         "prod_dim" => one(x[0].prod_dim(i(a, "dim"), b(a, "keepdim"))),
         "argmax" => one(f64s(&x[0].argmax(i(a, "dim"), b(a, "keepdim")))),

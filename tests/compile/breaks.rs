@@ -272,8 +272,8 @@ fn ordering_ops_replay_without_a_graph_break() {
 
 /// A forward of reductions and constants that each were a graph break:
 /// variance, log-sum-exp, norms, max with its index, argmax, an MSE loss, a
-/// scatter-add, products, `amin`, `tensor_split` and tensors made inside
-/// the forward.
+/// scatter-add, products, `amin`, `tensor_split`, `unfold`, `copysign` and
+/// tensors made inside the forward.
 struct Reductions(Linear);
 
 module_of_linear!(Reductions);
@@ -294,7 +294,9 @@ impl Forward for Reductions {
         let products = &(&(&h * 0.1) + 1.0).prod_dim(1, true) + &h.prod();
         let extremes = &(&h.amin_dim(1, true) + &pieces[2]) + &(&products * &pieces[0].sum());
         let all = &(&(&(&spread + &lse) + &(&norms + &picks)) + &mse) + &(&spread_out + &h.var());
-        &all + &extremes
+        let windows = h.unfold(1, 2, 2).sum_dim(2, false).sum_dim(1, true);
+        let signed = h.copysign(&pieces[1]);
+        &(&all + &extremes) + &(&windows + &signed)
     }
 }
 

@@ -23,6 +23,11 @@ fn rnd(shape: &[usize], seed: u64) -> Tensor {
 /// PyTorch's by the golden replay.
 const AT_A_KINK: &[(&str, &str)] = &[
     (
+        "copysign_zeros",
+        "self and other at ±0, where copysign's value or sign jumps: PyTorch's gradient there is 0 (the golden \
+         checks it); finite differences see the jump",
+    ),
+    (
         "selu_tiny",
         "inputs within the difference step (1e-6) of 0, where SELU's slope jumps from scale * alpha to \
          scale (elu_tiny and celu_tiny, whose slopes meet at 0, are checked)",

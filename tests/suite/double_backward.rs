@@ -89,6 +89,20 @@ fn cases() -> Vec<Case> {
             vec![t(&[12], 10, -1.0, 1.0)],
         ),
         (
+            "signs",
+            Box::new(|x: &[Tensor]| &(&x[0].copysign(&x[1]) * &x[0]) * &x[1]),
+            vec![t(&[6], 41, 0.2, 2.0), t(&[6], 42, -2.0, 2.0)],
+        ),
+        (
+            "windows",
+            Box::new(|x: &[Tensor]| {
+                // Windows 0..4, 3..7, 6..10 overlap at 3 and 6.
+                let w = x[0].unfold(0, 4, 3);
+                (&(&w * &w) * &w).sum_dim(1, false)
+            }),
+            vec![t(&[10], 40, -1.0, 1.0)],
+        ),
+        (
             "matmul_linear",
             Box::new(|x: &[Tensor]| {
                 let h = nn::linear(&x[0], &x[1], Some(&x[2])).tanh();

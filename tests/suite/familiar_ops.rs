@@ -1,5 +1,6 @@
 //! PyTorch names that were missing (`prod`, `amin`, `isclose`, `fmax`,
-//! `floor_divide`, `hstack`, `tensor_split`, `diag`, `randperm`, ...):
+//! `floor_divide`, `hstack`, `tensor_split`, `diag`, `randperm`, ...; then
+//! `unfold`, `view_as`, `aminmax`, `hsplit`, `slice_scatter`, `copysign`):
 //! what the golden replay (`scripts/gen_goldens.py`, values and gradients)
 //! cannot hold — dtypes, empty inputs, errors naming the op, seeding.
 //! Expected values are PyTorch 2.15's on this CPU.
@@ -236,4 +237,206 @@ fn masks_combine_with_operators() {
         msg,
         "bitwise_and: takes bool masks, got int64 and bool (integer bitwise ops have no kernel yet)"
     );
+}
+
+// ---- the second round (2026-12-07): unfold, the `_as` family, aminmax,
+// ---- splits, scatters into slices and diagonals, signs.
+
+/// A call that must panic, paired with its message below.
+type Misuse = Box<dyn Fn()>;
+
+/// `unfold` is a view (a write to the input shows through), overlapping
+/// windows sum their gradients, and the edge shapes are PyTorch's.
+#[test]
+fn unfold_is_a_view_whose_overlaps_sum_their_gradients() {
+    let x = Tensor::from_vec(vec![0.0f32, 1.0, 2.0, 3.0, 4.0, 5.0], &[6]).requires_grad_(true);
+    let w = x.unfold(0, 3, 1);
+    assert_eq!(w.shape(), &[4, 3]);
+    assert!(!w.is_contiguous());
+    w.sum().backward();
+    // Positions 2 and 3 lie in three windows, the ends in one.
+    assert_eq!(
+        x.grad().unwrap().to_vec::<f32>(),
+        vec![1.0, 2.0, 3.0, 3.0, 2.0, 1.0]
+    );
+    let plain = Tensor::zeros(&[4]);
+    let view = plain.unfold(0, 2, 2);
+    plain.narrow(0, 1, 1).add_scalar_(7.0);
+    assert_eq!(view.to_vec::<f32>(), vec![0.0, 7.0, 0.0, 0.0]);
+    // PyTorch: a 0-d tensor gives `size` (0 or 1) elements; size 0 gives
+    // len / step + 1 empty windows.
+    assert_eq!(Tensor::scalar(5.0f32).unfold(0, 1, 1).shape(), &[1]);
+    assert_eq!(Tensor::scalar(5.0f32).unfold(0, 0, 1).shape(), &[0]);
+    assert_eq!(Tensor::zeros(&[7]).unfold(0, 0, 2).shape(), &[4, 0]);
+    let msg = panic_message(|| {
+        Tensor::zeros(&[2, 7]).unfold(1, 8, 1);
+    });
+    assert_eq!(
+        msg,
+        "unfold: windows of size 8 do not fit in dim 1 of length 7 (shape [2, 7])"
+    );
+    let msg = panic_message(|| {
+        Tensor::zeros(&[7]).unfold(0, 2, 0);
+    });
+    assert_eq!(msg, "unfold: step must be positive, got 0");
+}
+
+/// The `_as` family takes the other tensor's shape or dtype, and a
+/// mismatch names the op called; sizes in bytes follow the dtype.
+#[test]
+fn the_as_family_names_itself_in_errors() {
+    let x = Tensor::arange(6);
+    let like = Tensor::zeros(&[3, 2]);
+    assert_eq!(x.view_as(&like).shape(), &[3, 2]);
+    assert_eq!(x.reshape_as(&like).shape(), &[3, 2]);
+    assert_eq!(x.type_as(&like).dtype(), DType::F32);
+    let msg = panic_message(|| {
+        x.view_as(&Tensor::zeros(&[4]));
+    });
+    assert_eq!(
+        msg,
+        "view_as: a tensor of shape [6] (6 elements) cannot take the other tensor's shape [4] (4 elements)"
+    );
+    let msg = panic_message(|| {
+        Tensor::zeros(&[2, 3]).expand_as(&Tensor::zeros(&[4, 3, 2]));
+    });
+    assert_eq!(
+        msg,
+        "expand_as: a tensor of shape [2, 3] cannot be expanded to the other tensor's shape [4, 3, 2]"
+    );
+    let cols = Tensor::zeros(&[4, 6]).to_dtype(DType::F16).narrow(1, 0, 2);
+    assert_eq!((cols.element_size(), cols.nbytes()), (2, 16));
+    assert_eq!((x.element_size(), x.nbytes()), (8, 48));
+}
+
+/// `aminmax` keeps integer dtypes, and an empty input is an error naming
+/// it (PyTorch: "cannot compute aminmax over an empty dimension").
+#[test]
+fn aminmax_keeps_dtypes_and_names_empty_inputs() {
+    let (lo, hi) = Tensor::from_vec(vec![4u8, 250, 7], &[3]).aminmax();
+    assert_eq!(
+        (lo.dtype(), lo.item::<u8>(), hi.item::<u8>()),
+        (DType::U8, 4, 250)
+    );
+    let msg = panic_message(|| {
+        Tensor::zeros(&[2, 0]).aminmax();
+    });
+    assert_eq!(
+        msg,
+        "aminmax: the tensor of shape [2, 0] is empty, so it has no smallest or largest element"
+    );
+    let msg = panic_message(|| {
+        Tensor::zeros(&[2, 0]).aminmax_dim(1, false);
+    });
+    assert_eq!(
+        msg,
+        "aminmax: cannot reduce over a zero-size dim 1 of shape [2, 0]"
+    );
+}
+
+/// The splits check what PyTorch checks, in messages naming the op.
+#[test]
+fn splits_check_ranks_sizes_and_divisibility() {
+    let cases: Vec<(Misuse, &str)> = vec![
+        (
+            Box::new(|| drop(Tensor::arange(7).split_with_sizes(&[3, 3], 0))),
+            "split_with_sizes: the sizes [3, 3] must add up to 7, the length of dim 0 of shape [7]",
+        ),
+        (
+            Box::new(|| drop(Tensor::arange(7).hsplit(2))),
+            "hsplit: dim 0 of length 7 (shape [7]) cannot be split into 2 equal sections",
+        ),
+        (
+            Box::new(|| drop(Tensor::arange(6).hsplit(0))),
+            "hsplit: dim 0 of length 6 (shape [6]) cannot be split into 0 equal sections",
+        ),
+        (
+            Box::new(|| drop(Tensor::arange(7).vsplit(1))),
+            "vsplit: the input must have 2 or more dims, got shape [7]",
+        ),
+        (
+            Box::new(|| drop(Tensor::zeros(&[2, 2]).dsplit_at(&[1]))),
+            "dsplit: the input must have 3 or more dims, got shape [2, 2]",
+        ),
+        (
+            Box::new(|| drop(Tensor::zeros(&[3]).fliplr())),
+            "fliplr: the input must have 2 or more dims, got shape [3]",
+        ),
+        (
+            Box::new(|| drop(Tensor::scalar(1.0f32).flipud())),
+            "flipud: the input must have 1 or more dims, got a 0-d tensor",
+        ),
+    ];
+    for (f, want) in cases {
+        assert_eq!(panic_message(f), want);
+    }
+    let parts = Tensor::zeros(&[2, 6]).hsplit_at(&[1, 4]);
+    let widths: Vec<usize> = parts.iter().map(|p| p.shape()[1]).collect();
+    assert_eq!(widths, vec![1, 3, 2]);
+}
+
+/// Writing into slices and diagonals: shapes checked against the region
+/// written, in messages naming the op; gradients flow to both inputs.
+#[test]
+fn scatters_into_slices_and_diagonals_check_src_shapes() {
+    let cases: Vec<(Misuse, &str)> = vec![
+        (
+            Box::new(|| {
+                drop(Tensor::zeros(&[4, 3]).slice_scatter(&Tensor::ones(&[1, 3]), 0, 1, 4, 2))
+            }),
+            "slice_scatter: src has shape [1, 3], but the slice 1..4 (step 2) of dim 0 of shape [4, 3] has shape \
+             [2, 3]",
+        ),
+        (
+            Box::new(|| drop(Tensor::zeros(&[2, 2]).select_scatter(&Tensor::ones(&[2]), 0, 2))),
+            "select_scatter: index 2 is out of range for dim 0 of length 2 (shape [2, 2])",
+        ),
+        (
+            Box::new(|| {
+                drop(Tensor::zeros(&[3, 3]).diagonal_scatter(&Tensor::ones(&[2]), 0, 0, 1))
+            }),
+            "diagonal_scatter: src has shape [2], but diagonal 0 of dims 0 and 1 of shape [3, 3] has shape [3]",
+        ),
+        (
+            Box::new(|| drop(Tensor::zeros(&[3]).diag_embed(0, 1, -1))),
+            "diag_embed: dim1 and dim2 cannot be the same dim (1 and -1)",
+        ),
+    ];
+    for (f, want) in cases {
+        assert_eq!(panic_message(f), want);
+    }
+    let base = Tensor::ones(&[3]).requires_grad_(true);
+    let src = Tensor::full(&[1], 5.0).requires_grad_(true);
+    let out = base.slice_scatter(&src, 0, -1, 3, 1);
+    assert_eq!(out.to_vec::<f32>(), vec![1.0, 1.0, 5.0]);
+    (&out * &Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3]))
+        .sum()
+        .backward();
+    assert_eq!(base.grad().unwrap().to_vec::<f32>(), vec![1.0, 2.0, 0.0]);
+    assert_eq!(src.grad().unwrap().to_vec::<f32>(), vec![3.0]);
+}
+
+/// Signs: the sign bit decides (-0.0, negative NaN), integers promote to
+/// float in copysign and compare in signbit; heaviside wants one dtype.
+#[test]
+fn signs_follow_the_sign_bit_and_pytorchs_dtypes() {
+    let ints = Tensor::from_vec(vec![1i64, 2], &[2]);
+    let c = ints.copysign(&Tensor::from_vec(vec![-1i64, 0], &[2]));
+    assert_eq!(
+        (c.dtype(), c.to_vec::<f32>()),
+        (DType::F32, vec![-1.0, 2.0])
+    );
+    let negative_nan = Tensor::from_vec(vec![-f32::NAN, f32::NAN], &[2]);
+    assert_eq!(negative_nan.signbit().to_vec::<bool>(), vec![true, false]);
+    let signed = Tensor::from_vec(vec![-3i64, 0, 4], &[3]).signbit();
+    assert_eq!(signed.to_vec::<bool>(), vec![true, false, false]);
+    let msg = panic_message(|| {
+        Tensor::zeros(&[2]).heaviside(&Tensor::from_vec(vec![1i64], &[1]));
+    });
+    assert_eq!(
+        msg,
+        "heaviside: input and values must have one dtype, got float32 and int64"
+    );
+    let p = Tensor::from_vec(vec![2.0f32], &[1]).float_power_scalar(3.0);
+    assert_eq!((p.dtype(), p.item::<f64>()), (DType::F64, 8.0));
 }

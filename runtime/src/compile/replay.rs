@@ -143,6 +143,11 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
                     .slice(a.int("dim") as isize, start, end, a.int("step") as usize),
             ]
         },
+        "copysign" => |a| vec![a.x(0).copysign(a.x(1))],
+        "unfold" => |a| {
+            let (size, step) = (a.int("size") as usize, a.int("step") as usize);
+            vec![a.x(0).unfold(a.int("dim") as isize, size, step)]
+        },
         "narrow" => |a| {
             let (start, end) = (a.int("start") as usize, a.int("end") as usize);
             vec![a.x(0).narrow(a.int("dim") as isize, start, end - start)]

@@ -108,6 +108,7 @@ impl Tensor {
     }
 
     /// `self - other` with broadcasting and type promotion.
+    #[doc(alias = "subtract")]
     pub fn sub(&self, other: &Tensor) -> Tensor {
         trace::op("sub", [self, other], Vec::new, || {
             binary(
@@ -123,6 +124,7 @@ impl Tensor {
     }
 
     /// `self * other` with broadcasting and type promotion.
+    #[doc(alias = "multiply")]
     pub fn mul(&self, other: &Tensor) -> Tensor {
         trace::op("mul", [self, other], Vec::new, || {
             binary(
@@ -141,6 +143,8 @@ impl Tensor {
     }
 
     /// True division (integers divide as floats, as in PyTorch).
+    #[doc(alias = "divide")]
+    #[doc(alias = "true_divide")]
     pub fn div(&self, other: &Tensor) -> Tensor {
         trace::op("div", [self, other], Vec::new, || {
             binary(
@@ -341,10 +345,11 @@ fn ignoring_nan(a: &Tensor, b: &Tensor, extreme: Tensor) -> Tensor {
 }
 
 macro_rules! comparisons {
-    ($($name:ident, $sname:ident, $cmp:ident, $doc:literal;)*) => {
+    ($($name:ident, $sname:ident, $cmp:ident, $doc:literal $(, alias $alias:literal)?;)*) => {
         impl Tensor {
             $(
                 #[doc = $doc]
+                $(#[doc(alias = $alias)])?
                 pub fn $name(&self, other: &Tensor) -> Tensor {
                     trace::op(stringify!($name), [self, other], Vec::new, || {
                         let (a, b, shape) = prepare(self, other, stringify!($name), false);
@@ -370,11 +375,11 @@ macro_rules! comparisons {
 
 comparisons! {
     eq, eq_scalar, Eq, "Elementwise `==`, to bool.";
-    ne, ne_scalar, Ne, "Elementwise `!=`, to bool.";
-    lt, lt_scalar, Lt, "Elementwise `<`, to bool.";
-    le, le_scalar, Le, "Elementwise `<=`, to bool.";
-    gt, gt_scalar, Gt, "Elementwise `>`, to bool.";
-    ge, ge_scalar, Ge, "Elementwise `>=`, to bool.";
+    ne, ne_scalar, Ne, "Elementwise `!=`, to bool.", alias "not_equal";
+    lt, lt_scalar, Lt, "Elementwise `<`, to bool.", alias "less";
+    le, le_scalar, Le, "Elementwise `<=`, to bool.", alias "less_equal";
+    gt, gt_scalar, Gt, "Elementwise `>`, to bool.", alias "greater";
+    ge, ge_scalar, Ge, "Elementwise `>=`, to bool.", alias "greater_equal";
 }
 
 impl Tensor {

@@ -1,7 +1,8 @@
 //! Small fused-in-PyTorch formulas as compositions (`lerp`, `addcmul`,
-//! `addcdiv`, `addmm`, `baddbmm`, `cross`, `inner`, `sinc`, `deg2rad`,
-//! `rad2deg`, `logical_xor`), and the counting ops `bincount`, `histc` and
-//! `unique`, which read their sizes on the host as PyTorch's do.
+//! `addcdiv`, `addmm`, `baddbmm`, `addmv`, `addr`, `addbmm`, `cross`,
+//! `inner`, `sinc`, `deg2rad`, `rad2deg`, `logical_xor`), and the
+//! counting ops `bincount`, `histc` and `unique`, which read their sizes
+//! on the host as PyTorch's do.
 
 use crate::trace;
 use crate::{DType, Tensor};
@@ -62,6 +63,44 @@ impl Tensor {
     /// (`torch.baddbmm`).
     pub fn baddbmm(&self, batch1: &Tensor, batch2: &Tensor, beta: f64, alpha: f64) -> Tensor {
         add_scaled(self, &batch1.bmm(batch2), beta, alpha)
+    }
+
+    /// `beta * self + alpha * (mat @ vec)` (`torch.addmv`); `self`
+    /// broadcasts to the product's length, and is not read with `beta` 0.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let y = Tensor::ones(&[2]).addmv(&Tensor::ones(&[2, 3]), &Tensor::ones(&[3]), 0.5, 2.0);
+    /// assert_eq!(y.to_vec::<f32>(), vec![6.5, 6.5]);
+    /// ```
+    pub fn addmv(&self, mat: &Tensor, vec: &Tensor, beta: f64, alpha: f64) -> Tensor {
+        add_scaled(self, &mat.mv(vec), beta, alpha)
+    }
+
+    /// `beta * self + alpha * outer(vec1, vec2)` (`torch.addr`); `self`
+    /// broadcasts to the outer product's shape, and is not read with
+    /// `beta` 0.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let (u, v) = (Tensor::from_vec(vec![1.0f32, 2.0], &[2]), Tensor::from_vec(vec![3.0f32], &[1]));
+    /// assert_eq!(Tensor::zeros(&[2, 1]).addr(&u, &v, 1.0, 1.0).to_vec::<f32>(), vec![3.0, 6.0]);
+    /// ```
+    pub fn addr(&self, vec1: &Tensor, vec2: &Tensor, beta: f64, alpha: f64) -> Tensor {
+        add_scaled(self, &vec1.outer(vec2), beta, alpha)
+    }
+
+    /// `beta * self + alpha * Σᵢ batch1[i] @ batch2[i]` (`torch.addbmm`):
+    /// the batch of products summed into one matrix.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let b = Tensor::ones(&[4, 2, 3]);
+    /// let y = Tensor::zeros(&[2, 2]).addbmm(&b, &Tensor::ones(&[4, 3, 2]), 0.0, 1.0);
+    /// assert_eq!(y.to_vec::<f32>(), vec![12.0; 4]);
+    /// ```
+    pub fn addbmm(&self, batch1: &Tensor, batch2: &Tensor, beta: f64, alpha: f64) -> Tensor {
+        add_scaled(self, &batch1.bmm(batch2).sum_dim(0, false), beta, alpha)
     }
 
     /// The cross product of 3-vectors along `dim` (`torch.linalg.cross`,

@@ -1,8 +1,9 @@
-//! `torch.diagonal`, `torch.trace` and `torch.diag`: the two dims moved
+//! `torch.diagonal`, `torch.trace`, `torch.diag` and the diagonal writers
+//! `diagonal_scatter`, `diag_embed` and `diagflat`: the two dims moved
 //! last and merged, then every `(c + 1)`-th element picked by
 //! `index_select` (indices from a recorded `arange`, so compile replays
-//! it); `diag` of a vector places it the same way with `index_copy`. The
-//! gradients are those ops'; unlike PyTorch's view, `diagonal` is a copy.
+//! it) or written by `index_copy`. The gradients are those ops'; unlike
+//! PyTorch's view, `diagonal` is a copy.
 
 use crate::Tensor;
 
@@ -19,10 +20,123 @@ impl Tensor {
     /// assert_eq!(x.diagonal(-1, 0, 1).to_vec::<f32>(), vec![3.0]);
     /// ```
     pub fn diagonal(&self, offset: isize, dim1: isize, dim2: isize) -> Tensor {
-        let (d1, d2) = (self.dim(dim1, "diagonal"), self.dim(dim2, "diagonal"));
+        let plan = self.diagonal_plan(offset, dim1, dim2, "diagonal");
+        self.permute(&plan.order)
+            .reshape(&plan.merged)
+            .index_select(-1, &plan.at)
+    }
+
+    /// `self` with diagonal `offset` of dims `dim1`, `dim2` replaced by
+    /// `src` (`torch.diagonal_scatter`); `src` has the shape
+    /// [`Tensor::diagonal`] would return. Gradients flow to both, as
+    /// PyTorch's.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let out = Tensor::zeros(&[2, 3]).diagonal_scatter(&Tensor::ones(&[2]), 1, 0, 1);
+    /// assert_eq!(out.to_vec::<f32>(), vec![0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+    /// ```
+    #[track_caller]
+    pub fn diagonal_scatter(
+        &self,
+        src: &Tensor,
+        offset: isize,
+        dim1: isize,
+        dim2: isize,
+    ) -> Tensor {
+        let plan = self.diagonal_plan(offset, dim1, dim2, "diagonal_scatter");
+        let mut want: Vec<usize> = plan.merged.iter().map(|&d| d as usize).collect();
+        *want.last_mut().expect("the merged dims") = plan.at.numel();
+        assert!(
+            src.shape() == want,
+            "diagonal_scatter: src has shape {:?}, but diagonal {offset} of dims {dim1} and {dim2} of shape {:?} has \
+             shape {want:?}",
+            src.shape(),
+            self.shape()
+        );
+        let permuted = self.permute(&plan.order);
+        let moved: Vec<isize> = permuted.shape().iter().map(|&d| d as isize).collect();
+        let filled = (permuted.reshape(&plan.merged))
+            .index_copy(-1, &plan.at, src)
+            .reshape(&moved);
+        let mut back = vec![0isize; plan.order.len()];
+        for (i, &d) in plan.order.iter().enumerate() {
+            back[d as usize] = i as isize;
+        }
+        filled.permute(&back)
+    }
+
+    /// Each last-dim vector of `self` placed on diagonal `offset` of a new
+    /// pair of dims `dim1`, `dim2` of the result, zeros elsewhere
+    /// (`torch.diag_embed`; PyTorch's defaults are `0, -2, -1`): a batch
+    /// of diagonal matrices. The gradient is the diagonal back.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let v = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2]);
+    /// let m = v.diag_embed(0, -2, -1);
+    /// assert_eq!(m.shape(), &[2, 2, 2]);
+    /// assert_eq!(m.to_vec::<f32>(), vec![1.0, 0.0, 0.0, 2.0, 3.0, 0.0, 0.0, 4.0]);
+    /// ```
+    #[track_caller]
+    pub fn diag_embed(&self, offset: isize, dim1: isize, dim2: isize) -> Tensor {
+        let rank = self.ndim().max(1) + 1;
+        let norm = |d: isize| {
+            let r = if d < 0 { d + rank as isize } else { d };
+            assert!(
+                (0..rank as isize).contains(&r),
+                "diag_embed: dim {d} is out of range for the result's {rank} dims (input shape {:?})",
+                self.shape()
+            );
+            r as usize
+        };
+        let (d1, d2) = (norm(dim1), norm(dim2));
         assert!(
             d1 != d2,
-            "diagonal: dim1 and dim2 cannot be the same dim ({dim1} and {dim2} of shape {:?})",
+            "diag_embed: dim1 and dim2 cannot be the same dim ({dim1} and {dim2})"
+        );
+        let x = if self.ndim() == 0 {
+            self.reshape(&[1])
+        } else {
+            self.clone()
+        };
+        let (n, batch) = x.shape().split_last().expect("at least one dim");
+        let m = n + offset.unsigned_abs();
+        let mut batch = batch.iter();
+        let shape: Vec<usize> = (0..rank)
+            .map(|i| {
+                if i == d1 || i == d2 {
+                    m
+                } else {
+                    *batch.next().expect("a batch dim")
+                }
+            })
+            .collect();
+        let zeros = super::creation::filled_on(&shape, 0.0, x.dtype(), x.device());
+        zeros.diagonal_scatter(&x, offset, d1 as isize, d2 as isize)
+    }
+
+    /// The flattened input on diagonal `offset` of a square matrix
+    /// (`torch.diagflat`): [`Tensor::diag`] of `self.flatten_all()`.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0], &[1, 2]);
+    /// assert_eq!(x.diagflat(0).to_vec::<f32>(), vec![1.0, 0.0, 0.0, 2.0]);
+    /// ```
+    pub fn diagflat(&self, offset: isize) -> Tensor {
+        self.flatten_all().diag(offset)
+    }
+
+    /// Where diagonal `offset` of dims `dim1`, `dim2` lies: those two dims
+    /// moved last (`order`) and merged (`merged`), and the positions
+    /// along the merged dim (`at`).
+    #[track_caller]
+    fn diagonal_plan(&self, offset: isize, dim1: isize, dim2: isize, op: &str) -> DiagonalPlan {
+        let (d1, d2) = (self.dim(dim1, op), self.dim(dim2, op));
+        assert!(
+            d1 != d2,
+            "{op}: dim1 and dim2 cannot be the same dim ({dim1} and {dim2} of shape {:?})",
             self.shape()
         );
         let (r, c) = (self.shape()[d1] as isize, self.shape()[d2] as isize);
@@ -37,10 +151,9 @@ impl Tensor {
         let order: Vec<isize> = rest.iter().chain([&d1, &d2]).map(|&d| d as isize).collect();
         let mut merged: Vec<isize> = rest.iter().map(|&d| self.shape()[d] as isize).collect();
         merged.push(r * c);
-        let flat = self.permute(&order).reshape(&merged);
         let step = c as i64 + 1;
         let at = Tensor::arange_on((start..start + n as i64 * step, step), self.device());
-        flat.index_select(-1, &at)
+        DiagonalPlan { order, merged, at }
     }
 
     /// `torch.diag`: a vector becomes a square matrix with it on diagonal
@@ -95,4 +208,11 @@ impl Tensor {
         );
         self.diagonal(0, 0, 1).sum()
     }
+}
+
+/// See [`Tensor::diagonal_plan`].
+struct DiagonalPlan {
+    order: Vec<isize>,
+    merged: Vec<isize>,
+    at: Tensor,
 }

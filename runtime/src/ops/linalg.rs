@@ -147,6 +147,7 @@ impl Tensor {
     /// let a = Tensor::from_vec(vec![1.0f32, 2.0], &[2]);
     /// assert_eq!(a.outer(&a).to_vec::<f32>(), vec![1.0, 2.0, 2.0, 4.0]);
     /// ```
+    #[doc(alias = "ger")]
     pub fn outer(&self, other: &Tensor) -> Tensor {
         assert!(
             self.ndim() == 1 && other.ndim() == 1,

@@ -6,8 +6,8 @@
 
 use super::binary::binary;
 use super::unary::{Save, unary};
-use crate::Tensor;
 use crate::trace::{self, Attr};
+use crate::{DType, Tensor};
 use tapir_kernels::elementwise::{
     self as ew, Acos, Acosh, Asin, Asinh, Atan, Atanh, Cosh, Exp2, Expm1, Log2, Log10, Sinh, Tan,
 };
@@ -61,6 +61,7 @@ impl Tensor {
     }
 
     /// The arcsine (`torch.asin`; NaN outside `[-1, 1]`).
+    #[doc(alias = "arcsin")]
     pub fn asin(&self) -> Tensor {
         trace::op("asin", [self], Vec::new, || {
             unary(
@@ -74,6 +75,7 @@ impl Tensor {
     }
 
     /// The arccosine (`torch.acos`; NaN outside `[-1, 1]`).
+    #[doc(alias = "arccos")]
     pub fn acos(&self) -> Tensor {
         trace::op("acos", [self], Vec::new, || {
             unary(
@@ -87,6 +89,7 @@ impl Tensor {
     }
 
     /// The arctangent (`torch.atan`).
+    #[doc(alias = "arctan")]
     pub fn atan(&self) -> Tensor {
         trace::op("atan", [self], Vec::new, || {
             unary(
@@ -126,6 +129,7 @@ impl Tensor {
     }
 
     /// The inverse hyperbolic sine (`torch.asinh`).
+    #[doc(alias = "arcsinh")]
     pub fn asinh(&self) -> Tensor {
         trace::op("asinh", [self], Vec::new, || {
             unary(
@@ -139,6 +143,7 @@ impl Tensor {
     }
 
     /// The inverse hyperbolic cosine (`torch.acosh`; NaN below 1).
+    #[doc(alias = "arccosh")]
     pub fn acosh(&self) -> Tensor {
         trace::op("acosh", [self], Vec::new, || {
             unary(
@@ -152,6 +157,7 @@ impl Tensor {
     }
 
     /// The inverse hyperbolic tangent (`torch.atanh`; NaN outside `[-1, 1]`).
+    #[doc(alias = "arctanh")]
     pub fn atanh(&self) -> Tensor {
         trace::op("atanh", [self], Vec::new, || {
             unary(
@@ -232,6 +238,7 @@ impl Tensor {
     /// let pi = std::f32::consts::PI;
     /// assert_eq!(a.to_vec::<f32>(), vec![0.75 * pi, -0.75 * pi]);
     /// ```
+    #[doc(alias = "arctan2")]
     pub fn atan2(&self, other: &Tensor) -> Tensor {
         trace::op("atan2", [self, other], Vec::new, || {
             binary(
@@ -419,5 +426,32 @@ impl Tensor {
         let y = Tensor::where_(is_pos, &fill(posinf.unwrap_or(highest)), &y);
         let is_neg = &self.isinf().logical_and(&self.lt_scalar(0.0));
         Tensor::where_(is_neg, &fill(neginf.unwrap_or(lowest)), &y)
+    }
+
+    /// `self ^ exponent` in double precision (`torch.float_power`): both
+    /// are converted to f64 first, and so is the result, whatever their
+    /// dtypes; broadcast. Gradients are pow's, back in each input's dtype.
+    ///
+    /// ```
+    /// use tapir_runtime::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![2i64, 3], &[2]);
+    /// let y = x.float_power(&Tensor::scalar(0.5f32));
+    /// assert_eq!(y.dtype(), DType::F64);
+    /// assert_eq!(y.to_vec::<f64>(), vec![2f64.sqrt(), 3f64.sqrt()]);
+    /// ```
+    pub fn float_power(&self, exponent: &Tensor) -> Tensor {
+        self.to_dtype(DType::F64)
+            .pow(&exponent.to_dtype(DType::F64))
+    }
+
+    /// [`Tensor::float_power`] with a scalar exponent.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 4.0], &[2]);
+    /// assert_eq!(x.float_power_scalar(-0.5).to_vec::<f64>(), vec![1.0, 0.5]);
+    /// ```
+    pub fn float_power_scalar(&self, exponent: f64) -> Tensor {
+        self.to_dtype(DType::F64).powf(exponent)
     }
 }

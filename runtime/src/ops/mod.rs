@@ -2,6 +2,7 @@
 //! one file per family.
 
 pub(crate) mod activation;
+pub(crate) mod alike;
 pub(crate) mod binary;
 pub(crate) mod combine;
 pub(crate) mod conv;
@@ -10,6 +11,7 @@ pub(crate) mod creation;
 pub(crate) mod diagonal;
 pub(crate) mod division;
 pub(crate) mod einsum;
+pub(crate) mod extremes;
 pub(crate) mod index;
 pub(crate) mod inplace;
 pub(crate) mod linalg;
@@ -24,6 +26,7 @@ pub(crate) mod reduce;
 pub(crate) mod scatter;
 pub(crate) mod select;
 pub(crate) mod shape;
+pub(crate) mod signs;
 pub(crate) mod softmax;
 pub(crate) mod special;
 pub(crate) mod stacking;
@@ -32,6 +35,7 @@ pub(crate) mod structured;
 pub(crate) mod triangle;
 pub(crate) mod unary;
 pub(crate) mod view;
+pub(crate) mod windows;
 
 use crate::Tensor;
 use crate::storage::Storage;

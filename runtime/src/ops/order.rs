@@ -67,6 +67,18 @@ impl Tensor {
         )
     }
 
+    /// The values sorted ascending along dim 0 (`torch.msort`:
+    /// `sort(x, dim=0).values`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![3i64, 1, 0, 5], &[2, 2]);
+    /// assert_eq!(x.msort().to_vec::<i64>(), vec![0, 1, 3, 5]);
+    /// ```
+    pub fn msort(&self) -> Tensor {
+        self.sort(0, false).0
+    }
+
     /// The elements sorted along `dim`, ascending or descending, with the
     /// index each came from (`torch.sort(x, dim, descending, stable=True)`):
     /// equal elements keep their order, NaN sorts above every number.

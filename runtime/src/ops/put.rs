@@ -1,7 +1,9 @@
 //! Reads and writes at computed positions, composed of `gather` and the
 //! scatters (so gradients, both devices, compile and export come from
 //! them): `take` and `put` over the flattened tensor, `index_put` (what
-//! PyTorch's `x[i, j] = v` and `x[rows] += v` run) and `masked_scatter`.
+//! PyTorch's `x[i, j] = v` and `x[rows] += v` run), `masked_scatter`,
+//! and `slice_scatter` / `select_scatter` (an `index_copy` of the slice's
+//! positions).
 //! Negative indices count from the end, as PyTorch's.
 
 use crate::trace::{self, Attr};
@@ -194,5 +196,82 @@ impl Tensor {
     fn reshape_as_shape(&self, shape: &[usize]) -> Tensor {
         let s: Vec<isize> = shape.iter().map(|&n| n as isize).collect();
         self.reshape(&s)
+    }
+}
+
+impl Tensor {
+    /// `self` with the slice `start..end` (step `step`) of `dim` replaced
+    /// by `src` (`torch.slice_scatter`); `start` and `end` clamp and count
+    /// from the end when negative, as [`Tensor::slice`]'s, and `src` has
+    /// the slice's shape. Gradients flow to both, as PyTorch's.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let out = Tensor::zeros(&[5]).slice_scatter(&Tensor::ones(&[2]), 0, 1, 5, 2);
+    /// assert_eq!(out.to_vec::<f32>(), vec![0.0, 1.0, 0.0, 1.0, 0.0]);
+    /// ```
+    #[track_caller]
+    pub fn slice_scatter(
+        &self,
+        src: &Tensor,
+        dim: isize,
+        start: isize,
+        end: isize,
+        step: usize,
+    ) -> Tensor {
+        let d = self.dim(dim, "slice_scatter");
+        assert!(
+            step > 0 && self.ndim() > 0,
+            "slice_scatter: needs a positive step and a tensor with dims, got step {step} and shape {:?}",
+            self.shape()
+        );
+        let (s, len) = super::view::slice_span(self.shape()[d], start, end, step);
+        let mut want = self.shape().to_vec();
+        want[d] = len;
+        assert!(
+            src.shape() == want,
+            "slice_scatter: src has shape {:?}, but the slice {start}..{end} (step {step}) of dim {dim} of shape {:?} \
+             has shape {want:?}",
+            src.shape(),
+            self.shape()
+        );
+        let (s, len, step) = (s as i64, len as i64, step as i64);
+        let at = Tensor::arange_on((s..s + len * step, step), self.device());
+        self.index_copy(d as isize, &at, src)
+    }
+
+    /// `self` with entry `index` of `dim` replaced by `src`, which has
+    /// `self`'s shape without `dim` (`torch.select_scatter`); a negative
+    /// index counts from the end. Gradients flow to both, as PyTorch's.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let out = Tensor::zeros(&[2, 2]).select_scatter(&Tensor::ones(&[2]), 1, -1);
+    /// assert_eq!(out.to_vec::<f32>(), vec![0.0, 1.0, 0.0, 1.0]);
+    /// ```
+    #[track_caller]
+    pub fn select_scatter(&self, src: &Tensor, dim: isize, index: isize) -> Tensor {
+        let d = self.dim(dim, "select_scatter");
+        assert!(
+            self.ndim() > 0,
+            "select_scatter: needs a tensor with dims, got a 0-d tensor"
+        );
+        let size = self.shape()[d] as isize;
+        let i = if index < 0 { index + size } else { index };
+        assert!(
+            (0..size).contains(&i),
+            "select_scatter: index {index} is out of range for dim {dim} of length {size} (shape {:?})",
+            self.shape()
+        );
+        let mut want = self.shape().to_vec();
+        want.remove(d);
+        assert!(
+            src.shape() == want,
+            "select_scatter: src has shape {:?}, but entry {index} of dim {dim} of shape {:?} has shape {want:?}",
+            src.shape(),
+            self.shape()
+        );
+        let at = Tensor::arange_on((i as i64..i as i64 + 1, 1), self.device());
+        self.index_copy(d as isize, &at, &src.unsqueeze(d as isize))
     }
 }

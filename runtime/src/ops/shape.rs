@@ -131,6 +131,39 @@ impl Tensor {
         )
     }
 
+    /// Reverses the columns, dim 1 (`torch.fliplr`); needs 2 or more dims.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::arange(6).reshape(&[2, 3]);
+    /// assert_eq!(x.fliplr().to_vec::<i64>(), vec![2, 1, 0, 5, 4, 3]);
+    /// ```
+    #[track_caller]
+    pub fn fliplr(&self) -> Tensor {
+        assert!(
+            self.ndim() >= 2,
+            "fliplr: the input must have 2 or more dims, got shape {:?}",
+            self.shape()
+        );
+        self.flip(&[1])
+    }
+
+    /// Reverses the rows, dim 0 (`torch.flipud`); needs 1 or more dims.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::arange(6).reshape(&[3, 2]);
+    /// assert_eq!(x.flipud().to_vec::<i64>(), vec![4, 5, 2, 3, 0, 1]);
+    /// ```
+    #[track_caller]
+    pub fn flipud(&self) -> Tensor {
+        assert!(
+            self.ndim() >= 1,
+            "flipud: the input must have 1 or more dims, got a 0-d tensor"
+        );
+        self.flip(&[0])
+    }
+
     /// Shifts elements along `dims` by `shifts` places, wrapping around
     /// (`torch.roll`). With no dims the tensor is rolled as if flattened.
     ///

@@ -167,6 +167,126 @@ impl Tensor {
         self.split_at_bounds(indices, d, dim)
     }
 
+    /// Views along `dim` of the given `sizes`, which must add up to the
+    /// dim's length (`x.split(sizes, dim)` with a list in PyTorch,
+    /// `split_with_sizes`).
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let parts = Tensor::arange(5).split_with_sizes(&[2, 0, 3], 0);
+    /// assert_eq!(parts[2].to_vec::<i64>(), vec![2, 3, 4]);
+    /// ```
+    #[track_caller]
+    pub fn split_with_sizes(&self, sizes: &[usize], dim: isize) -> Vec<Tensor> {
+        let d = self.dim(dim, "split_with_sizes");
+        let n = self.shape().get(d).copied().unwrap_or(1);
+        assert!(
+            sizes.iter().sum::<usize>() == n,
+            "split_with_sizes: the sizes {sizes:?} must add up to {n}, the length of dim {dim} of shape {:?}",
+            self.shape()
+        );
+        let bounds: Vec<usize> = (sizes.iter().take(sizes.len().saturating_sub(1)))
+            .scan(0, |at, &s| {
+                *at += s;
+                Some(*at)
+            })
+            .collect();
+        self.split_at_bounds(&bounds, d, dim)
+    }
+
+    /// `sections` equal pieces along the columns (`torch.hsplit`): dim 1,
+    /// or dim 0 of a vector; the length must divide evenly. Cut at indices
+    /// instead with [`Tensor::hsplit_at`].
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let parts = Tensor::arange(6).reshape(&[1, 6]).hsplit(3);
+    /// assert_eq!(parts[1].to_vec::<i64>(), vec![2, 3]);
+    /// ```
+    #[track_caller]
+    pub fn hsplit(&self, sections: usize) -> Vec<Tensor> {
+        let dim = self.split_dim("hsplit");
+        self.even_split(sections, dim, "hsplit")
+    }
+
+    /// [`Tensor::hsplit`] cut before each of `indices`, as
+    /// [`Tensor::tensor_split_at`].
+    #[track_caller]
+    pub fn hsplit_at(&self, indices: &[usize]) -> Vec<Tensor> {
+        let dim = self.split_dim("hsplit");
+        self.tensor_split_at(indices, dim)
+    }
+
+    /// `sections` equal pieces along the rows, dim 0 (`torch.vsplit`);
+    /// needs 2 or more dims.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let parts = Tensor::arange(6).reshape(&[3, 2]).vsplit(3);
+    /// assert_eq!(parts[2].to_vec::<i64>(), vec![4, 5]);
+    /// ```
+    #[track_caller]
+    pub fn vsplit(&self, sections: usize) -> Vec<Tensor> {
+        let dim = self.split_dim("vsplit");
+        self.even_split(sections, dim, "vsplit")
+    }
+
+    /// [`Tensor::vsplit`] cut before each of `indices`.
+    #[track_caller]
+    pub fn vsplit_at(&self, indices: &[usize]) -> Vec<Tensor> {
+        let dim = self.split_dim("vsplit");
+        self.tensor_split_at(indices, dim)
+    }
+
+    /// `sections` equal pieces along the depth, dim 2 (`torch.dsplit`);
+    /// needs 3 or more dims.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let parts = Tensor::arange(8).reshape(&[1, 2, 4]).dsplit(2);
+    /// assert_eq!(parts[1].to_vec::<i64>(), vec![2, 3, 6, 7]);
+    /// ```
+    #[track_caller]
+    pub fn dsplit(&self, sections: usize) -> Vec<Tensor> {
+        let dim = self.split_dim("dsplit");
+        self.even_split(sections, dim, "dsplit")
+    }
+
+    /// [`Tensor::dsplit`] cut before each of `indices`.
+    #[track_caller]
+    pub fn dsplit_at(&self, indices: &[usize]) -> Vec<Tensor> {
+        let dim = self.split_dim("dsplit");
+        self.tensor_split_at(indices, dim)
+    }
+
+    /// The dim `op` (hsplit, vsplit or dsplit) splits, checking the rank.
+    #[track_caller]
+    fn split_dim(&self, op: &str) -> isize {
+        let (dim, least) = match op {
+            "hsplit" => (if self.ndim() == 1 { 0 } else { 1 }, 1),
+            "vsplit" => (0, 2),
+            _ => (2, 3),
+        };
+        assert!(
+            self.ndim() >= least,
+            "{op}: the input must have {least} or more dims, got shape {:?}",
+            self.shape()
+        );
+        dim
+    }
+
+    /// `sections` equal pieces along `dim`, or a panic naming `op`.
+    #[track_caller]
+    fn even_split(&self, sections: usize, dim: isize, op: &str) -> Vec<Tensor> {
+        let n = self.shape()[dim as usize];
+        assert!(
+            sections > 0 && n.is_multiple_of(sections),
+            "{op}: dim {dim} of length {n} (shape {:?}) cannot be split into {sections} equal sections",
+            self.shape()
+        );
+        self.tensor_split(sections, dim)
+    }
+
     /// The pieces between consecutive `bounds` (clamped to the dim's
     /// length), recorded as one op.
     fn split_at_bounds(&self, bounds: &[usize], d: usize, dim: isize) -> Vec<Tensor> {

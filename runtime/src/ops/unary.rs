@@ -62,6 +62,7 @@ fn rounding<F: UnaryFn>(x: &Tensor, op: F, name: &'static str) -> Tensor {
 
 impl Tensor {
     /// `-x`.
+    #[doc(alias = "negative")]
     pub fn neg(&self) -> Tensor {
         trace::op("neg", [self], Vec::new, || {
             unary(self, Neg, "NegBackward0", Save::Nothing, |_, g| g.neg())
@@ -128,6 +129,7 @@ impl Tensor {
     }
 
     /// `|x|` (gradient `sign(x)`).
+    #[doc(alias = "absolute")]
     pub fn abs(&self) -> Tensor {
         trace::op("abs", [self], Vec::new, || {
             unary(self, Abs, "AbsBackward0", Save::Input, |x, g| {
@@ -137,6 +139,7 @@ impl Tensor {
     }
 
     /// -1, 0 or 1 (gradient zero everywhere).
+    #[doc(alias = "sgn")]
     pub fn sign(&self) -> Tensor {
         trace::op("sign", [self], Vec::new, || {
             unary(self, Sign, "SignBackward0", Save::Nothing, |_, g| {
@@ -192,6 +195,7 @@ impl Tensor {
     /// let x = Tensor::from_vec(vec![-1.5f32, 0.5, 2.7], &[3]);
     /// assert_eq!(x.trunc().to_vec::<f32>(), vec![-1.0, 0.0, 2.0]);
     /// ```
+    #[doc(alias = "fix")]
     pub fn trunc(&self) -> Tensor {
         trace::op("trunc", [self], Vec::new, || {
             rounding(self, Trunc, "TruncBackward0")

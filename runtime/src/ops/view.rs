@@ -89,7 +89,7 @@ impl Tensor {
         out
     }
 
-    fn view_op(
+    pub(super) fn view_op(
         &self,
         layout: Layout,
         name: &'static str,
@@ -373,16 +373,7 @@ impl Tensor {
             || {
                 let d = self.dim(dim, "slice");
                 assert!(step > 0, "slice: step must be positive, got {step}");
-                let size = self.shape()[d] as isize;
-                let clampi = |i: isize| {
-                    if i < 0 {
-                        (i + size).max(0)
-                    } else {
-                        i.min(size)
-                    }
-                };
-                let (s, e) = (clampi(start) as usize, clampi(end) as usize);
-                let len = if e > s { (e - s).div_ceil(step) } else { 0 };
+                let (s, len) = slice_span(self.shape()[d], start, end, step);
                 let in_shape = self.shape().to_vec();
                 self.view_op(
                     slice_layout(self.layout(), d, s, len, step),
@@ -667,4 +658,20 @@ impl Tensor {
             },
         )
     }
+}
+
+/// Where `start..end` (step `step`) of a dim of `size` begins and how many
+/// elements it holds: negative bounds count from the end, and both clamp
+/// to the dim, as Python's slices.
+pub(super) fn slice_span(size: usize, start: isize, end: isize, step: usize) -> (usize, usize) {
+    let size = size as isize;
+    let clamp = |i: isize| {
+        if i < 0 {
+            (i + size).max(0)
+        } else {
+            i.min(size)
+        }
+    };
+    let (s, e) = (clamp(start) as usize, clamp(end) as usize);
+    (s, if e > s { (e - s).div_ceil(step) } else { 0 })
 }

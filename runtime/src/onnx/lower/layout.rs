@@ -61,6 +61,7 @@ pub(super) fn layout_op(b: &mut Builder, op: &OpView) -> Option<Lowered> {
         "flip",
         "roll",
         "repeat",
+        "unfold",
     ];
     LAYOUT.contains(&op.name).then(|| layout(b, op))
 }
@@ -191,6 +192,7 @@ fn layout(b: &mut Builder, op: &OpView) -> Lowered {
             Ok(())
         }
         "roll" => roll(b, op),
+        "unfold" => unfold(b, op),
         "repeat" => {
             let repeats = op.ints("repeats");
             let lead = repeats.len() as i64 - op.rank(0);
@@ -290,6 +292,40 @@ fn slice(b: &mut Builder, op: &OpView) -> Lowered {
         &[op.x(0), &starts, &ends, &axes, &steps],
         &[op.out()],
         vec![],
+    );
+    Ok(())
+}
+
+/// `unfold` as a Gather of every window's positions (a `[windows, size]`
+/// index, which puts both dims where the input's was), then a Transpose
+/// moving `size` last.
+fn unfold(b: &mut Builder, op: &OpView) -> Lowered {
+    let input = op.in_dims[0].as_ref().ok_or("no input")?;
+    if input.0.is_empty() {
+        return op.fail("unfolding a 0-d tensor");
+    }
+    let axis = op.axis(op.int("dim"), 0) as usize;
+    if input.0[axis] != input.1[axis] {
+        return op.fail("unfolding a dynamic dim");
+    }
+    let (size, step) = (op.int("size"), op.int("step"));
+    let windows = op.out_dims[0].0[axis] as i64;
+    let at: Vec<i64> = (0..windows)
+        .flat_map(|w| (0..size).map(move |j| w * step + j))
+        .collect();
+    let at = b.const_i64(&at, vec![windows, size]);
+    let gathered = b.tmp("Gather", &[op.x(0), &at], vec![int("axis", axis as i64)]);
+    let n = input.0.len() + 1;
+    let perm: Vec<i64> = (0..n)
+        .filter(|&d| d != axis + 1)
+        .chain([axis + 1])
+        .map(|d| d as i64)
+        .collect();
+    b.node(
+        "Transpose",
+        &[&gathered],
+        &[op.out()],
+        vec![ints("perm", &perm)],
     );
     Ok(())
 }
