@@ -261,6 +261,10 @@ def run(op, a, x):
         return list(torch.split(x[0], a["sizes"], a["dim"]))
     if op in ("hsplit", "vsplit", "dsplit"):
         return list(getattr(torch, op)(x[0], a["at"]))
+    if op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm"):
+        return [getattr(torch, op)(x[0], x[1])]
+    if op == "bitwise_not":
+        return [torch.bitwise_not(x[0])]
     if op == "isclose":
         return [torch.isclose(x[0], x[1], a["rtol"], a["atol"], a["equal_nan"]).double()]
     if op == "isposinf":
@@ -1232,6 +1236,13 @@ case("split_with_sizes", "split_with_sizes", [randn(6, 2)], {"sizes": [1, 0, 3, 
 case("hsplit", "hsplit", [randn(2, 6)], {"at": 3})
 case("vsplit_indices", "vsplit", [randn(5, 2)], {"at": [2, 3]})
 case("dsplit", "dsplit", [randn(2, 1, 4)], {"at": 2})
+ints = torch.tensor([[-13, 0, 7, 255], [-1, 64, 1 << 40, -(1 << 62)]])
+for op in ("bitwise_and", "bitwise_or", "bitwise_xor", "gcd", "lcm"):
+    case(op, op, [ints.clone(), torch.tensor([[6, -9, 0, 12], [3, 48, -6, 5]])])
+case("bitwise_not", "bitwise_not", [ints.clone()])
+case("bitwise_shifts_left", "bitwise_left_shift", [ints.clone(), torch.tensor([[1, 3, 63, 64], [-1, 0, 20, 1]])])
+case("bitwise_shifts_right", "bitwise_right_shift", [ints.clone(), torch.tensor([[1, 3, 63, 64], [-1, 0, 20, 70]])])
+case("bitwise_broadcast", "bitwise_xor", [ints.clone(), torch.tensor([[5], [-2]])])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -87,3 +87,31 @@ fn copysign_takes_the_sign_bit() {
     assert_eq!(Copysign.f(-3.0f32, f32::NAN), 3.0);
     assert!(Copysign.f(f64::NAN, -1.0).is_sign_negative());
 }
+
+#[test]
+fn integer_rows_follow_pytorch_at_the_edges() {
+    // torch 2.15 on int64: shifts outside 0..64 give 0 (left) or the sign
+    // (right); gcd and lcm are non-negative, gcd(0, 0) = 0.
+    assert_eq!(ShiftLeft.i(-1, 1), -2);
+    assert_eq!(ShiftLeft.i(-8, 63), 0);
+    assert_eq!(ShiftLeft.i(3, 64), 0);
+    assert_eq!(ShiftLeft.i(3, -1), 0);
+    assert_eq!(ShiftRight.i(-8, 64), -1);
+    assert_eq!(ShiftRight.i(8, 70), 0);
+    assert_eq!(ShiftRight.i(-4, 1), -2);
+    assert_eq!(
+        (Gcd.i(0, 0), Gcd.i(-12, 18), Gcd.i(7, -21), Gcd.i(0, -5)),
+        (0, 6, 7, 5)
+    );
+    assert_eq!((Lcm.i(0, 3), Lcm.i(-4, 6), Lcm.i(6, -4)), (0, 12, 12));
+    assert_eq!(
+        (
+            BitAnd.i(12, 10),
+            BitOr.i(12, 10),
+            BitXor.i(12, 10),
+            BitNot.i(5)
+        ),
+        (8, 14, 6, -6)
+    );
+    const { assert!(BitAnd::INT && BitNot::INT) };
+}

@@ -272,8 +272,8 @@ fn ordering_ops_replay_without_a_graph_break() {
 
 /// A forward of reductions and constants that each were a graph break:
 /// variance, log-sum-exp, norms, max with its index, argmax, an MSE loss, a
-/// scatter-add, products, `amin`, `tensor_split`, `unfold`, `copysign` and
-/// tensors made inside the forward.
+/// scatter-add, products, `amin`, `tensor_split`, `unfold`, `copysign`, an
+/// integer `&` and tensors made inside the forward.
 struct Reductions(Linear);
 
 module_of_linear!(Reductions);
@@ -296,7 +296,8 @@ impl Forward for Reductions {
         let all = &(&(&(&spread + &lse) + &(&norms + &picks)) + &mse) + &(&spread_out + &h.var());
         let windows = h.unfold(1, 2, 2).sum_dim(2, false).sum_dim(1, true);
         let signed = h.copysign(&pieces[1]);
-        &(&all + &extremes) + &(&windows + &signed)
+        let parity = (&h.argmax(1, true) & 1).to_dtype(tapir::DType::F32);
+        &(&all + &extremes) + &(&(&windows + &signed) + &parity)
     }
 }
 

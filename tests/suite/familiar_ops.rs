@@ -230,12 +230,72 @@ fn masks_combine_with_operators() {
     assert_eq!((!pos).to_vec::<bool>(), vec![true, true, false, false]);
     let column = Tensor::from_vec(vec![true, false], &[2, 1]);
     assert_eq!((&column & &small).shape(), &[2, 4]);
+    // An integer and a mask: the integer's dtype, bits anded.
+    let threes = Tensor::from_vec(vec![3i64; 4], &[4]);
+    let both = &threes & &small;
+    assert_eq!(
+        (both.dtype(), both.to_vec::<i64>()),
+        (DType::I64, vec![0, 1, 1, 0])
+    );
     let msg = panic_message(|| {
-        let _ = &Tensor::from_vec(vec![3i64], &[1]) & &small;
+        let _ = &x & &small;
     });
     assert_eq!(
         msg,
-        "bitwise_and: takes bool masks, got int64 and bool (integer bitwise ops have no kernel yet)"
+        "bitwise_and: takes integer or bool tensors, got float32 and bool (bitwise ops are not defined on floats)"
+    );
+}
+
+/// Integer bitwise ops, shifts, gcd and lcm: PyTorch 2.15's values at the
+/// edges (shifts outside 0..64, uint8 truncation) and its dtypes.
+#[test]
+fn integer_bitwise_ops_follow_pytorch() {
+    let u = Tensor::from_vec(vec![200u8, 1, 255], &[3]);
+    let by = |v: Vec<u8>| Tensor::from_vec(v, &[3]);
+    assert_eq!((&u >> &by(vec![9, 8, 7])).to_vec::<u8>(), vec![0, 0, 1]);
+    assert_eq!((&u << &by(vec![1, 8, 9])).to_vec::<u8>(), vec![144, 0, 0]);
+    assert_eq!((!&u).to_vec::<u8>(), vec![55, 254, 0]);
+    let shifted = &u >> 2;
+    assert_eq!(
+        (shifted.dtype(), shifted.to_vec::<u8>()),
+        (DType::U8, vec![50, 0, 63])
+    );
+    assert_eq!(
+        (&u & &Tensor::from_vec(vec![15i64], &[1])).dtype(),
+        DType::I64
+    );
+    assert_eq!(
+        (&u & &Tensor::from_vec(vec![true], &[1])).dtype(),
+        DType::U8
+    );
+    let i = Tensor::from_vec(vec![-8i64, 8, 5, -1], &[4]);
+    let amounts = |v: Vec<i64>| Tensor::from_vec(v, &[4]);
+    assert_eq!(
+        (&i >> &amounts(vec![64, 64, -1, 70])).to_vec::<i64>(),
+        vec![-1, 0, 0, -1]
+    );
+    assert_eq!(
+        (&i << &amounts(vec![63, 64, -1, 1])).to_vec::<i64>(),
+        vec![0, 0, 0, -2]
+    );
+    assert_eq!((&i >> 1).to_vec::<i64>(), vec![-4, 4, 2, -1]);
+    let mask = Tensor::from_vec(vec![true, false], &[2]) & 1;
+    assert_eq!(
+        (mask.dtype(), mask.to_vec::<i64>()),
+        (DType::I64, vec![1, 0])
+    );
+    let a = Tensor::from_vec(vec![0i64, -12, 7, 0], &[4]);
+    let b = Tensor::from_vec(vec![0i64, 18, -21, -5], &[4]);
+    assert_eq!(a.gcd(&b).to_vec::<i64>(), vec![0, 6, 7, 5]);
+    assert_eq!(a.lcm(&b).to_vec::<i64>(), vec![0, 36, 21, 0]);
+    let flags = Tensor::from_vec(vec![true], &[1]);
+    assert_eq!(
+        panic_message(|| drop(flags.gcd(&flags))),
+        "gcd: takes integer tensors, got bool and bool"
+    );
+    assert_eq!(
+        panic_message(|| drop(Tensor::zeros(&[1]).bitwise_not())),
+        "bitwise_not: takes an integer or bool tensor, got float32 (bitwise ops are not defined on floats)"
     );
 }
 

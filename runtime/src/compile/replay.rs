@@ -144,6 +144,14 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
             ]
         },
         "copysign" => |a| vec![a.x(0).copysign(a.x(1))],
+        "bitwise_and" => |a| vec![a.x(0).bitwise_and(a.x(1))],
+        "bitwise_or" => |a| vec![a.x(0).bitwise_or(a.x(1))],
+        "bitwise_xor" => |a| vec![a.x(0).bitwise_xor(a.x(1))],
+        "bitwise_not" => |a| vec![a.x(0).bitwise_not()],
+        "bitwise_left_shift" => |a| vec![a.x(0).bitwise_left_shift(a.x(1))],
+        "bitwise_right_shift" => |a| vec![a.x(0).bitwise_right_shift(a.x(1))],
+        "gcd" => |a| vec![a.x(0).gcd(a.x(1))],
+        "lcm" => |a| vec![a.x(0).lcm(a.x(1))],
         "unfold" => |a| {
             let (size, step) = (a.int("size") as usize, a.int("step") as usize);
             vec![a.x(0).unfold(a.int("dim") as isize, size, step)]

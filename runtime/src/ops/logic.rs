@@ -1,7 +1,7 @@
 //! Value tests and boolean reductions: `isnan`, `isinf`, `isposinf`,
 //! `isneginf`, `isfinite`, `isclose`, `any` and `all` (whole tensor or
 //! along a dim), composed from comparisons and sums; all give bool tensors,
-//! as PyTorch's. And `&`, `|`, `^` and `!` on bool masks.
+//! as PyTorch's (`&`, `|`, `^` and `!` are in `bitwise.rs`).
 
 use crate::{DType, Tensor};
 
@@ -164,99 +164,5 @@ impl Tensor {
             None => ones.sum(),
             Some(d) => ones.sum_dim(d, keepdim),
         }
-    }
-}
-
-impl Tensor {
-    /// Elementwise and of two bool masks, broadcast (`torch.bitwise_and`,
-    /// `a & b` in PyTorch and here). Integer tensors have no bitwise
-    /// kernel yet: they panic, naming the op and the dtypes.
-    ///
-    /// ```
-    /// use tapir_runtime::Tensor;
-    /// let x = Tensor::from_vec(vec![-1.0f32, 0.5, 2.0], &[3]);
-    /// let inside = &x.gt_scalar(0.0) & &x.lt_scalar(1.0);
-    /// assert_eq!(inside.to_vec::<bool>(), vec![false, true, false]);
-    /// assert_eq!((!&inside).to_vec::<bool>(), vec![true, false, true]);
-    /// ```
-    #[track_caller]
-    pub fn bitwise_and(&self, other: &Tensor) -> Tensor {
-        masks_only("bitwise_and", self, other);
-        self.logical_and(other)
-    }
-
-    /// Elementwise or of two bool masks, broadcast (`torch.bitwise_or`,
-    /// `a | b`); bool only, as [`Tensor::bitwise_and`].
-    #[track_caller]
-    pub fn bitwise_or(&self, other: &Tensor) -> Tensor {
-        masks_only("bitwise_or", self, other);
-        self.logical_or(other)
-    }
-
-    /// Elementwise exclusive or of two bool masks, broadcast
-    /// (`torch.bitwise_xor`, `a ^ b`); bool only, as [`Tensor::bitwise_and`].
-    #[track_caller]
-    pub fn bitwise_xor(&self, other: &Tensor) -> Tensor {
-        masks_only("bitwise_xor", self, other);
-        self.logical_xor(other)
-    }
-
-    /// Elementwise not of a bool mask (`torch.bitwise_not`, `~m` in
-    /// PyTorch, `!m` here); bool only, as [`Tensor::bitwise_and`].
-    #[track_caller]
-    pub fn bitwise_not(&self) -> Tensor {
-        masks_only("bitwise_not", self, self);
-        self.logical_not()
-    }
-}
-
-/// Panics, naming `op`, unless both operands are bool masks.
-#[track_caller]
-fn masks_only(op: &str, a: &Tensor, b: &Tensor) {
-    assert!(
-        a.dtype() == DType::Bool && b.dtype() == DType::Bool,
-        "{op}: takes bool masks, got {} and {} (integer bitwise ops have no kernel yet)",
-        a.dtype(),
-        b.dtype()
-    );
-}
-
-/// `&`, `|` and `^` between masks, borrowed or owned.
-macro_rules! mask_operator {
-    ($Trait:ident, $method:ident, $f:ident) => {
-        impl std::ops::$Trait<&Tensor> for &Tensor {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: &Tensor) -> Tensor {
-                Tensor::$f(self, rhs)
-            }
-        }
-        impl std::ops::$Trait<Tensor> for Tensor {
-            type Output = Tensor;
-            #[track_caller]
-            fn $method(self, rhs: Tensor) -> Tensor {
-                Tensor::$f(&self, &rhs)
-            }
-        }
-    };
-}
-
-mask_operator!(BitAnd, bitand, bitwise_and);
-mask_operator!(BitOr, bitor, bitwise_or);
-mask_operator!(BitXor, bitxor, bitwise_xor);
-
-impl std::ops::Not for &Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn not(self) -> Tensor {
-        self.bitwise_not()
-    }
-}
-
-impl std::ops::Not for Tensor {
-    type Output = Tensor;
-    #[track_caller]
-    fn not(self) -> Tensor {
-        self.bitwise_not()
     }
 }

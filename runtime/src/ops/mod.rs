@@ -4,6 +4,7 @@
 pub(crate) mod activation;
 pub(crate) mod alike;
 pub(crate) mod binary;
+pub(crate) mod bitwise;
 pub(crate) mod combine;
 pub(crate) mod conv;
 pub(crate) mod conv_transpose;
