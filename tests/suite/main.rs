@@ -26,6 +26,7 @@ mod edge_values;
 mod embeddings;
 mod errors;
 mod familiar_ops;
+mod functional_api;
 mod functional_grad;
 mod fused;
 mod golden_layers;

@@ -277,7 +277,7 @@ pub(crate) fn lookup(name: &str) -> Option<Replay> {
         },
         "causal_mask" => |a| vec![crate::nn::attention_mask_future(a.x(0))],
         "dropout" => |a| {
-            vec![crate::nn::functional_dropout(
+            vec![crate::nn::dropout(
                 a.x(0),
                 a.float("p"),
                 a.int("training") != 0,

@@ -130,23 +130,55 @@ impl PReLU {
 
 impl Forward for PReLU {
     fn forward(&self, x: &Tensor) -> Tensor {
-        let c = self.weight.numel();
-        let w = if c == 1 {
-            self.weight.reshape(&[])
-        } else {
-            let dim = if x.ndim() >= 2 { 1 } else { 0 };
-            assert!(
-                x.ndim() >= 1 && x.shape()[dim] == c,
-                "PReLU(num_parameters={c}): expected {c} channels in dim {dim}, got input of shape {:?}",
-                x.shape()
-            );
-            let mut shape = vec![1isize; x.ndim()];
-            shape[dim] = c as isize;
-            self.weight.reshape(&shape)
-        };
-        let w = w.to_dtype(x.dtype());
-        Tensor::where_(&x.gt_scalar(0.0), x, &(x * &w))
+        let layer = format!("PReLU(num_parameters={})", self.weight.numel());
+        prelu_named(x, &self.weight, &layer)
     }
+}
+
+/// `F.prelu(x, weight)`: `x` where positive, `weight * x` elsewhere, with
+/// one weight for all, or one per channel (dim 1; dim 0 of a vector), as
+/// [`PReLU`] applies.
+///
+/// ```
+/// use tapir_runtime::{nn::prelu, Tensor};
+/// let x = Tensor::from_vec(vec![-2.0f32, 3.0], &[1, 2]);
+/// let w = Tensor::from_vec(vec![0.5f32, 0.1], &[2]);
+/// assert_eq!(prelu(&x, &w).to_vec::<f32>(), vec![-1.0, 3.0]);
+/// ```
+#[track_caller]
+pub fn prelu(x: &Tensor, weight: &Tensor) -> Tensor {
+    prelu_named(x, weight, "prelu")
+}
+
+/// `F.softmin(x, dim)`: `softmax(-x)` along `dim`, as [`Softmin`].
+///
+/// ```
+/// use tapir_runtime::{nn::softmin, Tensor};
+/// let p = softmin(&Tensor::from_vec(vec![0.0f32, 0.0], &[2]), -1);
+/// assert_eq!(p.to_vec::<f32>(), vec![0.5, 0.5]);
+/// ```
+pub fn softmin(x: &Tensor, dim: isize) -> Tensor {
+    x.neg().softmax(dim)
+}
+
+#[track_caller]
+fn prelu_named(x: &Tensor, weight: &Tensor, layer: &str) -> Tensor {
+    let c = weight.numel();
+    let w = if c == 1 {
+        weight.reshape(&[])
+    } else {
+        let dim = if x.ndim() >= 2 { 1 } else { 0 };
+        assert!(
+            x.ndim() >= 1 && x.shape()[dim] == c,
+            "{layer}: expected {c} channels in dim {dim}, got input of shape {:?}",
+            x.shape()
+        );
+        let mut shape = vec![1isize; x.ndim()];
+        shape[dim] = c as isize;
+        weight.reshape(&shape)
+    };
+    let w = w.to_dtype(x.dtype());
+    Tensor::where_(&x.gt_scalar(0.0), x, &(x * &w))
 }
 
 impl Module for PReLU {

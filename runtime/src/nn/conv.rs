@@ -123,6 +123,32 @@ impl Forward for Conv1d {
     }
 }
 
+/// `F.conv1d(x, weight, bias, stride, padding, dilation, groups)` over
+/// `[N, C, L]` or `[C, L]` with a `[out, C / groups, k]` weight: what
+/// [`Conv1d`] computes with zero padding (a 2-D convolution over
+/// `[N, C, 1, L]`, sharing its kernel and backward).
+///
+/// ```
+/// use tapir_runtime::{nn::{conv1d, Conv1dOptions}, Tensor};
+/// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[1, 1, 4]);
+/// let w = Tensor::from_vec(vec![1.0f32, -1.0], &[1, 1, 2]);
+/// let y = conv1d(&x, &w, None, Conv1dOptions::default());
+/// assert_eq!(y.to_vec::<f32>(), vec![-1.0, -1.0, -1.0]);
+/// ```
+#[track_caller]
+pub fn conv1d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: Conv1dOptions) -> Tensor {
+    assert!(
+        weight.ndim() == 3 && opts.groups > 0,
+        "conv1d: expects a 3-D weight [out_channels, in_channels / groups, kernel] and groups > 0, got weight \
+         shape {:?} and groups {}",
+        weight.shape(),
+        opts.groups
+    );
+    let (x4, batched) = as_image(x, weight.shape()[1] * opts.groups, "conv1d");
+    let y = x4.conv2d(&weight.unsqueeze(2), bias, image_options(opts));
+    from_image(y, batched)
+}
+
 /// A 1-D convolution's input `[N, C, L]` or `[C, L]` as `[N, C, 1, L]`,
 /// checked against `in_channels`, and whether it was batched.
 #[track_caller]

@@ -183,10 +183,26 @@ impl Forward for Dropout {
     }
 }
 
-/// `F.dropout(x, p, training)`: what [`Dropout`] applies, for layers that
-/// drop inside their forward (attention weights, recurrent and transformer
-/// layers).
-pub(crate) fn dropout(x: &Tensor, p: f64, training: bool) -> Tensor {
+/// `F.dropout(x, p, training)`: what [`Dropout`] applies, for modules
+/// that drop inside their forward (attention weights, recurrent and
+/// transformer layers, hand-written blocks): in training, each element
+/// zeroed with probability `p` and the rest scaled by `1 / (1 - p)`; the
+/// identity otherwise. PyTorch's `training` defaults to true; pass the
+/// module's [`Module::is_training`](super::Module::is_training).
+///
+/// ```
+/// use tapir_runtime::{nn::dropout, Tensor};
+/// let x = Tensor::ones(&[1000]);
+/// assert_eq!(dropout(&x, 0.5, false).to_vec::<f32>(), x.to_vec::<f32>());
+/// let y = dropout(&x, 0.5, true).to_vec::<f32>();
+/// assert!(y.iter().all(|&v| v == 0.0 || v == 2.0));
+/// ```
+#[track_caller]
+pub fn dropout(x: &Tensor, p: f64, training: bool) -> Tensor {
+    assert!(
+        (0.0..=1.0).contains(&p),
+        "dropout: probability has to be between 0 and 1, but got {p}"
+    );
     let attrs = || {
         vec![
             ("p", crate::trace::Attr::Float(p)),
@@ -278,6 +294,36 @@ channel_dropout! {
     /// `[N, C, H, W]` with probability `p` and scales the rest by
     /// `1 / (1 - p)`; the identity in eval mode.
     Dropout2d, 2;
+}
+
+/// `F.dropout1d(x, p, training)`: whole channels of `[N, C, L]` (or
+/// `[C, L]`) zeroed, as [`Dropout1d`].
+///
+/// ```
+/// use tapir_runtime::{nn::dropout1d, Tensor};
+/// let y = dropout1d(&Tensor::ones(&[2, 3, 5]), 0.5, true);
+/// let per_channel = y.amax_dim(2, false).to_vec::<f32>();
+/// assert!(per_channel.iter().all(|&v| v == 0.0 || v == 2.0));
+/// ```
+#[track_caller]
+pub fn dropout1d(x: &Tensor, p: f64, training: bool) -> Tensor {
+    checked_channel_dropout(x, p, training, 1, "dropout1d")
+}
+
+/// `F.dropout2d(x, p, training)`: whole channels of `[N, C, H, W]`
+/// zeroed, as [`Dropout2d`].
+#[track_caller]
+pub fn dropout2d(x: &Tensor, p: f64, training: bool) -> Tensor {
+    checked_channel_dropout(x, p, training, 2, "dropout2d")
+}
+
+#[track_caller]
+fn checked_channel_dropout(x: &Tensor, p: f64, training: bool, spatial: usize, op: &str) -> Tensor {
+    assert!(
+        (0.0..=1.0).contains(&p),
+        "{op}: probability has to be between 0 and 1, but got {p}"
+    );
+    channel_dropout(x, p, training, spatial, op)
 }
 
 /// Dropout of whole channels: one draw per `(sample, channel)` of an input

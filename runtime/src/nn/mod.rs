@@ -33,6 +33,7 @@ mod padding;
 mod parametrize;
 mod pixel_shuffle;
 mod pool;
+mod pool1d;
 mod pool3d;
 mod recurrent;
 mod recurrent_cell;
@@ -44,7 +45,7 @@ mod unpool;
 
 pub use activation::{
     CELU, ELU, GLU, Hardshrink, Hardtanh, LogSoftmax, PReLU, RReLU, Softmax2d, Softmin, Softshrink,
-    Threshold, rrelu,
+    Threshold, prelu, rrelu, softmin,
 };
 pub use attention::MultiheadAttention;
 pub(crate) use attention::mask_future as attention_mask_future;
@@ -52,7 +53,7 @@ pub use batch_norm::{BatchNorm, batch_norm, convert_sync_batchnorm};
 pub(crate) use batch_norm::{BatchNormState, batch_norm_op, cumulative_running_stats};
 pub(crate) use chunked_cross_entropy::ChunkedLoss;
 pub use container::{ModuleDict, ModuleList, Sequential};
-pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d};
+pub use conv::{Conv1d, Conv1dOptions, Conv2d, ConvTranspose1d, ConvTranspose2d, conv1d};
 pub use conv3d::{Conv3d, Conv3dOptions, ConvTranspose3d, conv_transpose3d, conv3d};
 pub use ctc::{CtcOptions, ctc_loss};
 pub use embedding::{BagMode, BagOptions, Embedding, EmbeddingBag, embedding_bag};
@@ -67,11 +68,10 @@ pub use fusion::{fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval};
 pub use grid_sample::{GridMode, GridPadding, affine_grid, grid_sample};
 pub use group_norm::{GroupNorm, InstanceNorm, group_norm, instance_norm};
 pub use interpolate::{InterpolateMode, Upsample, interpolate};
-pub(crate) use layers::dropout as functional_dropout;
 pub use layers::{
     AlphaDropout, Dropout, Dropout1d, Dropout2d, Flatten, GELU, Hardsigmoid, Hardswish, Identity,
     LeakyReLU, LogSigmoid, Mish, ReLU, ReLU6, SELU, SiLU, Sigmoid, Softmax, Softplus, Softsign,
-    Tanh, Tanhshrink, Unflatten,
+    Tanh, Tanhshrink, Unflatten, dropout, dropout1d, dropout2d,
 };
 pub use linear::{Bilinear, Linear, linear};
 pub use linear_cross_entropy::{
@@ -100,7 +100,7 @@ pub use module::{
     repr_of_children, visit_child, visit_child_mut,
 };
 pub use module_tree::AsModule;
-pub use norm::{LayerNorm, LocalResponseNorm, RMSNorm, local_response_norm};
+pub use norm::{LayerNorm, LocalResponseNorm, RMSNorm, local_response_norm, rms_norm};
 pub use packed::{
     PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence, pad_sequence,
     unpack_sequence, unpad_sequence,
@@ -114,13 +114,14 @@ pub use parametrize::{
     Parametrization, Parametrized, SpectralNorm, WeightNorm, spectral_norm, weight_norm,
 };
 pub use pixel_shuffle::{
-    ChannelShuffle, PixelShuffle, PixelUnshuffle, pixel_shuffle, pixel_unshuffle,
+    ChannelShuffle, PixelShuffle, PixelUnshuffle, channel_shuffle, pixel_shuffle, pixel_unshuffle,
 };
 pub use pool::{
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d,
     AvgPool2d, LPPool1d, LPPool2d, MaxPool1d, MaxPool2d, adaptive_avg_pool2d, adaptive_max_pool2d,
     avg_pool2d, lp_pool1d, lp_pool2d, max_pool2d, max_pool2d_with_indices,
 };
+pub use pool1d::{adaptive_avg_pool1d, adaptive_max_pool1d, avg_pool1d, max_pool1d};
 pub use pool3d::{
     AdaptiveAvgPool3d, AdaptiveMaxPool3d, AvgPool3d, LPPool3d, MaxPool3d, Triple,
     adaptive_avg_pool3d, adaptive_max_pool3d, avg_pool3d, lp_pool3d, max_pool3d,

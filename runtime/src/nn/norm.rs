@@ -158,25 +158,58 @@ impl RMSNorm {
 
 impl Forward for RMSNorm {
     fn forward(&self, x: &Tensor) -> Tensor {
-        let k = self.normalized_shape.len();
-        assert!(
-            x.ndim() >= k && x.shape()[x.ndim() - k..] == *self.normalized_shape,
-            "RMSNorm: input of shape {:?} does not end with normalized shape {:?}",
-            x.shape(),
-            self.normalized_shape
-        );
-        let eps = self.eps.unwrap_or(match x.dtype() {
-            DType::F64 => f64::EPSILON,
-            DType::F16 => 0.000_976_562_5,
-            DType::BF16 => 0.007_812_5,
-            _ => f32::EPSILON as f64,
-        });
-        let dims: Vec<isize> = (1..=k as isize).map(|d| -d).collect();
-        let y = x * &(&(x * x).mean_dims(&dims, true) + eps).rsqrt();
-        match &self.weight {
-            Some(w) => &y * w,
-            None => y,
-        }
+        let w = self.weight.as_ref();
+        rms_norm_named(x, &self.normalized_shape, w, self.eps, "RMSNorm")
+    }
+}
+
+/// `F.rms_norm(x, normalized_shape, weight, eps)`: what [`RMSNorm`]
+/// applies, `x / sqrt(mean(x²) + eps) * weight` over the trailing
+/// `normalized_shape` dims; `eps` `None` is the dtype's machine epsilon,
+/// as PyTorch's.
+///
+/// ```
+/// use tapir_runtime::{nn::rms_norm, Tensor};
+/// let x = Tensor::from_vec(vec![3.0f32, 4.0], &[1, 2]);
+/// let y = rms_norm(&x, &[2], None, Some(0.0));
+/// let r = (12.5f32).sqrt();
+/// assert_eq!(y.to_vec::<f32>(), vec![3.0 / r, 4.0 / r]);
+/// ```
+#[track_caller]
+pub fn rms_norm(
+    x: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    eps: Option<f64>,
+) -> Tensor {
+    rms_norm_named(x, normalized_shape, weight, eps, "rms_norm")
+}
+
+#[track_caller]
+fn rms_norm_named(
+    x: &Tensor,
+    normalized_shape: &[usize],
+    weight: Option<&Tensor>,
+    eps: Option<f64>,
+    layer: &str,
+) -> Tensor {
+    let k = normalized_shape.len();
+    assert!(
+        x.ndim() >= k && x.shape()[x.ndim() - k..] == *normalized_shape,
+        "{layer}: input of shape {:?} does not end with normalized shape {normalized_shape:?}",
+        x.shape(),
+    );
+    let eps = eps.unwrap_or(match x.dtype() {
+        DType::F64 => f64::EPSILON,
+        DType::F16 => 0.000_976_562_5,
+        DType::BF16 => 0.007_812_5,
+        _ => f32::EPSILON as f64,
+    });
+    let dims: Vec<isize> = (1..=k as isize).map(|d| -d).collect();
+    let y = x * &(&(x * x).mean_dims(&dims, true) + eps).rsqrt();
+    match weight {
+        Some(w) => &y * w,
+        None => y,
     }
 }
 

@@ -140,17 +140,35 @@ pub struct ChannelShuffle {
 impl Forward for ChannelShuffle {
     #[track_caller]
     fn forward(&self, x: &Tensor) -> Tensor {
-        let g = self.groups;
-        assert!(
-            x.ndim() >= 3 && g > 0 && x.size(1).is_multiple_of(g),
-            "ChannelShuffle: expects [N, C, *] with C divisible by groups {g}, got {:?}",
-            x.shape()
-        );
-        let s: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
-        let mut grouped = vec![s[0], g as isize, s[1] / g as isize];
-        grouped.extend(&s[2..]);
-        x.reshape(&grouped).transpose(1, 2).reshape(&s)
+        channel_shuffle_named(x, self.groups, "ChannelShuffle")
     }
+}
+
+/// `F.channel_shuffle(x, groups)`: the channels of `[N, C, *]` regrouped,
+/// `C` split into `groups` rows then read by column (ShuffleNet), as
+/// [`ChannelShuffle`].
+///
+/// ```
+/// use tapir_runtime::{nn::channel_shuffle, Tensor};
+/// let x = Tensor::arange(4).reshape(&[1, 4, 1]);
+/// assert_eq!(channel_shuffle(&x, 2).to_vec::<i64>(), vec![0, 2, 1, 3]);
+/// ```
+#[track_caller]
+pub fn channel_shuffle(x: &Tensor, groups: usize) -> Tensor {
+    channel_shuffle_named(x, groups, "channel_shuffle")
+}
+
+#[track_caller]
+fn channel_shuffle_named(x: &Tensor, g: usize, layer: &str) -> Tensor {
+    assert!(
+        x.ndim() >= 3 && g > 0 && x.size(1).is_multiple_of(g),
+        "{layer}: expects [N, C, *] with C divisible by groups {g}, got {:?}",
+        x.shape()
+    );
+    let s: Vec<isize> = x.shape().iter().map(|&d| d as isize).collect();
+    let mut grouped = vec![s[0], g as isize, s[1] / g as isize];
+    grouped.extend(&s[2..]);
+    x.reshape(&grouped).transpose(1, 2).reshape(&s)
 }
 
 impl Module for ChannelShuffle {

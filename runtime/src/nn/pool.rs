@@ -255,7 +255,12 @@ fn unbatch(y: Tensor, spatial: usize, batched: bool) -> Tensor {
 /// Runs a 2-D pooling `f` on `x` with `spatial` trailing dims (1 or 2),
 /// batched (`[N, C, ..]`) or not (`[C, ..]`): a 1-D input gets a height
 /// of one, an unbatched one a batch of one, both taken off after.
-fn pooled(x: &Tensor, spatial: usize, layer: &str, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+pub(super) fn pooled(
+    x: &Tensor,
+    spatial: usize,
+    layer: &str,
+    f: impl Fn(&Tensor) -> Tensor,
+) -> Tensor {
     let (batched, x) = batch_of(x, spatial, layer);
     unbatch(f(&x), spatial, batched)
 }
@@ -373,16 +378,7 @@ impl MaxPool1d {
 
 impl Forward for MaxPool1d {
     fn forward(&self, x: &Tensor) -> Tensor {
-        let s = *self;
-        pooled(x, 1, "MaxPool1d", |x| {
-            let (k, st, p, d) = (
-                (1, s.kernel),
-                (1, s.stride),
-                (0, s.padding),
-                (1, s.dilation),
-            );
-            max_pool2d(x, k, st, p, d, s.ceil_mode)
-        })
+        super::pool1d::max_pool1d_named(x, *self, "MaxPool1d")
     }
 }
 
@@ -477,11 +473,7 @@ impl AvgPool1d {
 
 impl Forward for AvgPool1d {
     fn forward(&self, x: &Tensor) -> Tensor {
-        let s = *self;
-        pooled(x, 1, "AvgPool1d", |x| {
-            let (k, st, p) = ((1, s.kernel), (1, s.stride), (0, s.padding));
-            avg_pool2d(x, k, st, p, s.ceil_mode, s.count_include_pad, None)
-        })
+        super::pool1d::avg_pool1d_named(x, *self, "AvgPool1d")
     }
 }
 
@@ -537,9 +529,7 @@ pub struct AdaptiveAvgPool1d {
 
 impl Forward for AdaptiveAvgPool1d {
     fn forward(&self, x: &Tensor) -> Tensor {
-        pooled(x, 1, "AdaptiveAvgPool1d", |x| {
-            adaptive_avg_pool2d(x, (1, self.output_size))
-        })
+        super::pool1d::adaptive_pool1d(x, self.output_size, false, "AdaptiveAvgPool1d")
     }
 }
 
@@ -552,9 +542,7 @@ pub struct AdaptiveMaxPool1d {
 
 impl Forward for AdaptiveMaxPool1d {
     fn forward(&self, x: &Tensor) -> Tensor {
-        pooled(x, 1, "AdaptiveMaxPool1d", |x| {
-            adaptive_max_pool2d(x, (1, self.output_size))
-        })
+        super::pool1d::adaptive_pool1d(x, self.output_size, true, "AdaptiveMaxPool1d")
     }
 }
 
