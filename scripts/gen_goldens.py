@@ -263,6 +263,12 @@ def run(op, a, x):
         return list(getattr(torch, op)(x[0], a["at"]))
     if op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "gcd", "lcm"):
         return [getattr(torch, op)(x[0], x[1])]
+    if op == "mode":
+        v, i = torch.mode(x[0], a["dim"], a["keepdim"])
+        return [v, i.double()]
+    if op == "unique_consecutive":
+        v, inv, counts = torch.unique_consecutive(x[0], return_inverse=True, return_counts=True)
+        return [v, inv.double(), counts.double()]
     if op == "bitwise_not":
         return [torch.bitwise_not(x[0])]
     if op == "isclose":
@@ -1243,6 +1249,13 @@ case("bitwise_not", "bitwise_not", [ints.clone()])
 case("bitwise_shifts_left", "bitwise_left_shift", [ints.clone(), torch.tensor([[1, 3, 63, 64], [-1, 0, 20, 1]])])
 case("bitwise_shifts_right", "bitwise_right_shift", [ints.clone(), torch.tensor([[1, 3, 63, 64], [-1, 0, 20, 70]])])
 case("bitwise_broadcast", "bitwise_xor", [ints.clone(), torch.tensor([[5], [-2]])])
+case("mode", "mode", [T([[1.0, 2.0, 2.0, 1.0, 3.0], [5.0, 5.0, 4.0, 4.0, 0.0], [7.0, 7.0, 7.0, 1.0, 7.0]])],
+     {"dim": 1, "keepdim": False})
+case("mode_keep_t", "mode", [randn(3, 4).round()], {"dim": 0, "keepdim": True}, views=["t"])
+case("mode_nan", "mode", [T([3.0, nan, nan, 1.0])], {"dim": 0, "keepdim": False})
+case("mode_int", "mode", [torch.tensor([[2, 2, 9, 9, 9], [4, -1, 4, -1, 0]])], {"dim": -1, "keepdim": True})
+case("unique_consecutive", "unique_consecutive", [torch.tensor([[1, 1, 2, 2], [3, 1, 1, 2]])])
+case("unique_consecutive_nan", "unique_consecutive", [T([1.0, 1.0, nan, nan, -0.0, 0.0])], grad=[False])
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

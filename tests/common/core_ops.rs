@@ -513,6 +513,14 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             }
             _ => unreachable!(),
         },
+        "mode" => {
+            let (v, ix) = x[0].mode(i(a, "dim"), b(a, "keepdim"));
+            vec![v, f64s(&ix)]
+        }
+        "unique_consecutive" => {
+            let (v, inverse, counts) = x[0].unique_consecutive();
+            vec![v, f64s(&inverse), f64s(&counts)]
+        }
         "bitwise_and" => one(x[0].bitwise_and(&x[1])),
         "bitwise_or" => one(x[0].bitwise_or(&x[1])),
         "bitwise_xor" => one(x[0].bitwise_xor(&x[1])),

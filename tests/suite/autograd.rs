@@ -23,6 +23,15 @@ fn rnd(shape: &[usize], seed: u64) -> Tensor {
 /// PyTorch's by the golden replay.
 const AT_A_KINK: &[(&str, &str)] = &[
     (
+        "mode",
+        "mode is made of equal values: moving one by the difference step breaks its run and another value \
+         becomes the mode; the gradient (gather's, to the last occurrence) is checked against PyTorch's",
+    ),
+    (
+        "mode_keep_t",
+        "as mode: rounded values, so ties and runs by design",
+    ),
+    (
         "copysign_zeros",
         "self and other at ±0, where copysign's value or sign jumps: PyTorch's gradient there is 0 (the golden \
          checks it); finite differences see the jump",

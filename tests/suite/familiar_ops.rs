@@ -500,3 +500,22 @@ fn signs_follow_the_sign_bit_and_pytorchs_dtypes() {
     let p = Tensor::from_vec(vec![2.0f32], &[1]).float_power_scalar(3.0);
     assert_eq!((p.dtype(), p.item::<f64>()), (DType::F64, 8.0));
 }
+
+/// `mode` of a 0-d tensor is itself at index 0, an empty dim is an error
+/// naming it; `unique_consecutive` of nothing is nothing.
+#[test]
+fn mode_and_unique_consecutive_edges() {
+    let (v, i) = Tensor::scalar(4.0f32).mode(0, false);
+    assert_eq!((v.item::<f32>(), i.item::<i64>()), (4.0, 0));
+    assert_eq!(
+        panic_message(|| drop(Tensor::zeros(&[3, 0]).mode(1, false))),
+        "mode: cannot reduce over a zero-size dim 1 of shape [3, 0]"
+    );
+    let (values, inverse, counts) = Tensor::zeros(&[2, 0]).unique_consecutive();
+    assert_eq!(
+        (values.numel(), inverse.shape(), counts.numel()),
+        (0, &[2usize, 0][..], 0)
+    );
+    let bools = Tensor::from_vec(vec![true, true, false], &[3]).unique_consecutive();
+    assert_eq!(bools.0.to_vec::<bool>(), vec![true, false]);
+}

@@ -15,6 +15,10 @@
 //! | [`lstsq`], [`cholesky_solve`], [`cholesky_inverse`] | `linalg.lstsq(..).solution`, `cholesky_solve`, `cholesky_inverse` |
 //! | [`matrix_power`], [`matrix_exp`], [`multi_dot`] | `linalg.matrix_power`, `linalg.matrix_exp`, `linalg.multi_dot` |
 //!
+//! `Tensor` has PyTorch's methods for them too: `x.det()`, `logdet`,
+//! `slogdet`, `inverse`, `pinverse`, `matrix_power(n)`, `matrix_exp`,
+//! `cholesky(upper)`, `cholesky_inverse`, `cholesky_solve` and `qr`.
+//!
 //! The factorizations run on faer (`tapir_kernels::cpu::linalg`), one
 //! matrix per task across tapir's threads; f32 and f64 (PyTorch's CPU
 //! linalg takes no half types either). On a GPU they run on a host copy,
@@ -34,6 +38,7 @@
 mod compose;
 mod factor;
 mod lu;
+mod methods;
 mod norms;
 mod solve;
 

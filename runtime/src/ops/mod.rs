@@ -13,6 +13,7 @@ pub(crate) mod diagonal;
 pub(crate) mod division;
 pub(crate) mod einsum;
 pub(crate) mod extremes;
+pub(crate) mod frequency;
 pub(crate) mod index;
 pub(crate) mod inplace;
 pub(crate) mod linalg;
