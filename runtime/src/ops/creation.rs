@@ -574,6 +574,57 @@ impl Tensor {
         trace::op("float", [self], Vec::new, || self.to_dtype(DType::F32))
     }
 
+    /// `tensor.double()`: to f64.
+    pub fn double(&self) -> Tensor {
+        self.to_dtype(DType::F64)
+    }
+
+    /// `tensor.long()`: to int64 (floats truncate toward zero).
+    ///
+    /// ```
+    /// use tapir_runtime::{DType, Tensor};
+    /// let x = Tensor::from_vec(vec![1.7f32, -1.7], &[2]);
+    /// assert_eq!(x.long().to_vec::<i64>(), vec![1, -1]);
+    /// assert_eq!(x.gt_scalar(0.0).long().dtype(), DType::I64);
+    /// ```
+    pub fn long(&self) -> Tensor {
+        self.to_dtype(DType::I64)
+    }
+
+    /// `tensor.bool()`: nonzero to true.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![0.0f32, 0.5], &[2]);
+    /// assert_eq!(x.bool().to_vec::<bool>(), vec![false, true]);
+    /// ```
+    pub fn bool(&self) -> Tensor {
+        self.to_dtype(DType::Bool)
+    }
+
+    /// `tensor.byte()`: to uint8.
+    pub fn byte(&self) -> Tensor {
+        self.to_dtype(DType::U8)
+    }
+
+    /// `tensor.cpu()`: this tensor on the CPU (itself when it is there);
+    /// an error if reading it back from a GPU fails.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::ones(&[2]);
+    /// assert_eq!(x.cpu().unwrap().to_vec::<f32>(), vec![1.0, 1.0]);
+    /// ```
+    pub fn cpu(&self) -> crate::Result<Tensor> {
+        self.to(Device::Cpu)
+    }
+
+    /// `tensor.cuda()`: this tensor on CUDA device 0; an error saying why
+    /// where there is none (no `cuda` feature, no driver, no GPU).
+    pub fn cuda(&self) -> crate::Result<Tensor> {
+        self.to(Device::cuda(0)?)
+    }
+
     /// The tensor as one `Element` type's Vec, checked to be that dtype.
     pub fn to_vec_exact<T: Element>(&self) -> Vec<T> {
         assert!(
