@@ -269,6 +269,10 @@ def run(op, a, x):
     if op == "unique_consecutive":
         v, inv, counts = torch.unique_consecutive(x[0], return_inverse=True, return_counts=True)
         return [v, inv.double(), counts.double()]
+    if op == "ldexp":
+        return [torch.ldexp(x[0], x[1])]
+    if op == "sum_to_size":
+        return [x[0].sum_to_size(a["shape"])]
     if op == "bitwise_not":
         return [torch.bitwise_not(x[0])]
     if op == "isclose":
@@ -1256,6 +1260,9 @@ case("mode_nan", "mode", [T([3.0, nan, nan, 1.0])], {"dim": 0, "keepdim": False}
 case("mode_int", "mode", [torch.tensor([[2, 2, 9, 9, 9], [4, -1, 4, -1, 0]])], {"dim": -1, "keepdim": True})
 case("unique_consecutive", "unique_consecutive", [torch.tensor([[1, 1, 2, 2], [3, 1, 1, 2]])])
 case("unique_consecutive_nan", "unique_consecutive", [T([1.0, 1.0, nan, nan, -0.0, 0.0])], grad=[False])
+case("ldexp", "ldexp", [randn(3, 4), torch.tensor([[-3, 0, 2, 7]])], grad=[True, False])
+case("ldexp_float_exponent", "ldexp", [randn(2, 3), randn(2, 1)])
+case("sum_to_size", "sum_to_size", [randn(2, 3, 4)], {"shape": [3, 1]})
 
 os.makedirs(OUT, exist_ok=True)
 save_file(tensors, os.path.join(OUT, "core.safetensors"))

@@ -521,6 +521,11 @@ pub fn run(op: &str, a: &Value, x: &[Tensor]) -> Option<Vec<Tensor>> {
             let (v, inverse, counts) = x[0].unique_consecutive();
             vec![v, f64s(&inverse), f64s(&counts)]
         }
+        "ldexp" => one(x[0].ldexp(&x[1])),
+        "sum_to_size" => {
+            let shape: Vec<usize> = list(a, "shape").iter().map(|&s| s as usize).collect();
+            one(x[0].sum_to_size(&shape))
+        }
         "bitwise_and" => one(x[0].bitwise_and(&x[1])),
         "bitwise_or" => one(x[0].bitwise_or(&x[1])),
         "bitwise_xor" => one(x[0].bitwise_xor(&x[1])),

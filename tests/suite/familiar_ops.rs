@@ -255,6 +255,9 @@ fn integer_bitwise_ops_follow_pytorch() {
     assert_eq!((&u >> &by(vec![9, 8, 7])).to_vec::<u8>(), vec![0, 0, 1]);
     assert_eq!((&u << &by(vec![1, 8, 9])).to_vec::<u8>(), vec![144, 0, 0]);
     assert_eq!((!&u).to_vec::<u8>(), vec![55, 254, 0]);
+    // A scalar wraps into uint8, as PyTorch's: -1 is 255, 256 is 0.
+    assert_eq!((&u & -1).to_vec::<u8>(), vec![200, 1, 255]);
+    assert_eq!((&u & 256).to_vec::<u8>(), vec![0, 0, 0]);
     let shifted = &u >> 2;
     assert_eq!(
         (shifted.dtype(), shifted.to_vec::<u8>()),

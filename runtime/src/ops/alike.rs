@@ -1,6 +1,7 @@
 //! Ops that take their shape or dtype from another tensor (`expand_as`,
-//! `view_as`, `reshape_as`, `type_as`), and the sizes in bytes PyTorch
-//! reports beside `numel` (`element_size`, `nbytes`). Each is the op it
+//! `view_as`, `reshape_as`, `type_as`), `sum_to_size` (expand's adjoint),
+//! and the sizes in bytes PyTorch reports beside `numel` (`element_size`,
+//! `nbytes`). Each is the op it
 //! names with `other`'s shape or dtype; only the error messages are their
 //! own, so that a mismatch names the op the user called.
 
@@ -68,6 +69,28 @@ impl Tensor {
     /// ```
     pub fn type_as(&self, other: &Tensor) -> Tensor {
         self.to_dtype(other.dtype())
+    }
+
+    /// This tensor summed down to `shape`, which must broadcast to its
+    /// shape (`x.sum_to_size(shape)`): the dims `shape` lacks or has as 1
+    /// are summed, as the gradient of an expand.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::ones(&[2, 3]);
+    /// assert_eq!(x.sum_to_size(&[1, 3]).to_vec::<f32>(), vec![2.0; 3]);
+    /// assert_eq!(x.sum_to_size(&[2, 1]).to_vec::<f32>(), vec![3.0; 2]);
+    /// ```
+    #[track_caller]
+    pub fn sum_to_size(&self, shape: &[usize]) -> Tensor {
+        let to = self.shape();
+        let ok = shape.len() <= to.len()
+            && (shape.iter().rev().zip(to.iter().rev())).all(|(&s, &t)| s == t || s == 1);
+        assert!(
+            ok,
+            "sum_to_size: size {shape:?} is not expandable to the tensor's size {to:?}"
+        );
+        self.sum_to(shape)
     }
 
     /// Bytes per element (`x.element_size()`, `x.itemsize`).

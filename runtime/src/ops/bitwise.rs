@@ -152,12 +152,13 @@ impl Tensor {
     }
 
     /// `value` as a 0-d tensor for a bitwise op with `self`: of `self`'s
-    /// integer dtype (as PyTorch, a Python int does not widen uint8), int64
-    /// beside a bool mask.
+    /// integer dtype (as PyTorch, a Python int does not widen uint8, and
+    /// wraps into it: `-1` is 255), int64 beside a bool mask.
     fn integer_scalar(&self, value: i64) -> Tensor {
-        let dtype = match self.dtype() {
-            DType::Bool => DType::I64,
-            d => d,
+        let (dtype, value) = match self.dtype() {
+            DType::Bool => (DType::I64, value),
+            DType::U8 => (DType::U8, value.rem_euclid(256)),
+            d => (d, value),
         };
         super::creation::filled_on(&[], value as f64, dtype, self.device())
     }

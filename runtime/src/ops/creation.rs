@@ -438,6 +438,12 @@ impl Tensor {
         Tensor::zeros_on(shape, self.dtype(), self.device())
     }
 
+    /// A tensor of `shape` with `self`'s dtype and device (`x.new_empty`);
+    /// zeros here, where PyTorch leaves the memory unwritten.
+    pub fn new_empty(&self, shape: &[usize]) -> Tensor {
+        self.new_zeros(shape)
+    }
+
     /// Ones of `shape` with `self`'s dtype and device (`x.new_ones`).
     pub fn new_ones(&self, shape: &[usize]) -> Tensor {
         Tensor::ones_on(shape, self.dtype(), self.device())

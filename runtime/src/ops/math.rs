@@ -444,6 +444,21 @@ impl Tensor {
             .pow(&exponent.to_dtype(DType::F64))
     }
 
+    /// `self * 2^other`, broadcast (`torch.ldexp`, PyTorch's own
+    /// composition); integers are promoted to float, and the gradients are
+    /// those of the product and the power.
+    ///
+    /// ```
+    /// use tapir_runtime::Tensor;
+    /// let x = Tensor::from_vec(vec![0.75f32, -1.0], &[2]);
+    /// let e = Tensor::from_vec(vec![3i64, -2], &[2]);
+    /// assert_eq!(x.ldexp(&e).to_vec::<f32>(), vec![6.0, -0.25]);
+    /// ```
+    pub fn ldexp(&self, other: &Tensor) -> Tensor {
+        let scale = floating(other).exp2();
+        &floating(self) * &scale
+    }
+
     /// [`Tensor::float_power`] with a scalar exponent.
     ///
     /// ```
