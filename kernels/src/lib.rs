@@ -21,6 +21,7 @@ pub mod cuda;
 pub mod elementwise;
 mod float;
 mod geometry;
+mod integer;
 pub(crate) mod layout;
 pub mod optim;
 pub mod program;
