@@ -166,10 +166,7 @@ pub struct Dropout {
 impl Dropout {
     /// `nn.Dropout(p)`.
     pub fn new(p: f64) -> Dropout {
-        assert!(
-            (0.0..=1.0).contains(&p),
-            "Dropout: probability has to be between 0 and 1, but got {p}"
-        );
+        check_probability(p, "Dropout");
         Dropout {
             p,
             training: TrainingFlag::default(),
@@ -199,10 +196,7 @@ impl Forward for Dropout {
 /// ```
 #[track_caller]
 pub fn dropout(x: &Tensor, p: f64, training: bool) -> Tensor {
-    assert!(
-        (0.0..=1.0).contains(&p),
-        "dropout: probability has to be between 0 and 1, but got {p}"
-    );
+    check_probability(p, "dropout");
     let attrs = || {
         vec![
             ("p", crate::trace::Attr::Float(p)),
@@ -244,11 +238,7 @@ macro_rules! channel_dropout {
         impl $name {
             #[doc = concat!("`nn.", stringify!($name), "(p)`.")]
             pub fn new(p: f64) -> $name {
-                assert!(
-                    (0.0..=1.0).contains(&p),
-                    "{}: probability has to be between 0 and 1, but got {p}",
-                    stringify!($name)
-                );
+                check_probability(p, stringify!($name));
                 $name { p, training: TrainingFlag::default() }
             }
         }
@@ -319,11 +309,17 @@ pub fn dropout2d(x: &Tensor, p: f64, training: bool) -> Tensor {
 
 #[track_caller]
 fn checked_channel_dropout(x: &Tensor, p: f64, training: bool, spatial: usize, op: &str) -> Tensor {
+    check_probability(p, op);
+    channel_dropout(x, p, training, spatial, op)
+}
+
+/// Panics, naming `op`, unless `p` is a probability (PyTorch's message).
+#[track_caller]
+fn check_probability(p: f64, op: &str) {
     assert!(
         (0.0..=1.0).contains(&p),
         "{op}: probability has to be between 0 and 1, but got {p}"
     );
-    channel_dropout(x, p, training, spatial, op)
 }
 
 /// Dropout of whole channels: one draw per `(sample, channel)` of an input
@@ -376,10 +372,7 @@ pub struct AlphaDropout {
 impl AlphaDropout {
     /// `nn.AlphaDropout(p)`.
     pub fn new(p: f64) -> AlphaDropout {
-        assert!(
-            (0.0..=1.0).contains(&p),
-            "AlphaDropout: probability has to be between 0 and 1, but got {p}"
-        );
+        check_probability(p, "AlphaDropout");
         AlphaDropout {
             p,
             training: TrainingFlag::default(),

@@ -1,9 +1,9 @@
 //! Ops that take their shape or dtype from another tensor (`expand_as`,
 //! `view_as`, `reshape_as`, `type_as`), `sum_to_size` (expand's adjoint),
 //! and the sizes in bytes PyTorch reports beside `numel` (`element_size`,
-//! `nbytes`). Each is the op it
-//! names with `other`'s shape or dtype; only the error messages are their
-//! own, so that a mismatch names the op the user called.
+//! `nbytes`). Each is the op it names with `other`'s shape or dtype; only
+//! the error messages are their own, so that a mismatch names the op the
+//! user called.
 
 use crate::Tensor;
 
