@@ -19,10 +19,8 @@ impl Tensor {
     #[track_caller]
     pub fn expand_as(&self, other: &Tensor) -> Tensor {
         let (from, to) = (self.shape(), other.shape());
-        let ok = to.len() >= from.len()
-            && (from.iter().rev().zip(to.iter().rev())).all(|(&s, &t)| s == t || s == 1);
         assert!(
-            ok,
+            expands_to(from, to),
             "expand_as: a tensor of shape {from:?} cannot be expanded to the other tensor's shape {to:?}"
         );
         self.expand(to)
@@ -84,10 +82,8 @@ impl Tensor {
     #[track_caller]
     pub fn sum_to_size(&self, shape: &[usize]) -> Tensor {
         let to = self.shape();
-        let ok = shape.len() <= to.len()
-            && (shape.iter().rev().zip(to.iter().rev())).all(|(&s, &t)| s == t || s == 1);
         assert!(
-            ok,
+            expands_to(shape, to),
             "sum_to_size: size {shape:?} is not expandable to the tensor's size {to:?}"
         );
         self.sum_to(shape)
@@ -122,6 +118,13 @@ impl Tensor {
             other.numel()
         );
     }
+}
+
+/// Whether `from` expands to `to`: as many dims or fewer, each (from the
+/// right) equal or 1.
+pub(super) fn expands_to(from: &[usize], to: &[usize]) -> bool {
+    to.len() >= from.len()
+        && (from.iter().rev().zip(to.iter().rev())).all(|(&s, &t)| s == t || s == 1)
 }
 
 fn signed(shape: &[usize]) -> Vec<isize> {

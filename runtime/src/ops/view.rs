@@ -294,15 +294,8 @@ impl Tensor {
             if shape == self.shape() {
                 return self.clone();
             }
-            let ok = shape.len() >= self.ndim()
-                && self
-                    .shape()
-                    .iter()
-                    .rev()
-                    .zip(shape.iter().rev())
-                    .all(|(&s, &t)| s == t || s == 1);
             assert!(
-                ok,
+                super::alike::expands_to(self.shape(), shape),
                 "expand: shape {:?} cannot be expanded to {shape:?}",
                 self.shape()
             );
